@@ -1,0 +1,146 @@
+"""The backend interface every plugin implements (local, slurm, skypilot, third-party).
+
+``render`` is pure: it turns a spec, a target and the target's probed facts into a
+frozen ``Request`` whose ``text`` is exactly what would be submitted. ``submit``
+takes that same Request, so the dry run and the real run cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Iterable, Iterator, Optional, Protocol, Sequence
+
+from .config import Target
+from .spec import JobSpec
+from .status import Status
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """Identity of one launch of a spec: what render needs besides the spec."""
+
+    job_id: str
+    attempt: int = 1  # the generation this submission starts at
+    job_dir: str = ""  # where the backend may put logs/scripts for this job (on the submit host)
+    seed: Optional[int] = None
+
+    @property
+    def dedupe_token(self) -> str:
+        """Travels in the scheduler's own fields so a restarted launcher finds the job."""
+        return f"launcher:{self.job_id}:{self.attempt}"
+
+
+@dataclass(frozen=True)
+class Request:
+    """A rendered submission. ``text`` is the script / task YAML; ``files`` are staged beside it."""
+
+    backend: str
+    target: str
+    job: JobRef
+    text: str
+    kind: str = "script"  # "script" (sbatch/bash) or "task" (SkyPilot YAML)
+    files: tuple = ()  # ((relative name, content), ...)
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Handle:
+    """What a backend returns from submit; JSON-serialisable so the state store can keep it."""
+
+    backend: str
+    target: str
+    job_id: str
+    native_id: str
+    attempt: int = 1
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Handle":
+        return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Probed facts about a target, data passed to render (render never shells out)."""
+
+    target: str
+    backend: str
+    data: dict = field(default_factory=dict)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+
+class Backend(Protocol):
+    """One instance per target. Heavy SDKs are imported inside methods, never at module top."""
+
+    name: ClassVar[str]
+    target_options: ClassVar[Any]  # a pydantic model validating the target's config keys
+    install_hint: ClassVar[str]
+
+    def __init__(self, target: Target, home: "Any") -> None: ...
+
+    def probe(self) -> Facts:
+        """Collect facts about the target (may do I/O; cached by the caller)."""
+
+    def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:
+        """Pure: no I/O, no clock, no randomness beyond what job carries."""
+
+    def submit(self, request: Request) -> Handle:
+        """All-or-nothing: on any failure after an id exists, cancel it, then raise."""
+
+    def status(self, handles: Sequence[Handle]) -> list[Status]:
+        """Batched: one native query for many handles."""
+
+    def cancel(self, handle: Handle) -> None:
+        """Idempotent: cancelling a finished or unknown job is not an error."""
+
+    def logs(self, handle: Handle, follow: bool = False) -> Iterator[str]:
+        """Yield chunks of the job's output."""
+
+    def find(self, job: JobRef) -> Optional[Handle]:
+        """Look the dedupe token up in the scheduler (a submit retried after an unclear failure)."""
+
+
+def shell_env_exports(env: dict[str, str]) -> list[str]:
+    """``export K=<quoted V>`` lines; every value is quoted for a POSIX shell."""
+    import shlex
+
+    return [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+
+
+def iter_file(path, follow: bool, poll: float = 0.5, done=None) -> Iterator[str]:
+    """Yield a file's content, and with follow=True keep yielding appended text until done()."""
+    import os
+    import time
+
+    pos = 0
+    while True:
+        try:
+            with open(path, "r", encoding="utf-8", errors="replace") as f:
+                f.seek(pos)
+                chunk = f.read()
+                pos = f.tell()
+        except FileNotFoundError:
+            chunk = ""
+        if chunk:
+            yield chunk
+        if not follow:
+            return
+        if done is not None and done():
+            # one last read after the job ended, so nothing written at exit is missed
+            try:
+                if os.path.getsize(path) > pos:
+                    continue
+            except OSError:
+                pass
+            return
+        time.sleep(poll)
+
+
+def as_list(x: Iterable) -> list:
+    return list(x)

@@ -1,0 +1,293 @@
+"""The ``launcher`` command. Only click, pyyaml, jinja2 and pydantic are imported
+on the paths ``--help``, ``render``, ``validate`` and ``status``; cloud SDKs and
+paramiko load inside the backend that needs them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import LauncherError
+
+
+class LauncherGroup(click.Group):
+    """Prints LauncherError messages without a traceback and exits with their code."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except LauncherError as e:
+            click.echo(f"error: {e}", err=True)
+            ctx.exit(e.exit_code)
+
+
+def _app(ctx):
+    from .app import App
+
+    if ctx.obj is None:
+        ctx.obj = App()
+        ctx.call_on_close(ctx.obj.close)
+    return ctx.obj
+
+
+@click.group(cls=LauncherGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="launcher")
+def main():
+    """Launch one job spec on Slurm, SkyPilot or this machine, and keep it running
+    from its last committed checkpoint."""
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def validate(file):
+    """Check a job spec; print 'ok' or every error with its field path."""
+    from .spec import load_spec
+
+    load_spec(file)
+    click.echo("ok")
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--target", "-t", help="Target name from the config (default: the spec's first, else 'local').")
+@click.pass_context
+def render(ctx, file, target):
+    """Print exactly what would be submitted (sbatch script, task YAML)."""
+    from .backend import JobRef
+    from .launch import pick_target, render_for
+    from .spec import load_spec
+
+    spec = load_spec(file)
+    app = _app(ctx)
+    name = pick_target(app, spec, target)
+    req = render_for(app, spec, name, JobRef(job_id="JOB_ID", attempt=1,
+                                               job_dir=str(app.home / "jobs" / "JOB_ID")))
+    click.echo(req.text, nl=not req.text.endswith("\n"))
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--target", "-t", help="Target name from the config.")
+@click.option("--follow", "-f", is_flag=True, help="Stream the logs and exit with the job's exit status.")
+@click.pass_context
+def launch(ctx, file, target, follow):
+    """Render and submit a job spec."""
+    from .launch import launch as do_launch
+    from .launch import pick_target
+    from .spec import load_spec
+    from .yamlio import read_text
+
+    spec = load_spec(file)
+    text = read_text(file)
+    app = _app(ctx)
+    name = pick_target(app, spec, target)
+    launched = do_launch(app, spec, text, str(Path(file).resolve()), name)
+    click.echo(f"{launched.job_id}: submitted to {name} ({launched.handle.backend} id {launched.handle.native_id})",
+               err=follow)
+    if follow:
+        ctx.exit(_follow(app, launched.job_id))
+
+
+def _follow(app, job_id) -> int:
+    from .backend import Handle
+    from .launch import refresh
+
+    row = app.store.get_job(job_id)
+    handle = Handle.from_json(row.handle)
+    backend = app.backend(row.target)
+    state = {}
+
+    def done():
+        st = refresh(app, [app.store.get_job(job_id)]).get(job_id)
+        if st is not None and not isinstance(st, Exception):
+            state["st"] = st
+            return st.state.is_terminal
+        return False
+
+    for chunk in backend.logs(handle, follow=True, done=done):
+        click.echo(chunk, nl=False)
+    st = state.get("st")
+    if st is None:
+        return 1
+    click.echo(f"{job_id}: {st.state.value}" + (f" ({st.reason})" if st.reason else ""), err=True)
+    if st.exit_code is not None:
+        return st.exit_code if 0 <= st.exit_code < 256 else 1
+    return 0 if st.state.value == "COMPLETED" else 1
+
+
+@main.command()
+@click.argument("job", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--all", "show_all", is_flag=True, help="Include finished jobs (default: the 50 most recent).")
+@click.pass_context
+def status(ctx, job, as_json, show_all):
+    """Show jobs (or one job with every attempt, its reason and last committed step)."""
+    from .launch import refresh
+
+    app = _app(ctx)
+    store = app.store
+    if job:
+        row = store.get_job(job)
+        if row.handle:
+            st = refresh(app, [row]).get(row.job_id)
+            if isinstance(st, Exception):
+                click.echo(f"warning: could not refresh status: {st}", err=True)
+        row = store.get_job(row.job_id)
+        attempts = store.attempts(row.job_id)
+        events = store.events(row.job_id)
+        if as_json:
+            click.echo(json.dumps({
+                "job_id": row.job_id, "name": row.name, "target": row.target, "backend": row.backend,
+                "state": row.state, "reason": row.reason, "last_step": row.last_step,
+                "ckpt_root": row.ckpt_root,
+                "attempts": [{k: getattr(a, k) for k in ("attempt", "target", "native_id", "state", "reason",
+                                                          "native_state", "exit_code", "submitted", "started",
+                                                          "ended", "resume_step", "cost_usd")} for a in attempts],
+                "events": events}, indent=2, default=str))
+            return
+        click.echo(f"job {row.job_id} ({row.name}) on {row.target} [{row.backend}]: {row.state}"
+                   + (f" ({row.reason})" if row.reason else ""))
+        if row.ckpt_root:
+            click.echo(f"checkpoints: {row.ckpt_root}  last committed step: "
+                       f"{row.last_step if row.last_step is not None else '-'}")
+        click.echo(f"{'attempt':>7}  {'target':<12} {'native id':<12} {'state':<14} {'resumed':>7}  {'cost $':>8}  reason")
+        for a in attempts:
+            click.echo(f"{a.attempt:>7}  {a.target:<12} {a.native_id or '-':<12} {a.state:<14} "
+                       f"{a.resume_step if a.resume_step is not None else '-':>7}  "
+                       f"{(f'{a.cost_usd:.2f}' if a.cost_usd is not None else '-'):>8}  {a.reason}")
+        decisions = [e for e in events if e["kind"] not in ("submitted",)]
+        for e in decisions[-10:]:
+            detail = {k: v for k, v in e.items() if k not in ("ts", "kind")}
+            click.echo(f"  event {e['kind']}: {json.dumps(detail, default=str)}")
+        return
+    rows = store.list_jobs(active_only=False, limit=1000 if show_all else 50)
+    active = [r for r in rows if r.handle and r.state not in _TERMINAL]
+    if active:
+        refresh(app, active)
+        rows = store.list_jobs(active_only=False, limit=1000 if show_all else 50)
+    if as_json:
+        click.echo(json.dumps([{"job_id": r.job_id, "name": r.name, "target": r.target, "state": r.state,
+                                "reason": r.reason, "created": r.created} for r in rows], indent=2))
+        return
+    if not rows:
+        click.echo("no jobs")
+        return
+    click.echo(f"{'job':<32} {'target':<12} {'state':<14} reason")
+    for r in rows:
+        click.echo(f"{r.job_id:<32} {r.target:<12} {r.state:<14} {r.reason}")
+
+
+_TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
+             "NO_CAPACITY", "FAILED_SETUP", "GAVE_UP"}
+
+
+@main.command()
+@click.argument("job")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new output until the job ends.")
+@click.pass_context
+def logs(ctx, job, follow):
+    """Print a job's output."""
+    from .backend import Handle
+    from .launch import refresh
+
+    app = _app(ctx)
+    row = app.store.get_job(job)
+    if not row.handle:
+        raise LauncherError(f"job {row.job_id} has no submission yet (state {row.state})")
+    backend = app.backend(row.target)
+
+    def done():
+        st = refresh(app, [app.store.get_job(row.job_id)]).get(row.job_id)
+        return st is not None and not isinstance(st, Exception) and st.state.is_terminal
+
+    for chunk in backend.logs(Handle.from_json(row.handle), follow=follow, done=done):
+        click.echo(chunk, nl=False)
+
+
+@main.command()
+@click.argument("job")
+@click.pass_context
+def cancel(ctx, job):
+    """Cancel a job (idempotent)."""
+    from .backend import Handle
+
+    app = _app(ctx)
+    row = app.store.get_job(job)
+    if row.handle:
+        app.backend(row.target).cancel(Handle.from_json(row.handle))
+    app.store.update_job(row.job_id, state="CANCELLED", reason="cancelled by user")
+    app.store.record_event(row.job_id, "cancelled", by="user")
+    click.echo(f"{row.job_id}: cancelled")
+
+
+@main.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--no-probe", is_flag=True, help="List the configured targets without contacting them.")
+@click.pass_context
+def targets(ctx, as_json, no_probe):
+    """Configured targets and their probed facts."""
+    if ctx.invoked_subcommand is not None:
+        return
+    app = _app(ctx)
+    rows = []
+    for name in app.config.target_names:
+        row = {"name": name}
+        try:
+            t = app.target(name)
+            row["backend"] = t.backend
+            if not no_probe:
+                row["facts"] = app.facts(name).data
+        except LauncherError as e:
+            row["error"] = str(e)
+        rows.append(row)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    click.echo(f"config: {app.config.path}" + ("" if app.config.exists else " (not present: built-in targets only)"))
+    for r in rows:
+        click.echo(f"{r['name']}  [{r.get('backend', '?')}]")
+        if "error" in r:
+            click.echo(f"    error: {r['error']}")
+        for k, v in (r.get("facts") or {}).items():
+            if isinstance(v, (list, dict)):
+                v = json.dumps(v, default=str)
+                if len(v) > 120:
+                    v = v[:117] + "..."
+            click.echo(f"    {k}: {v}")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def backends(ctx, as_json):
+    """Installed backends, and why any of them cannot load."""
+    from .registry import default_registry
+
+    rows = default_registry().describe()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        line = f"{r['name']:<10} {r['status']:<12} {r['source']:<10} {r['entry_point']}"
+        click.echo(line)
+        if r["error"]:
+            click.echo(f"           {r['error']}")
+        for s in r["shadowed"]:
+            click.echo(f"           ignored {s}: a built-in backend has this name")
+
+
+def _register_feature_commands():
+    from .commands import register_all
+
+    register_all(main)
+
+
+_register_feature_commands()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Launching a spec: render, record, submit, all-or-nothing.
+
+The job row is written as SUBMITTING before the backend is called, so a launcher
+killed mid-submit leaves a trace that ``find`` (the dedupe token) can resolve;
+when submission fails the row is removed again: nothing is recorded as submitted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import yaml
+
+from .backend import Handle, JobRef, Request
+from .errors import LauncherError
+from .spec import JobSpec
+from .state import new_job_id
+
+
+@dataclass
+class Launched:
+    job_id: str
+    handle: Handle
+    request: Request
+
+
+def pick_target(app, spec: JobSpec, explicit: Optional[str]) -> str:
+    if explicit:
+        return explicit
+    if spec.targets:
+        return spec.targets[0]
+    return app.config.default_target()
+
+
+def render_for(app, spec: JobSpec, target_name: str, job: JobRef) -> Request:
+    backend = app.backend(target_name)
+    facts = app.facts(target_name)
+    return backend.render(spec, facts, job)
+
+
+def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_name: str,
+           job_id: Optional[str] = None, attempt: int = 1) -> Launched:
+    store = app.store
+    job_id = job_id or new_job_id(spec.name)
+    backend = app.backend(target_name)
+    job_dir = str(store.job_dir(job_id))
+    job = JobRef(job_id=job_id, attempt=attempt, job_dir=job_dir)
+    request = backend.render(spec, app.facts(target_name), job)  # render errors: nothing recorded yet
+    store.begin_job(job_id, spec.name, target_name, backend.name, spec_path, spec_text,
+                    ckpt_root=spec.checkpoint.root)
+    try:
+        handle = backend.submit(request)
+    except BaseException:
+        store.forget_job(job_id)
+        raise
+    store.record_attempt(job_id, attempt, target_name, handle.to_json(), handle.native_id, state="PENDING")
+    store.record_event(job_id, "submitted", target=target_name, native_id=handle.native_id, attempt=attempt)
+    return Launched(job_id, handle, request)
+
+
+def resubmit(app, job_row, target_name: str, attempt: int, reason: str) -> Handle:
+    """Submit a further attempt of an existing job (recovery, burst). Same all-or-nothing rule."""
+    from .spec import spec_from_text
+
+    spec = spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id)
+    backend = app.backend(target_name)
+    job = JobRef(job_id=job_row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(job_row.job_id)))
+    existing = backend.find(job) if hasattr(backend, "find") else None
+    if existing is not None:
+        handle = existing  # an earlier try of this very submission got through: never submit twice
+    else:
+        handle = backend.submit(backend.render(spec, app.facts(target_name), job))
+    app.store.record_attempt(job_row.job_id, attempt, target_name, handle.to_json(), handle.native_id,
+                             state="PENDING", reason=reason)
+    app.store.record_event(job_row.job_id, "resubmitted", target=target_name, attempt=attempt,
+                           native_id=handle.native_id, reason=reason, found_existing=existing is not None)
+    return handle
+
+
+def refresh(app, jobs) -> dict:
+    """One batched status call per target for the given job rows; updates the store.
+
+    Returns {job_id: Status}. A failing target is reported per job as an error string,
+    never turned into a job failure (that is a CONTROL_PLANE event).
+    """
+    from .status import Status
+
+    by_target: dict[str, list] = {}
+    for j in jobs:
+        if j.handle:
+            by_target.setdefault(j.target, []).append(j)
+    out: dict = {}
+    for target, rows in by_target.items():
+        handles = [Handle.from_json(r.handle) for r in rows]
+        try:
+            statuses = app.backend(target).status(handles)
+        except LauncherError as e:
+            for r in rows:
+                out[r.job_id] = e
+            continue
+        for r, h, st in zip(rows, handles, statuses):
+            assert isinstance(st, Status)
+            out[r.job_id] = st
+            fields = dict(state=st.state.value, reason=st.reason, native_state=st.native_state,
+                          exit_code=st.exit_code)
+            if st.start_time:
+                fields["started"] = st.start_time
+            if st.end_time:
+                fields["ended"] = st.end_time
+            app.store.update_attempt(r.job_id, h.attempt, **fields)
+            if r.state != st.state.value or r.reason != st.reason:
+                app.store.update_job(r.job_id, state=st.state.value, reason=st.reason)
+    return out
+
+
+def wait_for(app, job_id: str, poll: float = 1.0, timeout: Optional[float] = None):
+    deadline = None if timeout is None else time.time() + timeout
+    while True:
+        row = app.store.get_job(job_id)
+        st = refresh(app, [row]).get(job_id)
+        if st is not None and not isinstance(st, Exception) and st.state.is_terminal:
+            return st
+        if deadline and time.time() > deadline:
+            raise LauncherError(f"timed out waiting for {job_id}")
+        time.sleep(poll)
+
+
+def spec_yaml_text(spec: JobSpec) -> str:
+    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)

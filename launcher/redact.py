@@ -1,0 +1,58 @@
+"""Redaction of secret values before anything is written (logs, state, records).
+
+A value is secret when its variable's name is listed in a spec's ``secrets``, or
+looks like a credential (``*_TOKEN``, ``*_SECRET*``, ``*PASSWORD*``, ``*_KEY`` ...),
+or the value itself has a well-known credential shape (AWS keys, GitHub/HF tokens,
+private key blocks).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+SECRET_NAME_RE = re.compile(
+    r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|_KEY$|^KEY$|AUTH)", re.IGNORECASE)
+SECRET_VALUE_RES = [
+    re.compile(r"AKIA[0-9A-Z]{16}"),
+    re.compile(r"(?:ghp|gho|ghu|ghs|github_pat)_[A-Za-z0-9_]{20,}"),
+    re.compile(r"hf_[A-Za-z0-9]{20,}"),
+    re.compile(r"sk-[A-Za-z0-9_-]{20,}"),
+    re.compile(r"xox[abprs]-[A-Za-z0-9-]{10,}"),
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
+]
+MASK = "***REDACTED***"
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_NAME_RE.search(name))
+
+
+def secret_values(names=(), environ=None) -> set[str]:
+    """Values of the environment that must never be written: named secrets and look-alikes."""
+    environ = os.environ if environ is None else environ
+    vals = set()
+    for k, v in environ.items():
+        if (k in names or is_secret_name(k)) and v and len(v) >= 4:
+            vals.add(v)
+    return vals
+
+
+def redact_text(text: str, extra_values=()) -> str:
+    for v in sorted(set(extra_values) | secret_values(), key=len, reverse=True):
+        if v:
+            text = text.replace(v, MASK)
+    for rx in SECRET_VALUE_RES:
+        text = rx.sub(MASK, text)
+    return text
+
+
+def redact_obj(obj, extra_values=()):
+    if isinstance(obj, str):
+        return redact_text(obj, extra_values)
+    if isinstance(obj, dict):
+        return {k: (MASK if isinstance(v, str) and is_secret_name(str(k)) and v else redact_obj(v, extra_values))
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact_obj(v, extra_values) for v in obj]
+    return obj

@@ -1,0 +1,76 @@
+"""One command-runner protocol: ``run(argv, input, timeout) -> Result``.
+
+The Slurm backend talks to a cluster only through a runner: local subprocess on a
+login node, SSH (paramiko, ``launcher.ssh``) from a laptop, or a stateful fake in
+unit tests. A failed command raises CommandError with argv, exit code and stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from typing import Optional, Protocol, Sequence
+
+from .errors import CommandError, TransientError
+
+
+@dataclass(frozen=True)
+class Result:
+    argv: tuple
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+class Runner(Protocol):
+    where: str
+
+    def run(self, argv: Sequence[str], input: Optional[str] = None, timeout: float = 60,
+            check: bool = True, env: Optional[dict] = None) -> Result: ...
+
+    def put_file(self, path: str, content: bytes, mode: int = 0o644) -> None:
+        """Write a file on the runner's host atomically (tmp + rename)."""
+
+    def close(self) -> None: ...
+
+
+class LocalRunner:
+    """Runs commands on this host. ``env`` extends (never replaces) the process env."""
+
+    where = "localhost"
+
+    def __init__(self, env: Optional[dict] = None):
+        self.base_env = dict(env or {})
+
+    def run(self, argv, input=None, timeout=60, check=True, env=None) -> Result:
+        full_env = {**os.environ, **self.base_env, **(env or {})}
+        try:
+            p = subprocess.run(list(argv), input=input, capture_output=True, text=True,
+                               timeout=timeout, env=full_env)
+        except FileNotFoundError:
+            raise CommandError(argv, 127, "", f"{argv[0]}: command not found on {self.where}", self.where) from None
+        except subprocess.TimeoutExpired:
+            raise TransientError(f"command timed out after {timeout:g}s on {self.where}: {' '.join(argv)}") from None
+        r = Result(tuple(argv), p.returncode, p.stdout, p.stderr)
+        if check and p.returncode != 0:
+            raise CommandError(argv, p.returncode, p.stdout, p.stderr, self.where)
+        return r
+
+    def put_file(self, path: str, content: bytes, mode: int = 0o644) -> None:
+        d = os.path.dirname(path) or "."
+        os.makedirs(d, exist_ok=True)
+        tmp = os.path.join(d, f".{os.path.basename(path)}.tmp-{os.getpid()}")
+        with open(tmp, "wb") as f:
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+
+    def close(self) -> None:
+        pass

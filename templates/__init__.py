@@ -1,0 +1,1 @@
+"""Jinja templates (sbatch), shipped in the wheel; sites may override them (see README)."""
