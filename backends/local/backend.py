@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+from typing import ClassVar, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from launcher.backend import Facts, Handle, JobRef, Request, iter_file
+from launcher.config import Target
+from launcher.errors import SubmitError
+from launcher.spec import JobSpec
+from launcher.status import JobState, Status
+from launcher.templating import render_template, run_as_shell
+
+OUTPUT = "output.log"
+
+
+class LocalOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    python: Optional[str] = None  # interpreter for the job-side helper; default: the launcher's own
+
+
+class LocalBackend:
+    name: ClassVar[str] = "local"
+    target_options: ClassVar = LocalOptions
+    install_hint: ClassVar[str] = "built in"
+
+    def __init__(self, target: Target, app=None):
+        self.target = target
+        self.app = app
+
+    # ---- facts
+    def probe(self) -> Facts:
+        return Facts(self.target.name, self.name, {
+            "host": socket.gethostname(),
+            "cpus": os.cpu_count(),
+            "python": self.target.opt("python") or sys.executable,
+        })
+
+    # ---- render (pure)
+    def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:
+        python = facts.get("python") or "python3"
+        ctx = {
+            "job_id": job.job_id,
+            "dedupe": job.dedupe_token,
+            "name": spec.name,
+            "attempt": job.attempt,
+            "gpus_per_node": spec.resources.gpus_per_node,
+            "signal": spec.recovery.signal,
+            "master_port": 29500 + zlib.crc32(job.job_id.encode()) % 1000,
+            "env": dict(spec.env),
+            "workdir": spec.workdir,
+            "setup": run_as_shell(spec.setup),
+            "run": run_as_shell(spec.run),
+            "ckpt_root": spec.checkpoint.root,
+            "ckpt_verify": spec.checkpoint.verify,
+            "helper_cmd": f"{_q(python)} -m launcher.jobside",
+        }
+        text = render_template("local.sh.j2", c=ctx)
+        return Request(backend=self.name, target=self.target.name, job=job, text=text, kind="script",
+                       meta={"secrets": list(spec.secrets)})
+
+    # ---- submit
+    def submit(self, request: Request) -> Handle:
+        job_dir = Path(request.job.job_dir)
+        job_dir.mkdir(parents=True, exist_ok=True)
+        script = job_dir / f"attempt-{request.job.attempt}.sh"
+        script.write_text(request.text)
+        script.chmod(0o700)
+        exit_file = job_dir / f"exit-{request.job.attempt}"
+        for stale in (exit_file, job_dir / f"cancelled-{request.job.attempt}"):
+            stale.unlink(missing_ok=True)
+        env = _job_environ(request.meta.get("secrets", ()))
+        log = open(job_dir / OUTPUT, "ab")
+        try:
+            # A tiny supervisor records the job's exit status where `status` finds it,
+            # even after this launcher process has exited.
+            proc = subprocess.Popen(
+                ["/bin/bash", "-c", 'bash "$0"; rc=$?; echo "$rc" > "$1.tmp" && mv "$1.tmp" "$1"',
+                 str(script), str(exit_file)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True, close_fds=True)
+        except OSError as e:
+            raise SubmitError(f"could not start the local job: {e}") from None
+        finally:
+            log.close()
+        started = _proc_start_ticks(proc.pid)
+        return Handle(self.name, self.target.name, request.job.job_id, str(proc.pid), request.job.attempt,
+                      extra={"job_dir": str(job_dir), "start_ticks": started, "submitted": time.time()})
+
+    # ---- status (batched: no native query to batch, so one pass over the handles)
+    def status(self, handles) -> list[Status]:
+        return [self._status_one(h) for h in handles]
+
+    def _status_one(self, h: Handle) -> Status:
+        pid = int(h.native_id)
+        job_dir = Path(h.extra["job_dir"])
+        exit_file = job_dir / f"exit-{h.attempt}"
+        alive = _alive(pid, h.extra.get("start_ticks"))
+        if alive:
+            return Status(JobState.RUNNING, native_state="running", reason="", start_time=h.extra.get("submitted"))
+        if exit_file.exists():
+            try:
+                rc = int(exit_file.read_text().strip())
+            except ValueError:
+                rc = None
+            end = exit_file.stat().st_mtime
+            if rc == 0:
+                return Status(JobState.COMPLETED, "exited", "", 0, end_time=end)
+            if (job_dir / f"cancelled-{h.attempt}").exists():
+                return Status(JobState.CANCELLED, "killed", "cancelled by user", rc, end_time=end)
+            if rc is not None and rc > 128:
+                sig = rc - 128
+                name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+                return Status(JobState.FAILED, "signaled", f"killed by {name}", rc, end_time=end)
+            return Status(JobState.FAILED, "exited", f"exit code {rc}", rc, end_time=end)
+        if (job_dir / f"cancelled-{h.attempt}").exists():
+            return Status(JobState.CANCELLED, "killed", "cancelled by user")
+        return Status(JobState.FAILED, "vanished", "the job's processes are gone and left no exit status "
+                                                   "(killed, or the machine restarted)")
+
+    # ---- cancel (idempotent)
+    def cancel(self, handle: Handle) -> None:
+        job_dir = Path(handle.extra["job_dir"])
+        (job_dir / f"cancelled-{handle.attempt}").touch()
+        pid = int(handle.native_id)
+        if not _alive(pid, handle.extra.get("start_ticks")):
+            return
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.time() + 10
+        while time.time() < deadline and _alive(pid, handle.extra.get("start_ticks")):
+            time.sleep(0.05)
+        if _alive(pid, handle.extra.get("start_ticks")):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def logs(self, handle: Handle, follow: bool = False, done=None):
+        path = Path(handle.extra["job_dir"]) / OUTPUT
+        return iter_file(path, follow, done=done)
+
+    def find(self, job: JobRef) -> Optional[Handle]:
+        return None  # local submission cannot be "unclear": Popen either returned a pid or raised
+
+
+def _q(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
+
+
+def _job_environ(secret_names) -> dict:
+    """The job inherits this environment (secrets are passed by name, never written)."""
+    env = dict(os.environ)
+    missing = [n for n in secret_names if n not in env]
+    if missing:
+        raise SubmitError(f"secrets {missing} are listed in the spec but not set in this environment")
+    return env
+
+
+def _proc_start_ticks(pid: int) -> Optional[int]:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int, start_ticks: Optional[int]) -> bool:
+    """True while *our* process runs: guards against PID reuse with the start time."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    if fields[0] == "Z":
+        try:  # our own child finished: reap it so it does not linger as a zombie
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        return False
+    if start_ticks is not None and int(fields[19]) != start_ticks:
+        return False
+    return True
+
+
+def dump(obj) -> str:
+    return json.dumps(obj, indent=2)

@@ -1,0 +1,235 @@
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import ClassVar, Optional
+
+from launcher.backend import Facts, Handle, JobRef, Request, iter_file
+from launcher.config import Target
+from launcher.errors import CommandError, LauncherError, SubmitError, TransientError
+from launcher.runner import LocalRunner
+from launcher.spec import JobSpec
+from launcher.status import JobState, Status
+
+from . import probe as probe_mod
+from .options import SlurmOptions
+from .render import HELPER_NAME, render_sbatch
+from .states import (SACCT_FIELDS, parse_jobcomp, parse_sacct, parse_scontrol_oneliners, status_from_sacct,
+                     status_from_scontrol)
+
+
+class SlurmBackend:
+    name: ClassVar[str] = "slurm"
+    target_options: ClassVar = SlurmOptions
+    install_hint: ClassVar[str] = "built in; needs Slurm's client commands on the login node"
+
+    def __init__(self, target: Target, app=None, runner=None):
+        self.target = target
+        self.opts: SlurmOptions = target.options if isinstance(target.options, SlurmOptions) \
+            else SlurmOptions(**(target.options or {}))
+        self.app = app
+        self._runner = runner
+
+    # ---- plumbing
+    @property
+    def runner(self):
+        if self._runner is None:
+            env = {"SLURM_CONF": self.opts.slurm_conf} if self.opts.slurm_conf else {}
+            if self.opts.ssh_host:
+                from launcher.ssh import runner_for_target  # paramiko loads only for SSH targets
+
+                self._runner = runner_for_target(self.target.name, self.opts, env)
+            else:
+                self._runner = LocalRunner(env)
+        return self._runner
+
+    def close(self):
+        if self._runner is not None:
+            self._runner.close()
+
+    def _run(self, argv, **kw):
+        kw.setdefault("timeout", self.opts.command_timeout)
+        return self.runner.run(argv, **kw)
+
+    def _home(self) -> Optional[Path]:
+        return Path(self.app.home) if self.app is not None else None
+
+    def job_dir_for(self, job: JobRef) -> str:
+        if self.opts.remote_dir:
+            return f"{self.opts.remote_dir.rstrip('/')}/{job.job_id}"
+        return job.job_dir
+
+    # ---- facts (cached per target for facts_ttl seconds)
+    def probe(self) -> Facts:
+        cache = self._home() / "facts" / f"{self.target.name}.json" if self._home() else None
+        if cache and cache.exists() and self.opts.facts_ttl:
+            try:
+                cached = json.loads(cache.read_text())
+                if time.time() - cached["probed_at"] < self.opts.facts_ttl:
+                    return Facts(self.target.name, self.name, cached["data"])
+            except (ValueError, KeyError):
+                pass
+        try:
+            data = probe_mod.collect(self.runner, timeout=self.opts.command_timeout)
+        except LauncherError as e:
+            raise LauncherError(f"target {self.target.name}: {e}") from None
+        data["submit_path"] = "pyslurm" if self._pyslurm_ok(data) else "cli"
+        if cache:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"probed_at": time.time(), "data": data}))
+            os.replace(tmp, cache)
+        return Facts(self.target.name, self.name, data)
+
+    def _pyslurm_ok(self, data) -> bool:
+        if not self.opts.use_pyslurm or self.opts.ssh_host:
+            return False
+        try:
+            import pyslurm  # optional; only where it matches the cluster's Slurm
+        except Exception:
+            return False
+        ver = getattr(pyslurm, "__version__", "")
+        return ver.split(".")[:2] == data.get("slurm_version", "").split(".")[:2]
+
+    # ---- render (pure)
+    def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:
+        job = JobRef(job.job_id, job.attempt, self.job_dir_for(job), job.seed)
+        return render_sbatch(spec, facts, job, self.opts, self.target.name)
+
+    # ---- submit: all-or-nothing
+    def submit(self, request: Request) -> Handle:
+        job_dir = request.meta["job_dir"]
+        script = f"{job_dir}/attempt-{request.job.attempt}.sbatch"
+        missing = [n for n in request.meta.get("secrets", ()) if n not in os.environ]
+        if missing:
+            raise SubmitError(f"secrets {missing} are listed in the spec but not set in this environment")
+        try:
+            self.runner.run(["mkdir", "-p", job_dir], timeout=self.opts.command_timeout)
+            if request.meta.get("stage_helper"):
+                from launcher.jobside import stage_zip_bytes
+
+                self.runner.put_file(f"{job_dir}/{HELPER_NAME}", stage_zip_bytes(), 0o644)
+            self.runner.put_file(script, request.text.encode(), 0o700)
+        except CommandError as e:
+            raise SubmitError(f"could not stage the job script on {e.where}: {e}") from None
+        try:
+            r = self._run(["sbatch", "--parsable", script], check=False)
+        except TransientError:
+            # unclear whether sbatch ran: look for our dedupe token before anyone retries
+            found = self.find(request.job)
+            if found:
+                return found
+            raise
+        if r.returncode != 0:
+            raise SubmitError(f"sbatch rejected the script for {request.job.job_id} (exit {r.returncode}):\n"
+                              f"{r.stderr.strip() or r.stdout.strip()}")
+        native = r.stdout.strip().split(";")[0]
+        try:
+            if not native.isdigit():
+                raise SubmitError(f"sbatch printed an unexpected job id {r.stdout!r}")
+            return Handle(self.name, self.target.name, request.job.job_id, native, request.job.attempt,
+                          extra={"job_dir": job_dir, "script": script})
+        except BaseException:
+            self._cancel_native(native)
+            raise
+
+    def _cancel_native(self, native: str) -> None:
+        if native and native.split("_")[0].isdigit():
+            try:
+                self._run(["scancel", native], check=False)
+            except LauncherError:
+                pass
+
+    # ---- status: one scontrol call for every handle, sacct for the ones it forgot
+    def status(self, handles) -> list[Status]:
+        if not handles:
+            return []
+        ids = [h.native_id for h in handles]
+        r = self._run(["scontrol", "-o", "show", "job"], check=False)
+        if r.returncode != 0 and "Invalid job id" not in r.stderr:
+            raise TransientError(f"scontrol show job failed on {self.runner.where}: {r.stderr.strip()}")
+        live = parse_scontrol_oneliners(r.stdout)
+        missing = [i for i in ids if i not in live]
+        past = self._history(missing) if missing else {}
+        out = []
+        for h in handles:
+            if h.native_id in live:
+                out.append(status_from_scontrol(live[h.native_id]))
+            elif h.native_id in past:
+                out.append(status_from_sacct(past[h.native_id]))
+            else:
+                out.append(Status(JobState.UNKNOWN, "", "job no longer known to Slurm (past MinJobAge and no "
+                                                        "accounting record)"))
+        return out
+
+    def _history(self, ids) -> dict:
+        r = self._run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", SACCT_FIELDS], check=False)
+        if r.returncode == 0 and r.stdout.strip():
+            return parse_sacct(r.stdout)
+        # no slurmdbd: the jobcomp/filetxt file has one record per run
+        loc = self._facts_value("jobcomp_loc")
+        if loc and "filetxt" in (self._facts_value("jobcomp") or ""):
+            rr = self._run(["cat", loc], check=False)
+            recs = parse_jobcomp(rr.stdout)
+            return {i: [_jobcomp_as_sacct(x) for x in recs[i]] for i in ids if i in recs}
+        return {}
+
+    def _facts_value(self, key):
+        try:
+            return self.app.facts(self.target.name).get(key) if self.app is not None else self.probe().get(key)
+        except LauncherError:
+            return None
+
+    def run_history(self, handle: Handle) -> list[dict]:
+        """Every run of one job (a requeued job has several): state and nodes of each."""
+        recs = self._history([handle.native_id]).get(handle.native_id, [])
+        return [{"state": x["State"].split()[0], "nodes": x.get("NodeList", ""), "start": x.get("Start"),
+                 "end": x.get("End"), "exit_code": x.get("ExitCode")} for x in recs]
+
+    # ---- cancel: idempotent
+    def cancel(self, handle: Handle) -> None:
+        r = self._run(["scancel", handle.native_id], check=False)
+        if r.returncode != 0 and "Invalid job id" not in r.stderr and "already completed" not in r.stderr:
+            raise CommandError(["scancel", handle.native_id], r.returncode, r.stdout, r.stderr, self.runner.where)
+
+    # ---- logs
+    def logs(self, handle: Handle, follow: bool = False, done=None):
+        path = f"{handle.extra['job_dir']}/slurm-{handle.native_id}.out"
+        if isinstance(self.runner, LocalRunner):
+            return iter_file(path, follow, done=done)
+        return self._remote_logs(path, follow, done)
+
+    def _remote_logs(self, path, follow, done):
+        offset = 0
+        while True:
+            r = self._run(["tail", "-c", f"+{offset + 1}", path], check=False)
+            if r.returncode == 0 and r.stdout:
+                offset += len(r.stdout.encode())
+                yield r.stdout
+            if not follow or (done is not None and done()):
+                if follow:
+                    r = self._run(["tail", "-c", f"+{offset + 1}", path], check=False)
+                    if r.returncode == 0 and r.stdout:
+                        yield r.stdout
+                return
+            time.sleep(1.0)
+
+    # ---- dedupe: is a job with this token already in the queue?
+    def find(self, job: JobRef) -> Optional[Handle]:
+        r = self._run(["squeue", "-h", "-t", "all", "-o", "%i|%k"], check=False)
+        if r.returncode != 0:
+            raise TransientError(f"squeue failed on {self.runner.where}: {r.stderr.strip()}")
+        for line in r.stdout.splitlines():
+            jid, _, comment = line.partition("|")
+            if comment.strip() == job.dedupe_token:
+                return Handle(self.name, self.target.name, job.job_id, jid.strip(), job.attempt,
+                              extra={"job_dir": self.job_dir_for(job), "found_by_token": True})
+        return None
+
+
+def _jobcomp_as_sacct(f: dict) -> dict:
+    return {"JobIDRaw": f.get("JobId", ""), "State": f.get("JobState", ""), "ExitCode": f.get("ExitCode", ""),
+            "NodeList": f.get("NodeList", ""), "Start": f.get("StartTime", ""), "End": f.get("EndTime", ""),
+            "Reason": "", "Comment": ""}

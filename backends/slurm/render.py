@@ -1,0 +1,138 @@
+"""Spec + cluster facts -> sbatch script. Pure: no I/O, no clock.
+
+Capabilities are checked here against the probed facts, with errors that name
+the cluster and say what to use instead.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from launcher.backend import Facts, JobRef, Request
+from launcher.errors import CapabilityError
+from launcher.spec import JobSpec
+from launcher.templating import render_template, run_as_shell
+from launcher.units import format_mebibytes, format_slurm_time
+
+from .states import parse_version
+
+HELPER_NAME = "launcher_job.pyz"
+
+
+def job_name(spec_name: str) -> str:
+    """Slurm job names travel in directives and squeue columns: keep them plain."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", spec_name).strip("_")[:64] or "job"
+
+
+def _version(facts: Facts) -> tuple:
+    v = facts.get("slurm_version")
+    return parse_version(v) if v else (0, 0, 0)
+
+
+def _check_path(p: str, what: str) -> str:
+    if any(ch in p for ch in "\n\r\"'\\") or re.search(r"\s", p):
+        raise CapabilityError(f"{what} {p!r} contains whitespace or quotes, which #SBATCH lines cannot carry; "
+                              f"set LAUNCHER_HOME (or the target's remote_dir) to a plain path")
+    return p
+
+
+def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> list[str]:
+    r = spec.resources
+    s = spec.slurm
+    cluster = facts.get("cluster") or facts.target
+    d = [f"--job-name={job_name(spec.name)}", f"--comment={job.dedupe_token}",
+         f"--nodes={r.nodes}", f"--ntasks-per-node={r.tasks_per_node}"]
+    if r.gpus_per_node:
+        gtype = ""
+        if r.accelerator:
+            types = {t.lower(): t for t in facts.get("gpu_types", [])}
+            gtype = types.get(r.accelerator.lower(), "")
+            if types and not gtype:
+                raise CapabilityError(
+                    f"cluster {cluster} has GPU types {sorted(types.values())}, not {r.accelerator}: "
+                    f"set resources.accelerator to one of them, or remove it to take any GPU")
+        d.append(f"--gres=gpu:{gtype + ':' if gtype else ''}{r.gpus_per_node}")
+    if r.cpus_per_node:
+        per_task = max(1, r.cpus_per_node // r.tasks_per_node)
+        d.append(f"--cpus-per-task={per_task}")
+    if r.memory_per_node:
+        d.append(f"--mem={format_mebibytes(r.memory_per_node)}")
+    if r.time_limit:
+        d.append(f"--time={format_slurm_time(r.time_limit)}")
+    partition = s.partition or opts.partition
+    if partition:
+        known = [p["name"] for p in facts.get("partitions", [])]
+        if known and partition not in known:
+            raise CapabilityError(f"partition '{partition}' does not exist on cluster {cluster} "
+                                  f"(partitions: {', '.join(known)})")
+        d.append(f"--partition={partition}")
+    for key, val in (("account", s.account or opts.account), ("qos", s.qos or opts.qos),
+                     ("constraint", s.constraint), ("exclude", s.exclude), ("reservation", s.reservation)):
+        if val:
+            d.append(f"--{key}={val}")
+    t = spec.topology
+    if t.max_switches:
+        if facts.get("topology_plugin") and "tree" not in facts.get("topology_plugin", ""):
+            raise CapabilityError(f"cluster {cluster} has TopologyPlugin={facts.get('topology_plugin')}: "
+                                  f"max_switches needs topology/tree" +
+                                  ("; use topology.segment instead" if "block" in facts.get("topology_plugin", "")
+                                   else "; remove topology.max_switches"))
+        wait = f"@{format_slurm_time(t.switch_wait)}" if t.switch_wait else ""
+        d.append(f"--switches={t.max_switches}{wait}")
+    if t.segment:
+        ver = _version(facts)
+        if ver < (23, 11, 0) or "block" not in facts.get("topology_plugin", ""):
+            why = (f"Slurm {facts.get('slurm_version')} has no --segment (added in 23.11)" if ver < (23, 11, 0)
+                   else f"TopologyPlugin={facts.get('topology_plugin')}, not topology/block")
+            raise CapabilityError(f"topology.segment is not available on cluster {cluster}: {why}; "
+                                  f"use topology.max_switches (topology/tree) instead")
+        d.append(f"--segment={t.segment}")
+    d += ["--requeue", "--open-mode=append"]
+    if spec.recovery.checkpoint_on_signal and spec.recovery.grace:
+        d.append(f"--signal=B:{spec.recovery.signal}@{spec.recovery.grace}")
+    d.append(f"--output={job_dir}/slurm-%j.out")
+    if spec.image:
+        if not facts.get("pyxis"):
+            raise CapabilityError(f"spec sets image={spec.image!r} but cluster {cluster} has no pyxis "
+                                  f"(srun --container-image is missing): remove image or use a target with pyxis")
+    d += list(s.extra)
+    return d
+
+
+def render_sbatch(spec: JobSpec, facts: Facts, job: JobRef, opts, target_name: str) -> Request:
+    job_dir = _check_path(job.job_dir, "job directory")
+    python = opts.python
+    helper_cmd = f"{shlex.quote(python)} {shlex.quote(job_dir + '/' + HELPER_NAME)}"
+    srun_common = "--kill-on-bad-exit=1"
+    if spec.image:
+        srun_common += f" --container-image={shlex.quote(spec.image)} --container-mount-home"
+    grace = spec.recovery.grace or 0
+    ctx = {
+        "directives": directives(spec, facts, job, opts, job_dir),
+        "job_id": job.job_id,
+        "dedupe": job.dedupe_token,
+        "target": target_name,
+        "name": spec.name,
+        "job_dir": job_dir,
+        "attempt": job.attempt,
+        "nodes": spec.resources.nodes,
+        "tasks_per_node": spec.resources.tasks_per_node,
+        "gpus_per_node": spec.resources.gpus_per_node,
+        "signal": spec.recovery.signal,
+        "env": dict(spec.env),
+        "workdir": spec.workdir,
+        "setup": run_as_shell(spec.setup),
+        "run": run_as_shell(spec.run),
+        "ckpt_root": spec.checkpoint.root,
+        "ckpt_verify": spec.checkpoint.verify,
+        "helper_cmd": helper_cmd,
+        "srun_common": srun_common,
+        "requeue_on_notice": spec.recovery.checkpoint_on_signal,
+        # keep a margin before the kill: Slurm delivers the notice up to ~30-60 s early
+        "grace_wait": max(1, int(grace * 0.8)),
+    }
+    text = render_template("sbatch.sh.j2", c=ctx)
+    return Request(backend="slurm", target=target_name, job=job, text=text, kind="script",
+                   meta={"job_dir": job_dir, "secrets": list(spec.secrets),
+                         "stage_helper": bool(spec.checkpoint.root)})

@@ -1,0 +1,134 @@
+"""Pure parsers of Slurm's parsable text outputs, and the native -> JobState map.
+
+Text formats (``scontrol -o show job``, ``squeue -o``, ``sacct -P``) are the
+portable baseline: they read the same on 22.05 and 24.11, unlike ``--json``
+(22.05's ``squeue --json`` ignores ``-j``/``-t``; ``scontrol --json`` is 23.02+).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Optional
+
+from launcher.status import JobState, Status
+
+NATIVE = {
+    "PENDING": JobState.PENDING, "CONFIGURING": JobState.PENDING, "RUNNING": JobState.RUNNING,
+    "COMPLETING": JobState.COMPLETING, "COMPLETED": JobState.COMPLETED, "CANCELLED": JobState.CANCELLED,
+    "FAILED": JobState.FAILED, "TIMEOUT": JobState.TIMEOUT, "DEADLINE": JobState.TIMEOUT,
+    "NODE_FAIL": JobState.NODE_FAIL, "BOOT_FAIL": JobState.NODE_FAIL, "PREEMPTED": JobState.PREEMPTED,
+    "OUT_OF_MEMORY": JobState.OUT_OF_MEMORY, "SUSPENDED": JobState.SUSPENDED, "STOPPED": JobState.SUSPENDED,
+    "REQUEUED": JobState.REQUEUED, "REQUEUE_FED": JobState.REQUEUED, "REQUEUE_HOLD": JobState.REQUEUED,
+    "RESIZING": JobState.RUNNING, "SIGNALING": JobState.RUNNING, "STAGE_OUT": JobState.COMPLETING,
+    "SPECIAL_EXIT": JobState.FAILED, "REVOKED": JobState.CANCELLED, "RESV_DEL_HOLD": JobState.PENDING,
+}
+
+_KV = re.compile(r"(\w+(?:/\w+)?)=(.*?)(?=\s+\w+(?:/\w+)?=|$)")
+
+
+def parse_scontrol_oneliners(text: str) -> dict[str, dict]:
+    """``scontrol -o show job [ID]`` -> {job_id: {Key: value}} (values may contain spaces)."""
+    jobs = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("JobId="):
+            continue
+        fields = {m.group(1): m.group(2) for m in _KV.finditer(line)}
+        jobs[fields["JobId"]] = fields
+    return jobs
+
+
+def _slurm_time(v: Optional[str]) -> Optional[float]:
+    if not v or v in ("Unknown", "None", "N/A"):
+        return None
+    try:
+        return time.mktime(time.strptime(v, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def _exit(v: Optional[str]) -> Optional[int]:
+    """Slurm's ExitCode is 'rc:signal'; a signal death maps to 128+signal like a shell."""
+    if not v or ":" not in v:
+        return None
+    rc, sig = v.split(":", 1)
+    try:
+        rc_i, sig_i = int(rc), int(sig)
+    except ValueError:
+        return None
+    return 128 + sig_i if sig_i else rc_i
+
+
+def native_state(raw: str) -> str:
+    # "CANCELLED by 0" (sacct), "CANCELLED+" (truncated) -> CANCELLED
+    return raw.split()[0].rstrip("+") if raw else ""
+
+
+def status_from_scontrol(f: dict) -> Status:
+    raw = native_state(f.get("JobState", ""))
+    state = NATIVE.get(raw, JobState.UNKNOWN)
+    reason = f.get("Reason", "")
+    reason = "" if reason == "None" else reason
+    restarts = int(f.get("Restarts", "0") or 0)
+    if state is JobState.PENDING and restarts and reason in ("BeginTime", "JobHeldAdmin", "None", ""):
+        # requeued (preemption, node failure or our own requeue) and waiting to start again
+        state = JobState.REQUEUED
+    if state is JobState.FAILED and reason == "OutOfMemory":
+        state = JobState.OUT_OF_MEMORY
+    return Status(state=state, native_state=raw, reason=reason, exit_code=_exit(f.get("ExitCode")),
+                  nodes=f.get("NodeList", "") if f.get("NodeList") not in ("(null)", None) else "",
+                  restarts=restarts, start_time=_slurm_time(f.get("StartTime")) if raw != "PENDING" else None,
+                  end_time=_slurm_time(f.get("EndTime")) if state.is_terminal else None,
+                  extra={"comment": f.get("Comment", ""), "partition": f.get("Partition", ""),
+                         "requeue": f.get("Requeue", "")})
+
+
+SACCT_FIELDS = "JobIDRaw,State,ExitCode,NodeList,Start,End,Reason,Comment"
+
+
+def parse_sacct(text: str) -> dict[str, list[dict]]:
+    """``sacct -n -P -o SACCT_FIELDS`` -> {job_id: [record per run, oldest first]} (steps skipped)."""
+    names = SACCT_FIELDS.split(",")
+    out: dict[str, list[dict]] = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) < len(names):
+            continue
+        rec = dict(zip(names, parts))
+        jid = rec["JobIDRaw"]
+        if "." in jid:
+            continue
+        out.setdefault(jid, []).append(rec)
+    return out
+
+
+def status_from_sacct(records: list[dict]) -> Status:
+    last = records[-1]
+    raw = native_state(last["State"])
+    state = NATIVE.get(raw, JobState.UNKNOWN)
+    reason = last.get("Reason", "") or ""
+    return Status(state=state, native_state=raw, reason="" if reason == "None" else reason,
+                  exit_code=_exit(last.get("ExitCode")), nodes=last.get("NodeList", ""),
+                  restarts=len(records) - 1, start_time=_slurm_time(last.get("Start")),
+                  end_time=_slurm_time(last.get("End")), extra={"runs": [r["State"] for r in records]})
+
+
+def parse_jobcomp(text: str) -> dict[str, list[dict]]:
+    """``sacct -c`` (jobcomp/filetxt) prints fixed columns; we read the raw file lines instead:
+    'JobId=1 UserId=... JobState=COMPLETED ... ExitCode=0:0 ...' one record per run."""
+    out: dict[str, list[dict]] = {}
+    for line in text.splitlines():
+        if "JobId=" not in line:
+            continue
+        f = {m.group(1): m.group(2) for m in _KV.finditer(line.strip())}
+        if "JobId" in f:
+            out.setdefault(f["JobId"], []).append(f)
+    return out
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    m = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
+    if not m:
+        raise ValueError(f"cannot read a Slurm version from {text!r}")
+    return tuple(int(x) for x in m.groups())  # type: ignore[return-value]

@@ -1,0 +1,57 @@
+"""Jinja rendering for job scripts.
+
+Templates are looked up first in the directories of ``$LAUNCHER_TEMPLATES``
+(colon-separated; sites put their overrides there), then in the built-in
+``templates/`` folder, shipped in the wheel as the package ``launcher_templates``.
+``StrictUndefined`` makes a missing variable an error, and the ``q`` filter quotes
+every value that reaches a shell.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+
+def builtin_dir() -> Path:
+    import launcher_templates
+
+    return Path(launcher_templates.__file__).resolve().parent
+
+
+def shell_quote(value) -> str:
+    if value is None:
+        return "''"
+    return shlex.quote(str(value))
+
+
+@lru_cache(maxsize=8)
+def _env(override: str) -> jinja2.Environment:
+    dirs = [d for d in override.split(":") if d] + [str(builtin_dir())]
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(dirs),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["q"] = shell_quote
+    return env
+
+
+def render_template(name: str, **context) -> str:
+    return _env(os.environ.get("LAUNCHER_TEMPLATES", "")).get_template(name).render(**context)
+
+
+def run_as_shell(cmd) -> str:
+    """A spec's run/setup: a string is a shell snippet; a list is argv, each word quoted."""
+    if cmd is None:
+        return ""
+    if isinstance(cmd, str):
+        return cmd
+    return " ".join(shlex.quote(str(a)) for a in cmd)
