@@ -1,0 +1,28 @@
+"""Committed checkpoints: the contract, discovery, fencing and garbage collection.
+
+Stdlib only (boto3 is imported lazily, for s3:// roots only): this package is shipped
+to compute nodes inside the job-side zipapp (``launcher.jobside.stage_zip``), where the
+launcher and its dependencies are not installed. It must never import anything from
+``launcher`` outside this package.
+
+See ``launcher.checkpoint.contract`` for the layout under ROOT and the rules.
+"""
+
+from .attempts import read_attempt, start_generation, write_attempt
+from .contract import (COMMIT, GENERATIONS, META_DIR, QUARANTINE, Generations, attempt_key, bump_generation,
+                       build_manifest, check_fence, commit, parse_manifest, parse_step_dir, read_generations,
+                       step_dir)
+from .discovery import COMMITTED, STALE, TORN, Entry, latest, scan
+from .errors import (AlreadyCommitted, CheckpointError, Conflict, ManifestError, RootUnavailable,
+                     Superseded)
+from .gc import gc, plan_gc
+from .store import LocalStore, S3Store, is_s3, open_store
+
+__all__ = [
+    "COMMIT", "GENERATIONS", "META_DIR", "QUARANTINE", "COMMITTED", "STALE", "TORN",
+    "AlreadyCommitted", "CheckpointError", "Conflict", "ManifestError", "RootUnavailable", "Superseded",
+    "Entry", "Generations", "LocalStore", "S3Store",
+    "attempt_key", "build_manifest", "bump_generation", "check_fence", "commit", "gc", "is_s3", "latest",
+    "open_store", "parse_manifest", "parse_step_dir", "plan_gc", "read_attempt", "read_generations", "scan",
+    "start_generation", "step_dir", "write_attempt",
+]

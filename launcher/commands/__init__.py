@@ -6,6 +6,9 @@ command functions.
 """
 
 MODULES = [
+    "plan",
+    "ssh",
+    "checkpoints",
 ]
 
 

@@ -1,0 +1,271 @@
+"""Discovery: which checkpoints under ROOT are committed, torn or stale, and which one a
+restart resumes from.
+
+Order is descending (step, generation), from the names alone; never by mtime (clocks
+skew, copies reset it). ``latest()`` lists ROOT once (S3: ListObjectsV2 with a
+delimiter, paginated) and then opens candidates from the newest down until one is
+committed and not a stale fork: typically one COMMIT.json read and one stat per file
+(S3: one GET and one listing of that checkpoint's prefix).
+
+Framework layouts are recognised read-only (generation ``None``), next to the launcher's
+own ``step-<N>.g<G>`` directories:
+
+- torch DCP: a step-named directory with ``.metadata`` (DCP writes it last).
+- Orbax: ``commit_success.txt`` (its commit marker on object stores); on POSIX Orbax
+  renames ``<step>.orbax-checkpoint-tmp-*`` into ``<step>`` once complete, so a
+  renamed directory with ``_CHECKPOINT_METADATA`` counts too; ``*.orbax-checkpoint-tmp-*``
+  is torn.
+- Megatron: ``iter_<N>`` directories; ``latest_checkpointed_iteration.txt`` names the
+  newest complete one (written after every rank saved), so ``iter_<N>`` above it is torn.
+- DeepSpeed: ``global_step<N>`` directories; ``latest`` names the newest tag (DeepSpeed
+  may write it before every rank finished, so this is the weakest of the four).
+
+Step-named directories without any marker are listed as torn. Names that carry no step
+(``logs/``, ``wandb/``) are ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from .contract import COMMIT, parse_manifest, parse_step_dir, read_generations
+from .errors import CheckpointError, ManifestError
+
+COMMITTED, TORN, STALE = "committed", "torn", "stale"
+
+_FW_RE = re.compile(r"^(iter_|global_step|step[-_]?|checkpoint[-_]|ckpt[-_]?)?(\d+)(\.orbax-checkpoint-tmp-\d+)?$")
+MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
+DEEPSPEED_TRACKER = "latest"
+
+
+class Entry:
+    """One checkpoint directory and its state."""
+
+    __slots__ = ("name", "path", "step", "generation", "state", "reason", "format", "manifest", "malformed")
+
+    def __init__(self, name, path, step, generation, state, reason, format="launcher", manifest=None,
+                 malformed=False):
+        self.name = name
+        self.path = path
+        self.step = step
+        self.generation = generation
+        self.state = state
+        self.reason = reason
+        self.format = format
+        self.manifest = manifest
+        self.malformed = malformed
+
+    @property
+    def committed(self) -> bool:
+        return self.state == COMMITTED
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "step": self.step, "generation": self.generation, "state": self.state,
+                "reason": self.reason}
+
+    def __repr__(self):
+        return "Entry(%s, %s, %s)" % (self.name, self.state, self.reason)
+
+
+def _candidates(dirs):
+    """[(step, generation-or-None, name, format)] sorted newest first."""
+    out = []
+    for name in dirs:
+        sg = parse_step_dir(name)
+        if sg is not None:
+            out.append((sg[0], sg[1], name, "launcher"))
+            continue
+        m = _FW_RE.match(name)
+        if m:
+            out.append((int(m.group(2)), None, name, "framework"))
+    out.sort(key=lambda c: (c[0], -1 if c[1] is None else c[1], c[2]), reverse=True)
+    return out
+
+
+class _Context:
+    """Per-listing state: top-level files (framework trackers), generations, options."""
+
+    def __init__(self, store, files, gens, verify):
+        self.store = store
+        self.files = files
+        self.gens = gens
+        self.verify = verify
+        self._trackers = {}
+
+    def tracker(self, name):
+        if name not in self._trackers:
+            val = None
+            if name in self.files:
+                raw, _ = self.store.read(name)
+                if raw is not None:
+                    val = raw.decode("utf-8", "replace").strip()
+            self._trackers[name] = val
+        return self._trackers[name]
+
+
+def _evaluate_launcher(store, step, gen, name, ctx, commit_known=None) -> Entry:
+    path = store.url(name)
+    stale = ctx.gens.stale_reason(step, gen)
+    if stale:
+        return Entry(name, path, step, gen, "stale", stale)
+    if commit_known is False:
+        raw = None
+    else:
+        raw, _ = store.read(name + "/" + COMMIT)
+    if raw is None:
+        return Entry(name, path, step, gen, TORN, "no COMMIT.json (uncommitted or torn)")
+    where = store.url(name + "/" + COMMIT)
+    try:
+        doc = parse_manifest(raw, where, step, gen)
+    except ManifestError as e:
+        return Entry(name, path, step, gen, TORN, str(e), malformed=True)
+    files = doc["files"]
+    sizes = store.file_sizes(name, [f["path"] for f in files])
+    for f in files:
+        got = sizes.get(f["path"])
+        if got is None:
+            return Entry(name, path, step, gen, TORN, "%s: listed in COMMIT.json but missing" % f["path"], "launcher",
+                         doc)
+        if got != f["size"]:
+            return Entry(name, path, step, gen, TORN, "%s: size %d, COMMIT.json lists %d" % (f["path"], got, f["size"]),
+                         "launcher", doc)
+    if ctx.verify:
+        for f in files:
+            if f.get("sha256") and store.sha256(name + "/" + f["path"]) != f["sha256"]:
+                return Entry(name, path, step, gen, TORN, "%s: sha256 mismatch" % f["path"], "launcher", doc)
+    total = sum(f["size"] for f in files)
+    hashed = sum(1 for f in files if f.get("sha256"))
+    how = ("sizes and sha256 verified" if ctx.verify and hashed == len(files)
+           else "sizes and %d/%d sha256 verified" % (hashed, len(files)) if ctx.verify else "sizes match")
+    return Entry(name, path, step, gen, COMMITTED,
+                 "COMMIT.json: %d file(s), %d bytes, %s" % (len(files), total, how), "launcher", doc)
+
+
+def _has(tree, basename):
+    return any(p == basename or p.endswith("/" + basename) for p in tree)
+
+
+def _evaluate_framework(store, step, name, ctx) -> Entry:
+    path = store.url(name)
+
+    def mk(state, fmt, reason):
+        return Entry(name, path, step, None, state, reason, fmt)
+
+    if ".orbax-checkpoint-tmp-" in name:
+        return mk(TORN, "orbax", "Orbax: temporary directory, never renamed into place")
+    tree = store.list_tree(name)
+    top = set(p for p in tree if "/" not in p)
+    if name.startswith("iter_"):
+        t = ctx.tracker(MEGATRON_TRACKER)
+        complete = ".metadata" in top or _has(tree, "model_optim_rng.pt") or ("common.pt" in top and
+                                                                            "metadata.json" in top)
+        if t is None:
+            return mk(TORN, "megatron", "Megatron: no %s" % MEGATRON_TRACKER)
+        if not t.isdigit():
+            return mk(TORN, "megatron", "Megatron: %s holds %r, not an iteration" % (MEGATRON_TRACKER, t[:40]))
+        if step > int(t):
+            return mk(TORN, "megatron", "Megatron: newer than iteration %s named in %s" % (t, MEGATRON_TRACKER))
+        if not complete:
+            return mk(TORN, "megatron", "Megatron: incomplete (no model_optim_rng.pt or .metadata)")
+        return mk(COMMITTED, "megatron", "Megatron: %s %s" % (
+            "named in" if step == int(t) else "older than iteration %s in" % t, MEGATRON_TRACKER))
+    if name.startswith("global_step"):
+        t = ctx.tracker(DEEPSPEED_TRACKER)
+        complete = any(p.endswith("model_states.pt") and s > 0 for p, s in tree.items())
+        if t is None:
+            return mk(TORN, "deepspeed", "DeepSpeed: no '%s' file" % DEEPSPEED_TRACKER)
+        m = _FW_RE.match(t)
+        tstep = int(m.group(2)) if m else None
+        if t != name and (tstep is None or step > tstep):
+            return mk(TORN, "deepspeed", "DeepSpeed: newer than tag %r named in '%s'" % (t[:40], DEEPSPEED_TRACKER))
+        if not complete:
+            return mk(TORN, "deepspeed", "DeepSpeed: incomplete (no *model_states.pt)")
+        return mk(COMMITTED, "deepspeed", "DeepSpeed: %s '%s' (DeepSpeed may write it before every rank "
+                  "finished; sizes unchecked)" % ("named in" if t == name else "older than the tag in",
+                                                  DEEPSPEED_TRACKER))
+    if ".metadata" in top:
+        return mk(COMMITTED, "dcp", "torch DCP: .metadata present")
+    if "commit_success.txt" in top:
+        return mk(COMMITTED, "orbax", "Orbax: commit_success.txt present")
+    if "_CHECKPOINT_METADATA" in top:
+        if store.is_local:
+            return mk(COMMITTED, "orbax", "Orbax: renamed into place (_CHECKPOINT_METADATA present)")
+        return mk(TORN, "orbax", "Orbax: no commit_success.txt")
+    if any(p.endswith(".distcp") for p in tree):
+        return mk(TORN, "dcp", "torch DCP: shards without .metadata")
+    if not tree:
+        return mk(TORN, "unknown", "empty directory")
+    return mk(TORN, "unknown", "no commit marker (COMMIT.json, .metadata, commit_success.txt, %s, %s)"
+              % (MEGATRON_TRACKER, DEEPSPEED_TRACKER))
+
+
+def _evaluate(store, cand, ctx, commit_known=None) -> Entry:
+    step, gen, name, kind = cand
+    if kind == "launcher":
+        return _evaluate_launcher(store, step, gen, name, ctx, commit_known)
+    return _evaluate_framework(store, step, name, ctx)
+
+
+def _list(store, gens, verify):
+    dirs, files = store.list_top()
+    if gens is None:
+        gens = read_generations(store)
+    return _candidates(dirs), _Context(store, files, gens, verify)
+
+
+def latest(store, verify: bool = False, gens=None, log=None, seen=None):
+    """The newest committed checkpoint that is not a stale fork, or None. Every candidate
+    looked at on the way (newer torn / stale ones) is appended to LOG as an Entry. SEEN
+    (a dict), if given, receives "candidates" and "max_generation" (highest G in any
+    step-N.gG name, -1 if none)."""
+    cands, ctx = _list(store, gens, verify)
+    if seen is not None:
+        seen["candidates"] = len(cands)
+        seen["max_generation"] = max([c[1] for c in cands if c[1] is not None] or [-1])
+    for c in cands:
+        e = _evaluate(store, c, ctx)
+        if log is not None:
+            log.append(e)
+        if e.committed:
+            return e
+    return None
+
+
+def scan(store, verify: bool = False, gens=None, workers: int = 16):
+    """Every checkpoint under ROOT with its state and reason, newest first.
+
+    On S3 the whole ROOT is listed once (paginated) and the COMMIT.json reads run on
+    WORKERS threads."""
+    cands, ctx = _list(store, gens, verify)
+    if store.is_local or not cands:
+        return [_evaluate(store, c, ctx) for c in cands]
+    tree = store.prefetch_all()
+    has_commit = set(k.split("/", 1)[0] for k in tree if k.endswith("/" + COMMIT) and k.count("/") == 1)
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(c):
+        return _evaluate(store, c, ctx, commit_known=(c[2] in has_commit) if c[3] == "launcher" else None)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
+            return list(ex.map(one, cands))
+    finally:
+        store._tree_cache = None
+
+
+def verify_files(store, entry) -> None:
+    """Re-check a committed launcher checkpoint's sizes and sha256 (where recorded)."""
+    if entry.manifest is None:
+        raise CheckpointError("%s: not a launcher checkpoint with a COMMIT.json" % entry.path)
+    for f in entry.manifest["files"]:
+        if f.get("sha256") and store.sha256(entry.name + "/" + f["path"]) != f["sha256"]:
+            raise CheckpointError("%s/%s: sha256 mismatch" % (entry.path, f["path"]))
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()

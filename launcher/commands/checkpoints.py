@@ -1,0 +1,91 @@
+"""``launcher checkpoints ROOT``: list checkpoints with their state, and garbage-collect."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..errors import LauncherError
+
+_HELP = """List every checkpoint under ROOT (a directory or s3://bucket/prefix), newest
+first, with its state and the reason:
+
+\b
+  committed  COMMIT.json present and every listed file has its listed size
+             (or a framework's commit marker: torch DCP .metadata, Orbax
+             commit_success.txt, Megatron latest_checkpointed_iteration.txt,
+             DeepSpeed latest)
+  torn       never committed, a listed file missing or resized, a malformed
+             COMMIT.json, or sha256 mismatch (with --verify)
+  stale      written by a superseded generation after the job restarted from
+             an earlier step (a zombie's fork): never resumed from
+
+The first committed line (marked *) is where a restart resumes. --json prints a
+list of {"path", "step", "generation", "state", "reason"} in the same order
+(generation is null for framework layouts).
+
+With --gc: keep the --keep newest committed launcher checkpoints (the newest is
+never deleted), delete older committed ones (COMMIT.json first), and move torn
+and stale ones to ROOT/.quarantine/ (never deleted). A torn checkpoint that may
+still be being written (current generation, newer than the newest commit), one
+with a malformed COMMIT.json, and framework layouts are left in place.
+--dry-run shows what would happen.
+"""
+
+
+@click.command("checkpoints", help=_HELP)
+@click.argument("root")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--verify", is_flag=True, help="Also check sha256 of every file where COMMIT.json records one.")
+@click.option("--gc", "do_gc", is_flag=True, help="Garbage-collect (see above).")
+@click.option("--keep", type=click.IntRange(min=1), default=3, show_default=True,
+              help="With --gc: committed checkpoints to keep.")
+@click.option("--dry-run", is_flag=True, help="With --gc: print the plan, change nothing.")
+def checkpoints(root, as_json, verify, do_gc, keep, dry_run):
+    from ..checkpoint import CheckpointError, gc, open_store, read_generations, scan
+
+    try:
+        store = open_store(root)
+        store.check_root()
+        if do_gc:
+            rep = gc(store, keep, dry_run=dry_run, verify=verify)
+            _print_gc(rep, as_json)
+            return
+        gens = read_generations(store)
+        entries = scan(store, verify=verify, gens=gens)
+    except CheckpointError as e:
+        raise LauncherError(str(e))
+    if as_json:
+        click.echo(json.dumps([e.to_dict() for e in entries], indent=2))
+        return
+    click.echo("%s  (generation %d)" % (store.root, gens.generation))
+    if not entries:
+        click.echo("no checkpoints")
+        return
+    chosen = next((e for e in entries if e.committed), None)
+    w = max(len(e.name) for e in entries)
+    click.echo("  %-9s  %10s  %4s  %-*s  %s" % ("state", "step", "gen", w, "name", "reason"))
+    for e in entries:
+        click.echo("%s %-9s  %10d  %4s  %-*s  %s" % ("*" if e is chosen else " ", e.state, e.step,
+                                                     "-" if e.generation is None else e.generation, w, e.name,
+                                                     e.reason))
+
+
+def _print_gc(rep, as_json):
+    if as_json:
+        click.echo(json.dumps(rep, indent=2))
+        return
+    would = "would " if rep["dry_run"] else ""
+    for p in rep["deleted"]:
+        click.echo("%sdelete      %s" % (would, p))
+    for q in rep["quarantined"]:
+        click.echo("%squarantine  %s -> %s  (%s)" % (would, q["path"], q["to"], q["reason"]))
+    for s in rep["skipped"]:
+        click.echo("leave       %s  (%s)" % (s["path"], s["reason"]))
+    click.echo("kept %d committed: %s" % (len(rep["kept"]), ", ".join(p.rsplit("/", 1)[-1] for p in rep["kept"])
+                                          or "-"))
+
+
+def register(group) -> None:
+    group.add_command(checkpoints)
