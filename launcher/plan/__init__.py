@@ -1,0 +1,24 @@
+"""The cost-aware planner: offers, their expected cost under preemption, ranking.
+
+Public API (what ``launcher plan``, ``launcher launch`` and the SkyPilot backend call):
+
+* ``gather_offers(spec, config, ...) -> Gathered(offers, notes)``: offers from the
+  configured targets (SkyPilot catalog CSVs, price files, Slurm prices, live AWS spot).
+* ``rank(spec, offers, params=None) -> PlanResult``: pure; ``PlanResult.candidates()``
+  is the order to try offers in, ``PlanResult.best`` the first.
+* ``plan(spec, config, params=None, **gather_kw)``: both.
+* ``launcher.plan.queue``: Slurm queue-wait estimates from captured squeue/sinfo text.
+* ``launcher.plan.chase``: observed preemptions -> posterior rates (spot chasing).
+
+Nothing here imports SkyPilot or paramiko; boto3 only for live spot prices.
+"""
+
+from .chase import Observation, apply_observations
+from .offers import Offer, resource_mismatch
+from .rank import PlanParams, PlanResult, PlanRow, rank
+from .sources import Gathered, gather_offers, plan
+
+__all__ = [
+    "Gathered", "Observation", "Offer", "PlanParams", "PlanResult", "PlanRow",
+    "apply_observations", "gather_offers", "plan", "rank", "resource_mismatch",
+]

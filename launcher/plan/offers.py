@@ -1,0 +1,80 @@
+"""An offer: one place a job could run, priced per node-instance, and whether it fits a spec.
+
+Prices are always **per node-instance per hour** (one VM, or one Slurm node with the
+GPUs the job asks for); the planner multiplies by ``resources.nodes``. Preemption rates
+are **per node-hour** for the same reason: a gang of N nodes is interrupted N times as
+often as one of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+GIB = 1024 ** 3
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    backend: str                   # "skypilot" | "slurm" | "local"
+    target: str                    # name of the target in the user's config
+    cloud: str                     # aws, gcp, lambda, runpod, ... or the Slurm target's cluster name
+    region: Optional[str]
+    zone: Optional[str]
+    instance_type: str             # VM type, or the Slurm partition
+    accelerator: Optional[str]     # GPU name as SkyPilot spells it (H100, A100-80GB, L4), None for CPU-only
+    accelerator_count: int         # accelerators per node-instance
+    vcpus: Optional[float]         # per node-instance, None when unknown
+    memory_gib: Optional[float]    # per node-instance, None when unknown
+    spot: bool
+    hourly_usd: float              # $ per node-instance-hour
+    preemption_rate: float         # interruptions per node-hour (preemptions + failures)
+    queue_wait_hours: float = 0.0  # expected wait before the job starts (Slurm queue, provisioning)
+    notice_seconds: float = 0.0    # warning before a preemption (AWS 120 s, GCP 30 s, Slurm grace)
+    source: str = ""               # where the price came from (catalog file, aws-live, price file, config)
+
+    @property
+    def key(self) -> tuple:
+        """Identity used to learn preemption rates across attempts (spot chasing)."""
+        return (self.cloud, self.region or "", self.zone or "", self.instance_type, self.spot)
+
+    @property
+    def where(self) -> str:
+        parts = [self.cloud] + [p for p in (self.region, self.zone) if p]
+        return "/".join(parts)
+
+    @property
+    def label(self) -> str:
+        kind = "spot" if self.spot else ("queue" if self.backend == "slurm" else "on-demand")
+        return f"{self.target}: {self.where} {self.instance_type} ({kind})"
+
+    def as_dict(self) -> dict:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+def resource_mismatch(resources, offer: Offer) -> Optional[str]:
+    """Why ``offer`` cannot run a job with these ``resources`` (a spec.Resources), or None.
+
+    GPU counts must match exactly, as SkyPilot's optimizer requires: a bigger instance
+    would be paid for and left idle. CPUs and memory are minimums; unknown values
+    (Slurm partitions without a price file entry) are not held against an offer.
+    """
+    want_gpus = resources.gpus_per_node
+    want_acc = resources.accelerator
+    if want_acc or want_gpus:
+        if offer.backend == "slurm" and offer.accelerator is None and offer.accelerator_count == want_gpus:
+            pass  # the partition's GPU type is not declared anywhere: a fit, noted by the caller
+        elif not offer.accelerator or offer.accelerator_count <= 0:
+            return f"has no GPUs; spec asks for {want_gpus or 1} x {want_acc or 'GPU'} per node"
+        elif want_acc and offer.accelerator.lower() != want_acc.lower():
+            return f"has {offer.accelerator}, spec asks for {want_acc}"
+        if want_gpus and offer.accelerator_count != want_gpus:
+            return (f"has {offer.accelerator_count} x {offer.accelerator or 'GPU'} per node, "
+                    f"spec asks for {want_gpus}")
+    if resources.cpus_per_node and offer.vcpus is not None and offer.vcpus < resources.cpus_per_node:
+        return f"has {offer.vcpus:g} vCPUs per node, spec asks for {resources.cpus_per_node}"
+    if resources.memory_per_node and offer.memory_gib is not None:
+        want = resources.memory_per_node / GIB
+        if offer.memory_gib + 1e-9 < want:
+            return f"has {offer.memory_gib:g} GiB memory per node, spec asks for {want:g} GiB"
+    return None

@@ -1,0 +1,229 @@
+"""Rank offers for a spec by expected total cost: ``rank(spec, offers, params) -> PlanResult``.
+
+Per offer (all times in hours, prices per node-instance):
+
+* work ``W``: ``params.work_hours``, else the spec's ``resources.time_limit`` (the spec has
+  no separate work estimate; the time limit is what the user expects one uninterrupted
+  run to need at most, so it is the conservative estimate), else ``params.default_work_hours``;
+* interruption rate of the gang ``lam = nodes x offer.preemption_rate``;
+* checkpoint cost ``C`` (``params.checkpoint_cost_hours``, 5 min by default), restart
+  overhead ``D`` per backend (``params.restart_hours``: re-provision, restart, load);
+* notice: a fraction ``p = params.notice_delivery`` of interruptions is survived with an
+  emergency checkpoint when the spec checkpoints on a signal and the offer's notice
+  covers the emergency checkpoint's cost (``Ce``, default ``C``); otherwise ``p = 0``;
+* interval: the spec's ``checkpoint.interval`` if it fixes one, else the optimum of the
+  exact goodput (``launcher.plan.model``);
+* expected run (billed) ``R = W / G(interval)``; expected completion ``queue wait + R``;
+* expected cost ``= offer.hourly_usd x nodes x R``. Queue wait is not billed (a pending
+  Slurm job costs nothing); restart downtime is (the new instance is up while it restores).
+
+Budgets filter before ranking, each exclusion with its reason: ``cost.max_hourly_usd``
+(against $/h x nodes), ``cost.max_total_usd`` (against the expected total) and
+``cost.deadline`` (against the expected completion time).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Iterable, Mapping, Optional
+
+from .model import INF, RunEstimate, expected_run
+from .offers import Offer, resource_mismatch
+
+DEFAULT_RESTART_HOURS: dict[str, float] = {"skypilot": 10 / 60, "slurm": 3 / 60, "local": 1 / 60}
+
+
+@dataclass(frozen=True)
+class PlanParams:
+    work_hours: Optional[float] = None            # overrides the spec's estimate (time_limit)
+    default_work_hours: float = 1.0               # when the spec has no time_limit
+    checkpoint_cost_hours: float = 5 / 60         # C
+    emergency_checkpoint_hours: Optional[float] = None  # Ce; None: same as C
+    notice_delivery: float = 0.9                  # of notices, the fraction that arrives in time
+    restart_hours: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_RESTART_HOURS))
+    interval_hours: Optional[float] = None        # fixed checkpoint interval; None: spec's or optimum
+
+    def restart_for(self, backend: str) -> float:
+        return self.restart_hours.get(backend, self.restart_hours.get("skypilot", 10 / 60))
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRow:
+    offer: Offer
+    rank: Optional[int]            # 1 = best; None when excluded
+    excluded: Optional[str]        # why it cannot be used, None when ranked
+    job_hourly_usd: float          # offer.hourly_usd x nodes
+    interval_hours: float          # checkpoint every this much work (INF: none needed)
+    queue_hours: float
+    run_hours: float               # expected billed wall time
+    expected_hours: float          # queue + run: expected completion
+    total_usd: float
+    interruptions: float
+    goodput: float
+    notice_fraction: float
+    job_rate: float                # interruptions per hour of the whole job (nodes x offer rate)
+    why: str = ""
+
+    def to_json(self) -> dict:
+        def num(x, nd=6):
+            return None if x is None or math.isinf(x) or math.isnan(x) else round(x, nd)
+
+        o = self.offer
+        return {
+            "rank": self.rank, "target": o.target, "backend": o.backend, "cloud": o.cloud,
+            "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
+            "accelerator": o.accelerator, "accelerator_count": o.accelerator_count, "spot": o.spot,
+            "hourly_usd_per_node": num(o.hourly_usd), "job_hourly_usd": num(self.job_hourly_usd),
+            "preemption_rate_per_node_hour": num(o.preemption_rate), "notice_seconds": num(o.notice_seconds),
+            "queue_hours": num(self.queue_hours), "run_hours": num(self.run_hours),
+            "expected_hours": num(self.expected_hours), "expected_total_usd": num(self.total_usd, 4),
+            "checkpoint_interval_hours": num(self.interval_hours),
+            "expected_interruptions": num(self.interruptions), "job_interruptions_per_hour": num(self.job_rate),
+            "goodput": num(self.goodput),
+            "notice_fraction_used": num(self.notice_fraction), "excluded": self.excluded,
+            "why": self.why, "source": o.source,
+        }
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    spec_name: str
+    rows: tuple                    # ranked rows in rank order, then the excluded ones
+    assumptions: dict
+    notes: tuple = ()              # target-level problems ("no catalog for ...") and assumptions
+
+    @property
+    def ranked(self) -> list[PlanRow]:
+        return [r for r in self.rows if r.rank is not None]
+
+    @property
+    def excluded(self) -> list[PlanRow]:
+        return [r for r in self.rows if r.rank is None]
+
+    @property
+    def best(self) -> Optional[PlanRow]:
+        for r in self.rows:
+            if r.rank is not None:
+                return r
+        return None
+
+    def candidates(self) -> list[Offer]:
+        """Usable offers, best first: the order a backend should try them in."""
+        return [r.offer for r in self.ranked]
+
+    def with_notes(self, notes: Iterable[str]) -> "PlanResult":
+        return replace(self, notes=tuple(notes) + self.notes)
+
+    def to_json(self) -> dict:
+        return {"spec": self.spec_name, "assumptions": self.assumptions, "notes": list(self.notes),
+                "rows": [r.to_json() for r in self.rows]}
+
+
+def work_estimate(spec, params: PlanParams) -> tuple[float, str]:
+    if params.work_hours is not None:
+        return params.work_hours, "given"
+    tl = spec.resources.time_limit
+    if tl:
+        return tl / 3600.0, "resources.time_limit"
+    return params.default_work_hours, "default (the spec has no resources.time_limit)"
+
+
+@lru_cache(maxsize=65536)
+def _estimate(work, C, lam, D, p, Ce, interval) -> RunEstimate:
+    return expected_run(work, C, lam, D, p, Ce, interval)
+
+
+def _fmt_h(h: float) -> str:
+    if math.isinf(h):
+        return "never"
+    if h < 1:
+        return f"{h * 60:.0f} min"
+    return f"{h:.1f} h"
+
+
+def rank(spec, offers: Iterable[Offer], params: Optional[PlanParams] = None) -> PlanResult:
+    """Expected cost of every offer for ``spec``, budgets applied, best first. Pure."""
+    params = params or PlanParams()
+    res = spec.resources
+    nodes = res.nodes
+    work, work_src = work_estimate(spec, params)
+    C = params.checkpoint_cost_hours
+    Ce = params.emergency_checkpoint_hours if params.emergency_checkpoint_hours is not None else C
+    Ce_s = Ce * 3600.0
+    use_notice = bool(spec.recovery.checkpoint_on_signal)
+    interval = params.interval_hours
+    if interval is None and spec.checkpoint.interval:
+        interval = spec.checkpoint.interval / 3600.0
+    cost = spec.cost
+    max_hourly, max_total = cost.max_hourly_usd, cost.max_total_usd
+    deadline = cost.deadline / 3600.0 if cost.deadline else None
+    p_deliver = params.notice_delivery
+    restart = {}
+
+    ok: list[PlanRow] = []
+    bad: list[PlanRow] = []
+    for o in offers:
+        mismatch = resource_mismatch(res, o)
+        job_hourly = o.hourly_usd * nodes
+        if mismatch:
+            bad.append(PlanRow(o, None, mismatch, job_hourly, INF, o.queue_wait_hours, INF, INF, INF,
+                               0.0, 0.0, 0.0, o.preemption_rate * nodes))
+            continue
+        D = restart.get(o.backend)
+        if D is None:
+            D = restart[o.backend] = params.restart_for(o.backend)
+        p = p_deliver if use_notice and o.notice_seconds >= Ce_s and o.preemption_rate > 0 else 0.0
+        lam = o.preemption_rate * nodes
+        est = _estimate(work, C, lam, D, p, Ce, interval)
+        run = est.run_hours
+        total = job_hourly * run
+        done = o.queue_wait_hours + run
+        reasons = []
+        if math.isinf(run):
+            reasons.append(f"never finishes: interrupted every {_fmt_h(1 / lam)} "
+                           f"with {_fmt_h(C)} checkpoints")
+        if max_hourly is not None and job_hourly > max_hourly + 1e-9:
+            reasons.append(f"${job_hourly:.2f}/h for {nodes} node(s) is over cost.max_hourly_usd ${max_hourly:g}")
+        if max_total is not None and total > max_total + 1e-9 and not math.isinf(run):
+            reasons.append(f"expected ${total:.2f} is over cost.max_total_usd ${max_total:g}")
+        if deadline is not None and done > deadline + 1e-9 and not math.isinf(run):
+            reasons.append(f"expected to finish in {_fmt_h(done)}, after cost.deadline {_fmt_h(deadline)}")
+        row = PlanRow(o, None, "; ".join(reasons) or None, job_hourly, est.interval_hours, o.queue_wait_hours,
+                      run, done, total, est.interruptions, est.goodput, est.notice_fraction, lam)
+        (bad if reasons else ok).append(row)
+
+    ok.sort(key=lambda r: (r.total_usd, r.expected_hours, r.job_hourly_usd, r.offer.target,
+                           r.offer.where, r.offer.instance_type, r.offer.spot))
+    ranked = [_explain(r, i + 1, ok[0], work, C) for i, r in enumerate(ok)]
+    assumptions = {
+        "nodes": nodes, "work_hours": work, "work_source": work_src,
+        "checkpoint_cost_hours": C, "emergency_checkpoint_hours": Ce,
+        "restart_hours": dict(params.restart_hours), "notice_delivery": p_deliver,
+        "checkpoint_on_signal": use_notice, "fixed_interval_hours": interval,
+        "prices": "per node-instance-hour; job $/h = price x nodes",
+        "preemption_rates": "per node-hour; the job is interrupted at nodes x rate",
+    }
+    return PlanResult(spec.name, tuple(ranked) + tuple(bad), assumptions)
+
+
+def _explain(r: PlanRow, rank_no: int, best: PlanRow, work: float, C: float) -> PlanRow:
+    o = r.offer
+    bits = []
+    if r.interruptions >= 0.05:
+        extra = (r.run_hours / work - 1.0) * 100 if work > 0 else 0.0
+        bits.append(f"~{r.interruptions:.1f} interruptions (one every {_fmt_h(1 / r.job_rate)}): "
+                    f"+{extra:.0f}% time")
+    elif not math.isinf(r.interval_hours) and r.run_hours > work * 1.005:
+        bits.append(f"checkpoints: +{(r.run_hours / work - 1) * 100:.1f}% time")
+    if o.spot and o.preemption_rate > 0:
+        if r.notice_fraction > 0:
+            bits.append(f"{o.notice_seconds:g}s notice saves work")
+        elif o.notice_seconds > 0:
+            bits.append(f"{o.notice_seconds:g}s notice < {C * 60:g} min checkpoint")
+    if r.queue_hours > 0:
+        bits.append(f"queue ~{_fmt_h(r.queue_hours)}")
+    if rank_no > 1 and r.job_hourly_usd < best.job_hourly_usd - 1e-9:
+        bits.append(f"cheaper per hour than #1 but ${r.total_usd - best.total_usd:.2f} more in total")
+    return replace(r, rank=rank_no, why="; ".join(bits))
