@@ -103,6 +103,7 @@ def refresh(app, jobs) -> dict:
         for r, h, st in zip(rows, handles, statuses):
             assert isinstance(st, Status)
             out[r.job_id] = st
+            h = _follow_restarts(app, r, h, st)
             fields = dict(state=st.state.value, reason=st.reason, native_state=st.native_state,
                           exit_code=st.exit_code)
             if st.start_time:
@@ -113,6 +114,40 @@ def refresh(app, jobs) -> dict:
             if r.state != st.state.value or r.reason != st.reason:
                 app.store.update_job(r.job_id, state=st.state.value, reason=st.reason)
     return out
+
+
+def _follow_restarts(app, row, h: Handle, st) -> Handle:
+    """A scheduler that restarts a job in place (Slurm requeue) keeps its native id: each
+    restart becomes a new attempt row, and the finished run's own state (PREEMPTED,
+    NODE_FAIL ...) is taken from the scheduler's per-run history where it keeps one."""
+    import dataclasses
+
+    same = [a for a in app.store.attempts(row.job_id) if a.native_id == h.native_id]
+    if not same:
+        return h
+    first = min(a.attempt for a in same)
+    current = first + st.restarts
+    if current <= h.attempt:
+        return h
+    history = []
+    backend = app.backend(row.target)
+    if hasattr(backend, "run_history"):
+        try:
+            history = backend.run_history(h)
+        except LauncherError:
+            history = []
+    for n in range(h.attempt, current):
+        run = history[n - first] if n - first < len(history) else {}
+        app.store.update_attempt(row.job_id, n, state=run.get("state") or "REQUEUED",
+                                 reason=f"restarted by {h.backend} as attempt {n + 1}",
+                                 native_state=run.get("state", ""))
+        nh = dataclasses.replace(h, attempt=n + 1)
+        app.store.record_attempt(row.job_id, n + 1, row.target, nh.to_json(), h.native_id, state=st.state.value,
+                                 reason=st.reason)
+        app.store.record_event(row.job_id, "restarted", attempt=n + 1, previous=run.get("state") or "REQUEUED",
+                               nodes=run.get("nodes", ""))
+        h = nh
+    return h
 
 
 def wait_for(app, job_id: str, poll: float = 1.0, timeout: Optional[float] = None):

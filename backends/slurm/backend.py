@@ -16,7 +16,7 @@ from launcher.status import JobState, Status
 from . import probe as probe_mod
 from .options import SlurmOptions
 from .render import HELPER_NAME, render_sbatch
-from .states import (SACCT_FIELDS, parse_jobcomp, parse_sacct, parse_scontrol_oneliners, status_from_sacct,
+from .states import (SACCT_FIELDS, parse_sacct, parse_scontrol_oneliners, status_from_sacct,
                      status_from_scontrol)
 
 
@@ -165,22 +165,15 @@ class SlurmBackend:
         return out
 
     def _history(self, ids) -> dict:
-        r = self._run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", SACCT_FIELDS], check=False)
-        if r.returncode == 0 and r.stdout.strip():
-            return parse_sacct(r.stdout)
-        # no slurmdbd: the jobcomp/filetxt file has one record per run
-        loc = self._facts_value("jobcomp_loc")
-        if loc and "filetxt" in (self._facts_value("jobcomp") or ""):
-            rr = self._run(["cat", loc], check=False)
-            recs = parse_jobcomp(rr.stdout)
-            return {i: [_jobcomp_as_sacct(x) for x in recs[i]] for i in ids if i in recs}
-        return {}
-
-    def _facts_value(self, key):
-        try:
-            return self.app.facts(self.target.name).get(key) if self.app is not None else self.probe().get(key)
-        except LauncherError:
-            return None
+        """Finished jobs: slurmdbd accounting when there is one, else the jobcomp records
+        (``sacct -c``: one record per run, so a requeued job shows each run)."""
+        argv = ["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", SACCT_FIELDS]
+        r = self._run(argv, check=False)
+        if r.returncode != 0 and "accounting storage is disabled" in (r.stderr + r.stdout).lower():
+            r = self._run(["sacct", "-c", "-n", "-P", "-j", ",".join(ids), "-o", SACCT_FIELDS], check=False)
+        if r.returncode != 0:
+            return {}
+        return parse_sacct(r.stdout)
 
     def run_history(self, handle: Handle) -> list[dict]:
         """Every run of one job (a requeued job has several): state and nodes of each."""
@@ -229,7 +222,3 @@ class SlurmBackend:
         return None
 
 
-def _jobcomp_as_sacct(f: dict) -> dict:
-    return {"JobIDRaw": f.get("JobId", ""), "State": f.get("JobState", ""), "ExitCode": f.get("ExitCode", ""),
-            "NodeList": f.get("NodeList", ""), "Start": f.get("StartTime", ""), "End": f.get("EndTime", ""),
-            "Reason": "", "Comment": ""}

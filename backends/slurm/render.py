@@ -89,7 +89,7 @@ def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> 
                                   f"use topology.max_switches (topology/tree) instead")
         d.append(f"--segment={t.segment}")
     d += ["--requeue", "--open-mode=append"]
-    if spec.recovery.checkpoint_on_signal and spec.recovery.grace:
+    if _notice(spec):
         d.append(f"--signal=B:{spec.recovery.signal}@{spec.recovery.grace}")
     d.append(f"--output={job_dir}/slurm-%j.out")
     if spec.image:
@@ -98,6 +98,12 @@ def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> 
                                   f"(srun --container-image is missing): remove image or use a target with pyxis")
     d += list(s.extra)
     return d
+
+
+def _notice(spec: JobSpec) -> bool:
+    """A notice signal only helps a job that can commit a checkpoint; to any other
+    program an unhandled SIGUSR1 is a kill, so it is not sent."""
+    return bool(spec.checkpoint.root and spec.recovery.checkpoint_on_signal and spec.recovery.grace)
 
 
 def render_sbatch(spec: JobSpec, facts: Facts, job: JobRef, opts, target_name: str) -> Request:
@@ -128,7 +134,7 @@ def render_sbatch(spec: JobSpec, facts: Facts, job: JobRef, opts, target_name: s
         "ckpt_verify": spec.checkpoint.verify,
         "helper_cmd": helper_cmd,
         "srun_common": srun_common,
-        "requeue_on_notice": spec.recovery.checkpoint_on_signal,
+        "notice": _notice(spec),
         # keep a margin before the kill: Slurm delivers the notice up to ~30-60 s early
         "grace_wait": max(1, int(grace * 0.8)),
     }

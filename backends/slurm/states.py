@@ -24,7 +24,7 @@ NATIVE = {
     "SPECIAL_EXIT": JobState.FAILED, "REVOKED": JobState.CANCELLED, "RESV_DEL_HOLD": JobState.PENDING,
 }
 
-_KV = re.compile(r"(\w+(?:/\w+)?)=(.*?)(?=\s+\w+(?:/\w+)?=|$)")
+_KV = re.compile(r"([A-Za-z][\w:/]*)=(.*?)(?=\s+[A-Za-z][\w:/]*=|$)")
 
 
 def parse_scontrol_oneliners(text: str) -> dict[str, dict]:
@@ -112,19 +112,6 @@ def status_from_sacct(records: list[dict]) -> Status:
                   exit_code=_exit(last.get("ExitCode")), nodes=last.get("NodeList", ""),
                   restarts=len(records) - 1, start_time=_slurm_time(last.get("Start")),
                   end_time=_slurm_time(last.get("End")), extra={"runs": [r["State"] for r in records]})
-
-
-def parse_jobcomp(text: str) -> dict[str, list[dict]]:
-    """``sacct -c`` (jobcomp/filetxt) prints fixed columns; we read the raw file lines instead:
-    'JobId=1 UserId=... JobState=COMPLETED ... ExitCode=0:0 ...' one record per run."""
-    out: dict[str, list[dict]] = {}
-    for line in text.splitlines():
-        if "JobId=" not in line:
-            continue
-        f = {m.group(1): m.group(2) for m in _KV.finditer(line.strip())}
-        if "JobId" in f:
-            out.setdefault(f["JobId"], []).append(f)
-    return out
 
 
 def parse_version(text: str) -> tuple[int, int, int]:

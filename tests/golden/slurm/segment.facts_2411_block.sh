@@ -1,0 +1,42 @@
+#!/bin/bash
+#SBATCH --job-name=seg
+#SBATCH --comment=launcher:basic-abc123:1
+#SBATCH --nodes=4
+#SBATCH --ntasks-per-node=1
+#SBATCH --gres=gpu:h100:8
+#SBATCH --segment=2
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --output=/state/jobs/basic-abc123/slurm-%j.out
+#
+# launcher job basic-abc123 (dedupe token launcher:basic-abc123:1); rendered for target testcl
+set -uo pipefail
+export LAUNCHER_JOB_ID=basic-abc123
+export LAUNCHER_JOB_NAME=seg
+export LAUNCHER_BACKEND=slurm
+export LAUNCHER_JOB_DIR=/state/jobs/basic-abc123
+# generation: +1 on every (re)start; the checkpoint helper below makes it exact across resubmissions
+export LAUNCHER_ATTEMPT=$(( 1 + ${SLURM_RESTART_COUNT:-0} ))
+export LAUNCHER_NUM_NODES="${SLURM_JOB_NUM_NODES:-1}"
+export LAUNCHER_GPUS_PER_NODE=8
+export LAUNCHER_TASKS_PER_NODE=1
+export LAUNCHER_PREEMPT_SIGNAL=USR1
+export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+export MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))
+echo "launcher: start $LAUNCHER_ATTEMPT of $LAUNCHER_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})" >&2
+export LAUNCHER_RESUME_FROM=''
+export LAUNCHER_RESUME_STEP=''
+# run: on every node (1 task(s) per node)
+export LAUNCHER_RUN=hostname
+# TERM (scancel, preemption): the steps get it from Slurm directly; this shell keeps
+# waiting for them so their exit (and any last checkpoint) is not cut short.
+trap 'echo "launcher: TERM received" >&2' TERM
+srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=4 \
+  bash -c 'export LAUNCHER_NODE_RANK="$SLURM_NODEID" LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$SLURM_PROCID"; eval "$LAUNCHER_RUN"' &
+_launcher_step=$!
+while :; do
+  wait "$_launcher_step"; rc=$?
+  kill -0 "$_launcher_step" 2>/dev/null || break   # a trap interrupted wait: keep waiting
+done
+echo "launcher: run exited with $rc" >&2
+exit "$rc"

@@ -1,0 +1,72 @@
+"""Run the real `launcher` command (a subprocess, as a user would) against a test
+cluster, with an isolated LAUNCHER_HOME and config."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+LAUNCHER = str(Path(sys.executable).parent / "launcher")
+
+
+def job_id_of(p: subprocess.CompletedProcess) -> str:
+    import re
+
+    m = re.search(r"^(\S+): submitted to ", p.stdout + "\n" + p.stderr, re.M)
+    assert m, f"no job id in launcher output:\n{p.stdout}\n{p.stderr}"
+    return m.group(1)
+
+
+class LauncherCLI:
+    def __init__(self, tmp: Path, cluster=None, extra_targets: dict | None = None):
+        self.tmp = Path(tmp)
+        self.home = self.tmp / "home"
+        self.config = self.tmp / "config.yaml"
+        targets = {}
+        if cluster is not None:
+            targets["testcl"] = {"backend": "slurm", "slurm_conf": str(cluster.conf), "partition": "batch",
+                                 "facts_ttl": 0}
+        targets.update(extra_targets or {})
+        self.config.write_text(yaml.safe_dump({"targets": targets}))
+        self.env = dict(cluster.env if cluster is not None else os.environ)
+        self.env.update(LAUNCHER_HOME=str(self.home), LAUNCHER_CONFIG=str(self.config))
+
+    def run(self, *args, check=True, timeout=300, cwd=None, env=None) -> subprocess.CompletedProcess:
+        p = subprocess.run([LAUNCHER, *map(str, args)], env={**self.env, **(env or {})}, capture_output=True,
+                           text=True, timeout=timeout, cwd=str(cwd or self.tmp))
+        if check and p.returncode != 0:
+            raise AssertionError(f"launcher {' '.join(map(str, args))} exited {p.returncode}\n"
+                                 f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+        return p
+
+    def spec(self, name: str, body: dict) -> Path:
+        f = self.tmp / f"{name}.yaml"
+        f.write_text(yaml.safe_dump({"name": name, **body}, sort_keys=False, allow_unicode=True))
+        return f
+
+    def launch(self, spec: Path, target="testcl", *extra) -> str:
+        p = self.run("launch", spec, "--target", target, *extra)
+        return job_id_of(p)
+
+    def status(self, job: str) -> dict:
+        return json.loads(self.run("status", job, "--json").stdout)
+
+    def wait_state(self, job: str, states, timeout=120, interval=0.5) -> dict:
+        states = {states} if isinstance(states, str) else set(states)
+        deadline = time.time() + timeout
+        st = {}
+        while time.time() < deadline:
+            st = self.status(job)
+            if st["state"] in states:
+                return st
+            time.sleep(interval)
+        raise AssertionError(f"{job} did not reach {states} in {timeout}s: {json.dumps(st, indent=1)}")
+
+    def output(self, job: str) -> str:
+        return self.run("logs", job).stdout

@@ -1,0 +1,31 @@
+"""Cluster facts for render tests: parsed from real probe outputs captured on the
+22.05 test cluster (tests/unit/data/), and a 24.11 cluster with topology/block,
+typed H100 GRES and pyxis (built from the same parsers on representative text)."""
+
+from pathlib import Path
+
+from launcher.backend import Facts
+from launcher_backends.slurm.probe import gpu_types, parse_nodes, parse_partitions, parse_show_config
+
+DATA = Path(__file__).parent / "data"
+
+
+def facts_2205() -> Facts:
+    cfg = parse_show_config((DATA / "show_config_2205.txt").read_text())
+    nodes = parse_nodes((DATA / "sinfo_nodes_2205.txt").read_text())
+    return Facts("testcl", "slurm", {
+        "slurm_version": "22.05.8", "cluster": cfg["ClusterName"], "topology_plugin": cfg["TopologyPlugin"],
+        "partitions": parse_partitions((DATA / "sinfo_partitions_2205.txt").read_text()),
+        "nodes": nodes, "gpu_types": gpu_types(nodes), "pyxis": False})
+
+
+SINFO_NODES_2411 = "\n".join(f"gpu{i:03d}|gpu|idle|gpu:h100:8(S:0-1)|128|1031000" for i in range(1, 9))
+SINFO_PARTS_2411 = "gpu*|up|2-00:00:00|8|gpu:h100:8(S:0-1)\n"
+
+
+def facts_2411_block() -> Facts:
+    nodes = parse_nodes(SINFO_NODES_2411)
+    return Facts("bigcl", "slurm", {
+        "slurm_version": "24.11.1", "cluster": "bigcl", "topology_plugin": "topology/block",
+        "partitions": parse_partitions(SINFO_PARTS_2411), "nodes": nodes, "gpu_types": gpu_types(nodes),
+        "pyxis": True})

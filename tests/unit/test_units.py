@@ -1,0 +1,25 @@
+import pytest
+
+from launcher.units import format_mebibytes, format_slurm_time, parse_duration, parse_size
+
+
+def test_slurm_time_round_trips_through_the_parser():
+    for secs in (59, 3600, 5400, 86400, 90061):
+        assert parse_duration(format_slurm_time(secs)) == secs
+
+
+def test_mm_ss_is_read_as_slurm_reads_it():
+    assert parse_duration("05:30") == 330
+
+
+def test_mebibytes_round_up():
+    assert format_mebibytes(1) == "1M"
+    assert format_mebibytes(512 * 1024**3) == "524288M"
+
+
+@pytest.mark.parametrize("bad", [True, None, "", "12 parsecs"])
+def test_garbage_is_rejected(bad):
+    with pytest.raises(ValueError):
+        parse_duration(bad)
+    with pytest.raises(ValueError):
+        parse_size(bad)
