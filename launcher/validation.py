@@ -54,7 +54,9 @@ def to_problems(err: ValidationError, model: type[BaseModel], line_of: Callable 
         if e["type"] == "extra_forbidden":
             owner = _model_at(model, loc)
             known = _aliases(owner) if owner else []
-            guess = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+            key = str(loc[-1])
+            guess = difflib.get_close_matches(key, known, n=1, cutoff=0.6) or \
+                [k for k in known if k.startswith(key) or key in k][:1]
             msg = "unknown key"
             if guess:
                 msg += f"; did you mean '{guess[0]}'?"

@@ -1,0 +1,88 @@
+"""The local backend runs real processes on this machine."""
+
+import os
+import time
+
+import pytest
+
+from launcher.app import App
+from launcher.launch import launch, wait_for
+from launcher.spec import spec_from_text
+from launcher.status import JobState
+
+
+@pytest.fixture
+def app(launcher_env):
+    a = App()
+    yield a
+    a.close()
+
+
+def _launch(app, text):
+    spec = spec_from_text(text)
+    return launch(app, spec, text, None, "local")
+
+
+def test_job_sees_the_env_contract_and_completes(app):
+    j = _launch(app, "name: envy\nrun: 'env | grep -E \"^(LAUNCHER_|MASTER_)\" | sort'\nenv: {X: 'a b'}\n")
+    st = wait_for(app, j.job_id, poll=0.1, timeout=30)
+    assert st.state is JobState.COMPLETED and st.exit_code == 0
+    out = "".join(app.backend("local").logs(j.handle))
+    for line in (f"LAUNCHER_JOB_ID={j.job_id}", "LAUNCHER_ATTEMPT=1", "LAUNCHER_NUM_NODES=1",
+                 "LAUNCHER_NODE_RANK=0", "MASTER_ADDR=127.0.0.1", "LAUNCHER_RESUME_FROM="):
+        assert line in out.splitlines(), (line, out)
+
+
+def test_failed_job_keeps_its_exit_code(app):
+    j = _launch(app, "name: f\nrun: exit 5\n")
+    st = wait_for(app, j.job_id, poll=0.1, timeout=30)
+    assert st.state is JobState.FAILED and st.exit_code == 5 and "exit code 5" in st.reason
+
+
+def test_cancel_ends_the_whole_process_group_and_is_idempotent(app, tmp_path):
+    marker = tmp_path / "child.pid"
+    j = _launch(app, f"name: c\nrun: 'sleep 300 & echo $! > {marker}; wait'\n")
+    deadline = time.time() + 10
+    while not marker.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    child = int(marker.read_text())
+    backend = app.backend("local")
+    backend.cancel(j.handle)
+    backend.cancel(j.handle)
+    st = backend.status([j.handle])[0]
+    assert st.state is JobState.CANCELLED
+    deadline = time.time() + 5
+    while os.path.exists(f"/proc/{child}") and time.time() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z"
+
+
+def test_setup_failure_is_reported(app):
+    j = _launch(app, "name: s\nsetup: 'exit 4'\nrun: echo never\n")
+    st = wait_for(app, j.job_id, poll=0.1, timeout=30)
+    assert st.state is JobState.FAILED and st.exit_code == 97
+    assert "never" not in "".join(app.backend("local").logs(j.handle))
+
+
+def test_missing_secret_fails_before_anything_runs(app, monkeypatch):
+    monkeypatch.delenv("SOME_TOKEN", raising=False)
+    from launcher.errors import SubmitError
+
+    with pytest.raises(SubmitError, match="SOME_TOKEN"):
+        _launch(app, "name: s\nrun: 'true'\nsecrets: [SOME_TOKEN]\n")
+    assert app.store.list_jobs() == []
+
+
+def test_secret_reaches_the_job_but_not_the_script_or_state(app, monkeypatch, launcher_env):
+    import hashlib
+
+    monkeypatch.setenv("SOME_TOKEN", "s3cr3t-value-123")
+    digest = hashlib.sha256(b"s3cr3t-value-123").hexdigest()
+    j = _launch(app, "name: s\nrun: 'test \"$(printf %s \"$SOME_TOKEN\" | sha256sum | cut -d\" \" -f1)\" = "
+                     f"{digest} && echo got-it'\nsecrets: [SOME_TOKEN]\n")
+    st = wait_for(app, j.job_id, poll=0.1, timeout=30)
+    assert st.state is JobState.COMPLETED
+    assert "got-it" in "".join(app.backend("local").logs(j.handle))
+    for p in launcher_env["home"].rglob("*"):
+        if p.is_file():
+            assert b"s3cr3t-value-123" not in p.read_bytes(), p
