@@ -1,0 +1,433 @@
+"""Where and how to reach a login node: target options, ~/.ssh/config, known_hosts.
+
+``resolve(options)`` turns a target's ``ssh_*`` options plus the user's SSH config
+into a ``Route``: the ProxyJump hosts in order, then the login node, each a ``Hop``
+with host name, port, user, identity files and known_hosts files. Options given
+in the target override the SSH config (as ``ssh -p/-l/-i`` do).
+
+``KnownHosts`` reads OpenSSH known_hosts files with the stdlib only: hashed names
+(``|1|salt|hmac``), ``[host]:port`` for ports other than 22, comma lists,
+wildcards and negations, ``@revoked`` (refused) and ``@cert-authority`` (ignored:
+host certificates are not supported). Keys are compared as wire blobs, so no key
+parsing is needed. The SSH config is parsed by paramiko's ``SSHConfig`` (Host,
+Match, tokens), imported only when a route is resolved; ``Include`` is expanded
+here because paramiko does not implement it.
+"""
+
+from __future__ import annotations
+
+import base64
+import getpass
+import glob
+import hashlib
+import hmac
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import ConfigError
+
+DEFAULT_SSH_CONFIG = "~/.ssh/config"
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
+DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
+MAX_JUMPS = 8
+
+
+class SSHTargetOptions(BaseModel):
+    """The SSH keys of a target (a Slurm backend's target_options can inherit these).
+
+    ``ssh_host`` unset means "run commands on this machine"."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    ssh_host: Optional[str] = Field(None, description="login node: host name or a Host alias of the SSH config")
+    ssh_port: Optional[int] = Field(None, ge=1, le=65535, description="overrides the SSH config's Port (default 22)")
+    ssh_user: Optional[str] = Field(None, description="overrides the SSH config's User (default: local user)")
+    ssh_key: Optional[str] = Field(None, description="private key file, tried before IdentityFile and the agent")
+    known_hosts: Optional[str] = Field(None, description="known_hosts file (default: SSH config's "
+                                                         "UserKnownHostsFile, else ~/.ssh/known_hosts)")
+    ssh_config: Optional[str] = Field(None, description="SSH config file (default ~/.ssh/config; '' for none)")
+    ssh_agent: bool = Field(True, description="offer the keys of the SSH agent (SSH_AUTH_SOCK)")
+    ssh_connect_timeout: float = Field(15.0, gt=0, description="seconds for TCP connect + SSH handshake")
+    ssh_keepalive: Optional[float] = Field(None, ge=0, description="keepalive interval in seconds "
+                                                                   "(default: ServerAliveInterval, else 30)")
+    env: dict[str, str] = Field(default_factory=dict, description="environment for every command (SLURM_CONF...)")
+
+
+SSH_OPTION_KEYS = tuple(SSHTargetOptions.model_fields)
+
+
+@dataclass(frozen=True)
+class SSHOptions:
+    """Plain, validated SSH options (what SSHRunner takes)."""
+
+    ssh_host: str
+    ssh_port: Optional[int] = None
+    ssh_user: Optional[str] = None
+    ssh_key: Optional[str] = None
+    known_hosts: Optional[str] = None
+    ssh_config: Optional[str] = None
+    ssh_agent: bool = True
+    ssh_connect_timeout: float = 15.0
+    ssh_keepalive: Optional[float] = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_target(cls, source: Any) -> "SSHOptions":
+        """From a mapping (raw target dict), a pydantic model or a core ``Target``;
+        keys other than the SSH ones are ignored."""
+        if hasattr(source, "opt") and hasattr(source, "raw"):  # launcher.config.Target
+            get = source.opt
+        elif isinstance(source, Mapping):
+            get = source.get
+        else:
+            def get(k, d=None):
+                return getattr(source, k, d)
+        picked = {k: get(k, None) for k in SSH_OPTION_KEYS}
+        picked = {k: v for k, v in picked.items() if v is not None}
+        try:
+            model = SSHTargetOptions(**picked)
+        except Exception as e:  # pydantic.ValidationError, with the field names
+            raise ConfigError(f"invalid SSH options: {e}") from None
+        if not model.ssh_host:
+            raise ConfigError("ssh_host is not set: this target runs commands on this machine")
+        for k in model.env:
+            check_env_name(k)
+        return cls(**model.model_dump())
+
+
+def check_env_name(name: str) -> None:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name or ""):
+        raise ConfigError(f"invalid environment variable name {name!r}")
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One SSH connection of a route (a jump host or the login node itself)."""
+
+    alias: str  # as written by the user (ssh_host or a ProxyJump entry)
+    hostname: str  # what we connect to
+    port: int
+    user: str
+    identity_files: tuple  # explicit ones, in order; default keys are only used when empty
+    identities_only: bool
+    use_agent: bool
+    known_hosts_files: tuple  # user files: the first is where `trust` writes
+    global_known_hosts_files: tuple
+    host_key_alias: Optional[str]
+    hash_known_hosts: bool
+    connect_timeout: float
+    keepalive: float
+    proxy_command: Optional[str] = None
+
+    @property
+    def known_hosts_name(self) -> str:
+        host = self.host_key_alias or self.hostname
+        return host if self.port == 22 else f"[{host}]:{self.port}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.user}@{self.hostname}" + ("" if self.port == 22 else f":{self.port}")
+
+
+@dataclass(frozen=True)
+class Route:
+    hops: tuple  # jump hosts first, the login node last
+
+    @property
+    def target(self) -> Hop:
+        return self.hops[-1]
+
+    @property
+    def pool_key(self) -> tuple:
+        t = self.target
+        proxy = tuple(h.label for h in self.hops[:-1]) or (self.hops[0].proxy_command or "")
+        return (t.user, t.hostname, t.port, proxy)
+
+    def describe(self) -> str:
+        return " -> ".join(h.label for h in self.hops)
+
+
+# --------------------------------------------------------------------------- ssh config
+
+def _expand_includes(path: str, depth: int = 0) -> str:
+    """Inline ``Include`` lines (paramiko ignores them); relative paths are under ~/.ssh."""
+    if depth > 16:
+        raise ConfigError(f"{path}: Include nested too deeply")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return ""
+    except OSError as e:
+        raise ConfigError(f"cannot read SSH config {path}: {e}") from None
+    out = []
+    for line in lines:
+        m = re.match(r"\s*include\s*=?\s*(.+)$", line, re.IGNORECASE)
+        if not m:
+            out.append(line)
+            continue
+        for pattern in m.group(1).split():
+            pattern = os.path.expanduser(pattern)
+            if not os.path.isabs(pattern):
+                pattern = os.path.join(os.path.expanduser("~/.ssh"), pattern)
+            for inc in sorted(glob.glob(pattern)):
+                out.append(_expand_includes(inc, depth + 1))
+    return "\n".join(out)
+
+
+_CONFIG_CACHE: dict = {}
+
+
+def load_ssh_config(path: Optional[str]):
+    """A paramiko SSHConfig for ``path`` ('' or a missing file: an empty config)."""
+    import paramiko
+
+    if not path:
+        return paramiko.SSHConfig.from_text("")
+    path = os.path.expanduser(path)
+    try:
+        mtime = os.stat(path).st_mtime_ns
+    except FileNotFoundError:
+        return paramiko.SSHConfig.from_text("")
+    key = (path, mtime)
+    if key not in _CONFIG_CACHE:
+        try:
+            _CONFIG_CACHE[key] = paramiko.SSHConfig.from_text(_expand_includes(path))
+        except Exception as e:
+            raise ConfigError(f"cannot parse SSH config {path}: {e}") from None
+    return _CONFIG_CACHE[key]
+
+
+def _lookup(cfg, host: str, path: str) -> dict:
+    try:
+        return dict(cfg.lookup(host))
+    except Exception as e:  # Match exec without invoke, bad tokens ...
+        raise ConfigError(f"SSH config {path}: cannot evaluate it for host {host!r}: {e}") from None
+
+
+def _yes(v) -> bool:
+    return str(v).lower() in ("yes", "true", "1")
+
+
+def _split_jump(spec: str) -> tuple[Optional[str], str, Optional[int]]:
+    """``[user@]host[:port]`` or ``ssh://[user@]host[:port]``; IPv6 in brackets."""
+    s = spec.strip()
+    if s.startswith("ssh://"):
+        s = s[len("ssh://"):]
+    user = None
+    if "@" in s:
+        user, s = s.rsplit("@", 1)
+    port = None
+    m = re.fullmatch(r"\[([^\]]+)\](?::(\d+))?", s)
+    if m:
+        host, port = m.group(1), m.group(2)
+    elif s.count(":") == 1:
+        host, port = s.split(":")
+    else:
+        host = s
+    if not host:
+        raise ConfigError(f"invalid ProxyJump entry {spec!r}")
+    return user, host, int(port) if port else None
+
+
+def _make_hop(cfg, cfg_path, alias, *, user=None, port=None, extra_keys=(), opts: SSHOptions):
+    c = _lookup(cfg, alias, cfg_path)
+    try:
+        port = int(port or c.get("port") or 22)
+    except ValueError:
+        raise ConfigError(f"SSH config {cfg_path}: Port for {alias!r} is not a number: {c.get('port')!r}") from None
+    files = list(extra_keys) + [f for f in c.get("identityfile", []) if f.lower() != "none"]
+    files = tuple(dict.fromkeys(os.path.expanduser(f) for f in files))
+    if opts.known_hosts:
+        user_kh = (opts.known_hosts,)
+    else:
+        user_kh = tuple((c.get("userknownhostsfile") or DEFAULT_KNOWN_HOSTS).split())
+    global_kh = tuple((c.get("globalknownhostsfile") or GLOBAL_KNOWN_HOSTS).split())
+    keepalive = opts.ssh_keepalive
+    if keepalive is None:
+        keepalive = float(c.get("serveraliveinterval") or 30)
+    timeout = float(c.get("connecttimeout") or opts.ssh_connect_timeout)
+    return Hop(
+        alias=alias, hostname=c.get("hostname") or alias, port=port,
+        user=user or c.get("user") or getpass.getuser(),
+        identity_files=files, identities_only=_yes(c.get("identitiesonly", "no")),
+        use_agent=opts.ssh_agent and str(c.get("identityagent", "")).lower() != "none",
+        known_hosts_files=tuple(os.path.expanduser(p) for p in user_kh),
+        global_known_hosts_files=tuple(os.path.expanduser(p) for p in global_kh),
+        host_key_alias=c.get("hostkeyalias"),
+        hash_known_hosts=_yes(c.get("hashknownhosts", "no")),
+        connect_timeout=timeout, keepalive=keepalive,
+        proxy_command=(c.get("proxycommand") if str(c.get("proxycommand", "none")).lower() != "none" else None),
+    ), c
+
+
+def resolve(opts: SSHOptions) -> Route:
+    """The hops to the login node, with the SSH config applied (ProxyJump recursively)."""
+    cfg_path = DEFAULT_SSH_CONFIG if opts.ssh_config is None else opts.ssh_config
+    cfg = load_ssh_config(cfg_path)
+    extra = (os.path.expanduser(opts.ssh_key),) if opts.ssh_key else ()
+    target, c = _make_hop(cfg, cfg_path, opts.ssh_host, user=opts.ssh_user, port=opts.ssh_port,
+                          extra_keys=extra, opts=opts)
+    hops = [target]
+    jump = c.get("proxyjump")
+    seen = {(target.hostname, target.port)}
+    while jump and jump.lower() != "none":
+        # "a,b" means a first, then b; b's own ProxyJump is ignored (as OpenSSH does)
+        chain = [_split_jump(s) for s in jump.split(",")]
+        new = []
+        for user, host, port in chain:
+            hop, hc = _make_hop(cfg, cfg_path, host, user=user, port=port, extra_keys=extra, opts=opts)
+            if (hop.hostname, hop.port) in seen or len(hops) + len(new) > MAX_JUMPS:
+                raise ConfigError(f"ProxyJump loop or chain too long reaching {opts.ssh_host!r} "
+                                  f"(SSH config {cfg_path})")
+            seen.add((hop.hostname, hop.port))
+            new.append((hop, hc))
+        hops = [h for h, _ in new] + hops
+        jump = new[0][1].get("proxyjump")  # the first jump host may itself need a jump
+    if len(hops) > 1 and any(h.proxy_command for h in hops[1:]):
+        hops = [hops[0]] + [_no_proxy(h) for h in hops[1:]]
+    return Route(hops=tuple(hops))
+
+
+def _no_proxy(h: Hop) -> Hop:
+    from dataclasses import replace
+
+    return replace(h, proxy_command=None)
+
+
+# --------------------------------------------------------------------------- known_hosts
+
+KEY_TYPE_NAMES = {
+    "ssh-ed25519": "ED25519", "ssh-rsa": "RSA", "ecdsa-sha2-nistp256": "ECDSA",
+    "ecdsa-sha2-nistp384": "ECDSA", "ecdsa-sha2-nistp521": "ECDSA", "ssh-dss": "DSA",
+    "sk-ssh-ed25519@openssh.com": "ED25519-SK", "sk-ecdsa-sha2-nistp256@openssh.com": "ECDSA-SK",
+}
+
+
+def display_type(keytype: str) -> str:
+    return KEY_TYPE_NAMES.get(keytype, keytype)
+
+
+def fingerprint(blob: bytes) -> str:
+    """OpenSSH's SHA256 fingerprint of a public key blob (as `ssh-keygen -l` shows it)."""
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+@dataclass(frozen=True)
+class KnownKey:
+    file: str
+    line: int
+    marker: Optional[str]  # None, "@revoked" or "@cert-authority"
+    patterns: tuple
+    keytype: str
+    blob: bytes
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.blob)
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+def _match_one(pattern: str, name: str) -> bool:
+    if pattern.startswith("|1|"):
+        try:
+            _, _, salt, digest = pattern.split("|", 3)
+            mac = hmac.new(base64.b64decode(salt), name.encode(), hashlib.sha1).digest()
+            return hmac.compare_digest(mac, base64.b64decode(digest))
+        except (ValueError, base64.binascii.Error):
+            return False
+    if "*" not in pattern and "?" not in pattern:
+        return pattern.lower() == name.lower()
+    # only * and ? are wildcards in OpenSSH patterns ("[host]:port" brackets are literal)
+    rx = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(rx, name, re.IGNORECASE) is not None
+
+
+def host_matches(patterns: Iterable[str], name: str) -> bool:
+    """OpenSSH's rule: any negated pattern that matches excludes; else any positive match."""
+    positive = False
+    for p in patterns:
+        if p.startswith("!"):
+            if _match_one(p[1:], name):
+                return False
+        elif _match_one(p, name):
+            positive = True
+    return positive
+
+
+class KnownHosts:
+    def __init__(self, files: Iterable[str]):
+        self.files = [os.path.expanduser(f) for f in files]
+        self.entries: list[KnownKey] = []
+        for path in self.files:
+            self._load(path)
+
+    def _load(self, path: str) -> None:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return
+        except OSError as e:
+            raise ConfigError(f"cannot read known_hosts {path}: {e}") from None
+        for n, line in enumerate(lines, 1):
+            fields = line.split()
+            if not fields or fields[0].startswith("#"):
+                continue
+            marker = None
+            if fields[0].startswith("@"):
+                marker, fields = fields[0], fields[1:]
+            if len(fields) < 3:
+                continue
+            try:
+                blob = base64.b64decode(fields[2], validate=True)
+            except (ValueError, base64.binascii.Error):
+                continue
+            self.entries.append(KnownKey(path, n, marker, tuple(fields[0].split(",")), fields[1], blob))
+
+    def lookup(self, name: str) -> list[KnownKey]:
+        """Plain (not revoked, not CA) entries for ``name`` ("host" or "[host]:port")."""
+        return [e for e in self.entries if e.marker is None and host_matches(e.patterns, name)]
+
+    def revoked(self, blob: bytes) -> Optional[KnownKey]:
+        for e in self.entries:
+            if e.marker == "@revoked" and e.blob == blob:
+                return e
+        return None
+
+    def has_ca_for(self, name: str) -> bool:
+        return any(e.marker == "@cert-authority" and host_matches(e.patterns, name) for e in self.entries)
+
+
+def hash_name(name: str, salt: Optional[bytes] = None) -> str:
+    salt = salt or os.urandom(20)
+    mac = hmac.new(salt, name.encode(), hashlib.sha1).digest()
+    return f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(mac).decode()}"
+
+
+def append_known_host(path: str, name: str, keytype: str, blob: bytes, hashed: bool = False) -> str:
+    """Add one line to a known_hosts file (created 0600, its dir 0700). Returns the line."""
+    path = os.path.expanduser(path)
+    d = os.path.dirname(path)
+    if d and not os.path.isdir(d):
+        os.makedirs(d, mode=0o700, exist_ok=True)
+    line = f"{hash_name(name) if hashed else name} {keytype} {base64.b64encode(blob).decode()}\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        size = os.fstat(fd).st_size
+        if size:
+            with open(path, "rb") as f:
+                f.seek(size - 1)
+                if f.read(1) != b"\n":
+                    line = "\n" + line
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return line.strip()
