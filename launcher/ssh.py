@@ -961,6 +961,16 @@ def trust_host_keys(options: Any, confirm: Callable[[HostKeyInfo], bool], *,
     return seen
 
 
+def runner_for_target(target_name: str, options: Any, env: Optional[dict] = None) -> SSHRunner:
+    """The Slurm backend's entry point: an SSHRunner for a target's ``ssh_*`` options (its
+    pydantic target_options model, a raw dict or a ``Target``), with ``env`` (e.g.
+    SLURM_CONF) set for every remote command on top of the options' own ``env``."""
+    opts = options if isinstance(options, SSHOptions) else SSHOptions.from_target(options)
+    if env:
+        opts = replace(opts, env={**opts.env, **env})
+    return SSHRunner(opts, target_name=target_name)
+
+
 def make_runner(options: Any, *, target_name: Optional[str] = None, env: Optional[dict] = None):
     """The runner a target's options ask for: SSHRunner when ``ssh_host`` is set, else a
     LocalRunner with ``env``. ``options``: a raw target dict, a pydantic target_options
