@@ -34,7 +34,7 @@ class Runner(Protocol):
             check: bool = True, env: Optional[dict] = None) -> Result: ...
 
     def put_file(self, path: str, content: bytes, mode: int = 0o644) -> None:
-        """Write a file on the runner's host atomically (tmp + rename)."""
+        """Write a file on the runner's host atomically (tmp + rename), creating its directory."""
 
     def close(self) -> None: ...
 
@@ -65,10 +65,10 @@ class LocalRunner:
         d = os.path.dirname(path) or "."
         os.makedirs(d, exist_ok=True)
         tmp = os.path.join(d, f".{os.path.basename(path)}.tmp-{os.getpid()}")
+        # rename makes it atomic for readers (sbatch never sees half a script); no fsync:
+        # a script lost to a power cut is re-rendered, it is not data
         with open(tmp, "wb") as f:
             f.write(content)
-            f.flush()
-            os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
 

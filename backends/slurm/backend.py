@@ -106,7 +106,6 @@ class SlurmBackend:
         if missing:
             raise SubmitError(f"secrets {missing} are listed in the spec but not set in this environment")
         try:
-            self.runner.run(["mkdir", "-p", job_dir], timeout=self.opts.command_timeout)
             if request.meta.get("stage_helper"):
                 from launcher.jobside import stage_zip_bytes
 

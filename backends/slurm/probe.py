@@ -78,9 +78,9 @@ def collect(runner, timeout: float = 60) -> dict:
         raise LauncherError(f"cannot reach Slurm on {e.where}: {e}") from None
     except TransientError as e:
         raise LauncherError(f"cannot reach Slurm: {e}") from None
-    version = parse_version(version_text)
+    parse_version(version_text)  # fails clearly on text that is not a Slurm version
     return {
-        "slurm_version": ".".join(map(str, version)),
+        "slurm_version": re.search(r"\d+\.\d+\.\d+", version_text).group(0),
         "cluster": config.get("ClusterName", ""),
         "topology_plugin": config.get("TopologyPlugin", "(null)"),
         "select_type": config.get("SelectType", ""),

@@ -1,0 +1,176 @@
+"""The recovery decision: a pure function of the job's history, the event that just
+happened and the clock. The loop around it (``launcher.recovery.watch``) does the I/O.
+
+Each failure class has its own budget (from the spec's ``recovery:`` section).
+CONTROL_PLANE errors (scheduler, SSH or cloud API hiccups) are retried with backoff
+and never counted as a job failure. Two restarts that resume from the same
+committed step with no new commit stop the job: a crash loop burns money, not
+progress. The dollar budget (``cost.max_total_usd``) is checked before every retry.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from ..status import JobState
+
+
+class FailureClass(str, enum.Enum):
+    PREEMPTED = "PREEMPTED"
+    NODE_FAIL = "NODE_FAIL"
+    TIMEOUT = "TIMEOUT"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    APP_ERROR = "APP_ERROR"
+    NO_CAPACITY = "NO_CAPACITY"
+    CONTROL_PLANE = "CONTROL_PLANE"
+
+
+_BY_STATE = {
+    JobState.PREEMPTED: FailureClass.PREEMPTED,
+    JobState.NODE_FAIL: FailureClass.NODE_FAIL,
+    JobState.TIMEOUT: FailureClass.TIMEOUT,
+    JobState.OUT_OF_MEMORY: FailureClass.OUT_OF_MEMORY,
+    JobState.FAILED: FailureClass.APP_ERROR,
+    JobState.FAILED_SETUP: FailureClass.APP_ERROR,
+    JobState.NO_CAPACITY: FailureClass.NO_CAPACITY,
+}
+
+BUDGET_FIELD = {
+    FailureClass.PREEMPTED: "preemption",
+    FailureClass.NODE_FAIL: "node_failure",
+    FailureClass.TIMEOUT: "timeout",
+    FailureClass.OUT_OF_MEMORY: "out_of_memory",
+    FailureClass.APP_ERROR: "app_error",
+    FailureClass.NO_CAPACITY: "no_capacity",
+}
+
+
+def classify(state: JobState) -> Optional[FailureClass]:
+    """None for states that are not failures (COMPLETED, CANCELLED, or still active)."""
+    return _BY_STATE.get(state)
+
+
+@dataclass(frozen=True)
+class Budgets:
+    preemption: int = 100
+    node_failure: int = 5
+    timeout: int = 20
+    out_of_memory: int = 0
+    app_error: int = 1
+    no_capacity: int = 50
+    max_total_usd: Optional[float] = None
+    backoff_s: float = 30.0
+    max_backoff_s: float = 900.0
+
+    @classmethod
+    def from_spec(cls, spec) -> "Budgets":
+        r = spec.recovery
+        return cls(preemption=r.preemption, node_failure=r.node_failure, timeout=r.timeout,
+                   out_of_memory=r.out_of_memory, app_error=r.app_error, no_capacity=r.no_capacity,
+                   max_total_usd=spec.cost.max_total_usd)
+
+
+@dataclass(frozen=True)
+class PastFailure:
+    """One earlier failed attempt, as the policy needs to see it."""
+
+    attempt: int
+    failure: FailureClass
+    resume_step: Optional[int]  # the committed step that attempt started from (None: fresh)
+    committed_step: Optional[int]  # the newest committed step when it ended
+
+
+@dataclass(frozen=True)
+class Event:
+    attempt: int
+    state: JobState
+    resume_step: Optional[int]
+    committed_step: Optional[int]
+    reason: str = ""
+    spent_usd: float = 0.0
+    control_plane_errors: int = 0  # consecutive, for the backoff
+
+
+@dataclass(frozen=True)
+class Retry:
+    reason: str
+    failure: FailureClass
+    delay_s: float = 0.0
+    counts_as_failure: bool = True
+    avoid: tuple = ()  # placements (regions, nodes) to keep away from for a cool-down
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    reason: str
+    failure: Optional[FailureClass] = None
+
+
+@dataclass(frozen=True)
+class Done:
+    reason: str
+
+
+Decision = Union[Retry, GiveUp, Done]
+
+
+def decide(history: list[PastFailure], event: Event, budgets: Budgets, now: float = 0.0) -> Decision:
+    """What to do after ``event`` ended an attempt. ``history`` holds earlier failures only."""
+    if event.state is JobState.COMPLETED:
+        return Done("completed")
+    if event.state is JobState.CANCELLED:
+        return Done("cancelled")
+    if event.state is JobState.UNKNOWN or event.control_plane_errors:
+        delay = min(budgets.max_backoff_s, budgets.backoff_s * 2 ** max(0, event.control_plane_errors - 1))
+        return Retry(f"control plane error ({event.reason or 'status unknown'}): retrying the query, "
+                     f"not the job", FailureClass.CONTROL_PLANE, delay_s=delay, counts_as_failure=False)
+    failure = classify(event.state)
+    if failure is None:
+        return GiveUp(f"unexpected terminal state {event.state.value}")
+    if budgets.max_total_usd is not None and event.spent_usd >= budgets.max_total_usd:
+        return GiveUp(f"cost budget exhausted: ${event.spent_usd:.2f} spent of ${budgets.max_total_usd:.2f}",
+                      failure)
+    used = 1 + sum(1 for h in history if h.failure is failure)
+    budget = getattr(budgets, BUDGET_FIELD[failure])
+    if used > budget:
+        return GiveUp(f"{failure.value} budget exhausted: {used} failure(s), recovery.{BUDGET_FIELD[failure]}"
+                      f" allows {budget}", failure)
+    progressed = _progressed(event.resume_step, event.committed_step)
+    if failure is FailureClass.TIMEOUT and not progressed:
+        return GiveUp("timed out without committing a new checkpoint: continuing would time out again", failure)
+    stalled = _stalled_restarts(history, event)
+    if stalled is not None:
+        return GiveUp(f"no progress: two restarts resumed from {stalled} with no new commit", failure)
+    delay = 0.0
+    if failure is FailureClass.NO_CAPACITY:
+        delay = min(budgets.max_backoff_s, budgets.backoff_s * 2 ** (used - 1))
+    return Retry(f"{failure.value} ({event.reason or 'no reason given'}): attempt {event.attempt + 1}, "
+                 f"{used} of {budget} {BUDGET_FIELD[failure]} restarts used", failure, delay_s=delay)
+
+
+def _progressed(resume: Optional[int], committed: Optional[int]) -> bool:
+    if committed is None:
+        return False
+    return resume is None or committed > resume
+
+
+def _stalled_restarts(history: list[PastFailure], event: Event) -> Optional[str]:
+    """The step that the last two *restarts* both resumed from, committing nothing newer."""
+    runs = [(h.attempt, h.resume_step, h.committed_step) for h in history
+            if h.failure is not FailureClass.NO_CAPACITY]
+    runs.append((event.attempt, event.resume_step, event.committed_step))
+    stalled = 0
+    for attempt, resume, committed in reversed(runs):
+        if attempt <= 1 or resume != event.resume_step or _progressed(resume, committed):
+            break
+        stalled += 1
+    if stalled >= 2:
+        return "a fresh start" if event.resume_step is None else f"step {event.resume_step}"
+    return None
+
+
+def budgets_summary(b: Budgets) -> dict:
+    return {k: getattr(b, k) for k in ("preemption", "node_failure", "timeout", "out_of_memory", "app_error",
+                                       "no_capacity", "max_total_usd")}
