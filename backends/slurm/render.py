@@ -141,4 +141,4 @@ def render_sbatch(spec: JobSpec, facts: Facts, job: JobRef, opts, target_name: s
     text = render_template("sbatch.sh.j2", c=ctx)
     return Request(backend="slurm", target=target_name, job=job, text=text, kind="script",
                    meta={"job_dir": job_dir, "secrets": list(spec.secrets),
-                         "stage_helper": bool(spec.checkpoint.root)})
+                         "stage_helper": True})

@@ -9,6 +9,7 @@ MODULES = [
     "plan",
     "ssh",
     "checkpoints",
+    "watch",
 ]
 
 

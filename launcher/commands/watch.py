@@ -1,0 +1,28 @@
+"""`launcher watch`: keep every open job running (recovery), safe to stop and restart."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.option("--interval", default=10.0, show_default=True, help="Seconds between status cycles.")
+@click.option("--once", is_flag=True, help="Run one cycle and exit (for cron or CI).")
+@click.pass_context
+def watch(ctx, interval, once):
+    """Recover every open job: one batched status call per target per cycle; every
+    decision is recorded with its reason (see `launcher status JOB`)."""
+    from ..app import App
+    from ..recovery.watch import run
+
+    app = ctx.obj or App()
+    try:
+        run(app, interval=interval, once=once, echo=click.echo)
+    except KeyboardInterrupt:
+        click.echo("watch stopped; start it again at any time", err=True)
+    finally:
+        app.close()
+
+
+def register(group) -> None:
+    group.add_command(watch)
