@@ -43,7 +43,8 @@ if ! _launcher_resume="$(python3 /state/jobs/basic-abc123/launcher_job.pyz resum
 fi
 eval "$_launcher_resume"
 echo "launcher: attempt $LAUNCHER_ATTEMPT resuming from ${LAUNCHER_RESUME_FROM:-<fresh start>}" >&2
-python3 /state/jobs/basic-abc123/launcher_job.pyz node-guard --job-dir "$LAUNCHER_JOB_DIR" || exit 0   # this allocation holds a node that failed us before: requeued
+# keep away from nodes that failed this job repeatedly (requeues itself if it holds one)
+python3 /state/jobs/basic-abc123/launcher_job.pyz node-guard --job-dir "$LAUNCHER_JOB_DIR" || exit 0
 # setup: once per node
 export LAUNCHER_SETUP='pip install -r requirements.txt'
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=2 \
@@ -60,7 +61,6 @@ _launcher_on_notice() {
   scancel --signal=USR1 "$SLURM_JOB_ID" 2>/dev/null || true
   if python3 /state/jobs/basic-abc123/launcher_job.pyz wait-commit --root "$LAUNCHER_CKPT_ROOT" --since-step "${LAUNCHER_RESUME_STEP:--1}" --timeout 96; then
     echo "launcher: progress committed; requeueing $SLURM_JOB_ID" >&2
-    python3 /state/jobs/basic-abc123/launcher_job.pyz node-guard --job-dir "$LAUNCHER_JOB_DIR" --clean-exit || true
     scontrol requeue "$SLURM_JOB_ID"
   else
     echo "launcher: no new committed checkpoint within the grace; not requeueing" >&2
@@ -77,6 +77,5 @@ while :; do
   wait "$_launcher_step"; rc=$?
   kill -0 "$_launcher_step" 2>/dev/null || break   # a trap interrupted wait: keep waiting
 done
-python3 /state/jobs/basic-abc123/launcher_job.pyz node-guard --job-dir "$LAUNCHER_JOB_DIR" --clean-exit || true
 echo "launcher: run exited with $rc" >&2
 exit "$rc"

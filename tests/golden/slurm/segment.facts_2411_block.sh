@@ -26,6 +26,8 @@ export MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))
 echo "launcher: start $LAUNCHER_ATTEMPT of $LAUNCHER_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})" >&2
 export LAUNCHER_RESUME_FROM=''
 export LAUNCHER_RESUME_STEP=''
+# keep away from nodes that failed this job repeatedly (requeues itself if it holds one)
+python3 /state/jobs/basic-abc123/launcher_job.pyz node-guard --job-dir "$LAUNCHER_JOB_DIR" || exit 0
 # run: on every node (1 task(s) per node)
 export LAUNCHER_RUN=hostname
 # TERM (scancel, preemption): the steps get it from Slurm directly; this shell keeps
