@@ -51,6 +51,13 @@ def validate(file):
     click.echo("ok")
 
 
+def _load(file):
+    """Load a spec; relative workdir and checkpoint root are resolved against the spec's folder."""
+    from .spec import load_spec, resolve_paths
+
+    return resolve_paths(load_spec(file), Path(file).resolve().parent)
+
+
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--target", "-t", help="Target name from the config (default: the spec's first, else 'local').")
@@ -59,9 +66,8 @@ def render(ctx, file, target):
     """Print exactly what would be submitted (sbatch script, task YAML)."""
     from .backend import JobRef
     from .launch import pick_target, render_for
-    from .spec import load_spec
 
-    spec = load_spec(file)
+    spec = _load(file)
     app = _app(ctx)
     name = pick_target(app, spec, target)
     req = render_for(app, spec, name, JobRef(job_id="JOB_ID", attempt=1,
@@ -78,10 +84,9 @@ def launch(ctx, file, target, follow):
     """Render and submit a job spec."""
     from .launch import launch as do_launch
     from .launch import pick_target
-    from .spec import load_spec
     from .yamlio import read_text
 
-    spec = load_spec(file)
+    spec = _load(file)
     text = read_text(file)
     app = _app(ctx)
     name = pick_target(app, spec, target)

@@ -80,6 +80,17 @@ __all__ = ["EXIT_PREEMPTED", "save", "commit", "restore", "resume_step", "resume
 
 
 # ---------------------------------------------------------------- environment
+_STORES = {}
+
+
+def _store(root):
+    """One store (so one S3 client and connection pool) per root for the process."""
+    st = _STORES.get(root)
+    if st is None:
+        st = _STORES[root] = open_store(root)
+    return st
+
+
 def ckpt_root(root=None) -> str:
     root = root or os.environ.get("LAUNCHER_CKPT_ROOT", "")
     if not root:
@@ -102,7 +113,7 @@ def generation(store=None) -> int:
     g = _env_int("LAUNCHER_ATTEMPT")
     if g is not None:
         return g
-    store = store or open_store(ckpt_root())
+    store = store or _store(ckpt_root())
     return read_generations(store).generation
 
 
@@ -122,7 +133,7 @@ def resume_step() -> int:
 
 def latest_committed(root=None, verify=False):
     """{"path","step","generation","state","reason"} of the newest committed checkpoint, or None."""
-    e = _latest(open_store(ckpt_root(root)), verify=verify)
+    e = _latest(_store(ckpt_root(root)), verify=verify)
     return e.to_dict() if e else None
 
 
@@ -243,7 +254,7 @@ def save(step, root=None, generation=None, sha256=None, commit=True, run=None):
     rank saves with commit=False, then one rank calls commit(step) after a barrier).
     RUN defaults to $LAUNCHER_JOB_ID."""
     root = ckpt_root(root)
-    store = open_store(root)
+    store = _store(root)
     gen = generation if generation is not None else _current_generation(store)
     step = int(step)
     name = step_dir(step, gen)
@@ -310,7 +321,7 @@ def save(step, root=None, generation=None, sha256=None, commit=True, run=None):
 def commit(step, root=None, generation=None, sha256=None, run=None) -> dict:
     """Commit checkpoint STEP of this generation from the files already under it (for
     multi-writer checkpoints saved with save(step, commit=False)). Returns the manifest."""
-    store = open_store(ckpt_root(root))
+    store = _store(ckpt_root(root))
     gen = generation if generation is not None else _current_generation(store)
     run = run if run is not None else (os.environ.get("LAUNCHER_JOB_ID") or None)
     return _commit(store, int(step), gen, run=run, sha256=_want_sha(sha256), fence=True)
@@ -332,7 +343,7 @@ def restore(path=None, verify=False):
         yield path
         return
     parent, _, name = path.rstrip("/").rpartition("/")
-    store = open_store(parent)
+    store = _store(parent)
     tmp = tempfile.mkdtemp(prefix="launcher-restore-", dir=os.environ.get("LAUNCHER_STAGING_DIR") or None)
     try:
         store.download_tree(name, tmp)
@@ -379,6 +390,7 @@ def stage_zip(dest_path) -> str:
         "launcher/__init__.py": '"""launcher: job-side subset (launcher.jobside, launcher.checkpoint)."""\n\n'
                                 "__version__ = %r\n" % version,
         "launcher/jobside.py": _module_source("launcher.jobside"),
+        "launcher/nodeguard.py": _module_source("launcher.nodeguard"),
         "launcher/checkpoint/__init__.py": _module_source("launcher.checkpoint"),
     }
     for mi in pkgutil.iter_modules(ck.__path__):
@@ -487,6 +499,12 @@ def cmd_gc(a) -> int:
     return 0
 
 
+def cmd_node_guard(a) -> int:
+    from launcher.nodeguard import guard
+
+    return guard(a.job_dir)
+
+
 def cmd_stage(a) -> int:
     print(stage_zip(a.dest))
     return 0
@@ -525,6 +543,10 @@ def _parser():
     sp.add_argument("--dry-run", action="store_true")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(fn=cmd_gc)
+
+    sp = sub.add_parser("node-guard", help="Slurm: steer requeues away from nodes that keep failing this job")
+    sp.add_argument("--job-dir", required=True)
+    sp.set_defaults(fn=cmd_node_guard)
 
     sp = sub.add_parser("stage", help="write this helper as a zipapp")
     sp.add_argument("dest")

@@ -7,6 +7,7 @@ when submission fails the row is removed again: nothing is recorded as submitted
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -49,7 +50,8 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     job = JobRef(job_id=job_id, attempt=attempt, job_dir=job_dir)
     request = backend.render(spec, app.facts(target_name), job)  # render errors: nothing recorded yet
     store.begin_job(job_id, spec.name, target_name, backend.name, spec_path, spec_text,
-                    ckpt_root=spec.checkpoint.root)
+                    ckpt_root=spec.checkpoint.root,
+                    meta={"spec_base": os.path.dirname(spec_path) if spec_path else os.getcwd()})
     try:
         handle = backend.submit(request)
     except BaseException:
@@ -62,9 +64,7 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
 
 def resubmit(app, job_row, target_name: str, attempt: int, reason: str) -> Handle:
     """Submit a further attempt of an existing job (recovery, burst). Same all-or-nothing rule."""
-    from .spec import spec_from_text
-
-    spec = spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id)
+    spec = job_spec(job_row)
     backend = app.backend(target_name)
     job = JobRef(job_id=job_row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(job_row.job_id)))
     existing = backend.find(job) if hasattr(backend, "find") else None
@@ -77,6 +77,17 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str) -> Handl
     app.store.record_event(job_row.job_id, "resubmitted", target=target_name, attempt=attempt,
                            native_id=handle.native_id, reason=reason, found_existing=existing is not None)
     return handle
+
+
+def job_spec(job_row) -> JobSpec:
+    """The spec a job was launched with, relative paths resolved as they were at launch."""
+    from pathlib import Path
+
+    from .spec import resolve_paths, spec_from_text
+
+    spec = spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id)
+    base = job_row.meta.get("spec_base")
+    return resolve_paths(spec, Path(base)) if base else spec
 
 
 def refresh(app, jobs) -> dict:

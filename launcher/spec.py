@@ -246,3 +246,16 @@ def load_spec(path: str | Path) -> JobSpec:
 def spec_from_text(text: str, source: str = "<spec>") -> JobSpec:
     data, line_of = load_yaml(text, source)
     return parse_spec(data, source, line_of)
+
+
+def resolve_paths(spec: JobSpec, base: Path) -> JobSpec:
+    """Relative ``workdir`` and POSIX ``checkpoint.root`` mean "next to the spec file"."""
+    import os
+
+    upd = {}
+    if spec.workdir and not os.path.isabs(os.path.expanduser(spec.workdir)):
+        upd["workdir"] = str((base / spec.workdir).resolve())
+    root = spec.checkpoint.root
+    if root and not root.startswith("s3://") and not os.path.isabs(os.path.expanduser(root)):
+        upd["checkpoint"] = spec.checkpoint.model_copy(update={"root": str((base / root).resolve())})
+    return spec.model_copy(update=upd) if upd else spec

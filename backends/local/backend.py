@@ -21,6 +21,7 @@ from launcher.status import JobState, Status
 from launcher.templating import render_template, run_as_shell
 
 OUTPUT = "output.log"
+EXIT_CHECKPOINTED = 75  # EX_TEMPFAIL: the job-side contract's "saved on notice, restart me"
 
 
 class LocalOptions(BaseModel):
@@ -50,6 +51,7 @@ class LocalBackend:
         python = facts.get("python") or "python3"
         ctx = {
             "job_id": job.job_id,
+            "job_dir": job.job_dir,
             "dedupe": job.dedupe_token,
             "name": spec.name,
             "attempt": job.attempt,
@@ -75,6 +77,9 @@ class LocalBackend:
         script = job_dir / f"attempt-{request.job.attempt}.sh"
         script.write_text(request.text)
         script.chmod(0o700)
+        from launcher.staging import HELPER_NAME, helper_zip_bytes
+
+        (job_dir / HELPER_NAME).write_bytes(helper_zip_bytes())
         exit_file = job_dir / f"exit-{request.job.attempt}"
         for stale in (exit_file, job_dir / f"cancelled-{request.job.attempt}"):
             stale.unlink(missing_ok=True)
@@ -115,6 +120,9 @@ class LocalBackend:
             end = exit_file.stat().st_mtime
             if rc == 0:
                 return Status(JobState.COMPLETED, "exited", "", 0, end_time=end)
+            if rc == EXIT_CHECKPOINTED:
+                return Status(JobState.PREEMPTED, "exited", "checkpointed on a preemption notice (exit 75)",
+                              rc, end_time=end)
             if (job_dir / f"cancelled-{h.attempt}").exists():
                 return Status(JobState.CANCELLED, "killed", "cancelled by user", rc, end_time=end)
             if rc is not None and rc > 128:

@@ -11,6 +11,7 @@ from launcher.config import Target
 from launcher.errors import CommandError, LauncherError, SubmitError, TransientError
 from launcher.runner import LocalRunner
 from launcher.spec import JobSpec
+from launcher.staging import helper_zip_bytes
 from launcher.status import JobState, Status
 
 from . import probe as probe_mod
@@ -107,9 +108,7 @@ class SlurmBackend:
             raise SubmitError(f"secrets {missing} are listed in the spec but not set in this environment")
         try:
             if request.meta.get("stage_helper"):
-                from launcher.jobside import stage_zip_bytes
-
-                self.runner.put_file(f"{job_dir}/{HELPER_NAME}", stage_zip_bytes(), 0o644)
+                self.runner.put_file(f"{job_dir}/{HELPER_NAME}", helper_zip_bytes(), 0o644)
             self.runner.put_file(script, request.text.encode(), 0o700)
         except CommandError as e:
             raise SubmitError(f"could not stage the job script on {e.where}: {e}") from None

@@ -17,7 +17,7 @@ from launcher.units import format_mebibytes, format_slurm_time
 
 from .states import parse_version
 
-HELPER_NAME = "launcher_job.pyz"
+from launcher.staging import HELPER_NAME  # noqa: E402  (re-exported for the backend)
 
 
 def job_name(spec_name: str) -> str:

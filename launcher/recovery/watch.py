@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..errors import LauncherError
-from ..launch import refresh, resubmit
-from ..spec import spec_from_text
+from ..launch import job_spec, refresh, resubmit
 from ..status import JobState, Status
 from .policy import Budgets, Done, Event, GiveUp, PastFailure, Retry, classify, decide
 from .progress import read_progress
@@ -65,7 +64,7 @@ def _handle(app, job, st, clock) -> Outcome:
     if not st.state.is_terminal and st.state is not JobState.UNKNOWN:
         _record_progress(app, job)
         return Outcome(job.job_id, "running", st.state.value)
-    spec = spec_from_text(job.spec_yaml, job.spec_path or job.job_id)
+    spec = job_spec(job)
     budgets = Budgets.from_spec(spec)
     attempts = store.attempts(job.job_id)
     progress = read_progress(job.ckpt_root)

@@ -14,6 +14,8 @@ export LAUNCHER_JOB_ID=basic-abc123
 export LAUNCHER_JOB_NAME=basic
 export LAUNCHER_BACKEND=slurm
 export LAUNCHER_JOB_DIR=/state/jobs/basic-abc123
+# programs import launcher.jobside from here where launcher is not installed on the nodes
+export LAUNCHER_JOB_PYZ=/state/jobs/basic-abc123/launcher_job.pyz
 # generation: +1 on every (re)start; the checkpoint helper below makes it exact across resubmissions
 export LAUNCHER_ATTEMPT=$(( 1 + ${SLURM_RESTART_COUNT:-0} ))
 export LAUNCHER_NUM_NODES="${SLURM_JOB_NUM_NODES:-1}"

@@ -1,0 +1,376 @@
+"""The SkyPilot backend: a job spec becomes a SkyPilot task, launched on a cluster of its
+own (``sky.launch``) or handed to SkyPilot's managed jobs (``sky.jobs.launch``).
+
+One cluster per attempt, named from the dedupe token, so ``find`` can tell whether an
+interrupted submit got through, and a recovery may land on another cloud. Submitting
+returns as soon as SkyPilot's API server has the request; provisioning goes on there,
+and ``status`` reads how it went (no capacity, setup failure ...) from the request.
+
+Importing this module does not import SkyPilot (2+ s): only submit/status/cancel/logs/
+find do, through the ``SkyClient`` seam.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import time
+from pathlib import Path
+from typing import Callable, ClassVar, Iterator, Optional, Sequence
+
+from launcher.backend import Facts, Handle, JobRef, Request
+from launcher.config import Target
+from launcher.errors import (BackendUnavailable, CapabilityError, ConfigError, LauncherError, SubmitError,
+                             TransientError)
+from launcher.spec import JobSpec
+from launcher.status import JobState, Status
+
+from . import states
+from .client import ClusterUnavailable, SkyClient
+from .names import cluster_name, task_name
+from .options import Placement, SkyPilotOptions, split_infra
+from .render import RenderOptions, render_task
+
+INSTALL_HINT = "pip install 'launcher[skypilot]'"
+
+# Exception class names that mean "SkyPilot could not be asked", not "SkyPilot said no".
+_TRANSIENT_NAMES = {
+    "ApiServerConnectionError", "ServerTemporarilyUnavailableError", "RequestInterruptedError",
+    "ConcurrentWorkerExhaustedError", "NetworkError", "ClusterStatusFetchingError", "RequestException",
+    "ConnectionError", "Timeout", "ChunkedEncodingError",
+}
+
+
+def is_transient(e: BaseException) -> bool:
+    if isinstance(e, (OSError, TimeoutError)):
+        return True
+    if isinstance(e, RuntimeError) and "API server" in str(e):
+        return True
+    return any(c.__name__ in _TRANSIENT_NAMES for c in type(e).__mro__)
+
+
+def _short(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:300]}"
+
+
+class SkyPilotBackend:
+    name: ClassVar[str] = "skypilot"
+    target_options: ClassVar = SkyPilotOptions
+    install_hint: ClassVar[str] = INSTALL_HINT
+
+    def __init__(self, target: Target, app=None, client: Optional[SkyClient] = None):
+        self.target = target
+        self.app = app
+        self._client = client
+        self._finals: dict[str, Status] = {}  # terminal states seen, when a handle has no job_dir
+
+    @classmethod
+    def available(cls) -> Optional[str]:
+        """None when ``import sky`` would work; else why not, with the install hint. Never imports sky."""
+        try:
+            found = importlib.util.find_spec("sky") is not None
+        except (ImportError, ValueError) as e:
+            return f"SkyPilot cannot be found ({e}); install it with: {INSTALL_HINT}"
+        return None if found else f"SkyPilot is not installed; install it with: {INSTALL_HINT}"
+
+    @property
+    def options(self) -> SkyPilotOptions:
+        opts = self.target.options
+        if isinstance(opts, SkyPilotOptions):
+            return opts
+        return SkyPilotOptions(**(opts or {}))
+
+    @property
+    def client(self) -> SkyClient:
+        if self._client is None:
+            problem = self.available()
+            if problem:
+                raise BackendUnavailable(problem)
+            from .client import SdkClient
+
+            self._client = SdkClient()
+        return self._client
+
+    # ---- facts (no SkyPilot import: `launcher render` probes too)
+    def probe(self) -> Facts:
+        import launcher
+
+        opts = self.options
+        return Facts(self.target.name, self.name, {
+            "infra": opts.placement().full_infra,
+            "use_spot": opts.use_spot,
+            "fallbacks": [p.full_infra for p in opts.fallbacks],
+            "skypilot": "installed" if self.available() is None else "missing",
+            # shipped to the nodes so the job-side helper runs there (see render._file_mounts)
+            "launcher_lib": str(Path(launcher.__file__).resolve().parent),
+        })
+
+    # ---- render (pure)
+    def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:
+        placements = self._placements(facts.get("candidates")) or self.options.placements()
+        opts = self.options
+        ropts = RenderOptions(cluster_name_prefix=opts.cluster_name_prefix, idle_minutes=opts.idle_minutes,
+                              autodown=opts.autodown, mount_checkpoint_bucket=opts.mount_checkpoint_bucket,
+                              launcher_lib=facts.get("launcher_lib"))
+        text, meta = render_task(spec, job, placements, ropts)
+        return Request(backend=self.name, target=self.target.name, job=job, text=text, kind="task", meta=meta)
+
+    @staticmethod
+    def _placements(candidates) -> list[Placement]:
+        """The planner's ranked offers (dicts or Placements), in its order."""
+        if not candidates:
+            return []
+        out, problems = [], []
+        for i, c in enumerate(candidates):
+            try:
+                out.append(c if isinstance(c, Placement) else Placement(**dict(c)))
+            except Exception as e:  # pydantic ValidationError or a non-mapping
+                problems.append(f"candidates[{i}]: {' '.join(str(e).split())}")
+        if problems:
+            raise ConfigError("invalid SkyPilot candidates:\n  " + "\n  ".join(problems))
+        return out
+
+    # ---- submit
+    def submit(self, request: Request) -> Handle:
+        if request.backend != self.name or request.kind != "task":
+            raise SubmitError(f"the SkyPilot backend cannot submit a {request.backend}/{request.kind} request")
+        meta = request.meta
+        secrets = self._secret_values(meta.get("secrets", []))
+        client = self.client
+        try:
+            checked = client.check(request.text, secrets)
+            self._require_enabled_cloud(client, meta["placements"])
+        except LauncherError:
+            raise
+        except Exception as e:
+            if is_transient(e):
+                raise TransientError(f"SkyPilot could not be reached to validate the task ({_short(e)})") from e
+            raise SubmitError(f"SkyPilot could not validate the task ({_short(e)})") from e
+        hourly, source = self._hourly(meta, checked.hourly_usd)
+        managed = bool(meta.get("managed"))
+        try:
+            if managed:
+                rid = client.jobs_launch(request.text, meta["task_name"], secrets=secrets)
+            else:
+                rid = client.launch(request.text, meta["cluster_name"], secrets=secrets)
+        except LauncherError:
+            raise
+        except Exception as e:
+            cls = TransientError if is_transient(e) else SubmitError
+            raise cls(f"SkyPilot did not accept the launch ({_short(e)}); nothing was launched") from e
+        try:
+            first = meta["placements"][0]
+            return Handle(
+                backend=self.name, target=request.target, job_id=request.job.job_id,
+                native_id=meta["task_name"] if managed else meta["cluster_name"], attempt=request.job.attempt,
+                extra={
+                    "managed": managed, "cluster": None if managed else meta["cluster_name"],
+                    "task_name": meta["task_name"], "request_id": rid, "infra": first["infra"],
+                    "use_spot": bool(first.get("use_spot")), "num_nodes": meta["num_nodes"],
+                    "hourly_usd": hourly, "price_source": source, "job_dir": request.job.job_dir,
+                    "warnings": list(meta.get("warnings", [])) + list(checked.warnings),
+                })
+        except BaseException as e:
+            self._abort(rid, meta)
+            raise SubmitError(f"submission failed after SkyPilot accepted it; cancelled it ({_short(e)})") from e
+
+    def _abort(self, rid: str, meta: dict) -> None:
+        try:
+            self.client.cancel_request(rid)
+            if meta.get("managed"):
+                self.client.jobs_cancel(meta["task_name"])
+            else:
+                self.client.down(meta["cluster_name"])
+        except Exception:  # noqa: BLE001 - the original error is the one to report
+            pass
+
+    @staticmethod
+    def _secret_values(names: Sequence[str]) -> dict[str, str]:
+        """Values from the launcher's own environment, kept in memory only."""
+        missing = [n for n in names if n not in os.environ]
+        if missing:
+            raise ConfigError(f"secret(s) {', '.join(missing)} not set in the launcher's environment: export them "
+                              "before launching (secret values are passed to SkyPilot in memory, never written "
+                              "by the launcher)")
+        return {n: os.environ[n] for n in names}
+
+    @staticmethod
+    def _require_enabled_cloud(client: SkyClient, placements: list[dict]) -> None:
+        needed = sorted({split_infra(p["infra"])[0] for p in placements})
+        enabled = sorted({str(c).split("/")[0].lower() for c in client.enabled_clouds()})
+        if not set(needed) & set(enabled):
+            raise CapabilityError(
+                f"SkyPilot has no enabled cloud for this job: it may run on {', '.join(needed)}, and SkyPilot has "
+                f"{', '.join(enabled) if enabled else 'no cloud'} enabled. Set up credentials, then run "
+                f"`sky check {' '.join(needed)}`")
+
+    def _hourly(self, meta: dict, catalog_usd: Optional[float]) -> tuple[Optional[float], Optional[str]]:
+        """Hourly price of the first placement for the whole job: planner > target's gpu_hour_usd > catalog."""
+        first = meta["placements"][0]
+        if first.get("hourly_usd") is not None:
+            return float(first["hourly_usd"]), "planner"
+        gpu_hour = self.options.gpu_hour_usd
+        if gpu_hour is not None and meta.get("gpus_per_node"):
+            return round(gpu_hour * meta["gpus_per_node"] * meta["num_nodes"], 6), "target"
+        if catalog_usd is not None:
+            return float(catalog_usd), "catalog"
+        return None, None
+
+    # ---- status (batched; a failure to ask is a TransientError, never a job failure)
+    def status(self, handles: Sequence[Handle]) -> list[Status]:
+        out: list[Optional[Status]] = [self._recorded(h) for h in handles]
+        todo = [i for i, st in enumerate(out) if st is None]
+        if not todo:
+            return out  # type: ignore[return-value]
+        client = self.client
+        plain = [i for i in todo if not handles[i].extra.get("managed")]
+        managed = [i for i in todo if handles[i].extra.get("managed")]
+        try:
+            clusters, queues, mjobs = {}, {}, []
+            if plain:
+                names = [handles[i].native_id for i in plain]
+                clusters = {c.name: c for c in client.status(names)}
+                up = [n for n in names if n in clusters and clusters[n].status in ("UP", "AUTOSTOPPING")]
+                queues = client.queue(up) if up else {}
+            if managed:
+                mjobs = client.jobs_queue([handles[i].extra.get("task_name") or handles[i].native_id
+                                           for i in managed])
+            rids = [handles[i].extra.get("request_id") for i in todo if handles[i].extra.get("request_id")]
+            reqs = client.requests(rids) if rids else {}
+        except LauncherError:
+            raise
+        except Exception as e:
+            raise TransientError(f"could not read SkyPilot status ({_short(e)}); the jobs' states are unknown, "
+                                 "not failed: retry later") from e
+        for i in plain:
+            h = handles[i]
+            name = h.native_id
+            c = clusters.get(name)
+            jobs = queues.get(name)
+            if c is not None and jobs is None:
+                jobs = ClusterUnavailable(f"cluster is {c.status}")
+            out[i] = states.unmanaged_status(use_spot=bool(h.extra.get("use_spot")),
+                                             request=reqs.get(h.extra.get("request_id") or ""), cluster=c,
+                                             jobs=jobs, task_name=h.extra.get("task_name", ""))
+        for i in managed:
+            h = handles[i]
+            want = h.extra.get("task_name") or h.native_id
+            mine = [j for j in mjobs if j.name == want]
+            job = max(mine, key=lambda j: j.job_id) if mine else None
+            out[i] = states.managed_status(job, reqs.get(h.extra.get("request_id") or ""))
+        for i in todo:
+            if not out[i].state.is_active:
+                self._record(handles[i], out[i])
+        return out  # type: ignore[return-value]
+
+    # Terminal states are recorded beside the job: after autodown the cluster (and its job
+    # table) is gone, and "gone" alone would read as a preemption.
+    def _final_path(self, h: Handle) -> Optional[Path]:
+        job_dir = h.extra.get("job_dir")
+        if not job_dir:
+            return None
+        return Path(job_dir) / "skypilot" / f"attempt-{h.attempt}.{h.native_id}.final.json"
+
+    def _recorded(self, h: Handle) -> Optional[Status]:
+        path = self._final_path(h)
+        if path is None:
+            return self._finals.get(f"{h.native_id}:{h.attempt}")
+        try:
+            return Status.from_dict(json.loads(path.read_text()))
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return None
+
+    def _record(self, h: Handle, st: Status) -> None:
+        path = self._final_path(h)
+        if path is None:
+            self._finals[f"{h.native_id}:{h.attempt}"] = st
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(st.to_dict(), sort_keys=True, default=str))
+        os.replace(tmp, path)
+
+    # ---- cancel (idempotent)
+    def cancel(self, handle: Handle) -> None:
+        client = self.client
+        rid = handle.extra.get("request_id")
+        try:
+            if rid:  # a launch still provisioning would otherwise bring the cluster up after the down
+                client.cancel_request(rid)
+            if handle.extra.get("managed"):
+                client.jobs_cancel(handle.extra.get("task_name") or handle.native_id)
+            else:
+                client.down(handle.native_id)
+        except LauncherError:
+            raise
+        except Exception as e:
+            raise TransientError(f"could not cancel {handle.native_id} through SkyPilot ({_short(e)})") from e
+        if self._recorded(handle) is None:
+            self._record(handle, Status(JobState.CANCELLED, native_state="CANCELLED", reason="cancelled"))
+
+    # ---- logs
+    def logs(self, handle: Handle, follow: bool = False, done: Optional[Callable[[], bool]] = None,
+             poll: float = 2.0) -> Iterator[str]:
+        client = self.client
+        try:
+            if handle.extra.get("managed"):
+                yield from client.jobs_tail_logs(handle.extra.get("task_name") or handle.native_id, follow)
+                return
+            while True:
+                job_id = self._cluster_job_id(client, handle)
+                if job_id is not None:
+                    yield from client.tail_logs(handle.native_id, job_id, follow)
+                    return
+                if not follow or (done is not None and done()):
+                    return
+                time.sleep(poll)  # the cluster is still being provisioned
+        except LauncherError:
+            raise
+        except Exception as e:
+            raise TransientError(f"could not read logs of {handle.native_id} from SkyPilot ({_short(e)})") from e
+
+    @staticmethod
+    def _cluster_job_id(client: SkyClient, handle: Handle) -> Optional[int]:
+        jobs = client.queue([handle.native_id]).get(handle.native_id)
+        if not isinstance(jobs, list):
+            return None
+        mine = [j for j in jobs if j.name == handle.extra.get("task_name")]
+        return max(j.job_id for j in mine) if mine else None
+
+    # ---- find (idempotent submission)
+    def find(self, job: JobRef) -> Optional[Handle]:
+        opts = self.options
+        cname = cluster_name(opts.cluster_name_prefix, job.job_id, job.attempt)
+        tname = task_name(job.job_id, job.attempt)
+        first = opts.placement()
+        extra = {"task_name": tname, "request_id": None, "infra": first.full_infra, "use_spot": first.use_spot,
+                 "job_dir": job.job_dir, "hourly_usd": None, "price_source": None, "found": True}
+        client = self.client
+        try:
+            if client.status([cname]):
+                return Handle(self.name, self.target.name, job.job_id, cname, job.attempt,
+                              extra={**extra, "managed": False, "cluster": cname})
+            for p in client.pending_launches():  # accepted, but no cluster or managed job yet
+                if (not p.managed and p.cluster_name == cname) or (p.managed and p.name == tname):
+                    return Handle(self.name, self.target.name, job.job_id, tname if p.managed else cname,
+                                  job.attempt, extra={**extra, "request_id": p.request_id, "managed": p.managed,
+                                                      "cluster": None if p.managed else cname})
+            try:
+                managed = client.jobs_queue([tname])
+            except Exception as e:  # no jobs controller at all means no managed job either
+                if type(e).__name__ != "ClusterNotUpError":
+                    raise
+                managed = []
+            if any(j.name == tname for j in managed):
+                return Handle(self.name, self.target.name, job.job_id, tname, job.attempt,
+                              extra={**extra, "managed": True, "cluster": None})
+        except LauncherError:
+            raise
+        except Exception as e:
+            raise TransientError(f"could not look {tname} up in SkyPilot ({_short(e)}); not submitting twice") from e
+        return None
+
+    def close(self) -> None:
+        pass

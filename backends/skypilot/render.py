@@ -1,0 +1,254 @@
+"""JobSpec -> SkyPilot task YAML. Pure: no SkyPilot import, no I/O, no clock.
+
+What the task carries, and why:
+- ``name`` is the dedupe token in a form SkyPilot accepts (see names.py).
+- ``resources``: accelerators as ``H100:8``, ``cpus``/``memory`` as at-least values
+  (``64+``), disk in GB, ``image_id: docker:...``; one placement inline, several as
+  ``ordered:`` (the planner's ranking, else the target's own placement and fallbacks).
+- ``envs``: the static part of the launcher's job contract plus the spec's env. The
+  per-node part (LAUNCHER_NODE_RANK, MASTER_ADDR) only exists at run time, so ``run``
+  derives it from SKYPILOT_NODE_RANK / SKYPILOT_NODE_IPS.
+- ``secrets``: names only, with null values. SkyPilot 0.14 treats a null secret as
+  "resolved at launch", which is what submit does from the launcher's environment, in
+  memory: no value is ever written into the task text.
+- ``run`` resolves the resume point at every start (SkyPilot reruns ``run`` after every
+  recovery) through the job-side helper, before the job's own command.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import yaml
+
+from launcher.backend import JobRef
+from launcher.errors import CapabilityError
+from launcher.spec import JobSpec
+
+from .names import cluster_name, task_name
+from .options import Placement
+
+CKPT_MOUNT = "/launcher-ckpt"  # where an s3:// checkpoint bucket is mounted on every node
+LIB_MOUNT = "~/.launcher/lib/launcher"  # the launcher package (job-side helper), when shipped
+MASTER_PORT = "29500"
+GIB = 1024 ** 3
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """The target settings that shape the task (the rest of the target only matters at submit)."""
+
+    cluster_name_prefix: str = "launcher"
+    idle_minutes: int = 5
+    autodown: bool = True
+    mount_checkpoint_bucket: bool = True
+    launcher_lib: Optional[str] = None  # local dir of the launcher package, shipped to the nodes
+
+
+def render_task(spec: JobSpec, job: JobRef, placements: Sequence[Placement], opts: RenderOptions) -> tuple[str, dict]:
+    """Return (task YAML text, meta). Raises CapabilityError for what SkyPilot cannot express."""
+    if not placements:
+        raise CapabilityError("no placement to render: the target has no infra and the planner gave no candidates")
+    managed = spec.skypilot.managed
+    if spec.skypilot.job_recovery is not None and not managed:
+        raise CapabilityError(
+            "skypilot.job_recovery only applies to SkyPilot managed jobs: set skypilot.managed: true, "
+            "or drop job_recovery and let the launcher's own recovery loop restart the job")
+    warnings = _warnings(spec)
+    if spec.secrets:
+        # Measured with SkyPilot 0.14.1: the API server pickles each launch request, task and
+        # secret values included, into ~/.sky/api_server/requests.db; the launcher cannot stop it.
+        warnings.append("SkyPilot's API server keeps each launch request, secret values included, in "
+                        "~/.sky/api_server/requests.db until api_server.requests_retention_hours"
+                        + ("; the managed-jobs controller also keeps the task in ~/.sky/managed_jobs/"
+                           if managed else ""))
+    task: dict = {"name": task_name(job.job_id, job.attempt)}
+    if spec.workdir:
+        task["workdir"] = spec.workdir
+    task["num_nodes"] = spec.resources.nodes
+    task["resources"] = _resources(spec, placements, managed, opts)
+    task["envs"] = _envs(spec, job, opts)
+    if spec.secrets:
+        task["secrets"] = {name: None for name in spec.secrets}
+    mounts = _file_mounts(spec, opts)
+    if mounts:
+        task["file_mounts"] = mounts
+    if spec.setup is not None:
+        task["setup"] = shell_command(spec.setup)
+    task["run"] = _run(spec, opts)
+    meta = {
+        "task_name": task["name"],
+        "cluster_name": cluster_name(opts.cluster_name_prefix, job.job_id, job.attempt),
+        "managed": managed,
+        "secrets": list(spec.secrets),
+        "placements": [p.model_dump(exclude_none=True) for p in placements],
+        "num_nodes": spec.resources.nodes,
+        "gpus_per_node": spec.resources.gpus_per_node,
+        "accelerator": spec.resources.accelerator,
+        "warnings": warnings,
+    }
+    return dump_yaml(task), meta
+
+
+def shell_command(cmd) -> str:
+    """A spec's run/setup: a string is a shell snippet as written; a list is argv, each word quoted."""
+    if isinstance(cmd, str):
+        return cmd
+    return " ".join(shlex.quote(str(a)) for a in cmd)
+
+
+def _warnings(spec: JobSpec) -> list[str]:
+    out = []
+    if spec.topology.max_switches or spec.topology.segment:
+        out.append("topology constraints are Slurm-only; SkyPilot places the nodes itself")
+    if spec.resources.time_limit:
+        out.append("resources.time_limit is not enforced by SkyPilot; cost.max_total_usd still bounds the job")
+    if spec.resources.tasks_per_node > 1:
+        out.append("SkyPilot starts one `run` per node; start tasks_per_node processes yourself (torchrun)")
+    return out
+
+
+def _resources(spec: JobSpec, placements: Sequence[Placement], managed: bool, opts: RenderOptions) -> dict:
+    res = spec.resources
+    common: dict = {}
+    if res.gpus_per_node:
+        if not res.accelerator:
+            raise CapabilityError("SkyPilot needs an accelerator name with gpus_per_node: set "
+                                  "resources.accelerator (e.g. H100, A100-80GB, L4)")
+        common["accelerators"] = f"{res.accelerator}:{res.gpus_per_node}"
+    elif res.accelerator:
+        raise CapabilityError(f"resources.accelerator is {res.accelerator} but gpus_per_node is 0: "
+                              "set gpus_per_node to the number of accelerators per node")
+    if res.cpus_per_node:
+        common["cpus"] = f"{res.cpus_per_node}+"
+    if res.memory_per_node:
+        common["memory"] = f"{_gib(res.memory_per_node)}+"
+    if res.disk_per_node:
+        common["disk_size"] = max(1, math.ceil(res.disk_per_node / GIB))
+    if spec.image:
+        common["image_id"] = spec.image if spec.image.startswith("docker:") else f"docker:{spec.image}"
+    if spec.cost.max_hourly_usd:
+        # SkyPilot's limit is per instance; the spec's is for the whole job.
+        common["max_hourly_cost"] = round(spec.cost.max_hourly_usd / res.nodes, 4)
+    if managed:
+        common["job_recovery"] = _job_recovery(spec)
+    elif opts.autodown:
+        # Torn down after the job ends and this many minutes pass idle: long enough for the
+        # launcher to read the final state off the cluster, short enough not to pay for much.
+        common["autostop"] = {"idle_minutes": opts.idle_minutes, "down": True}
+    places = [_placement(p) for p in placements]
+    if len(places) == 1:
+        return {**places[0], **common}
+    return {**common, "ordered": places}
+
+
+def _placement(p: Placement) -> dict:
+    out: dict = {"infra": p.full_infra, "use_spot": p.use_spot}
+    if p.instance_type:
+        out["instance_type"] = p.instance_type
+    return out
+
+
+def _job_recovery(spec: JobSpec) -> dict:
+    """Delegated mode: SkyPilot recovers preemptions itself; user-code failures get the spec's app_error budget."""
+    jr = spec.skypilot.job_recovery
+    if isinstance(jr, dict):
+        return dict(jr)
+    out: dict = {}
+    if isinstance(jr, str):
+        out["strategy"] = jr
+    out["max_restarts_on_errors"] = spec.recovery.app_error
+    return out
+
+
+def _gib(nbytes: int) -> str:
+    gib = nbytes / GIB
+    if gib == int(gib):
+        return str(int(gib))
+    return f"{math.ceil(gib * 100) / 100:g}"
+
+
+def _ckpt_bucket(root: Optional[str]) -> tuple[Optional[str], str]:
+    if not root or not root.startswith("s3://"):
+        return None, ""
+    bucket, _, prefix = root[len("s3://"):].partition("/")
+    return bucket, prefix.strip("/")
+
+
+def _envs(spec: JobSpec, job: JobRef, opts: RenderOptions) -> dict:
+    env = {
+        "LAUNCHER_JOB_ID": job.job_id,
+        "LAUNCHER_ATTEMPT": str(job.attempt),
+        "LAUNCHER_NUM_NODES": str(spec.resources.nodes),
+        "LAUNCHER_GPUS_PER_NODE": str(spec.resources.gpus_per_node),
+        "MASTER_PORT": MASTER_PORT,
+    }
+    root = spec.checkpoint.root
+    if root:
+        env["LAUNCHER_CKPT_ROOT"] = root
+        bucket, prefix = _ckpt_bucket(root)
+        if bucket and opts.mount_checkpoint_bucket:
+            env["LAUNCHER_CKPT_MOUNT"] = f"{CKPT_MOUNT}/{prefix}".rstrip("/")
+    else:
+        env["LAUNCHER_RESUME_FROM"] = ""
+        env["LAUNCHER_RESUME_STEP"] = ""
+    env.update(spec.env)  # the spec may override MASTER_PORT; LAUNCHER_* names are reserved by the spec
+    return env
+
+
+def _file_mounts(spec: JobSpec, opts: RenderOptions) -> dict:
+    mounts: dict = {}
+    bucket, _ = _ckpt_bucket(spec.checkpoint.root)
+    if bucket and opts.mount_checkpoint_bucket:
+        # MOUNT, not MOUNT_CACHED: cached mode uploads asynchronously and out of order, so a
+        # manifest could land before the files it lists. Commits go through the s3:// API anyway.
+        mounts[CKPT_MOUNT] = {"source": f"s3://{bucket}", "mode": "MOUNT"}
+    if spec.checkpoint.root and opts.launcher_lib:
+        mounts[LIB_MOUNT] = opts.launcher_lib
+    return mounts
+
+
+def _run(spec: JobSpec, opts: RenderOptions) -> str:
+    lines = [
+        "# launcher: the per-node part of the job contract. SkyPilot runs this section on every",
+        "# node at every (re)start of the job, so it is derived here, not at submit time.",
+        'export LAUNCHER_NODE_RANK="${SKYPILOT_NODE_RANK:-0}"',
+        'MASTER_ADDR="$(printf \'%s\\n\' "${SKYPILOT_NODE_IPS:-127.0.0.1}" | head -n 1)"',
+        "export MASTER_ADDR",
+    ]
+    if spec.checkpoint.root:
+        helper = "python3 -m launcher.jobside"
+        if opts.launcher_lib:
+            helper = 'PYTHONPATH="$HOME/.launcher/lib${PYTHONPATH:+:$PYTHONPATH}" ' + helper
+        lines += [
+            "# Resolve the latest committed checkpoint at every start (LAUNCHER_RESUME_FROM/_STEP).",
+            f'if ! _launcher_resume="$({helper} resume-env --root "$LAUNCHER_CKPT_ROOT")"; then',
+            '  echo "launcher: could not resolve the checkpoint to resume from (root $LAUNCHER_CKPT_ROOT)" >&2',
+            "  exit 3",
+            "fi",
+            'eval "$_launcher_resume"',
+        ]
+    lines += ["# the job's own command", shell_command(spec.run)]
+    return "\n".join(lines) + "\n"
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str(dumper, value: str):
+    # Multi-line scripts read best as literal blocks; PyYAML falls back to quoting by itself
+    # when a literal block cannot represent the value exactly.
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump_yaml(data: dict) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
+                     width=1000)

@@ -1,0 +1,176 @@
+"""Fault injection on the real test cluster: node death, preemption, time limits,
+crash loops, a killed `launcher watch`, and a zombie writer. Every job runs the
+deterministic example trainer (examples/train.py) through the checkpoint contract,
+and its final result must equal an uninterrupted run's bit for bit."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .launcher_cli import LauncherCLI
+
+pytestmark = pytest.mark.slurm
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAIN = ROOT / "examples" / "train.py"
+
+
+def reference(steps: int, tmp: Path) -> str:
+    """The uninterrupted run's result (no checkpoints at all)."""
+    out = subprocess.run([sys.executable, str(TRAIN), "--steps", str(steps), "--result", str(tmp / "ref.json")],
+                         capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
+    return json.loads((tmp / "ref.json").read_text())["sha256"]
+
+
+@pytest.fixture
+def cli(clean_queue, tmp_path):
+    return LauncherCLI(tmp_path, clean_queue)
+
+
+def train_spec(cli, cluster, name, steps, every, sleep, **extra):
+    root = cluster.shared_dir / f"ckpt-{name}-{time.time_ns()}"
+    result = cluster.shared_dir / f"result-{name}-{time.time_ns()}.json"
+    body = {"run": f"python3 {TRAIN} --steps {steps} --every {every} --sleep {sleep} --result {result}",
+            "checkpoint": {"root": str(root)}, "resources": {"nodes": 1, "time_limit": "10m"}}
+    for k, v in extra.items():
+        body[k] = {**body.get(k, {}), **v} if isinstance(v, dict) else v
+    return cli.spec(name, body), root, result
+
+
+def committed_steps(cli, root) -> list[int]:
+    p = cli.run("checkpoints", root, "--json", check=False)
+    if p.returncode != 0:
+        return []
+    return sorted(e["step"] for e in json.loads(p.stdout) if e["state"] == "committed")
+
+
+def wait_commit(cli, root, at_least=1, timeout=90):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        steps = committed_steps(cli, root)
+        if steps and steps[-1] >= at_least:
+            return steps[-1]
+        time.sleep(0.5)
+    raise AssertionError(f"no commit >= {at_least} under {root} in {timeout}s")
+
+
+def node_of(cli, job):
+    st = cli.wait_state(job, "RUNNING")
+    native = st["attempts"][-1]["native_id"]
+    return native
+
+
+def resumed_steps(log: str) -> list[int]:
+    return [int(m) for m in re.findall(r"train: resumed from \S+ at step (\d+)", log)]
+
+
+def test_node_killed_mid_run_resumes_elsewhere_from_the_latest_commit(cli, clean_queue, tmp_path):
+    ref = reference(40, tmp_path)
+    spec, root, result = train_spec(cli, clean_queue, "nodekill", 40, 4, 0.25)
+    job = cli.launch(spec)
+    native = node_of(cli, job)
+    wait_commit(cli, root, at_least=8)
+    node = clean_queue.job(native)["NodeList"]
+    clean_queue.kill_node(node)
+    st = cli.wait_state(job, "COMPLETED", timeout=240, interval=1)
+    assert json.loads(result.read_text())["sha256"] == ref
+    assert [a["state"] for a in st["attempts"]][:2] == ["NODE_FAIL", "COMPLETED"], st["attempts"]
+    log = cli.output(job)
+    resumed = resumed_steps(log)
+    assert resumed and resumed[0] >= 8, log
+    assert f"on {node}" not in log.split("start 2 of")[1].splitlines()[0]
+
+
+def test_preemption_checkpoints_on_signal_and_loses_at_most_one_step(cli, clean_queue, tmp_path):
+    ref = reference(30, tmp_path)
+    spec, root, result = train_spec(cli, clean_queue, "preempt", 30, 1000, 0.4,
+                                    resources={"cpus_per_node": 2, "nodes": 1})
+    job = cli.launch(spec)
+    cli.wait_state(job, "RUNNING")
+    deadline = time.time() + 60
+    while time.time() < deadline and not re.search(r"^step [3-9]", cli.output(job), re.M):
+        time.sleep(0.3)
+    # every node: the only way to run it is to preempt ours
+    high = cli.spec("hipri", {"run": "sleep 2", "resources": {"nodes": 4, "time_limit": "5m"},
+                              "slurm": {"partition": "high"}})
+    cli.launch(high)
+    st = cli.wait_state(job, "COMPLETED", timeout=240, interval=1)
+    assert st["attempts"][0]["state"] == "PREEMPTED"
+    log = cli.output(job)
+    first_run = log.split("start 2 of")[0]
+    last_step_before = max(int(x) for x in re.findall(r"^step (\d+) ", first_run, re.M))
+    (resumed,) = resumed_steps(log)[:1]
+    assert resumed >= last_step_before - 1, (resumed, last_step_before)
+    assert "preemption notice: saved step" in first_run
+    assert json.loads(result.read_text())["sha256"] == ref
+
+
+def test_timeout_with_progress_requeues_itself_and_finishes(cli, clean_queue, tmp_path):
+    ref = reference(90, tmp_path)
+    spec, root, result = train_spec(cli, clean_queue, "longer", 90, 10, 1.0,
+                                    resources={"time_limit": "1m"}, recovery={"grace": "45s"})
+    job = cli.launch(spec)
+    st = cli.wait_state(job, ("COMPLETED", "TIMEOUT", "FAILED"), timeout=420, interval=2)
+    log = cli.output(job)
+    assert st["state"] == "COMPLETED", log
+    assert len(st["attempts"]) >= 2 and "progress committed; requeueing" in log
+    assert json.loads(result.read_text())["sha256"] == ref
+
+
+def test_crash_loop_without_progress_is_stopped_by_watch_with_its_reason(cli, clean_queue):
+    spec = cli.spec("crashy", {"run": "echo crashing; exit 1", "checkpoint": {"root": str(clean_queue.shared_dir / "ck-crashy")},
+                               "recovery": {"app_error": 5}, "resources": {"time_limit": "5m"}})
+    job = cli.launch(spec)
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        out = cli.run("watch", "--once").stdout
+        st = cli.status(job)
+        if any(e["kind"] == "gave_up" for e in st["events"]):
+            break
+        time.sleep(1)
+    gave = [e for e in st["events"] if e["kind"] == "gave_up"]
+    assert gave and "no progress" in gave[0]["reason"], st["events"]
+    assert len(st["attempts"]) == 3 and "gave up: no progress" in st["reason"]
+    assert "gave up" in cli.run("status", job).stdout
+
+
+def test_killed_watch_never_submits_a_job_twice(cli, clean_queue, monkeypatch):
+    import os
+
+    from launcher.app import App
+    from launcher.recovery import watch
+
+    spec = cli.spec("flaky", {"run": "exit 1", "recovery": {"app_error": 3}, "resources": {"time_limit": "5m"}})
+    job = cli.launch(spec)
+    cli.wait_state(job, "FAILED")
+    monkeypatch.setenv("LAUNCHER_HOME", str(cli.home))
+    monkeypatch.setenv("LAUNCHER_CONFIG", str(cli.config))
+    monkeypatch.setenv("SLURM_CONF", str(clean_queue.conf))
+    app = App()
+    real = app.store.record_attempt
+
+    def killed(*a, **k):  # the watch dies right after sbatch returned, before it wrote anything
+        raise KeyboardInterrupt("watch killed mid-recovery")
+
+    monkeypatch.setattr(app.store, "record_attempt", killed)
+    with pytest.raises(KeyboardInterrupt):
+        watch.cycle(app)
+    app.close()
+    monkeypatch.setattr(app.store, "record_attempt", real)
+    app2 = App()
+    outcomes = watch.cycle(app2)
+    app2.close()
+    assert [o.action for o in outcomes if o.job_id == job] == ["resubmitted"]
+    comments = clean_queue.run("squeue", "-h", "-t", "all", "-o", "%k").stdout.split()
+    assert comments.count(f"launcher:{job}:2") == 1, comments
+    st = cli.status(job)
+    assert [a["attempt"] for a in st["attempts"]] == [1, 2]
+    assert any(e.get("found_existing") for e in st["events"] if e["kind"] == "resubmitted")
+    del os
