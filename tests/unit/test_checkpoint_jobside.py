@@ -307,7 +307,8 @@ def test_stage_zip_runs_without_the_package_installed(tmp_path):
         names = sorted(z.namelist())
     mods = sorted("launcher/checkpoint/" + os.path.basename(f) for f in glob.glob(os.path.join(PKG, "checkpoint",
                                                                                               "*.py")))
-    assert names == sorted(["__main__.py", "launcher/__init__.py", "launcher/jobside.py"] + mods)
+    assert names == sorted(["__main__.py", "launcher/__init__.py", "launcher/jobside.py",
+                                   "launcher/nodeguard.py"] + mods)
     again = jobside.stage_zip(tmp_path / "again.pyz")
     assert open(pyz, "rb").read() == open(again, "rb").read()       # reproducible
     root = str(tmp_path / "root")
