@@ -4,9 +4,15 @@ Starts its own sshd on 127.0.0.1 (tests/fixtures/sshd.py), then runs the same co
 times four ways and prints mean / p50 / p95 latency per command:
 
   reused     SSHRunner: one paramiko connection for all N commands (what launcher does)
-  fresh      SSHRunner with the pool closed before every command (a handshake each time)
   openssh    `ssh HOST CMD` once per command (OpenSSH client, new connection each time)
   mux        `ssh` through an OpenSSH ControlMaster (reference: OpenSSH's own reuse)
+  fresh      SSHRunner with the pool closed before every command (a handshake each time)
+
+The first three run round robin (one command of each in turn), so load changes on a
+shared machine hit them alike; "fresh" runs after them. Every mode pays the same
+server-side cost per command (sshd forks a session and starts the user's login shell,
+which reads ~/.bashrc on Debian): on a login node with a heavy ~/.bashrc that cost
+dominates, and only the connection setup differs between the modes.
 
 The command is `true` by default. With --sbatch (needs SLURM_CONF pointing at a running
 cluster reachable from this host), it is `sbatch --parsable --hold --wrap true`; every
@@ -72,28 +78,7 @@ def main() -> int:
                         ssh_key=str(server.client_key), known_hosts=str(server.known_hosts), ssh_config="",
                         ssh_agent=False, env=env)
             line = remote_command(argv, env)
-            results, job_ids = {}, []
-
-            runner = SSHRunner(opts)
-            t = time.perf_counter()
-            runner.connect()
-            connect_ms = (time.perf_counter() - t) * 1000
-            logins = server.accepted_logins()
-            lat, outs = timed(lambda: runner.run(argv).stdout, args.n)
-            assert server.accepted_logins() == logins, "the reused connection was not reused"
-            results["reused"], job_ids = stats(lat), job_ids + outs
-
-            def fresh():
-                close_all()
-                r = SSHRunner(opts)
-                try:
-                    return r.run(argv).stdout
-                finally:
-                    r.close()
-
-            runner.close()
-            lat, outs = timed(fresh, args.n)
-            results["fresh"], job_ids = stats(lat), job_ids + outs
+            job_ids: list = []
 
             def openssh(*extra):
                 p = subprocess.run(server.ssh_argv(line, options=list(extra)), capture_output=True, text=True)
@@ -101,14 +86,38 @@ def main() -> int:
                     raise RuntimeError(f"ssh failed: {p.stderr.strip()}")
                 return p.stdout
 
-            lat, outs = timed(openssh, args.n)
-            results["openssh"], job_ids = stats(lat), job_ids + outs
-
-            mux = ["-o", "ControlMaster=auto", "-o", f"ControlPath={tmp}/cm-%p", "-o", "ControlPersist=60"]
+            mux = ["-o", "ControlMaster=auto", "-o", f"ControlPath={tmp}/cm-%p", "-o", "ControlPersist=120"]
             job_ids.append(openssh(*mux))  # start the master outside the timing
-            lat, outs = timed(lambda: openssh(*mux), args.n)
-            results["mux"], job_ids = stats(lat), job_ids + outs
+            runner = SSHRunner(opts)
+            t = time.perf_counter()
+            runner.connect()
+            connect_ms = (time.perf_counter() - t) * 1000
+            logins = server.accepted_logins()
+
+            # round robin, so that a change of load on the machine hits every mode alike
+            modes = {"reused": lambda: runner.run(argv).stdout, "openssh": openssh, "mux": lambda: openssh(*mux)}
+            lat = {m: [] for m in modes}
+            for _ in range(args.n):
+                for m, fn in modes.items():
+                    t = time.perf_counter()
+                    job_ids.append(fn())
+                    lat[m].append(time.perf_counter() - t)
+            # openssh logs in once per command; mux and reused never again
+            assert server.accepted_logins() == logins + args.n and runner.connects == 1, "no reuse?"
+            runner.close()
             subprocess.run(server.ssh_argv(options=mux + ["-O", "exit"]), capture_output=True)
+
+            def fresh():  # a new paramiko connection per command (the pool emptied each time)
+                close_all()
+                r = SSHRunner(opts)
+                try:
+                    return r.run(argv).stdout
+                finally:
+                    r.close()
+
+            lat["fresh"], outs = timed(fresh, args.n)
+            job_ids += outs
+            results = {m: stats(lat[m]) for m in ("reused", "fresh", "openssh", "mux")}
         finally:
             close_all()
             server.stop()
