@@ -51,6 +51,7 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
 
     Returns (Generations after the bump, Entry or None, [Entry looked at on the way])."""
     t0 = time.monotonic()
+    store.check_root(create=True)
     last = None
     for _ in range(max(1, tries)):
         gens = read_generations(store)
