@@ -15,7 +15,7 @@ Nothing here imports SkyPilot or paramiko; boto3 only for live spot prices.
 
 from .chase import Observation, apply_observations
 from .offers import Offer, resource_mismatch
-from .rank import PlanParams, PlanResult, PlanRow, rank
+from .ranking import PlanParams, PlanResult, PlanRow, rank
 from .sources import Gathered, gather_offers, plan
 
 __all__ = [

@@ -3,14 +3,18 @@
 The configured rates are priors. Every attempt the launcher records (its offer key,
 node-hours it ran, whether it was preempted) is evidence. The planner re-ranks with the
 posterior mean of a Gamma-Poisson model, so a zone that keeps preempting the job is
-priced as the expensive place it is, and the job moves away from it, while one stray
-preemption in a calm zone does not send it away:
+priced as the expensive place it is and the job moves away from it, while a stray
+preemption after a long calm run barely moves the estimate:
 
-    rate = (prior_rate x prior_hours + events) / (prior_hours + exposed_hours)
+    rate = (prior_events + events) / (prior_events / prior_rate + exposed_node_hours)
 
-``prior_hours`` is how many node-hours of evidence the prior is worth. Old evidence
-fades with ``half_life_hours`` (spot markets change within days). Pure functions: the
-caller passes the observations and their ages.
+The prior is Gamma(shape = ``prior_events``, mean = prior rate). The default shape 1 is
+the usual weakly informative choice: the configured rate is worth one interruption's
+worth of evidence (10 node-hours for a 0.1/h spot prior, 5,000 for a 2e-4/h on-demand
+one), because per-zone spot rates differ from any default by an order of magnitude.
+Evidence fades with ``half_life_hours`` (24 h by default): preemptions come in storms
+that last hours, so what happened yesterday says little about the zone now.
+Pure functions: the caller passes the observations and their ages.
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ from typing import Iterable
 
 from .offers import Offer
 
-DEFAULT_PRIOR_HOURS = 24.0
-DEFAULT_HALF_LIFE_HOURS = 72.0
+DEFAULT_PRIOR_EVENTS = 1.0
+DEFAULT_HALF_LIFE_HOURS = 24.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +49,14 @@ def evidence(observations: Iterable[Observation], half_life_hours: float = DEFAU
 
 
 def posterior_rate(prior_rate: float, node_hours: float, events: float,
-                   prior_hours: float = DEFAULT_PRIOR_HOURS) -> float:
-    return (prior_rate * prior_hours + events) / (prior_hours + node_hours)
+                   prior_events: float = DEFAULT_PRIOR_EVENTS) -> float:
+    if prior_rate <= 0:
+        return events / node_hours if node_hours > 0 else 0.0
+    return (prior_events + events) / (prior_events / prior_rate + node_hours)
 
 
 def apply_observations(offers: Iterable[Offer], observations: Iterable[Observation],
-                       prior_hours: float = DEFAULT_PRIOR_HOURS,
+                       prior_events: float = DEFAULT_PRIOR_EVENTS,
                        half_life_hours: float = DEFAULT_HALF_LIFE_HOURS) -> list[Offer]:
     """The offers with their preemption rates replaced by the posterior where there is evidence."""
     ev = evidence(observations, half_life_hours)
@@ -60,5 +66,5 @@ def apply_observations(offers: Iterable[Offer], observations: Iterable[Observati
         if e is None:
             out.append(o)
         else:
-            out.append(replace(o, preemption_rate=posterior_rate(o.preemption_rate, e[0], e[1], prior_hours)))
+            out.append(replace(o, preemption_rate=posterior_rate(o.preemption_rate, e[0], e[1], prior_events)))
     return out

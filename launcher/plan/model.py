@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Optional
 
 INF = float("inf")
@@ -126,7 +125,6 @@ def _golden_max(f, a: float, b: float, iters: int = 40) -> float:
     return (a + b) / 2.0
 
 
-@lru_cache(maxsize=65536)
 def optimal_interval(C: float, lam: float, D: float = 0.0, p: float = 0.0,
                      Ce: Optional[float] = None, cap: float = INF) -> float:
     """The tau in (0, cap] that maximises the exact goodput; INF when nothing interrupts."""

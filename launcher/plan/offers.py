@@ -59,22 +59,34 @@ def resource_mismatch(resources, offer: Offer) -> Optional[str]:
     would be paid for and left idle. CPUs and memory are minimums; unknown values
     (Slurm partitions without a price file entry) are not held against an offer.
     """
+    return make_matcher(resources)(offer)
+
+
+def make_matcher(resources):
+    """``resource_mismatch`` with the spec's side worked out once (rank calls it per offer)."""
     want_gpus = resources.gpus_per_node
     want_acc = resources.accelerator
-    if want_acc or want_gpus:
-        if offer.backend == "slurm" and offer.accelerator is None and offer.accelerator_count == want_gpus:
-            pass  # the partition's GPU type is not declared anywhere: a fit, noted by the caller
-        elif not offer.accelerator or offer.accelerator_count <= 0:
-            return f"has no GPUs; spec asks for {want_gpus or 1} x {want_acc or 'GPU'} per node"
-        elif want_acc and offer.accelerator.lower() != want_acc.lower():
-            return f"has {offer.accelerator}, spec asks for {want_acc}"
-        if want_gpus and offer.accelerator_count != want_gpus:
-            return (f"has {offer.accelerator_count} x {offer.accelerator or 'GPU'} per node, "
-                    f"spec asks for {want_gpus}")
-    if resources.cpus_per_node and offer.vcpus is not None and offer.vcpus < resources.cpus_per_node:
-        return f"has {offer.vcpus:g} vCPUs per node, spec asks for {resources.cpus_per_node}"
-    if resources.memory_per_node and offer.memory_gib is not None:
-        want = resources.memory_per_node / GIB
-        if offer.memory_gib + 1e-9 < want:
-            return f"has {offer.memory_gib:g} GiB memory per node, spec asks for {want:g} GiB"
-    return None
+    want_acc_l = want_acc.lower() if want_acc else None
+    want_gpu = bool(want_acc or want_gpus)
+    want_cpus = resources.cpus_per_node
+    want_mem = resources.memory_per_node / GIB if resources.memory_per_node else None
+
+    def mismatch(offer: Offer) -> Optional[str]:
+        if want_gpu:
+            acc = offer.accelerator
+            if offer.backend == "slurm" and acc is None and offer.accelerator_count == want_gpus:
+                pass  # the partition's GPU type is not declared anywhere: a fit, noted by the caller
+            elif not acc or offer.accelerator_count <= 0:
+                return f"has no GPUs; spec asks for {want_gpus or 1} x {want_acc or 'GPU'} per node"
+            elif want_acc_l and acc.lower() != want_acc_l:
+                return f"has {acc}, spec asks for {want_acc}"
+            if want_gpus and offer.accelerator_count != want_gpus:
+                return (f"has {offer.accelerator_count} x {acc or 'GPU'} per node, "
+                        f"spec asks for {want_gpus}")
+        if want_cpus and offer.vcpus is not None and offer.vcpus < want_cpus:
+            return f"has {offer.vcpus:g} vCPUs per node, spec asks for {want_cpus}"
+        if want_mem and offer.memory_gib is not None and offer.memory_gib + 1e-9 < want_mem:
+            return f"has {offer.memory_gib:g} GiB memory per node, spec asks for {want_mem:g} GiB"
+        return None
+
+    return mismatch

@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Iterable, Mapping, Optional
 
 from .model import INF, RunEstimate, expected_run
-from .offers import Offer, resource_mismatch
+from .offers import Offer, make_matcher
 
 DEFAULT_RESTART_HOURS: dict[str, float] = {"skypilot": 10 / 60, "slurm": 3 / 60, "local": 1 / 60}
 
@@ -50,6 +50,16 @@ class PlanParams:
 
 
 @dataclass(frozen=True, slots=True)
+class _Context:
+    """What a row's explanation is relative to (shared by all rows of one plan)."""
+
+    work: float
+    checkpoint: float
+    best_hourly: float
+    best_total: float
+
+
+@dataclass(frozen=True, slots=True)
 class PlanRow:
     offer: Offer
     rank: Optional[int]            # 1 = best; None when excluded
@@ -64,7 +74,12 @@ class PlanRow:
     goodput: float
     notice_fraction: float
     job_rate: float                # interruptions per hour of the whole job (nodes x offer rate)
-    why: str = ""
+    context: Optional[_Context] = None
+
+    @property
+    def why(self) -> str:
+        """Why this row sits where it does (computed when shown: ranking 10k offers stays cheap)."""
+        return "" if self.context is None else _explain(self, self.context)
 
     def to_json(self) -> dict:
         def num(x, nd=6):
@@ -162,41 +177,41 @@ def rank(spec, offers: Iterable[Offer], params: Optional[PlanParams] = None) -> 
     p_deliver = params.notice_delivery
     restart = {}
 
-    ok: list[PlanRow] = []
+    fits = make_matcher(res)
+    ok: list[tuple] = []
     bad: list[PlanRow] = []
-    for o in offers:
-        mismatch = resource_mismatch(res, o)
+    for i, o in enumerate(offers):
+        mismatch = fits(o)
         job_hourly = o.hourly_usd * nodes
+        lam = o.preemption_rate * nodes
         if mismatch:
             bad.append(PlanRow(o, None, mismatch, job_hourly, INF, o.queue_wait_hours, INF, INF, INF,
-                               0.0, 0.0, 0.0, o.preemption_rate * nodes))
+                               0.0, 0.0, 0.0, lam))
             continue
         D = restart.get(o.backend)
         if D is None:
             D = restart[o.backend] = params.restart_for(o.backend)
-        p = p_deliver if use_notice and o.notice_seconds >= Ce_s and o.preemption_rate > 0 else 0.0
-        lam = o.preemption_rate * nodes
+        p = p_deliver if use_notice and o.notice_seconds >= Ce_s and lam > 0 else 0.0
         est = _estimate(work, C, lam, D, p, Ce, interval)
         run = est.run_hours
         total = job_hourly * run
         done = o.queue_wait_hours + run
-        reasons = []
-        if math.isinf(run):
-            reasons.append(f"never finishes: interrupted every {_fmt_h(1 / lam)} "
-                           f"with {_fmt_h(C)} checkpoints")
-        if max_hourly is not None and job_hourly > max_hourly + 1e-9:
-            reasons.append(f"${job_hourly:.2f}/h for {nodes} node(s) is over cost.max_hourly_usd ${max_hourly:g}")
-        if max_total is not None and total > max_total + 1e-9 and not math.isinf(run):
-            reasons.append(f"expected ${total:.2f} is over cost.max_total_usd ${max_total:g}")
-        if deadline is not None and done > deadline + 1e-9 and not math.isinf(run):
-            reasons.append(f"expected to finish in {_fmt_h(done)}, after cost.deadline {_fmt_h(deadline)}")
-        row = PlanRow(o, None, "; ".join(reasons) or None, job_hourly, est.interval_hours, o.queue_wait_hours,
-                      run, done, total, est.interruptions, est.goodput, est.notice_fraction, lam)
-        (bad if reasons else ok).append(row)
+        if run == INF or (max_hourly is not None and job_hourly > max_hourly + 1e-9) or \
+                (max_total is not None and total > max_total + 1e-9) or \
+                (deadline is not None and done > deadline + 1e-9):
+            why = _budget_reasons(run, lam, C, nodes, job_hourly, total, done, max_hourly, max_total, deadline)
+            bad.append(PlanRow(o, None, why, job_hourly, est.interval_hours, o.queue_wait_hours, run, done,
+                               total, est.interruptions, est.goodput, est.notice_fraction, lam))
+            continue
+        ok.append((total, done, job_hourly, i, o, est, lam))
 
-    ok.sort(key=lambda r: (r.total_usd, r.expected_hours, r.job_hourly_usd, r.offer.target,
-                           r.offer.where, r.offer.instance_type, r.offer.spot))
-    ranked = [_explain(r, i + 1, ok[0], work, C) for i, r in enumerate(ok)]
+    ok.sort(key=lambda t: t[:4])  # ties keep the offers' order (catalog order: deterministic)
+    ranked = []
+    if ok:
+        ctx = _Context(work, C, ok[0][2], ok[0][0])
+        for n, (total, done, job_hourly, _, o, est, lam) in enumerate(ok, 1):
+            ranked.append(PlanRow(o, n, None, job_hourly, est.interval_hours, o.queue_wait_hours, est.run_hours,
+                                  done, total, est.interruptions, est.goodput, est.notice_fraction, lam, ctx))
     assumptions = {
         "nodes": nodes, "work_hours": work, "work_source": work_src,
         "checkpoint_cost_hours": C, "emergency_checkpoint_hours": Ce,
@@ -208,8 +223,21 @@ def rank(spec, offers: Iterable[Offer], params: Optional[PlanParams] = None) -> 
     return PlanResult(spec.name, tuple(ranked) + tuple(bad), assumptions)
 
 
-def _explain(r: PlanRow, rank_no: int, best: PlanRow, work: float, C: float) -> PlanRow:
-    o = r.offer
+def _budget_reasons(run, lam, C, nodes, job_hourly, total, done, max_hourly, max_total, deadline) -> str:
+    reasons = []
+    if math.isinf(run):
+        reasons.append(f"never finishes: interrupted every {_fmt_h(1 / lam)} with {_fmt_h(C)} checkpoints")
+    if max_hourly is not None and job_hourly > max_hourly + 1e-9:
+        reasons.append(f"${job_hourly:.2f}/h for {nodes} node(s) is over cost.max_hourly_usd ${max_hourly:g}")
+    if max_total is not None and total > max_total + 1e-9 and not math.isinf(run):
+        reasons.append(f"expected ${total:.2f} is over cost.max_total_usd ${max_total:g}")
+    if deadline is not None and done > deadline + 1e-9 and not math.isinf(run):
+        reasons.append(f"expected to finish in {_fmt_h(done)}, after cost.deadline {_fmt_h(deadline)}")
+    return "; ".join(reasons)
+
+
+def _explain(r: PlanRow, ctx: _Context) -> str:
+    o, work, C = r.offer, ctx.work, ctx.checkpoint
     bits = []
     if r.interruptions >= 0.05:
         extra = (r.run_hours / work - 1.0) * 100 if work > 0 else 0.0
@@ -224,6 +252,6 @@ def _explain(r: PlanRow, rank_no: int, best: PlanRow, work: float, C: float) -> 
             bits.append(f"{o.notice_seconds:g}s notice < {C * 60:g} min checkpoint")
     if r.queue_hours > 0:
         bits.append(f"queue ~{_fmt_h(r.queue_hours)}")
-    if rank_no > 1 and r.job_hourly_usd < best.job_hourly_usd - 1e-9:
-        bits.append(f"cheaper per hour than #1 but ${r.total_usd - best.total_usd:.2f} more in total")
-    return replace(r, rank=rank_no, why="; ".join(bits))
+    if r.rank and r.rank > 1 and r.job_hourly_usd < ctx.best_hourly - 1e-9:
+        bits.append(f"cheaper per hour than #1 but ${r.total_usd - ctx.best_total:.2f} more in total")
+    return "; ".join(bits)

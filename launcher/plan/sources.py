@@ -270,7 +270,7 @@ def gather_offers(spec, config, *, targets: Optional[Iterable[str]] = None, cata
 
 def plan(spec, config, params=None, **gather_kw):
     """Gather the configured offers and rank them: what ``launcher plan`` prints."""
-    from .rank import rank
+    from .ranking import rank
 
     got = gather_offers(spec, config, **gather_kw)
     return rank(spec, got.offers, params).with_notes(got.notes)

@@ -169,15 +169,18 @@ def test_price_files_are_read_relative_to_the_config(tmp_path):
 # --- spot chasing ---------------------------------------------------------------------
 
 def test_posterior_rate_moves_from_the_prior_towards_what_was_seen():
+    # Gamma prior of shape 1 with the configured mean: worth 1/rate node-hours of evidence
     assert posterior_rate(0.05, 0.0, 0) == pytest.approx(0.05)
-    assert posterior_rate(0.05, 24.0, 0) == pytest.approx(0.025)
-    assert posterior_rate(0.05, 6.0, 6) == pytest.approx((0.05 * 24 + 6) / 30)
+    assert posterior_rate(0.05, 20.0, 0) == pytest.approx(1 / 40)
+    assert posterior_rate(0.05, 6.0, 6) == pytest.approx(7 / 26)
+    assert posterior_rate(0.05, 6.0, 6, prior_events=4.0) == pytest.approx(10 / 86)
+    assert posterior_rate(0.0, 10.0, 2) == pytest.approx(0.2)
 
 
 def test_old_evidence_fades_with_its_half_life():
     k = ("aws", "us-east-1", "use1-az1", "p5.48xlarge", True)
-    ev = evidence([Observation(k, 10.0, 4, age_hours=72.0)], half_life_hours=72.0)
-    assert ev[k] == (5.0, 2.0)
+    ev = evidence([Observation(k, 10.0, 4, age_hours=48.0), Observation(k, 2.0, 1)], half_life_hours=24.0)
+    assert ev[k] == (pytest.approx(2.5 + 2.0), pytest.approx(1.0 + 1.0))
 
 
 def test_a_zone_that_keeps_preempting_loses_the_top_rank(tmp_path):
@@ -186,11 +189,11 @@ def test_a_zone_that_keeps_preempting_loses_the_top_rank(tmp_path):
     before = plan(s, cfg)
     top = before.best.offer
     assert top.zone == "use1-az1"                                   # the cheapest spot zone
-    seen = [Observation(top.key, node_hours=5.0, events=6)]
+    seen = [Observation(top.key, node_hours=3.0, events=6)]
     after = plan(s, cfg, observations=seen)
     assert after.best.offer.zone == "use1-az2"
-    moved = [o for o in apply_observations([top], seen)]
-    assert moved[0].preemption_rate == pytest.approx((0.05 * 24 + 6) / 29)
+    moved = apply_observations([top], seen)
+    assert moved[0].preemption_rate == pytest.approx(7 / 23)
     # one stray preemption after a long calm run does not move the job
     calm = plan(s, cfg, observations=[Observation(top.key, node_hours=20.0, events=1)])
     assert calm.best.offer.zone == "use1-az1"
