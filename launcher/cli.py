@@ -141,6 +141,15 @@ def status(ctx, job, as_json, show_all):
             st = refresh(app, [row]).get(row.job_id)
             if isinstance(st, Exception):
                 click.echo(f"warning: could not refresh status: {st}", err=True)
+        if row.ckpt_root:
+            from .recovery.progress import read_progress
+            from .recovery.watch import record_progress
+
+            prog = read_progress(row.ckpt_root)
+            if prog.error:
+                click.echo(f"warning: cannot read checkpoints under {row.ckpt_root}: {prog.error}", err=True)
+            else:
+                record_progress(app, row, prog)
         row = store.get_job(row.job_id)
         attempts = store.attempts(row.job_id)
         events = store.events(row.job_id)

@@ -122,7 +122,8 @@ def refresh(app, jobs) -> dict:
             if st.end_time:
                 fields["ended"] = st.end_time
             app.store.update_attempt(r.job_id, h.attempt, **fields)
-            if r.state != st.state.value or r.reason != st.reason:
+            # a closed job keeps the state and reason of the decision that closed it
+            if not r.meta.get("final") and (r.state != st.state.value or r.reason != st.reason):
                 app.store.update_job(r.job_id, state=st.state.value, reason=st.reason)
     return out
 

@@ -62,7 +62,7 @@ def _handle(app, job, st, clock) -> Outcome:
         meta["control_plane_errors"] = 0
         store.update_job(job.job_id, meta=meta)
     if not st.state.is_terminal and st.state is not JobState.UNKNOWN:
-        _record_progress(app, job)
+        record_progress(app, job)
         return Outcome(job.job_id, "running", st.state.value)
     spec = job_spec(job)
     budgets = Budgets.from_spec(spec)
@@ -78,7 +78,7 @@ def _handle(app, job, st, clock) -> Outcome:
     event = Event(attempt=latest.attempt, state=st.state, resume_step=progress.resume_of(latest.attempt),
                   committed_step=progress.committed_step, reason=st.reason, spent_usd=spent)
     decision = decide(history, event, budgets, clock())
-    _record_progress(app, job, progress)
+    record_progress(app, job, progress)
     if isinstance(decision, Done):
         meta["final"] = True
         store.update_job(job.job_id, meta=meta, state=st.state.value, reason=st.reason)
@@ -115,7 +115,9 @@ def _next_target(app, job, spec, decision: Retry) -> str:
     return job.target
 
 
-def _record_progress(app, job, progress=None) -> None:
+def record_progress(app, job, progress=None) -> None:
+    """Copy the checkpoint root's facts (last committed step, each attempt's resume step)
+    into the state store, where `launcher status` shows them."""
     if not job.ckpt_root:
         return
     progress = progress or read_progress(job.ckpt_root)

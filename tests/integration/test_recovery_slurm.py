@@ -174,3 +174,33 @@ def test_killed_watch_never_submits_a_job_twice(cli, clean_queue, monkeypatch):
     assert [a["attempt"] for a in st["attempts"]] == [1, 2]
     assert any(e.get("found_existing") for e in st["events"] if e["kind"] == "resubmitted")
     del os
+
+
+def test_zombie_attempt_after_a_network_cut_never_wins(cli, clean_queue, tmp_path):
+    """Cut the node's link: Slurm requeues the job elsewhere while the old attempt keeps
+    running (and writing). Nothing it writes after the new generation started is chosen,
+    and its late commits are refused."""
+    ref = reference(200, tmp_path)
+    spec, root, result = train_spec(cli, clean_queue, "zombie", 200, 2, 0.3)
+    job = cli.launch(spec)
+    native = node_of(cli, job)
+    wait_commit(cli, root, at_least=6)
+    node = clean_queue.job(native)["NodeList"]
+    clean_queue.cut_node(node)
+    try:
+        clean_queue.wait(native, lambda j: j.get("Restarts", "0") != "0" and j.get("JobState") == "RUNNING",
+                         timeout=120)
+        gens = json.loads((root / "GENERATIONS.json").read_text())
+        fork = [h for h in gens["history"] if h["generation"] == 2][0]["resume_step"]
+        time.sleep(4)  # both attempts write side by side for a while
+    finally:
+        clean_queue.heal_node(node)
+    st = cli.wait_state(job, "COMPLETED", timeout=240, interval=1)
+    assert json.loads(result.read_text())["sha256"] == ref
+    entries = json.loads(cli.run("checkpoints", root, "--json").stdout)
+    zombie_late = [e for e in entries if e["generation"] == 1 and e["step"] > fork]
+    assert all(e["state"] != "committed" or "stale" in e["reason"] for e in zombie_late), zombie_late
+    assert all(e["state"] == "stale" for e in zombie_late if (Path(e["path"]) / "COMMIT.json").exists())
+    log = cli.output(job)
+    assert "superseded" in log.lower(), log[-3000:]
+    assert st["attempts"][0]["state"] in ("NODE_FAIL", "REQUEUED")
