@@ -7,6 +7,8 @@ Public API (what ``launcher plan``, ``launcher launch`` and the SkyPilot backend
 * ``rank(spec, offers, params=None) -> PlanResult``: pure; ``PlanResult.candidates()``
   is the order to try offers in, ``PlanResult.best`` the first.
 * ``plan(spec, config, params=None, **gather_kw)``: both.
+* ``PlanRow.placement()``: a ranked row as a SkyPilot placement (infra, use_spot,
+  instance_type, hourly_usd for the whole job), for the backend's candidate list.
 * ``launcher.plan.queue``: Slurm queue-wait estimates from captured squeue/sinfo text.
 * ``launcher.plan.chase``: observed preemptions -> posterior rates (spot chasing).
 

@@ -8,6 +8,7 @@ often as one of them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -50,6 +51,19 @@ class Offer:
 
     def as_dict(self) -> dict:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+    def placement(self) -> dict:
+        """The SkyPilot placement (``infra``, ``use_spot``, ``instance_type``) that asks for this offer.
+
+        AWS catalog zones are zone IDs (``use1-az1``), which map to a different zone name in
+        every account; SkyPilot resolves them itself, so AWS placements stop at the region.
+        """
+        zone = self.zone if self.zone and not _AWS_ZONE_ID.match(self.zone) else None
+        infra = "/".join(p for p in (self.cloud, self.region, zone) if p)
+        return {"infra": infra, "use_spot": self.spot, "instance_type": self.instance_type}
+
+
+_AWS_ZONE_ID = re.compile(r"^[a-z]{2,5}\d+-az\d+$")
 
 
 def resource_mismatch(resources, offer: Offer) -> Optional[str]:

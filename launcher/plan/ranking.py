@@ -81,6 +81,10 @@ class PlanRow:
         """Why this row sits where it does (computed when shown: ranking 10k offers stays cheap)."""
         return "" if self.context is None else _explain(self, self.context)
 
+    def placement(self) -> dict:
+        """``Offer.placement()`` plus the job's $/h: a SkyPilot backend candidate, best first."""
+        return {**self.offer.placement(), "hourly_usd": round(self.job_hourly_usd, 6)}
+
     def to_json(self) -> dict:
         def num(x, nd=6):
             return None if x is None or math.isinf(x) or math.isnan(x) else round(x, nd)

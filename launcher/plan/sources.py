@@ -9,7 +9,10 @@ Config keys read (nothing else):
   queue wait) comes from a price file's ``slurm:`` section.
 * ``backend: skypilot`` targets: ``infra`` (``aws``, ``aws/us-east-1``,
   ``gcp/us-central1/us-central1-a``, ``runpod``, ``lambda``, or a neocloud named in a price
-  file), ``region``, ``zone``, ``use_spot``, ``instance_type``.
+  file), ``region``, ``zone``, ``use_spot``, ``instance_type``, ``fallbacks`` (further
+  placements with the same keys) and ``gpu_hour_usd`` (a negotiated or internal price per
+  GPU-hour: replaces catalog prices, and prices infra without a catalog such as
+  ``slurm/NAME`` or ``kubernetes/CONTEXT``).
 * ``backend: local``: nothing (the machine is free and its resources are not checked).
 
 Slurm offers are priced ``gpu_hour_usd x gpus_per_node (+ node_hour_usd)`` per node:
@@ -144,17 +147,47 @@ def _wanted(row: CatalogRow, res) -> bool:
 
 def skypilot_offers(name: str, raw: Mapping, spec, book: PriceBook, rates_cfg, catalog_dir,
                     live: Optional[Mapping] = None) -> Gathered:
+    """The target's own placement, then its ``fallbacks``, each matched against the catalog."""
     g = Gathered()
-    cloud, region, zone = parse_infra(raw.get("infra") or raw.get("cloud"))
-    region = raw.get("region") or region
-    zone = raw.get("zone") or zone
-    spot = bool(raw.get("use_spot", False))
-    itype = raw.get("instance_type")
+    own = {k: raw.get(k) for k in ("infra", "region", "zone", "use_spot", "instance_type")}
+    if not own["infra"] and raw.get("cloud"):
+        own["infra"] = raw.get("cloud")
+    seen = set()
+    for placement in [own, *(raw.get("fallbacks") or [])]:
+        part = _placement_offers(name, placement, raw.get("gpu_hour_usd"), spec, book, rates_cfg,
+                                 catalog_dir, live)
+        for o in part.offers:
+            if (o.key, o.accelerator_count) not in seen:
+                seen.add((o.key, o.accelerator_count))
+                g.offers.append(o)
+        g.notes.extend(n for n in part.notes if n not in g.notes)
+    return g
+
+
+def _placement_offers(name: str, pl: Mapping, gpu_hour: Optional[float], spec, book: PriceBook, rates_cfg,
+                      catalog_dir, live: Optional[Mapping]) -> Gathered:
+    g = Gathered()
+    res = spec.resources
+    cloud, region, zone = parse_infra(pl.get("infra"))
+    region = pl.get("region") or region
+    zone = pl.get("zone") or zone
+    spot = bool(pl.get("use_spot", False))
+    itype = pl.get("instance_type")
     if not cloud:
         g.notes.append(f"target {name}: no infra (cloud) set, so no catalog to price it from")
         return g
     if cloud in _NO_CATALOG_INFRA:
-        g.notes.append(f"target {name}: infra {cloud} has no price catalog; add it to a price file")
+        if gpu_hour is None:
+            g.notes.append(f"target {name}: infra {pl.get('infra')} has no price catalog; set gpu_hour_usd "
+                           f"on the target or add it to a price file")
+            return g
+        # e.g. slurm/NAME or kubernetes/CONTEXT through SkyPilot, priced per GPU-hour
+        g.offers.append(Offer(
+            backend="skypilot", target=name, cloud=cloud, region=region, zone=None,
+            instance_type=itype or str(pl.get("infra")), accelerator=res.accelerator,
+            accelerator_count=res.gpus_per_node, vcpus=None, memory_gib=None, spot=False,
+            hourly_usd=gpu_hour * res.gpus_per_node, preemption_rate=preemption_rate(cloud, False, rates_cfg),
+            source="config gpu_hour_usd"))
         return g
     rows: dict[tuple, tuple[CatalogRow, object]] = {}
     try:
@@ -165,7 +198,6 @@ def skypilot_offers(name: str, raw: Mapping, spec, book: PriceBook, rates_cfg, c
             g.notes.append(f"target {name}: {e}")
     for r, entry in book.neocloud_rows(cloud):  # price files override catalog rows
         rows[(r.region, r.zone, r.instance_type, r.accelerator)] = (r, entry)
-    res = spec.resources
     for r, entry in rows.values():
         if region and r.region != region or zone and r.zone != zone or itype and r.instance_type != itype:
             continue
@@ -176,12 +208,13 @@ def skypilot_offers(name: str, raw: Mapping, spec, book: PriceBook, rates_cfg, c
             lp = live.get((r.region, r.zone or "", r.instance_type))
             if lp is not None:
                 price, source = lp, "aws-live"
+        if gpu_hour is not None and r.accelerator_count:
+            price, source = gpu_hour * r.accelerator_count, "config gpu_hour_usd"  # negotiated contract
         if price is None:
             continue
-        rate = raw.get("preemption_rate")
-        if rate is None and entry is not None and entry.preemption_rate is not None:
+        if entry is not None and entry.preemption_rate is not None:
             rate = entry.preemption_rate
-        if rate is None:
+        else:
             rate = preemption_rate(cloud, spot, rates_cfg)
         notice = entry.notice if entry is not None and entry.notice is not None else notice_seconds(cloud, spot)
         g.offers.append(Offer(

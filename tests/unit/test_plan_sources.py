@@ -197,3 +197,36 @@ def test_a_zone_that_keeps_preempting_loses_the_top_rank(tmp_path):
     # one stray preemption after a long calm run does not move the job
     calm = plan(s, cfg, observations=[Observation(top.key, node_hours=20.0, events=1)])
     assert calm.best.offer.zone == "use1-az1"
+
+
+def test_skypilot_fallbacks_add_placements_and_gpu_hour_usd_prices_them(tmp_path):
+    cfg = make_config(tmp_path, {"sky": {
+        "backend": "skypilot", "infra": "lambda/us-east-1",
+        "fallbacks": [{"infra": "runpod", "use_spot": True}, {"infra": "lambda"}]}})
+    got = gather_offers(spec(["sky"]), cfg)
+    where = sorted((o.cloud, o.region, o.spot) for o in got.offers if o.accelerator_count == 8)
+    # lambda us-east-1 once (own placement and the fallback overlap), lambda us-west-1, runpod spot x2
+    assert where == [("lambda", "us-east-1", False), ("lambda", "us-west-1", False),
+                     ("runpod", "CA", True), ("runpod", "US", True)]
+    cfg = make_config(tmp_path, {"sky": {"backend": "skypilot", "infra": "lambda", "gpu_hour_usd": 2.0},
+                                 "k8s": {"backend": "skypilot", "infra": "kubernetes/lab", "gpu_hour_usd": 1.5},
+                                 "k8s-unpriced": {"backend": "skypilot", "infra": "kubernetes/lab"}})
+    got = gather_offers(spec(["sky", "k8s", "k8s-unpriced"]), cfg)
+    eight = [o for o in got.offers if o.target == "sky" and o.accelerator_count == 8]
+    assert eight and all(o.hourly_usd == 16.0 and o.source == "config gpu_hour_usd" for o in eight)
+    (k8s,) = [o for o in got.offers if o.target == "k8s"]
+    assert (k8s.hourly_usd, k8s.accelerator, k8s.accelerator_count) == (12.0, "H100", 8)
+    assert any("k8s-unpriced" in n and "gpu_hour_usd" in n for n in got.notes)
+
+
+def test_ranked_rows_become_skypilot_placements(tmp_path):
+    cfg = make_config(tmp_path, {"aws": {"backend": "skypilot", "infra": "aws/us-east-1", "use_spot": True},
+                                 "gcp": {"backend": "skypilot", "infra": "gcp", "use_spot": True}})
+    res = plan(spec(["aws", "gcp"], nodes=2), cfg)
+    by_cloud = {r.offer.cloud: r.placement() for r in reversed(res.ranked)}
+    # AWS zone IDs are account-specific: the placement names the region only
+    assert by_cloud["aws"]["infra"] == "aws/us-east-1" and by_cloud["aws"]["use_spot"] is True
+    assert by_cloud["gcp"]["infra"].startswith("gcp/") and by_cloud["gcp"]["infra"].count("/") == 2
+    best = res.ranked[0]
+    assert best.placement()["hourly_usd"] == pytest.approx(2 * best.offer.hourly_usd)
+    assert best.placement()["instance_type"] == best.offer.instance_type
