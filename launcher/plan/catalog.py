@@ -82,7 +82,7 @@ def _num(text: str, col: str, where: str, integer: bool = False) -> Optional[flo
     return v
 
 
-def _read_rows(path: Path, cloud: str) -> Iterable[tuple[int, dict]]:
+def _read_rows(path: Path) -> Iterable[tuple[int, dict]]:
     try:
         f = open(path, newline="", encoding="utf-8")
     except FileNotFoundError:
@@ -139,7 +139,7 @@ def read_vms_csv(path, cloud: str) -> list[CatalogRow]:
     """Every row of one ``vms.csv``, GCP GPU rows already attached to their host VMs."""
     path = Path(path)
     cloud = cloud.lower()
-    rows = [_parse(path, cloud, line, r) for line, r in _read_rows(path, cloud)]
+    rows = [_parse(path, cloud, line, r) for line, r in _read_rows(path)]
     if cloud == "gcp":
         return _gcp_combine(rows)
     return rows

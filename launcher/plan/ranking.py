@@ -44,6 +44,10 @@ class PlanParams:
     notice_delivery: float = 0.9                  # of notices, the fraction that arrives in time
     restart_hours: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_RESTART_HOURS))
     interval_hours: Optional[float] = None        # fixed checkpoint interval; None: spec's or optimum
+    # Re-planning a running job (recovery, burst): what earlier attempts already used up.
+    # Pass the work still to do as ``work_hours``; budgets apply to what is left.
+    spent_usd: float = 0.0                        # charged against cost.max_total_usd
+    elapsed_hours: float = 0.0                    # charged against cost.deadline
 
     def restart_for(self, backend: str) -> float:
         return self.restart_hours.get(backend, self.restart_hours.get("skypilot", 10 / 60))
@@ -176,8 +180,9 @@ def rank(spec, offers: Iterable[Offer], params: Optional[PlanParams] = None) -> 
     if interval is None and spec.checkpoint.interval:
         interval = spec.checkpoint.interval / 3600.0
     cost = spec.cost
-    max_hourly, max_total = cost.max_hourly_usd, cost.max_total_usd
-    deadline = cost.deadline / 3600.0 if cost.deadline else None
+    max_hourly = cost.max_hourly_usd
+    max_total = cost.max_total_usd - params.spent_usd if cost.max_total_usd is not None else None
+    deadline = cost.deadline / 3600.0 - params.elapsed_hours if cost.deadline else None
     p_deliver = params.notice_delivery
     restart = {}
 
@@ -198,7 +203,7 @@ def rank(spec, offers: Iterable[Offer], params: Optional[PlanParams] = None) -> 
         p = p_deliver if use_notice and o.notice_seconds >= Ce_s and lam > 0 else 0.0
         est = _estimate(work, C, lam, D, p, Ce, interval)
         run = est.run_hours
-        total = job_hourly * run
+        total = job_hourly * run if run != INF else INF
         done = o.queue_wait_hours + run
         if run == INF or (max_hourly is not None and job_hourly > max_hourly + 1e-9) or \
                 (max_total is not None and total > max_total + 1e-9) or \
@@ -221,6 +226,7 @@ def rank(spec, offers: Iterable[Offer], params: Optional[PlanParams] = None) -> 
         "checkpoint_cost_hours": C, "emergency_checkpoint_hours": Ce,
         "restart_hours": dict(params.restart_hours), "notice_delivery": p_deliver,
         "checkpoint_on_signal": use_notice, "fixed_interval_hours": interval,
+        "spent_usd": params.spent_usd, "elapsed_hours": params.elapsed_hours,
         "prices": "per node-instance-hour; job $/h = price x nodes",
         "preemption_rates": "per node-hour; the job is interrupted at nodes x rate",
     }
@@ -234,9 +240,10 @@ def _budget_reasons(run, lam, C, nodes, job_hourly, total, done, max_hourly, max
     if max_hourly is not None and job_hourly > max_hourly + 1e-9:
         reasons.append(f"${job_hourly:.2f}/h for {nodes} node(s) is over cost.max_hourly_usd ${max_hourly:g}")
     if max_total is not None and total > max_total + 1e-9 and not math.isinf(run):
-        reasons.append(f"expected ${total:.2f} is over cost.max_total_usd ${max_total:g}")
+        reasons.append(f"expected ${total:.2f} is over what is left of cost.max_total_usd (${max_total:.2f})")
     if deadline is not None and done > deadline + 1e-9 and not math.isinf(run):
-        reasons.append(f"expected to finish in {_fmt_h(done)}, after cost.deadline {_fmt_h(deadline)}")
+        reasons.append(f"expected to finish in {_fmt_h(done)}, after what is left of cost.deadline "
+                       f"({_fmt_h(max(deadline, 0.0))})")
     return "; ".join(reasons)
 
 

@@ -153,3 +153,19 @@ def test_candidates_are_the_usable_offers_best_first_and_json_has_every_row():
     assert [r["zone"] for r in rows] == ["b", "a", "c"]
     assert rows[2]["rank"] is None and "spec asks for 8" in rows[2]["excluded"]
     assert rows[0]["expected_total_usd"] == pytest.approx(40.0)
+
+
+def test_replanning_mid_job_charges_budgets_with_what_was_used():
+    s = spec(cost={"max_total_usd": 100, "deadline": "12h"})
+    o = offer(6.0)                                   # $60 and 10 h for the full job
+    assert rank(s, [o]).best is not None
+    left = PlanParams(work_hours=4.0, spent_usd=80.0, elapsed_hours=7.0)
+    res = rank(s, [o], left)                         # $24 more > $20 left; 7 + 4 h < 12 h
+    assert res.best is None and "what is left of cost.max_total_usd ($20.00)" in res.excluded[0].excluded
+    late = rank(s, [o], PlanParams(work_hours=4.0, spent_usd=10.0, elapsed_hours=9.0))
+    assert late.best is None and "cost.deadline" in late.excluded[0].excluded
+
+
+def test_a_free_offer_that_never_finishes_is_excluded_not_nan():
+    row = rank(spec(), [offer(0.0, rate=500.0)]).excluded[0]
+    assert "never finishes" in row.excluded and math.isinf(row.total_usd)
