@@ -7,17 +7,30 @@ by the process that started the generation and then by the process that commits:
     {"generation": G, "job_id": ..., "host": ..., "pid": ..., "started": ISO,
      "resume_step": N or -1, "resume_from": path or null, "resume_seconds": s,
      "scheduler": {"SLURM_JOB_ID": ..., "SLURM_RESTART_COUNT": ..., ...},
-     "preempt_signal_at": ISO or null,
+     "preempt_signal_at": ISO or null, "seed": $LAUNCHER_SEED or null,
+     "node": {"hostname", "python", "python_executable", "platform", "cpus",
+              "gpu": {"present", "driver_version", "cuda_version", "gpus": [...]} ,
+              "nccl": {"version", "source"} or null, "torch": version or null,
+              "packages_sha256", "package_count", "seconds"},
      "saves": [{"step", "start", "end", "seconds", "write_seconds", "commit_seconds",
                 "bytes", "files", "committed", "preempt", "error"}]}
+
+``node`` is what only the node knows (``node_facts``): every probe is bounded by a
+timeout and any failure leaves its field null. ``LAUNCHER_NODE_FACTS=0`` skips the
+GPU/NCCL probes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import random
+import re
+import shutil
 import socket
+import subprocess
+import sys
 import time
 
 from .contract import attempt_key, bump_generation, now_iso, read_generations
@@ -41,6 +54,108 @@ def read_attempt(store, generation: int):
 
 def write_attempt(store, generation: int, doc: dict) -> None:
     store.put(attempt_key(generation), (json.dumps(doc, indent=1) + "\n").encode())
+
+
+# ---------------------------------------------------------------- node facts
+def _nvidia_smi(timeout=15.0):
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return {"present": False}
+    out = {"present": True, "driver_version": None, "cuda_version": None, "gpus": [], "error": None}
+    try:
+        p = subprocess.run([exe], capture_output=True, timeout=timeout)
+        head = p.stdout.decode("utf-8", "replace")
+        m = re.search(r"Driver Version:\s*([0-9][0-9.]*)", head)
+        out["driver_version"] = m.group(1) if m else None
+        m = re.search(r"CUDA Version:\s*([0-9][0-9.]*)", head)
+        out["cuda_version"] = m.group(1) if m else None
+        p = subprocess.run([exe, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                           capture_output=True, timeout=timeout)
+        if p.returncode == 0:
+            for line in p.stdout.decode("utf-8", "replace").splitlines():
+                parts = [x.strip() for x in line.split(",")]
+                if len(parts) >= 2 and parts[0]:
+                    out["gpus"].append({"name": parts[0], "memory": parts[1]})
+                    if not out["driver_version"] and len(parts) >= 3:
+                        out["driver_version"] = parts[2]
+        elif not out["driver_version"]:
+            out["error"] = (p.stderr.decode("utf-8", "replace").strip() or "nvidia-smi exit %d" % p.returncode)[:300]
+    except (OSError, subprocess.SubprocessError) as e:
+        out["error"] = "%s: %s" % (type(e).__name__, e)
+    return out
+
+
+def _dist_versions():
+    """{canonical name: version} of the distributions this interpreter sees."""
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        return {}
+    out = {}
+    for d in metadata.distributions():
+        try:
+            name = d.metadata["Name"]
+        except Exception:
+            continue
+        if name:
+            out.setdefault(re.sub(r"[-_.]+", "-", name).lower(), d.version)
+    return out
+
+
+def _nccl(dists, timeout=60.0):
+    """NCCL's version: from the nvidia-nccl-cu* wheel torch depends on (no import), else by
+    asking torch in a child process (bounded); None when there is no NCCL to ask."""
+    for name in sorted(dists):
+        if name.startswith("nvidia-nccl-cu"):
+            return {"version": dists[name], "source": name}
+    if "torch" not in dists:
+        return None
+    code = ("import torch\nv = torch.cuda.nccl.version()\n"
+            "print('.'.join(map(str, v)) if isinstance(v, tuple) else v)")
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=timeout)
+        v = p.stdout.decode("utf-8", "replace").strip().splitlines()
+        if p.returncode == 0 and v and v[-1] not in ("", "None"):
+            return {"version": v[-1], "source": "torch.cuda.nccl.version()"}
+        return {"version": None, "source": "torch", "error": (p.stderr.decode("utf-8", "replace").strip()
+                                                              .splitlines() or ["exit %d" % p.returncode])[-1][:300]}
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"version": None, "source": "torch", "error": "%s: %s" % (type(e).__name__, e)}
+
+
+def node_facts(probe_gpu=None):
+    """What only the node knows, for the attempt record. Never raises."""
+    import hashlib
+
+    t0 = time.monotonic()
+    out = {"hostname": None}
+    try:
+        out.update(hostname=socket.gethostname(), python=platform.python_version(),
+                   python_executable=sys.executable, platform=platform.platform(), cpus=os.cpu_count())
+    except Exception as e:
+        out["error"] = "%s: %s" % (type(e).__name__, e)
+    if probe_gpu is None:
+        probe_gpu = os.environ.get("LAUNCHER_NODE_FACTS", "1").strip().lower() not in ("0", "false", "no")
+    try:
+        dists = _dist_versions()
+        pkgs = ["%s==%s" % (k, dists[k]) for k in sorted(dists)]
+        out["packages_sha256"] = hashlib.sha256(("\n".join(pkgs) + "\n").encode()).hexdigest()
+        out["package_count"] = len(pkgs)
+        out["torch"] = dists.get("torch")
+    except Exception as e:
+        dists = {}
+        out["packages_error"] = "%s: %s" % (type(e).__name__, e)
+    if probe_gpu:
+        try:
+            out["gpu"] = _nvidia_smi()
+        except Exception as e:
+            out["gpu"] = {"present": None, "error": "%s: %s" % (type(e).__name__, e)}
+        try:
+            out["nccl"] = _nccl(dists)
+        except Exception as e:
+            out["nccl"] = {"version": None, "error": "%s: %s" % (type(e).__name__, e)}
+    out["seconds"] = round(time.monotonic() - t0, 6)
+    return out
 
 
 def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 50):
@@ -69,7 +184,8 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
                "resume_step": found.step if found else -1, "resume_from": found.path if found else None,
                "resume_seconds": round(time.monotonic() - t0, 6),
                "scheduler": {k: os.environ[k] for k in _SCHED_VARS if k in os.environ},
-               "preempt_signal_at": None, "saves": []}
+               "preempt_signal_at": None, "seed": os.environ.get("LAUNCHER_SEED") or None, "saves": []}
+        rec["node"] = node_facts()  # after "started": the probes (nvidia-smi ...) are not resume time
         try:
             write_attempt(store, new.generation, rec)
         except Exception:  # advisory only: never fail a start over it

@@ -30,6 +30,7 @@ import os
 import shutil
 import stat as _stat
 import tempfile
+import threading
 
 from .errors import CheckpointError, Conflict, RootUnavailable
 
@@ -314,6 +315,7 @@ class S3Store:
         self.prefix = prefix + "/" if prefix else ""
         self.root = "s3://%s/%s" % (bucket, prefix) if prefix else "s3://%s" % bucket
         self.requests = collections.Counter()
+        self._lock = threading.Lock()
         self._client = client
         self._tree_cache = None  # {key relative to ROOT: size} after prefetch_all()
 
@@ -337,7 +339,8 @@ class S3Store:
         return self._client
 
     def _count(self, model=None, **_kw):
-        self.requests[getattr(model, "name", "?")] += 1
+        with self._lock:  # scan() reads on several threads
+            self.requests[getattr(model, "name", "?")] += 1
 
     def _key(self, key: str) -> str:
         return self.prefix + key

@@ -56,6 +56,9 @@ def checkpoints(root, as_json, verify, do_gc, keep, dry_run):
         entries = scan(store, verify=verify, gens=gens)
     except CheckpointError as e:
         raise LauncherError(str(e))
+    for e in entries:
+        if e.malformed:
+            click.echo("warning: %s" % e.reason, err=True)
     if as_json:
         click.echo(json.dumps([e.to_dict() for e in entries], indent=2))
         return

@@ -180,6 +180,16 @@ def test_malformed_commit_json_is_reported_with_its_path_and_never_chosen(tmp_pa
     assert bad.state == "torn" and bad.malformed
     assert os.path.join(d, COMMIT) in bad.reason
     assert latest(store).step == 1
+    before = tree_snapshot(tmp_path)
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "launcher.cli", "checkpoints", str(tmp_path), "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    assert [(r["step"], r["state"]) for r in rows] == [(3, "torn"), (1, "committed")]
+    assert "warning: %s" % os.path.join(d, COMMIT) in p.stderr
+    assert tree_snapshot(tmp_path) == before
 
 
 def test_unusable_roots_give_clear_errors(tmp_path):

@@ -324,13 +324,14 @@ def test_stage_zip_runs_without_the_package_installed(tmp_path):
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import launcher.jobside as j; "
             "assert j.__file__.startswith(sys.argv[1]), j.__file__; "
             "import os; os.environ['LAUNCHER_CKPT_ROOT'] = sys.argv[2]; os.environ['LAUNCHER_ATTEMPT'] = '99'\n"
-            "with j.save(3) as d: open(os.path.join(d, 'x'), 'w').write('z')\n"
+            "with j.save(int(sys.argv[3])) as d: open(os.path.join(d, 'x'), 'w').write('z')\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic','click','jinja2','yaml')))")
-    p = subprocess.run([sys.executable, "-I", "-S", "-c", code, pyz, root], capture_output=True, text=True,
-                       timeout=60)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.strip() == "[]"
-    assert latest(open_store(root)).name == step_dir(3, 99)
+    for i, py in enumerate(pythons):
+        p = subprocess.run([py, "-I", "-S", "-c", code, pyz, root, str(100 + i)], capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, (py, p.stderr)
+        assert p.stdout.strip() == "[]"
+        assert latest(open_store(root)).name == step_dir(100 + i, 99), py
     # the staged helper can stage itself (used when a job re-stages from inside the zip)
     p = subprocess.run([sys.executable, "-I", "-S", pyz, "stage", str(tmp_path / "self.pyz")], capture_output=True,
                        text=True, timeout=60)
