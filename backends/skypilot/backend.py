@@ -95,16 +95,12 @@ class SkyPilotBackend:
 
     # ---- facts (no SkyPilot import: `launcher render` probes too)
     def probe(self) -> Facts:
-        import launcher
-
         opts = self.options
         return Facts(self.target.name, self.name, {
             "infra": opts.placement().full_infra,
             "use_spot": opts.use_spot,
             "fallbacks": [p.full_infra for p in opts.fallbacks],
             "skypilot": "installed" if self.available() is None else "missing",
-            # shipped to the nodes so the job-side helper runs there (see render._file_mounts)
-            "launcher_lib": str(Path(launcher.__file__).resolve().parent),
         })
 
     # ---- render (pure)
@@ -112,8 +108,7 @@ class SkyPilotBackend:
         placements = self._placements(facts.get("candidates")) or self.options.placements()
         opts = self.options
         ropts = RenderOptions(cluster_name_prefix=opts.cluster_name_prefix, idle_minutes=opts.idle_minutes,
-                              autodown=opts.autodown, mount_checkpoint_bucket=opts.mount_checkpoint_bucket,
-                              launcher_lib=facts.get("launcher_lib"))
+                              autodown=opts.autodown, mount_checkpoint_bucket=opts.mount_checkpoint_bucket)
         text, meta = render_task(spec, job, placements, ropts)
         return Request(backend=self.name, target=self.target.name, job=job, text=text, kind="task", meta=meta)
 
@@ -139,6 +134,7 @@ class SkyPilotBackend:
         meta = request.meta
         secrets = self._secret_values(meta.get("secrets", []))
         client = self.client
+        self._stage(request)
         try:
             checked = client.check(request.text, secrets)
             self._require_enabled_cloud(client, meta["placements"])
@@ -175,6 +171,29 @@ class SkyPilotBackend:
         except BaseException as e:
             self._abort(rid, meta)
             raise SubmitError(f"submission failed after SkyPilot accepted it; cancelled it ({_short(e)})") from e
+
+    @staticmethod
+    def _stage(request: Request) -> None:
+        """Write the files the task's file_mounts name into the job dir (render only names them)."""
+        names = request.meta.get("stage") or []
+        if not names:
+            return
+        from .render import HANDOFF_NAME, HELPER_NAME
+
+        job_dir = Path(request.job.job_dir)
+        job_dir.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            if name == HELPER_NAME:
+                from launcher.staging import helper_zip_bytes
+
+                data = helper_zip_bytes()
+            elif name == HANDOFF_NAME:
+                data = Path(__file__).with_name("handoff.py").read_bytes()
+            else:
+                raise SubmitError(f"render asked to stage an unknown file {name!r}")
+            tmp = job_dir / f".{name}.tmp{os.getpid()}"
+            tmp.write_bytes(data)
+            os.replace(tmp, job_dir / name)
 
     def _abort(self, rid: str, meta: dict) -> None:
         try:

@@ -30,7 +30,7 @@ def _aws() -> str:
              ("m6i.large", "", "", 2, 8, None, 0.096),
              ("m6i.2xlarge", "", "", 8, 32, None, 0.384)]
     for region, zones, od_mult, spot in regions:
-        for zone, spot_factor in zip(zones, spot):
+        for zone, spot_factor in zip(zones, spot, strict=True):
             for it, acc, cnt, cpu, mem, mib, price in types:
                 p = round(price * od_mult, 4)
                 gi = _gpu_info(acc, cnt, mib) if acc else ""

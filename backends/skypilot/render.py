@@ -32,7 +32,10 @@ from .names import cluster_name, task_name
 from .options import Placement
 
 CKPT_MOUNT = "/launcher-ckpt"  # where an s3:// checkpoint bucket is mounted on every node
-LIB_MOUNT = "~/.launcher/lib/launcher"  # the launcher package (job-side helper), when shipped
+# Staged by submit into the job dir on the submit host, copied by SkyPilot to every node:
+HELPER_NAME = "launcher_job.pyz"  # the job-side helper zipapp (launcher.staging)
+HANDOFF_NAME = "skypilot_handoff.py"  # node 0 -> other nodes hand-off of the resume point (handoff.py)
+REMOTE_DIR = "~/.launcher"
 MASTER_PORT = "29500"
 GIB = 1024 ** 3
 
@@ -45,7 +48,6 @@ class RenderOptions:
     idle_minutes: int = 5
     autodown: bool = True
     mount_checkpoint_bucket: bool = True
-    launcher_lib: Optional[str] = None  # local dir of the launcher package, shipped to the nodes
 
 
 def render_task(spec: JobSpec, job: JobRef, placements: Sequence[Placement], opts: RenderOptions) -> tuple[str, dict]:
@@ -73,12 +75,12 @@ def render_task(spec: JobSpec, job: JobRef, placements: Sequence[Placement], opt
     task["envs"] = _envs(spec, job, opts)
     if spec.secrets:
         task["secrets"] = {name: None for name in spec.secrets}
-    mounts = _file_mounts(spec, opts)
+    mounts = _file_mounts(spec, job, opts)
     if mounts:
         task["file_mounts"] = mounts
     if spec.setup is not None:
         task["setup"] = shell_command(spec.setup)
-    task["run"] = _run(spec, opts)
+    task["run"] = _run(spec, staged=bool(job.job_dir))
     meta = {
         "task_name": task["name"],
         "cluster_name": cluster_name(opts.cluster_name_prefix, job.job_id, job.attempt),
@@ -89,8 +91,20 @@ def render_task(spec: JobSpec, job: JobRef, placements: Sequence[Placement], opt
         "gpus_per_node": spec.resources.gpus_per_node,
         "accelerator": spec.resources.accelerator,
         "warnings": warnings,
+        "stage": staged_files(spec, job),
     }
     return dump_yaml(task), meta
+
+
+def staged_files(spec: JobSpec, job: JobRef) -> list[str]:
+    """Names of the files submit writes into the job dir before launching (render only names them)."""
+    if not job.job_dir:
+        return []
+    return [HELPER_NAME] + ([HANDOFF_NAME] if _handoff(spec) else [])
+
+
+def _handoff(spec: JobSpec) -> bool:
+    return bool(spec.checkpoint.root) and spec.resources.nodes > 1
 
 
 def shell_command(cmd) -> str:
@@ -108,6 +122,8 @@ def _warnings(spec: JobSpec) -> list[str]:
         out.append("resources.time_limit is not enforced by SkyPilot; cost.max_total_usd still bounds the job")
     if spec.resources.tasks_per_node > 1:
         out.append("SkyPilot starts one `run` per node; start tasks_per_node processes yourself (torchrun)")
+    if spec.checkpoint.root and spec.checkpoint.root.startswith("s3://"):
+        out.append("the job-side helper reads s3:// checkpoint roots with boto3: have it in the image or setup")
     return out
 
 
@@ -152,8 +168,12 @@ def _placement(p: Placement) -> dict:
     return out
 
 
+EXIT_CHECKPOINTED = 75  # the job-side contract's "checkpointed on a preemption notice, restart me"
+
+
 def _job_recovery(spec: JobSpec) -> dict:
-    """Delegated mode: SkyPilot recovers preemptions itself; user-code failures get the spec's app_error budget."""
+    """Delegated mode: SkyPilot recovers preemptions itself; user-code failures get the spec's
+    app_error budget, and exit 75 (checkpointed on notice) always means "restart me"."""
     jr = spec.skypilot.job_recovery
     if isinstance(jr, dict):
         return dict(jr)
@@ -161,6 +181,7 @@ def _job_recovery(spec: JobSpec) -> dict:
     if isinstance(jr, str):
         out["strategy"] = jr
     out["max_restarts_on_errors"] = spec.recovery.app_error
+    out["recover_on_exit_codes"] = [EXIT_CHECKPOINTED]
     return out
 
 
@@ -181,9 +202,14 @@ def _ckpt_bucket(root: Optional[str]) -> tuple[Optional[str], str]:
 def _envs(spec: JobSpec, job: JobRef, opts: RenderOptions) -> dict:
     env = {
         "LAUNCHER_JOB_ID": job.job_id,
+        "LAUNCHER_JOB_NAME": spec.name,
+        "LAUNCHER_BACKEND": "skypilot",
+        # the generation: the resume helper below makes it exact across SkyPilot's own restarts
         "LAUNCHER_ATTEMPT": str(job.attempt),
         "LAUNCHER_NUM_NODES": str(spec.resources.nodes),
         "LAUNCHER_GPUS_PER_NODE": str(spec.resources.gpus_per_node),
+        "LAUNCHER_TASKS_PER_NODE": str(spec.resources.tasks_per_node),
+        "LAUNCHER_PREEMPT_SIGNAL": spec.recovery.signal,
         "MASTER_PORT": MASTER_PORT,
     }
     root = spec.checkpoint.root
@@ -199,19 +225,19 @@ def _envs(spec: JobSpec, job: JobRef, opts: RenderOptions) -> dict:
     return env
 
 
-def _file_mounts(spec: JobSpec, opts: RenderOptions) -> dict:
+def _file_mounts(spec: JobSpec, job: JobRef, opts: RenderOptions) -> dict:
     mounts: dict = {}
     bucket, _ = _ckpt_bucket(spec.checkpoint.root)
     if bucket and opts.mount_checkpoint_bucket:
         # MOUNT, not MOUNT_CACHED: cached mode uploads asynchronously and out of order, so a
         # manifest could land before the files it lists. Commits go through the s3:// API anyway.
         mounts[CKPT_MOUNT] = {"source": f"s3://{bucket}", "mode": "MOUNT"}
-    if spec.checkpoint.root and opts.launcher_lib:
-        mounts[LIB_MOUNT] = opts.launcher_lib
+    for name in staged_files(spec, job):
+        mounts[f"{REMOTE_DIR}/{name}"] = f"{job.job_dir.rstrip('/')}/{name}"
     return mounts
 
 
-def _run(spec: JobSpec, opts: RenderOptions) -> str:
+def _run(spec: JobSpec, staged: bool) -> str:
     lines = [
         "# launcher: the per-node part of the job contract. SkyPilot runs this section on every",
         "# node at every (re)start of the job, so it is derived here, not at submit time.",
@@ -219,17 +245,30 @@ def _run(spec: JobSpec, opts: RenderOptions) -> str:
         'MASTER_ADDR="$(printf \'%s\\n\' "${SKYPILOT_NODE_IPS:-127.0.0.1}" | head -n 1)"',
         "export MASTER_ADDR",
     ]
-    if spec.checkpoint.root:
+    if staged:
+        lines += ["# programs import launcher.jobside from here where launcher is not installed on the nodes",
+                  f'export LAUNCHER_JOB_PYZ="$HOME/{REMOTE_DIR[2:]}/{HELPER_NAME}"']
+        helper = 'python3 "$LAUNCHER_JOB_PYZ"'
+        handoff = f'python3 "$HOME/{REMOTE_DIR[2:]}/{HANDOFF_NAME}"'
+    else:  # no job dir to stage from: the nodes must have the launcher installed
         helper = "python3 -m launcher.jobside"
-        if opts.launcher_lib:
-            helper = 'PYTHONPATH="$HOME/.launcher/lib${PYTHONPATH:+:$PYTHONPATH}" ' + helper
+        handoff = "python3 -m launcher_backends.skypilot.handoff"
+    if spec.checkpoint.root:
+        resume = (f'{helper} resume-env --root "$LAUNCHER_CKPT_ROOT" --job-id "$LAUNCHER_JOB_ID" '
+                  f'--attempt-hint "$LAUNCHER_ATTEMPT"' + (" --verify" if spec.checkpoint.verify else ""))
+        lines.append("# Resolve the latest committed checkpoint at every start (a new generation: LAUNCHER_ATTEMPT,")
+        lines.append("# LAUNCHER_RESUME_FROM, LAUNCHER_RESUME_STEP).")
+        if _handoff(spec):
+            lines.append("# One start is one generation: node 0 starts it, the other nodes get node 0's answer.")
+            resume = (f'{handoff} --rank "$LAUNCHER_NODE_RANK" --nodes "$LAUNCHER_NUM_NODES" '
+                      f'--master "$MASTER_ADDR" --port "$((MASTER_PORT + 1))" -- {resume}')
         lines += [
-            "# Resolve the latest committed checkpoint at every start (LAUNCHER_RESUME_FROM/_STEP).",
-            f'if ! _launcher_resume="$({helper} resume-env --root "$LAUNCHER_CKPT_ROOT")"; then',
+            f'if ! _launcher_resume="$({resume})"; then',
             '  echo "launcher: could not resolve the checkpoint to resume from (root $LAUNCHER_CKPT_ROOT)" >&2',
             "  exit 3",
             "fi",
             'eval "$_launcher_resume"',
+            'echo "launcher: attempt $LAUNCHER_ATTEMPT resuming from ${LAUNCHER_RESUME_FROM:-<fresh start>}" >&2',
         ]
     lines += ["# the job's own command", shell_command(spec.run)]
     return "\n".join(lines) + "\n"
