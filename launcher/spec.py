@@ -46,6 +46,8 @@ class Resources(Section):
     memory_per_node: Size = None
     disk_per_node: Size = None
     time_limit: Duration = None
+    # how long the job needs to finish (the planner's work estimate); time_limit is the cap
+    expected_runtime: Duration = None
 
     @field_validator("accelerator")
     @classmethod
@@ -65,6 +67,7 @@ class Checkpoint(Section):
     root: Optional[str] = None
     keep: int = Field(3, ge=1)
     interval: Duration = None
+    cost: Duration = None  # time to write one checkpoint (the planner's C); default 5m
     verify: bool = False
 
     @field_validator("root")

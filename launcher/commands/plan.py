@@ -97,18 +97,20 @@ def render_plan(result, show_all: bool = False, limit: int = 20) -> str:
               help="Rank only these targets (default: the spec's targets, else every configured one).")
 @click.option("--live-spot-prices", is_flag=True,
               help="Ask AWS for current spot prices (boto3, its usual credentials and endpoint settings).")
-@click.option("--work", help="Hours of work the job needs, e.g. 36h (default: resources.time_limit).")
-@click.option("--checkpoint-cost", default="5m", show_default=True, help="Time to write one checkpoint.")
+@click.option("--work", help="Hours of work the job needs, e.g. 36h (default: resources.expected_runtime, "
+                             "else resources.time_limit).")
+@click.option("--checkpoint-cost", default=None, help="Time to write one checkpoint (default: checkpoint.cost, "
+                                                      "else 5m).")
 @click.option("--all", "show_all", is_flag=True, help="List every excluded offer.")
 def plan_command(file, as_json, targets, live_spot_prices, work, checkpoint_cost, show_all):
     """Rank the spec's offers by expected total cost, counting preemptions and lost work."""
     from ..config import load_config
-    from ..plan import PlanParams, plan
+    from ..plan import params_for, plan
     from ..spec import load_spec
 
     spec = load_spec(file)
     config = load_config()
-    params = PlanParams(work_hours=_duration_hours(work, "--work"),
+    params = params_for(spec, work_hours=_duration_hours(work, "--work"),
                         checkpoint_cost_hours=_duration_hours(checkpoint_cost, "--checkpoint-cost"))
     result = plan(spec, config, params, targets=targets or None, live_spot=live_spot_prices)
     if as_json:

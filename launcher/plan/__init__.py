@@ -17,10 +17,10 @@ Nothing here imports SkyPilot or paramiko; boto3 only for live spot prices.
 
 from .chase import Observation, apply_observations
 from .offers import Offer, resource_mismatch
-from .ranking import PlanParams, PlanResult, PlanRow, rank
+from .ranking import PlanParams, PlanResult, PlanRow, params_for, rank
 from .sources import Gathered, gather_offers, plan
 
 __all__ = [
     "Gathered", "Observation", "Offer", "PlanParams", "PlanResult", "PlanRow",
-    "apply_observations", "gather_offers", "plan", "rank", "resource_mismatch",
+    "apply_observations", "gather_offers", "params_for", "plan", "rank", "resource_mismatch",
 ]

@@ -144,9 +144,21 @@ class PlanResult:
                 "rows": [r.to_json() for r in self.rows]}
 
 
+def params_for(spec, work_hours: Optional[float] = None, checkpoint_cost_hours: Optional[float] = None,
+               **kw) -> PlanParams:
+    """PlanParams for a spec: explicit values win, then the spec's checkpoint.cost."""
+    if checkpoint_cost_hours is None and spec.checkpoint.cost:
+        checkpoint_cost_hours = spec.checkpoint.cost / 3600.0
+    if checkpoint_cost_hours is not None:
+        kw["checkpoint_cost_hours"] = checkpoint_cost_hours
+    return PlanParams(work_hours=work_hours, **kw)
+
+
 def work_estimate(spec, params: PlanParams) -> tuple[float, str]:
     if params.work_hours is not None:
         return params.work_hours, "given"
+    if spec.resources.expected_runtime:
+        return spec.resources.expected_runtime / 3600.0, "resources.expected_runtime"
     tl = spec.resources.time_limit
     if tl:
         return tl / 3600.0, "resources.time_limit"

@@ -80,4 +80,14 @@ while :; do
   kill -0 "$_launcher_step" 2>/dev/null || break   # a trap interrupted wait: keep waiting
 done
 echo "launcher: run exited with $rc" >&2
+# A run that Slurm already restarted elsewhere (its node was cut off) must not report
+# its exit: when the node reconnects, slurmctld takes that report as the end of the job
+# and kills the live run. Such a zombie waits here until slurmctld cleans it up.
+while :; do
+  _launcher_restarts=$(scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null | grep -o ' Restarts=[0-9]*' | cut -d= -f2)
+  if [ -z "$_launcher_restarts" ]; then sleep 5; continue; fi   # controller unreachable: cut off?
+  [ "$_launcher_restarts" -gt "${SLURM_RESTART_COUNT:-0}" ] || break
+  echo "launcher: this run was superseded by restart $_launcher_restarts; waiting to be cleaned up" >&2
+  sleep 30
+done
 exit "$rc"
