@@ -57,9 +57,14 @@ class SlurmBackend:
     def _home(self) -> Optional[Path]:
         return Path(self.app.home) if self.app is not None else None
 
-    def job_dir_for(self, job: JobRef) -> str:
+    def job_dir_for(self, job: JobRef, facts: Optional[Facts] = None) -> str:
         if self.opts.remote_dir:
             return f"{self.opts.remote_dir.rstrip('/')}/{job.job_id}"
+        if self.opts.ssh_host:
+            home = (facts or self.probe()).get("remote_home")
+            if not home:
+                raise LauncherError(f"target {self.target.name}: set remote_dir (could not learn the remote home)")
+            return f"{home.rstrip('/')}/.launcher/jobs/{job.job_id}"
         return job.job_dir
 
     # ---- facts (cached per target for facts_ttl seconds)
@@ -77,6 +82,10 @@ class SlurmBackend:
         except LauncherError as e:
             raise LauncherError(f"target {self.target.name}: {e}") from None
         data["submit_path"] = "pyslurm" if self._pyslurm_ok(data) else "cli"
+        data["connection"] = f"ssh {self.opts.ssh_host}" if self.opts.ssh_host else "local"
+        if self.opts.ssh_host:
+            home = self._run(["printenv", "HOME"], check=False).stdout.strip()
+            data["remote_home"] = home if home.startswith("/") else None
         if cache:
             cache.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache.with_suffix(".tmp")
@@ -96,7 +105,7 @@ class SlurmBackend:
 
     # ---- render (pure)
     def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:
-        job = JobRef(job.job_id, job.attempt, self.job_dir_for(job), job.seed)
+        job = JobRef(job.job_id, job.attempt, self.job_dir_for(job, facts), job.seed)
         return render_sbatch(spec, facts, job, self.opts, self.target.name)
 
     # ---- submit: all-or-nothing
@@ -112,14 +121,17 @@ class SlurmBackend:
             self.runner.put_file(script, request.text.encode(), 0o700)
         except CommandError as e:
             raise SubmitError(f"could not stage the job script on {e.where}: {e}") from None
+        argv, stdin = self._sbatch_argv(script, request.meta.get("secrets", ()))
         try:
-            r = self._run(["sbatch", "--parsable", script], check=False)
+            r = self._sbatch_once(argv, stdin, request.job)
         except TransientError:
             # unclear whether sbatch ran: look for our dedupe token before anyone retries
             found = self.find(request.job)
             if found:
                 return found
             raise
+        if isinstance(r, Handle):
+            return r
         if r.returncode != 0:
             raise SubmitError(f"sbatch rejected the script for {request.job.job_id} (exit {r.returncode}):\n"
                               f"{r.stderr.strip() or r.stdout.strip()}")
@@ -131,6 +143,34 @@ class SlurmBackend:
                           extra={"job_dir": job_dir, "script": script})
         except BaseException:
             self._cancel_native(native)
+            raise
+
+    def _sbatch_argv(self, script: str, secret_names) -> tuple[list, Optional[str]]:
+        """On a login node sbatch inherits this environment, secrets included. Over SSH the
+        secret values travel on sbatch's stdin (never in argv, a file or a log) and reach
+        the job through --export=ALL."""
+        if not self.opts.ssh_host or not secret_names:
+            return ["sbatch", "--parsable", script], None
+        import shlex
+
+        stdin = "".join(f"{n}={shlex.quote(os.environ[n])}\n" for n in secret_names)
+        return ["sh", "-c", 'set -a; . /dev/stdin; set +a; exec sbatch --parsable "$0"', script], stdin
+
+    def _sbatch_once(self, argv, stdin, job: JobRef):
+        """sbatch, retried only where it surely did not run; where it may have run, the
+        dedupe token decides (a job is never submitted twice)."""
+        if not self.opts.ssh_host:
+            return self._run(argv, input=stdin, check=False)
+        from launcher.ssh import may_have_run, retry_unstarted
+
+        try:
+            return retry_unstarted(lambda: self._run(argv, input=stdin, check=False))
+        except TransientError as e:
+            if may_have_run(e):
+                found = self.find(job)
+                if found is not None:
+                    return found
+                return self._run(argv, input=stdin, check=False)
             raise
 
     def _cancel_native(self, native: str) -> None:

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
+
+from launcher.ssh_config import SSHTargetOptions
 
 
-class SlurmOptions(BaseModel):
+class SlurmOptions(SSHTargetOptions):
+    """A Slurm target: on this login node, or on one reached over SSH (``ssh_*`` keys,
+    inherited from SSHTargetOptions: ssh_host, ssh_port, ssh_user, ssh_key, known_hosts,
+    ssh_config, ssh_agent, ssh_connect_timeout, ssh_keepalive)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     slurm_conf: Optional[str] = None  # exported as SLURM_CONF for every Slurm command
@@ -16,16 +22,11 @@ class SlurmOptions(BaseModel):
     qos: Optional[str] = None
     gpu_hour_usd: Optional[float] = Field(None, ge=0)
     python: str = "python3"  # interpreter on the compute nodes for the job-side helper
-    remote_dir: Optional[str] = None  # job dirs on the cluster (absolute); default: $LAUNCHER_HOME/jobs
+    # job dirs on the cluster (absolute); default: $LAUNCHER_HOME/jobs on a login node,
+    # ~/.launcher/jobs (the remote home, probed) over SSH
+    remote_dir: Optional[str] = None
     facts_ttl: int = Field(3600, ge=0)  # seconds a probe result is reused
     command_timeout: float = Field(60, gt=0)
-    # reaching the login node over SSH (see launcher.ssh)
-    ssh_host: Optional[str] = None
-    ssh_port: Optional[int] = Field(None, ge=1, le=65535)
-    ssh_user: Optional[str] = None
-    ssh_key: Optional[str] = None
-    known_hosts: Optional[str] = None
-    ssh_config: Optional[str] = None
     use_pyslurm: bool = False
 
     @field_validator("remote_dir")
