@@ -71,11 +71,21 @@ def _placement_problems(task, r, notes: list) -> list[str]:
     cloud = _cloud_name(r)
     why = []
     if cloud and cloud not in _DYNAMIC:
+        from sky import clouds
+
         required = set(task.get_required_cloud_features()) | set(r.get_required_cloud_features())
         try:
             r.cloud.check_features_are_supported(r, required)
         except exceptions.NotSupportedError as e:
             why.append(_clean(e))
+        autostop = getattr(r, "autostop_config", None)
+        if autostop is not None and autostop.enabled:  # what sky.launch checks later, asked now
+            feature = (clouds.CloudImplementationFeatures.AUTODOWN if autostop.down
+                       else clouds.CloudImplementationFeatures.AUTOSTOP)
+            try:
+                r.cloud.check_features_are_supported(r, {feature})
+            except exceptions.NotSupportedError as e:
+                why.append(f"{_clean(e)} (set autodown: false on the target)")
     acc = _accelerator(r)
     if acc and cloud:
         known = _catalog_accelerators(cloud, acc[0], notes)

@@ -108,6 +108,8 @@ def _cluster_extra(cluster: Optional[ClusterRecord]) -> dict:
     if cluster is None:
         return {}
     out = {"cluster_status": cluster.status, "cloud": cluster.cloud, "region": cluster.region}
+    if cluster.launched_at:
+        out["launched_at"] = cluster.launched_at  # billing starts here, not at the job's start
     if cluster.hourly_usd is not None:
         out["hourly_usd"] = cluster.hourly_usd
     return out

@@ -228,3 +228,11 @@ def test_the_skypilot_examples_render_to_tasks_skypilot_accepts(sky_home, tmp_pa
     paths = [render_to(tmp_path, p.read_text(), EXAMPLE_TARGETS[p.stem], name=p.stem) for p in examples]
     rows = check_files(sky_home, *paths)
     assert {k: (v["ok"], v.get("error")) for k, v in rows.items()} == {k: (True, None) for k in EXAMPLE_TARGETS}
+
+
+def test_a_cloud_without_autodown_is_refused_with_the_target_switch_that_fixes_it(sky_home, tmp_path):
+    spec = "name: x\nrun: 'true'\nresources: {gpus_per_node: 1, accelerator: H100}\n"
+    rows = check_files(sky_home, render_to(tmp_path, spec, {"infra": "hyperbolic"}, name="autodown"),
+                       render_to(tmp_path, spec, {"infra": "hyperbolic", "autodown": False}, name="kept"))
+    assert rows["autodown"]["ok"] is False and "autodown: false" in rows["autodown"]["error"]
+    assert rows["kept"]["ok"] is True, rows["kept"]
