@@ -32,7 +32,8 @@ Output: "step N loss L" per step, and at the end "RESULT <sha256> steps=<N>" (al
 to the result file as {"sha256": ..., "steps": N}).
 
 Exit codes: 0 finished; 75 saved a checkpoint on a preemption notice and stopped (restart
-me); 3 superseded: a newer attempt of the job is running (this one is a zombie); 1 error.
+me); 3 superseded: a newer attempt of the job is running (this one is a zombie; under Slurm it
+waits to be cleaned up instead, see launcher.jobside.stand_down); 1 error.
 """
 
 from __future__ import annotations
@@ -161,6 +162,7 @@ def main(argv=None) -> int:
                 time.sleep(a.sleep)
     except Superseded as e:
         print("train: %s" % e, file=sys.stderr, flush=True)
+        jobside.stand_down()  # a zombie stops writing; under Slurm it waits to be cleaned up
         return EXIT_SUPERSEDED
     digest = hashlib.sha256(pack(w, m)).hexdigest()
     with open(a.result + ".tmp", "w") as f:

@@ -89,7 +89,7 @@ def launch(ctx, file, target, follow):
     spec = _load(file)
     text = read_text(file)
     app = _app(ctx)
-    name = pick_target(app, spec, target)
+    name = pick_target(app, spec, target, note=lambda m: click.echo(m, err=True))
     launched = do_launch(app, spec, text, str(Path(file).resolve()), name)
     click.echo(f"{launched.job_id}: submitted to {name} ({launched.handle.backend} id {launched.handle.native_id})",
                err=follow)

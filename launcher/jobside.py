@@ -72,9 +72,35 @@ from launcher.checkpoint import (COMMIT, AlreadyCommitted, CheckpointError, Root
 from launcher.checkpoint.contract import now_iso
 
 EXIT_PREEMPTED = 75  # the program saved a checkpoint on a preemption notice and wants a restart
+EXIT_SUPERSEDED = 3  # a newer attempt of this job is running: this one is a zombie
+
+
+def stand_down(reason="", max_wait=None):
+    """What a superseded attempt (a zombie) does once a commit was refused: stop writing.
+
+    Under Slurm the live attempt is the *same* job restarted elsewhere, with the same job
+    and step ids: a zombie that exits makes its srun and slurmstepd report that exit when
+    the node reconnects, and slurmctld then ends the live run. So under Slurm it waits,
+    writing nothing, until the scheduler cleans it up (at most LAUNCHER_STAND_DOWN_SECONDS,
+    default one day). Elsewhere it exits with EXIT_SUPERSEDED (3)."""
+    if reason:
+        print("launcher-job: %s" % reason, file=sys.stderr, flush=True)
+    if os.environ.get("SLURM_JOB_ID"):
+        limit = float(max_wait if max_wait is not None else os.environ.get("LAUNCHER_STAND_DOWN_SECONDS", 86400))
+        print("launcher-job: superseded under Slurm: waiting to be cleaned up instead of exiting",
+              file=sys.stderr, flush=True)
+        deadline = time.monotonic() + limit
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
+            try:
+                signal.signal(sig, signal.SIG_IGN)  # notices no longer concern this attempt
+            except (ValueError, OSError):
+                pass
+        while time.monotonic() < deadline:
+            time.sleep(min(30.0, max(0.0, deadline - time.monotonic())))
+    sys.exit(EXIT_SUPERSEDED)
 PROG = "launcher-job"
 
-__all__ = ["EXIT_PREEMPTED", "save", "commit", "restore", "resume_step", "resume_from", "generation",
+__all__ = ["EXIT_PREEMPTED", "EXIT_SUPERSEDED", "stand_down", "save", "commit", "restore", "resume_step", "resume_from", "generation",
            "ckpt_root", "latest_committed", "install_preemption_handler", "preemption_requested",
            "clear_preemption", "preempt_signals", "stage_zip", "main"]
 

@@ -27,12 +27,38 @@ class Launched:
     request: Request
 
 
-def pick_target(app, spec: JobSpec, explicit: Optional[str]) -> str:
+def pick_target(app, spec: JobSpec, explicit: Optional[str], note=None) -> str:
+    """--target wins; with several targets in the spec the planner's first row does
+    (cheapest expected cost to finish); else the spec's only target, else the default."""
     if explicit:
         return explicit
+    if len(spec.targets) > 1:
+        chosen = planned_target(app, spec, note)
+        if chosen:
+            return chosen
     if spec.targets:
         return spec.targets[0]
     return app.config.default_target()
+
+
+def planned_target(app, spec: JobSpec, note=None) -> Optional[str]:
+    from .plan import params_for, plan
+
+    try:
+        result = plan(spec, app.config, params_for(spec), targets=list(spec.targets))
+    except LauncherError as e:
+        if note:
+            note(f"planner: {e}; using the spec's first target")
+        return None
+    if result.best is None:
+        if note:
+            note("planner: no offer fits the spec and its budgets (see `launcher plan`); "
+                 "using the spec's first target")
+        return None
+    best = result.best
+    if note:
+        note(f"planner: {best.offer.target} ranks first: {best.why}")
+    return best.offer.target
 
 
 def render_for(app, spec: JobSpec, target_name: str, job: JobRef) -> Request:
@@ -43,15 +69,18 @@ def render_for(app, spec: JobSpec, target_name: str, job: JobRef) -> Request:
 
 def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_name: str,
            job_id: Optional[str] = None, attempt: int = 1) -> Launched:
+    from .provenance import choose_seed, record_launch, with_seed
+
     store = app.store
     job_id = job_id or new_job_id(spec.name)
     backend = app.backend(target_name)
     job_dir = str(store.job_dir(job_id))
-    job = JobRef(job_id=job_id, attempt=attempt, job_dir=job_dir)
-    request = backend.render(spec, app.facts(target_name), job)  # render errors: nothing recorded yet
+    seed, seed_source = choose_seed(spec)  # exported to the job as LAUNCHER_SEED
+    job = JobRef(job_id=job_id, attempt=attempt, job_dir=job_dir, seed=seed)
+    request = backend.render(with_seed(spec, seed), app.facts(target_name), job)  # render errors: nothing recorded yet
     store.begin_job(job_id, spec.name, target_name, backend.name, spec_path, spec_text,
                     ckpt_root=spec.checkpoint.root,
-                    meta={"spec_base": os.path.dirname(spec_path) if spec_path else os.getcwd()})
+                    meta={"spec_base": os.path.dirname(spec_path) if spec_path else os.getcwd(), "seed": seed})
     try:
         handle = backend.submit(request)
     except BaseException:
@@ -59,6 +88,9 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
         raise
     store.record_attempt(job_id, attempt, target_name, handle.to_json(), handle.native_id, state="PENDING")
     store.record_event(job_id, "submitted", target=target_name, native_id=handle.native_id, attempt=attempt)
+    # provenance: state store + ROOT/.launcher/runs/<job_id>/RUN.json (advisory, never raises)
+    record_launch(app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path, target_name=target_name,
+                  request=request, handle=handle, seed=seed, seed_source=seed_source)
     return Launched(job_id, handle, request)
 
 
@@ -87,7 +119,12 @@ def job_spec(job_row) -> JobSpec:
 
     spec = spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id)
     base = job_row.meta.get("spec_base")
-    return resolve_paths(spec, Path(base)) if base else spec
+    spec = resolve_paths(spec, Path(base)) if base else spec
+    if job_row.meta.get("seed") is not None:  # every submission of a job exports the same LAUNCHER_SEED
+        from .provenance.seed import with_seed
+
+        spec = with_seed(spec, job_row.meta["seed"])
+    return spec
 
 
 def refresh(app, jobs) -> dict:
