@@ -20,12 +20,17 @@ Commands (``python3 launcher_job.pyz CMD`` or ``python -m launcher.jobside CMD``
         Exit 1 (and nothing on stdout) if ROOT is unusable. ROOT defaults to
         $LAUNCHER_CKPT_ROOT, the job id to $LAUNCHER_JOB_ID, the hint to $LAUNCHER_ATTEMPT
         (the new generation is max(recorded + 1, hint)).
-    latest [--root ROOT] [--verify]
+    latest [--root ROOT] [--verify] [--step]
         JSON {"path","step","generation","state","reason"} of the checkpoint a restart
-        would resume from, or null. Exit 0 either way.
+        would resume from, or null; with --step only its step (-1 if none). Exit 0 either way.
     wait-commit [--root ROOT] --since-step N --timeout S [--interval S]
         Poll until a committed checkpoint with step > N exists (prints its JSON, exit 0),
         or S seconds pass (exit 1). N may be '' or -1 (any commit). Exit 2 if ROOT is unusable.
+        On a preemption notice, take N *before* forwarding the signal, so a periodic
+        checkpoint committed earlier does not count as the emergency one:
+            since=$(python3 launcher_job.pyz latest --step)
+            kill -USR1 "$child"
+            python3 launcher_job.pyz wait-commit --since-step "$since" --timeout "$grace"
     gc [--root ROOT] --keep N [--dry-run] [--json]
         See ``launcher checkpoints --help``.
     stage DEST
@@ -480,7 +485,10 @@ def cmd_resume_env(a) -> int:
 
 def cmd_latest(a) -> int:
     e = _latest(open_store(ckpt_root(a.root)), verify=a.verify)
-    print(json.dumps(e.to_dict() if e else None))
+    if a.step:
+        print(e.step if e else -1)
+    else:
+        print(json.dumps(e.to_dict() if e else None))
     return 0
 
 
@@ -554,6 +562,7 @@ def _parser():
     sp = sub.add_parser("latest", help="print the latest committed checkpoint as JSON (or null)")
     root_arg(sp)
     sp.add_argument("--verify", action="store_true")
+    sp.add_argument("--step", action="store_true", help="print only its step (-1 if none)")
     sp.set_defaults(fn=cmd_latest)
 
     sp = sub.add_parser("wait-commit", help="wait for a commit newer than --since-step")

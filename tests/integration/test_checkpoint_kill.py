@@ -144,6 +144,8 @@ def kill_loop(be, lo, hi, seed):
             torn_newest += 1
     env = resume_env(be)
     check_resume_point(be, env)
+    print("%s: %d kills, newest checkpoint torn after %d of them, %d advanced the resume point"
+          % (be.root, KILLS, torn_newest, commits))
     # The kills really landed mid-checkpoint (else this test would prove nothing) and
     # the writers made progress between them.
     assert torn_newest >= KILLS // 5, torn_newest

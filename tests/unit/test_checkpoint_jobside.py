@@ -123,6 +123,7 @@ def test_latest_command(tmp_path):
     root = str(tmp_path)
     p = run_job(["latest", "--root", root])
     assert p.returncode == 0 and json.loads(p.stdout) is None
+    assert run_job(["latest", "--root", root, "--step"]).stdout == "-1\n"
     with jobside_env(LAUNCHER_CKPT_ROOT=root, LAUNCHER_ATTEMPT="4"):
         with jobside.save(12) as d:
             open(os.path.join(d, "x"), "w").write("1")
@@ -130,6 +131,7 @@ def test_latest_command(tmp_path):
     doc = json.loads(p.stdout)
     assert (doc["step"], doc["generation"], doc["state"]) == (12, 4, "committed")
     assert doc["path"] == os.path.join(root, step_dir(12, 4))
+    assert run_job(["latest", "--step"], env={"LAUNCHER_CKPT_ROOT": root}).stdout == "12\n"
 
 
 def test_wait_commit(tmp_path):
