@@ -17,6 +17,7 @@ from typing import Callable, Optional
 from ..errors import LauncherError
 from ..launch import job_spec, refresh, resubmit
 from ..status import JobState, Status
+from . import burst
 from .policy import Budgets, Done, Event, GiveUp, PastFailure, Retry, classify, decide
 from .progress import read_progress
 
@@ -40,7 +41,12 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks=()) -> list[Outcome
     for job in jobs:
         st = statuses.get(job.job_id)
         try:
-            outcomes.append(_handle(app, store.get_job(job.job_id), st, clock))
+            row = store.get_job(job.job_id)
+            bursting = burst.step(app, row, job_spec(row), st, clock)
+            if bursting is not None:
+                outcomes.append(bursting)
+                continue
+            outcomes.append(_handle(app, row, st, clock))
         except LauncherError as e:
             store.record_event(job.job_id, "watch_error", error=str(e))
             outcomes.append(Outcome(job.job_id, "control_plane", str(e)))

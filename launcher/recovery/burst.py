@@ -1,0 +1,118 @@
+"""Spot burst: a job stuck in a Slurm queue goes to the cloud, and comes back cheaper.
+
+A job whose spec has ``burst: {after: 30m, to: [aws-spot, ...]}`` and that has been
+PENDING on its Slurm target for longer than ``after`` gets a copy launched on the best
+of the ``to`` targets (ranked by the planner). The two copies race: the first to
+*run* wins and the other is cancelled. Both copies share the checkpoint root, so the
+generation fencing of the checkpoint contract keeps them from ever both committing.
+Every decision is recorded with its reason; ``launcher watch`` carries this out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..backend import Handle
+from ..errors import LauncherError
+from ..status import JobState
+
+
+@dataclass(frozen=True)
+class BurstDecision:
+    go: bool
+    reason: str
+
+
+def should_burst(state: JobState, pending_since: float, now: float, after: Optional[int],
+                 predicted_wait: Optional[float] = None) -> BurstDecision:
+    """Pure: burst a job that waited (or is predicted to wait) longer than ``after``."""
+    if not after:
+        return BurstDecision(False, "no burst.after in the spec")
+    if state is not JobState.PENDING:
+        return BurstDecision(False, f"not pending ({state.value})")
+    waited = max(0.0, now - pending_since)
+    if waited >= after:
+        return BurstDecision(True, f"pending {waited:.0f}s on the Slurm queue, past burst.after={after}s")
+    if predicted_wait is not None and waited + predicted_wait > after:
+        return BurstDecision(True, f"predicted start in {predicted_wait:.0f}s (already waited {waited:.0f}s), "
+                                   f"past burst.after={after}s")
+    return BurstDecision(False, f"pending {waited:.0f}s of burst.after={after}s")
+
+
+def step(app, job, spec, status, clock):
+    """One burst step for one job in a watch cycle. Returns an Outcome, or None when the
+    job is not bursting (the normal recovery handling then applies)."""
+    from .watch import Outcome
+
+    burst = job.meta.get("burst") or {}
+    if burst.get("phase") == "racing":
+        return _race(app, job, burst)
+    if burst or not spec.burst.to or not spec.burst.after or isinstance(status, Exception) or status is None:
+        return None
+    if app.backend(job.target).name != "slurm":
+        return None
+    latest = app.store.latest_attempt(job.job_id)
+    d = should_burst(status.state, latest.submitted, clock(), spec.burst.after)
+    if not d.go:
+        return None
+    from ..launch import planned_target, resubmit
+
+    to = planned_target(app, spec.model_copy(update={"targets": list(spec.burst.to)})) or spec.burst.to[0]
+    try:
+        handle = resubmit(app, job, to, latest.attempt + 1, f"burst: {d.reason}")
+    except LauncherError as e:
+        app.store.record_event(job.job_id, "burst_failed", target=to, error=str(e))
+        return Outcome(job.job_id, "burst_failed", str(e))
+    meta = dict(job.meta)
+    meta["burst"] = {"phase": "racing", "slurm_attempt": latest.attempt, "slurm_target": job.target,
+                     "slurm_handle": latest.handle, "cloud_attempt": latest.attempt + 1, "cloud_target": to}
+    app.store.update_job(job.job_id, meta=meta)
+    app.store.record_event(job.job_id, "burst", reason=d.reason, to=to, native_id=handle.native_id)
+    return Outcome(job.job_id, "burst", f"{d.reason} -> {to}")
+
+
+def _race(app, job, burst):
+    """Both copies exist: the first one running wins; the other is cancelled."""
+    from .watch import Outcome
+
+    store = app.store
+    slurm_h = Handle.from_json(burst["slurm_handle"])
+    attempts = {a.attempt: a for a in store.attempts(job.job_id)}
+    cloud = attempts.get(burst["cloud_attempt"])
+    cloud_state = JobState(cloud.state) if cloud and cloud.state in JobState.__members__ else JobState.UNKNOWN
+    slurm_backend = app.backend(burst["slurm_target"])
+    try:
+        slurm_state = slurm_backend.status([slurm_h])[0].state
+    except LauncherError as e:
+        return Outcome(job.job_id, "control_plane", f"burst race: {e}")
+    meta = dict(job.meta)
+    if cloud_state in (JobState.RUNNING, JobState.COMPLETED, JobState.COMPLETING):
+        slurm_backend.cancel(slurm_h)
+        store.update_attempt(job.job_id, burst["slurm_attempt"], state="CANCELLED",
+                             reason=f"burst: the copy on {burst['cloud_target']} runs")
+        meta["burst"] = {**burst, "phase": "done", "winner": burst["cloud_target"]}
+        store.update_job(job.job_id, meta=meta)
+        store.record_event(job.job_id, "burst_won", winner=burst["cloud_target"], cancelled=burst["slurm_target"],
+                           cancelled_native_id=slurm_h.native_id)
+        return Outcome(job.job_id, "burst_won", f"{burst['cloud_target']} runs; Slurm copy {slurm_h.native_id} "
+                                                f"cancelled")
+    if slurm_state in (JobState.RUNNING, JobState.COMPLETED, JobState.COMPLETING):
+        cloud_h = Handle.from_json(cloud.handle)
+        app.backend(cloud.target).cancel(cloud_h)
+        store.update_attempt(job.job_id, burst["cloud_attempt"], state="CANCELLED",
+                             reason=f"burst: the Slurm copy on {burst['slurm_target']} started first")
+        meta["burst"] = {**burst, "phase": "done", "winner": burst["slurm_target"]}
+        store.update_job(job.job_id, meta=meta, handle=slurm_h.to_json(), target=burst["slurm_target"],
+                         state=slurm_state.value)
+        store.record_event(job.job_id, "burst_won", winner=burst["slurm_target"], cancelled=cloud.target,
+                           cancelled_native_id=cloud_h.native_id)
+        return Outcome(job.job_id, "burst_won", f"Slurm copy started first; {cloud.target} copy cancelled")
+    if cloud_state.is_terminal and cloud_state is not JobState.COMPLETED:
+        # the cloud copy failed before it ran: stay on Slurm, which is still queued
+        meta["burst"] = {**burst, "phase": "done", "winner": burst["slurm_target"]}
+        store.update_job(job.job_id, meta=meta, handle=slurm_h.to_json(), target=burst["slurm_target"],
+                         state=slurm_state.value)
+        store.record_event(job.job_id, "burst_abandoned", reason=f"cloud copy ended {cloud_state.value}")
+        return Outcome(job.job_id, "burst_abandoned", f"cloud copy ended {cloud_state.value}")
+    return Outcome(job.job_id, "racing", f"Slurm {slurm_state.value}, {burst['cloud_target']} {cloud_state.value}")

@@ -1,0 +1,59 @@
+"""Burst end to end: a job stuck behind a full Slurm partition bursts to a cloud backend
+(a plugin registered through the entry-point group), the Slurm copy is cancelled, and
+the job finishes exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from .launcher_cli import LauncherCLI
+
+pytestmark = pytest.mark.slurm
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = Path(__file__).parent / "fakecloud"
+
+
+def test_stuck_job_bursts_to_the_cloud_and_finishes_once(clean_queue, tmp_path):
+    cli = LauncherCLI(tmp_path, clean_queue, {"cloud": {"backend": "fakecloud"}})
+    cli.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGIN), cli.env.get("PYTHONPATH")]))
+    backends = {b["name"]: b for b in json.loads(cli.run("backends", "--json").stdout)}
+    assert backends["fakecloud"]["status"] == "ok" and backends["fakecloud"]["source"] == "fakecloud"
+
+    blocker = clean_queue.sbatch("-N4", "--exclusive", "-o", "/dev/null", script="#!/bin/bash\nsleep 600\n")
+    clean_queue.wait(blocker, "RUNNING")
+    root = clean_queue.shared_dir / f"ckpt-burst-{time.time_ns()}"
+    result = clean_queue.shared_dir / f"result-burst-{time.time_ns()}.json"
+    spec = cli.spec("bursty", {
+        "run": f"python3 {ROOT / 'examples' / 'train.py'} --steps 20 --every 5 --result {result}",
+        "checkpoint": {"root": str(root)}, "resources": {"time_limit": "10m"},
+        "burst": {"after": "3s", "to": ["cloud"]}})
+    job = cli.launch(spec, "testcl")
+    slurm_native = cli.status(job)["attempts"][0]["native_id"]
+
+    deadline = time.time() + 120
+    events = []
+    while time.time() < deadline:
+        cli.run("watch", "--once")
+        st = cli.status(job)
+        events = [e["kind"] for e in st["events"]]
+        if "done" in events:
+            break
+        time.sleep(1)
+    clean_queue.run("scancel", blocker)
+    assert "burst" in events and "burst_won" in events and "done" in events, st["events"]
+    won = [e for e in st["events"] if e["kind"] == "burst_won"][0]
+    assert won["winner"] == "cloud" and won["cancelled_native_id"] == slurm_native
+    assert st["state"] == "COMPLETED" and st["target"] == "cloud"
+    assert [a["state"] for a in st["attempts"]] == ["CANCELLED", "COMPLETED"]
+    # the Slurm copy never ran, even once the partition was free again
+    slurm_job = clean_queue.wait(slurm_native, lambda j: not j or j.get("JobState") == "CANCELLED", timeout=30)
+    assert not slurm_job or slurm_job.get("RunTime") in ("00:00:00", None)
+    assert json.loads(result.read_text())["steps"] == 20
+    gens = json.loads((root / "GENERATIONS.json").read_text())["history"]
+    assert len(gens) == 1, gens  # one start in all: the job ran once
