@@ -24,6 +24,9 @@ class JobRef:
     attempt: int = 1  # the generation this submission starts at
     job_dir: str = ""  # where the backend may put logs/scripts for this job (on the submit host)
     seed: Optional[int] = None
+    # placements ("cloud/region") cooling down after a preemption or a capacity error:
+    # a backend that chooses among placements keeps away from them
+    avoid: tuple = ()
 
     @property
     def dedupe_token(self) -> str:

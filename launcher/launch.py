@@ -62,9 +62,27 @@ def planned_target(app, spec: JobSpec, note=None) -> Optional[str]:
 
 
 def render_for(app, spec: JobSpec, target_name: str, job: JobRef) -> Request:
-    backend = app.backend(target_name)
+    return app.backend(target_name).render(spec, facts_for(app, spec, target_name), job)
+
+
+def facts_for(app, spec: JobSpec, target_name: str):
+    """The target's probed facts, plus the planner's ranked placements for a backend that
+    chooses among several (SkyPilot: regions, clouds, spot or not)."""
+    import dataclasses
+
     facts = app.facts(target_name)
-    return backend.render(spec, facts, job)
+    if facts.backend != "skypilot":
+        return facts
+    from .plan import params_for, plan
+
+    try:
+        result = plan(spec, app.config, params_for(spec), targets=[target_name])
+    except LauncherError:
+        return facts
+    candidates = [row.placement() for row in result.ranked]
+    if not candidates:
+        return facts
+    return dataclasses.replace(facts, data={**facts.data, "candidates": candidates})
 
 
 def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_name: str,
@@ -77,7 +95,8 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     job_dir = str(store.job_dir(job_id))
     seed, seed_source = choose_seed(spec)  # exported to the job as LAUNCHER_SEED
     job = JobRef(job_id=job_id, attempt=attempt, job_dir=job_dir, seed=seed)
-    request = backend.render(with_seed(spec, seed), app.facts(target_name), job)  # render errors: nothing recorded yet
+    # render errors: nothing recorded yet
+    request = backend.render(with_seed(spec, seed), facts_for(app, spec, target_name), job)
     store.begin_job(job_id, spec.name, target_name, backend.name, spec_path, spec_text,
                     ckpt_root=spec.checkpoint.root,
                     meta={"spec_base": os.path.dirname(spec_path) if spec_path else os.getcwd(), "seed": seed})
@@ -94,16 +113,17 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     return Launched(job_id, handle, request)
 
 
-def resubmit(app, job_row, target_name: str, attempt: int, reason: str) -> Handle:
+def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()) -> Handle:
     """Submit a further attempt of an existing job (recovery, burst). Same all-or-nothing rule."""
     spec = job_spec(job_row)
     backend = app.backend(target_name)
-    job = JobRef(job_id=job_row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(job_row.job_id)))
+    job = JobRef(job_id=job_row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(job_row.job_id)),
+                 avoid=tuple(avoid))
     existing = backend.find(job) if hasattr(backend, "find") else None
     if existing is not None:
         handle = existing  # an earlier try of this very submission got through: never submit twice
     else:
-        handle = backend.submit(backend.render(spec, app.facts(target_name), job))
+        handle = backend.submit(backend.render(spec, facts_for(app, spec, target_name), job))
     app.store.record_attempt(job_row.job_id, attempt, target_name, handle.to_json(), handle.native_id,
                              state="PENDING", reason=reason)
     app.store.record_event(job_row.job_id, "resubmitted", target=target_name, attempt=attempt,

@@ -95,6 +95,8 @@ class Recovery(Section):
     checkpoint_on_signal: bool = True
     grace: Duration = 120
     signal: str = "USR1"
+    # how long a cloud region that just preempted the job (or had no capacity) is avoided
+    placement_cooldown: Duration = 1800
 
     @field_validator("signal")
     @classmethod

@@ -106,11 +106,30 @@ class SkyPilotBackend:
     # ---- render (pure)
     def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:
         placements = self._placements(facts.get("candidates")) or self.options.placements()
+        placements = self._without_avoided(placements, job.avoid)
         opts = self.options
         ropts = RenderOptions(cluster_name_prefix=opts.cluster_name_prefix, idle_minutes=opts.idle_minutes,
                               autodown=opts.autodown, mount_checkpoint_bucket=opts.mount_checkpoint_bucket)
         text, meta = render_task(spec, job, placements, ropts)
         return Request(backend=self.name, target=self.target.name, job=job, text=text, kind="task", meta=meta)
+
+    @staticmethod
+    def _without_avoided(placements: list[Placement], avoid) -> list[Placement]:
+        """Drop placements in a region that is cooling down (it just preempted this job or
+        had no capacity: SkyPilot's EAGER_NEXT_REGION would go straight back, #10021)."""
+        if not avoid:
+            return placements
+        blocked = {a.lower() for a in avoid}
+
+        def region_of(p: Placement) -> str:
+            cloud, region, _zone = split_infra(p.full_infra)
+            return f"{cloud}/{region}".lower() if region else cloud.lower()
+
+        kept = [p for p in placements if region_of(p) not in blocked]
+        if not kept:
+            raise TransientError(f"every placement of this job is cooling down after a preemption or a capacity "
+                                 f"error ({', '.join(sorted(blocked))}); retrying when the cool-down ends")
+        return kept
 
     @staticmethod
     def _placements(candidates) -> list[Placement]:

@@ -14,11 +14,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from ..backend import Handle
 from ..errors import LauncherError
 from ..launch import job_spec, refresh, resubmit
 from ..status import JobState, Status
 from . import burst
-from .policy import Budgets, Done, Event, GiveUp, PastFailure, Retry, classify, decide
+from .policy import Budgets, Done, Event, FailureClass, GiveUp, PastFailure, Retry, classify, decide
 from .progress import read_progress
 
 
@@ -106,10 +107,24 @@ def _handle(app, job, st, clock) -> Outcome:
     if due is not None and clock() < due:
         return Outcome(job.job_id, "waiting", decision.reason)
     target = _next_target(app, job, spec, decision)
-    handle = resubmit(app, job, target, latest.attempt + 1, decision.reason)
+    avoid = _cool_down(meta, st, decision, spec, clock(), Handle.from_json(latest.handle).extra.get("infra"))
+    handle = resubmit(app, job, target, latest.attempt + 1, decision.reason, avoid=avoid)
     meta.pop("retry_at", None)
     store.update_job(job.job_id, meta=meta, state="PENDING", reason=decision.reason)
     return Outcome(job.job_id, "resubmitted", f"{decision.reason} -> {target} id {handle.native_id}")
+
+
+def _cool_down(meta: dict, st: Status, decision: Retry, spec, now: float, infra=None) -> list:
+    """Placements to keep away from: the region that just preempted the job (or had no
+    capacity) is blocked for recovery.placement_cooldown. Updates meta["avoid"]."""
+    avoid = {p: until for p, until in (meta.get("avoid") or {}).items() if until > now}
+    cloud, region = st.extra.get("cloud"), st.extra.get("region")
+    if not (cloud and region) and infra and infra.count("/") >= 1:  # where it was launched
+        cloud, region = infra.split("/")[:2]
+    if decision.failure in (FailureClass.PREEMPTED, FailureClass.NO_CAPACITY) and cloud and region:
+        avoid[f"{cloud}/{region}".lower()] = now + (spec.recovery.placement_cooldown or 0)
+    meta["avoid"] = avoid
+    return sorted(avoid)
 
 
 def _next_target(app, job, spec, decision: Retry) -> str:
