@@ -178,11 +178,26 @@ def refresh(app, jobs) -> dict:
                 fields["started"] = st.start_time
             if st.end_time:
                 fields["ended"] = st.end_time
+            cost = attempt_cost(h, st)
+            if cost is not None:
+                fields["cost_usd"] = cost
             app.store.update_attempt(r.job_id, h.attempt, **fields)
             # a closed job keeps the state and reason of the decision that closed it
             if not r.meta.get("final") and (r.state != st.state.value or r.reason != st.reason):
                 app.store.update_job(r.job_id, state=st.state.value, reason=st.reason)
     return out
+
+
+def attempt_cost(h: Handle, st, now: Optional[float] = None) -> Optional[float]:
+    """$ spent by one attempt so far: the launched resources' hourly price (the backend's
+    actual figure when it reports one, else the estimate recorded at submit) times the
+    time it has held them."""
+    hourly = st.extra.get("hourly_usd") or h.extra.get("hourly_usd")
+    start = st.start_time or st.extra.get("launched_at")
+    if not hourly or not start:
+        return None
+    end = st.end_time or (now if now is not None else time.time())
+    return round(float(hourly) * max(0.0, end - start) / 3600.0, 6)
 
 
 def _follow_restarts(app, row, h: Handle, st) -> Handle:

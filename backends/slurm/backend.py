@@ -140,7 +140,8 @@ class SlurmBackend:
             if not native.isdigit():
                 raise SubmitError(f"sbatch printed an unexpected job id {r.stdout!r}")
             return Handle(self.name, self.target.name, request.job.job_id, native, request.job.attempt,
-                          extra={"job_dir": job_dir, "script": script})
+                          extra={"job_dir": job_dir, "script": script,
+                                 "hourly_usd": request.meta.get("hourly_usd")})
         except BaseException:
             self._cancel_native(native)
             raise

@@ -100,6 +100,13 @@ def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> 
     return d
 
 
+def hourly_usd(spec: JobSpec, opts):
+    """The cluster's internal price of this job per hour (gpu_hour_usd x GPUs), if configured."""
+    if opts.gpu_hour_usd is None or not spec.resources.gpus_per_node:
+        return None
+    return round(opts.gpu_hour_usd * spec.resources.gpus_per_node * spec.resources.nodes, 6)
+
+
 def _notice(spec: JobSpec) -> bool:
     """A notice signal only helps a job that can commit a checkpoint; to any other
     program an unhandled SIGUSR1 is a kill, so it is not sent."""
@@ -141,4 +148,4 @@ def render_sbatch(spec: JobSpec, facts: Facts, job: JobRef, opts, target_name: s
     text = render_template("sbatch.sh.j2", c=ctx)
     return Request(backend="slurm", target=target_name, job=job, text=text, kind="script",
                    meta={"job_dir": job_dir, "secrets": list(spec.secrets),
-                         "stage_helper": True})
+                         "stage_helper": True, "hourly_usd": hourly_usd(spec, opts)})

@@ -86,3 +86,16 @@ def test_budgets_come_from_the_spec():
     spec = spec_from_text("name: x\nrun: y\nrecovery: {preemption: 7, app_error: 0}\ncost: {max_total_usd: 9}\n")
     b = Budgets.from_spec(spec)
     assert (b.preemption, b.app_error, b.max_total_usd) == (7, 0, 9)
+
+
+def test_attempt_cost_is_hourly_price_times_time_held():
+    from launcher.backend import Handle
+    from launcher.launch import attempt_cost
+    from launcher.status import Status
+
+    h = Handle("skypilot", "t", "j", "c", 1, extra={"hourly_usd": 12.0})
+    running = Status(JobState.RUNNING, start_time=1000.0)
+    assert attempt_cost(h, running, now=1000.0 + 1800) == 6.0
+    ended = Status(JobState.PREEMPTED, start_time=1000.0, end_time=1000.0 + 900, extra={"hourly_usd": 8.0})
+    assert attempt_cost(h, ended, now=99999.0) == 2.0  # the backend's actual price wins
+    assert attempt_cost(Handle("slurm", "t", "j", "1"), running) is None  # no price configured

@@ -60,12 +60,17 @@ _launcher_on_notice() {
   # to commit a checkpoint, then requeue ourselves if it made progress. This is how a
   # job outlives its time limit and preemption with no process on the login node.
   echo "launcher: $1 received: asking the program to checkpoint" >&2
+  local since
+  since=$(python3 /state/jobs/basic-abc123/launcher_job.pyz latest --root "$LAUNCHER_CKPT_ROOT" --step 2>/dev/null) || since=-1
   scancel --signal=USR1 "$SLURM_JOB_ID" 2>/dev/null || true
-  if python3 /state/jobs/basic-abc123/launcher_job.pyz wait-commit --root "$LAUNCHER_CKPT_ROOT" --since-step "${LAUNCHER_RESUME_STEP:--1}" --timeout 96; then
-    echo "launcher: progress committed; requeueing $SLURM_JOB_ID" >&2
+  if python3 /state/jobs/basic-abc123/launcher_job.pyz wait-commit --root "$LAUNCHER_CKPT_ROOT" --since-step "$since" --timeout 96 >/dev/null; then
+    echo "launcher: checkpoint committed on notice; requeueing $SLURM_JOB_ID" >&2
+    scontrol requeue "$SLURM_JOB_ID"
+  elif [ "$since" -gt "${LAUNCHER_RESUME_STEP:--1}" ]; then
+    echo "launcher: no checkpoint on notice, but progress committed since the start (step $since); requeueing" >&2
     scontrol requeue "$SLURM_JOB_ID"
   else
-    echo "launcher: no new committed checkpoint within the grace; not requeueing" >&2
+    echo "launcher: no new committed checkpoint since the start; not requeueing" >&2
   fi
 }
 trap '_launcher_on_notice USR1' USR1
