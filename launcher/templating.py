@@ -55,3 +55,26 @@ def run_as_shell(cmd) -> str:
     if isinstance(cmd, str):
         return cmd
     return " ".join(shlex.quote(str(a)) for a in cmd)
+
+
+def contract_context(spec, job, helper_cmd: str) -> dict:
+    """What every shell-based job script takes from the spec and the job: the names used by
+    templates/_contract.sh.j2 and the backends' templates. Values are raw; templates quote."""
+    return {
+        "job_id": job.job_id,
+        "dedupe": job.dedupe_token,
+        "name": spec.name,
+        "job_dir": job.job_dir,
+        "attempt": job.attempt,
+        "nodes": spec.resources.nodes,
+        "tasks_per_node": spec.resources.tasks_per_node,
+        "gpus_per_node": spec.resources.gpus_per_node,
+        "signal": spec.recovery.signal,
+        "env": dict(spec.env),
+        "workdir": spec.workdir,
+        "setup": run_as_shell(spec.setup),
+        "run": run_as_shell(spec.run),
+        "ckpt_root": spec.checkpoint.root,
+        "ckpt_verify": spec.checkpoint.verify,
+        "helper_cmd": helper_cmd,
+    }

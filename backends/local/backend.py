@@ -18,7 +18,7 @@ from launcher.config import Target
 from launcher.errors import SubmitError
 from launcher.spec import JobSpec
 from launcher.status import JobState, Status
-from launcher.templating import render_template, run_as_shell
+from launcher.templating import contract_context, render_template
 
 OUTPUT = "output.log"
 EXIT_CHECKPOINTED = 75  # EX_TEMPFAIL: the job-side contract's "saved on notice, restart me"
@@ -49,23 +49,8 @@ class LocalBackend:
     # ---- render (pure)
     def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:
         python = facts.get("python") or "python3"
-        ctx = {
-            "job_id": job.job_id,
-            "job_dir": job.job_dir,
-            "dedupe": job.dedupe_token,
-            "name": spec.name,
-            "attempt": job.attempt,
-            "gpus_per_node": spec.resources.gpus_per_node,
-            "signal": spec.recovery.signal,
-            "master_port": 29500 + zlib.crc32(job.job_id.encode()) % 1000,
-            "env": dict(spec.env),
-            "workdir": spec.workdir,
-            "setup": run_as_shell(spec.setup),
-            "run": run_as_shell(spec.run),
-            "ckpt_root": spec.checkpoint.root,
-            "ckpt_verify": spec.checkpoint.verify,
-            "helper_cmd": f"{_q(python)} -m launcher.jobside",
-        }
+        ctx = {**contract_context(spec, job, f"{_q(python)} -m launcher.jobside"),
+               "master_port": 29500 + zlib.crc32(job.job_id.encode()) % 1000}
         text = render_template("local.sh.j2", c=ctx)
         return Request(backend=self.name, target=self.target.name, job=job, text=text, kind="script",
                        meta={"secrets": list(spec.secrets)})

@@ -12,7 +12,7 @@ import shlex
 from launcher.backend import Facts, JobRef, Request
 from launcher.errors import CapabilityError
 from launcher.spec import JobSpec
-from launcher.templating import render_template, run_as_shell
+from launcher.templating import contract_context, render_template
 from launcher.units import format_mebibytes, format_slurm_time
 
 from .states import parse_version
@@ -122,24 +122,9 @@ def render_sbatch(spec: JobSpec, facts: Facts, job: JobRef, opts, target_name: s
         srun_common += f" --container-image={shlex.quote(spec.image)} --container-mount-home"
     grace = spec.recovery.grace or 0
     ctx = {
+        **contract_context(spec, job, helper_cmd),
         "directives": directives(spec, facts, job, opts, job_dir),
-        "job_id": job.job_id,
-        "dedupe": job.dedupe_token,
         "target": target_name,
-        "name": spec.name,
-        "job_dir": job_dir,
-        "attempt": job.attempt,
-        "nodes": spec.resources.nodes,
-        "tasks_per_node": spec.resources.tasks_per_node,
-        "gpus_per_node": spec.resources.gpus_per_node,
-        "signal": spec.recovery.signal,
-        "env": dict(spec.env),
-        "workdir": spec.workdir,
-        "setup": run_as_shell(spec.setup),
-        "run": run_as_shell(spec.run),
-        "ckpt_root": spec.checkpoint.root,
-        "ckpt_verify": spec.checkpoint.verify,
-        "helper_cmd": helper_cmd,
         "srun_common": srun_common,
         "notice": _notice(spec),
         # keep a margin before the kill: Slurm delivers the notice up to ~30-60 s early
