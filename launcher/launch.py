@@ -41,11 +41,33 @@ def pick_target(app, spec: JobSpec, explicit: Optional[str], note=None) -> str:
     return app.config.default_target()
 
 
+def queue_waits(app, spec: JobSpec, targets, note=None) -> dict:
+    """{(target, partition): hours} measured on every reachable Slurm target, for the planner."""
+    out = {}
+    for name in targets:
+        try:
+            backend = app.backend(name)
+            measure = getattr(backend, "queue_wait", None)
+            if measure is None:
+                continue
+            est = measure(spec)
+        except LauncherError as e:
+            if note:
+                note(f"planner: queue wait on {name} not measured: {e}")
+            continue
+        if est is not None:
+            part = spec.slurm.partition or backend.opts.partition
+            out[(name, part)] = est.hours
+            out[name] = est.hours
+    return out
+
+
 def planned_target(app, spec: JobSpec, note=None) -> Optional[str]:
     from .plan import params_for, plan
 
     try:
-        result = plan(spec, app.config, params_for(spec), targets=list(spec.targets))
+        waits = queue_waits(app, spec, spec.targets, note)
+        result = plan(spec, app.config, params_for(spec), targets=list(spec.targets), queue_waits=waits)
     except LauncherError as e:
         if note:
             note(f"planner: {e}; using the spec's first target")

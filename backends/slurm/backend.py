@@ -248,6 +248,33 @@ class SlurmBackend:
                 return
             time.sleep(1.0)
 
+    # ---- queue wait: what the planner and burst need to know about this cluster's queue
+    def queue_wait(self, spec: JobSpec, exclude_job: Optional[str] = None):
+        """Expected wait before a job of this shape starts on its partition (a
+        launcher.plan.queue.QueueEstimate), from ``squeue --start``, else the pending work
+        ahead in the partition; None when Slurm says nothing. ``exclude_job`` leaves one of
+        our own queued jobs out of the work ahead of itself."""
+        from launcher.plan.queue import (SINFO_NODES_FORMAT, SQUEUE_JOBS_FORMAT, SQUEUE_START_FORMAT,
+                                         estimate_queue_wait)
+
+        partition = spec.slurm.partition or self.opts.partition or self._default_partition()
+        if not partition:
+            return None
+        jobs = self._run(["squeue", "-h", "-t", "PENDING,RUNNING", "-o", SQUEUE_JOBS_FORMAT], check=False).stdout
+        nodes = self._run(["sinfo", "-h", "-N", "-o", SINFO_NODES_FORMAT], check=False).stdout
+        start = self._run(["squeue", "-h", "--start", "-o", SQUEUE_START_FORMAT], check=False).stdout
+        if exclude_job:
+            jobs = "\n".join(l for l in jobs.splitlines() if l.split("|")[0] != exclude_job)
+            start = "\n".join(l for l in start.splitlines() if l.split("|")[0] != exclude_job)
+        return estimate_queue_wait(partition, spec.resources.nodes, squeue_text=jobs, sinfo_text=nodes,
+                                   squeue_start_text=start)
+
+    def _default_partition(self) -> Optional[str]:
+        for p in self.probe().get("partitions", []):
+            if p.get("default"):
+                return p["name"]
+        return None
+
     # ---- dedupe: is a job with this token already in the queue?
     def find(self, job: JobRef) -> Optional[Handle]:
         r = self._run(["squeue", "-h", "-t", "all", "-o", "%i|%k"], check=False)

@@ -102,17 +102,26 @@ def render_plan(result, show_all: bool = False, limit: int = 20) -> str:
 @click.option("--checkpoint-cost", default=None, help="Time to write one checkpoint (default: checkpoint.cost, "
                                                       "else 5m).")
 @click.option("--all", "show_all", is_flag=True, help="List every excluded offer.")
-def plan_command(file, as_json, targets, live_spot_prices, work, checkpoint_cost, show_all):
+@click.option("--no-queue", is_flag=True, help="Do not ask Slurm targets for their queue wait.")
+def plan_command(file, as_json, targets, live_spot_prices, work, checkpoint_cost, show_all, no_queue):
     """Rank the spec's offers by expected total cost, counting preemptions and lost work."""
-    from ..config import load_config
+    from ..app import App
+    from ..launch import queue_waits
     from ..plan import params_for, plan
     from ..spec import load_spec
 
     spec = load_spec(file)
-    config = load_config()
+    app = App()
+    config = app.config
     params = params_for(spec, work_hours=_duration_hours(work, "--work"),
                         checkpoint_cost_hours=_duration_hours(checkpoint_cost, "--checkpoint-cost"))
-    result = plan(spec, config, params, targets=targets or None, live_spot=live_spot_prices)
+    names = list(targets or spec.targets or config.file.targets)
+    slurm = [n for n in names if n in config.file.targets and config.file.targets[n].backend == "slurm"]
+    notes = []
+    waits = {} if no_queue else queue_waits(app, spec, slurm, notes.append)
+    result = plan(spec, config, params, targets=targets or None, live_spot=live_spot_prices, queue_waits=waits)
+    result = result.with_notes(notes) if notes else result
+    app.close()
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

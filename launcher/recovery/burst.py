@@ -53,7 +53,8 @@ def step(app, job, spec, status, clock):
     if app.backend(job.target).name != "slurm":
         return None
     latest = app.store.latest_attempt(job.job_id)
-    d = should_burst(status.state, latest.submitted, clock(), spec.burst.after)
+    d = should_burst(status.state, latest.submitted, clock(), spec.burst.after,
+                     _predicted_wait(app, job, spec, latest))
     if not d.go:
         return None
     from ..launch import planned_target, resubmit
@@ -70,6 +71,20 @@ def step(app, job, spec, status, clock):
     app.store.update_job(job.job_id, meta=meta)
     app.store.record_event(job.job_id, "burst", reason=d.reason, to=to, native_id=handle.native_id)
     return Outcome(job.job_id, "burst", f"{d.reason} -> {to}")
+
+
+def _predicted_wait(app, job, spec, latest) -> Optional[float]:
+    """Seconds until Slurm expects the job to start (squeue --start / pending work ahead)."""
+    measure = getattr(app.backend(job.target), "queue_wait", None)
+    if measure is None:
+        return None
+    try:
+        est = measure(spec, exclude_job=latest.native_id)
+    except LauncherError:
+        return None
+    if est is None or est.hours == float("inf"):
+        return None if est is None else float("inf")
+    return est.hours * 3600.0
 
 
 def _race(app, job, burst):

@@ -135,3 +135,21 @@ def test_targets_lists_probed_facts(cli, clean_queue):
     out = cli.run("targets").stdout
     assert "testcl  [slurm]" in out and "slurm_version: 22.05" in out or "slurm_version: 2" in out
     assert "topology_plugin: topology/tree" in out
+
+
+def test_plan_measures_the_queue_wait_behind_a_full_partition(cli, clean_queue):
+    import json as _json
+
+    spec = cli.spec("waiter", {"run": "true", "targets": ["testcl"], "resources": {"nodes": 1, "time_limit": "30m"}})
+    idle = _json.loads(cli.run("plan", spec, "--json").stdout)
+    blocker = clean_queue.sbatch("-N4", "--exclusive", "-t", "20", "-o", "/dev/null", script="#!/bin/bash\nsleep 600\n")
+    clean_queue.wait(blocker, "RUNNING")
+    busy = _json.loads(cli.run("plan", spec, "--json").stdout)
+    clean_queue.run("scancel", blocker)
+
+    def wait_hours(plan):
+        (row,) = [r for r in plan["rows"] if r["target"] == "testcl"]
+        return row["queue_hours"]
+
+    assert wait_hours(idle) == 0
+    assert 0.2 < wait_hours(busy) <= 20 / 60 + 0.01  # the blocker's remaining time limit
