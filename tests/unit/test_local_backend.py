@@ -86,3 +86,42 @@ def test_secret_reaches_the_job_but_not_the_script_or_state(app, monkeypatch, la
     for p in launcher_env["home"].rglob("*"):
         if p.is_file():
             assert b"s3cr3t-value-123" not in p.read_bytes(), p
+
+
+def test_notice_checkpoint_then_watch_resumes_to_the_uninterrupted_result(app, tmp_path):
+    """The local target keeps the same contract: a preemption notice makes the example
+    trainer commit and exit 75; `launcher watch` restarts it from that commit, and the
+    final result equals an uninterrupted run's."""
+    import json
+    import signal as sig
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from launcher.recovery import watch
+
+    train = Path(__file__).resolve().parents[2] / "examples" / "train.py"
+    subprocess.run([sys.executable, str(train), "--steps", "40", "--result", str(tmp_path / "ref.json")],
+                   check=True, capture_output=True)
+    text = (f"name: notice\nrun: |\n  echo started\n  python3 {train} --steps 40 --every 5 --sleep 0.05 "
+            f"--result {tmp_path / 'out.json'}\ncheckpoint: {{root: {tmp_path / 'ck'}}}\n")
+    j = _launch(app, text)
+    log = Path(j.handle.extra["job_dir"]) / "output.log"
+    deadline = time.time() + 30
+    while "step 12 " not in (log.read_text() if log.exists() else "") and time.time() < deadline:
+        time.sleep(0.05)
+    script = Path(j.handle.extra["job_dir"]) / "attempt-1.sh"
+    pids = subprocess.run(["pgrep", "-f", f"bash {script}"], capture_output=True, text=True).stdout.split()
+    for p in pids:
+        os.kill(int(p), sig.SIGUSR1)
+    st = wait_for(app, j.job_id, poll=0.1, timeout=30)
+    assert st.state is JobState.PREEMPTED and st.exit_code == 75
+    for _ in range(100):
+        outcomes = watch.cycle(app)
+        if any(o.action == "done" for o in outcomes):
+            break
+        time.sleep(0.1)
+    attempts = app.store.attempts(j.job_id)
+    assert [a.state for a in attempts] == ["PREEMPTED", "COMPLETED"]
+    assert attempts[1].resume_step >= 10
+    assert json.loads((tmp_path / "out.json").read_text()) == json.loads((tmp_path / "ref.json").read_text())

@@ -52,7 +52,10 @@ export LAUNCHER_SETUP='pip install -r requirements.txt'
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=2 \
   bash -c 'export LAUNCHER_NODE_RANK="$SLURM_NODEID"; eval "$LAUNCHER_SETUP"' \
   || { rc=$?; echo "launcher: setup failed with exit $rc" >&2; exit 97; }
-# run: on every node (1 task(s) per node)
+# run: on every node (1 task(s) per node). The shells in between
+# ignore the notice signal and exec the run, so a one-command run *is* the task process
+# and gets the notice and TERM itself (a program installs its own handler over the
+# ignored disposition). In a multi-line run, put `exec` before the main program.
 export LAUNCHER_RUN='torchrun --nnodes $LAUNCHER_NUM_NODES --node_rank $LAUNCHER_NODE_RANK --master_addr $MASTER_ADDR train.py'
 _launcher_on_notice() {
   # Preemption notice or time limit near (--signal=B:USR1@grace): forward the
@@ -78,7 +81,7 @@ trap '_launcher_on_notice USR1' USR1
 # waiting for them so their exit (and any last checkpoint) is not cut short.
 trap 'echo "launcher: TERM received" >&2' TERM
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=2 \
-  bash -c 'export LAUNCHER_NODE_RANK="$SLURM_NODEID" LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$SLURM_PROCID"; eval "$LAUNCHER_RUN"' &
+  bash -c 'export LAUNCHER_NODE_RANK="$SLURM_NODEID" LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$SLURM_PROCID"; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
 _launcher_step=$!
 while :; do
   wait "$_launcher_step"; rc=$?

@@ -30,13 +30,16 @@ export LAUNCHER_RESUME_FROM=''
 export LAUNCHER_RESUME_STEP=''
 # keep away from nodes that failed this job repeatedly (requeues itself if it holds one)
 python3 /state/jobs/basic-abc123/launcher_job.pyz node-guard --job-dir "$LAUNCHER_JOB_DIR" || exit 0
-# run: on every node (1 task(s) per node)
+# run: on every node (1 task(s) per node). The shells in between
+# ignore the notice signal and exec the run, so a one-command run *is* the task process
+# and gets the notice and TERM itself (a program installs its own handler over the
+# ignored disposition). In a multi-line run, put `exec` before the main program.
 export LAUNCHER_RUN=hostname
 # TERM (scancel, preemption): the steps get it from Slurm directly; this shell keeps
 # waiting for them so their exit (and any last checkpoint) is not cut short.
 trap 'echo "launcher: TERM received" >&2' TERM
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=4 \
-  bash -c 'export LAUNCHER_NODE_RANK="$SLURM_NODEID" LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$SLURM_PROCID"; eval "$LAUNCHER_RUN"' &
+  bash -c 'export LAUNCHER_NODE_RANK="$SLURM_NODEID" LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$SLURM_PROCID"; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
 _launcher_step=$!
 while :; do
   wait "$_launcher_step"; rc=$?
