@@ -81,7 +81,8 @@ class SlurmBackend:
             data = probe_mod.collect(self.runner, timeout=self.opts.command_timeout)
         except LauncherError as e:
             raise LauncherError(f"target {self.target.name}: {e}") from None
-        data["submit_path"] = "pyslurm" if self._pyslurm_ok(data) else "cli"
+        data["submit_path"] = "cli"
+        data["pyslurm"] = self._pyslurm_note(data)
         data["connection"] = f"ssh {self.opts.ssh_host}" if self.opts.ssh_host else "local"
         if self.opts.ssh_host:
             home = self._run(["printenv", "HOME"], check=False).stdout.strip()
@@ -93,15 +94,20 @@ class SlurmBackend:
             os.replace(tmp, cache)
         return Facts(self.target.name, self.name, data)
 
-    def _pyslurm_ok(self, data) -> bool:
-        if not self.opts.use_pyslurm or self.opts.ssh_host:
-            return False
+    def _pyslurm_note(self, data) -> str:
+        """Why Slurm is driven through its commands and not pyslurm on this target. PyPI's
+        pyslurm exists only for Slurm 25.11 (and 17/18), so no pyslurm path can be tested
+        against the 22.05/24.11 clusters here; the CLI path is the one that is tested."""
+        if self.opts.ssh_host:
+            return "not used: the target is reached over SSH"
         try:
-            import pyslurm  # optional; only where it matches the cluster's Slurm
-        except Exception:
-            return False
-        ver = getattr(pyslurm, "__version__", "")
-        return ver.split(".")[:2] == data.get("slurm_version", "").split(".")[:2]
+            import pyslurm  # optional
+        except Exception as e:
+            return f"not installed ({type(e).__name__})"
+        ver = getattr(pyslurm, "__version__", "?")
+        match = ver.split(".")[:2] == data.get("slurm_version", "").split(".")[:2]
+        return (f"pyslurm {ver} {'matches' if match else 'does not match'} Slurm {data.get('slurm_version')}; "
+                f"not used: launcher drives Slurm through its commands")
 
     # ---- render (pure)
     def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:

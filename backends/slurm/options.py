@@ -27,7 +27,6 @@ class SlurmOptions(SSHTargetOptions):
     remote_dir: Optional[str] = None
     facts_ttl: int = Field(3600, ge=0)  # seconds a probe result is reused
     command_timeout: float = Field(60, gt=0)
-    use_pyslurm: bool = False
 
     @field_validator("remote_dir")
     @classmethod
