@@ -45,9 +45,24 @@ def main():
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 def validate(file):
     """Check a job spec; print 'ok' or every error with its field path."""
+    from .config import load_config
+    from .errors import SpecError
     from .spec import load_spec
 
-    load_spec(file)
+    spec = load_spec(file)
+    config = load_config()
+    problems = []
+    for i, name in enumerate([*spec.targets, *spec.burst.to]):
+        if name not in config.target_names:
+            import difflib
+
+            field = f"targets[{i}]" if i < len(spec.targets) else f"burst.to[{i - len(spec.targets)}]"
+            guess = difflib.get_close_matches(name, config.target_names, n=1)
+            problems.append((field, f"unknown target '{name}'" + (f"; did you mean '{guess[0]}'?" if guess else
+                                                                  f" (configured in {config.path}: "
+                                                                  f"{', '.join(config.target_names)})")))
+    if problems:
+        raise SpecError(str(file), problems)
     click.echo("ok")
 
 

@@ -65,3 +65,13 @@ def test_backends_lists_builtins_and_why_one_is_unavailable():
 def test_status_of_unknown_job(launcher_env):
     r = run("status", "nope")
     assert r.exit_code == 1 and "no job 'nope'" in r.output
+
+
+def test_validate_names_targets_the_config_does_not_have(tmp_path, launcher_env):
+    launcher_env["config"].write_text("targets:\n  cluster-a: {backend: slurm}\n")
+    f = tmp_path / "j.yaml"
+    f.write_text("name: x\nrun: echo\ntargets: [cluster-b, local]\nburst: {after: 1h, to: [nope]}\n")
+    r = run("validate", f)
+    assert r.exit_code == 2
+    assert "targets[0]: unknown target 'cluster-b'; did you mean 'cluster-a'?" in r.output
+    assert "burst.to[0]: unknown target 'nope'" in r.output
