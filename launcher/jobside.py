@@ -52,7 +52,8 @@ Writer API for training programs::
 Environment read: LAUNCHER_CKPT_ROOT, LAUNCHER_ATTEMPT (the generation),
 LAUNCHER_RESUME_FROM, LAUNCHER_RESUME_STEP, LAUNCHER_JOB_ID (recorded as "run" in
 COMMIT.json), LAUNCHER_PREEMPT_SIGNAL, LAUNCHER_CKPT_SHA256=1 (hash every file at save),
-LAUNCHER_STAGING_DIR (where S3 saves are staged; default $TMPDIR).
+LAUNCHER_STAGING_DIR (where S3 saves are staged; default $TMPDIR), LAUNCHER_HEARTBEAT_SECONDS
+(see start_heartbeat; 0 turns the heartbeat off).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ import tempfile
 import time
 import zipfile
 
-from launcher.checkpoint import (COMMIT, AlreadyCommitted, CheckpointError, RootUnavailable, Superseded, attempt_key, check_fence,
+from launcher.checkpoint import (COMMIT, META_DIR, AlreadyCommitted, CheckpointError, RootUnavailable, Superseded, attempt_key, check_fence,
                                  commit as _commit, gc as _gc, latest as _latest, open_store, parse_manifest,
                                  read_attempt, read_generations, start_generation, step_dir, write_attempt)
 from launcher.checkpoint.contract import now_iso
@@ -107,7 +108,7 @@ PROG = "launcher-job"
 
 __all__ = ["EXIT_PREEMPTED", "EXIT_SUPERSEDED", "stand_down", "save", "commit", "restore", "resume_step", "resume_from", "generation",
            "ckpt_root", "latest_committed", "install_preemption_handler", "preemption_requested",
-           "clear_preemption", "preempt_signals", "stage_zip", "main"]
+           "clear_preemption", "preempt_signals", "start_heartbeat", "stage_zip", "main"]
 
 
 # ---------------------------------------------------------------- environment
@@ -213,6 +214,7 @@ def install_preemption_handler(signals=None):
         prev = signal.signal(n, _on_preempt)
         if prev is not _on_preempt:
             _PREEMPT["installed"][n] = prev
+    _auto_heartbeat()
     return nums
 
 
@@ -249,6 +251,62 @@ def _record_save(store, gen, rec) -> None:
     except Exception as e:  # the record is advisory: never break a save over it
         print("%s: warning: could not record save timing under %s: %s" % (PROG, store.url(attempt_key(gen)), e),
               file=sys.stderr)
+
+
+# ---------------------------------------------------------------- heartbeat
+_HEARTBEAT = {"thread": None}
+
+
+def heartbeat_key(gen) -> str:
+    return "%s/attempts/g%d.heartbeat" % (META_DIR, int(gen))
+
+
+def start_heartbeat(root=None, interval=None):
+    """Write ROOT/.launcher/attempts/g<G>.heartbeat ({"at": ISO, "interval": s, ...}) every
+    INTERVAL seconds from a daemon thread, so ``launcher report`` can tell when a crashed
+    node died (the scheduler notices only later; without it, that delay counts as lost
+    work). INTERVAL: $LAUNCHER_HEARTBEAT_SECONDS, else 10 (POSIX root) or 30 (S3); 0 turns
+    it off. Started once per process by restore(), save() and install_preemption_handler()
+    inside a launcher job ($LAUNCHER_BACKEND set). Advisory: never raises. Returns the
+    thread, or None."""
+    if _HEARTBEAT["thread"] is not None:
+        return _HEARTBEAT["thread"]
+    try:
+        root = root or os.environ.get("LAUNCHER_CKPT_ROOT", "")
+        gen = _env_int("LAUNCHER_ATTEMPT")
+        if not root or gen is None:
+            return None
+        store = open_store(root)  # its own store: its requests are not the writer's
+        if interval is None:
+            raw = os.environ.get("LAUNCHER_HEARTBEAT_SECONDS", "").strip()
+            interval = float(raw) if raw else (10.0 if store.is_local else 30.0)
+        if interval <= 0:
+            return None
+        import socket
+        import threading
+
+        key = heartbeat_key(gen)
+        base = {"generation": gen, "host": socket.gethostname(), "pid": os.getpid(), "interval": interval}
+
+        def beat():
+            while True:
+                try:
+                    store.put(key, (json.dumps(dict(base, at=now_iso())) + "\n").encode())
+                except Exception:  # a missed beat only makes the crash time less precise
+                    pass
+                time.sleep(interval)
+
+        t = threading.Thread(target=beat, name="launcher-heartbeat", daemon=True)
+        _HEARTBEAT["thread"] = t
+        t.start()
+        return t
+    except Exception:
+        return None
+
+
+def _auto_heartbeat():
+    if _HEARTBEAT["thread"] is None and os.environ.get("LAUNCHER_BACKEND"):
+        start_heartbeat()
 
 
 # ---------------------------------------------------------------- writer
@@ -289,6 +347,7 @@ def save(step, root=None, generation=None, sha256=None, commit=True, run=None):
     gen = generation if generation is not None else _current_generation(store)
     step = int(step)
     name = step_dir(step, gen)
+    _auto_heartbeat()
     run = run if run is not None else (os.environ.get("LAUNCHER_JOB_ID") or None)
     want_sha = _want_sha(sha256)
     if commit:
@@ -365,6 +424,7 @@ def restore(path=None, verify=False):
     directory itself. S3: a temporary local copy (sizes checked against COMMIT.json,
     sha256 too with VERIFY), removed on exit."""
     path = path if path is not None else resume_from()
+    _auto_heartbeat()
     if not path:
         yield None
         return

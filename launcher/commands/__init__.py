@@ -10,6 +10,8 @@ MODULES = [
     "ssh",
     "checkpoints",
     "watch",
+    "report",
+    "provenance",
 ]
 
 

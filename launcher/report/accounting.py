@@ -1,0 +1,371 @@
+"""Time accounting of a job's wall time (pure: data in, numbers out).
+
+The wall time runs from the first submission to the end of the last attempt (now, for
+a job still open). It is cut into consecutive segments, each with exactly one
+category, so the categories add up to the wall time by construction:
+
+``queue_wait``
+    waiting in the scheduler before the job's *first* allocation.
+``provisioning``
+    first allocation -> the program's start inside the job (node boot/allocation, the
+    job script, ``setup``, the job-side helper resolving the checkpoint).
+``useful_compute``
+    the program running, minus checkpoint saves, up to the last checkpoint that a later
+    attempt resumed from (all of it for the attempt that completed, or that still runs).
+``checkpoint_overhead``
+    the save intervals (the job-side helper's timings: write + commit) before that point.
+``lost_work``
+    for every attempt that ended without completing: the time from the end of its last
+    checkpoint that was committed *and* used (the next generation resumed from it, or
+    the newest one if none followed) to the failure. The failure is the end of the run
+    as the scheduler saw it, or, when the job-side heartbeat stopped well before that
+    (a crashed node: the scheduler notices only after its timeout), the last heartbeat
+    plus one heartbeat interval. An attempt that committed nothing loses its whole run.
+``restart_overhead``
+    after an attempt that ran: from the failure (so including the scheduler's detection
+    delay) until the next attempt's program starts (requeue, queue wait again,
+    re-allocation, startup and checkpoint discovery).
+
+An attempt lasts until the scheduler's end of its run, or until its last job-side sign
+of life (save, heartbeat) if that is later (a preempted program checkpoints after Slurm
+marked the run PREEMPTED), but never into the next attempt's run.
+
+Times are POSIX seconds. Job-side times come from the node's clock and scheduler times
+have 1 s resolution; every boundary is clamped into its attempt's window, so skew can
+move time between neighbouring categories but never creates or loses any.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+CATEGORIES = ("queue_wait", "provisioning", "useful_compute", "checkpoint_overhead", "lost_work",
+              "restart_overhead")
+LABELS = {"queue_wait": "queue wait", "provisioning": "provisioning", "useful_compute": "useful compute",
+          "checkpoint_overhead": "checkpoint overhead", "lost_work": "lost work",
+          "restart_overhead": "restart overhead"}
+# an attempt that ended in one of these did not fail (no lost work is charged for COMPLETED)
+COMPLETED = "COMPLETED"
+NOT_FAILURES = {"COMPLETED", "CANCELLED"}  # CANCELLED loses work, but is no failure for the MTBF
+ACTIVE = {"SUBMITTING", "PENDING", "RUNNING", "REQUEUED", "COMPLETING", "SUSPENDED", "UNKNOWN"}
+
+
+@dataclass(frozen=True)
+class Save:
+    start: float
+    end: float
+    step: int
+    committed: bool
+    preempt: bool = False  # saved on a preemption notice (not a periodic checkpoint)
+
+
+@dataclass
+class AttemptIn:
+    attempt: int
+    state: str
+    queued: float  # when it began to wait: submission, or the requeue of the previous run
+    started: Optional[float] = None  # allocation start (scheduler)
+    ended: Optional[float] = None  # None: still pending or running
+    program_start: Optional[float] = None  # the job-side helper started its generation
+    saves: list = field(default_factory=list)
+    resume_step: Optional[int] = None  # the step its generation resumed from (-1: fresh start)
+    generation: Optional[int] = None
+    host: Optional[str] = None
+    target: str = ""
+    native_id: Optional[str] = None
+    heartbeat: Optional[float] = None  # the job-side heartbeat's last beat
+    heartbeat_interval: Optional[float] = None
+    cost_usd: Optional[float] = None  # recorded in the state store (used when no price is known)
+    price_per_hour: Optional[float] = None  # $/h of its allocation (submit-time figure, else target price x GPUs)
+    price_source: str = ""
+    preempt_notice: Optional[float] = None
+
+    @property
+    def active(self) -> bool:
+        return self.ended is None or self.state in ACTIVE
+
+
+@dataclass
+class History:
+    job_id: str
+    t0: float  # first submission
+    now: float  # the end of the wall time of a job that is still open
+    attempts: list
+    jobside: bool = True  # job-side records exist (a checkpoint root): program start and saves are known
+    gpus: int = 0  # GPUs of one allocation (nodes x gpus_per_node)
+    planned_interval_s: Optional[float] = None  # spec.checkpoint.interval
+
+
+@dataclass(frozen=True)
+class Segment:
+    start: float
+    end: float
+    category: str
+    attempt: int
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+def _clamp(x, lo, hi):
+    return lo if x < lo else hi if x > hi else x
+
+
+def _merge(intervals):
+    out = []
+    for a, b in sorted(intervals):
+        if b <= a:
+            continue
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+@dataclass
+class AttemptOut:
+    attempt: int
+    state: str
+    queued: float
+    started: Optional[float]
+    program_start: Optional[float]
+    ended: float
+    open: bool
+    failed: bool
+    last_commit_at: Optional[float]
+    last_commit_step: Optional[int]
+    used_commit_limit: Optional[int]  # the step the next generation resumed from
+    failure_at: Optional[float]
+    seconds: dict
+    billable_s: float
+    cost_usd: Optional[float]
+    cost_source: str
+    saves: list
+    resume_step: Optional[int]
+    generation: Optional[int]
+    host: Optional[str]
+    target: str
+    native_id: Optional[str]
+    preempt_notice: Optional[float]
+
+
+@dataclass
+class Accounting:
+    job_id: str
+    t0: float
+    t_end: float
+    open: bool
+    totals: dict
+    segments: list
+    attempts: list
+    interval: dict
+    cost: dict
+
+    @property
+    def wall_s(self) -> float:
+        return self.t_end - self.t0
+
+    @property
+    def goodput_pct(self) -> Optional[float]:
+        return 100.0 * self.totals["useful_compute"] / self.wall_s if self.wall_s > 0 else None
+
+    def to_dict(self) -> dict:
+        wall = self.wall_s
+        return {
+            "job_id": self.job_id, "t0": self.t0, "t_end": self.t_end, "open": self.open,
+            "wall_s": wall, "categories": dict(self.totals),
+            "percent": {k: (100.0 * v / wall if wall > 0 else None) for k, v in self.totals.items()},
+            "sum_s": sum(self.totals.values()), "goodput_pct": self.goodput_pct,
+            "attempts": [a.__dict__ | {"saves": [s.__dict__ for s in a.saves]} for a in self.attempts],
+            "failures": [{"attempt": a.attempt, "state": a.state, "at": a.failure_at, "ended": a.ended,
+                          "lost_s": a.seconds["lost_work"],
+                          "last_commit_step": a.last_commit_step, "last_commit_at": a.last_commit_at}
+                         for a in self.attempts if a.failed],
+            "interval": self.interval, "cost": self.cost,
+            "segments": [{"start": s.start, "end": s.end, "category": s.category, "attempt": s.attempt}
+                         for s in self.segments],
+        }
+
+
+def _next_resume(attempts, i) -> Optional[int]:
+    """The step the next generation that started resumed from (None if none started)."""
+    for b in attempts[i + 1:]:
+        if b.program_start is not None and b.resume_step is not None:
+            return b.resume_step
+    return None
+
+
+def _next_start(attempts, i) -> Optional[float]:
+    for b in attempts[i + 1:]:
+        for t in (b.started, b.program_start):
+            if t is not None:
+                return t
+    return None
+
+
+def account(h: History) -> Accounting:
+    attempts = sorted(h.attempts, key=lambda a: a.attempt)
+    totals = {c: 0.0 for c in CATEGORIES}
+    segments: list = []
+    outs: list = []
+
+    def add(a, b, cat, n, sec):
+        if b > a:
+            segments.append(Segment(a, b, cat, n))
+            totals[cat] += b - a
+            sec[cat] += b - a
+
+    cursor = h.t0
+    ran_before = False
+    is_open = False
+    for i, a in enumerate(attempts):
+        sec = {c: 0.0 for c in CATEGORIES}
+        nxt_queued = attempts[i + 1].queued if i + 1 < len(attempts) else None
+        if a.ended is not None:
+            end = a.ended
+        elif nxt_queued is not None:  # superseded without a recorded end: it ended when the next one queued
+            end = nxt_queued
+        else:
+            end = h.now
+            is_open = True
+        if a.ended is not None or nxt_queued is not None:
+            # the program may outlive the scheduler's end of the run (a preempted job checkpoints
+            # after Slurm marked it PREEMPTED): the attempt lasts until its last job-side sign of
+            # life, but never into the next attempt's run
+            seen = [s.end for s in a.saves] + [t for t in (a.program_start, a.heartbeat) if t is not None]
+            nxt = _next_start(attempts, i)
+            if seen:
+                end = max(end, min(max(seen), nxt) if nxt is not None else max(seen))
+        end = max(end, cursor)
+        open_attempt = a.ended is None and nxt_queued is None
+        started = a.started if a.started is not None else a.program_start
+        started = _clamp(started, cursor, end) if started is not None else end
+        add(cursor, started, "restart_overhead" if ran_before else "queue_wait", a.attempt, sec)
+        if not h.jobside:
+            ps = started
+        elif a.program_start is not None:
+            ps = _clamp(a.program_start, started, end)
+        else:
+            ps = end  # the program never started (or left no record): all of it was startup
+        add(started, ps, "restart_overhead" if ran_before else "provisioning", a.attempt, sec)
+
+        # interrupted: ended without completing (failure, cancel), or superseded by a later attempt
+        failed = (a.ended is not None and a.state != COMPLETED) or (a.ended is None and nxt_queued is not None)
+        limit = _next_resume(attempts, i) if failed else None
+        saves = sorted(a.saves, key=lambda s: (s.end, s.step))
+        commit_at, commit_step = None, None
+        for s in saves:  # the last commit a later generation could use (1 s slack: scheduler clocks)
+            if s.committed and s.end <= end + 1.0 and (limit is None or s.step <= limit):
+                commit_at, commit_step = _clamp(s.end, ps, end), s.step
+        failure_at = end
+        if failed:
+            good_end = commit_at if commit_at is not None else ps
+            if a.heartbeat is not None and a.heartbeat_interval:
+                # the process died at most one interval after its last beat
+                failure_at = _clamp(a.heartbeat + a.heartbeat_interval, good_end, end)
+        else:
+            good_end = end
+        ck = _merge([(_clamp(s.start, ps, good_end), _clamp(s.end, ps, good_end)) for s in saves])
+        t = ps
+        for x, y in ck:
+            add(t, x, "useful_compute", a.attempt, sec)
+            add(x, y, "checkpoint_overhead", a.attempt, sec)
+            t = y
+        add(t, good_end, "useful_compute", a.attempt, sec)
+        add(good_end, failure_at, "lost_work", a.attempt, sec)
+        add(failure_at, end, "restart_overhead", a.attempt, sec)  # the scheduler had not noticed yet
+        if a.started is not None or a.program_start is not None:
+            ran_before = True
+        billable = max(0.0, end - started)
+        # the price x the allocation time seen here (the recorded cost is a running figure the
+        # launcher updated when it last looked, stale for a run Slurm requeued in between)
+        if a.price_per_hour is not None:
+            cost, how = a.price_per_hour * billable / 3600.0, a.price_source or "price"
+        elif a.cost_usd is not None:
+            cost, how = a.cost_usd, "recorded"
+        else:
+            cost, how = None, "no price"
+        outs.append(AttemptOut(
+            attempt=a.attempt, state=a.state, queued=a.queued, started=a.started, program_start=a.program_start,
+            ended=end, open=open_attempt, failed=failed, last_commit_at=commit_at, last_commit_step=commit_step,
+            used_commit_limit=limit, failure_at=failure_at if failed else None, seconds=sec, billable_s=billable, cost_usd=cost, cost_source=how,
+            saves=saves, resume_step=a.resume_step, generation=a.generation, host=a.host, target=a.target,
+            native_id=a.native_id, preempt_notice=a.preempt_notice))
+        cursor = end
+    t_end = cursor if attempts else max(h.t0, h.now)
+    if not attempts:
+        add(h.t0, t_end, "queue_wait", 0, {c: 0.0 for c in CATEGORIES})
+        is_open = True
+    interval = checkpoint_interval(outs, totals, h.planned_interval_s)
+    cost = cost_summary(outs, totals, h.gpus)
+    return Accounting(h.job_id, h.t0, t_end, is_open, totals, segments, outs, interval, cost)
+
+
+# ---------------------------------------------------------------- cost
+def cost_summary(outs, totals, gpus: int) -> dict:
+    known = [a.cost_usd for a in outs if a.cost_usd is not None]
+    total = sum(known) if known else None
+    useful_gpu_h = totals["useful_compute"] / 3600.0 * gpus if gpus else 0.0
+    per = total / useful_gpu_h if (total is not None and useful_gpu_h > 0) else None
+    why = None
+    if total is None:
+        why = "no price: the target has no gpu_hour_usd and no attempt has a recorded cost"
+    elif not gpus:
+        why = "the job uses no GPUs"
+    elif useful_gpu_h <= 0:
+        why = "no useful compute yet"
+    return {"total_usd": total, "complete": len(known) == len(outs), "gpus": gpus,
+            "useful_gpu_hours": useful_gpu_h, "usd_per_useful_gpu_hour": per, "reason": why,
+            "per_attempt": [{"attempt": a.attempt, "usd": a.cost_usd, "source": a.cost_source,
+                             "billable_s": a.billable_s} for a in outs]}
+
+
+# ---------------------------------------------------------------- checkpoint interval
+def checkpoint_interval(outs, totals, planned_s: Optional[float] = None) -> dict:
+    """The compute time between periodic commits actually achieved, against the optimum for
+    the observed failure rate (Young 1974, Daly 2006; ``launcher.plan.model``)."""
+    gaps, costs, notice_costs = [], [], []
+    for a in outs:
+        periodic = [s for s in a.saves if s.committed and not s.preempt]
+        for s in a.saves:
+            if s.committed:
+                (notice_costs if s.preempt else costs).append(max(0.0, s.end - s.start))
+        for p, q in zip(periodic, periodic[1:]):
+            gaps.append(max(0.0, q.start - p.end))
+    failures = [a for a in outs if a.failed and a.state not in NOT_FAILURES]
+    exposure = sum(a.seconds["useful_compute"] + a.seconds["checkpoint_overhead"] + a.seconds["lost_work"]
+                   for a in outs)
+    restart_total = totals["restart_overhead"]
+    out = {"achieved_s": (sum(gaps) / len(gaps)) if gaps else None, "intervals": len(gaps),
+           "planned_s": planned_s,
+           "checkpoint_cost_s": (sum(costs) / len(costs)) if costs else None, "saves": len(costs),
+           "notice_saves": len(notice_costs), "failures": len(failures), "exposure_s": exposure,
+           "mtbf_s": (exposure / len(failures)) if failures else None,
+           "restart_s": (restart_total / len(failures)) if failures else None,
+           "young_s": None, "daly_s": None, "optimal_s": None, "reason": None}
+    C, M = out["checkpoint_cost_s"], out["mtbf_s"]
+    if C is None:
+        out["reason"] = "no committed periodic checkpoint: the checkpoint cost is unknown"
+        return out
+    if M is None:
+        out["reason"] = "no failure observed: the optimum is unbounded (checkpoint as rarely as you like)"
+        return out
+    from ..plan.model import daly, optimal_interval, young
+
+    C_eff = max(C, 1e-6)
+    out["young_s"] = young(C_eff, M)
+    out["daly_s"] = daly(C_eff, M)
+    noticed = sum(1 for a in failures if any(s.preempt and s.committed for s in a.saves))
+    p = noticed / len(failures)
+    out["notice_fraction"] = p
+    Ce = (sum(notice_costs) / len(notice_costs)) if notice_costs else None
+    h = 3600.0
+    try:
+        tau = optimal_interval(C_eff / h, h / M, (out["restart_s"] or 0.0) / h, p, (Ce / h) if Ce else None)
+        out["optimal_s"] = tau * h if tau != float("inf") else None
+    except (ValueError, ZeroDivisionError, OverflowError):
+        out["optimal_s"] = None
+    return out

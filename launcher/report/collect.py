@@ -1,0 +1,243 @@
+"""Gathering a job's history for the report: the state store, the scheduler's per-run
+records (where the backend keeps them) and the checkpoint root's attempt records.
+
+Sources, best first, for each attempt:
+
+* submission: ``attempts.submitted`` (state store); a run requeued in place by the
+  scheduler (Slurm: same job id, ``SLURM_RESTART_COUNT`` + 1) starts waiting when the
+  previous run ended.
+* allocation start / end: the backend's per-run history (Slurm: ``sacct``, one record
+  per run), else ``attempts.started`` / ``attempts.ended``.
+* program start, resume step, save timings, preemption notice:
+  ``ROOT/.launcher/attempts/g<G>.json``, matched to attempts by (scheduler job id,
+  restart count) where the scheduler exports them, else by generation number.
+
+Nothing here fails because a source is missing: the report says what it lacked in
+``notes``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from typing import Optional
+
+from .accounting import ACTIVE, AttemptIn, History, Save
+
+
+def iso_ts(v) -> Optional[float]:
+    if not v or not isinstance(v, str):
+        return None
+    try:
+        d = datetime.datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if d.tzinfo is None:
+        d = d.astimezone()  # naive: this machine's local time
+    return d.timestamp()
+
+
+def slurm_ts(v) -> Optional[float]:
+    if not v or v in ("Unknown", "None", "N/A") or not isinstance(v, str):
+        return None
+    try:
+        return time.mktime(time.strptime(v, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def read_generation_records(root: Optional[str], job_id: str, notes: list) -> list[dict]:
+    """Every ROOT/.launcher/attempts/g<G>.json written by JOB_ID, oldest generation first."""
+    if not root:
+        return []
+    from ..checkpoint import CheckpointError, open_store, read_attempt, read_generations
+    from ..jobside import heartbeat_key
+
+    try:
+        store = open_store(root)
+        gens = read_generations(store)
+    except (CheckpointError, OSError) as e:
+        notes.append(f"checkpoint root {root} unreadable ({e}): no program starts or save timings")
+        return []
+    out = []
+    for h in gens.history:
+        g = h.get("generation")
+        if not isinstance(g, int) or (h.get("job_id") not in (None, job_id)):
+            continue
+        try:
+            rec = read_attempt(store, g)
+        except Exception as e:  # noqa: BLE001 - a record is advisory
+            notes.append(f"attempt record g{g}.json unreadable: {e}")
+            rec = None
+        rec = dict(rec or {})
+        try:
+            raw, _ = store.read(heartbeat_key(g))
+            hb = json.loads(raw.decode("utf-8")) if raw else None
+            rec["_heartbeat"] = hb if isinstance(hb, dict) else None
+        except Exception:  # noqa: BLE001 - advisory
+            rec["_heartbeat"] = None
+        rec.setdefault("generation", g)
+        rec.setdefault("started", h.get("started"))
+        rec.setdefault("resume_step", h.get("resume_step"))
+        rec.setdefault("job_id", h.get("job_id"))
+        if rec.get("job_id") not in (None, job_id):
+            continue
+        out.append(rec)
+    return out
+
+
+def _match(attempts, records) -> dict:
+    """{attempt number: generation record}."""
+    by_native: dict = {}
+    for a in attempts:
+        if a.native_id:
+            by_native.setdefault(a.native_id, []).append(a.attempt)
+    out: dict = {}
+    left = []
+    for rec in records:
+        sch = rec.get("scheduler") or {}
+        jid, rc = sch.get("SLURM_JOB_ID"), sch.get("SLURM_RESTART_COUNT", "0")
+        nums = by_native.get(str(jid)) if jid else None
+        if nums:
+            try:
+                n = min(nums) + int(rc or 0)
+            except ValueError:
+                n = None
+            if n in nums:
+                if n not in out or (out[n].get("generation") or 0) < (rec.get("generation") or 0):
+                    out[n] = rec
+                continue
+        left.append(rec)
+    known = {a.attempt for a in attempts}
+    rest = []
+    for rec in left:
+        g = rec.get("generation")
+        if g in known and g not in out:
+            out[g] = rec
+        else:
+            rest.append(rec)
+    free = [a.attempt for a in attempts if a.attempt not in out and (a.started is not None)]
+    for n, rec in zip(free, rest):
+        out[n] = rec
+    return out
+
+
+def _num(x) -> Optional[float]:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _saves(rec) -> list:
+    out = []
+    for s in rec.get("saves") or []:
+        a, b = iso_ts(s.get("start")), iso_ts(s.get("end"))
+        if a is None or b is None or not isinstance(s.get("step"), int):
+            continue
+        out.append(Save(a, b, s["step"], bool(s.get("committed")), bool(s.get("preempt"))))
+    return out
+
+
+def price_per_hour(app, target: str, spec) -> tuple[Optional[float], str, int]:
+    """($/h of one allocation, where the price came from, GPUs) from the target's gpu_hour_usd."""
+    gpus = spec.resources.nodes * spec.resources.gpus_per_node if spec is not None else 0
+    try:
+        t = app.target(target)
+        gpu_hour = t.opt("gpu_hour_usd")
+        if gpu_hour is None:
+            gpu_hour = (t.raw or {}).get("gpu_hour_usd")
+    except Exception:  # noqa: BLE001 - the config may have changed since
+        return None, "", gpus
+    if gpu_hour is None or not gpus:
+        return None, "", gpus
+    return float(gpu_hour) * gpus, f"{target} gpu_hour_usd {float(gpu_hour):g} x {gpus} GPU(s)", gpus
+
+
+def collect(app, job: str, refresh: bool = True, now: Optional[float] = None):
+    """(History, JobRow, notes) for JOB (a job id or unique prefix)."""
+    from ..launch import job_spec
+
+    store = app.store
+    notes: list = []
+    row = store.get_job(job)
+    if refresh and row.handle and row.state in ACTIVE:
+        try:
+            from ..launch import refresh as do_refresh
+
+            st = do_refresh(app, [row]).get(row.job_id)
+            if isinstance(st, Exception):
+                notes.append(f"could not refresh the job's status: {st}")
+        except Exception as e:  # noqa: BLE001 - report from what is stored
+            notes.append(f"could not refresh the job's status: {e}")
+        row = store.get_job(row.job_id)
+    rows = store.attempts(row.job_id)
+    try:
+        spec = job_spec(row)
+    except Exception as e:  # noqa: BLE001
+        spec = None
+        notes.append(f"the stored spec does not parse any more: {e}")
+
+    # per-run scheduler records (Slurm requeues keep one job id for several runs)
+    runs: dict = {}
+    if refresh:
+        from ..backend import Handle
+
+        for nid in dict.fromkeys(a.native_id for a in rows if a.native_id):
+            a0 = next(a for a in rows if a.native_id == nid)
+            try:
+                backend = app.backend(a0.target)
+                if hasattr(backend, "run_history") and a0.handle:
+                    runs[nid] = backend.run_history(Handle.from_json(a0.handle)) or []
+            except Exception as e:  # noqa: BLE001
+                notes.append(f"no per-run history for {a0.target} id {nid}: {e}")
+
+    records = read_generation_records(row.ckpt_root, row.job_id, notes)
+    matched = _match(rows, records)
+    prices = {}
+    attempts = []
+    prev_native, prev_end = None, None
+    index_in_native: dict = {}
+    for a in rows:
+        k = index_in_native.get(a.native_id, 0)
+        index_in_native[a.native_id] = k + 1
+        run = runs.get(a.native_id) or []
+        run = run[k] if k < len(run) else {}
+        rec = matched.get(a.attempt) or {}
+        hb = rec.get("_heartbeat") or {}
+        program_start = iso_ts(rec.get("started"))
+        started = slurm_ts(run.get("start")) or a.started
+        ended = slurm_ts(run.get("end")) or a.ended
+        if a is rows[-1] and a.state in ACTIVE and not run.get("end"):
+            ended = None  # still pending or running
+        queued = a.submitted
+        if k > 0 and a.native_id == prev_native:
+            # requeued in place: it waits again from the end of the previous run (when known;
+            # else the row was written when the launcher noticed, later than the requeue)
+            queued = prev_end if prev_end is not None else min(
+                x for x in (a.submitted, started, program_start) if x is not None)
+        if a.target not in prices:
+            prices[a.target] = price_per_hour(app, a.target, spec)
+        pph, psrc, _ = prices[a.target]
+        try:
+            hourly = json.loads(a.handle or "{}").get("extra", {}).get("hourly_usd")
+        except ValueError:
+            hourly = None
+        if isinstance(hourly, (int, float)) and hourly > 0:  # the backend's figure at submit wins
+            pph, psrc = float(hourly), f"{a.target}: ${float(hourly):g}/h recorded at submit"
+        attempts.append(AttemptIn(
+            attempt=a.attempt, state=a.state, queued=queued, started=started, ended=ended,
+            program_start=program_start, saves=_saves(rec),
+            resume_step=rec.get("resume_step") if rec else None, generation=rec.get("generation"),
+            host=(rec.get("node") or {}).get("hostname") or rec.get("host"), target=a.target,
+            native_id=a.native_id, heartbeat=iso_ts(hb.get("at")), heartbeat_interval=_num(hb.get("interval")),
+            cost_usd=a.cost_usd, price_per_hour=pph, price_source=psrc,
+            preempt_notice=iso_ts(rec.get("preempt_signal_at"))))
+        prev_native, prev_end = a.native_id, ended
+    if row.ckpt_root and not records:
+        notes.append(f"no attempt records of {row.job_id} under {row.ckpt_root}: program starts and save timings "
+                     f"unknown")
+    gpus = spec.resources.nodes * spec.resources.gpus_per_node if spec is not None else 0
+    t0 = rows[0].submitted if rows else row.created
+    hist = History(job_id=row.job_id, t0=t0, now=now if now is not None else time.time(), attempts=attempts,
+                   jobside=bool(records), gpus=gpus,
+                   planned_interval_s=(spec.checkpoint.interval if spec is not None else None))
+    return hist, row, notes

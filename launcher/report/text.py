@@ -1,0 +1,86 @@
+"""The report as text."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Optional
+
+from .accounting import CATEGORIES, LABELS
+
+
+def _dur(s: Optional[float]) -> str:
+    if s is None:
+        return "-"
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.2f} h"
+
+
+def _ts(t: Optional[float]) -> str:
+    if t is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _usd(x: Optional[float]) -> str:
+    return "-" if x is None else (f"${x:.4f}" if x < 1 else f"${x:,.2f}")
+
+
+def format_report(d: dict) -> str:
+    wall = d["wall_s"]
+    out = [f"job {d['job_id']} ({d['name']}) on {d['target']} [{d['backend']}]: {d['state']}"
+           + (f" ({d['reason']})" if d.get("reason") else "") + f", {len(d['attempts'])} attempt(s)",
+           f"wall time {_dur(wall)}  ({_ts(d['t0'])} -> {_ts(d['t_end'])}{', still open' if d['open'] else ''})"]
+    for c in CATEGORIES:
+        v = d["categories"][c]
+        pct = d["percent"][c]
+        out.append(f"  {LABELS[c]:<20} {_dur(v):>10}  {pct:5.1f}%" if pct is not None else f"  {LABELS[c]:<20} {_dur(v):>10}")
+    out.append(f"  {'total':<20} {_dur(d['sum_s']):>10}")
+    gp = d["goodput_pct"]
+    out.append(f"goodput {gp:.1f}%" if gp is not None else "goodput -")
+    fails = d["failures"]
+    if fails:
+        out.append("lost work per interruption:")
+        for f in fails:
+            since = (f"since step {f['last_commit_step']} was committed" if f["last_commit_step"] is not None
+                     else "nothing committed in this attempt")
+            out.append(f"  attempt {f['attempt']} {f['state']} at {_ts(f['at'])}: {_dur(f['lost_s'])} lost ({since})")
+    c = d["cost"]
+    parts = [f"#{p['attempt']} {_usd(p['usd'])}" for p in c["per_attempt"]]
+    if c["total_usd"] is None:
+        out.append(f"cost - ({c.get('reason') or 'no price'})")
+    else:
+        line = f"cost {_usd(c['total_usd'])}" + ("" if c["complete"] else " (some attempts have no price)")
+        line += f"  per attempt: {', '.join(parts)}" if parts else ""
+        out.append(line)
+    if c["usd_per_useful_gpu_hour"] is not None:
+        out.append(f"  {_usd(c['usd_per_useful_gpu_hour'])} per useful GPU-hour "
+                   f"({c['useful_gpu_hours']:.4f} useful GPU-hours on {c['gpus']} GPU(s))")
+    elif c.get("reason") and c["total_usd"] is not None:
+        out.append(f"  per useful GPU-hour: - ({c['reason']})")
+    iv = d["interval"]
+    line = (f"checkpoint interval: achieved {_dur(iv['achieved_s'])} of compute between commits "
+            f"({iv['intervals']} interval(s)); save cost C {_dur(iv['checkpoint_cost_s'])}")
+    if iv.get("planned_s"):
+        line += f"; planned {_dur(iv['planned_s'])}"
+    out.append(line)
+    if iv.get("young_s") is not None:
+        out.append(f"  observed MTBF {_dur(iv['mtbf_s'])} ({iv['failures']} failure(s) in {_dur(iv['exposure_s'])} "
+                   f"running); optimum: Young {_dur(iv['young_s'])}, Daly {_dur(iv['daly_s'])}"
+                   + (f", exact {_dur(iv['optimal_s'])} (restart {_dur(iv['restart_s'])}, "
+                      f"{100 * iv.get('notice_fraction', 0):.0f}% with notice)" if iv.get("optimal_s") else ""))
+    elif iv.get("reason"):
+        out.append(f"  optimum: - ({iv['reason']})")
+    out.append("attempts:")
+    out.append(f"  {'#':>3} {'state':<12} {'queued':<19} {'started':<19} {'ended':<19} {'host':<10} "
+               f"{'resumed':>7} {'useful':>9} {'lost':>9}")
+    for a in d["attempts"]:
+        out.append(f"  {a['attempt']:>3} {a['state']:<12} {_ts(a['queued']):<19} {_ts(a['started']):<19} "
+                   f"{_ts(a['ended']) if not a['open'] else '(running)':<19} {str(a['host'] or '-'):<10} "
+                   f"{'-' if a['resume_step'] is None or a['resume_step'] < 0 else a['resume_step']:>7} "
+                   f"{_dur(a['seconds']['useful_compute']):>9} {_dur(a['seconds']['lost_work']):>9}")
+    for n in d.get("notes") or []:
+        out.append(f"note: {n}")
+    return "\n".join(out) + "\n"
