@@ -16,15 +16,17 @@ last attempt (now, if it is still open). The categories add up to the wall time:
   useful compute       the program running, up to the last checkpoint a later
                        attempt resumed from, minus the saves
   checkpoint overhead  the saves (the job-side helper's timings)
-  lost work            at each interruption: the time since the last committed
-                       checkpoint that was used (a crashed node counts until the
-                       scheduler noticed)
-  restart overhead     after an interruption, until the next attempt's program
-                       started (requeue, queue, allocation, startup)
+  lost work            at each interruption: from the end of the last committed
+                       checkpoint that was used to the failure (a crashed node:
+                       one heartbeat interval after its last job-side heartbeat)
+  restart overhead     from the failure (so the scheduler's detection delay too)
+                       until the next attempt's program started (requeue, queue,
+                       allocation, startup)
 
-Goodput is useful compute / wall time. Cost is each attempt's recorded cost, else
-its allocation time x the target's gpu_hour_usd x GPUs. The checkpoint interval
-achieved is compared with the Young/Daly optimum for the observed failure rate.
+Goodput is useful compute / wall time. Cost is each attempt's allocation time x
+its hourly price (recorded at submit, else the target's gpu_hour_usd x GPUs), or
+its recorded cost where no price is known. The checkpoint interval achieved is
+compared with the Young/Daly optimum for the observed failure rate.
 
 Sources: the state store, the scheduler's per-run records (Slurm sacct) and the
 attempt records under the checkpoint root (ROOT/.launcher/attempts/g<G>.json).
