@@ -166,6 +166,7 @@ class JobSpec(Section):
     cost: Cost = Field(default_factory=Cost)
     burst: Burst = Field(default_factory=Burst)
     targets: list[str] = Field(default_factory=list)
+    seed: Optional[int] = Field(None, ge=0, description="exported as LAUNCHER_SEED (random per launch if unset)")
     slurm: SlurmSection = Field(default_factory=SlurmSection)
     skypilot: SkyPilotSection = Field(default_factory=SkyPilotSection)
 

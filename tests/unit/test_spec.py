@@ -113,3 +113,10 @@ def test_checkpoint_root_must_be_posix_or_s3():
     (path, msg), = problems("name: x\nrun: y\ncheckpoint: {root: 'gs://b/x'}\n")
     assert path == "checkpoint.root"
     assert spec_from_text("name: x\nrun: y\ncheckpoint: {root: 's3://my-bucket/runs/a'}\n").checkpoint.root
+
+
+def test_seed_from_the_spec_is_the_one_exported():
+    from launcher.provenance.seed import choose_seed
+
+    spec = spec_from_text("name: x\nrun: y\nseed: 1234\n")
+    assert choose_seed(spec)[0] == 1234
