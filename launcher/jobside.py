@@ -403,9 +403,23 @@ def save(step, root=None, generation=None, sha256=None, commit=True, run=None):
                                     " (the commit is a stale fork, never resumed from)"
                                     if fp and step > fp[0] else ""),
                                  gen, gens.generation, fp[0] if fp else None)
+            _auto_gc(store)
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _auto_gc(store) -> None:
+    """After each commit, keep $LAUNCHER_CKPT_KEEP committed checkpoints (the spec's
+    checkpoint.keep, exported by the job script): never the newest, torn ones quarantined.
+    A failed gc is reported and never fails the save that triggered it."""
+    keep = _env_int("LAUNCHER_CKPT_KEEP")
+    if not keep or keep < 1:
+        return
+    try:
+        _gc(store, keep)
+    except Exception as e:  # best effort: the commit already happened
+        print("launcher-job: checkpoint gc skipped: %s: %s" % (type(e).__name__, e), file=sys.stderr, flush=True)
 
 
 def commit(step, root=None, generation=None, sha256=None, run=None) -> dict:

@@ -76,5 +76,6 @@ def contract_context(spec, job, helper_cmd: str) -> dict:
         "run": run_as_shell(spec.run),
         "ckpt_root": spec.checkpoint.root,
         "ckpt_verify": spec.checkpoint.verify,
+        "ckpt_keep": spec.checkpoint.keep,
         "helper_cmd": helper_cmd,
     }

@@ -215,6 +215,7 @@ def _envs(spec: JobSpec, job: JobRef, opts: RenderOptions) -> dict:
     root = spec.checkpoint.root
     if root:
         env["LAUNCHER_CKPT_ROOT"] = root
+        env["LAUNCHER_CKPT_KEEP"] = str(spec.checkpoint.keep)
         bucket, prefix = _ckpt_bucket(root)
         if bucket and opts.mount_checkpoint_bucket:
             env["LAUNCHER_CKPT_MOUNT"] = f"{CKPT_MOUNT}/{prefix}".rstrip("/")

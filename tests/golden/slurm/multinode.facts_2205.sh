@@ -39,6 +39,7 @@ echo "launcher: start $LAUNCHER_ATTEMPT of $LAUNCHER_JOB_ID on $SLURM_JOB_NODELI
 # Resolve the latest COMMITTED checkpoint at every start of the job (requeues rerun
 # this script), bump the generation, and export LAUNCHER_RESUME_FROM / _STEP / _ATTEMPT.
 export LAUNCHER_CKPT_ROOT=/shared/ckpt/llm
+export LAUNCHER_CKPT_KEEP=3
 if ! _launcher_resume="$(python3 /state/jobs/basic-abc123/launcher_job.pyz resume-env --root "$LAUNCHER_CKPT_ROOT" --job-id "$LAUNCHER_JOB_ID" --attempt-hint "$LAUNCHER_ATTEMPT")"; then
   echo "launcher: could not resolve the checkpoint to resume from (root $LAUNCHER_CKPT_ROOT)" >&2
   exit 3
