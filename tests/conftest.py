@@ -12,4 +12,5 @@ pytest_plugins = [
     "tests.fixtures.slurm",
     "tests.fixtures.moto",
     "tests.fixtures.sshd",
+    "tests.fixtures.skypilot_slurm",
 ]

@@ -1,0 +1,140 @@
+"""Opt-in end-to-end tier: the launcher drives real SkyPilot 0.14.1 onto the project's Slurm
+test cluster through SkyPilot's own Slurm support (tests/fixtures/skypilot_slurm.py), the
+Slurm job that holds the SkyPilot cluster's allocation is killed, and `launcher watch`
+relaunches the job on a new SkyPilot cluster, which resumes from the latest committed
+checkpoint and finishes with the result of an uninterrupted run.
+
+    .venv/bin/pytest -m skypilot_e2e tests/integration/test_skypilot_e2e.py -p no:cacheprovider -o addopts=''
+
+Set LAUNCHER_SKYPILOT_E2E_REPORT=FILE to get the phase timings as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher_backends.skypilot.names import cluster_name
+
+from .launcher_cli import LauncherCLI
+
+pytestmark = [pytest.mark.skypilot_e2e, pytest.mark.slurm]
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAIN = ROOT / "examples" / "train.py"
+STEPS, EVERY, SLEEP = 60, 4, 0.5  # ~30 s of training: the kill lands mid-run
+SKY_ENV = ("HOME", "TMPDIR", "SKYPILOT_API_SERVER_LOCAL_PORT", "SKYPILOT_DISABLE_LOCAL_API_SERVER",
+           "SKYPILOT_DISABLE_USAGE_COLLECTION")
+
+
+def reference(steps: int, tmp: Path) -> str:
+    out = tmp / "ref.json"
+    subprocess.run([sys.executable, str(TRAIN), "--steps", str(steps), "--result", str(out)], capture_output=True,
+                   text=True, check=True, env={"PATH": "/usr/bin:/bin"})
+    return json.loads(out.read_text())["sha256"]
+
+
+def committed_steps(cli, root) -> list[int]:
+    p = cli.run("checkpoints", root, "--json", check=False)
+    if p.returncode != 0:
+        return []
+    return sorted(e["step"] for e in json.loads(p.stdout) if e["state"] == "committed")
+
+
+def poll(what: str, fn, timeout: float, interval: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not reached within {timeout:.0f}s")
+        time.sleep(interval)
+
+
+class Phases:
+    def __init__(self):
+        self.t0 = self.last = time.monotonic()
+        self.rows: dict = {}
+
+    def mark(self, name: str) -> None:
+        now = time.monotonic()
+        self.rows[name] = round(now - self.last, 1)
+        self.last = now
+
+    def total(self) -> float:
+        return round(time.monotonic() - self.t0, 1)
+
+
+@pytest.mark.timeout(1800)
+def test_a_killed_skypilot_allocation_is_relaunched_by_watch_and_resumes_from_the_latest_commit(
+        skypilot_slurm, clean_queue, tmp_path):
+    sp, cluster = skypilot_slurm, clean_queue
+    ph = Phases()
+    ref = reference(STEPS, tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(TRAIN, work / "train.py")  # SkyPilot syncs the spec's workdir to the nodes
+    stamp = time.time_ns()
+    root = cluster.shared_dir / f"ckpt-skye2e-{stamp}"
+    result = cluster.shared_dir / f"result-skye2e-{stamp}.json"
+    cli = LauncherCLI(tmp_path, cluster, extra_targets={
+        "sky-slurm": {"backend": "skypilot", "infra": sp.infra, "idle_minutes": 5}})
+    cli.env.update({k: sp.env[k] for k in SKY_ENV})
+    spec = cli.spec("skye2e", {
+        "workdir": str(work),
+        "run": f"python3 train.py --steps {STEPS} --every {EVERY} --sleep {SLEEP} --result {result}",
+        "checkpoint": {"root": str(root)},
+        "resources": {"nodes": 1, "cpus_per_node": 1, "memory_per_node": "512MB"},
+        "recovery": {"node_failure": 2},
+    })
+    ph.mark("prepare")
+
+    job = cli.launch(spec, "sky-slurm")
+    ph.mark("launch_cmd")
+    poll("a first committed checkpoint", lambda: committed_steps(cli, root), timeout=420)
+    ph.mark("provision_to_first_commit")
+    poll("a commit at step 8", lambda: (committed_steps(cli, root) or [0])[-1] >= 8, timeout=120, interval=0.3)
+    # the Slurm job holding attempt 1's SkyPilot cluster (named from the dedupe token: no status round trip)
+    alloc = sp.allocation_of(cluster_name("launcher", job, 1))
+    assert alloc, sp.allocations()
+
+    cluster.run("scancel", alloc["id"])  # the allocation dies under SkyPilot's feet
+    cluster.wait(alloc["id"], lambda j: j.get("JobState") not in ("RUNNING", "COMPLETING"), timeout=120)
+    at_kill = committed_steps(cli, root)[-1]
+    assert at_kill < STEPS
+    ph.mark("kill")
+
+    def watch_until(kind):
+        cli.run("watch", "--once", timeout=600)
+        st = cli.status(job)
+        return st if any(e["kind"] == kind for e in st["events"]) else None
+
+    st = poll("watch to relaunch the job", lambda: watch_until("resubmitted"), timeout=300, interval=2)
+    ph.mark("watch_relaunch")
+    st = poll("the relaunched job to finish", lambda: watch_until("done"), timeout=600, interval=2)
+    ph.mark("second_attempt")
+
+    assert st["state"] == "COMPLETED", json.dumps(st, indent=1)
+    assert [a["state"] for a in st["attempts"]] == ["NODE_FAIL", "COMPLETED"], st["attempts"]
+    assert st["attempts"][1]["native_id"] != st["attempts"][0]["native_id"]  # a new SkyPilot cluster
+    gens = json.loads((root / "GENERATIONS.json").read_text())["history"]
+    assert [g["resume_step"] for g in gens if g["generation"] == 2] == [at_kill], gens
+    assert st["attempts"][1]["resume_step"] == at_kill
+    assert json.loads(result.read_text())["sha256"] == ref
+    log = cli.output(job)
+    assert re.search(rf"train: resumed from \S+ at step {at_kill}\b", log), log[-3000:]
+    ph.mark("checks")
+
+    report = {"phases_s": ph.rows, "test_s": ph.total(), "fixture_s": sp.timings, "resumed_at": at_kill}
+    print("skypilot e2e timings:", json.dumps(report))
+    if os.environ.get("LAUNCHER_SKYPILOT_E2E_REPORT"):
+        Path(os.environ["LAUNCHER_SKYPILOT_E2E_REPORT"]).write_text(json.dumps(report, indent=1) + "\n")
