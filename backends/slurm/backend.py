@@ -77,6 +77,7 @@ class SlurmBackend:
                     return Facts(self.target.name, self.name, cached["data"])
             except (ValueError, KeyError):
                 pass
+        self._check_conf()
         try:
             data = probe_mod.collect(self.runner, timeout=self.opts.command_timeout)
         except LauncherError as e:
@@ -93,6 +94,20 @@ class SlurmBackend:
             tmp.write_text(json.dumps({"probed_at": time.time(), "data": data}))
             os.replace(tmp, cache)
         return Facts(self.target.name, self.name, data)
+
+    def _check_conf(self) -> None:
+        """A missing slurm.conf makes every Slurm command retry for 60 s before failing:
+        say so at once instead."""
+        conf = self.opts.slurm_conf
+        if not conf:
+            return
+        if self.opts.ssh_host:
+            missing = self._run(["test", "-r", conf], check=False).returncode != 0
+        else:
+            missing = not os.access(conf, os.R_OK)
+        if missing:
+            raise LauncherError(f"target {self.target.name}: cannot reach Slurm: slurm_conf {conf} does not exist "
+                                f"or is not readable on {self.runner.where}")
 
     def _pyslurm_note(self, data) -> str:
         """Why Slurm is driven through its commands and not pyslurm on this target. PyPI's

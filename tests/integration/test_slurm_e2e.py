@@ -123,11 +123,17 @@ def test_rejected_script_shows_sbatch_stderr_and_records_nothing(cli, clean_queu
     assert cli.run("status").stdout.strip() == "no jobs"
 
 
-def test_unreachable_slurm_is_a_clear_error(tmp_path):
-    cli = LauncherCLI(tmp_path, None, {"gone": {"backend": "slurm", "slurm_conf": str(tmp_path / "missing.conf")}})
+def test_unreachable_slurm_is_a_clear_error(clean_queue, tmp_path):
+    down = tmp_path / "down.conf"  # the real cluster's config, but its controller is not listening there
+    down.write_text(re.sub(r"(?m)^SlurmctldPort=\d+", "SlurmctldPort=9", clean_queue.conf.read_text()))
+    cli = LauncherCLI(tmp_path, None, {"gone": {"backend": "slurm", "slurm_conf": str(tmp_path / "missing.conf")},
+                                       "down": {"backend": "slurm", "slurm_conf": str(down)}})
     spec = cli.spec("x", {"run": "true"})
     p = cli.run("launch", spec, "--target", "gone", check=False)
-    assert p.returncode != 0 and "target gone" in p.stderr and "cannot reach Slurm" in p.stderr
+    assert p.returncode != 0 and "target gone" in p.stderr and "missing.conf does not exist" in p.stderr
+    p = cli.run("launch", spec, "--target", "down", check=False)
+    assert p.returncode != 0 and "target down: cannot reach Slurm" in p.stderr
+    assert "Unable to contact slurm controller" in p.stderr
     assert cli.run("status").stdout.strip() == "no jobs"
 
 
