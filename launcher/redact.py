@@ -38,21 +38,27 @@ def secret_values(names=(), environ=None) -> set[str]:
     return vals
 
 
-def redact_text(text: str, extra_values=()) -> str:
-    for v in sorted(set(extra_values) | secret_values(), key=len, reverse=True):
-        if v:
-            text = text.replace(v, MASK)
+def _masks(extra_values) -> list[str]:
+    """The values to mask, longest first (so a secret containing another is masked whole)."""
+    return sorted({v for v in set(extra_values) | secret_values() if v}, key=len, reverse=True)
+
+
+def redact_text(text: str, extra_values=(), _masks_=None) -> str:
+    for v in _masks(extra_values) if _masks_ is None else _masks_:
+        text = text.replace(v, MASK)
     for rx in SECRET_VALUE_RES:
         text = rx.sub(MASK, text)
     return text
 
 
-def redact_obj(obj, extra_values=()):
+def redact_obj(obj, extra_values=(), _masks_=None):
+    """Redact every string in a JSON-like object; the environment is read once per call."""
+    masks = _masks(extra_values) if _masks_ is None else _masks_
     if isinstance(obj, str):
-        return redact_text(obj, extra_values)
+        return redact_text(obj, _masks_=masks)
     if isinstance(obj, dict):
-        return {k: (MASK if isinstance(v, str) and is_secret_name(str(k)) and v else redact_obj(v, extra_values))
+        return {k: (MASK if isinstance(v, str) and is_secret_name(str(k)) and v else redact_obj(v, _masks_=masks))
                 for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [redact_obj(v, extra_values) for v in obj]
+        return [redact_obj(v, _masks_=masks) for v in obj]
     return obj
