@@ -70,3 +70,17 @@ class LauncherCLI:
 
     def output(self, job: str) -> str:
         return self.run("logs", job).stdout
+
+
+def ssh_cli(tmp: Path, cluster, sshd_server, name: str = "remote") -> LauncherCLI:
+    """A launcher whose only target is the test cluster behind the test sshd (its login
+    node): every Slurm command and file goes through SSH; this side has no SLURM_CONF."""
+    target = {"backend": "slurm", "partition": "batch", "facts_ttl": 0,
+              "ssh_host": sshd_server.host, "ssh_port": sshd_server.port, "ssh_user": sshd_server.user,
+              "ssh_key": str(sshd_server.client_key), "known_hosts": str(sshd_server.known_hosts),
+              "ssh_config": "", "ssh_agent": False, "slurm_conf": str(cluster.conf),
+              "remote_dir": str(cluster.shared_dir / "remote-jobs")}
+    c = LauncherCLI(tmp, None, {name: target})
+    c.env["HOME"] = str(tmp)  # no ~/.ssh of the machine's user is consulted
+    c.env.pop("SLURM_CONF", None)
+    return c

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .launcher_cli import LauncherCLI
+from .launcher_cli import ssh_cli
 
 pytestmark = [pytest.mark.slurm, pytest.mark.sshd]
 
@@ -19,15 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def cli(clean_queue, sshd_server, tmp_path):
-    target = {"backend": "slurm", "partition": "batch", "facts_ttl": 0,
-              "ssh_host": sshd_server.host, "ssh_port": sshd_server.port, "ssh_user": sshd_server.user,
-              "ssh_key": str(sshd_server.client_key), "known_hosts": str(sshd_server.known_hosts),
-              "ssh_config": "", "ssh_agent": False, "slurm_conf": str(clean_queue.conf),
-              "remote_dir": str(clean_queue.shared_dir / "remote-jobs")}
-    c = LauncherCLI(tmp_path, None, {"remote": target})
-    c.env["HOME"] = str(tmp_path)
-    c.env.pop("SLURM_CONF", None)
-    return c
+    return ssh_cli(tmp_path, clean_queue, sshd_server)
 
 
 def test_run_json_is_written_on_the_cluster_through_ssh(cli, clean_queue, sshd_server):

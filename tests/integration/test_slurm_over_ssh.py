@@ -9,22 +9,14 @@ import time
 
 import pytest
 
-from .launcher_cli import LauncherCLI, job_id_of
+from .launcher_cli import job_id_of, ssh_cli
 
 pytestmark = [pytest.mark.slurm, pytest.mark.sshd]
 
 
 @pytest.fixture
 def cli(clean_queue, sshd_server, tmp_path):
-    target = {"backend": "slurm", "partition": "batch", "facts_ttl": 0,
-              "ssh_host": sshd_server.host, "ssh_port": sshd_server.port, "ssh_user": sshd_server.user,
-              "ssh_key": str(sshd_server.client_key), "known_hosts": str(sshd_server.known_hosts),
-              "ssh_config": "", "ssh_agent": False, "slurm_conf": str(clean_queue.conf),
-              "remote_dir": str(clean_queue.shared_dir / "remote-jobs")}
-    c = LauncherCLI(tmp_path, None, {"remote": target})
-    c.env["HOME"] = str(tmp_path)  # no ~/.ssh of the machine's user is consulted
-    c.env.pop("SLURM_CONF", None)  # only the remote side knows the cluster
-    return c
+    return ssh_cli(tmp_path, clean_queue, sshd_server)
 
 
 def test_multinode_launch_status_logs_cancel_through_ssh(cli, clean_queue):

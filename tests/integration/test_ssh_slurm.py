@@ -6,18 +6,9 @@ from __future__ import annotations
 import pytest
 
 from launcher.config import Target
-from launcher.ssh import SSHRunner, close_all, retry_idempotent, runner_for_target
+from launcher.ssh import SSHRunner, retry_idempotent, runner_for_target
 
-pytestmark = pytest.mark.sshd
-
-
-@pytest.fixture(autouse=True)
-def _fresh_pool(monkeypatch, tmp_path):
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    close_all()
-    yield
-    close_all()
+pytestmark = [pytest.mark.sshd, pytest.mark.usefixtures("fresh_ssh_pool")]
 
 
 def ssh_keys(server) -> dict:

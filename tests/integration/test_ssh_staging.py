@@ -8,18 +8,9 @@ import subprocess
 
 import pytest
 
-from launcher.ssh import RemoteDiskFullError, SSHRunner, StagingError, close_all
+from launcher.ssh import RemoteDiskFullError, SSHRunner, StagingError
 
-pytestmark = pytest.mark.sshd
-
-
-@pytest.fixture(autouse=True)
-def _fresh_pool(monkeypatch, tmp_path):
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    close_all()
-    yield
-    close_all()
+pytestmark = [pytest.mark.sshd, pytest.mark.usefixtures("fresh_ssh_pool")]
 
 
 def runner(server):

@@ -10,18 +10,9 @@ import yaml
 from click.testing import CliRunner
 
 from launcher.cli import main
-from launcher.ssh import SSHRunner, UnknownHostKeyError, close_all
+from launcher.ssh import SSHRunner, UnknownHostKeyError
 
-pytestmark = pytest.mark.sshd
-
-
-@pytest.fixture(autouse=True)
-def _fresh_pool(monkeypatch, tmp_path):
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    close_all()
-    yield
-    close_all()
+pytestmark = [pytest.mark.sshd, pytest.mark.usefixtures("fresh_ssh_pool")]
 
 
 def fingerprint_of(pub: str, tmp_path) -> str:
