@@ -84,7 +84,7 @@ def main():
         print(f"{'':<40} {'total':>10} {'mean':>11} {'p95':>11}  vs raw")
         base = row("raw sbatch loop (subprocess)", raw)
         row("launcher launch() API, one process", api, base)
-        row(f"launcher launch CLI, a process per job", cli, base, scale=a.n / a.cli_n)
+        row("launcher launch CLI, a process per job", cli, base, scale=a.n / a.cli_n)
         print(f"(the CLI row ran {a.cli_n} jobs; its total is scaled to n={a.n})")
         app.close()
     finally:

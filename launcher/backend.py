@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Iterable, Iterator, Optional, Protocol, Sequence
+from typing import Any, ClassVar, Iterator, Optional, Protocol, Sequence
 
 from .config import Target
 from .spec import JobSpec
@@ -102,18 +102,11 @@ class Backend(Protocol):
     def cancel(self, handle: Handle) -> None:
         """Idempotent: cancelling a finished or unknown job is not an error."""
 
-    def logs(self, handle: Handle, follow: bool = False) -> Iterator[str]:
-        """Yield chunks of the job's output."""
+    def logs(self, handle: Handle, follow: bool = False, done=None) -> Iterator[str]:
+        """Yield chunks of the job's output; with follow, until ``done()`` is true."""
 
     def find(self, job: JobRef) -> Optional[Handle]:
         """Look the dedupe token up in the scheduler (a submit retried after an unclear failure)."""
-
-
-def shell_env_exports(env: dict[str, str]) -> list[str]:
-    """``export K=<quoted V>`` lines; every value is quoted for a POSIX shell."""
-    import shlex
-
-    return [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
 
 
 def iter_file(path, follow: bool, poll: float = 0.5, done=None) -> Iterator[str]:
@@ -143,7 +136,3 @@ def iter_file(path, follow: bool, poll: float = 0.5, done=None) -> Iterator[str]
                 pass
             return
         time.sleep(poll)
-
-
-def as_list(x: Iterable) -> list:
-    return list(x)

@@ -9,7 +9,6 @@ spec stores secret *names* only, and ``record_event`` redacts known patterns.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -231,19 +230,9 @@ def _job(row) -> JobRow:
     return JobRow(**d)
 
 
-def open_store(home: Optional[Path] = None) -> StateStore:
-    from .config import launcher_home
-
-    return StateStore(home or launcher_home())
-
-
 def new_job_id(name: str) -> str:
     import re
     import secrets
 
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:24] or "job"
     return f"{slug}-{secrets.token_hex(3)}"
-
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").lower() in ("1", "true", "yes")

@@ -55,15 +55,6 @@ def format_slurm_time(seconds: int) -> str:
     return f"{d}-{h:02d}:{m:02d}:{s:02d}" if d else f"{h:02d}:{m:02d}:{s:02d}"
 
 
-def format_duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds % 3600 == 0 and seconds:
-        return f"{seconds // 3600}h"
-    if seconds % 60 == 0 and seconds:
-        return f"{seconds // 60}m"
-    return f"{seconds}s"
-
-
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(I?)(B?)\s*$", re.IGNORECASE)
 _POW = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
 

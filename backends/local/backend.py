@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -187,7 +186,3 @@ def _alive(pid: int, start_ticks: Optional[int]) -> bool:
     if start_ticks is not None and int(fields[19]) != start_ticks:
         return False
     return True
-
-
-def dump(obj) -> str:
-    return json.dumps(obj, indent=2)

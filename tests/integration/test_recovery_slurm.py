@@ -24,8 +24,8 @@ TRAIN = ROOT / "examples" / "train.py"
 
 def reference(steps: int, tmp: Path) -> str:
     """The uninterrupted run's result (no checkpoints at all)."""
-    out = subprocess.run([sys.executable, str(TRAIN), "--steps", str(steps), "--result", str(tmp / "ref.json")],
-                         capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
+    subprocess.run([sys.executable, str(TRAIN), "--steps", str(steps), "--result", str(tmp / "ref.json")],
+                   capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
     return json.loads((tmp / "ref.json").read_text())["sha256"]
 
 
@@ -130,7 +130,7 @@ def test_crash_loop_without_progress_is_stopped_by_watch_with_its_reason(cli, cl
     job = cli.launch(spec)
     deadline = time.time() + 180
     while time.time() < deadline:
-        out = cli.run("watch", "--once").stdout
+        cli.run("watch", "--once")
         st = cli.status(job)
         if any(e["kind"] == "gave_up" for e in st["events"]):
             break

@@ -108,7 +108,6 @@ def test_report_charges_preemption_and_node_crash_to_the_right_categories(cli, c
     assert all(rep["categories"][c] >= 0 for c in CATS)
 
     recs = generation_records(root)
-    att = {a["attempt"]: a for a in rep["attempts"]}
     by_state = {a["state"]: a for a in rep["attempts"]}
     pre, crash, done = by_state["PREEMPTED"], by_state["NODE_FAIL"], by_state["COMPLETED"]
     g_pre, g_crash, g_done = recs[pre["generation"]], recs[crash["generation"]], recs[done["generation"]]
