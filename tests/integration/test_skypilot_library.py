@@ -111,6 +111,7 @@ def test_s3_checkpoint_bucket_is_a_skypilot_mount_and_secrets_resolve_only_in_me
     assert out["refs"] == ["HF_TOKEN", "WANDB_API_KEY"]  # names only in the task text ...
     assert out["inline"] == ["HF_TOKEN", "WANDB_API_KEY"] and out["refs_after"] == 0  # ... values at submit
     assert out["envs"] == {"LAUNCHER_CKPT_ROOT": "s3://ml-ckpt-bucket/runs/llm-pretrain",
+                           "LAUNCHER_CKPT_KEEP": "3",
                            "LAUNCHER_CKPT_MOUNT": "/launcher-ckpt/runs/llm-pretrain"}
 
 
