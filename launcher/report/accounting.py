@@ -279,7 +279,10 @@ def account(h: History) -> Accounting:
         add(failure_at, end, "restart_overhead", a.attempt, sec)  # the scheduler had not noticed yet
         if a.started is not None or a.program_start is not None:
             ran_before = True
-        billable = max(0.0, end - started)
+        # billed from the scheduler's own start (not clamped to the previous attempt's last sign
+        # of life, which only moves the category boundaries), to the attempt's end
+        raw_start = a.started if a.started is not None else a.program_start
+        billable = max(0.0, end - (raw_start if raw_start is not None else started))
         # the price x the allocation time seen here (the recorded cost is a running figure the
         # launcher updated when it last looked, stale for a run Slurm requeued in between)
         if a.price_per_hour is not None:
