@@ -15,6 +15,26 @@ import yaml
 LAUNCHER = str(Path(sys.executable).parent / "launcher")
 
 
+def poll(what: str, fn, timeout: float = 120, interval: float = 0.5):
+    """Call fn() until it returns something truthy (returned); AssertionError after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not reached within {timeout:.0f}s")
+        time.sleep(interval)
+
+
+def committed_steps(cli: "LauncherCLI", root) -> list[int]:
+    """The committed steps under a checkpoint root, as `launcher checkpoints --json` lists them."""
+    p = cli.run("checkpoints", root, "--json", check=False)
+    if p.returncode != 0:
+        return []
+    return sorted(e["step"] for e in json.loads(p.stdout) if e["state"] == "committed")
+
+
 def job_id_of(p: subprocess.CompletedProcess) -> str:
     import re
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .launcher_cli import LauncherCLI
+from .launcher_cli import LauncherCLI, committed_steps
 
 pytestmark = pytest.mark.slurm
 
@@ -42,13 +42,6 @@ def train_spec(cli, cluster, name, steps, every, sleep, **extra):
     for k, v in extra.items():
         body[k] = {**body.get(k, {}), **v} if isinstance(v, dict) else v
     return cli.spec(name, body), root, result
-
-
-def committed_steps(cli, root) -> list[int]:
-    p = cli.run("checkpoints", root, "--json", check=False)
-    if p.returncode != 0:
-        return []
-    return sorted(e["step"] for e in json.loads(p.stdout) if e["state"] == "committed")
 
 
 def wait_commit(cli, root, at_least=1, timeout=90):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .launcher_cli import LauncherCLI, job_id_of
+from .launcher_cli import LauncherCLI, committed_steps, job_id_of, poll
 
 pytestmark = pytest.mark.slurm
 
@@ -28,23 +28,6 @@ CATS = ("queue_wait", "provisioning", "useful_compute", "checkpoint_overhead", "
 
 def ts(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
-
-
-def committed_steps(cli, root) -> list[int]:
-    p = cli.run("checkpoints", root, "--json", check=False)
-    if p.returncode != 0:
-        return []
-    return sorted(e["step"] for e in json.loads(p.stdout) if e["state"] == "committed")
-
-
-def wait_for(what, fn, timeout=120, interval=0.5):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(interval)
-    raise AssertionError(f"{what}: not reached in {timeout}s")
 
 
 def generation_records(root: Path) -> dict:
@@ -68,7 +51,7 @@ def test_report_charges_preemption_and_node_crash_to_the_right_categories(cli, c
     # the job inherits the submitting environment (sbatch --export=ALL): a 1 s job-side heartbeat
     job = job_id_of(cli.run("launch", spec, "--target", "testcl", env={"LAUNCHER_HEARTBEAT_SECONDS": str(BEAT)}))
     cli.wait_state(job, "RUNNING")
-    wait_for("a first commit", lambda: (committed_steps(cli, root) or [0])[-1] >= 6)
+    poll("a first commit", lambda: (committed_steps(cli, root) or [0])[-1] >= 6)
 
     # 1. preemption: a job on every node of the high partition can only run by preempting ours
     high = cli.spec("hipri", {"run": "sleep 2", "resources": {"nodes": 4, "time_limit": "5m"},
@@ -82,12 +65,12 @@ def test_report_charges_preemption_and_node_crash_to_the_right_categories(cli, c
             return False
         return any(s["committed"] and s["step"] > g2["resume_step"] for s in g2.get("saves", []))
 
-    wait_for("attempt 2 committing", second_run_progressed, timeout=180)
+    poll("attempt 2 committing", second_run_progressed, timeout=180)
     native = cli.status(job)["attempts"][-1]["native_id"]
     node = clean_queue.job(native)["NodeList"]
     # 2. node crash, between two commits
     before = committed_steps(cli, root)[-1]
-    wait_for("a commit after the preemption's", lambda: committed_steps(cli, root)[-1] > before, timeout=60,
+    poll("a commit after the preemption's", lambda: committed_steps(cli, root)[-1] > before, timeout=60,
              interval=0.1)
     time.sleep(0.6)  # some uncommitted work to lose
     killed_at = time.time()

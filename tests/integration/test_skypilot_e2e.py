@@ -24,7 +24,7 @@ import pytest
 
 from launcher_backends.skypilot.names import cluster_name
 
-from .launcher_cli import LauncherCLI
+from .launcher_cli import LauncherCLI, committed_steps, poll
 
 pytestmark = [pytest.mark.skypilot_e2e, pytest.mark.slurm]
 
@@ -40,24 +40,6 @@ def reference(steps: int, tmp: Path) -> str:
     subprocess.run([sys.executable, str(TRAIN), "--steps", str(steps), "--result", str(out)], capture_output=True,
                    text=True, check=True, env={"PATH": "/usr/bin:/bin"})
     return json.loads(out.read_text())["sha256"]
-
-
-def committed_steps(cli, root) -> list[int]:
-    p = cli.run("checkpoints", root, "--json", check=False)
-    if p.returncode != 0:
-        return []
-    return sorted(e["step"] for e in json.loads(p.stdout) if e["state"] == "committed")
-
-
-def poll(what: str, fn, timeout: float, interval: float = 1.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not reached within {timeout:.0f}s")
-        time.sleep(interval)
 
 
 class Phases:
@@ -100,7 +82,7 @@ def test_a_killed_skypilot_allocation_is_relaunched_by_watch_and_resumes_from_th
 
     job = cli.launch(spec, "sky-slurm")
     ph.mark("launch_cmd")
-    poll("a first committed checkpoint", lambda: committed_steps(cli, root), timeout=420)
+    poll("a first committed checkpoint", lambda: committed_steps(cli, root), timeout=420, interval=1.0)
     ph.mark("provision_to_first_commit")
     poll("a commit at step 8", lambda: (committed_steps(cli, root) or [0])[-1] >= 8, timeout=120, interval=0.3)
     # the Slurm job holding attempt 1's SkyPilot cluster (named from the dedupe token: no status round trip)
