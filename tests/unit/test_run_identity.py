@@ -1,0 +1,131 @@
+"""Run identity, the pure parts: which seed a launch gets, and what it says about the run
+it resumes (launcher.identity.decide / launcher.provenance.seed.decide_seed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.errors import LauncherError
+from launcher.identity import Earlier, decide
+from launcher.provenance.seed import decide_seed, parse_env_seed, with_run_env
+
+ROOT = "/shared/ckpt/llm"
+
+
+def draw():
+    return 999
+
+
+def done(seed=42, state="COMPLETED", run="llm-aaaaaa", step=600):
+    return Earlier(run, step, f"{ROOT}/step-{step:09d}.g3", state, seed, "state store")
+
+
+# ---------------------------------------------------------------- the seed rule
+@pytest.mark.parametrize("spec, env, recorded, resuming, fresh, want", [
+    (None, None, None, False, False, (999, "random")),       # nothing to go on
+    (None, None, 42, True, False, (42, "resumed")),          # a resumed run keeps its seed
+    (None, None, 42, True, True, (999, "random")),           # --fresh: a new run, a new seed
+    (7, None, 42, True, False, (7, "spec")),                 # an explicit spec seed always wins
+    (7, 5, 42, True, False, (7, "spec")),                    # ... over the environment too
+    (None, 5, 42, True, False, (5, "env")),                  # $LAUNCHER_SEED is explicit as well
+    (42, None, 42, True, False, (42, "spec")),
+    (7, None, None, False, False, (7, "spec")),
+    (None, None, 42, False, False, (999, "random")),         # recorded but not resumed: unused
+])
+def test_which_seed(spec, env, recorded, resuming, fresh, want):
+    c = decide_seed(spec, env, recorded, "llm-aaaaaa", resuming=resuming, fresh=fresh, draw=draw)
+    assert (c.seed, c.source) == want
+
+
+def test_an_explicit_seed_that_differs_from_the_resumed_runs_says_so():
+    c = decide_seed(7, None, 42, "llm-aaaaaa", resuming=True, draw=draw)
+    assert c.seed == 7
+    assert "the spec's seed (7) differs from LAUNCHER_SEED=42 that run llm-aaaaaa ran with" in c.warning
+    assert "--fresh" in c.warning
+    assert decide_seed(42, None, 42, "r", resuming=True).warning is None
+    assert decide_seed(7, None, 42, "r", resuming=False).warning is None     # nothing resumed: nothing to differ from
+    assert decide_seed(7, None, 42, "r", resuming=True, fresh=True).warning is None
+    c = decide_seed(None, 5, 42, "r", resuming=True)
+    assert c.seed == 5 and "$LAUNCHER_SEED of this shell (5) differs" in c.warning
+
+
+def test_a_resumed_run_whose_seed_is_unknown_gets_a_new_one_and_a_warning():
+    c = decide_seed(None, None, None, "llm-aaaaaa", resuming=True, draw=draw)
+    assert (c.seed, c.source) == (999, "random") and "not recorded" in c.warning and "seed:" in c.warning
+
+
+def test_env_seed_parsing():
+    assert parse_env_seed({}) is None and parse_env_seed({"LAUNCHER_SEED": " "}) is None
+    assert parse_env_seed({"LAUNCHER_SEED": "0x10"}) == 16
+    with pytest.raises(LauncherError, match="LAUNCHER_SEED='abc' is not an integer"):
+        parse_env_seed({"LAUNCHER_SEED": "abc"})
+
+
+def test_run_env_carries_the_seed_and_the_fresh_flag_without_touching_the_spec():
+    from launcher.spec import spec_from_text
+
+    spec = spec_from_text("name: x\nrun: 'true'\nenv: {A: b}\n")
+    assert with_run_env(spec, 5).env == {"A": "b", "LAUNCHER_SEED": "5"}
+    assert with_run_env(spec, 5, fresh=True).env == {"A": "b", "LAUNCHER_SEED": "5", "LAUNCHER_FRESH": "1"}
+    assert spec.env == {"A": "b"}
+
+
+# ---------------------------------------------------------------- the messages
+def test_relaunch_of_a_finished_run_says_which_run_which_step_and_points_to_fresh():
+    ident = decide(ROOT, False, done(), None, None, draw=draw)
+    text = "\n".join(ident.lines)
+    assert ident.resumes and ident.seed.seed == 42 and ident.seed.source == "resumed"
+    assert f"this launch resumes run llm-aaaaaa (COMPLETED) from step 600 ({ROOT}/step-000000600.g3)" in text
+    assert "had already finished (COMPLETED)" in text and "--fresh" in text
+    assert ident.lines[-1] == "LAUNCHER_SEED=42 (kept from run llm-aaaaaa, which this launch resumes)"
+    ev = ident.event()
+    assert ev["run"] == "llm-aaaaaa" and ev["step"] == 600 and ev["run_state"] == "COMPLETED" and ev["seed"] == 42
+
+
+def test_relaunch_of_an_interrupted_run_does_not_call_it_finished():
+    text = "\n".join(decide(ROOT, False, done(state="CANCELLED"), None, None, draw=draw).lines)
+    assert "resumes run llm-aaaaaa (CANCELLED) from step 600" in text and "already finished" not in text
+    assert "--fresh" not in text
+
+
+def test_relaunch_while_the_earlier_run_still_runs_warns_it_is_superseded():
+    text = "\n".join(decide(ROOT, False, done(state="RUNNING"), None, None, draw=draw).lines)
+    assert "run llm-aaaaaa is still RUNNING" in text and "launcher cancel llm-aaaaaa" in text
+
+
+def test_a_run_from_another_state_store_is_named_as_such():
+    text = "\n".join(decide(ROOT, False, done(state=None), None, None, draw=draw).lines)
+    assert "resumes run llm-aaaaaa (not in this state store) from step 600" in text
+
+
+def test_fresh_says_old_checkpoints_stay_and_become_stale():
+    ident = decide(ROOT, True, done(), None, None, draw=draw)
+    text = "\n".join(ident.lines)
+    assert not ident.resumes and ident.seed.source == "random"
+    assert "--fresh: starting over from step 0" in text and "stay on disk and become stale" in text
+    assert "step 600, written by run llm-aaaaaa (COMPLETED)" in text
+    assert "resumes" not in text
+    assert "no committed checkpoint" in "\n".join(decide(ROOT, True, None, None, None, draw=draw).lines)
+    assert "no checkpoint root" in "\n".join(decide(None, True, None, None, None, draw=draw).lines)
+
+
+def test_nothing_to_resume_says_only_the_seed():
+    ident = decide(ROOT, False, None, 11, None, draw=draw)
+    assert ident.lines == ("LAUNCHER_SEED=11 (the spec's seed)",) and not ident.resumes
+
+
+def test_an_unreadable_root_falls_back_to_the_last_recorded_run_and_says_so():
+    e = Earlier("llm-aaaaaa", 300, None, "PREEMPTED", 42, "state store", from_root=False)
+    ident = decide(ROOT, False, e, None, None, unreadable="a path on target c's cluster, reached over SSH",
+                   draw=draw)
+    text = "\n".join(ident.lines)
+    assert "was not read (a path on target c's cluster, reached over SSH)" in text
+    assert "the job resolves the checkpoint to resume from at its start" in text
+    assert "resumes run llm-aaaaaa (PREEMPTED) (the last run recorded here with this root), from step 300" in text
+    assert ident.seed.seed == 42 and ident.event()["seen_in"] == "state store"
+
+
+def test_render_words_it_as_a_launch_now():
+    ident = decide(ROOT, False, done(), None, None, draw=draw, subject="a launch now")
+    assert ident.lines[0].startswith("a launch now resumes run llm-aaaaaa")
+    assert ident.lines[-1].endswith("which a launch now resumes)")
