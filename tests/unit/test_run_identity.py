@@ -129,3 +129,34 @@ def test_render_words_it_as_a_launch_now():
     ident = decide(ROOT, False, done(), None, None, draw=draw, subject="a launch now")
     assert ident.lines[0].startswith("a launch now resumes run llm-aaaaaa")
     assert ident.lines[-1].endswith("which a launch now resumes)")
+
+
+# ---------------------------------------------------------------- every backend carries them
+def test_every_backend_exports_the_seed_and_the_fresh_flag_to_the_job():
+    """LAUNCHER_SEED and LAUNCHER_FRESH reach resume-env through the spec's env, which every
+    backend exports (sbatch and local scripts: quoted exports; SkyPilot: task envs)."""
+    import yaml
+
+    from launcher.backend import Facts, JobRef
+    from launcher.config import Target
+    from launcher.spec import spec_from_text
+    from launcher_backends.local.backend import LocalBackend
+    from launcher_backends.skypilot import SkyPilotBackend
+    from launcher_backends.skypilot.options import SkyPilotOptions
+    from launcher_backends.slurm import SlurmBackend
+    from launcher_backends.slurm.options import SlurmOptions
+
+    from .slurm_facts import facts_2205
+
+    spec = with_run_env(spec_from_text("name: x\nrun: python3 train.py\ncheckpoint: {root: s3://bucket-x/runs/x}\n"),
+                        1234, fresh=True)
+    job = JobRef("x-abc123", 1, job_dir="/state/jobs/x-abc123", seed=1234)
+    local = LocalBackend(Target("local", "local", None)).render(spec, Facts("local", "local", {}), job).text
+    slurm = SlurmBackend(Target("testcl", "slurm", SlurmOptions())).render(spec, facts_2205(), job).text
+    for text in (local, slurm):
+        assert "export LAUNCHER_SEED=1234\n" in text and "export LAUNCHER_FRESH=1\n" in text
+        assert text.index("export LAUNCHER_FRESH=1") < text.index(" resume-env ")
+    sky = SkyPilotBackend(Target("sky", "skypilot", SkyPilotOptions(infra="aws")))
+    task = yaml.safe_load(sky.render(spec, Facts("sky", "skypilot", {}), job).text)
+    assert task["envs"]["LAUNCHER_SEED"] == "1234" and task["envs"]["LAUNCHER_FRESH"] == "1"
+    assert " resume-env " in task["run"]
