@@ -100,9 +100,10 @@ def messages(root: Optional[str], fresh: bool, earlier: Optional[Earlier], seed:
         if e.from_root:
             out.append(f"{subject} resumes {_run(e)} from step {e.step}{where}, its latest committed checkpoint")
         else:
-            step = f"step {e.step}" if e.step is not None else "its latest committed checkpoint"
-            out.append(f"{subject} resumes {_run(e)} (the last run recorded here with this root), from {step} "
-                       f"as last seen")
+            seen = f"its last committed step seen here: {e.step}" if e.step is not None else \
+                "no committed step of it seen here"
+            out.append(f"{subject} resumes the latest committed checkpoint under the root, if there is one; the last "
+                       f"run recorded here with this root is {_run(e)}, {seen}")
         if e.state == "COMPLETED":
             out.append(f"run {e.run} had already finished (COMPLETED): resuming it may train nothing. To start "
                        f"over from step 0 and keep the old checkpoints, launch again with --fresh")

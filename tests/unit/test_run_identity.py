@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.errors import LauncherError
-from launcher.identity import Earlier, decide
+from launcher.identity import Earlier, decide, plan_identity
 from launcher.provenance.seed import decide_seed, parse_env_seed, with_run_env
 
 ROOT = "/shared/ckpt/llm"
@@ -121,7 +121,8 @@ def test_an_unreadable_root_falls_back_to_the_last_recorded_run_and_says_so():
     text = "\n".join(ident.lines)
     assert "was not read (a path on target c's cluster, reached over SSH)" in text
     assert "the job resolves the checkpoint to resume from at its start" in text
-    assert "resumes run llm-aaaaaa (PREEMPTED) (the last run recorded here with this root), from step 300" in text
+    assert ("resumes the latest committed checkpoint under the root, if there is one; the last run recorded here "
+            "with this root is run llm-aaaaaa (PREEMPTED), its last committed step seen here: 300") in text
     assert ident.seed.seed == 42 and ident.event()["seen_in"] == "state store"
 
 
@@ -160,3 +161,45 @@ def test_every_backend_exports_the_seed_and_the_fresh_flag_to_the_job():
     task = yaml.safe_load(sky.render(spec, Facts("sky", "skypilot", {}), job).text)
     assert task["envs"]["LAUNCHER_SEED"] == "1234" and task["envs"]["LAUNCHER_FRESH"] == "1"
     assert " resume-env " in task["run"]
+
+
+# ---------------------------------------------------------------- the I/O shell, on a real store and root
+def test_plan_identity_reads_the_root_here_and_the_store_for_a_root_behind_ssh(launcher_env, tmp_path):
+    """Local target: the root is read (run, step, seed from the attempt record the job
+    wrote). Slurm over SSH: the root is a path on the cluster, never read from here; the
+    state store's last run with that root stands in, and the message says so."""
+    import json as _json
+
+    from launcher.app import App
+    from launcher.checkpoint import commit, open_store, start_generation, step_dir, write_attempt
+    from launcher.spec import spec_from_text
+
+    root = tmp_path / "ckpt"
+    store = open_store(str(root))
+    gens, _, _ = start_generation(store, job_id="old-run")
+    (root / step_dir(8, 1)).mkdir()
+    (root / step_dir(8, 1) / "m").write_bytes(b"x")
+    commit(store, 8, 1, run="old-run")
+    write_attempt(store, 1, {"generation": 1, "seed": "4242"})
+    launcher_env["config"].write_text(
+        "targets:\n  far: {backend: slurm, ssh_host: login.example, remote_dir: /scratch/x}\n")
+    app = App()
+    spec = spec_from_text(f"name: x\nrun: 'true'\ncheckpoint: {{root: {_json.dumps(str(root))}}}\n")
+
+    ident = plan_identity(app, spec, "local", environ={})
+    assert ident.resumes and ident.earlier.run == "old-run" and ident.earlier.step == 8
+    assert ident.earlier.state is None and (ident.seed.seed, ident.seed.source) == (4242, "resumed")
+    assert "attempt record g1" in ident.earlier.seed_from
+    assert plan_identity(app, spec, "local", fresh=True, environ={}).seed.source == "random"
+    assert plan_identity(app, spec, "local", environ={"LAUNCHER_SEED": "3"}).seed.seed == 3
+
+    ident = plan_identity(app, spec, "far", environ={})
+    assert ident.earlier is None and "reached over SSH" in ident.unreadable and ident.seed.source == "random"
+    app.store.begin_job("old-run", "x", "far", "slurm", None, "name: x\n", ckpt_root=str(root), meta={"seed": 77})
+    app.store.update_job("old-run", state="PREEMPTED", last_step=8)
+    ident = plan_identity(app, spec, "far", environ={})
+    assert not ident.earlier.from_root and ident.earlier.run == "old-run" and ident.seed.seed == 77
+    assert "the last run recorded here with this root is run old-run (PREEMPTED)" in "\n".join(ident.lines)
+    # the state store's record of the run wins over the root's attempt record, for a readable root too
+    assert plan_identity(app, spec, "local", environ={}).seed.seed == 77
+    app.close()
