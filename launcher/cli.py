@@ -73,20 +73,37 @@ def _load(file):
     return resolve_paths(load_spec(file), Path(file).resolve().parent)
 
 
+_FRESH_HELP = ("Start the run over from step 0. Nothing is deleted: the checkpoints already under the spec's "
+               "checkpoint root stay on disk, stale (superseded by this run), never resumed from.")
+
+
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--target", "-t", help="Target name from the config (default: the spec's first, else 'local').")
+@click.option("--fresh", is_flag=True, help="Render as `launch --fresh` would submit it.")
 @click.pass_context
-def render(ctx, file, target):
-    """Print exactly what would be submitted (sbatch script, task YAML)."""
+def render(ctx, file, target, fresh):
+    """Print exactly what would be submitted (sbatch script, task YAML).
+
+    On stderr: what a launch now would resume (run and step) and the LAUNCHER_SEED the
+    script carries."""
     from .backend import JobRef
+    from .identity import plan_identity
     from .launch import pick_target, render_for
+    from .provenance.seed import with_run_env
 
     spec = _load(file)
     app = _app(ctx)
     name = pick_target(app, spec, target)
-    req = render_for(app, spec, name, JobRef(job_id="JOB_ID", attempt=1,
-                                               job_dir=str(app.home / "jobs" / "JOB_ID")))
+    ident = plan_identity(app, spec, name, fresh=fresh, subject="a launch now", read_s3=False)
+    for line in ident.lines:
+        click.echo(line, err=True)
+    if ident.seed.source == "random":
+        click.echo("note: this seed was drawn for this render only; `launch` draws its own (set seed: in the spec, "
+                   "or LAUNCHER_SEED in the environment, to fix it)", err=True)
+    seed = ident.seed.seed
+    req = render_for(app, with_run_env(spec, seed, fresh), name,
+                     JobRef(job_id="JOB_ID", attempt=1, job_dir=str(app.home / "jobs" / "JOB_ID"), seed=seed))
     click.echo(req.text, nl=not req.text.endswith("\n"))
 
 
@@ -94,9 +111,14 @@ def render(ctx, file, target):
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--target", "-t", help="Target name from the config.")
 @click.option("--follow", "-f", is_flag=True, help="Stream the logs and exit with the job's exit status.")
+@click.option("--fresh", is_flag=True, help=_FRESH_HELP)
 @click.pass_context
-def launch(ctx, file, target, follow):
-    """Render and submit a job spec."""
+def launch(ctx, file, target, follow, fresh):
+    """Render and submit a job spec.
+
+    A spec whose checkpoint root already holds committed checkpoints resumes the latest
+    one: launch says which run and step (on stderr) before it submits, and the resumed
+    run keeps its LAUNCHER_SEED. --fresh starts over instead."""
     from .launch import launch as do_launch
     from .launch import pick_target
     from .yamlio import read_text
@@ -105,7 +127,8 @@ def launch(ctx, file, target, follow):
     text = read_text(file)
     app = _app(ctx)
     name = pick_target(app, spec, target, note=lambda m: click.echo(m, err=True))
-    launched = do_launch(app, spec, text, str(Path(file).resolve()), name)
+    launched = do_launch(app, spec, text, str(Path(file).resolve()), name, fresh=fresh,
+                         note=lambda m: click.echo(m, err=True))
     click.echo(f"{launched.job_id}: submitted to {name} ({launched.handle.backend} id {launched.handle.native_id})",
                err=follow)
     if follow:

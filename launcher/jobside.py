@@ -20,6 +20,10 @@ Commands (``python3 launcher_job.pyz CMD`` or ``python -m launcher.jobside CMD``
         Exit 1 (and nothing on stdout) if ROOT is unusable. ROOT defaults to
         $LAUNCHER_CKPT_ROOT, the job id to $LAUNCHER_JOB_ID, the hint to $LAUNCHER_ATTEMPT
         (the new generation is max(recorded + 1, hint)).
+        With --fresh (or $LAUNCHER_FRESH=1: the job was launched with --fresh) the
+        job's first start (no generation of its job id recorded yet) starts over above
+        every existing generation, so every older checkpoint becomes stale; its
+        later starts resume its own checkpoints.
     latest [--root ROOT] [--verify] [--step]
         JSON {"path","step","generation","state","reason"} of the checkpoint a restart
         would resume from, or null; with --step only its step (-1 if none). Exit 0 either way.
@@ -535,7 +539,13 @@ def cmd_resume_env(a) -> int:
     store.check_root(create=True)
     hint = a.attempt_hint if a.attempt_hint is not None else _env_int("LAUNCHER_ATTEMPT")
     job_id = a.job_id or os.environ.get("LAUNCHER_JOB_ID") or None
-    gens, found, log = start_generation(store, job_id=job_id, hint=hint, verify=a.verify)
+    fresh = a.fresh or os.environ.get("LAUNCHER_FRESH", "").strip() == "1"
+    gens, found, log = start_generation(store, job_id=job_id, hint=hint, verify=a.verify, fresh=fresh)
+    rec = gens.record(gens.generation) or {}
+    if rec.get("fresh") is True:
+        print("%s: generation %d starts over (the job was launched with --fresh): every checkpoint of an "
+              "earlier generation under %s stays on disk and is never resumed from"
+              % (PROG, gens.generation, store.root), file=sys.stderr)
     skipped = [e for e in log if not e.committed]
     for e in skipped[:5]:
         print("%s: skipped %s: %s" % (PROG, e.path, e.reason), file=sys.stderr)
@@ -544,7 +554,7 @@ def cmd_resume_env(a) -> int:
     if found:
         print("%s: generation %d resumes from %s (step %d)" % (PROG, gens.generation, found.path, found.step),
               file=sys.stderr)
-    else:
+    elif rec.get("fresh") is not True:
         print("%s: generation %d starts fresh (no committed checkpoint under %s)"
               % (PROG, gens.generation, store.root), file=sys.stderr)
     sys.stdout.write(_export_lines([
@@ -631,6 +641,9 @@ def _parser():
     sp.add_argument("--job-id", default=None)
     sp.add_argument("--attempt-hint", type=int, default=None)
     sp.add_argument("--verify", action="store_true", help="check sha256 of the chosen checkpoint too")
+    sp.add_argument("--fresh", action="store_true",
+                    help="the job was launched with --fresh (default: $LAUNCHER_FRESH=1): its first start "
+                         "resumes from nothing and makes every older checkpoint stale")
     sp.set_defaults(fn=cmd_resume_env)
 
     sp = sub.add_parser("latest", help="print the latest committed checkpoint as JSON (or null)")

@@ -108,20 +108,35 @@ def facts_for(app, spec: JobSpec, target_name: str):
 
 
 def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_name: str,
-           job_id: Optional[str] = None, attempt: int = 1) -> Launched:
-    from .provenance import choose_seed, record_launch, with_seed
+           job_id: Optional[str] = None, attempt: int = 1, fresh: bool = False, note=None) -> Launched:
+    """Render, record and submit a new job. Before submitting, NOTE (a callable, e.g. a
+    print to stderr) gets what this launch continues (``launcher.identity``): which run
+    and step it resumes, or that --fresh starts over, and the LAUNCHER_SEED it carries;
+    the same goes into the job's events ("resumes" / "fresh")."""
+    from .identity import plan_identity
+    from .provenance import record_launch
+    from .provenance.seed import with_run_env
 
     store = app.store
     job_id = job_id or new_job_id(spec.name)
     backend = app.backend(target_name)
     job_dir = str(store.job_dir(job_id))
-    seed, seed_source = choose_seed(spec)  # exported to the job as LAUNCHER_SEED
+    ident = plan_identity(app, spec, target_name, fresh=fresh, exclude=(job_id,))
+    seed = ident.seed.seed  # exported to the job as LAUNCHER_SEED
     job = JobRef(job_id=job_id, attempt=attempt, job_dir=job_dir, seed=seed)
     # render errors: nothing recorded yet
-    request = backend.render(with_seed(spec, seed), facts_for(app, spec, target_name), job)
+    request = backend.render(with_run_env(spec, seed, fresh), facts_for(app, spec, target_name), job)
+    for line in ident.lines:
+        if note:
+            note(line)
+    meta = {"spec_base": os.path.dirname(spec_path) if spec_path else os.getcwd(), "seed": seed,
+            "seed_source": ident.seed.source}
+    if fresh:
+        meta["fresh"] = True
+    if ident.resumes:
+        meta["resumes"] = {"run": ident.earlier.run, "step": ident.earlier.step}
     store.begin_job(job_id, spec.name, target_name, backend.name, spec_path, spec_text,
-                    ckpt_root=spec.checkpoint.root,
-                    meta={"spec_base": os.path.dirname(spec_path) if spec_path else os.getcwd(), "seed": seed})
+                    ckpt_root=spec.checkpoint.root, meta=meta)
     try:
         handle = backend.submit(request)
     except BaseException:
@@ -129,9 +144,12 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
         raise
     store.record_attempt(job_id, attempt, target_name, handle.to_json(), handle.native_id, state="PENDING")
     store.record_event(job_id, "submitted", target=target_name, native_id=handle.native_id, attempt=attempt)
+    if fresh or ident.resumes:
+        store.record_event(job_id, "fresh" if fresh else "resumes", **ident.event())
     # provenance: state store + ROOT/.launcher/runs/<job_id>/RUN.json (advisory, never raises)
     record_launch(app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path, target_name=target_name,
-                  request=request, handle=handle, seed=seed, seed_source=seed_source)
+                  request=request, handle=handle, seed=seed, seed_source=ident.seed.source,
+                  continues=ident.event() if (fresh or ident.resumes) else None)
     return Launched(job_id, handle, request)
 
 
@@ -162,11 +180,10 @@ def job_spec(job_row) -> JobSpec:
     spec = spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id)
     base = job_row.meta.get("spec_base")
     spec = resolve_paths(spec, Path(base)) if base else spec
-    if job_row.meta.get("seed") is not None:  # every submission of a job exports the same LAUNCHER_SEED
-        from .provenance.seed import with_seed
+    # every submission of a job exports the same LAUNCHER_SEED (and LAUNCHER_FRESH: its first start starts over)
+    from .provenance.seed import with_run_env
 
-        spec = with_seed(spec, job_row.meta["seed"])
-    return spec
+    return with_run_env(spec, job_row.meta.get("seed"), bool(job_row.meta.get("fresh")))
 
 
 def refresh(app, jobs) -> dict:

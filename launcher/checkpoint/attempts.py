@@ -158,11 +158,27 @@ def node_facts(probe_gpu=None):
     return out
 
 
-def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 50):
+def starts_over(gens, job_id, fresh) -> bool:
+    """A job launched with --fresh starts over at its first start only: when no generation
+    of JOB_ID is recorded yet. Its later starts (requeues, resubmissions) resume its own
+    checkpoints."""
+    if not fresh:
+        return False
+    if not job_id:
+        raise CheckpointError("a fresh start needs the job id (LAUNCHER_JOB_ID) to tell its first start "
+                              "from a restart")
+    return not any(h.get("job_id") == job_id for h in gens.history)
+
+
+def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 50, fresh=False):
     """Resolve the latest committed checkpoint and start a new generation resuming from it,
     atomically with respect to other starts (compare-and-swap on GENERATIONS.json; the
     checkpoint is re-resolved on every retry so the recorded resume step is the one seen
     by the winning write).
+
+    FRESH (the job was launched with --fresh): the job's first start (``starts_over``)
+    resumes from nothing and records ``"fresh": true`` above every existing generation,
+    which makes every older checkpoint stale (kept, never resumed from).
 
     Returns (Generations after the bump, Entry or None, [Entry looked at on the way])."""
     t0 = time.monotonic()
@@ -172,9 +188,13 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
         gens = read_generations(store)
         log, seen = [], {}
         found = latest(store, verify=verify, gens=gens, log=log, seen=seen)
+        over = starts_over(gens, job_id, fresh)
+        if over:
+            found, log = None, []
         try:
             new = bump_generation(store, gens, found, job_id=job_id, hint=hint,
-                                  min_generation=seen.get("max_generation", -1) + 1)
+                                  min_generation=seen.get("max_generation", -1) + 1,
+                                  extra={"fresh": True} if over else None)
         except Conflict as e:
             last = e
             time.sleep(random.uniform(0.01, 0.1))

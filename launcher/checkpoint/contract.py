@@ -22,6 +22,11 @@ compare-and-swap and records the step it resumed from (-1 for a fresh start). A
 checkpoint of generation g whose step is above the resume step of any later generation
 is a *stale fork*: a superseded (zombie) attempt wrote it after the job had been
 restarted elsewhere. It is never chosen, and such a writer's commit is refused.
+
+A run launched with ``--fresh`` starts over: its first start records ``"fresh": true``
+(resume step -1) in its generation's history entry, and every checkpoint of an older
+generation becomes *stale* ("superseded by a fresh run"): never chosen, never
+quarantined by gc, left on disk as the earlier run wrote it.
 """
 
 from __future__ import annotations
@@ -143,22 +148,49 @@ class Generations:
 
     def fork_point(self, generation):
         """(step, by_generation): the lowest resume step of any later generation, or None.
-        A checkpoint of GENERATION with a step above it is a stale fork."""
+        A checkpoint of GENERATION with a step above it is a stale fork. Generations that
+        started over (``"fresh": true``, see ``fresh_after``) are not forks of a run."""
         if generation is None:
             return None
         best = None
         for h in self.history:
             g, s = h.get("generation"), h.get("resume_step")
+            if h.get("fresh") is True:
+                continue
             if _is_int(g) and _is_int(s) and g > generation and (best is None or s < best[0]):
                 best = (s, g)
         return best
 
-    def stale_reason(self, step, generation):
+    def fresh_after(self, generation):
+        """The record of the first generation above GENERATION that started over (a run
+        launched with ``--fresh`` records ``"fresh": true`` and resume step -1), or None.
+        Every checkpoint of GENERATION is then an earlier run's: kept, never resumed from."""
+        if generation is None:
+            return None
+        found = None
+        for h in self.history:
+            g = h.get("generation")
+            if h.get("fresh") is True and _is_int(g) and g > generation and \
+                    (found is None or g < found["generation"]):
+                found = h
+        return found
+
+    def stale_cause(self, step, generation):
+        """(kind, reason): kind "fork" (a zombie wrote it after a later generation resumed
+        from an earlier step), "fresh" (a later run started over), or (None, None)."""
         fp = self.fork_point(generation)
         if fp is not None and step > fp[0]:
-            return ("stale fork: generation %d resumed from step %d, so generation %d wrote this after it "
-                    "was superseded" % (fp[1], fp[0], generation))
-        return None
+            return "fork", ("stale fork: generation %d resumed from step %d, so generation %d wrote this after it "
+                            "was superseded" % (fp[1], fp[0], generation))
+        fr = self.fresh_after(generation)
+        if fr is not None:
+            return "fresh", ("superseded by a fresh run: generation %d%s started over (launch --fresh), so this "
+                             "checkpoint of generation %d is kept but never resumed from"
+                             % (fr["generation"], " (job %s)" % fr["job_id"] if fr.get("job_id") else "", generation))
+        return None, None
+
+    def stale_reason(self, step, generation):
+        return self.stale_cause(step, generation)[1]
 
     def record(self, generation):
         for h in self.history:

@@ -3,6 +3,8 @@
 - Keeps the KEEP newest committed checkpoints (KEEP >= 1, so the newest committed one is
   never touched) and deletes older committed ones: COMMIT.json first, so a half-finished
   delete leaves a torn directory, never a committed one with missing files.
+- Leaves in place the checkpoints of an earlier run that a fresh run (``launch --fresh``)
+  superseded: they are stale (never resumed from) but they are not a zombie's.
 - Moves torn and stale checkpoints aside under ``ROOT/.quarantine/<name>.<UTC time>/``
   (on S3: copied under that prefix, then the originals deleted); never deletes them.
 - Leaves alone: a torn checkpoint of the current (or a newer) generation that is newer
@@ -23,8 +25,9 @@ def _stamp() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
-def plan_gc(entries, keep: int, current_generation: int):
-    """Pure decision: {"kept", "delete", "quarantine", "skipped"}, lists of (Entry, reason)."""
+def plan_gc(entries, keep: int, current_generation: int, gens=None):
+    """Pure decision: {"kept", "delete", "quarantine", "skipped"}, lists of (Entry, reason).
+    With GENS, checkpoints superseded by a fresh run (an earlier run's) are left in place."""
     if not isinstance(keep, int) or keep < 1:
         raise CheckpointError("keep must be an integer >= 1 (the newest committed checkpoint is never deleted)")
     ours = [e for e in entries if e.format == "launcher"]
@@ -38,7 +41,10 @@ def plan_gc(entries, keep: int, current_generation: int):
             out["delete"].append((e, "committed, older than the %d kept" % keep))
     for e in ours:
         if e.state == STALE:
-            out["quarantine"].append((e, e.reason))
+            if gens is not None and gens.stale_cause(e.step, e.generation)[0] == "fresh":
+                out["skipped"].append((e, "an earlier run's, left in place: " + e.reason))
+            else:
+                out["quarantine"].append((e, e.reason))
         elif e.state == TORN:
             if e.malformed:
                 out["skipped"].append((e, "left in place for a human: " + e.reason))
@@ -58,7 +64,7 @@ def gc(store, keep: int, dry_run: bool = False, verify: bool = False) -> dict:
     [{"path", "to", "reason"}], "skipped": [{"path", "reason"}], "dry_run": bool}."""
     gens = read_generations(store)
     entries = scan(store, verify=verify, gens=gens)
-    p = plan_gc(entries, keep, gens.generation)
+    p = plan_gc(entries, keep, gens.generation, gens)
     rep = {"kept": [e.path for e, _ in p["kept"]], "deleted": [], "quarantined": [],
            "skipped": [{"path": e.path, "reason": r} for e, r in p["skipped"]], "dry_run": bool(dry_run)}
     stamp = _stamp()

@@ -19,7 +19,8 @@ first, with its state and the reason:
   torn       never committed, a listed file missing or resized, a malformed
              COMMIT.json, or sha256 mismatch (with --verify)
   stale      written by a superseded generation after the job restarted from
-             an earlier step (a zombie's fork): never resumed from
+             an earlier step (a zombie's fork), or an earlier run's checkpoint
+             superseded by a fresh run (launch --fresh): never resumed from
 
 The first committed line (marked *) is where a restart resumes. --json prints a
 list of {"path", "step", "generation", "state", "reason"} in the same order
@@ -29,7 +30,8 @@ With --gc: keep the --keep newest committed launcher checkpoints (the newest is
 never deleted), delete older committed ones (COMMIT.json first), and move torn
 and stale ones to ROOT/.quarantine/ (never deleted). A torn checkpoint that may
 still be being written (current generation, newer than the newest commit), one
-with a malformed COMMIT.json, and framework layouts are left in place.
+with a malformed COMMIT.json, an earlier run's checkpoints superseded by a fresh
+run, and framework layouts are left in place.
 --dry-run shows what would happen.
 """
 

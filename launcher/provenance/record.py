@@ -156,9 +156,10 @@ def list_runs(root: str) -> list[str]:
 
 # ---------------------------------------------------------------- launch hook
 def record_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
-                  request=None, handle=None, seed=None, seed_source=None) -> Optional[dict]:
+                  request=None, handle=None, seed=None, seed_source=None, continues=None) -> Optional[dict]:
     """Capture and keep the provenance of a launched run. Advisory: never raises (a failure
-    is recorded as a ``provenance_error`` event and printed as a warning)."""
+    is recorded as a ``provenance_error`` event and printed as a warning). CONTINUES: what
+    the run resumes (or, launched with --fresh, supersedes), as ``launcher.identity`` saw it."""
     from .capture import capture
 
     store = app.store
@@ -171,6 +172,8 @@ def record_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional
         doc = capture(job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path, target=target_name,
                       backend=backend.name, facts_data=facts, request=request, handle=handle, seed=seed,
                       seed_source=seed_source)
+        if continues:
+            doc["continues"] = continues
         doc = redact_record(doc, spec.secrets)
         location, note = None, ""
         if spec.checkpoint.root:

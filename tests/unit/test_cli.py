@@ -24,11 +24,21 @@ def test_validate_lists_every_error_with_its_path(tmp_path):
     assert "resources.nodes" in r.output and "resources.gpus: unknown key; did you mean 'gpus_per_node'?" in r.output
 
 
+def run_split(*args):
+    """stdout apart from stderr (click 8.1: mix_stderr=False; 8.2 keeps them apart by itself)."""
+    try:
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:
+        runner = CliRunner()
+    return runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
 def test_render_prints_the_local_script(tmp_path, launcher_env):
     f = tmp_path / "j.yaml"
     f.write_text("name: x\nrun: echo hi\nenv: {A: '$(x)'}\n")
-    r = run("render", f)
-    assert r.exit_code == 0 and r.output.startswith("#!/bin/bash") and "export A='$(x)'" in r.output
+    r = run_split("render", f)
+    assert r.exit_code == 0 and r.stdout.startswith("#!/bin/bash") and "export A='$(x)'" in r.stdout
+    assert "export LAUNCHER_SEED=" in r.stdout and "drawn for this render only" in r.stderr
 
 
 def test_unknown_target_is_a_clear_error(tmp_path, launcher_env):
