@@ -713,10 +713,14 @@ def close_all() -> None:
 
 
 def pool_stats() -> dict:
-    """{pool key: {"connects", "refs", "active"}}: how many handshakes each target cost."""
+    """{pool key: {"connects", "refs", "active", "shells", "shell_starts", "shell_broken"}}:
+    how many handshakes and persistent shells each target cost (shell_broken: why commands
+    go through exec channels there, else None)."""
     with _POOL_LOCK:
         return {k: {"connects": c.connects, "refs": c.refs,
-                    "active": bool(c.transports and c.transports[-1].is_active())} for k, c in _POOL.items()}
+                    "active": bool(c.transports and c.transports[-1].is_active()),
+                    "shells": c.shells_live, "shell_starts": c.shell_starts, "shell_broken": c.shell_broken}
+                for k, c in _POOL.items()}
 
 
 # --------------------------------------------------------------------------- the runner
