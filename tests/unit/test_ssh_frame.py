@@ -166,3 +166,32 @@ def test_random_noise_around_random_output_never_leaks():
         so, se = wire(f, out, noise, rng.randrange(256), noise_out=noise, noise_err=out, after_out=noise)
         p = parse(f, so, se, chunk=rng.randrange(1, 20))
         assert p.result()[1:] == (out, noise)
+
+
+# ---------------------------------------------------------------------------- login environment
+
+def test_login_env_exports_quote_values_and_skip_functions_and_shell_bookkeeping():
+    from launcher.ssh import login_env_exports
+
+    raw = b"\0".join([b"PATH=/opt/slurm/bin:/usr/bin", b"MODULEPATH=/a b", b"PWD=/home/x", b"SHLVL=2",
+                      b"BASH_FUNC_module%%=() {  eval $(/usr/bin/modulecmd bash $*)\n}", b"_=/usr/bin/env",
+                      b"WEIRD=it's $(id)\nline2", b"EMPTY=", b"UNCHANGED=same", b""])
+    line = login_env_exports(raw, current={"UNCHANGED": "same"})
+    out = subprocess.run(["bash", "--noprofile", "--norc", "-c", line + "\nenv -0"], capture_output=True,
+                         env={"PWD": "/keep"}, cwd="/").stdout
+    env = dict(item.split(b"=", 1) for item in out.split(b"\0") if b"=" in item)
+    assert env[b"PATH"] == b"/opt/slurm/bin:/usr/bin" and env[b"MODULEPATH"] == b"/a b"
+    assert env[b"WEIRD"] == b"it's $(id)\nline2" and env[b"EMPTY"] == b""
+    assert b"BASH_FUNC_module%%" not in env and env.get(b"SHLVL") != b"2" and env[b"PWD"] == b"/"
+    assert "UNCHANGED" not in line
+    assert login_env_exports(b"") == "true"
+
+
+def test_ssh_shell_is_persistent_by_default_and_checked():
+    from launcher.errors import ConfigError
+    from launcher.ssh_config import SSHOptions
+
+    assert SSHOptions.from_target({"ssh_host": "h"}).ssh_shell == "persistent"
+    assert SSHOptions.from_target({"ssh_host": "h", "ssh_shell": "exec"}).ssh_shell == "exec"
+    with pytest.raises(ConfigError, match="ssh_shell"):
+        SSHOptions.from_target({"ssh_host": "h", "ssh_shell": "tmux"})
