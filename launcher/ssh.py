@@ -932,6 +932,8 @@ class SSHRunner:
         sh = _Shell(chan, t)
         start = time.monotonic()
         try:
+            # a login profile may export SHELLOPTS=xtrace: never echo stdin (secrets) or env values
+            sh.run("set +o xtrace +o verbose", None, deadline, subshell=False)
             rc, env0, _ = sh.run(CAPTURE_LOGIN_ENV, None, deadline)
             if rc == 0:
                 rc2, _, err = sh.run(login_env_exports(env0), None, deadline, subshell=False)

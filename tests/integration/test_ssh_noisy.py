@@ -125,7 +125,9 @@ def test_a_shell_that_echoes_every_command_cannot_fake_the_frame(sshd_factory):
         r = SSHRunner(opts(s, ssh_shell=shell))
         res = r.run(["sh", "-c", "echo out; echo err >&2; exit 5"], check=False)
         assert (res.returncode, res.stdout) == (5, "out\n") and "err\n" in res.stderr
-        assert r.run(["cat"], input="in\n").stdout == "in\n"
+        secret = "hf_S3cr3tInBand"
+        res = r.run(["sh", "-c", "cat; exit 1"], input=secret, check=False)
+        assert (res.returncode, res.stdout) == (1, secret) and secret not in res.stderr
         r.close()
         close_all()
 
