@@ -600,7 +600,12 @@ class _ShellUnavailable(Exception):
 
 
 class _ShellDied(Exception):
-    """The shell's channel ended before the command's frame did."""
+    """The shell's channel ended before the command's frame did. ``started``: False when
+    not even the start marker came back (then the command surely did not run)."""
+
+    def __init__(self, started: bool):
+        super().__init__("the shell ended" + (" mid-command" if started else " before the command started"))
+        self.started = started
 
 
 def login_env_exports(raw: bytes, current: Optional[dict] = None) -> str:
@@ -632,7 +637,6 @@ class _Shell:
         self.chan = chan
         self.transport = transport
         self.commands = 0
-        self.pending_noise = 0
 
     @property
     def alive(self) -> bool:
@@ -666,7 +670,7 @@ class _Shell:
             if chan.eof_received or chan.closed:
                 if chan.recv_ready() or chan.recv_stderr_ready():
                     continue
-                raise _ShellDied()
+                raise _ShellDied(parser.started)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise socket.timeout()
@@ -857,31 +861,42 @@ class SSHRunner:
         import paramiko
 
         conn = self._connection()
-        sh = self._take_shell(conn, time.monotonic() + timeout, argv)
-        deadline = time.monotonic() + timeout
-        ok = False
-        try:
+        for attempt in (1, 2):
+            sh = self._take_shell(conn, time.monotonic() + timeout, argv)
+            deadline = time.monotonic() + timeout
+            ok = False
             try:
-                result = sh.run(cmdline, data, deadline)
-            except socket.timeout:
-                raise RemoteCommandTimeout(f"command timed out after {timeout:g}s on {self.where}: "
-                                           f"{_shown(argv)} (its shell was closed)") from None
-            except (_ShellDied, FrameError, paramiko.SSHException, EOFError, OSError) as e:
-                if not sh.transport.is_active():
-                    conn.invalidate(sh.transport)
-                    raise ConnectionLostError(f"connection to {self.where} lost while running {_shown(argv)}: "
-                                              "it may or may not have run") from None
-                raise ConnectionLostError(f"the remote shell on {self.where} ended while running {_shown(argv)} "
-                                          f"({type(e).__name__}): it may or may not have run") from None
-            ok = True
-            return result
-        finally:
-            if ok and sh.alive:
-                with conn.shell_cond:
-                    conn.shells.append(sh)
-                    conn.shell_cond.notify()
-            else:
-                conn.drop_shell(sh)
+                try:
+                    result = sh.run(cmdline, data, deadline)
+                except socket.timeout:
+                    raise RemoteCommandTimeout(f"command timed out after {timeout:g}s on {self.where}: "
+                                               f"{_shown(argv)} (its shell was closed)") from None
+                except _ShellDied as e:
+                    if sh.transport.is_active() and not e.started and attempt == 1:
+                        # an idle shell ended (the site reaps idle processes?): nothing ran, retry once
+                        log.info("persistent shell on %s had ended; starting another", self.where)
+                        continue
+                    self._shell_lost(conn, sh, argv, e)
+                except (FrameError, paramiko.SSHException, EOFError, OSError) as e:
+                    self._shell_lost(conn, sh, argv, e)
+                ok = True
+                return result
+            finally:
+                if ok and sh.alive:
+                    with conn.shell_cond:
+                        conn.shells.append(sh)
+                        conn.shell_cond.notify()
+                else:
+                    conn.drop_shell(sh)
+        raise AssertionError("unreachable")
+
+    def _shell_lost(self, conn: _Connection, sh: _Shell, argv, e: BaseException):
+        if not sh.transport.is_active():
+            conn.invalidate(sh.transport)
+            raise ConnectionLostError(f"connection to {self.where} lost while running {_shown(argv)}: "
+                                      "it may or may not have run") from None
+        raise ConnectionLostError(f"the remote shell on {self.where} ended while running {_shown(argv)} "
+                                  f"({e or type(e).__name__}): it may or may not have run") from None
 
     def _take_shell(self, conn: _Connection, deadline: float, argv) -> _Shell:
         """An idle shell of the connection, a new one, or (all busy) the next one freed."""
@@ -993,6 +1008,8 @@ class SSHRunner:
             pass
         if parser.done:
             return parser.result()
+        if not parser.started:  # the login shell failed before our script ran (no `sh`?): all it said
+            return (rc if rc != 0 else -1), b"", err
         # no complete frame: the shell died (a signal) before printing it
         inside_out, inside_err = parser.partial()
         note = b"\n(no exit status: the remote command was killed by a signal)" if rc == -1 else b""

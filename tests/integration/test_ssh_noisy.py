@@ -9,7 +9,10 @@ Commands go through persistent shells by default and through one exec channel ea
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 
 import pytest
 
@@ -91,6 +94,31 @@ def test_a_hung_command_times_out_and_the_next_one_gets_a_fresh_shell(sshd_serve
         r.run(["sleep", "30"], timeout=1)
     assert r.run(["echo", "after"]).stdout == "after\n"
     assert stats()["shell_starts"] == 2 and r.connects == 1
+
+
+def _shell_pids(server) -> list[int]:
+    """The test user's persistent shells (bash --noprofile --norc), by PID."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == server.login.uid and \
+                    b"--noprofile" in open(f"/proc/{entry}/cmdline", "rb").read():
+                pids.append(int(entry))
+        except OSError:
+            pass
+    return pids
+
+
+def test_a_shell_that_ended_while_idle_is_replaced_and_the_command_runs_once(sshd_factory):
+    s = sshd_factory()
+    r = SSHRunner(opts(s))
+    log = s.scratch("once") / "runs"
+    assert r.run(["true"]).ok
+    [pid] = _shell_pids(s)
+    os.kill(pid, signal.SIGKILL)  # a site that reaps idle processes on its login nodes
+    time.sleep(0.2)
+    assert r.run(["sh", "-c", f"echo run >> {log}; echo done"]).stdout == "done\n"
+    assert log.read_text() == "run\n" and stats()["shell_starts"] == 2 and r.connects == 1
 
 
 def test_concurrent_commands_use_a_few_shells_and_never_mix_outputs(sshd_server):
