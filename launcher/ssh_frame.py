@@ -61,9 +61,10 @@ class Frame:
 
     def exec_script(self, cmdline: str) -> str:
         """For one ``exec`` channel (``sh -c SCRIPT``): the command runs in a subshell and
-        reads the channel's stdin; the script exits with the command's code."""
-        return (f"{self._print_start()}\n( {cmdline}\n)\n{RC_VAR}=$?\n{self._print_end()}\n"
-                f"exit \"${RC_VAR}\"\n")
+        reads the channel's stdin; the script exits with the command's code. One line
+        (when the command is), so that csh-family login shells can pass it to ``sh``."""
+        return (f"{self._print_start()}; ( {cmdline} ); {RC_VAR}=$?; {self._print_end()}; "
+                f"exit \"${RC_VAR}\"")
 
     def shell_script(self, cmdline: str, stdin_len: Optional[int] = None, subshell: bool = True) -> tuple[str, str]:
         """For a long-lived ``bash --noprofile --norc`` reading commands on its stdin.
