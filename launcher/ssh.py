@@ -947,8 +947,9 @@ class SSHRunner:
         sh = _Shell(chan, t)
         start = time.monotonic()
         try:
-            # a login profile may export SHELLOPTS=xtrace: never echo stdin (secrets) or env values
-            sh.run("set +o xtrace +o verbose", None, deadline, subshell=False)
+            # dotfiles may export SHELLOPTS (xtrace, errexit): never echo stdin (secrets) or env
+            # values, and a failing command must not end the shell
+            sh.run("set +o xtrace +o verbose +o errexit +o nounset", None, deadline, subshell=False)
             rc, env0, _ = sh.run(CAPTURE_LOGIN_ENV, None, deadline)
             if rc == 0:
                 rc2, _, err = sh.run(login_env_exports(env0), None, deadline, subshell=False)

@@ -144,10 +144,11 @@ def test_concurrent_commands_use_a_few_shells_and_never_mix_outputs(sshd_server)
     assert 1 <= stats()["shell_starts"] <= MAX_SHELLS and r.connects == 1
 
 
-XTRACE_BASHRC = NOISY_BASHRC + "set -o xtrace\nexport SHELLOPTS\n"  # every shell echoes what it runs
+# every shell echoes what it runs and (would) stop at the first failing command
+XTRACE_BASHRC = NOISY_BASHRC + "set -o xtrace -o errexit\nexport SHELLOPTS\n"
 
 
-def test_a_shell_that_echoes_every_command_cannot_fake_the_frame(sshd_factory):
+def test_a_shell_that_echoes_every_command_cannot_fake_the_frame_nor_leak_stdin(sshd_factory):
     s = sshd_factory(dotfiles={".bashrc": XTRACE_BASHRC, ".profile": NOISY_PROFILE})
     for shell in ("persistent", "exec"):
         r = SSHRunner(opts(s, ssh_shell=shell))
@@ -156,6 +157,8 @@ def test_a_shell_that_echoes_every_command_cannot_fake_the_frame(sshd_factory):
         secret = "hf_S3cr3tInBand"
         res = r.run(["sh", "-c", "cat; exit 1"], input=secret, check=False)
         assert (res.returncode, res.stdout) == (1, secret) and secret not in res.stderr
+        assert r.run(["false"], check=False).returncode == 1 and r.run(["echo", "on"]).stdout == "on\n"
+        assert stats()["shell_starts"] == (1 if shell == "persistent" else 0)
         r.close()
         close_all()
 
