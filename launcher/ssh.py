@@ -14,6 +14,16 @@
   the default ~/.ssh/id_* files. No password, no keyboard-interactive, no prompt.
 - Every argv element is ``shlex.quote``d; ``env`` becomes ``env K=V ...`` in front
   of the command because sshd usually refuses to set variables (AcceptEnv).
+- Login shells are noisy (banners, module systems, conda/pyenv init, on stdout and
+  stderr) and slow. Every command's output is framed by random start/end markers
+  (``launcher.ssh_frame``): only what lies inside the frame is output, so noise is never
+  parsed as a job id or a status. Commands run through a few long-lived ``bash
+  --noprofile --norc`` shells per connection (``ssh_shell: persistent``, the default):
+  the login shell starts once per shell, the login environment (``bash -l``: PATH,
+  module settings) is captured once, and a command then costs one round trip. stdin
+  (sbatch's secrets) is sent in-band, length-prefixed, never in argv or a file. A
+  command that times out closes its shell (the next command gets a fresh one); when no
+  shell can start, commands fall back to one framed ``exec`` channel each.
 - Errors say what to do: ``HostUnreachableError`` (transient; the command surely
   did not run), ``ConnectionLostError`` / ``RemoteCommandTimeout`` (transient; the
   command may have run), ``UnknownHostKeyError``, ``HostKeyChangedError``,
@@ -46,13 +56,21 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 from .errors import CommandError, LauncherError, TransientError
 from .redact import redact_text
 from .runner import LocalRunner, Result
+from .ssh_frame import Frame, FrameError, FrameParser
 from .ssh_config import (DEFAULT_IDENTITIES, Hop, KnownHosts, Route, SSHOptions, append_known_host,
                          check_env_name, display_type, fingerprint, resolve)
 
 log = logging.getLogger("launcher.ssh")
 
-MAX_SESSIONS = 8  # concurrent commands on one connection (sshd's MaxSessions is 10; SFTP takes one)
+MAX_SESSIONS = 8  # concurrent channels on one connection (sshd's MaxSessions is 10; SFTP takes one)
+MAX_SHELLS = 3  # persistent shells per connection (each holds one session for its lifetime)
+SHELL_START_TIMEOUT = 30.0  # seconds for a shell's start-up and login-environment capture
+MAX_SHELL_INPUT = 1 << 20  # larger (or binary) stdin goes through an exec channel
 CHUNK = 32768
+# the login environment of `bash -l`, printed NUL-separated on fd 3, its noise to /dev/null
+CAPTURE_LOGIN_ENV = "bash -lc 'env -0 >&3' 3>&1 >/dev/null 2>/dev/null"
+_NOT_FROM_LOGIN_ENV = {"PWD", "OLDPWD", "SHLVL", "_", "BASH_EXECUTION_STRING", "BASHOPTS", "SHELLOPTS", "PS1",
+                       "BASH_ENV", "ENV"}
 
 T = TypeVar("T")
 
@@ -488,12 +506,19 @@ class _Connection:
         self.refs = 0
         self.connects = 0
         self.pid = os.getpid()
+        self.shells: list = []  # idle persistent shells
+        self.shells_live = 0  # idle + busy
+        self.shell_cond = threading.Condition()
+        self.shell_broken: Optional[str] = None  # why shells cannot start here (then: exec)
+        self.shell_starts = 0
 
     def transport(self):
         """The live transport, connecting (again) if there is none or it died."""
         with self.lock:
             if self.pid != os.getpid():  # forked: the parent owns those sockets; never close them here
                 self.transports, self.sftp, self.pid = [], None, os.getpid()
+                self.shells, self.shells_live = [], 0
+                self.sessions = threading.BoundedSemaphore(MAX_SESSIONS)
             t = self.transports[-1] if self.transports else None
             if t is not None and t.is_active():
                 return t
@@ -506,6 +531,14 @@ class _Connection:
             log.debug("connected to %s in %.0f ms (connection #%d)", self.route.describe(),
                       (time.monotonic() - start) * 1000, self.connects)
             return self.transports[-1]
+
+    def drop_shell(self, sh: _Shell) -> None:
+        """Close a shell (dead, timed out or at close) and give back its session."""
+        sh.close()
+        with self.shell_cond:
+            self.shells_live -= 1
+            self.shell_cond.notify()
+        self.sessions.release()
 
     def invalidate(self, t) -> None:
         with self.lock:
@@ -541,7 +574,13 @@ class _Connection:
     def _close_locked(self) -> None:
         if self.pid != os.getpid():
             self.transports, self.sftp = [], None
+            with self.shell_cond:
+                self.shells, self.shells_live = [], 0
             return
+        with self.shell_cond:
+            idle, self.shells = self.shells, []
+        for sh in idle:
+            self.drop_shell(sh)
         if self.sftp is not None:
             try:
                 self.sftp.close()
@@ -554,6 +593,90 @@ class _Connection:
             except Exception:
                 pass
         self.transports = []
+
+
+class _ShellUnavailable(Exception):
+    """No persistent shell for this command: run it through an exec channel instead."""
+
+
+class _ShellDied(Exception):
+    """The shell's channel ended before the command's frame did. ``started``: False when
+    not even the start marker came back (then the command surely did not run)."""
+
+    def __init__(self, started: bool):
+        super().__init__("the shell ended" + (" mid-command" if started else " before the command started"))
+        self.started = started
+
+
+def login_env_exports(raw: bytes, current: Optional[dict] = None) -> str:
+    """``export`` lines for a login environment captured with ``env -0`` (pure). Names
+    that are no plain identifiers (exported bash functions) and the shell's own
+    bookkeeping (PWD, SHLVL, ...) are skipped; so are values equal to ``current``."""
+    parts = []
+    for item in raw.split(b"\0"):
+        name, sep, value = item.partition(b"=")
+        if not sep:
+            continue
+        try:
+            k, v = name.decode(), value.decode("utf-8", "surrogateescape")
+        except UnicodeDecodeError:
+            continue
+        if not k.isidentifier() or not k.isascii() or k in _NOT_FROM_LOGIN_ENV:
+            continue
+        if current is not None and current.get(k) == v:
+            continue
+        parts.append(f"{k}={shlex.quote(v)}")
+    return f"export {' '.join(parts)}" if parts else "true"
+
+
+class _Shell:
+    """One long-lived ``bash --noprofile --norc`` on its own channel, fed framed commands
+    on stdin; one command at a time (the pool hands it to one caller)."""
+
+    def __init__(self, chan, transport):
+        self.chan = chan
+        self.transport = transport
+        self.commands = 0
+
+    @property
+    def alive(self) -> bool:
+        return not (self.chan.closed or self.chan.eof_received) and self.transport.is_active()
+
+    def close(self) -> None:
+        try:
+            self.chan.close()
+        except Exception:
+            pass
+
+    def run(self, cmdline: str, data: Optional[bytes], deadline: float, *, subshell: bool = True
+            ) -> tuple[int, bytes, bytes]:
+        """Send one framed command and read until its frame is complete. Raises
+        socket.timeout at the deadline, _ShellDied when the channel ends first."""
+        frame = Frame.new()
+        parser = FrameParser(frame)
+        head, tail = frame.shell_script(cmdline, None if data is None else len(data), subshell=subshell)
+        payload = head.encode() + (data or b"") + tail.encode()
+        chan = self.chan
+        chan.settimeout(max(0.001, deadline - time.monotonic()))
+        chan.sendall(payload)
+        fd = chan.fileno()
+        while True:
+            while chan.recv_ready():
+                parser.feed_stdout(chan.recv(65536))
+            while chan.recv_stderr_ready():
+                parser.feed_stderr(chan.recv_stderr(65536))
+            if parser.done:
+                break
+            if chan.eof_received or chan.closed:
+                if chan.recv_ready() or chan.recv_stderr_ready():
+                    continue
+                raise _ShellDied(parser.started)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout()
+            select.select([fd], [], [], left)
+        self.commands += 1
+        return parser.result()
 
 
 _POOL: dict = {}
@@ -594,10 +717,14 @@ def close_all() -> None:
 
 
 def pool_stats() -> dict:
-    """{pool key: {"connects", "refs", "active"}}: how many handshakes each target cost."""
+    """{pool key: {"connects", "refs", "active", "shells", "shell_starts", "shell_broken"}}:
+    how many handshakes and persistent shells each target cost (shell_broken: why commands
+    go through exec channels there, else None)."""
     with _POOL_LOCK:
         return {k: {"connects": c.connects, "refs": c.refs,
-                    "active": bool(c.transports and c.transports[-1].is_active())} for k, c in _POOL.items()}
+                    "active": bool(c.transports and c.transports[-1].is_active()),
+                    "shells": c.shells_live, "shell_starts": c.shell_starts, "shell_broken": c.shell_broken}
+                for k, c in _POOL.items()}
 
 
 # --------------------------------------------------------------------------- the runner
@@ -691,8 +818,7 @@ class SSHRunner:
         log.debug("run on %s: %s%s", self.where, _shown(argv),
                   f" (env: {', '.join(sorted(merged))})" if merged else "")
         data = input.encode() if isinstance(input, str) else input
-        rc, out_b, err_b = self._exec(remote_command(argv, merged), io.BytesIO(data) if data else None,
-                                      timeout, argv)
+        rc, out_b, err_b = self._run_line(remote_command(argv, merged), data or None, timeout, argv)
         out, err = out_b.decode("utf-8", "replace"), err_b.decode("utf-8", "replace")
         self.commands += 1
         if rc == 127 and argv[0] in err and ("not found" in err or "No such file" in err):
@@ -719,10 +845,144 @@ class SSHRunner:
                                                f"was sent: {e or type(e).__name__}") from None
                 log.info("pooled connection to %s is dead (%s); reconnecting", self.where, e or type(e).__name__)
 
-    def _exec(self, command: str, source, timeout: float, argv: Sequence[str]) -> tuple[int, bytes, bytes]:
-        """Run a command line; ``source`` (a binary file object or None) feeds stdin."""
+    # -- persistent shells
+
+    def _run_line(self, cmdline: str, data: Optional[bytes], timeout: float, argv) -> tuple[int, bytes, bytes]:
+        """A command line through a persistent shell when possible, else an exec channel."""
+        if self.options.ssh_shell == "persistent" and (
+                data is None or (len(data) <= MAX_SHELL_INPUT and b"\0" not in data)):
+            try:
+                return self._shell_exec(cmdline, data, timeout, argv)
+            except _ShellUnavailable:
+                pass
+        return self._exec(cmdline, io.BytesIO(data) if data else None, timeout, argv)
+
+    def _shell_exec(self, cmdline: str, data: Optional[bytes], timeout: float, argv) -> tuple[int, bytes, bytes]:
         import paramiko
 
+        conn = self._connection()
+        for attempt in (1, 2):
+            sh = self._take_shell(conn, time.monotonic() + timeout, argv)
+            deadline = time.monotonic() + timeout
+            ok = False
+            try:
+                try:
+                    result = sh.run(cmdline, data, deadline)
+                except socket.timeout:
+                    raise RemoteCommandTimeout(f"command timed out after {timeout:g}s on {self.where}: "
+                                               f"{_shown(argv)} (its shell was closed)") from None
+                except _ShellDied as e:
+                    if sh.transport.is_active() and not e.started and attempt == 1:
+                        # an idle shell ended (the site reaps idle processes?): nothing ran, retry once
+                        log.info("persistent shell on %s had ended; starting another", self.where)
+                        continue
+                    self._shell_lost(conn, sh, argv, e)
+                except (FrameError, paramiko.SSHException, EOFError, OSError) as e:
+                    self._shell_lost(conn, sh, argv, e)
+                ok = True
+                return result
+            finally:
+                if ok and sh.alive:
+                    with conn.shell_cond:
+                        conn.shells.append(sh)
+                        conn.shell_cond.notify()
+                else:
+                    conn.drop_shell(sh)
+        raise AssertionError("unreachable")
+
+    def _shell_lost(self, conn: _Connection, sh: _Shell, argv, e: BaseException):
+        if not sh.transport.is_active():
+            conn.invalidate(sh.transport)
+            raise ConnectionLostError(f"connection to {self.where} lost while running {_shown(argv)}: "
+                                      "it may or may not have run") from None
+        raise ConnectionLostError(f"the remote shell on {self.where} ended while running {_shown(argv)} "
+                                  f"({e or type(e).__name__}): it may or may not have run") from None
+
+    def _take_shell(self, conn: _Connection, deadline: float, argv) -> _Shell:
+        """An idle shell of the connection, a new one, or (all busy) the next one freed."""
+        while True:
+            with conn.shell_cond:
+                if conn.shell_broken:
+                    raise _ShellUnavailable(conn.shell_broken)
+                while conn.shells:
+                    sh = conn.shells.pop()
+                    if sh.alive and conn.transports and sh.transport is conn.transports[-1]:
+                        return sh
+                    conn.shells_live -= 1  # dead (reconnected since, or closed by the server)
+                    sh.close()
+                    conn.sessions.release()
+                if conn.shells_live < MAX_SHELLS:
+                    if not conn.sessions.acquire(blocking=False):
+                        raise _ShellUnavailable("no free session")  # exec waits for one
+                    conn.shells_live += 1
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RemoteCommandTimeout(f"no free shell on {self.where} within the timeout: {_shown(argv)}")
+                conn.shell_cond.wait(left)
+        try:
+            return self._start_shell(conn)
+        except BaseException:
+            with conn.shell_cond:
+                conn.shells_live -= 1
+                conn.shell_cond.notify()
+            conn.sessions.release()
+            raise
+
+    def _start_shell(self, conn: _Connection) -> _Shell:
+        """``bash --noprofile --norc`` on a new channel (the user's login shell runs once,
+        to start it: its noise lands before the first frame), then the login environment
+        of ``bash -l`` captured and exported in it once."""
+        import paramiko
+
+        deadline = time.monotonic() + SHELL_START_TIMEOUT
+        chan = self._open_session(conn, deadline)
+        t = chan.get_transport()
+        try:
+            chan.exec_command("exec bash --noprofile --norc")
+        except (paramiko.SSHException, EOFError, OSError) as e:
+            chan.close()
+            raise HostUnreachableError(f"connection to {self.where} lost before the command was sent: "
+                                       f"{e or type(e).__name__}") from None
+        sh = _Shell(chan, t)
+        start = time.monotonic()
+        try:
+            # dotfiles may export SHELLOPTS (xtrace, errexit): never echo stdin (secrets) or env
+            # values, and a failing command must not end the shell
+            sh.run("set +o xtrace +o verbose +o errexit +o nounset", None, deadline, subshell=False)
+            rc, env0, _ = sh.run(CAPTURE_LOGIN_ENV, None, deadline)
+            if rc == 0:
+                rc2, _, err = sh.run(login_env_exports(env0), None, deadline, subshell=False)
+                if rc2 != 0:
+                    log.info("login environment of %s not applied: %s", self.where, err[-200:])
+            else:
+                log.info("login environment of %s not captured (bash -l exited %d)", self.where, rc)
+        except (socket.timeout, _ShellDied, FrameError, paramiko.SSHException, EOFError, OSError) as e:
+            sh.close()
+            if not t.is_active():
+                conn.invalidate(t)
+                raise HostUnreachableError(f"connection to {self.where} lost while starting a shell: "
+                                           f"{e or type(e).__name__}") from None
+            why = "timed out" if isinstance(e, socket.timeout) else f"failed ({type(e).__name__} {e})"
+            with conn.shell_cond:
+                conn.shell_broken = f"a persistent shell on {self.where} {why}"
+            log.warning("%s: running each command on its own channel instead", conn.shell_broken)
+            raise _ShellUnavailable(conn.shell_broken) from None
+        conn.shell_starts += 1
+        log.debug("persistent shell #%d on %s ready in %.0f ms", conn.shell_starts, self.where,
+                  (time.monotonic() - start) * 1000)
+        return sh
+
+    # -- exec channels
+
+    def _exec(self, command: str, source, timeout: float, argv: Sequence[str]) -> tuple[int, bytes, bytes]:
+        """Run a command line on its own channel, framed (``sh -c SCRIPT``: the login
+        shell's noise falls outside the frame); ``source`` (a binary file object or None)
+        feeds stdin."""
+        import paramiko
+
+        frame = Frame.new()
+        command = "sh -c " + shlex.quote(frame.exec_script(command))
         deadline = time.monotonic() + timeout
         conn = self._connection()
         if not conn.sessions.acquire(timeout=max(0.0, deadline - time.monotonic())):
@@ -736,11 +996,25 @@ class SSHRunner:
                     # the request may have reached sshd before the connection died
                     raise ConnectionLostError(f"connection to {self.where} lost while starting "
                                               f"{_shown(argv)}: {e or type(e).__name__}") from None
-                return self._exchange(chan, source, deadline, timeout, argv)
+                rc, out, err = self._exchange(chan, source, deadline, timeout, argv)
             finally:
                 chan.close()
         finally:
             conn.sessions.release()
+        parser = FrameParser(frame)
+        try:
+            parser.feed_stdout(out)
+            parser.feed_stderr(err)
+        except FrameError:
+            pass
+        if parser.done:
+            return parser.result()
+        if not parser.started:  # the login shell failed before our script ran (no `sh`?): all it said
+            return (rc if rc != 0 else -1), b"", err
+        # no complete frame: the shell died (a signal) before printing it
+        inside_out, inside_err = parser.partial()
+        note = b"\n(no exit status: the remote command was killed by a signal)" if rc == -1 else b""
+        return (rc if rc != 0 else -1), inside_out, inside_err + note
 
     def _exchange(self, chan, source, deadline: float, timeout: float, argv) -> tuple[int, bytes, bytes]:
         out, err = bytearray(), bytearray()
@@ -785,8 +1059,6 @@ class SSHRunner:
         if chan.exit_status == -1 and not chan.get_transport().is_active():
             raise ConnectionLostError(f"connection to {self.where} lost while running {_shown(argv)}: "
                                       "it may or may not have run")
-        if chan.exit_status == -1:
-            err += b"\n(no exit status: the remote command was killed by a signal)"
         return chan.exit_status, bytes(out), bytes(err)
 
     # -- files

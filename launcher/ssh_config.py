@@ -24,7 +24,7 @@ import hmac
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +55,10 @@ class SSHTargetOptions(BaseModel):
     ssh_keepalive: Optional[float] = Field(None, ge=0, description="keepalive interval in seconds "
                                                                    "(default: ServerAliveInterval, else 30)")
     env: dict[str, str] = Field(default_factory=dict, description="environment for every command (SLURM_CONF...)")
+    ssh_shell: Literal["persistent", "exec"] = Field(
+        "persistent", description="persistent: commands go through long-lived `bash --noprofile --norc` shells "
+                                  "(the login environment captured once per shell); exec: one SSH channel and "
+                                  "login-shell start-up per command")
 
 
 SSH_OPTION_KEYS = tuple(SSHTargetOptions.model_fields)
@@ -74,6 +78,7 @@ class SSHOptions:
     ssh_connect_timeout: float = 15.0
     ssh_keepalive: Optional[float] = None
     env: Mapping[str, str] = field(default_factory=dict)
+    ssh_shell: str = "persistent"
 
     @classmethod
     def from_target(cls, source: Any) -> "SSHOptions":

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import yaml
 
@@ -56,6 +57,7 @@ class LauncherCLI:
         self.config.write_text(yaml.safe_dump({"targets": targets}))
         self.env = dict(cluster.env if cluster is not None else os.environ)
         self.env.update(LAUNCHER_HOME=str(self.home), LAUNCHER_CONFIG=str(self.config))
+        self.remote_dir: Optional[Path] = None  # job dirs on the cluster, when a target is reached over SSH
 
     def run(self, *args, check=True, timeout=300, cwd=None, env=None) -> subprocess.CompletedProcess:
         p = subprocess.run([LAUNCHER, *map(str, args)], env={**self.env, **(env or {})}, capture_output=True,
@@ -94,13 +96,17 @@ class LauncherCLI:
 
 def ssh_cli(tmp: Path, cluster, sshd_server, name: str = "remote") -> LauncherCLI:
     """A launcher whose only target is the test cluster behind the test sshd (its login
-    node): every Slurm command and file goes through SSH; this side has no SLURM_CONF."""
+    node): every Slurm command and file goes through SSH; this side has no SLURM_CONF.
+    The SSH user is the server's throw-away, non-root user with a noisy ~/.bashrc; its
+    job dirs are in its home (``c.remote_dir``), which the nodes see as shared storage."""
+    remote_dir = sshd_server.scratch("remote-jobs")
     target = {"backend": "slurm", "partition": "batch", "facts_ttl": 0,
               "ssh_host": sshd_server.host, "ssh_port": sshd_server.port, "ssh_user": sshd_server.user,
               "ssh_key": str(sshd_server.client_key), "known_hosts": str(sshd_server.known_hosts),
               "ssh_config": "", "ssh_agent": False, "slurm_conf": str(cluster.conf),
-              "remote_dir": str(cluster.shared_dir / "remote-jobs")}
+              "remote_dir": str(remote_dir)}
     c = LauncherCLI(tmp, None, {name: target})
+    c.remote_dir = remote_dir
     c.env["HOME"] = str(tmp)  # no ~/.ssh of the machine's user is consulted
     c.env.pop("SLURM_CONF", None)
     return c

@@ -28,7 +28,7 @@ def test_multinode_launch_status_logs_cancel_through_ssh(cli, clean_queue):
         ["rank 0 of 2", "rank 1 of 2"]
     st = cli.status(job)
     assert st["state"] == "COMPLETED" and st["target"] == "remote"
-    assert (clean_queue.shared_dir / "remote-jobs" / job / "attempt-1.sbatch").exists()
+    assert (cli.remote_dir / job / "attempt-1.sbatch").exists()
 
     sleeper = cli.spec("sleepy", {"run": "sleep 300", "resources": {"time_limit": "10m"}})
     job2 = cli.launch(sleeper, "remote")
@@ -89,7 +89,7 @@ def test_secrets_and_keys_never_reach_scripts_logs_or_state(cli, clean_queue, ss
     job = cli.launch(spec, "remote", "--follow")
     assert f"token length {len(secret)}" in cli.output(job)
     key_text = sshd_server.client_key.read_text().split("-----")[2].strip().splitlines()[0]
-    for root in (cli.home, clean_queue.shared_dir / "remote-jobs" / job):
+    for root in (cli.home, cli.remote_dir / job):
         for f in root.rglob("*"):
             if f.is_file():
                 data = f.read_bytes()

@@ -1,8 +1,9 @@
 """SSHRunner against a real OpenSSH server on 127.0.0.1 (tests/fixtures/sshd.py).
 
 The server runs on this machine, so what a command did remotely is checked on the
-local file system. Remote paths are absolute paths under tmp_path: never the
-login user's real home.
+local file system. The login is the server's throw-away user, whose ~/.bashrc is
+deliberately noisy and slow; remote paths are scratch directories in its home
+(``server.scratch``).
 """
 
 from __future__ import annotations
@@ -97,12 +98,13 @@ def test_a_command_past_its_timeout_raises_a_transient_error_and_the_connection_
 
 def test_one_connection_carries_every_command_and_file_of_every_runner_for_the_target(sshd_server, tmp_path):
     before = sshd_server.accepted_logins()
+    remote = sshd_server.scratch("one-connection")
     a, b = SSHRunner(opts(sshd_server)), SSHRunner(opts(sshd_server))
     for i in range(15):
         (a if i % 2 else b).run(["echo", str(i)])
-    a.put_file(str(tmp_path / "f"), b"x")
+    a.put_file(str(remote / "f"), b"x")
     (tmp_path / "tree").mkdir()
-    b.put_tree(str(tmp_path / "tree"), str(tmp_path / "remote-tree"))
+    b.put_tree(str(tmp_path / "tree"), str(remote / "remote-tree"))
     assert sshd_server.accepted_logins() - before == 1
     assert a.connects == 1 and b.connects == 1
     [(key, stats)] = pool_stats().items()
@@ -143,12 +145,18 @@ def test_a_dropped_connection_is_replaced_before_the_next_command(sshd_factory):
     assert r.connects == 2 and s.accepted_logins() == 2
 
 
-def test_a_connection_that_dies_mid_command_is_reported_as_maybe_run(sshd_factory):
+@pytest.mark.parametrize("shell", ["persistent", "exec"])
+def test_a_connection_that_dies_mid_command_is_reported_as_maybe_run(sshd_factory, shell):
     s = sshd_factory()
-    r = SSHRunner(opts(s))
-    # the shell's parent is this connection's sshd process: killing it cuts the connection
-    with pytest.raises(ConnectionLostError) as e:
-        r.run(["sh", "-c", "kill -9 $PPID; sleep 5"])
+    r = SSHRunner(opts(s, ssh_shell=shell))
+    r.run(["true"])
+    cut = threading.Timer(0.5, s.drop_connections, kwargs={"commands": False})  # sshd dies mid-command
+    cut.start()
+    try:
+        with pytest.raises(ConnectionLostError) as e:
+            r.run(["sleep", "5"])
+    finally:
+        cut.cancel()
     assert may_have_run(e.value)
     assert r.run(["echo", "again"]).stdout == "again\n" and r.connects == 2
 
@@ -317,7 +325,8 @@ def test_a_proxycommand_from_the_ssh_config_is_used_as_the_connection(sshd_serve
     jump = sshd_factory(client_key=sshd_server.client_key)
     proxy = " ".join(jump.ssh_argv(options=["-W", "%h:%p"]))
     cfg = tmp_path / "ssh_config"
-    cfg.write_text(f"Host login\n  HostName 127.0.0.1\n  Port {sshd_server.port}\n  ProxyCommand {proxy}\n")
+    cfg.write_text(f"Host login\n  HostName 127.0.0.1\n  Port {sshd_server.port}\n  User {sshd_server.user}\n"
+                   f"  ProxyCommand {proxy}\n")
     r = SSHRunner({"ssh_host": "login", "ssh_config": str(cfg), "known_hosts": str(sshd_server.known_hosts),
                    "ssh_key": str(sshd_server.client_key), "ssh_agent": False})
     assert r.run(["echo", "proxied"]).stdout == "proxied\n"

@@ -1,5 +1,6 @@
 """put_file / put_tree against a real sshd (SFTP and the shell fallback), including a
-remote disk that fills up (a 256 KiB tmpfs mounted for the test)."""
+remote disk that fills up (a 256 KiB tmpfs mounted for the test). The login is the
+server's throw-away (noisy) user: remote paths are scratch directories it owns."""
 
 from __future__ import annotations
 
@@ -29,28 +30,31 @@ def server(request, sshd_server, sshd_factory):
     return sshd_server if request.param == "sftp" else sshd_factory(sftp=False)
 
 
-def test_put_file_creates_parents_sets_the_mode_and_leaves_no_temp_file(server, tmp_path):
-    dest = tmp_path / "a" / "b" / "job.sh"
+def test_put_file_creates_parents_sets_the_mode_and_leaves_no_temp_file(server):
+    dest = server.scratch("put") / "a" / "b" / "job.sh"
     runner(server).put_file(str(dest), b"#!/bin/sh\necho hi\n", 0o750)
     assert dest.read_bytes() == b"#!/bin/sh\necho hi\n"
     assert oct(dest.stat().st_mode & 0o777) == "0o750"
     assert leftovers(dest.parent) == []
 
 
-def test_put_file_replaces_by_rename_so_a_reader_never_sees_a_partial_file(server, tmp_path):
-    dest = tmp_path / "script.sh"
+def test_put_file_replaces_by_rename_so_a_reader_never_sees_a_partial_file(server):
+    remote = server.scratch("rename")
+    dest = remote / "script.sh"
     dest.write_text("old")
+    server.give(dest)
     with open(dest) as reader:  # a job already reading the old script keeps the old content
         r = runner(server)
         r.put_file(str(dest), b"new" * 100000)
         assert reader.read() == "old"
-    assert dest.read_bytes() == b"new" * 100000 and leftovers(tmp_path) == []
+    assert dest.read_bytes() == b"new" * 100000 and leftovers(remote) == []
 
 
-def test_put_file_to_an_impossible_path_is_a_staging_error_not_a_full_disk(server, tmp_path):
-    (tmp_path / "plain-file").write_text("")
+def test_put_file_to_an_impossible_path_is_a_staging_error_not_a_full_disk(server):
+    remote = server.scratch("impossible")
+    (remote / "plain-file").write_text("")
     with pytest.raises(StagingError) as e:
-        runner(server).put_file(str(tmp_path / "plain-file" / "job.sh"), b"x")
+        runner(server).put_file(str(remote / "plain-file" / "job.sh"), b"x")
     assert not isinstance(e.value, RemoteDiskFullError) and "plain-file" in str(e.value)
 
 
@@ -66,7 +70,7 @@ def test_put_tree_copies_modes_mtimes_and_symlinks_and_honours_excludes(server, 
     (src / ".git").mkdir()
     (src / ".git" / "HEAD").write_text("ref")
     (src / "name with space; $(x)").write_text("odd")
-    dest = tmp_path / "remote" / "workdir"
+    dest = server.scratch("tree") / "remote" / "workdir"
     stats = runner(server).put_tree(str(src), str(dest), exclude=[".git", "__pycache__"])
     assert stats.files == 3  # regular files; the symlink is a link
     assert sorted(os.listdir(dest)) == ["link.py", "name with space; $(x)", "pkg", "run.sh"]
@@ -80,21 +84,24 @@ def test_put_tree_replaces_an_existing_directory_whole(server, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "new.txt").write_text("new")
-    dest = tmp_path / "workdir"
+    remote = server.scratch("replace")
+    dest = remote / "workdir"
     dest.mkdir()
     (dest / "stale.txt").write_text("stale")
+    server.give(dest)
     runner(server).put_tree(str(src), str(dest))
-    assert os.listdir(dest) == ["new.txt"] and leftovers(tmp_path) == []
+    assert os.listdir(dest) == ["new.txt"] and leftovers(remote) == []
 
 
 @pytest.fixture
-def tiny_disk(tmp_path):
-    """A 256 KiB tmpfs: a remote file system that fills up for real."""
+def tiny_disk(server):
+    """A 256 KiB tmpfs owned by the login user: a remote file system that fills up for real."""
     from tests.fixtures.policy import service_unavailable
 
-    d = tmp_path / "tiny"
-    d.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(d)], capture_output=True, text=True)
+    d = server.scratch("tiny")
+    owner = f",uid={d.stat().st_uid},gid={d.stat().st_gid}"
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0755" + owner, "tmpfs", str(d)],
+                       capture_output=True, text=True)
     if r.returncode != 0:
         service_unavailable("tmpfs mount (for the disk-full tests)", r.stderr.strip() or "mount failed")
     try:
@@ -106,6 +113,7 @@ def tiny_disk(tmp_path):
 def test_put_file_on_a_full_disk_says_so_and_leaves_the_old_file(server, tiny_disk):
     dest = tiny_disk / "job.sh"
     dest.write_text("old")
+    server.give(dest)
     with pytest.raises(RemoteDiskFullError, match="full"):
         runner(server).put_file(str(dest), os.urandom(1024 * 1024))
     assert dest.read_text() == "old" and leftovers(tiny_disk) == []
@@ -119,6 +127,7 @@ def test_put_tree_on_a_full_disk_says_so_and_leaves_the_old_tree(server, tiny_di
     dest = tiny_disk / "workdir"
     dest.mkdir()
     (dest / "old.txt").write_text("old")
+    server.give(dest)
     with pytest.raises(RemoteDiskFullError, match="full"):
         runner(server).put_tree(str(src), str(dest))
     assert os.listdir(dest) == ["old.txt"] and leftovers(tiny_disk) == []
