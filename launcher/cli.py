@@ -15,14 +15,47 @@ from .errors import LauncherError
 
 
 class LauncherGroup(click.Group):
-    """Prints LauncherError messages without a traceback and exits with their code."""
+    """The CLI's one error boundary: any failure becomes one clear line on stderr and an exit
+    code from the table in launcher.errors (README, "Exit codes"); never a traceback unless
+    --debug (or LAUNCHER_DEBUG=1) asks for it."""
 
     def invoke(self, ctx):
+        from .errors import EXIT_INTERRUPTED, describe
+
         try:
             return super().invoke(ctx)
-        except LauncherError as e:
-            click.echo(f"error: {e}", err=True)
-            ctx.exit(e.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            _quiet_stdout()  # `launcher logs JOB | head`: the reader left, nothing to report
+            ctx.exit(141)
+        except Exception as e:  # noqa: BLE001 - this is the boundary
+            message, code = describe(e)
+            if _debug(ctx):
+                import traceback
+
+                traceback.print_exc()
+            click.echo(f"error: {message}", err=True)
+            ctx.exit(code)
+
+
+def _debug(ctx) -> bool:
+    import os
+
+    return bool(ctx.find_root().params.get("debug")) or os.environ.get("LAUNCHER_DEBUG", "") not in ("", "0")
+
+
+def _quiet_stdout():
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _app(ctx):
@@ -36,7 +69,8 @@ def _app(ctx):
 
 @click.group(cls=LauncherGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="launcher")
-def main():
+@click.option("--debug", is_flag=True, help="Show the Python traceback of a failure (also LAUNCHER_DEBUG=1).")
+def main(debug):
     """Launch one job spec on Slurm, SkyPilot or this machine, and keep it running
     from its last committed checkpoint."""
 
