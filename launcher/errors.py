@@ -155,3 +155,33 @@ def _loaded(module: str):
     import sys
 
     return sys.modules.get(module)
+
+
+def template_error(name: str, exc: BaseException) -> TemplateError:
+    """A Jinja failure as one line naming the template file and line: a syntax error carries
+    both; a runtime error (an undefined variable) is located from the template's own frame."""
+    import os
+
+    filename, lineno = getattr(exc, "filename", None), getattr(exc, "lineno", None)
+    if not filename:
+        tb = exc.__traceback__
+        while tb is not None:  # Jinja rewrites the traceback so templates appear as frames
+            f = tb.tb_frame.f_code.co_filename
+            if f.endswith(".j2") or (os.environ.get("LAUNCHER_TEMPLATES") and os.path.isfile(f)
+                                     and not f.endswith(".py")):
+                filename, lineno = f, tb.tb_lineno
+            tb = tb.tb_next
+    where = f"{filename or name}" + (f":{lineno}" if lineno else "")
+    kind = {"TemplateSyntaxError": "syntax error", "UndefinedError": "undefined variable",
+            "TemplateNotFound": "template not found", "TemplatesNotFound": "template not found"}.get(
+        type(exc).__name__, type(exc).__name__)
+    message = getattr(exc, "message", None) or str(exc)
+    hint = " (a site override from $LAUNCHER_TEMPLATES)" if _is_override(filename) else ""
+    return TemplateError(f"template {where}{hint}: {kind}: {message}")
+
+
+def _is_override(filename) -> bool:
+    import os
+
+    dirs = [d for d in os.environ.get("LAUNCHER_TEMPLATES", "").split(":") if d]
+    return bool(filename) and any(os.path.abspath(filename).startswith(os.path.abspath(d) + os.sep) for d in dirs)
