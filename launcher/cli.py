@@ -304,8 +304,10 @@ def targets(ctx, as_json, no_probe):
             row["backend"] = t.backend
             if not no_probe:
                 row["facts"] = app.facts(name).data
-        except LauncherError as e:
-            row["error"] = str(e)
+        except (LauncherError, ImportError) as e:  # one target's problem (even a missing package) is its row's
+            from .errors import describe
+
+            row["error"] = describe(e)[0]
         rows.append(row)
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
