@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import LauncherError
+from .errors import EXIT_INTERRUPTED, LauncherError
 
 
 class LauncherGroup(click.Group):
@@ -162,8 +162,8 @@ def _follow(app, job_id) -> int:
             return st.state.is_terminal
         return False
 
-    for chunk in backend.logs(handle, follow=True, done=done):
-        click.echo(chunk, nl=False)
+    if not _stream(backend.logs(handle, follow=True, done=done), job_id):
+        return EXIT_INTERRUPTED
     st = state.get("st")
     if st is None:
         return 1
@@ -267,8 +267,21 @@ def logs(ctx, job, follow):
         st = refresh(app, [app.store.get_job(row.job_id)]).get(row.job_id)
         return st is not None and not isinstance(st, Exception) and st.state.is_terminal
 
-    for chunk in backend.logs(Handle.from_json(row.handle), follow=follow, done=done):
-        click.echo(chunk, nl=False)
+    if not _stream(backend.logs(Handle.from_json(row.handle), follow=follow, done=done), row.job_id):
+        ctx.exit(EXIT_INTERRUPTED)
+
+
+def _stream(chunks, job_id) -> bool:
+    """Print a log stream; False when Ctrl-C stopped it. Ctrl-C stops only the following: the
+    job keeps running (it is in its own session on this machine, or on a scheduler)."""
+    try:
+        for chunk in chunks:
+            click.echo(chunk, nl=False)
+    except KeyboardInterrupt:
+        click.echo(f"\n{job_id} was not stopped: Ctrl-C ends only the following. "
+                   f"`launcher logs -f {job_id}` follows it again, `launcher cancel {job_id}` stops it.", err=True)
+        return False
+    return True
 
 
 @main.command()
