@@ -84,6 +84,7 @@ def validate(file):
     from .spec import load_spec
 
     spec = load_spec(file)
+    _warn_secret_env(spec)
     config = load_config()
     problems = []
     for i, name in enumerate([*spec.targets, *spec.burst.to]):
@@ -104,7 +105,16 @@ def _load(file):
     """Load a spec; relative workdir and checkpoint root are resolved against the spec's folder."""
     from .spec import load_spec, resolve_paths
 
-    return resolve_paths(load_spec(file), Path(file).resolve().parent)
+    spec = resolve_paths(load_spec(file), Path(file).resolve().parent)
+    _warn_secret_env(spec)
+    return spec
+
+
+def _warn_secret_env(spec):
+    from .secretenv import warnings
+
+    for w in warnings(spec):
+        click.echo(f"warning: {w}", err=True)
 
 
 @main.command()
