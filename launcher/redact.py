@@ -21,7 +21,7 @@ import os
 import re
 
 SECRET_NAME_RE = re.compile(
-    r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|_KEY$|^KEY$|AUTH)", re.IGNORECASE)
+    r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|_KEY$|^KEY$|AUTH(?!OR))", re.IGNORECASE)
 SECRET_VALUE_RES = [
     re.compile(r"AKIA[0-9A-Z]{16}"),
     re.compile(r"(?:ghp|gho|ghu|ghs|github_pat)_[A-Za-z0-9_]{20,}"),
