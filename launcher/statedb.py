@@ -178,7 +178,10 @@ def open_db(path: Path, schema: str) -> StoreConnection:
         raise StateStoreFailure(describe_failure(path, "readonly"))
     db = _connect(path, timeout)
     try:
-        _mapped(lambda: _check_identity(db, path, schema), path, timeout)
+        _check_identity(db, path, schema)  # before any pragma that writes: a foreign file stays as it is
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA foreign_keys=ON")
     except BaseException:
         db.close()
         raise
@@ -193,13 +196,6 @@ def _connect(path: Path, timeout: float) -> StoreConnection:
             from e
     db.path, db.timeout = str(path), timeout
     db.row_factory = sqlite3.Row
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("PRAGMA foreign_keys=ON")
-    except BaseException:
-        db.close()
-        raise
     return db
 
 
