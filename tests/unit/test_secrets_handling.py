@@ -149,3 +149,16 @@ def test_local_launch_keeps_a_secret_looking_env_value_out_of_every_file(tmp_pat
     db = sqlite3.connect(tmp_path / "home" / "state.db")
     spec_yaml = db.execute("SELECT spec_yaml FROM jobs").fetchone()[0]
     assert PLACEHOLDER in spec_yaml and "SHORT_TOKEN: \"<secret" in spec_yaml
+
+
+def test_a_resubmission_takes_the_value_from_its_own_environment(monkeypatch):
+    """The stored spec holds the placeholder: `launcher watch` resubmits with the key as a
+    secret (its value from watch's environment), never with the placeholder as the value."""
+    from launcher.launch import job_spec
+    from launcher.state import JobRow
+
+    stored = scrub_text(SPEC, lift(spec_from_text(SPEC))[1])
+    row = JobRow("j-1", "j", "local", "local", None, stored, 0.0, 0.0, "PREEMPTED", "", None, None, None, {})
+    monkeypatch.delenv("DB_PASSWORD", raising=False)
+    spec = job_spec(row)
+    assert "DB_PASSWORD" in spec.secrets and "DB_PASSWORD" not in spec.env and "DB_PASSWORD" not in os.environ
