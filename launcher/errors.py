@@ -128,13 +128,13 @@ def describe(exc: BaseException) -> tuple[str, int]:
         return (f"state store error: {exc} (the file under $LAUNCHER_HOME was left as it is; "
                 f"run with --debug for the traceback)"), EXIT_STATE
     if isinstance(exc, OSError):
-        where = exc.filename or "a file"
-        if exc.errno == errno.ENOSPC or exc.errno == errno.EDQUOT:
-            return f"no space left on the device holding {where}: free some space and run the command again", \
-                EXIT_FAILED
+        where = f" {exc.filename}" if exc.filename else ""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return (f"no space left on the device{' holding' + where if where else ''} ({exc.strerror}): "
+                    f"free some space and run the command again"), EXIT_FAILED
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            return f"not allowed to write or read {where}: {exc.strerror}", EXIT_FAILED
-        return f"{where}: {exc.strerror or exc}", EXIT_FAILED
+            return f"not allowed to access{where or ' a file'}: {exc.strerror}", EXIT_FAILED
+        return f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}", EXIT_FAILED
     if isinstance(exc, RecursionError):
         return ("the input is nested too deeply to process (more levels than Python's recursion limit): "
                 "flatten it"), EXIT_USAGE

@@ -337,3 +337,33 @@ def test_ctrl_c_while_following_says_the_job_keeps_running(env_home, how):
     finally:
         cli(env_home, "cancel", job)
         time.sleep(0.5)
+
+
+# ---------------------------------------------------------------- the mapping itself (pure)
+def test_known_failures_map_to_one_line_and_their_code():
+    import errno
+
+    from launcher.errors import EXIT_FAILED, EXIT_UNREACHABLE, TransientError, describe
+
+    assert describe(OSError(errno.ENOSPC, "No space left on device", "/ck/x")) == (
+        "no space left on the device holding /ck/x (No space left on device): free some space and run the "
+        "command again", EXIT_FAILED)
+    assert describe(OSError(errno.ENOSPC, "No space left on device"))[0].startswith("no space left on the device (")
+    assert describe(PermissionError(errno.EACCES, "Permission denied", "/x")) == (
+        "not allowed to access /x: Permission denied", EXIT_FAILED)
+    assert describe(ModuleNotFoundError("No module named 'boto3'", name="boto3"))[1] == EXIT_INSTALL
+    assert describe(RecursionError())[1] == EXIT_USAGE
+    assert describe(ValueError("embedded null byte"))[1] == EXIT_USAGE
+    assert describe(TransientError("cannot reach"))[1] == EXIT_UNREACHABLE
+    assert describe(sqlite3.OperationalError("database is locked"))[1] == EXIT_STATE
+    line, code = describe(KeyError("x"))
+    assert code == EXIT_INTERNAL and "\n" not in line and "--debug" in line
+
+
+def test_sqlite_failures_are_classified_by_code_or_message():
+    from launcher.statedb import failure_kind
+
+    assert failure_kind(sqlite3.OperationalError("database is locked")) == "locked"
+    assert failure_kind(sqlite3.OperationalError("database or disk is full")) == "full"
+    assert failure_kind(sqlite3.DatabaseError("database disk image is malformed")) == "corrupt"
+    assert failure_kind(sqlite3.IntegrityError("UNIQUE constraint failed: jobs.job_id")) is None
