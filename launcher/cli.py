@@ -11,18 +11,51 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import LauncherError
+from .errors import EXIT_INTERRUPTED, LauncherError
 
 
 class LauncherGroup(click.Group):
-    """Prints LauncherError messages without a traceback and exits with their code."""
+    """The CLI's one error boundary: any failure becomes one clear line on stderr and an exit
+    code from the table in launcher.errors (README, "Exit codes"); never a traceback unless
+    --debug (or LAUNCHER_DEBUG=1) asks for it."""
 
     def invoke(self, ctx):
+        from .errors import EXIT_INTERRUPTED, describe
+
         try:
             return super().invoke(ctx)
-        except LauncherError as e:
-            click.echo(f"error: {e}", err=True)
-            ctx.exit(e.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            _quiet_stdout()  # `launcher logs JOB | head`: the reader left, nothing to report
+            ctx.exit(141)
+        except Exception as e:  # noqa: BLE001 - this is the boundary
+            message, code = describe(e)
+            if _debug(ctx):
+                import traceback
+
+                traceback.print_exc()
+            click.echo(f"error: {message}", err=True)
+            ctx.exit(code)
+
+
+def _debug(ctx) -> bool:
+    import os
+
+    return bool(ctx.find_root().params.get("debug")) or os.environ.get("LAUNCHER_DEBUG", "") not in ("", "0")
+
+
+def _quiet_stdout():
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _app(ctx):
@@ -36,7 +69,8 @@ def _app(ctx):
 
 @click.group(cls=LauncherGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="launcher")
-def main():
+@click.option("--debug", is_flag=True, help="Show the Python traceback of a failure (also LAUNCHER_DEBUG=1).")
+def main(debug):
     """Launch one job spec on Slurm, SkyPilot or this machine, and keep it running
     from its last committed checkpoint."""
 
@@ -50,6 +84,7 @@ def validate(file):
     from .spec import load_spec
 
     spec = load_spec(file)
+    _warn_secret_env(spec)
     config = load_config()
     problems = []
     for i, name in enumerate([*spec.targets, *spec.burst.to]):
@@ -70,7 +105,16 @@ def _load(file):
     """Load a spec; relative workdir and checkpoint root are resolved against the spec's folder."""
     from .spec import load_spec, resolve_paths
 
-    return resolve_paths(load_spec(file), Path(file).resolve().parent)
+    spec = resolve_paths(load_spec(file), Path(file).resolve().parent)
+    _warn_secret_env(spec)
+    return spec
+
+
+def _warn_secret_env(spec):
+    from .secretenv import warnings
+
+    for w in warnings(spec):
+        click.echo(f"warning: {w}", err=True)
 
 
 _FRESH_HELP = ("Start the run over from step 0. Nothing is deleted: the checkpoints already under the spec's "
@@ -151,8 +195,8 @@ def _follow(app, job_id) -> int:
             return st.state.is_terminal
         return False
 
-    for chunk in backend.logs(handle, follow=True, done=done):
-        click.echo(chunk, nl=False)
+    if not _stream(backend.logs(handle, follow=True, done=done), job_id):
+        return EXIT_INTERRUPTED
     st = state.get("st")
     if st is None:
         return 1
@@ -256,8 +300,21 @@ def logs(ctx, job, follow):
         st = refresh(app, [app.store.get_job(row.job_id)]).get(row.job_id)
         return st is not None and not isinstance(st, Exception) and st.state.is_terminal
 
-    for chunk in backend.logs(Handle.from_json(row.handle), follow=follow, done=done):
-        click.echo(chunk, nl=False)
+    if not _stream(backend.logs(Handle.from_json(row.handle), follow=follow, done=done), row.job_id):
+        ctx.exit(EXIT_INTERRUPTED)
+
+
+def _stream(chunks, job_id) -> bool:
+    """Print a log stream; False when Ctrl-C stopped it. Ctrl-C stops only the following: the
+    job keeps running (it is in its own session on this machine, or on a scheduler)."""
+    try:
+        for chunk in chunks:
+            click.echo(chunk, nl=False)
+    except KeyboardInterrupt:
+        click.echo(f"\n{job_id} was not stopped: Ctrl-C ends only the following. "
+                   f"`launcher logs -f {job_id}` follows it again, `launcher cancel {job_id}` stops it.", err=True)
+        return False
+    return True
 
 
 @main.command()
@@ -293,8 +350,10 @@ def targets(ctx, as_json, no_probe):
             row["backend"] = t.backend
             if not no_probe:
                 row["facts"] = app.facts(name).data
-        except LauncherError as e:
-            row["error"] = str(e)
+        except (LauncherError, ImportError) as e:  # one target's problem (even a missing package) is its row's
+            from .errors import describe
+
+            row["error"] = describe(e)[0]
         rows.append(row)
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))

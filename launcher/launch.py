@@ -84,6 +84,9 @@ def planned_target(app, spec: JobSpec, note=None) -> Optional[str]:
 
 
 def render_for(app, spec: JobSpec, target_name: str, job: JobRef) -> Request:
+    from .secretenv import lift
+
+    spec = lift(spec)[0]  # what launch submits: secret-looking env delivered as secrets
     return app.backend(target_name).render(spec, facts_for(app, spec, target_name), job)
 
 
@@ -116,7 +119,10 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     from .identity import plan_identity
     from .provenance import record_launch
     from .provenance.seed import with_run_env
+    from .secretenv import for_launch
 
+    # secret-looking env -> secrets: delivered like secrets, never in the state store or the script
+    spec, spec_text = for_launch(spec, spec_text)
     store = app.store
     job_id = job_id or new_job_id(spec.name)
     backend = app.backend(target_name)
@@ -177,7 +183,11 @@ def job_spec(job_row) -> JobSpec:
 
     from .spec import resolve_paths, spec_from_text
 
-    spec = spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id)
+    from .secretenv import lift
+
+    spec, stored = lift(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id))
+    for k, v in stored.items():  # a job recorded before secret-looking env was kept out of the store
+        os.environ.setdefault(k, v)
     base = job_row.meta.get("spec_base")
     spec = resolve_paths(spec, Path(base)) if base else spec
     # every submission of a job exports the same LAUNCHER_SEED (and LAUNCHER_FRESH: its first start starts over)

@@ -4,6 +4,15 @@ A value is secret when its variable's name is listed in a spec's ``secrets``, or
 looks like a credential (``*_TOKEN``, ``*_SECRET*``, ``*PASSWORD*``, ``*_KEY`` ...),
 or the value itself has a well-known credential shape (AWS keys, GitHub/HF tokens,
 private key blocks).
+
+Two kinds of masking, so that redaction never mangles what is not a secret:
+
+* under a secret-looking key (``{"HF_TOKEN": ...}``) the value is always masked, whatever it is;
+* a secret's value is masked *wherever else it appears* (a command line, a script, a path)
+  only when it is long enough to be a secret (``maskable``): at least 8 characters, not a
+  path, and either 16+ characters or a mix of at least two of lower case, upper case,
+  digits and symbols. ``HF_TOKEN=python3`` would otherwise turn every ``python3`` of a
+  record into ``***REDACTED***``; such a value is masked only under its own key.
 """
 
 from __future__ import annotations
@@ -12,7 +21,7 @@ import os
 import re
 
 SECRET_NAME_RE = re.compile(
-    r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|_KEY$|^KEY$|AUTH)", re.IGNORECASE)
+    r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|_KEY$|^KEY$|AUTH(?!OR))", re.IGNORECASE)
 SECRET_VALUE_RES = [
     re.compile(r"AKIA[0-9A-Z]{16}"),
     re.compile(r"(?:ghp|gho|ghu|ghs|github_pat)_[A-Za-z0-9_]{20,}"),
@@ -24,8 +33,26 @@ SECRET_VALUE_RES = [
 MASK = "***REDACTED***"
 
 
+MIN_SECRET_LEN = 8
+
+
 def is_secret_name(name: str) -> bool:
     return bool(SECRET_NAME_RE.search(name))
+
+
+def maskable(value: str) -> bool:
+    """Whether a secret's value is distinctive enough to be masked wherever it appears: at
+    least MIN_SECRET_LEN characters, not a path, and 16+ characters or two character classes.
+    Short or common values (``python3``, ``true``, ``/usr/bin``, ``localhost``) are not: masking
+    them everywhere would mangle paths and commands, and they are masked under their own key."""
+    v = value.strip()
+    if len(v) < MIN_SECRET_LEN:
+        return False
+    if v.startswith(("/", "~/", "./", "../")):
+        return False
+    classes = sum((any(c.islower() for c in v), any(c.isupper() for c in v), any(c.isdigit() for c in v),
+                   any(not c.isalnum() for c in v)))
+    return len(v) >= 16 or classes >= 2
 
 
 def secret_values(names=(), environ=None) -> set[str]:
@@ -33,14 +60,14 @@ def secret_values(names=(), environ=None) -> set[str]:
     environ = os.environ if environ is None else environ
     vals = set()
     for k, v in environ.items():
-        if (k in names or is_secret_name(k)) and v and len(v) >= 4:
+        if (k in names or is_secret_name(k)) and v and maskable(v):
             vals.add(v)
     return vals
 
 
 def _masks(extra_values) -> list[str]:
     """The values to mask, longest first (so a secret containing another is masked whole)."""
-    return sorted({v for v in set(extra_values) | secret_values() if v}, key=len, reverse=True)
+    return sorted({v for v in set(extra_values) | secret_values() if v and maskable(v)}, key=len, reverse=True)
 
 
 def redact_text(text: str, extra_values=(), _masks_=None) -> str:

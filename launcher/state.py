@@ -104,17 +104,13 @@ class AttemptRow:
 
 class StateStore:
     def __init__(self, home: Path):
+        from .statedb import open_db, prepare_home
+
         self.home = Path(home)
-        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path = self.home / "state.db"
-        try:
-            self.db = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
-        except sqlite3.Error as e:
-            raise LauncherError(f"cannot open the state store {self.path}: {e}") from None
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
+        prepare_home(self.home, self.path)
+        # never re-initialises an existing file; damaged, read-only, locked or full: StateStoreError
+        self.db = open_db(self.path, SCHEMA)
         self.db.executescript(SCHEMA)
 
     def close(self):
@@ -127,7 +123,8 @@ class StateStore:
             yield self.db
             self.db.execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            if self.db.in_transaction:  # a failed COMMIT (disk full) may have rolled back already
+                self.db.execute("ROLLBACK")
             raise
 
     def job_dir(self, job_id: str) -> Path:

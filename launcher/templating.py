@@ -45,7 +45,12 @@ def _env(override: str) -> jinja2.Environment:
 
 
 def render_template(name: str, **context) -> str:
-    return _env(os.environ.get("LAUNCHER_TEMPLATES", "")).get_template(name).render(**context)
+    try:
+        return _env(os.environ.get("LAUNCHER_TEMPLATES", "")).get_template(name).render(**context)
+    except jinja2.TemplateError as e:  # a site override with a syntax error or an unknown variable
+        from .errors import template_error
+
+        raise template_error(name, e) from None
 
 
 def run_as_shell(cmd) -> str:

@@ -109,11 +109,10 @@ class LocalBackend:
                               rc, end_time=end)
             if (job_dir / f"cancelled-{h.attempt}").exists():
                 return Status(JobState.CANCELLED, "killed", "cancelled by user", rc, end_time=end)
-            if rc is not None and rc > 128:
-                sig = rc - 128
-                name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-                return Status(JobState.FAILED, "signaled", f"killed by {name}", rc, end_time=end)
-            return Status(JobState.FAILED, "exited", f"exit code {rc}", rc, end_time=end)
+            from launcher.exitcodes import explain
+
+            return Status(JobState.FAILED, "signaled" if rc is not None and rc > 128 else "exited", explain(rc),
+                          rc, end_time=end)
         if (job_dir / f"cancelled-{h.attempt}").exists():
             return Status(JobState.CANCELLED, "killed", "cancelled by user")
         return Status(JobState.FAILED, "vanished", "the job's processes are gone and left no exit status "

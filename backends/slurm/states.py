@@ -60,6 +60,15 @@ def _exit(v: Optional[str]) -> Optional[int]:
     return 128 + sig_i if sig_i else rc_i
 
 
+def _with_meaning(state: JobState, reason: str, code: Optional[int]) -> str:
+    """A failed job's reason says what its exit status means ("NonZeroExitCode" alone does not)."""
+    if state is not JobState.FAILED or not code:
+        return reason
+    from launcher.exitcodes import explain
+
+    return f"{reason}: {explain(code)}" if reason else explain(code)
+
+
 def native_state(raw: str) -> str:
     # "CANCELLED by 0" (sacct), "CANCELLED+" (truncated) -> CANCELLED
     return raw.split()[0].rstrip("+") if raw else ""
@@ -76,6 +85,7 @@ def status_from_scontrol(f: dict) -> Status:
         state = JobState.REQUEUED
     if state is JobState.FAILED and reason == "OutOfMemory":
         state = JobState.OUT_OF_MEMORY
+    reason = _with_meaning(state, reason, _exit(f.get("ExitCode")))
     return Status(state=state, native_state=raw, reason=reason, exit_code=_exit(f.get("ExitCode")),
                   nodes=f.get("NodeList", "") if f.get("NodeList") not in ("(null)", None) else "",
                   restarts=restarts, start_time=_slurm_time(f.get("StartTime")) if raw != "PENDING" else None,
@@ -108,7 +118,8 @@ def status_from_sacct(records: list[dict]) -> Status:
     raw = native_state(last["State"])
     state = NATIVE.get(raw, JobState.UNKNOWN)
     reason = last.get("Reason", "") or ""
-    return Status(state=state, native_state=raw, reason="" if reason == "None" else reason,
+    reason = _with_meaning(state, "" if reason == "None" else reason, _exit(last.get("ExitCode")))
+    return Status(state=state, native_state=raw, reason=reason,
                   exit_code=_exit(last.get("ExitCode")), nodes=last.get("NodeList", ""),
                   restarts=len(records) - 1, start_time=_slurm_time(last.get("Start")),
                   end_time=_slurm_time(last.get("End")), extra={"runs": [r["State"] for r in records]})

@@ -54,3 +54,7 @@ def test_installed_wheel_renders_and_lists_backends(wheel, tmp_path):
     assert rows["local"]["status"] == "ok" and rows["slurm"]["status"] == "ok"
     # SkyPilot is an optional extra: without it the backend is listed as unavailable, with the hint
     assert rows["skypilot"]["status"] == "unavailable" and "launcher[skypilot]" in rows["skypilot"]["error"]
+    # a plain install can use SSH targets and s3:// roots: paramiko and boto3 are dependencies
+    r = subprocess.run([str(venv / "bin" / "python"), "-c", "import paramiko, boto3"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr

@@ -36,7 +36,7 @@ def test_job_sees_the_env_contract_and_completes(app):
 def test_failed_job_keeps_its_exit_code(app):
     j = _launch(app, "name: f\nrun: exit 5\n")
     st = wait_for(app, j.job_id, poll=0.1, timeout=30)
-    assert st.state is JobState.FAILED and st.exit_code == 5 and "exit code 5" in st.reason
+    assert st.state is JobState.FAILED and st.exit_code == 5 and "exit 5" in st.reason
 
 
 def test_cancel_ends_the_whole_process_group_and_is_idempotent(app, tmp_path):
