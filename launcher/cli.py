@@ -140,14 +140,15 @@ def render(ctx, file, target, fresh):
     app = _app(ctx)
     name = pick_target(app, spec, target)
     ident = plan_identity(app, spec, name, fresh=fresh, subject="a launch now", read_s3=False)
-    for line in ident.lines:
-        click.echo(line, err=True)
-    if ident.seed.source == "random":
-        click.echo("note: this seed was drawn for this render only; `launch` draws its own (set seed: in the spec, "
-                   "or LAUNCHER_SEED in the environment, to fix it)", err=True)
     seed = ident.seed.seed
     req = render_for(app, with_run_env(spec, seed, fresh), name,
                      JobRef(job_id="JOB_ID", attempt=1, job_dir=str(app.home / "jobs" / "JOB_ID"), seed=seed))
+    # the notes only once the render succeeded: a failed render is one error line
+    for line in ident.lines:
+        click.echo(line, err=True)
+    if ident.seed.source == "random":
+        click.echo(f"note: LAUNCHER_SEED={seed} was drawn for this render only; `launch` draws its own (set seed: "
+                   "in the spec, or LAUNCHER_SEED in the environment, to fix it)", err=True)
     click.echo(req.text, nl=not req.text.endswith("\n"))
 
 

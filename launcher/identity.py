@@ -112,7 +112,8 @@ def messages(root: Optional[str], fresh: bool, earlier: Optional[Earlier], seed:
                        f"refused as a stale fork); cancel it with `launcher cancel {e.run}` if that is not intended")
     if seed.warning:
         out.append("warning: " + seed.warning)
-    out.append(seed.describe(e.run if (e is not None and not fresh) else None, subject))
+    if out or seed.source != "random":  # a plain first launch with a drawn seed says nothing
+        out.append(seed.describe(e.run if (e is not None and not fresh) else None, subject))
     return out
 
 

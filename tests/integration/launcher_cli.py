@@ -36,12 +36,17 @@ def committed_steps(cli: "LauncherCLI", root) -> list[int]:
     return sorted(e["step"] for e in json.loads(p.stdout) if e["state"] == "committed")
 
 
-def job_id_of(p: subprocess.CompletedProcess) -> str:
+def submitted_job(text: str) -> str:
+    """The job id from launch's "JOB: submitted to TARGET" line, among any notes."""
     import re
 
-    m = re.search(r"^(\S+): submitted to ", p.stdout + "\n" + p.stderr, re.M)
-    assert m, f"no job id in launcher output:\n{p.stdout}\n{p.stderr}"
+    m = re.search(r"^(\S+): submitted to ", text, re.M)
+    assert m, f"no job id in launcher output:\n{text}"
     return m.group(1)
+
+
+def job_id_of(p: subprocess.CompletedProcess) -> str:
+    return submitted_job(p.stdout + "\n" + p.stderr)
 
 
 class LauncherCLI:

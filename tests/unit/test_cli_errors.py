@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 from launcher.cli import main
 from launcher.errors import (EXIT_INSTALL, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_STATE, EXIT_USAGE)
+from tests.integration.launcher_cli import submitted_job
 
 LAUNCHER = str(Path(sys.executable).parent / "launcher")
 
@@ -67,7 +68,7 @@ def runner() -> CliRunner:
 def make_store_with_a_job(env_home) -> str:
     p = cli(env_home, "launch", env_home["spec"], "--follow")
     assert p.returncode == 0, p.stderr
-    return p.stderr.split(":")[0]
+    return submitted_job(p.stderr)
 
 
 # ---------------------------------------------------------------- the boundary
@@ -318,7 +319,7 @@ def test_ctrl_c_while_following_says_the_job_keeps_running(env_home, how):
     job = None
     if how == "logs":
         p = cli(env_home, "launch", env_home["spec"])
-        job = p.stdout.split(":")[0]
+        job = submitted_job(p.stdout)
         argv = [LAUNCHER, "logs", "-f", job]
     else:
         argv = [LAUNCHER, "launch", "--follow", str(env_home["spec"])]
@@ -329,7 +330,7 @@ def test_ctrl_c_while_following_says_the_job_keeps_running(env_home, how):
         out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    job = job or err.split(":")[0]
+    job = job or submitted_job(err)
     assert proc.returncode == EXIT_INTERRUPTED and "Aborted" not in err and "Traceback" not in err, err
     assert f"{job} was not stopped" in err and f"launcher cancel {job}" in err and f"logs -f {job}" in err
     try:

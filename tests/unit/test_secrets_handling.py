@@ -17,6 +17,7 @@ from launcher.exitcodes import explain
 from launcher.redact import MASK, maskable, redact_obj, redact_text
 from launcher.secretenv import PLACEHOLDER, for_launch, lift, scrub_text, warnings
 from launcher.spec import spec_from_text
+from tests.integration.launcher_cli import submitted_job
 
 LAUNCHER = str(Path(sys.executable).parent / "launcher")
 
@@ -75,7 +76,7 @@ def test_the_run_record_keeps_paths_when_a_secret_is_a_common_word(tmp_path):
     p = subprocess.run([LAUNCHER, "launch", str(spec), "--follow"], env=env, capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr
-    job = p.stderr.split(":")[0]
+    job = submitted_job(p.stderr)
     raw = (tmp_path / "ck" / ".launcher" / "runs" / job / "RUN.json").read_text()
     doc = json.loads(raw)
     assert doc["spec"]["resolved"]["run"] == "python3 -c 'print(1)'"
