@@ -175,13 +175,13 @@ def _job_recovery(spec: JobSpec) -> dict:
     """Delegated mode: SkyPilot recovers preemptions itself; user-code failures get the spec's
     app_error budget, and exit 75 (checkpointed on notice) always means "restart me"."""
     jr = spec.skypilot.job_recovery
-    if isinstance(jr, dict):
-        return dict(jr)
     out: dict = {}
-    if isinstance(jr, str):
-        out["strategy"] = jr
-    out["max_restarts_on_errors"] = spec.recovery.app_error
-    out["recover_on_exit_codes"] = [EXIT_CHECKPOINTED]
+    if jr is not None and jr.strategy:
+        out["strategy"] = jr.strategy
+    out["max_restarts_on_errors"] = (jr.max_restarts_on_errors if jr is not None and jr.max_restarts_on_errors
+                                     is not None else spec.recovery.app_error)
+    codes = jr.recover_on_exit_codes if jr is not None and jr.recover_on_exit_codes is not None else []
+    out["recover_on_exit_codes"] = sorted({EXIT_CHECKPOINTED, *codes})
     return out
 
 
@@ -222,7 +222,7 @@ def _envs(spec: JobSpec, job: JobRef, opts: RenderOptions) -> dict:
     else:
         env["LAUNCHER_RESUME_FROM"] = ""
         env["LAUNCHER_RESUME_STEP"] = ""
-    env.update(spec.env)  # the spec may override MASTER_PORT; LAUNCHER_* names are reserved by the spec
+    env.update(spec.env)  # the contract's names (LAUNCHER_*, MASTER_*) are reserved by the spec
     return env
 
 

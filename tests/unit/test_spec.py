@@ -74,9 +74,9 @@ def test_env_values_may_hold_any_characters():
 
 def test_env_names_must_be_variable_names_and_not_reserved():
     probs = problems("name: x\nrun: y\nenv: {'bad name': 1}\n")
-    assert probs[0][0] == "env" and "not a valid variable name" in probs[0][1]
+    assert probs[0][0] == "env.bad name" and "not a valid variable name" in probs[0][1]
     probs = problems("name: x\nrun: y\nenv: {LAUNCHER_ATTEMPT: 3}\n")
-    assert "reserved" in probs[0][1]
+    assert probs[0][0] == "env.LAUNCHER_ATTEMPT" and "reserved" in probs[0][1]
 
 
 def test_secrets_are_names_only():
