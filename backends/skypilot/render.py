@@ -18,6 +18,7 @@ What the task carries, and why:
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -69,7 +70,7 @@ def render_task(spec: JobSpec, job: JobRef, placements: Sequence[Placement], opt
                            if managed else ""))
     task: dict = {"name": task_name(job.job_id, job.attempt)}
     if spec.workdir:
-        task["workdir"] = spec.workdir
+        task["workdir"] = _plain_workdir(spec.workdir)
     task["num_nodes"] = spec.resources.nodes
     task["resources"] = _resources(spec, placements, managed, opts)
     task["envs"] = _envs(spec, job, opts)
@@ -94,6 +95,19 @@ def render_task(spec: JobSpec, job: JobRef, placements: Sequence[Placement], opt
         "stage": staged_files(spec, job),
     }
     return dump_yaml(task), meta
+
+
+_PLAIN_PATH = re.compile(r"^[A-Za-z0-9_./+@,:=~ -]+$")
+
+
+def _plain_workdir(workdir: str) -> str:
+    """SkyPilot 0.14 puts the workdir into its rsync command line as a Python repr, which the
+    shell reads as a double-quoted string when the path holds a quote: ``$(...)`` or a
+    backtick in it would run on this machine. Only plain paths go to SkyPilot."""
+    if not _PLAIN_PATH.match(workdir):
+        raise CapabilityError(f"workdir {workdir!r} has characters SkyPilot cannot pass to rsync safely "
+                              "(quotes, $, `, ;, ...): use a plain path (letters, digits, spaces and _ . / + @ , : = ~ -)")
+    return workdir
 
 
 def staged_files(spec: JobSpec, job: JobRef) -> list[str]:
