@@ -98,6 +98,23 @@ def _env_name(k: str) -> str:
 EnvName = Annotated[str, AfterValidator(_env_name)]
 
 
+def _target_name(v: str) -> str:
+    if not TARGET_NAME_RE.match(v):
+        raise ValueError(f"expected {TARGET_NAME_HINT}, got {v!r}")
+    return v
+
+
+def _secret_name(k: str) -> str:
+    if not ENV_NAME_RE.match(k):
+        raise ValueError(f"secret {k!r} must be the name of an environment variable, not a value")
+    check_env_name(k, "secret")
+    return k
+
+
+TargetNameStr = Annotated[str, AfterValidator(_target_name)]
+SecretName = Annotated[str, AfterValidator(_secret_name)]
+
+
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -181,18 +198,7 @@ class Cost(Section):
 
 class Burst(Section):
     after: Duration = None
-    to: list[str] = Field(default_factory=list, max_length=64)
-
-    @field_validator("to")
-    @classmethod
-    def _names(cls, v):
-        return [_target_name(x) for x in v]
-
-
-def _target_name(v: str) -> str:
-    if not TARGET_NAME_RE.match(v):
-        raise ValueError(f"expected {TARGET_NAME_HINT}, got {v!r}")
-    return v
+    to: list[TargetNameStr] = Field(default_factory=list, max_length=64)
 
 
 class SlurmSection(Section):
@@ -249,14 +255,14 @@ class JobSpec(Section):
     workdir: Optional[str] = None
     image: Optional[str] = None
     env: dict[EnvName, str] = Field(default_factory=dict, max_length=4096)
-    secrets: list[str] = Field(default_factory=list, max_length=1024)
+    secrets: list[SecretName] = Field(default_factory=list, max_length=1024)
     resources: Resources = Field(default_factory=Resources)
     topology: Topology = Field(default_factory=Topology)
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
     recovery: Recovery = Field(default_factory=Recovery)
     cost: Cost = Field(default_factory=Cost)
     burst: Burst = Field(default_factory=Burst)
-    targets: list[str] = Field(default_factory=list, max_length=64)
+    targets: list[TargetNameStr] = Field(default_factory=list, max_length=64)
     seed: Optional[int] = Field(None, ge=0, description="exported as LAUNCHER_SEED (random per launch if unset)")
     slurm: SlurmSection = Field(default_factory=SlurmSection)
     skypilot: SkyPilotSection = Field(default_factory=SkyPilotSection)
@@ -301,20 +307,6 @@ class JobSpec(Section):
             if "\0" in val:
                 raise ValueError(f"env {k}: NUL bytes cannot be in an environment value")
         return v
-
-    @field_validator("secrets")
-    @classmethod
-    def _secrets(cls, v):
-        for k in v:
-            if not ENV_NAME_RE.match(k):
-                raise ValueError(f"secret {k!r} must be the name of an environment variable, not a value")
-            check_env_name(k, "secret")
-        return v
-
-    @field_validator("targets")
-    @classmethod
-    def _targets(cls, v):
-        return [_target_name(x) for x in v]
 
     @field_validator("workdir")
     @classmethod

@@ -81,7 +81,7 @@ def test_env_names_must_be_variable_names_and_not_reserved():
 
 def test_secrets_are_names_only():
     (path, msg), = problems("name: x\nrun: y\nsecrets: ['hf_abc def']\n")
-    assert path == "secrets" and "name of an environment variable" in msg
+    assert path == "secrets[0]" and "name of an environment variable" in msg
 
 
 def test_yaml_syntax_error_has_line_and_column(tmp_path):
