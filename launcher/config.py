@@ -120,7 +120,7 @@ class Config:
                           for n in self.target_names)
         shown = name if _plain_target_name(name) else "my-cluster"
         return (f"unknown target '{name}'{hint}\n"
-                f"  targets: {known}\n"
+                f"  known targets: {known}\n"
                 f"  config file: {self.path} ({state}; $LAUNCHER_CONFIG overrides it)\n"
                 f"  to add a target, put this in that file (README, \"Configuration\", has every key):\n"
                 f"    targets:\n"
