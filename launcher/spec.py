@@ -72,9 +72,9 @@ RESERVED_SBATCH = {
 
 def check_sbatch_option(item: str) -> str:
     """Raise ValueError if ITEM is not one '--option[=value]' the launcher leaves to the spec."""
-    if not item.startswith("--") or len(item) < 3 or any(c in item for c in "\n\r\0"):
-        raise ValueError(f"each extra sbatch option must be one '--option[=value]' item (long form), got {item!r}")
     name = item[2:].split("=", 1)[0].strip().lower()
+    if not item.startswith("--") or not name or not item.isprintable():
+        raise ValueError(f"each extra sbatch option must be one '--option[=value]' item (long form), got {item!r}")
     for reserved, why in RESERVED_SBATCH.items():
         if reserved.startswith(name):
             shown = f"--{reserved}" if reserved == name else f"--{name} (read by sbatch as --{reserved})"

@@ -92,7 +92,8 @@ def test_slurm_extra_cannot_override_what_the_launcher_sets(item):
     assert f"--{reserved[0]}" in msg and RESERVED_SBATCH[reserved[0]] in msg
 
 
-@pytest.mark.parametrize("item", ["-o", "-o/tmp/x", "-J", "-a", "-e", "/tmp/x", "--", "--x\n--output=/y"])
+@pytest.mark.parametrize("item", ["-o", "-o/tmp/x", "-J", "-a", "-e", "/tmp/x", "--", "--=x", "--x\n--output=/y",
+                                  "--x\t--output=/y"])
 def test_slurm_extra_takes_only_long_options_one_per_item(item):
     (path, msg), = problems(f"name: x\nrun: y\nslurm: {{extra: [{json.dumps(item)}]}}\n")
     assert path == "slurm.extra[0]"
