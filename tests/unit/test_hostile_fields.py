@@ -297,3 +297,17 @@ def test_a_missing_hostile_workdir_is_reported_literally_and_not_run(tmp_path, p
         assert proc.returncode == 2, (where, proc.stderr)
         assert f"launcher: workdir {value} is missing" in proc.stderr, (where, proc.stderr)
         _assert_safe(Leaf(("workdir",)), pwn, where, proc)
+
+
+def test_a_newline_in_a_slurm_target_account_or_partition_is_refused_naming_the_key():
+    for key in ("account", "partition", "qos"):
+        with pytest.raises(SpecError) as ei:
+            validate_model(BACKENDS["slurm"].target_options, {key: "ml\ntouch /tmp/PWNED"}, "config.yaml")
+        assert ei.value.problems[0][0] == key and "Slurm name" in ei.value.problems[0][1]
+
+
+def test_comment_lines_keep_any_value_on_one_line():
+    from launcher.templating import comment_text
+
+    assert comment_text("a\nb\r\x00c\u2028d ü") == "a\\nb\\r\\x00c\\u2028d ü"
+    assert "\n" not in comment_text("x\n" * 3)
