@@ -81,21 +81,14 @@ def validate(file):
     """Check a job spec; print 'ok' or every error with its field path."""
     from .config import load_config
     from .errors import SpecError
-    from .spec import load_spec
 
-    spec = load_spec(file)
-    _warn_secret_env(spec)
+    spec = _load(file)  # warns about secret-looking env itself
     config = load_config()
     problems = []
     for i, name in enumerate([*spec.targets, *spec.burst.to]):
         if name not in config.target_names:
-            import difflib
-
             field = f"targets[{i}]" if i < len(spec.targets) else f"burst.to[{i - len(spec.targets)}]"
-            guess = difflib.get_close_matches(name, config.target_names, n=1)
-            problems.append((field, f"unknown target '{name}'" + (f"; did you mean '{guess[0]}'?" if guess else
-                                                                  f" (configured in {config.path}: "
-                                                                  f"{', '.join(config.target_names)})")))
+            problems.append((field, config.unknown_target(name)))
     if problems:
         raise SpecError(str(file), problems)
     click.echo("ok")
@@ -105,7 +98,7 @@ def _load(file):
     """Load a spec; relative workdir and checkpoint root are resolved against the spec's folder."""
     from .spec import load_spec, resolve_paths
 
-    spec = resolve_paths(load_spec(file), Path(file).resolve().parent)
+    spec = resolve_paths(load_spec(file), Path(file).resolve().parent, str(file), must_exist=True)
     _warn_secret_env(spec)
     return spec
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from .errors import ConfigError, SpecError
 from .validation import validate_model
@@ -50,10 +50,22 @@ class PreemptionDefaults(BaseModel):
     on_demand: dict[str, float] = Field(default_factory=dict)
 
 
+def _target_name(v: str) -> str:
+    from .spec import TARGET_NAME_HINT, TARGET_NAME_RE
+
+    if not TARGET_NAME_RE.match(v):
+        # names reach file names (the facts cache), script comments and logs
+        raise ValueError(f"expected {TARGET_NAME_HINT}, got {v!r}")
+    return v
+
+
+TargetName = Annotated[str, AfterValidator(_target_name)]
+
+
 class ConfigFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    targets: dict[str, TargetEntry] = Field(default_factory=dict)
-    default_target: Optional[str] = None
+    targets: dict[TargetName, TargetEntry] = Field(default_factory=dict, max_length=1000)
+    default_target: Optional[TargetName] = None
     catalog_dir: Optional[str] = None
     price_files: list[str] = Field(default_factory=list)
     preemption_rates: PreemptionDefaults = Field(default_factory=PreemptionDefaults)
@@ -95,15 +107,35 @@ class Config:
             return {"backend": entry.backend, **(entry.model_extra or {})}
         if name == LOCAL_TARGET:
             return {"backend": "local"}
-        known = ", ".join(self.target_names)
+        raise ConfigError(self.unknown_target(name))
+
+    def unknown_target(self, name: str) -> str:
+        """Say which file was read (and whether it exists), what it has, and how to add NAME."""
         import difflib
 
         guess = difflib.get_close_matches(name, self.target_names, n=1)
         hint = f"; did you mean '{guess[0]}'?" if guess else ""
-        raise ConfigError(f"unknown target '{name}'{hint} (configured in {self.path}: {known})")
+        state = "exists" if self.exists else "does not exist"
+        known = ", ".join(f"{n} (built in)" if n == LOCAL_TARGET and n not in self.file.targets else n
+                          for n in self.target_names)
+        shown = name if _plain_target_name(name) else "my-cluster"
+        return (f"unknown target '{name}'{hint}\n"
+                f"  known targets: {known}\n"
+                f"  config file: {self.path} ({state}; $LAUNCHER_CONFIG overrides it)\n"
+                f"  to add a target, put this in that file (README, \"Configuration\", has every key):\n"
+                f"    targets:\n"
+                f"      {shown}:\n"
+                f"        backend: slurm        # or skypilot (infra: aws, use_spot: true)\n"
+                f"        partition: gpu")
 
     def default_target(self) -> str:
         return self.file.default_target or LOCAL_TARGET
+
+
+def _plain_target_name(name: str) -> bool:
+    from .spec import TARGET_NAME_RE
+
+    return bool(TARGET_NAME_RE.match(name))
 
 
 def load_config(path: Path | None = None) -> Config:

@@ -4,7 +4,9 @@ Templates are looked up first in the directories of ``$LAUNCHER_TEMPLATES``
 (colon-separated; sites put their overrides there), then in the built-in
 ``templates/`` folder, shipped in the wheel as the package ``launcher_templates``.
 ``StrictUndefined`` makes a missing variable an error, and the ``q`` filter quotes
-every value that reaches a shell.
+every value that reaches a shell (``comment`` keeps a value shown in a ``#`` line on
+that line). Values printed in messages go through ``printf '%s'`` with ``q``, never
+inside a double-quoted string, where ``$(...)`` would run.
 """
 
 from __future__ import annotations
@@ -29,6 +31,13 @@ def shell_quote(value) -> str:
     return shlex.quote(str(value))
 
 
+def comment_text(value) -> str:
+    """A value shown inside a ``#`` comment (or an #SBATCH line): one line, whatever it holds.
+    Quoting does not help there, since a newline ends the comment and starts shell code, so
+    every character that is not printable (newlines included) is shown escaped."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(value))
+
+
 @lru_cache(maxsize=8)
 def _env(override: str) -> jinja2.Environment:
     dirs = [d for d in override.split(":") if d] + [str(builtin_dir())]
@@ -41,6 +50,7 @@ def _env(override: str) -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["q"] = shell_quote
+    env.filters["comment"] = comment_text
     return env
 
 

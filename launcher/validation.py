@@ -46,8 +46,8 @@ def _aliases(model: type[BaseModel]) -> list[str]:
 def to_problems(err: ValidationError, model: type[BaseModel], line_of: Callable | None = None):
     problems: list[tuple[str, str]] = []
     for e in err.errors():
-        loc = tuple(x for x in e["loc"] if not (isinstance(x, str) and x.startswith("function-")))
-        path = ".".join(str(x) if not isinstance(x, int) else f"[{x}]" for x in loc).replace(".[", "[")
+        loc = tuple(x for x in e["loc"] if not (isinstance(x, str) and (x.startswith("function-") or x == "[key]")))
+        path = _path(loc)
         msg = e["msg"]
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
@@ -75,11 +75,47 @@ def to_problems(err: ValidationError, model: type[BaseModel], line_of: Callable 
     return problems
 
 
+MAX_DEPTH = 64
+
+
+def _path(loc) -> str:
+    return ".".join(str(x) if not isinstance(x, int) else f"[{x}]" for x in loc).replace(".[", "[")
+
+
+def raw_problems(data: Any, line_of=None) -> list[tuple[str, str]]:
+    """Problems no field may have, found before the models see the data: a NUL byte in any
+    string (no file name, argument or environment value can carry one), and nesting deeper than
+    MAX_DEPTH (a clear error instead of a RecursionError, whoever built the data). Iterative."""
+    problems: list[tuple[str, str]] = []
+    stack = [((), data)]
+    while stack:
+        loc, cur = stack.pop()
+        if len(loc) > MAX_DEPTH:
+            problems.append((_path(loc[:MAX_DEPTH]), f"nested deeper than {MAX_DEPTH} levels"))
+            continue
+        if isinstance(cur, str):
+            if "\0" in cur:
+                where = line_of(loc) if line_of and loc else ""
+                problems.append((_path(loc), "contains a NUL byte, which no path, argument or environment "
+                                             "value can carry" + (f" [{where}]" if where else "")))
+        elif isinstance(cur, dict):
+            for k, v in cur.items():
+                if isinstance(k, str) and "\0" in k:
+                    problems.append((_path(loc + (k,)), "the key contains a NUL byte"))
+                stack.append((loc + (k,), v))
+        elif isinstance(cur, (list, tuple)):
+            stack.extend((loc + (i,), v) for i, v in enumerate(cur))
+    return sorted(problems)
+
+
 def validate_model(model: type[BaseModel], data: Any, source: str, line_of=None, context=None):
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise SpecError(source, [("", f"expected a mapping at the top level, got {type(data).__name__}")])
+    problems = raw_problems(data, line_of)
+    if problems:
+        raise SpecError(source, problems)
     try:
         return model.model_validate(data, context=context)
     except ValidationError as err:

@@ -18,6 +18,7 @@ What the task carries, and why:
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -69,7 +70,7 @@ def render_task(spec: JobSpec, job: JobRef, placements: Sequence[Placement], opt
                            if managed else ""))
     task: dict = {"name": task_name(job.job_id, job.attempt)}
     if spec.workdir:
-        task["workdir"] = spec.workdir
+        task["workdir"] = _plain_workdir(spec.workdir)
     task["num_nodes"] = spec.resources.nodes
     task["resources"] = _resources(spec, placements, managed, opts)
     task["envs"] = _envs(spec, job, opts)
@@ -94,6 +95,19 @@ def render_task(spec: JobSpec, job: JobRef, placements: Sequence[Placement], opt
         "stage": staged_files(spec, job),
     }
     return dump_yaml(task), meta
+
+
+_PLAIN_PATH = re.compile(r"^[A-Za-z0-9_./+@,:=~ -]+$")
+
+
+def _plain_workdir(workdir: str) -> str:
+    """SkyPilot 0.14 puts the workdir into its rsync command line as a Python repr, which the
+    shell reads as a double-quoted string when the path holds a quote: ``$(...)`` or a
+    backtick in it would run on this machine. Only plain paths go to SkyPilot."""
+    if not _PLAIN_PATH.match(workdir):
+        raise CapabilityError(f"workdir {workdir!r} has characters SkyPilot cannot pass to rsync safely "
+                              "(quotes, $, `, ;, ...): use a plain path (letters, digits, spaces and _ . / + @ , : = ~ -)")
+    return workdir
 
 
 def staged_files(spec: JobSpec, job: JobRef) -> list[str]:
@@ -175,13 +189,13 @@ def _job_recovery(spec: JobSpec) -> dict:
     """Delegated mode: SkyPilot recovers preemptions itself; user-code failures get the spec's
     app_error budget, and exit 75 (checkpointed on notice) always means "restart me"."""
     jr = spec.skypilot.job_recovery
-    if isinstance(jr, dict):
-        return dict(jr)
     out: dict = {}
-    if isinstance(jr, str):
-        out["strategy"] = jr
-    out["max_restarts_on_errors"] = spec.recovery.app_error
-    out["recover_on_exit_codes"] = [EXIT_CHECKPOINTED]
+    if jr is not None and jr.strategy:
+        out["strategy"] = jr.strategy
+    out["max_restarts_on_errors"] = (jr.max_restarts_on_errors if jr is not None and jr.max_restarts_on_errors
+                                     is not None else spec.recovery.app_error)
+    codes = jr.recover_on_exit_codes if jr is not None and jr.recover_on_exit_codes is not None else []
+    out["recover_on_exit_codes"] = sorted({EXIT_CHECKPOINTED, *codes})
     return out
 
 
@@ -222,7 +236,7 @@ def _envs(spec: JobSpec, job: JobRef, opts: RenderOptions) -> dict:
     else:
         env["LAUNCHER_RESUME_FROM"] = ""
         env["LAUNCHER_RESUME_STEP"] = ""
-    env.update(spec.env)  # the spec may override MASTER_PORT; LAUNCHER_* names are reserved by the spec
+    env.update(spec.env)  # the contract's names (LAUNCHER_*, MASTER_*) are reserved by the spec
     return env
 
 

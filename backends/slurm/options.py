@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from pydantic import ConfigDict, Field, field_validator
@@ -28,9 +29,32 @@ class SlurmOptions(SSHTargetOptions):
     facts_ttl: int = Field(3600, ge=0)  # seconds a probe result is reused
     command_timeout: float = Field(60, gt=0)
 
+    @field_validator("partition", "account", "qos")
+    @classmethod
+    def _plain(cls, v):
+        # these become #SBATCH lines: a newline would end the directives and start shell code
+        if v is not None and not _SLURM_NAME.match(v):
+            raise ValueError("expected a Slurm name (letters, digits and _ . , : -)")
+        return v
+
     @field_validator("remote_dir")
     @classmethod
     def _abs(cls, v):
         if v is not None and not v.startswith("/"):
             raise ValueError("remote_dir must be an absolute path on the cluster")
+        if v is not None and not _PLAIN_PATH.match(v):
+            # job dirs appear in #SBATCH --output, which cannot quote
+            raise ValueError("remote_dir must be a plain path (letters, digits and _ . / + @ , : = -; "
+                             "no spaces, quotes or $)")
         return v
+
+    @field_validator("python", "slurm_conf")
+    @classmethod
+    def _one_line(cls, v):
+        if v is not None and (not v.strip() or any(c in v for c in "\n\r\0")):
+            raise ValueError("expected a non-empty one-line value")
+        return v
+
+
+_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,:-]+$")
+_PLAIN_PATH = re.compile(r"^[A-Za-z0-9_./+@,:=~-]+$")

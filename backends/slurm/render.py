@@ -97,6 +97,10 @@ def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> 
             raise CapabilityError(f"spec sets image={spec.image!r} but cluster {cluster} has no pyxis "
                                   f"(srun --container-image is missing): remove image or use a target with pyxis")
     d += list(s.extra)
+    for item in d:  # the models refuse these already; a directive line must never end early
+        if not item.isprintable():
+            raise CapabilityError(f"sbatch option {item!r} has a newline or control character, which an "
+                                  f"#SBATCH line cannot carry")
     return d
 
 

@@ -306,10 +306,11 @@ def test_all_nodes_of_one_start_share_one_generation_started_once(tmp_path):
     root = tmp_path / "ckpt"
     port = _free_port()
     spec = spec_from_text(f"name: ck\nresources: {{nodes: 3}}\ncheckpoint: {{root: {root}}}\n"
-                          f"env: {{MASTER_PORT: '{port - 1}'}}\nrun: {PRINT_CONTRACT}\n")
+                          f"run: {PRINT_CONTRACT}\n")
     req = _backend({"infra": "aws"}).render(spec, Facts("t", "skypilot"), JobRef("ck-1", 1, job_dir="/jobs/ck-1"))
     assert req.meta["stage"] == ["launcher_job.pyz", "skypilot_handoff.py"]
     task = yaml.safe_load(req.text)
+    task["envs"]["MASTER_PORT"] = str(port - 1)  # a free port (the spec's env may not set MASTER_PORT)
     home = _staged_home(tmp_path)
     ips = ["127.0.0.1"] * 3
 

@@ -74,14 +74,14 @@ def test_env_values_may_hold_any_characters():
 
 def test_env_names_must_be_variable_names_and_not_reserved():
     probs = problems("name: x\nrun: y\nenv: {'bad name': 1}\n")
-    assert probs[0][0] == "env" and "not a valid variable name" in probs[0][1]
+    assert probs[0][0] == "env.bad name" and "not a valid variable name" in probs[0][1]
     probs = problems("name: x\nrun: y\nenv: {LAUNCHER_ATTEMPT: 3}\n")
-    assert "reserved" in probs[0][1]
+    assert probs[0][0] == "env.LAUNCHER_ATTEMPT" and "reserved" in probs[0][1]
 
 
 def test_secrets_are_names_only():
     (path, msg), = problems("name: x\nrun: y\nsecrets: ['hf_abc def']\n")
-    assert path == "secrets" and "name of an environment variable" in msg
+    assert path == "secrets[0]" and "name of an environment variable" in msg
 
 
 def test_yaml_syntax_error_has_line_and_column(tmp_path):
