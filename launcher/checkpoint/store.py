@@ -151,18 +151,19 @@ class LocalStore:
 
     def _refuse(self, fd: int, name: str, where: str, wanted: str):
         """Raise UnsafePath naming what NAME (under FD) really is."""
+        why = "never opened: it could block"
         try:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             what = kind_of(st.st_mode)
             if _stat.S_ISLNK(st.st_mode):
+                why = "links are never followed under a checkpoint root"
                 try:
                     what += " to %r" % os.readlink(name, dir_fd=fd)
                 except OSError:
                     pass
         except OSError as e:
             what = "unreadable (%s)" % (e.strerror or e)
-        raise UnsafePath("%s: is %s, not %s (links are never followed under a checkpoint root)"
-                         % (where, what, wanted))
+        raise UnsafePath("%s: is %s, not %s (%s)" % (where, what, wanted, why))
 
     def _open_dir(self, parts, create: bool = False):
         """A descriptor of ROOT/parts, a real directory at every level; None if a part is
