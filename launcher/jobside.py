@@ -376,7 +376,7 @@ def save(step, root=None, generation=None, sha256=None, commit=True, run=None):
         try:
             shas = _hash_local_tree(d) if (want_sha and not store.is_local) else (True if want_sha else False)
             if staging is not None:
-                store.upload_tree(staging, name)
+                store.upload_tree(d, name)
             manifest = None
             if commit:
                 manifest = _commit(store, step, gen, run=run, sha256=shas, fence=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import sys
 import pytest
 
 from launcher import jobside
+from launcher.checkpoint import scratch
 from launcher.checkpoint import (COMMIT, GENERATIONS, CheckpointError, commit, gc, latest, open_store, scan,
                                  step_dir)
 from launcher.checkpoint.contract import MAX_MANIFEST_BYTES, build_manifest, manifest_bytes, unsafe_rel_path
@@ -249,3 +251,18 @@ def test_resume_env_on_a_full_checkpoint_disk_prints_one_line(tmp_path):
     line = one_line_error(p)
     assert "No space left on device" in line and "GENERATIONS.json" in line
     assert p.stdout == ""
+
+
+# ---------------------------------------------------------------- staging owners
+def test_staging_of_a_dead_or_reused_pid_counts_as_dead():
+    """Owner = pid + process start time + boot id: a pid now held by another process
+    does not keep a dead writer's staging alive."""
+    me = {"pid": os.getpid(), "start": scratch.process_start(os.getpid()), "boot": scratch._boot_id(),
+          "host": socket.gethostname()}
+    assert scratch.owner_alive(me)
+    assert not scratch.owner_alive(dict(me, start=(me["start"] or 0) + 12345))
+    assert not scratch.owner_alive(dict(me, boot="another-boot"))
+    assert scratch.owner_alive(dict(me, host="another-host"))  # cannot tell: never removed
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert not scratch.owner_alive(dict(me, pid=gone.pid, start=None))
