@@ -76,6 +76,7 @@ def _fsync_fd(fd: int) -> None:
         pass
 
 
+MAX_DEPTH = 64  # directory levels below a checkpoint: deeper is hostile (and would exhaust fds)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -231,9 +232,13 @@ class LocalStore:
         finally:
             os.close(d)
 
-    def _walk(self, fd: int, prefix: str, out: dict, odd: dict, dirs=None) -> None:
+    def _walk(self, fd: int, prefix: str, out: dict, odd: dict, dirs=None, depth: int = 0) -> None:
         """Regular files under FD into OUT {relpath: size}; everything else that is not a
-        real directory into ODD {relpath: what it is}. Never follows a link."""
+        real directory into ODD {relpath: what it is}. Never follows a link; directories
+        nested deeper than MAX_DEPTH are reported in ODD, not entered."""
+        if depth > MAX_DEPTH:
+            odd[prefix.rstrip("/")] = "a directory nested more than %d levels deep" % MAX_DEPTH
+            return
         with os.scandir(fd) as it:
             entries = sorted(it, key=lambda e: e.name)
         for e in entries:
@@ -251,7 +256,7 @@ class LocalStore:
                 try:
                     if dirs is not None:
                         dirs.append((rel, sub))
-                    self._walk(sub, rel + "/", out, odd, dirs)
+                    self._walk(sub, rel + "/", out, odd, dirs, depth + 1)
                 finally:
                     if dirs is None:
                         os.close(sub)

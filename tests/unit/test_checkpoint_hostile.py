@@ -266,3 +266,29 @@ def test_staging_of_a_dead_or_reused_pid_counts_as_dead():
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     assert not scratch.owner_alive(dict(me, pid=gone.pid, start=None))
+
+
+def test_a_directory_nested_absurdly_deep_is_reported_not_walked(tmp_path):
+    root = tmp_path / "ck"
+    ckpt(root, 1)
+    d = ckpt(root, 2, do_commit=False)
+    deep = d
+    for _ in range(200):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    with pytest.raises(CheckpointError, match="nested more than"):
+        commit(open_store(str(root)), 2, 1, fence=False)
+    p = launcher_cli("checkpoints", str(root))
+    assert p.returncode == 0 and "Traceback" not in p.stderr
+
+
+def test_save_never_writes_through_a_symlinked_step_dir(tmp_path, monkeypatch):
+    root, elsewhere = tmp_path / "ck", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    (root / step_dir(4, 1)).symlink_to(elsewhere)
+    monkeypatch.setenv("LAUNCHER_ATTEMPT", "1")
+    with pytest.raises(UnsafePath, match="symbolic link"):
+        with jobside.save(4, root=str(root)) as d:
+            open(os.path.join(d, "model.bin"), "wb").write(b"x")
+    assert list(elsewhere.iterdir()) == []
