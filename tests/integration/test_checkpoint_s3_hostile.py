@@ -8,12 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from launcher import jobside
-from launcher.checkpoint import COMMIT, CheckpointError, commit, latest, open_store, scan, step_dir
+from launcher.checkpoint import COMMIT, CheckpointError, latest, open_store, scan, step_dir
 from launcher.checkpoint import scratch
 from launcher.checkpoint.contract import build_manifest, manifest_bytes
 from launcher.checkpoint.errors import UnsafePath

@@ -19,9 +19,9 @@ from launcher import jobside
 from launcher.checkpoint import scratch
 from launcher.checkpoint import (COMMIT, GENERATIONS, CheckpointError, commit, gc, latest, open_store, scan,
                                  step_dir)
-from launcher.checkpoint.contract import MAX_MANIFEST_BYTES, build_manifest, manifest_bytes, unsafe_rel_path
+from launcher.checkpoint.contract import (MAX_MANIFEST_BYTES, build_manifest, manifest_bytes, parse_manifest,
+                                          unsafe_rel_path)
 from launcher.checkpoint.errors import ManifestError, UnsafePath
-from launcher.checkpoint.contract import parse_manifest
 
 # Every test here would hang forever (or for minutes) without the fix: bound them.
 pytestmark = pytest.mark.timeout(60)
