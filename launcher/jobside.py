@@ -494,7 +494,8 @@ def _download(store, name, path, dest, verify):
         sg = parse_step_dir(name)
         if sg is not None:
             raise CheckpointError("%s: no COMMIT.json: not a committed checkpoint" % path)
-        paths = sorted(store.list_tree(name))  # framework layout: every key, each one checked
+        # a framework layout: every key, each one checked (bar "folder/" markers some tools create)
+        paths = sorted(p for p in store.list_tree(name) if p and not p.endswith("/"))
         store.download_files(name, paths, dest)
         return
     sg = parse_step_dir(name)

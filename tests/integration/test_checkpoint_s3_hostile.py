@@ -97,6 +97,19 @@ def test_a_framework_checkpoint_with_a_dotdot_key_is_refused_on_restore(s3_bucke
     assert [p for p in files_under(tmp_path) - before if "escape" in p or "distcp" in p] == []
 
 
+def test_a_framework_checkpoint_on_s3_restores_whole_skipping_folder_markers(s3_bucket, s3_env, stage):
+    c = s3_env.client()
+    root = "s3://%s/run" % s3_bucket
+    put(c, s3_bucket, "run/step_5/", b"")  # the "folder" object consoles create
+    put(c, s3_bucket, "run/step_5/.metadata")
+    put(c, s3_bucket, "run/step_5/shards/", b"")
+    put(c, s3_bucket, "run/step_5/shards/__0_0.distcp")
+    (e,) = scan(open_store(root))
+    assert e.state == "committed"
+    with jobside.restore(e.path) as local:
+        assert files_under(local) == {".metadata", os.path.join("shards", "__0_0.distcp")}
+
+
 def test_an_oversized_commit_json_on_s3_is_torn(s3_bucket, s3_env, monkeypatch):
     from launcher.checkpoint import contract, store as store_mod
 
