@@ -154,6 +154,13 @@ def parse_manifest(raw: bytes, where: str, step=None, generation=None) -> dict:
         if h is not None and (not isinstance(h, str) or not _HEX64.match(h)):
             raise ManifestError("%s: malformed COMMIT.json: files[%d].sha256 must be 64 hex digits or null"
                                 % (where, i))
+    parents = set()
+    for p in seen:
+        parts = p.split("/")
+        parents.update("/".join(parts[:k]) for k in range(1, len(parts)))
+    clash = sorted(seen & parents)
+    if clash:
+        raise ManifestError("%s: malformed COMMIT.json: %r is listed as a file and as a directory" % (where, clash[0]))
     return doc
 
 

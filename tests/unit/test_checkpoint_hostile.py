@@ -292,3 +292,9 @@ def test_save_never_writes_through_a_symlinked_step_dir(tmp_path, monkeypatch):
         with jobside.save(4, root=str(root)) as d:
             open(os.path.join(d, "model.bin"), "wb").write(b"x")
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_manifest_listing_a_path_as_file_and_directory_is_malformed():
+    doc = build_manifest(1, 1, [("a", 1, None), ("a/b", 1, None)])
+    with pytest.raises(ManifestError, match="as a file and as a directory"):
+        parse_manifest(manifest_bytes(doc), "w", 1, 1)
