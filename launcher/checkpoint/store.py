@@ -4,11 +4,17 @@ Stdlib only; boto3 is imported lazily and only for S3 roots. Keys are '/'-separa
 paths relative to ROOT. Both stores offer the same small set of operations the
 contract needs:
 
-- ``list_top()``: the names one level under ROOT (directories, and files with sizes).
-  S3: ListObjectsV2 with ``Delimiter='/'``, paginated: one request per 1,000 names,
-  never one per object.
-- ``file_sizes(dir, paths)``: sizes of the files a manifest lists (POSIX: one stat
-  each; S3: one paginated listing of the checkpoint's prefix).
+- ``list_top()``: the names one level under ROOT (directories, files with sizes, and on
+  POSIX the links and special files, which are never followed). S3: ListObjectsV2 with
+  ``Delimiter='/'``, paginated: one request per 1,000 names, never one per object.
+- ``file_sizes(dir, paths)``: sizes of the files a manifest lists (POSIX: one lstat
+  each, a non-regular file reported as what it is; S3: one paginated listing of the
+  checkpoint's prefix).
+- ``read(key)`` reads manifests and markers only: regular files, at most
+  ``MAX_MANIFEST_BYTES`` (16 MiB); on POSIX opened O_NONBLOCK|O_NOFOLLOW and checked with
+  fstat first, so a FIFO or a device never blocks (``UnsafePath`` instead).
+- ``download_files(dir, paths, dest)`` (S3): exactly the listed files, every target
+  checked to stay inside DEST (``safe_join``).
 - ``put_if_absent(key, data)``: create-only. POSIX: write a temp file, fsync, ``link``
   it to the final name (fails with EEXIST, also on NFS), fsync the directory. S3:
   ``PutObject`` with ``If-None-Match: *`` (412 -> ``Conflict``).
@@ -661,8 +667,8 @@ class LocalStore:
         finally:
             os.close(pd)
 
-    def download_tree(self, rel: str, dest: str) -> dict:  # pragma: no cover - POSIX reads in place
-        raise CheckpointError("download_tree is for S3 roots; POSIX checkpoints are read in place")
+    def download_files(self, rel: str, paths, dest: str) -> None:  # pragma: no cover - POSIX reads in place
+        raise CheckpointError("download_files is for S3 roots; POSIX checkpoints are read in place")
 
 
 def safe_join(dest: str, relp: str) -> str:
