@@ -56,7 +56,8 @@ Writer API for training programs::
 Environment read: LAUNCHER_CKPT_ROOT, LAUNCHER_ATTEMPT (the generation),
 LAUNCHER_RESUME_FROM, LAUNCHER_RESUME_STEP, LAUNCHER_JOB_ID (recorded as "run" in
 COMMIT.json), LAUNCHER_PREEMPT_SIGNAL, LAUNCHER_CKPT_SHA256=1 (hash every file at save),
-LAUNCHER_STAGING_DIR (where S3 saves are staged; default $TMPDIR), LAUNCHER_HEARTBEAT_SECONDS
+LAUNCHER_STAGING_DIR (where S3 saves and restores are staged, under
+launcher-staging-<uid>/<root hash>/; default $TMPDIR), LAUNCHER_HEARTBEAT_SECONDS
 (see start_heartbeat; 0 turns the heartbeat off).
 """
 
@@ -69,7 +70,6 @@ import json
 import os
 import pkgutil
 import shlex
-import shutil
 import signal
 import sys
 import tempfile
@@ -79,7 +79,8 @@ import zipfile
 from launcher.checkpoint import (COMMIT, META_DIR, AlreadyCommitted, CheckpointError, RootUnavailable, Superseded, attempt_key, check_fence,
                                  commit as _commit, gc as _gc, latest as _latest, open_store, parse_manifest,
                                  read_attempt, read_generations, start_generation, step_dir, write_attempt)
-from launcher.checkpoint.contract import now_iso
+from launcher.checkpoint import scratch as _scratch
+from launcher.checkpoint.contract import now_iso, parse_step_dir
 
 EXIT_PREEMPTED = 75  # the program saved a checkpoint on a preemption notice and wants a restart
 EXIT_SUPERSEDED = 3  # a newer attempt of this job is running: this one is a zombie
@@ -361,13 +362,12 @@ def save(step, root=None, generation=None, sha256=None, commit=True, run=None):
     t0 = time.monotonic()
     staging = None
     if store.is_local:
-        d = store.local_path(name)
-        if os.path.exists(os.path.join(d, COMMIT)):
+        d = store.ensure_dir(name)  # a real directory under ROOT: never a link out of it
+        if os.path.lexists(os.path.join(d, COMMIT)):
             raise AlreadyCommitted("%s: already committed (checkpoints are write-once)" % d)
-        os.makedirs(d, exist_ok=True)
     else:
-        staging = tempfile.mkdtemp(prefix="launcher-%s-" % name, dir=os.environ.get("LAUNCHER_STAGING_DIR") or None)
-        d = staging
+        staging = _scratch.acquire(store.root, "save-" + name)  # cleans stale ones (kill -9) first
+        d = os.path.join(staging, _scratch.DATA)
     try:
         try:
             yield d
@@ -380,7 +380,7 @@ def save(step, root=None, generation=None, sha256=None, commit=True, run=None):
         try:
             shas = _hash_local_tree(d) if (want_sha and not store.is_local) else (True if want_sha else False)
             if staging is not None:
-                store.upload_tree(staging, name)
+                store.upload_tree(d, name)
             manifest = None
             if commit:
                 manifest = _commit(store, step, gen, run=run, sha256=shas, fence=True)
@@ -410,7 +410,7 @@ def save(step, root=None, generation=None, sha256=None, commit=True, run=None):
             _auto_gc(store)
     finally:
         if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
+            _scratch.release(staging)
 
 
 def _auto_gc(store) -> None:
@@ -438,39 +438,82 @@ def commit(step, root=None, generation=None, sha256=None, run=None) -> dict:
 @contextlib.contextmanager
 def restore(path=None, verify=False):
     """Context manager yielding a local directory holding the checkpoint to resume from
-    (PATH, default $LAUNCHER_RESUME_FROM), or None on a fresh start. POSIX: the
-    directory itself. S3: a temporary local copy (sizes checked against COMMIT.json,
-    sha256 too with VERIFY), removed on exit."""
+    (PATH, default $LAUNCHER_RESUME_FROM), or None on a fresh start.
+
+    POSIX: the directory itself, after checking again that it is a real directory (not a
+    link) and that every file COMMIT.json lists is still a regular file of its size. S3: a
+    local copy of exactly the files COMMIT.json lists (keys it does not list are never
+    downloaded; a listed path that would land outside the copy is refused), sizes checked,
+    sha256 too with VERIFY; removed on exit. A framework checkpoint on S3 (no COMMIT.json)
+    is copied whole, every key checked the same way."""
     path = path if path is not None else resume_from()
     _auto_heartbeat()
     if not path:
         yield None
         return
-    if not path.startswith("s3://"):
-        if not os.path.isdir(path):
-            raise CheckpointError("%s: checkpoint to resume from does not exist" % path)
+    parent, _, name = path.rstrip("/").rpartition("/")
+    if not parent or not name:
+        raise CheckpointError("%s: not a checkpoint path" % path)
+    store = _store(parent)
+    if store.is_local:
+        _check_local(store, name, path, verify)
         yield path
         return
-    parent, _, name = path.rstrip("/").rpartition("/")
-    store = _store(parent)
-    tmp = tempfile.mkdtemp(prefix="launcher-restore-", dir=os.environ.get("LAUNCHER_STAGING_DIR") or None)
+    tmp = _scratch.acquire(store.root, "restore-" + name)
     try:
-        store.download_tree(name, tmp)
-        raw_path = os.path.join(tmp, COMMIT)
-        if os.path.exists(raw_path):
-            with open(raw_path, "rb") as f:
-                doc = parse_manifest(f.read(), path + "/" + COMMIT)
-            from launcher.checkpoint.discovery import sha256_file
-
-            for ent in doc["files"]:
-                p = os.path.join(tmp, *ent["path"].split("/"))
-                if not os.path.exists(p) or os.path.getsize(p) != ent["size"]:
-                    raise CheckpointError("%s/%s: downloaded copy does not match COMMIT.json" % (path, ent["path"]))
-                if verify and ent.get("sha256") and sha256_file(p) != ent["sha256"]:
-                    raise CheckpointError("%s/%s: sha256 mismatch" % (path, ent["path"]))
-        yield tmp
+        dest = os.path.join(tmp, _scratch.DATA)
+        _download(store, name, path, dest, verify)
+        yield dest
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _scratch.release(tmp)
+
+
+def _check_local(store, name, path, verify):
+    if not store.exists_dir(name):
+        if os.path.lexists(path):
+            raise CheckpointError("%s: checkpoint to resume from is not a real directory (links are never "
+                                  "followed)" % path)
+        raise CheckpointError("%s: checkpoint to resume from does not exist" % path)
+    raw, _ = store.read(name + "/" + COMMIT)
+    if raw is None:
+        return  # a framework layout: its own marker was checked when it was chosen
+    sg = parse_step_dir(name)
+    doc = parse_manifest(raw, path + "/" + COMMIT, *(sg or (None, None)))
+    sizes = store.file_sizes(name, [f["path"] for f in doc["files"]])
+    for f in doc["files"]:
+        got = sizes.get(f["path"])
+        if got != f["size"]:
+            why = ("missing" if got is None else got if isinstance(got, str) else "size %d, COMMIT.json lists %d"
+                   % (got, f["size"]))
+            raise CheckpointError("%s/%s: no longer matches COMMIT.json: %s" % (path, f["path"], why))
+        if verify and f.get("sha256") and store.sha256(name + "/" + f["path"]) != f["sha256"]:
+            raise CheckpointError("%s/%s: sha256 mismatch" % (path, f["path"]))
+
+
+def _download(store, name, path, dest, verify):
+    from launcher.checkpoint.discovery import sha256_file
+
+    raw, _ = store.read(name + "/" + COMMIT)
+    if raw is None:
+        sg = parse_step_dir(name)
+        if sg is not None:
+            raise CheckpointError("%s: no COMMIT.json: not a committed checkpoint" % path)
+        # a framework layout: every key, each one checked (bar "folder/" markers some tools create)
+        paths = sorted(p for p in store.list_tree(name) if p and not p.endswith("/"))
+        store.download_files(name, paths, dest)
+        return
+    sg = parse_step_dir(name)
+    doc = parse_manifest(raw, path + "/" + COMMIT, *(sg or (None, None)))  # every path validated
+    files = doc["files"]
+    store.download_files(name, [f["path"] for f in files], dest)
+    with open(os.path.join(dest, COMMIT), "wb") as f:
+        f.write(raw)
+    for ent in files:
+        p = os.path.join(dest, *ent["path"].split("/"))
+        if not os.path.isfile(p) or os.path.getsize(p) != ent["size"]:
+            raise CheckpointError("%s/%s: downloaded copy does not match COMMIT.json" % (path, ent["path"]))
+        if verify and ent.get("sha256") and sha256_file(p) != ent["sha256"]:
+            raise CheckpointError("%s/%s: sha256 mismatch" % (path, ent["path"]))
 
 
 # ---------------------------------------------------------------- zipapp
@@ -537,6 +580,9 @@ def _export_lines(env) -> str:
 def cmd_resume_env(a) -> int:
     store = open_store(ckpt_root(a.root))
     store.check_root(create=True)
+    if not store.is_local:
+        for p in _scratch.clean_stale(store.root):  # left by a save or restore killed with -9
+            print("%s: removed stale staging %s" % (PROG, p), file=sys.stderr)
     hint = a.attempt_hint if a.attempt_hint is not None else _env_int("LAUNCHER_ATTEMPT")
     job_id = a.job_id or os.environ.get("LAUNCHER_JOB_ID") or None
     fresh = a.fresh or os.environ.get("LAUNCHER_FRESH", "").strip() == "1"
@@ -685,6 +731,10 @@ def main(argv=None) -> int:
         return 2 if a.cmd == "wait-commit" else 1
     except (CheckpointError, ValueError) as e:
         print("%s: error: %s" % (PROG, e), file=sys.stderr)
+        return 1
+    except OSError as e:  # a full disk, a read-only or vanished file system: one line, no traceback
+        where = " ".join(str(x) for x in (e.filename, e.filename2) if x)
+        print("%s: error: %s%s" % (PROG, where + ": " if where else "", e.strerror or e), file=sys.stderr)
         return 1
 
 

@@ -14,13 +14,13 @@ from .contract import (COMMIT, GENERATIONS, META_DIR, QUARANTINE, Generations, a
                        step_dir)
 from .discovery import COMMITTED, STALE, TORN, Entry, latest, scan
 from .errors import (AlreadyCommitted, CheckpointError, Conflict, ManifestError, RootUnavailable,
-                     Superseded)
+                     Superseded, UnsafePath)
 from .gc import gc, plan_gc
 from .store import LocalStore, S3Store, is_s3, open_store
 
 __all__ = [
     "COMMIT", "GENERATIONS", "META_DIR", "QUARANTINE", "COMMITTED", "STALE", "TORN",
-    "AlreadyCommitted", "CheckpointError", "Conflict", "ManifestError", "RootUnavailable", "Superseded",
+    "AlreadyCommitted", "CheckpointError", "Conflict", "ManifestError", "RootUnavailable", "Superseded", "UnsafePath",
     "Entry", "Generations", "LocalStore", "S3Store",
     "attempt_key", "build_manifest", "bump_generation", "check_fence", "commit", "gc", "is_s3", "latest",
     "open_store", "parse_manifest", "parse_step_dir", "plan_gc", "read_attempt", "read_generations", "scan",

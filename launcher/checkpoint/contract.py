@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import posixpath
 import re
 import socket
 
@@ -68,6 +67,34 @@ def parse_step_dir(name: str):
 
 def attempt_key(generation: int) -> str:
     return "%s/attempts/g%d.json" % (META_DIR, int(generation))
+
+
+MAX_MANIFEST_BYTES = 16 << 20  # COMMIT.json, GENERATIONS.json, framework trackers: never read more
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def unsafe_rel_path(p) -> str:
+    """Why P (a path from storage: a manifest entry or an S3 key below a checkpoint) is not
+    a plain relative path that stays inside its checkpoint, or '' if it is one.
+
+    Refused: empty, absolute, a backslash (a separator somewhere), a NUL or other control
+    character, an empty part ('a//b', trailing '/'), and '.' or '..' parts."""
+    if not isinstance(p, str) or not p:
+        return "empty"
+    if "\x00" in p:
+        return "contains a NUL byte"
+    if _CONTROL.search(p):
+        return "contains a control character"
+    if "\\" in p:
+        return "contains a backslash"
+    if p.startswith("/"):
+        return "absolute"
+    for part in p.split("/"):
+        if part == "":
+            return "has an empty part"
+        if part in (".", ".."):
+            return "has a %r part" % part
+    return ""
 
 
 def _is_int(v) -> bool:
@@ -120,10 +147,10 @@ def parse_manifest(raw: bytes, where: str, step=None, generation=None) -> dict:
         p, s, h = f.get("path"), f.get("size"), f.get("sha256")
         if not isinstance(p, str) or not p:
             raise ManifestError("%s: malformed COMMIT.json: files[%d].path must be a string" % (where, i))
-        norm = posixpath.normpath(p)
-        if p.startswith("/") or norm != p or norm.startswith("..") or p == COMMIT:
+        why = unsafe_rel_path(p)
+        if why or p == COMMIT:
             raise ManifestError("%s: malformed COMMIT.json: files[%d].path %r must be a plain relative path "
-                                "inside the checkpoint" % (where, i, p))
+                                "inside the checkpoint (%s)" % (where, i, p, why or "COMMIT.json lists itself"))
         if p in seen:
             raise ManifestError("%s: malformed COMMIT.json: files[%d].path %r is listed twice" % (where, i, p))
         seen.add(p)
@@ -132,6 +159,13 @@ def parse_manifest(raw: bytes, where: str, step=None, generation=None) -> dict:
         if h is not None and (not isinstance(h, str) or not _HEX64.match(h)):
             raise ManifestError("%s: malformed COMMIT.json: files[%d].sha256 must be 64 hex digits or null"
                                 % (where, i))
+    parents = set()
+    for p in seen:
+        parts = p.split("/")
+        parents.update("/".join(parts[:k]) for k in range(1, len(parts)))
+    clash = sorted(seen & parents)
+    if clash:
+        raise ManifestError("%s: malformed COMMIT.json: %r is listed as a file and as a directory" % (where, clash[0]))
     return doc
 
 
@@ -266,9 +300,17 @@ def commit(store, step: int, generation: int, run=None, sha256=False, fence=True
     where = store.url(name)
     if fence:
         check_fence(store, step, generation)
-    tree = {p: s for p, s in store.list_tree(name).items() if not _is_commit_tmp(p)}
-    if COMMIT in tree:
+    odd = {}
+    tree = {p: s for p, s in store.list_tree(name, odd=odd).items() if not _is_commit_tmp(p)}
+    if COMMIT in tree or COMMIT in odd:
         raise AlreadyCommitted("%s: already has a COMMIT.json (checkpoints are write-once)" % where)
+    for p in sorted(odd):
+        raise CheckpointError("%s/%s: is %s: a checkpoint holds regular files only (links are never followed, "
+                              "so it could not be restored); nothing committed" % (where, p, odd[p]))
+    for p in sorted(tree):
+        why = unsafe_rel_path(p)
+        if why:
+            raise CheckpointError("%s: refused to commit %r: the path %s" % (where, p, why))
     if not tree:
         raise CheckpointError("%s: nothing to commit (no files written)" % where)
     if durable:

@@ -30,7 +30,7 @@ import hashlib
 import re
 
 from .contract import COMMIT, parse_manifest, parse_step_dir, read_generations
-from .errors import CheckpointError, ManifestError
+from .errors import CheckpointError, ManifestError, UnsafePath
 
 COMMITTED, TORN, STALE = "committed", "torn", "stale"
 
@@ -42,10 +42,11 @@ DEEPSPEED_TRACKER = "latest"
 class Entry:
     """One checkpoint directory and its state."""
 
-    __slots__ = ("name", "path", "step", "generation", "state", "reason", "format", "manifest", "malformed")
+    __slots__ = ("name", "path", "step", "generation", "state", "reason", "format", "manifest", "malformed",
+                 "foreign")
 
     def __init__(self, name, path, step, generation, state, reason, format="launcher", manifest=None,
-                 malformed=False):
+                 malformed=False, foreign=False):
         self.name = name
         self.path = path
         self.step = step
@@ -55,6 +56,7 @@ class Entry:
         self.format = format
         self.manifest = manifest
         self.malformed = malformed
+        self.foreign = foreign  # not a real directory under ROOT (a link, a FIFO): never touched
 
     @property
     def committed(self) -> bool:
@@ -86,21 +88,29 @@ def _candidates(dirs):
 class _Context:
     """Per-listing state: top-level files (framework trackers), generations, options."""
 
-    def __init__(self, store, files, gens, verify):
+    def __init__(self, store, files, gens, verify, odd=None):
         self.store = store
         self.files = files
+        self.odd = odd or {}  # top-level names that are links or special files: never followed
         self.gens = gens
         self.verify = verify
         self._trackers = {}
 
     def tracker(self, name):
+        """(value, problem): the tracker file's stripped text or None, and why it cannot
+        be used ('' if fine or absent)."""
         if name not in self._trackers:
-            val = None
-            if name in self.files:
-                raw, _ = self.store.read(name)
+            val, why = None, ""
+            if name in self.odd:
+                why = "%s is %s, not a regular file" % (name, self.odd[name])
+            elif name in self.files:
+                try:
+                    raw, _ = self.store.read(name, limit=4096)
+                except UnsafePath as e:
+                    raw, why = None, str(e)
                 if raw is not None:
                     val = raw.decode("utf-8", "replace").strip()
-            self._trackers[name] = val
+            self._trackers[name] = (val, why)
         return self._trackers[name]
 
 
@@ -112,7 +122,10 @@ def _evaluate_launcher(store, step, gen, name, ctx, commit_known=None) -> Entry:
     if commit_known is False:
         raw = None
     else:
-        raw, _ = store.read(name + "/" + COMMIT)
+        try:
+            raw, _ = store.read(name + "/" + COMMIT)
+        except UnsafePath as e:  # a FIFO, a device, a link or a huge file named COMMIT.json
+            return Entry(name, path, step, gen, TORN, str(e), malformed=True)
     if raw is None:
         return Entry(name, path, step, gen, TORN, "no COMMIT.json (uncommitted or torn)")
     where = store.url(name + "/" + COMMIT)
@@ -124,6 +137,9 @@ def _evaluate_launcher(store, step, gen, name, ctx, commit_known=None) -> Entry:
     sizes = store.file_sizes(name, [f["path"] for f in files])
     for f in files:
         got = sizes.get(f["path"])
+        if isinstance(got, str):
+            return Entry(name, path, step, gen, TORN, "%s: listed in COMMIT.json but it is %s, not a regular file "
+                         "(links are never followed)" % (f["path"], got), "launcher", doc)
         if got is None:
             return Entry(name, path, step, gen, TORN, "%s: listed in COMMIT.json but missing" % f["path"], "launcher",
                          doc)
@@ -157,7 +173,9 @@ def _evaluate_framework(store, step, name, ctx) -> Entry:
     tree = store.list_tree(name)
     top = set(p for p in tree if "/" not in p)
     if name.startswith("iter_"):
-        t = ctx.tracker(MEGATRON_TRACKER)
+        t, why = ctx.tracker(MEGATRON_TRACKER)
+        if why:
+            return mk(TORN, "megatron", "Megatron: %s" % why)
         complete = ".metadata" in top or _has(tree, "model_optim_rng.pt") or ("common.pt" in top and
                                                                             "metadata.json" in top)
         if t is None:
@@ -171,7 +189,9 @@ def _evaluate_framework(store, step, name, ctx) -> Entry:
         return mk(COMMITTED, "megatron", "Megatron: %s %s" % (
             "named in" if step == int(t) else "older than iteration %s in" % t, MEGATRON_TRACKER))
     if name.startswith("global_step"):
-        t = ctx.tracker(DEEPSPEED_TRACKER)
+        t, why = ctx.tracker(DEEPSPEED_TRACKER)
+        if why:
+            return mk(TORN, "deepspeed", "DeepSpeed: %s" % why)
         complete = any(p.endswith("model_states.pt") and s > 0 for p, s in tree.items())
         if t is None:
             return mk(TORN, "deepspeed", "DeepSpeed: no '%s' file" % DEEPSPEED_TRACKER)
@@ -202,16 +222,27 @@ def _evaluate_framework(store, step, name, ctx) -> Entry:
 
 def _evaluate(store, cand, ctx, commit_known=None) -> Entry:
     step, gen, name, kind = cand
+    if name in ctx.odd:
+        return Entry(name, store.url(name), step, gen, TORN, "not a checkpoint: %s is %s (links are never "
+                     "followed out of ROOT)" % (name, ctx.odd[name]), kind, foreign=True)
+    try:
+        return _evaluate_dir(store, cand, ctx, commit_known)
+    except UnsafePath as e:  # something below it is a link where a directory belongs
+        return Entry(name, store.url(name), step, gen, TORN, str(e), kind, malformed=True)
+
+
+def _evaluate_dir(store, cand, ctx, commit_known=None) -> Entry:
+    step, gen, name, kind = cand
     if kind == "launcher":
         return _evaluate_launcher(store, step, gen, name, ctx, commit_known)
     return _evaluate_framework(store, step, name, ctx)
 
 
 def _list(store, gens, verify):
-    dirs, files = store.list_top()
+    dirs, files, odd = store.list_top()
     if gens is None:
         gens = read_generations(store)
-    return _candidates(dirs), _Context(store, files, gens, verify)
+    return _candidates(list(dirs) + list(odd)), _Context(store, files, gens, verify, odd)
 
 
 def latest(store, verify: bool = False, gens=None, log=None, seen=None):

@@ -20,6 +20,13 @@ class ManifestError(CheckpointError):
     """A COMMIT.json or GENERATIONS.json that does not parse or does not match its place."""
 
 
+class UnsafePath(CheckpointError):
+    """A path under ROOT that the launcher refuses to follow or read: a symbolic link, a
+    FIFO, a device or socket where a file or directory belongs, a name that escapes its
+    checkpoint ('..', absolute), or a manifest larger than the cap. Never followed, never
+    opened in a way that could block."""
+
+
 class Conflict(CheckpointError):
     """A create-only or compare-and-swap write lost: the object exists / changed meanwhile."""
 

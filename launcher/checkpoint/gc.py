@@ -9,7 +9,9 @@
   (on S3: copied under that prefix, then the originals deleted); never deletes them.
 - Leaves alone: a torn checkpoint of the current (or a newer) generation that is newer
   than the newest committed one (its writer may still be writing it); a checkpoint with a
-  malformed COMMIT.json (needs a human); every framework layout (read-only).
+  malformed COMMIT.json (needs a human); every framework layout (read-only); anything under
+  ROOT named like a checkpoint that is not a real directory (a symbolic link, a FIFO): gc
+  never follows a link out of ROOT, so it never moves or deletes what a link points at.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import datetime
 
 from .contract import COMMIT, QUARANTINE, read_generations
 from .discovery import COMMITTED, STALE, TORN, scan
-from .errors import CheckpointError, Conflict
+from .errors import CheckpointError
 
 
 def _stamp() -> str:
@@ -40,7 +42,9 @@ def plan_gc(entries, keep: int, current_generation: int, gens=None):
         else:
             out["delete"].append((e, "committed, older than the %d kept" % keep))
     for e in ours:
-        if e.state == STALE:
+        if e.foreign:
+            out["skipped"].append((e, "left in place: " + e.reason))
+        elif e.state == STALE:
             if gens is not None and gens.stale_cause(e.step, e.generation)[0] == "fresh":
                 out["skipped"].append((e, "an earlier run's, left in place: " + e.reason))
             else:
@@ -54,7 +58,9 @@ def plan_gc(entries, keep: int, current_generation: int, gens=None):
             else:
                 out["quarantine"].append((e, e.reason))
     for e in entries:
-        if e.format != "launcher":
+        if e.format != "launcher" and e.foreign:
+            out["skipped"].append((e, "left in place: " + e.reason))
+        elif e.format != "launcher":
             out["skipped"].append((e, "%s layout: read-only" % e.format))
     return out
 
@@ -73,7 +79,7 @@ def gc(store, keep: int, dry_run: bool = False, verify: bool = False) -> dict:
         if not dry_run:
             try:
                 store.move(e.name, dst)
-            except (OSError, Conflict) as err:
+            except (OSError, CheckpointError) as err:
                 rep["skipped"].append({"path": e.path, "reason": "could not quarantine: %s" % err})
                 continue
         rep["quarantined"].append({"path": e.path, "to": store.url(dst), "reason": why})
@@ -81,7 +87,7 @@ def gc(store, keep: int, dry_run: bool = False, verify: bool = False) -> dict:
         if not dry_run:
             try:
                 store.delete_tree(e.name, first=(COMMIT,))
-            except OSError as err:
+            except (OSError, CheckpointError) as err:
                 rep["skipped"].append({"path": e.path, "reason": "could not delete: %s" % err})
                 continue
         rep["deleted"].append(e.path)

@@ -4,11 +4,17 @@ Stdlib only; boto3 is imported lazily and only for S3 roots. Keys are '/'-separa
 paths relative to ROOT. Both stores offer the same small set of operations the
 contract needs:
 
-- ``list_top()``: the names one level under ROOT (directories, and files with sizes).
-  S3: ListObjectsV2 with ``Delimiter='/'``, paginated: one request per 1,000 names,
-  never one per object.
-- ``file_sizes(dir, paths)``: sizes of the files a manifest lists (POSIX: one stat
-  each; S3: one paginated listing of the checkpoint's prefix).
+- ``list_top()``: the names one level under ROOT (directories, files with sizes, and on
+  POSIX the links and special files, which are never followed). S3: ListObjectsV2 with
+  ``Delimiter='/'``, paginated: one request per 1,000 names, never one per object.
+- ``file_sizes(dir, paths)``: sizes of the files a manifest lists (POSIX: one lstat
+  each, a non-regular file reported as what it is; S3: one paginated listing of the
+  checkpoint's prefix).
+- ``read(key)`` reads manifests and markers only: regular files, at most
+  ``MAX_MANIFEST_BYTES`` (16 MiB); on POSIX opened O_NONBLOCK|O_NOFOLLOW and checked with
+  fstat first, so a FIFO or a device never blocks (``UnsafePath`` instead).
+- ``download_files(dir, paths, dest)`` (S3): exactly the listed files, every target
+  checked to stay inside DEST (``safe_join``).
 - ``put_if_absent(key, data)``: create-only. POSIX: write a temp file, fsync, ``link``
   it to the final name (fails with EEXIST, also on NFS), fsync the directory. S3:
   ``PutObject`` with ``If-None-Match: *`` (412 -> ``Conflict``).
@@ -27,12 +33,11 @@ import collections
 import errno
 import hashlib
 import os
-import shutil
 import stat as _stat
-import tempfile
 import threading
 
-from .errors import CheckpointError, Conflict, RootUnavailable
+from .contract import MAX_MANIFEST_BYTES, unsafe_rel_path
+from .errors import CheckpointError, Conflict, RootUnavailable, UnsafePath
 
 _CHUNK = 1 << 20
 
@@ -70,8 +75,46 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _fsync_fd(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on a directory
+        pass
+
+
+MAX_DEPTH = 64  # directory levels below a checkpoint: deeper is hostile (and would exhaust fds)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+_READ_FLAGS = os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+
+
+def kind_of(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, word in ((_stat.S_ISLNK, "a symbolic link"), (_stat.S_ISFIFO, "a FIFO"),
+                       (_stat.S_ISCHR, "a character device"), (_stat.S_ISBLK, "a block device"),
+                       (_stat.S_ISSOCK, "a socket"), (_stat.S_ISDIR, "a directory"),
+                       (_stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def _ioerror(where: str, e: OSError, what: str = "cannot write") -> CheckpointError:
+    return CheckpointError("%s: %s: %s" % (where, what, e.strerror or e))
+
+
 class LocalStore:
-    """ROOT is a directory on a POSIX file system (local or shared: NFS, Lustre, GPFS)."""
+    """ROOT is a directory on a POSIX file system (local or shared: NFS, Lustre, GPFS).
+
+    Paths from storage are hostile. ROOT itself may be a symbolic link (resolved once, at
+    each operation); *below* ROOT nothing is followed: every operation walks from a
+    descriptor of ROOT one component at a time with O_NOFOLLOW, so a symlinked step
+    directory, file, ``.quarantine`` or ``.launcher`` raises UnsafePath instead of reaching
+    outside ROOT. Files are opened O_NONBLOCK and checked with fstat to be regular before
+    a byte is read, so a FIFO or device named COMMIT.json never blocks; manifests and
+    markers are read up to MAX_MANIFEST_BYTES."""
 
     is_local = True
 
@@ -85,6 +128,148 @@ class LocalStore:
 
     def local_path(self, key: str = "") -> str:
         return self.url(key)
+
+    # ---------------------------------------------------------------- safe walking
+    def _parts(self, key: str):
+        parts = [p for p in key.split("/")] if key else []
+        why = unsafe_rel_path(key) if key else ""
+        if why:
+            raise UnsafePath("%s: refused: the path %r %s" % (self.root, key, why))
+        return parts
+
+    def _root_fd(self, create: bool = False):
+        """A descriptor of ROOT (which may itself be a link); None if it does not exist
+        (created first if CREATE)."""
+        if create:
+            try:
+                os.makedirs(self.root, exist_ok=True)
+            except OSError:
+                pass  # reported by the open below
+        try:
+            return os.open(self.root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NONBLOCK | _CLOEXEC)
+        except FileNotFoundError:
+            if not create:
+                return None
+            raise RootUnavailable("%s: no such directory" % self.root)
+        except NotADirectoryError:
+            raise RootUnavailable("%s: not a directory" % self.root)
+        except OSError as e:
+            raise RootUnavailable("%s: cannot read checkpoint root: %s" % (self.root, e.strerror or e))
+
+    def _refuse(self, fd: int, name: str, where: str, wanted: str):
+        """Raise UnsafePath naming what NAME (under FD) really is."""
+        why = "never opened: it could block"
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            what = kind_of(st.st_mode)
+            if _stat.S_ISLNK(st.st_mode):
+                why = "links are never followed under a checkpoint root"
+                try:
+                    what += " to %r" % os.readlink(name, dir_fd=fd)
+                except OSError:
+                    pass
+        except OSError as e:
+            what = "unreadable (%s)" % (e.strerror or e)
+        raise UnsafePath("%s: is %s, not %s (%s)" % (where, what, wanted, why))
+
+    def _open_dir(self, parts, create: bool = False):
+        """A descriptor of ROOT/parts, a real directory at every level; None if a part is
+        missing (and CREATE is false). The caller closes it."""
+        fd = self._root_fd(create)
+        if fd is None:
+            return None
+        done = []
+        try:
+            for part in parts:
+                done.append(part)
+                try:
+                    nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        os.close(fd)
+                        return None
+                    try:
+                        os.mkdir(part, 0o777, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    try:
+                        nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    except OSError:
+                        self._refuse(fd, part, self.url("/".join(done)), "a directory")
+                except OSError as e:
+                    if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                        self._refuse(fd, part, self.url("/".join(done)), "a directory")
+                    raise
+                os.close(fd)
+                fd = nfd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _open_file(self, key: str):
+        """(fd, fstat) of the regular file KEY, opened read-only, non-blocking, without
+        following links; None if absent. The caller closes the fd."""
+        parts = self._parts(key)
+        d = self._open_dir(parts[:-1])
+        if d is None:
+            return None
+        where = self.url(key)
+        try:
+            try:
+                st = os.stat(parts[-1], dir_fd=d, follow_symlinks=False)
+            except FileNotFoundError:
+                return None
+            if not _stat.S_ISREG(st.st_mode):  # never even open a FIFO or a device
+                self._refuse(d, parts[-1], where, "a regular file")
+            try:
+                fd = os.open(parts[-1], _READ_FLAGS, dir_fd=d)
+            except FileNotFoundError:
+                return None
+            except OSError as e:
+                if e.errno == errno.ELOOP:
+                    self._refuse(d, parts[-1], where, "a regular file")
+                raise
+            st = os.fstat(fd)
+            if not _stat.S_ISREG(st.st_mode):  # swapped between the lstat and the open
+                os.close(fd)
+                raise UnsafePath("%s: is %s, not a regular file" % (where, kind_of(st.st_mode)))
+            return fd, st
+        finally:
+            os.close(d)
+
+    def _walk(self, fd: int, prefix: str, out: dict, odd: dict, dirs=None, depth: int = 0) -> None:
+        """Regular files under FD into OUT {relpath: size}; everything else that is not a
+        real directory into ODD {relpath: what it is}. Never follows a link; directories
+        nested deeper than MAX_DEPTH are reported in ODD, not entered."""
+        if depth > MAX_DEPTH:
+            odd[prefix.rstrip("/")] = "a directory nested more than %d levels deep" % MAX_DEPTH
+            return
+        with os.scandir(fd) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            rel = prefix + e.name
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if _stat.S_ISDIR(st.st_mode):
+                try:
+                    sub = os.open(e.name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    odd[rel] = "a directory that cannot be opened"
+                    continue
+                try:
+                    if dirs is not None:
+                        dirs.append((rel, sub))
+                    self._walk(sub, rel + "/", out, odd, dirs, depth + 1)
+                finally:
+                    if dirs is None:
+                        os.close(sub)
+            elif _stat.S_ISREG(st.st_mode):
+                out[rel] = st.st_size
+            else:
+                odd[rel] = kind_of(st.st_mode)
 
     # ---------------------------------------------------------------- root
     def check_root(self, create: bool = False) -> None:
@@ -112,8 +297,9 @@ class LocalStore:
 
     # ---------------------------------------------------------------- listing
     def list_top(self):
-        """(dir names, {file name: size}) one level under ROOT."""
-        dirs, files = [], {}
+        """(dir names, {file name: size}, {other name: what it is}) one level under ROOT.
+        Symbolic links (to anything) and special files land in the third: never followed."""
+        dirs, files, odd = [], {}, {}
         try:
             it = os.scandir(self.root)
         except FileNotFoundError:
@@ -125,93 +311,163 @@ class LocalStore:
         with it:
             for e in it:
                 try:
-                    if e.is_dir(follow_symlinks=True):
-                        dirs.append(e.name)
-                    elif e.is_file(follow_symlinks=True):
-                        files[e.name] = e.stat().st_size
+                    st = e.stat(follow_symlinks=False)
                 except OSError:
                     continue
-        return dirs, files
+                if _stat.S_ISDIR(st.st_mode):
+                    dirs.append(e.name)
+                elif _stat.S_ISREG(st.st_mode):
+                    files[e.name] = st.st_size
+                else:
+                    what = kind_of(st.st_mode)
+                    if _stat.S_ISLNK(st.st_mode):
+                        try:
+                            what += " to %r" % os.readlink(e.path)
+                        except OSError:
+                            pass
+                    odd[e.name] = what
+        return dirs, files, odd
 
-    def list_tree(self, rel: str) -> dict:
-        """{path relative to ROOT/rel: size} of every regular file under ROOT/rel."""
-        base = self.url(rel)
+    def list_tree(self, rel: str, odd=None) -> dict:
+        """{path relative to ROOT/rel: size} of every regular file under ROOT/rel. Anything
+        else (links, FIFOs, devices) goes into ODD {path: what it is} if given. Raises
+        UnsafePath if ROOT/rel itself is not a real directory."""
+        fd = self._open_dir(self._parts(rel))
+        if fd is None:
+            return {}
         out = {}
-        for dirpath, dirnames, filenames in os.walk(base, onerror=None):
-            dirnames.sort()
-            for f in filenames:
-                p = os.path.join(dirpath, f)
-                try:
-                    st = os.stat(p)
-                except OSError:
-                    continue
-                if _stat.S_ISREG(st.st_mode):
-                    out[os.path.relpath(p, base).replace(os.sep, "/")] = st.st_size
+        try:
+            self._walk(fd, "", out, odd if odd is not None else {})
+        finally:
+            os.close(fd)
         return out
 
     def file_sizes(self, rel: str, paths) -> dict:
+        """{path: size} for regular files; None if missing; a string saying what the path
+        is when it is not a regular file (a link is never followed)."""
         out = {}
-        for p in paths:
-            try:
-                st = os.stat(self.url(rel + "/" + p))
-                out[p] = st.st_size if _stat.S_ISREG(st.st_mode) else None
-            except OSError:
-                out[p] = None
+        base = self._parts(rel)
+        dirs = {}
+        try:
+            for p in paths:
+                parts = p.split("/")
+                parent = "/".join(parts[:-1])
+                try:
+                    if parent not in dirs:
+                        dirs[parent] = self._open_dir(base + (parts[:-1] if parent else []))
+                    d = dirs[parent]
+                    if d is None:
+                        out[p] = None
+                        continue
+                    st = os.stat(parts[-1], dir_fd=d, follow_symlinks=False)
+                    out[p] = st.st_size if _stat.S_ISREG(st.st_mode) else kind_of(st.st_mode)
+                except UnsafePath as e:
+                    out[p] = str(e)
+                except OSError:
+                    out[p] = None
+        finally:
+            for d in dirs.values():
+                if d is not None:
+                    os.close(d)
         return out
 
     def exists_dir(self, rel: str) -> bool:
-        return os.path.isdir(self.url(rel))
+        try:
+            fd = self._open_dir(self._parts(rel))
+        except (UnsafePath, OSError):
+            return False
+        if fd is None:
+            return False
+        os.close(fd)
+        return True
 
     # ---------------------------------------------------------------- reading
-    def read(self, key: str):
-        """(bytes, token) or (None, None) if absent. The token is the sha256 of the bytes."""
-        p = self.url(key)
+    def read(self, key: str, limit: int = MAX_MANIFEST_BYTES):
+        """(bytes, token) or (None, None) if absent. The token is the sha256 of the bytes.
+        UnsafePath if KEY is not a regular file or is larger than LIMIT bytes."""
         try:
-            with open(p, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return None, None
+            got = self._open_file(key)
         except OSError as e:
-            raise CheckpointError("%s: cannot read: %s" % (p, e.strerror or e))
+            raise _ioerror(self.url(key), e, "cannot read")
+        if got is None:
+            return None, None
+        fd, st = got
+        try:
+            if limit is not None and st.st_size > limit:
+                raise UnsafePath("%s: %d bytes, larger than the %d bytes a manifest or marker may have"
+                                 % (self.url(key), st.st_size, limit))
+            chunks, n = [], 0
+            while True:
+                b = os.read(fd, _CHUNK)
+                if not b:
+                    break
+                chunks.append(b)
+                n += len(b)
+                if limit is not None and n > limit:
+                    raise UnsafePath("%s: grew past the %d bytes a manifest or marker may have"
+                                     % (self.url(key), limit))
+            data = b"".join(chunks)
+        except OSError as e:
+            raise _ioerror(self.url(key), e, "cannot read")
+        finally:
+            os.close(fd)
         return data, hashlib.sha256(data).hexdigest()
 
     def sha256(self, key: str) -> str:
+        got = self._open_file(key)
+        if got is None:
+            raise CheckpointError("%s: missing" % self.url(key))
+        fd, _ = got
         h = hashlib.sha256()
-        with open(self.url(key), "rb") as f:
+        with os.fdopen(fd, "rb") as f:
             for b in iter(lambda: f.read(_CHUNK), b""):
                 h.update(b)
         return h.hexdigest()
 
     # ---------------------------------------------------------------- writing
     def ensure_dir(self, rel: str) -> str:
-        p = self.url(rel)
-        os.makedirs(p, exist_ok=True)
-        return p
+        try:
+            fd = self._open_dir(self._parts(rel), create=True)
+        except OSError as e:
+            raise _ioerror(self.url(rel), e, "cannot create")
+        os.close(fd)
+        return self.url(rel)
 
     def _durable_tmp(self, key: str, data: bytes):
-        final = self.url(key)
-        d = os.path.dirname(final)
-        os.makedirs(d, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(final) + ".tmp-")
+        """(parent fd, temp name, final name): DATA written and fsynced to a new temp file
+        beside KEY. The caller closes the fd."""
+        parts = self._parts(key)
+        d = self._open_dir(parts[:-1], create=True)
+        base = parts[-1]
+        tmp = "." + base + ".tmp-" + os.urandom(6).hex()
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-        except BaseException:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644, dir_fd=d)
             try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except BaseException:
+                try:
+                    os.unlink(tmp, dir_fd=d)
+                except OSError:
+                    pass
+                raise
+        except BaseException:
+            os.close(d)
             raise
-        return d, tmp, final
+        return d, tmp, base
 
     def put_if_absent(self, key: str, data: bytes) -> None:
         """Create KEY with DATA, atomically and durably; Conflict if it exists."""
-        d, tmp, final = self._durable_tmp(key, data)
+        final = self.url(key)
+        try:
+            d, tmp, base = self._durable_tmp(key, data)
+        except OSError as e:
+            raise _ioerror(final, e)
         try:
             try:
-                os.link(tmp, final)
+                os.link(tmp, base, src_dir_fd=d, dst_dir_fd=d, follow_symlinks=False)
             except FileExistsError:
                 raise Conflict("%s: already exists" % final)
             except OSError as e:
@@ -221,19 +477,23 @@ class LocalStore:
                 # for readers (a crash mid-write leaves a short file that fails to parse,
                 # which discovery reports as malformed and never resumes from).
                 try:
-                    fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                    fd = os.open(base, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644,
+                                 dir_fd=d)
                 except FileExistsError:
                     raise Conflict("%s: already exists" % final)
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
                     f.flush()
                     os.fsync(f.fileno())
+            _fsync_fd(d)
+        except OSError as e:
+            raise _ioerror(final, e)
         finally:
             try:
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=d)
             except OSError:
                 pass
-        _fsync_dir(d)
+            os.close(d)
 
     def put_if_match(self, key: str, data: bytes, token):
         """Replace KEY if its current token is TOKEN (None: KEY must not exist).
@@ -241,67 +501,211 @@ class LocalStore:
         import fcntl
 
         final = self.url(key)
-        os.makedirs(os.path.dirname(final), exist_ok=True)
-        with open(final + ".lock", "a") as lk:
-            fcntl.flock(lk.fileno(), fcntl.LOCK_EX)
+        parts = self._parts(key)
+        try:
+            d = self._open_dir(parts[:-1], create=True)
+        except OSError as e:
+            raise _ioerror(final, e)
+        try:
             try:
-                cur = self.read(key)[1]
-                if cur != token:
-                    raise Conflict("%s: changed meanwhile (compare-and-swap lost)" % final)
-                d, tmp, _ = self._durable_tmp(key, data)
-                os.replace(tmp, final)
-                _fsync_dir(d)
+                lk = os.open(parts[-1] + ".lock", os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NOFOLLOW | _NONBLOCK
+                             | _CLOEXEC, 0o644, dir_fd=d)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENXIO):
+                    self._refuse(d, parts[-1] + ".lock", final + ".lock", "a regular file")
+                raise _ioerror(final + ".lock", e)
+            try:
+                if not _stat.S_ISREG(os.fstat(lk).st_mode):
+                    raise UnsafePath("%s.lock: is %s, not a regular file" % (final, kind_of(os.fstat(lk).st_mode)))
+                fcntl.flock(lk, fcntl.LOCK_EX)
+                try:
+                    cur = self.read(key)[1]
+                    if cur != token:
+                        raise Conflict("%s: changed meanwhile (compare-and-swap lost)" % final)
+                    try:
+                        d2, tmp, base = self._durable_tmp(key, data)
+                        try:
+                            os.replace(tmp, base, src_dir_fd=d2, dst_dir_fd=d2)
+                            _fsync_fd(d2)
+                        finally:
+                            os.close(d2)
+                    except OSError as e:
+                        raise _ioerror(final, e)
+                finally:
+                    fcntl.flock(lk, fcntl.LOCK_UN)
             finally:
-                fcntl.flock(lk.fileno(), fcntl.LOCK_UN)
+                os.close(lk)
+        finally:
+            os.close(d)
         return hashlib.sha256(data).hexdigest()
 
     def put(self, key: str, data: bytes) -> None:
         """Overwrite KEY atomically (temp file + rename). For advisory files only."""
-        d, tmp, final = self._durable_tmp(key, data)
-        os.replace(tmp, final)
+        try:
+            d, tmp, base = self._durable_tmp(key, data)
+        except OSError as e:
+            raise _ioerror(self.url(key), e)
+        try:
+            os.replace(tmp, base, src_dir_fd=d, dst_dir_fd=d)
+        except OSError as e:
+            try:
+                os.unlink(tmp, dir_fd=d)
+            except OSError:
+                pass
+            raise _ioerror(self.url(key), e)
+        finally:
+            os.close(d)
 
     def fsync_tree(self, rel: str) -> None:
         """fsync every file and directory under ROOT/rel, so the data is durable before
-        COMMIT.json is."""
-        base = self.url(rel)
-        for dirpath, _dirnames, filenames in os.walk(base):
-            for f in filenames:
+        COMMIT.json is. Links and special files are skipped, never opened."""
+        parts = self._parts(rel)
+        fd = self._open_dir(parts)
+        if fd is None:
+            return
+        dirs = [("", fd)]
+        files = {}
+        try:
+            self._walk(fd, "", files, {}, dirs)
+            by_dir = {r: f for r, f in dirs}
+            for p in files:
+                parent, _, name = p.rpartition("/")
+                dfd = by_dir[parent]
                 try:
-                    fd = os.open(os.path.join(dirpath, f), os.O_RDONLY)
+                    ffd = os.open(name, _READ_FLAGS, dir_fd=dfd)
                 except OSError:
                     continue
                 try:
-                    os.fsync(fd)
+                    os.fsync(ffd)
                 except OSError:
                     pass
                 finally:
-                    os.close(fd)
-            _fsync_dir(dirpath)
-        _fsync_dir(os.path.dirname(base))
+                    os.close(ffd)
+            for _r, dfd in reversed(dirs):
+                _fsync_fd(dfd)
+        finally:
+            for _r, dfd in dirs:
+                os.close(dfd)
+        pfd = self._open_dir(parts[:-1])
+        if pfd is not None:
+            _fsync_fd(pfd)
+            os.close(pfd)
 
     def move(self, src_rel: str, dst_rel: str) -> None:
+        """Rename the real directory ROOT/src_rel to ROOT/dst_rel (parents created, never
+        through a link: a symlinked ``.quarantine`` raises UnsafePath)."""
+        sp, dp = self._parts(src_rel), self._parts(dst_rel)
         src, dst = self.url(src_rel), self.url(dst_rel)
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        if os.path.exists(dst):
-            raise Conflict("%s: already exists" % dst)
-        os.rename(src, dst)
-        _fsync_dir(os.path.dirname(dst))
-        _fsync_dir(os.path.dirname(src))
+        sd = self._open_dir(sp[:-1])
+        if sd is None:
+            raise CheckpointError("%s: missing" % src)
+        try:
+            try:
+                st = os.stat(sp[-1], dir_fd=sd, follow_symlinks=False)
+            except FileNotFoundError:
+                raise CheckpointError("%s: missing" % src)
+            if not _stat.S_ISDIR(st.st_mode):
+                self._refuse(sd, sp[-1], src, "a directory")
+            dd = self._open_dir(dp[:-1], create=True)
+            try:
+                try:
+                    os.stat(dp[-1], dir_fd=dd, follow_symlinks=False)
+                    raise Conflict("%s: already exists" % dst)
+                except FileNotFoundError:
+                    pass
+                os.rename(sp[-1], dp[-1], src_dir_fd=sd, dst_dir_fd=dd)
+                _fsync_fd(dd)
+                _fsync_fd(sd)
+            finally:
+                os.close(dd)
+        finally:
+            os.close(sd)
+
+    @staticmethod
+    def _rmtree_at(parent: int, name: str) -> None:
+        """Remove the real directory NAME under PARENT and everything in it, through
+        descriptors: a link inside is removed, never followed."""
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        try:
+            with os.scandir(fd) as it:
+                entries = list(it)
+            for e in entries:
+                if e.is_dir(follow_symlinks=False):
+                    LocalStore._rmtree_at(fd, e.name)
+                else:
+                    os.unlink(e.name, dir_fd=fd)
+        finally:
+            os.close(fd)
+        os.rmdir(name, dir_fd=parent)
 
     def delete_tree(self, rel: str, first=()) -> None:
-        """Delete ROOT/rel. The keys in FIRST go first (COMMIT.json: a half-deleted
-        checkpoint is then torn, never committed-with-missing-files)."""
-        base = self.url(rel)
-        for k in first:
+        """Delete the real directory ROOT/rel (UnsafePath if it is a link). The keys in
+        FIRST go first (COMMIT.json: a half-deleted checkpoint is then torn, never
+        committed-with-missing-files)."""
+        parts = self._parts(rel)
+        pd = self._open_dir(parts[:-1])
+        if pd is None:
+            return
+        try:
             try:
-                os.unlink(os.path.join(base, k))
+                st = os.stat(parts[-1], dir_fd=pd, follow_symlinks=False)
             except FileNotFoundError:
-                pass
-        _fsync_dir(base)
-        shutil.rmtree(base)
+                return
+            if not _stat.S_ISDIR(st.st_mode):
+                self._refuse(pd, parts[-1], self.url(rel), "a directory")
+            fd = os.open(parts[-1], _DIR_FLAGS, dir_fd=pd)
+            try:
+                for k in first:
+                    try:
+                        os.unlink(k, dir_fd=fd)
+                    except FileNotFoundError:
+                        pass
+                _fsync_fd(fd)
+            finally:
+                os.close(fd)
+            self._rmtree_at(pd, parts[-1])
+        finally:
+            os.close(pd)
 
-    def download_tree(self, rel: str, dest: str) -> dict:  # pragma: no cover - POSIX reads in place
-        raise CheckpointError("download_tree is for S3 roots; POSIX checkpoints are read in place")
+    def download_files(self, rel: str, paths, dest: str) -> None:  # pragma: no cover - POSIX reads in place
+        raise CheckpointError("download_files is for S3 roots; POSIX checkpoints are read in place")
+
+
+def safe_join(dest: str, relp: str) -> str:
+    """DEST/relp, refused (UnsafePath) unless RELP is a plain relative path and the result,
+    with every existing link resolved, stays inside DEST."""
+    why = unsafe_rel_path(relp)
+    if why:
+        raise UnsafePath("%s: refused to write %r: the path %s" % (dest, relp, why))
+    base = os.path.realpath(dest)
+    p = os.path.join(base, *relp.split("/"))
+    real = os.path.realpath(p)
+    if os.path.commonpath([base, real]) != base or real == base:
+        raise UnsafePath("%s: refused to write %r: it resolves to %s, outside" % (dest, relp, real))
+    return p
+
+
+def local_files(local_dir: str):
+    """[(relative path, absolute path)] of the regular files under LOCAL_DIR, sorted.
+    CheckpointError if anything else is there (a link, a FIFO): a checkpoint holds regular
+    files only, and a link would upload whatever it points at."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(local_dir):
+        dirnames.sort()
+        for name in list(dirnames) + filenames:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            if _stat.S_ISDIR(st.st_mode):
+                continue
+            relp = os.path.relpath(p, local_dir).replace(os.sep, "/")
+            if not _stat.S_ISREG(st.st_mode):
+                raise CheckpointError("%s: is %s: a checkpoint holds regular files only (links are never "
+                                      "followed)" % (p, kind_of(st.st_mode)))
+            why = unsafe_rel_path(relp)
+            if why:
+                raise CheckpointError("%s: its name %s: cannot be listed in COMMIT.json" % (p, why))
+            out.append((relp, p))
+    return sorted(out)
 
 
 class S3Store:
@@ -399,6 +803,7 @@ class S3Store:
             kw["ContinuationToken"] = r["NextContinuationToken"]
 
     def list_top(self):
+        """(dir names, {file name: size}, {}): S3 has no links or special files."""
         dirs, files = [], {}
         n = len(self.prefix)
         for r in self._paginate(self.prefix, delimiter=True):
@@ -406,7 +811,7 @@ class S3Store:
                 dirs.append(c["Prefix"][n:].rstrip("/"))
             for o in r.get("Contents", ()):
                 files[o["Key"][n:]] = o["Size"]
-        return dirs, files
+        return dirs, files, {}
 
     def prefetch_all(self) -> dict:
         """List every key under ROOT once (paginated) and serve list_tree() from it:
@@ -419,7 +824,7 @@ class S3Store:
         self._tree_cache = out
         return out
 
-    def list_tree(self, rel: str) -> dict:
+    def list_tree(self, rel: str, odd=None) -> dict:
         pre = rel.rstrip("/") + "/"
         if self._tree_cache is not None:
             return {k[len(pre):]: v for k, v in self._tree_cache.items() if k.startswith(pre)}
@@ -440,7 +845,8 @@ class S3Store:
         return bool(r.get("KeyCount") or r.get("Contents"))
 
     # ---------------------------------------------------------------- reading
-    def read(self, key: str):
+    def read(self, key: str, limit: int = MAX_MANIFEST_BYTES):
+        """(bytes, ETag) or (None, None) if absent; UnsafePath above LIMIT bytes."""
         from botocore.exceptions import ClientError
 
         try:
@@ -449,7 +855,17 @@ class S3Store:
             if self._code(e) in ("404", "NoSuchKey", "NotFound"):
                 return None, None
             raise CheckpointError("%s: cannot read: %s" % (self.url(key), e))
-        return r["Body"].read(), r["ETag"]
+        body = r["Body"]
+        try:
+            if limit is not None and int(r.get("ContentLength") or 0) > limit:
+                raise UnsafePath("%s: %d bytes, larger than the %d bytes a manifest or marker may have"
+                                 % (self.url(key), r["ContentLength"], limit))
+            data = body.read(limit + 1) if limit is not None else body.read()
+        finally:
+            body.close()
+        if limit is not None and len(data) > limit:
+            raise UnsafePath("%s: larger than the %d bytes a manifest or marker may have" % (self.url(key), limit))
+        return data, r["ETag"]
 
     def sha256(self, key: str) -> str:
         h = hashlib.sha256()
@@ -502,30 +918,29 @@ class S3Store:
                              multipart_chunksize=int(os.environ.get("LAUNCHER_S3_MULTIPART_CHUNKSIZE",
                                                                     64 << 20)))
         out = {}
-        for dirpath, dirnames, filenames in os.walk(local_dir):
-            dirnames.sort()
-            for f in sorted(filenames):
-                p = os.path.join(dirpath, f)
-                relp = os.path.relpath(p, local_dir).replace(os.sep, "/")
-                key = self._key(rel.rstrip("/") + "/" + relp)
-                try:
-                    self.s3.upload_file(p, self.bucket, key, Config=cfg)
-                except Exception as e:  # boto3 wraps ClientError in S3UploadFailedError
-                    if "NoSuchBucket" in str(e):
-                        raise RootUnavailable("s3://%s: bucket does not exist" % self.bucket)
-                    raise
-                self.requests["upload_file"] += 1
-                out[relp] = os.path.getsize(p)
+        for relp, p in local_files(local_dir):
+            key = self._key(rel.rstrip("/") + "/" + relp)
+            try:
+                self.s3.upload_file(p, self.bucket, key, Config=cfg)
+            except Exception as e:  # boto3 wraps ClientError in S3UploadFailedError
+                if "NoSuchBucket" in str(e):
+                    raise RootUnavailable("s3://%s: bucket does not exist" % self.bucket)
+                raise
+            self.requests["upload_file"] += 1
+            out[relp] = os.path.getsize(p)
         return out
 
-    def download_tree(self, rel: str, dest: str) -> dict:
-        tree = self.list_tree(rel)
-        for relp in tree:
-            p = os.path.join(dest, *relp.split("/"))
+    def download_files(self, rel: str, paths, dest: str) -> None:
+        """Download exactly ROOT/rel/<p> for every p in PATHS into DEST/<p>. Every path must
+        be a plain relative path (``unsafe_rel_path``) and every target must resolve inside
+        DEST: a key planted with '..' or an absolute name raises UnsafePath, and keys not in
+        PATHS are never fetched."""
+        for relp in paths:
+            p = safe_join(dest, relp)
             os.makedirs(os.path.dirname(p), exist_ok=True)
+            safe_join(dest, relp)  # re-check now that the parents exist
             self.s3.download_file(self.bucket, self._key(rel.rstrip("/") + "/" + relp), p)
             self.requests["download_file"] += 1
-        return tree
 
     def _keys_under(self, rel: str):
         full = self._key(rel.rstrip("/") + "/")

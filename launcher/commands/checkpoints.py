@@ -33,6 +33,12 @@ still be being written (current generation, newer than the newest commit), one
 with a malformed COMMIT.json, an earlier run's checkpoints superseded by a fresh
 run, and framework layouts are left in place.
 --dry-run shows what would happen.
+
+Nothing under ROOT is trusted: a symbolic link (a step directory, a file a
+COMMIT.json lists, .quarantine) is never followed, so it is never a committed
+checkpoint and gc never moves or deletes what it points at; a FIFO or device
+named COMMIT.json (or GENERATIONS.json, or a framework marker) is reported, never
+opened in a way that blocks; manifests above 16 MiB are refused.
 """
 
 
@@ -58,6 +64,9 @@ def checkpoints(root, as_json, verify, do_gc, keep, dry_run):
         entries = scan(store, verify=verify, gens=gens)
     except CheckpointError as e:
         raise LauncherError(str(e))
+    except OSError as e:  # a full, read-only or vanished file system: one line, no traceback
+        where = " ".join(str(x) for x in (e.filename, e.filename2) if x) or root
+        raise LauncherError("%s: %s" % (where, e.strerror or e))
     for e in entries:
         if e.malformed:
             click.echo("warning: %s" % e.reason, err=True)

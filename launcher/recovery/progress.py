@@ -1,10 +1,23 @@
 """What the launcher knows about a job's progress, read from its checkpoint root:
-the newest committed step, and the step each generation (attempt) resumed from."""
+the newest committed step, and the step each generation (attempt) resumed from.
+
+Reading a checkpoint root is I/O on storage the launcher does not control: a hung NFS
+mount, an S3 endpoint that accepts and never answers. ``read_progress`` therefore runs
+the read on a daemon thread and returns within TIMEOUT seconds, with ``unknown`` set and
+the reason, so one job's storage never stops ``launcher watch`` from recovering the
+others. A read still hung from an earlier call is not started again: the next call for
+that root returns "unknown" at once until it finishes.
+"""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Optional
+
+DEFAULT_TIMEOUT_S = 20.0  # $LAUNCHER_STORAGE_TIMEOUT overrides
 
 
 @dataclass(frozen=True)
@@ -12,14 +25,59 @@ class Progress:
     committed_step: Optional[int] = None
     resume_steps: dict = field(default_factory=dict)  # generation -> resume step (None: fresh start)
     error: str = ""
+    unknown: bool = False  # the read did not finish in time: nothing is known, decide nothing from it
 
     def resume_of(self, generation: int) -> Optional[int]:
         return self.resume_steps.get(generation)
 
 
-def read_progress(root: Optional[str]) -> Progress:
+def default_timeout() -> float:
+    raw = os.environ.get("LAUNCHER_STORAGE_TIMEOUT", "").strip()
+    try:
+        return float(raw) if raw else DEFAULT_TIMEOUT_S
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+
+
+_inflight: dict = {}  # root -> (thread, started monotonic)
+_lock = threading.Lock()
+
+
+def read_progress(root: Optional[str], timeout: Optional[float] = None) -> Progress:
+    """The job's progress under ROOT, within TIMEOUT seconds (default
+    $LAUNCHER_STORAGE_TIMEOUT or 20 s). Never raises for storage trouble: a failed read
+    sets ``error``; a read that did not finish in time also sets ``unknown``."""
     if not root:
         return Progress()
+    timeout = default_timeout() if timeout is None else float(timeout)
+    with _lock:
+        prev = _inflight.get(root)
+        if prev is not None and prev[0].is_alive():
+            return Progress(error=f"still waiting for a read of {root} started {time.monotonic() - prev[1]:.0f}s "
+                                  f"ago (storage hung?)", unknown=True)
+        box: dict = {}
+        t = threading.Thread(target=_run, args=(root, box), name=f"launcher-progress:{root}", daemon=True)
+        _inflight[root] = (t, time.monotonic())
+        t.start()
+    t.join(timeout)
+    if t.is_alive():
+        return Progress(error=f"no answer from {root} within {timeout:g}s (hung NFS mount or S3 endpoint?); "
+                              f"progress unknown", unknown=True)
+    with _lock:
+        if _inflight.get(root, (None,))[0] is t:
+            del _inflight[root]
+    return box.get("result") or Progress(error="progress read ended without a result")
+
+
+def _run(root: str, box: dict) -> None:
+    try:
+        box["result"] = read_progress_now(root)
+    except BaseException as e:  # never let a thread die silently: report it as the result
+        box["result"] = Progress(error=f"{type(e).__name__}: {e}")
+
+
+def read_progress_now(root: str) -> Progress:
+    """The unbounded read (blocks as long as the storage does)."""
     from ..checkpoint import CheckpointError, latest, open_store, read_generations
 
     try:
@@ -32,5 +90,5 @@ def read_progress(root: Optional[str]) -> Progress:
     for h in gens.history:
         g, s = h.get("generation"), h.get("resume_step")
         if isinstance(g, int):
-            resumes[g] = None if s is None or s < 0 else s
+            resumes[g] = None if not isinstance(s, int) or s < 0 else s
     return Progress(committed_step=found.step if found else None, resume_steps=resumes)

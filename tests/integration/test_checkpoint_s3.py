@@ -199,7 +199,10 @@ def test_writer_api_on_s3_with_multipart_and_restore(s3_bucket, s3_env, tmp_path
             with jobside.save(11) as d:
                 open(os.path.join(d, "x"), "w").write("x")
                 raise ValueError("no")
-    assert os.listdir(tmp_path) == []                          # staging cleaned up both times
+    # staging cleaned up both times: only the per-root folder (and its ROOT note) stays
+    (user,) = os.listdir(tmp_path)
+    (per_root,) = os.listdir(tmp_path / user)
+    assert os.listdir(tmp_path / user / per_root) == ["ROOT"]
     c = s3_env.client()
     head = c.head_object(Bucket=s3_bucket, Key="w/%s/big.bin" % step_dir(10, 1))
     assert "-" in head["ETag"]                                  # really a multipart upload
