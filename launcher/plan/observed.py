@@ -1,7 +1,8 @@
 """What the launcher has seen of spot capacity, kept in the state store for the planner.
 
-``launcher watch`` calls ``observe_attempt(store, job_row, attempt_row, status)`` when it
-sees an attempt end. Every ended attempt that ran somewhere is evidence for the place it
+``launcher watch`` calls ``observe_job(store, job_row, status)`` for each open job every
+cycle (or ``observe_attempt(store, job_row, attempt_row, status)`` for one attempt it sees
+end). Every ended attempt that ran somewhere is evidence for the place it
 ran (``launcher.plan.chase``):
 
 * it ran ``node_hours`` (nodes x the time it held them) and was interrupted once
@@ -58,6 +59,7 @@ MAX_AGE_HOURS = 24.0 * 30  # older rows weigh < 2^-30 at the default half-life: 
 
 _INTERRUPTED = {"PREEMPTED": "preempted", "NODE_FAIL": "node_fail"}
 _RAN = {"COMPLETED", "CANCELLED", "FAILED", "FAILED_SETUP", "TIMEOUT", "OUT_OF_MEMORY"}
+_ENDED = _RAN | set(_INTERRUPTED) | {"NO_CAPACITY"}
 
 
 def ensure_table(store) -> None:
@@ -171,6 +173,36 @@ def observe_attempt(store, job_row, attempt_row, status=None, now: Optional[floa
         record(store, seen.key, seen.node_hours, seen.events, seen.kind, seen.ts,
                job_id=attempt_row.job_id, attempt=attempt_row.attempt)
     return seen
+
+
+def observe_job(store, job_row, status=None, now: Optional[float] = None) -> list[Seen]:
+    """``observe_attempt`` for every ended attempt of a job not recorded yet, and for its
+    latest attempt (with STATUS, the backend's Status of that attempt) when it has ended.
+
+    What ``launcher watch`` calls once per job per cycle: it also catches attempts that
+    ended while the job kept going (a Slurm requeue in place makes a new attempt row and
+    the job is RUNNING again by the time watch looks). Advisory: a state store error is
+    swallowed (learning must never stop recovery); returns what was recorded."""
+    import sqlite3
+
+    try:
+        ensure_table(store)
+        done = {r[0] for r in store.db.execute(
+            "SELECT attempt FROM spot_observations WHERE job_id=?", (job_row.job_id,)).fetchall()}
+        attempts = store.attempts(job_row.job_id)
+        out = []
+        for a in attempts:
+            latest = a is attempts[-1]
+            st = status if latest else None
+            state = getattr(getattr(st, "state", None), "value", None) or a.state
+            if state not in _ENDED or (a.attempt in done and not latest):
+                continue
+            seen = observe_attempt(store, job_row, a, st, now)
+            if seen is not None:
+                out.append(seen)
+        return out
+    except sqlite3.Error:
+        return []
 
 
 def _handle(handle_json) -> tuple[str, dict]:

@@ -11,7 +11,7 @@ from launcher.commands.plan import render_plan
 from launcher.config import load_config
 from launcher.plan import Observation, apply_observations, plan
 from launcher.plan.chase import capacity_wait_hours
-from launcher.plan.observed import attempt_key, load, observation_of, observe_attempt, record
+from launcher.plan.observed import attempt_key, load, observation_of, observe_attempt, observe_job, record
 from launcher.spec import parse_spec
 from launcher.state import StateStore
 from launcher.status import JobState, Status
@@ -229,3 +229,24 @@ def test_plan_shows_catalog_prior_and_observed_rates(tmp_path, store):
     text = render_plan(result)
     assert "interruptions" in text.splitlines()[1]
     assert "/h observed (2 in 6 node-h)" in text and "/h catalog" in text and "/h prior" in text
+
+
+def test_observe_job_catches_attempts_that_ended_while_the_job_went_on(store):
+    """A Slurm requeue in place: attempt 1 was PREEMPTED, attempt 2 is RUNNING when watch looks."""
+    spec_yaml = yaml.safe_dump({"name": "t", "run": "true", "resources": {"nodes": 2}})
+    store.begin_job("s1", "t", "cluster-a", "slurm", None, spec_yaml)
+    h = Handle("slurm", "cluster-a", "s1", "123", 1, {"script": "x"})
+    store.record_attempt("s1", 1, "cluster-a", h.to_json(), "123")
+    store.update_attempt("s1", 1, state="PREEMPTED", started=NOW - 3 * H, ended=NOW - H)
+    store.record_attempt("s1", 2, "cluster-a", h.to_json(), "123")
+    store.update_attempt("s1", 2, state="RUNNING", started=NOW - H + 60)
+    job = store.get_job("s1")
+    running = Status(JobState.RUNNING, extra={"partition": "gpu"})
+    [seen] = observe_job(store, job, running, now=NOW)
+    assert (seen.key, seen.events, seen.node_hours) == (("cluster-a", "", "", "", False), 1, pytest.approx(4.0))
+    assert observe_job(store, job, running, now=NOW) == []          # recorded once
+    store.update_attempt("s1", 2, state="COMPLETED", ended=NOW)
+    done = Status(JobState.COMPLETED, start_time=NOW - H + 60, end_time=NOW, extra={"partition": "gpu"})
+    [last] = observe_job(store, job, done, now=NOW)
+    assert (last.key, last.kind) == (("cluster-a", "", "", "gpu", False), "ran")
+    assert len(load(store, NOW)) == 2
