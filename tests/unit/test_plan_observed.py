@@ -1,6 +1,7 @@
 """Spot that learns: attempts watch saw, kept in a real state store, change the next plan."""
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -250,3 +251,29 @@ def test_observe_job_catches_attempts_that_ended_while_the_job_went_on(store):
     [last] = observe_job(store, job, done, now=NOW)
     assert (last.key, last.kind) == (("cluster-a", "", "", "gpu", False), "ran")
     assert len(load(store, NOW)) == 2
+
+
+def test_the_next_skypilot_submission_orders_its_candidates_by_the_learned_rates(tmp_path):
+    """Resubmission (watch) and launch render through facts_for: the planner there reads the store."""
+    from launcher.app import App
+    from launcher.launch import facts_for
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"catalog_dir": str(CATALOG), "targets": {
+        "aws": {"backend": "skypilot", "infra": "aws", "use_spot": True}}}))
+    app = App(config_path=cfg, home=tmp_path / "home")
+    s = spec(["aws"], nodes=2)
+    try:
+        first = facts_for(app, s, "aws").data["candidates"][0]
+        assert first["infra"] == "aws/us-west-2"                 # the cheapest spot price in the catalog
+        now = time.time()
+        job, att, st = _job_with_attempt(app.store, "PREEMPTED", now - 0.25 * H, now, infra="aws",
+                                         status_extra={"cloud": "aws", "region": "us-west-2"})
+        seen = observe_attempt(app.store, job, att, st)
+        assert seen.key == ("aws", "us-west-2", "", "", True)
+        for n in (2, 3):        # and twice more in quick succession
+            record(app.store, seen.key, 0.5, 1, "preempted", now, job_id="j1", attempt=n)
+        assert facts_for(app, s, "aws").data["candidates"][0]["infra"] == "aws/us-east-1"
+    finally:
+        app.close()
+        app.store.close()
