@@ -67,7 +67,8 @@ def planned_target(app, spec: JobSpec, note=None) -> Optional[str]:
 
     try:
         waits = queue_waits(app, spec, spec.targets, note)
-        result = plan(spec, app.config, params_for(spec), targets=list(spec.targets), queue_waits=waits)
+        result = plan(spec, app.config, params_for(spec), targets=list(spec.targets), queue_waits=waits,
+                      store=app.store)  # with the rates `launcher watch` learned
     except LauncherError as e:
         if note:
             note(f"planner: {e}; using the spec's first target")
@@ -101,7 +102,7 @@ def facts_for(app, spec: JobSpec, target_name: str):
     from .plan import params_for, plan
 
     try:
-        result = plan(spec, app.config, params_for(spec), targets=[target_name])
+        result = plan(spec, app.config, params_for(spec), targets=[target_name], store=app.store)
     except LauncherError:
         return facts
     candidates = [row.placement() for row in result.ranked]

@@ -184,6 +184,7 @@ class SkyPilotBackend:
                     "managed": managed, "cluster": None if managed else meta["cluster_name"],
                     "task_name": meta["task_name"], "request_id": rid, "infra": first["infra"],
                     "use_spot": bool(first.get("use_spot")), "num_nodes": meta["num_nodes"],
+                    "instance_type": first.get("instance_type"),  # keys what watch learns (plan.observed)
                     "hourly_usd": hourly, "price_source": source, "job_dir": request.job.job_dir,
                     "warnings": list(meta.get("warnings", [])) + list(checked.warnings),
                 })

@@ -11,6 +11,8 @@ Public API (what ``launcher plan``, ``launcher launch`` and the SkyPilot backend
   instance_type, hourly_usd for the whole job), for the backend's candidate list.
 * ``launcher.plan.queue``: Slurm queue-wait estimates from captured squeue/sinfo text.
 * ``launcher.plan.chase``: observed preemptions -> posterior rates (spot chasing).
+* ``launcher.plan.observed``: those observations kept in the state store; ``observe_job``
+  is what ``launcher watch`` feeds them with, ``gather_offers(store=...)`` applies them.
 
 Nothing here imports SkyPilot or paramiko; boto3 only for live spot prices.
 """

@@ -14,7 +14,22 @@ worth of evidence (10 node-hours for a 0.1/h spot prior, 5,000 for a 2e-4/h on-d
 one), because per-zone spot rates differ from any default by an order of magnitude.
 Evidence fades with ``half_life_hours`` (24 h by default): preemptions come in storms
 that last hours, so what happened yesterday says little about the zone now.
-Pure functions: the caller passes the observations and their ages.
+
+Capacity failures (a launch refused with no capacity) are evidence of a different
+thing and enter the model separately. They lose no work and bill nothing, so counting
+them as interruptions would price a full zone as if it destroyed work; ignoring them
+would send the next launch straight back. Each key instead has a launch-failure
+probability, Beta-Binomial over the launches tried there (prior mean
+``CAPACITY_PRIOR_FAILURE`` worth ``CAPACITY_PRIOR_TRIES`` launches, decayed with the
+same half-life: capacity comes back as storms pass), and the planner adds the expected
+time lost to refused launches, ``p / (1 - p)`` failed tries of ``capacity_retry_hours``
+each (a provisioning attempt), to the offer's wait before it starts. That counts
+against ``cost.deadline`` and breaks ties; it adds no dollars, because none are spent.
+
+Keys are ``Offer.key``: (cloud, region, zone, instance type, spot). An observation whose
+key leaves zone or instance type empty (the launcher knew only the region it ran in) is
+evidence for every offer in that region with that spot-ness. Pure functions: the caller
+passes the observations and their ages (``launcher.plan.observed`` keeps them).
 """
 
 from __future__ import annotations
@@ -26,26 +41,56 @@ from .offers import Offer
 
 DEFAULT_PRIOR_EVENTS = 1.0
 DEFAULT_HALF_LIFE_HOURS = 24.0
+CAPACITY_PRIOR_FAILURE = 0.05     # prior probability that a launch is refused for capacity
+CAPACITY_PRIOR_TRIES = 2.0        # ... worth this many launches of evidence
+DEFAULT_CAPACITY_RETRY_HOURS = 10 / 60  # a refused provisioning attempt (SkyPilot tries, fails, moves on)
 
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    key: tuple            # Offer.key of the offer the attempt ran on
+    key: tuple            # Offer.key of the offer the attempt ran on ("" zone / type: the whole region)
     node_hours: float     # exposure: hours the attempt ran x nodes
     events: int           # preemptions / interruptions seen in that time (0 or more)
     age_hours: float = 0.0  # how long ago the attempt ended
+    capacity_failures: int = 0  # launches refused for lack of capacity
+    launches: int = 0     # launches tried (capacity failures included); 0: not counted
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    node_hours: float = 0.0
+    events: float = 0.0
+    capacity_failures: float = 0.0
+    launches: float = 0.0
+
+    def __add__(self, o: "Evidence") -> "Evidence":
+        return Evidence(self.node_hours + o.node_hours, self.events + o.events,
+                        self.capacity_failures + o.capacity_failures, self.launches + o.launches)
+
+    @property
+    def has_exposure(self) -> bool:
+        return self.node_hours > 0 or self.events > 0
+
+
+def weight(age_hours: float, half_life_hours: float = DEFAULT_HALF_LIFE_HOURS) -> float:
+    return 0.5 ** (max(age_hours, 0.0) / half_life_hours) if half_life_hours > 0 else 1.0
+
+
+def gather(observations: Iterable[Observation], half_life_hours: float = DEFAULT_HALF_LIFE_HOURS
+           ) -> dict[tuple, Evidence]:
+    """{observation key: decayed Evidence}."""
+    out: dict[tuple, Evidence] = {}
+    for ob in observations:
+        w = weight(ob.age_hours, half_life_hours)
+        e = Evidence(w * ob.node_hours, w * ob.events, w * ob.capacity_failures, w * ob.launches)
+        out[ob.key] = out.get(ob.key, Evidence()) + e
+    return out
 
 
 def evidence(observations: Iterable[Observation], half_life_hours: float = DEFAULT_HALF_LIFE_HOURS
              ) -> dict[tuple, tuple[float, float]]:
     """{offer key: (decayed node-hours, decayed events)}."""
-    out: dict[tuple, list[float]] = {}
-    for ob in observations:
-        w = 0.5 ** (max(ob.age_hours, 0.0) / half_life_hours) if half_life_hours > 0 else 1.0
-        acc = out.setdefault(ob.key, [0.0, 0.0])
-        acc[0] += w * ob.node_hours
-        acc[1] += w * ob.events
-    return {k: (v[0], v[1]) for k, v in out.items()}
+    return {k: (e.node_hours, e.events) for k, e in gather(observations, half_life_hours).items()}
 
 
 def posterior_rate(prior_rate: float, node_hours: float, events: float,
@@ -55,16 +100,63 @@ def posterior_rate(prior_rate: float, node_hours: float, events: float,
     return (prior_events + events) / (prior_events / prior_rate + node_hours)
 
 
+def capacity_failure_probability(failures: float, launches: float) -> float:
+    """Posterior mean of the chance a launch here is refused for capacity (Beta-Binomial)."""
+    a = CAPACITY_PRIOR_FAILURE * CAPACITY_PRIOR_TRIES + failures
+    b = (1.0 - CAPACITY_PRIOR_FAILURE) * CAPACITY_PRIOR_TRIES + max(launches - failures, 0.0)
+    return a / (a + b)
+
+
+def capacity_wait_hours(failures: float, launches: float,
+                        retry_hours: float = DEFAULT_CAPACITY_RETRY_HOURS) -> float:
+    """Expected time lost to refused launches before one succeeds (geometric number of tries)."""
+    p = min(capacity_failure_probability(failures, launches), 0.99)
+    return retry_hours * p / (1.0 - p)
+
+
+def matcher(ev: dict[tuple, Evidence]):
+    """A function offer key -> summed Evidence of the observations that apply to it (exact
+    keys, plus region-wide ones whose zone or instance type is empty), or None."""
+    exact: dict[tuple, Evidence] = {}
+    coarse: dict[tuple, list] = {}
+    for k, e in ev.items():
+        cloud, region, zone, itype, spot = (tuple(k) + ("", "", "", "", False))[:5]
+        if zone and itype:
+            exact[(cloud, region, zone, itype, bool(spot))] = e
+        else:
+            coarse.setdefault((cloud, region, bool(spot)), []).append((zone, itype, e))
+
+    def find(key: tuple):
+        cloud, region, zone, itype, spot = key
+        total = exact.get((cloud, region, zone, itype, bool(spot)))
+        for z, t, e in coarse.get((cloud, region, bool(spot)), ()):
+            if (not z or z == zone) and (not t or t == itype):
+                total = e if total is None else total + e
+        return total
+
+    return find
+
+
 def apply_observations(offers: Iterable[Offer], observations: Iterable[Observation],
                        prior_events: float = DEFAULT_PRIOR_EVENTS,
-                       half_life_hours: float = DEFAULT_HALF_LIFE_HOURS) -> list[Offer]:
-    """The offers with their preemption rates replaced by the posterior where there is evidence."""
-    ev = evidence(observations, half_life_hours)
+                       half_life_hours: float = DEFAULT_HALF_LIFE_HOURS,
+                       capacity_retry_hours: float = DEFAULT_CAPACITY_RETRY_HOURS) -> list[Offer]:
+    """The offers with their preemption rates replaced by the posterior where there is
+    evidence of running there (``rate_source`` "observed"), and the expected time lost to
+    capacity failures added to their wait where launches were tried."""
+    find = matcher(gather(observations, half_life_hours))
     out = []
     for o in offers:
-        e = ev.get(o.key)
+        e = find(o.key)
         if e is None:
             out.append(o)
-        else:
-            out.append(replace(o, preemption_rate=posterior_rate(o.preemption_rate, e[0], e[1], prior_events)))
+            continue
+        changes: dict = {"capacity_failures": e.capacity_failures, "launch_tries": e.launches}
+        if e.has_exposure:
+            changes.update(preemption_rate=posterior_rate(o.preemption_rate, e.node_hours, e.events, prior_events),
+                           rate_source="observed", rate_events=e.events, rate_node_hours=e.node_hours)
+        if e.capacity_failures > 0:
+            changes["queue_wait_hours"] = o.queue_wait_hours + capacity_wait_hours(
+                e.capacity_failures, e.launches, capacity_retry_hours)
+        out.append(replace(o, **changes))
     return out

@@ -33,6 +33,14 @@ class Offer:
     queue_wait_hours: float = 0.0  # expected wait before the job starts (Slurm queue, provisioning)
     notice_seconds: float = 0.0    # warning before a preemption (AWS 120 s, GCP 30 s, Slurm grace)
     source: str = ""               # where the price came from (catalog file, aws-live, price file, config)
+    # where preemption_rate came from: "catalog" (a price file's or the config's rate table),
+    # "prior" (the built-in default), "observed" (posterior from this launcher's attempts,
+    # launcher.plan.chase); with the decayed evidence behind an observed rate
+    rate_source: str = "prior"
+    rate_events: float = 0.0          # interruptions seen (decayed)
+    rate_node_hours: float = 0.0      # node-hours of exposure (decayed)
+    capacity_failures: float = 0.0    # launches refused for lack of capacity (decayed)
+    launch_tries: float = 0.0         # launches tried here (decayed), capacity failures included
 
     @property
     def key(self) -> tuple:

@@ -107,7 +107,16 @@ class PlanRow:
             "goodput": num(self.goodput),
             "notice_fraction_used": num(self.notice_fraction), "excluded": self.excluded,
             "why": self.why, "source": o.source,
+            "rate_source": o.rate_source, "rate_evidence": self.rate_evidence(),
         }
+
+    def rate_evidence(self) -> Optional[dict]:
+        """What an observed rate rests on (decayed by age), or None for catalog/prior rates."""
+        o = self.offer
+        if o.rate_source != "observed" and not o.capacity_failures:
+            return None
+        return {"interruptions": round(o.rate_events, 3), "node_hours": round(o.rate_node_hours, 3),
+                "capacity_failures": round(o.capacity_failures, 3), "launches": round(o.launch_tries, 3)}
 
 
 @dataclass(frozen=True)

@@ -54,14 +54,20 @@ def preemption_rate(cloud: str, spot: bool, configured=None) -> float:
 
     ``configured`` is the config's ``preemption_rates`` (a PreemptionDefaults) or None.
     """
+    return rate_and_source(cloud, spot, configured)[0]
+
+
+def rate_and_source(cloud: str, spot: bool, configured=None) -> tuple[float, str]:
+    """``preemption_rate`` and where it came from: "catalog" (the config's rate table, the
+    user's own measurements) or "prior" (the built-in defaults above)."""
     cloud = cloud.lower()
     if configured is not None:
         table = configured.spot if spot else configured.on_demand
         hit = _lookup(table or {}, cloud)
         if hit is not None:
-            return hit
+            return hit, "catalog"
     hit = _lookup(DEFAULT_SPOT_RATES if spot else DEFAULT_ON_DEMAND_RATES, cloud)
-    return DEFAULT_ON_DEMAND_RATE if hit is None else hit
+    return (DEFAULT_ON_DEMAND_RATE if hit is None else hit), "prior"
 
 
 def notice_seconds(cloud: str, spot: bool) -> float:

@@ -29,7 +29,7 @@ from .catalog import CatalogError, CatalogRow, load_catalog
 from .chase import Observation, apply_observations
 from .offers import Offer
 from .prices import PriceBook, load_price_book
-from .rates import notice_seconds, preemption_rate
+from .rates import notice_seconds, rate_and_source
 
 _NO_CATALOG_INFRA = {"k8s", "kubernetes", "ssh", "slurm", "local"}
 
@@ -94,9 +94,9 @@ def slurm_offers(name: str, raw: Mapping, spec, book: PriceBook, rates_cfg,
             g.notes.append(f"target {name}: the GPU type of partition {label} is not declared in a price "
                            f"file; assumed to fit")
         if pp and pp.preemption_rate is not None:
-            rate = pp.preemption_rate
+            rate, rate_src = pp.preemption_rate, "catalog"
         else:
-            rate = preemption_rate("slurm", False, rates_cfg)
+            rate, rate_src = rate_and_source("slurm", False, rates_cfg)
         wait, wait_src = _queue_wait(name, part, pp, queue_waits)
         if wait_src is None:
             g.notes.append(f"target {name}: queue wait on {label} not estimated (counted as 0)")
@@ -113,7 +113,8 @@ def slurm_offers(name: str, raw: Mapping, spec, book: PriceBook, rates_cfg,
             accelerator=acc, accelerator_count=count,
             vcpus=float(pp.cpus_per_node) if pp and pp.cpus_per_node else None,
             memory_gib=pp.memory_gib if pp else None, spot=False, hourly_usd=price,
-            preemption_rate=rate, queue_wait_hours=wait, notice_seconds=notice, source=source))
+            preemption_rate=rate, queue_wait_hours=wait, notice_seconds=notice, source=source,
+            rate_source=rate_src))
     return g
 
 
@@ -182,12 +183,13 @@ def _placement_offers(name: str, pl: Mapping, gpu_hour: Optional[float], spec, b
                            f"on the target or add it to a price file")
             return g
         # e.g. slurm/NAME or kubernetes/CONTEXT through SkyPilot, priced per GPU-hour
+        rate, rate_src = rate_and_source(cloud, False, rates_cfg)
         g.offers.append(Offer(
             backend="skypilot", target=name, cloud=cloud, region=region, zone=None,
             instance_type=itype or str(pl.get("infra")), accelerator=res.accelerator,
             accelerator_count=res.gpus_per_node, vcpus=None, memory_gib=None, spot=False,
-            hourly_usd=gpu_hour * res.gpus_per_node, preemption_rate=preemption_rate(cloud, False, rates_cfg),
-            source="config gpu_hour_usd"))
+            hourly_usd=gpu_hour * res.gpus_per_node, preemption_rate=rate,
+            source="config gpu_hour_usd", rate_source=rate_src))
         return g
     rows: dict[tuple, tuple[CatalogRow, object]] = {}
     try:
@@ -213,15 +215,16 @@ def _placement_offers(name: str, pl: Mapping, gpu_hour: Optional[float], spec, b
         if price is None:
             continue
         if entry is not None and entry.preemption_rate is not None:
-            rate = entry.preemption_rate
+            rate, rate_src = entry.preemption_rate, "catalog"
         else:
-            rate = preemption_rate(cloud, spot, rates_cfg)
+            rate, rate_src = rate_and_source(cloud, spot, rates_cfg)
         notice = entry.notice if entry is not None and entry.notice is not None else notice_seconds(cloud, spot)
         g.offers.append(Offer(
             backend="skypilot", target=name, cloud=cloud, region=r.region, zone=r.zone,
             instance_type=r.instance_type, accelerator=r.accelerator, accelerator_count=r.accelerator_count,
             vcpus=r.vcpus, memory_gib=r.memory_gib, spot=spot, hourly_usd=float(price),
-            preemption_rate=float(rate), queue_wait_hours=0.0, notice_seconds=float(notice), source=source))
+            preemption_rate=float(rate), queue_wait_hours=0.0, notice_seconds=float(notice), source=source,
+            rate_source=rate_src))
     if not g.offers and not g.notes:
         what = f"{res.gpus_per_node} x {res.accelerator}" if res.accelerator else "these resources"
         g.notes.append(f"target {name}: no {'spot ' if spot else ''}offer for {what} in the {cloud} catalog"
@@ -262,11 +265,13 @@ def _live_requests(spec, config, names) -> dict[str, set]:
 def gather_offers(spec, config, *, targets: Optional[Iterable[str]] = None, catalog_dir=None,
                   price_book: Optional[PriceBook] = None, live_spot: bool = False,
                   spot_endpoint_url: Optional[str] = None, queue_waits: Optional[Mapping] = None,
-                  observations: Iterable[Observation] = ()) -> Gathered:
+                  observations: Iterable[Observation] = (), store=None) -> Gathered:
     """Every offer the spec's targets (or all configured targets) have, priced.
 
     ``queue_waits``: ``{target or (target, partition): hours}`` measured by the Slurm
-    backend (see ``launcher.plan.queue``). ``observations``: past attempts, for spot chasing.
+    backend (see ``launcher.plan.queue``). ``observations``: past attempts, for spot chasing;
+    ``store``: a StateStore whose recorded attempts (``launcher.plan.observed``, fed by
+    ``launcher watch``) are added to them.
     """
     g = Gathered()
     names = target_names(spec, config, targets)
@@ -296,6 +301,11 @@ def gather_offers(spec, config, *, targets: Optional[Iterable[str]] = None, cata
             part = Gathered([], [f"target {n}: backend {backend} has no price source"])
         g.offers.extend(part.offers)
         g.notes.extend(part.notes)
+    observations = list(observations)
+    if store is not None:
+        from .observed import load
+
+        observations += load(store)
     if observations:
         g.offers = apply_observations(g.offers, observations)
     return g

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,3 +114,32 @@ def test_plan_imports_no_cloud_sdk_or_ssh_library(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "HEAVY []" in p.stdout and "aws-spot" in p.stdout
+
+
+def test_rates_say_where_they_came_from_and_watched_preemptions_move_the_plan(tmp_path):
+    """What `launcher watch` recorded in the state store (LAUNCHER_HOME) is read by `launcher plan`."""
+    import time
+
+    from launcher.plan.observed import record
+    from launcher.state import StateStore
+
+    env = setup(tmp_path, ["aws-spot", "aws-od"], spot_rate=0.05)
+    data = json.loads(run(tmp_path, env, "--json").stdout)
+    ranked = [r for r in data["rows"] if r["rank"] is not None]
+    assert ranked[0]["target"] == "aws-spot" and ranked[0]["zone"] == "use1-az1"
+    assert {r["rate_source"] for r in ranked if r["spot"]} == {"catalog"}       # the config's table
+    assert {r["rate_source"] for r in ranked if not r["spot"]} == {"prior"}     # built-in default
+    store = StateStore(Path(env["LAUNCHER_HOME"]))
+    try:
+        for attempt in range(1, 5):  # the zone kept preempting the job: four times in two node-hours
+            record(store, ("aws", "us-east-1", "use1-az1", "p5.48xlarge", True), 0.5, 1, "preempted",
+                   time.time(), job_id="j", attempt=attempt)
+    finally:
+        store.close()
+    data = json.loads(run(tmp_path, env, "--json").stdout)
+    ranked = [r for r in data["rows"] if r["rank"] is not None]
+    assert (ranked[0]["zone"], ranked[0]["rate_source"]) == ("use1-az2", "catalog")
+    seen = [r for r in ranked if r["zone"] == "use1-az1" and r["spot"]][0]
+    assert seen["rate_source"] == "observed" and seen["rate_evidence"]["interruptions"] == pytest.approx(4, rel=1e-3)
+    table = run(tmp_path, env).stdout
+    assert "observed (4 in 2 node-h)" in table
