@@ -174,7 +174,8 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
         found = latest(store, verify=verify, gens=gens, log=log, seen=seen)
         try:
             new = bump_generation(store, gens, found, job_id=job_id, hint=hint,
-                                  min_generation=seen.get("max_generation", -1) + 1)
+                                  min_generation=seen.get("max_generation", -1) + 1,
+                                  extra={"attempt": int(hint)} if hint is not None else None)
         except Conflict as e:
             last = e
             time.sleep(random.uniform(0.01, 0.1))

@@ -12,6 +12,7 @@ class Progress:
     committed_step: Optional[int] = None
     resume_steps: dict = field(default_factory=dict)  # generation -> resume step (None: fresh start)
     error: str = ""
+    history: tuple = ()  # GENERATIONS.json history records (job id, attempt, resume step of every start)
 
     def resume_of(self, generation: int) -> Optional[int]:
         return self.resume_steps.get(generation)
@@ -33,4 +34,5 @@ def read_progress(root: Optional[str]) -> Progress:
         g, s = h.get("generation"), h.get("resume_step")
         if isinstance(g, int):
             resumes[g] = None if s is None or s < 0 else s
-    return Progress(committed_step=found.step if found else None, resume_steps=resumes)
+    return Progress(committed_step=found.step if found else None, resume_steps=resumes,
+                    history=tuple(h for h in gens.history if isinstance(h, dict)))
