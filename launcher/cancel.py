@@ -35,6 +35,7 @@ class CancelReport:
 
 def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2) -> CancelReport:
     from .launch import refresh
+    from .recovery.watch import claim_ttl
 
     store = app.store
     row = store.get_job(job)
@@ -45,7 +46,7 @@ def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2) -> 
         return CancelReport(row.job_id, finished=f"{row.state}" + (f" ({row.reason})" if row.reason else ""))
     deadline = time.monotonic() + wait_claim_s
     while True:
-        c = store.claim(row.job_id)
+        c = store.claim(row.job_id, ttl=claim_ttl())
         if c is not None:
             break
         if time.monotonic() > deadline:

@@ -33,6 +33,18 @@ from .progress import read_progress
 CLAIM_TTL_S = 120.0  # longer than a submission takes; a crashed holder's claim is taken over after it
 
 
+def claim_ttl() -> float:
+    """$LAUNCHER_CLAIM_TTL seconds, else CLAIM_TTL_S."""
+    import os
+
+    try:
+        v = float(os.environ.get("LAUNCHER_CLAIM_TTL", "") or CLAIM_TTL_S)
+    except ValueError:
+        raise LauncherError(f"LAUNCHER_CLAIM_TTL={os.environ['LAUNCHER_CLAIM_TTL']!r}: expected seconds "
+                            "(a number)") from None
+    return v if v > 0 else CLAIM_TTL_S
+
+
 @dataclass
 class Outcome:
     job_id: str
@@ -47,9 +59,9 @@ def open_jobs(store) -> list:
 
 
 @contextmanager
-def claimed(store, job_id: str, ttl: float = CLAIM_TTL_S) -> Iterator:
+def claimed(store, job_id: str, ttl: Optional[float] = None) -> Iterator:
     """The job's claim for the duration of the block (None when another watcher holds it)."""
-    c = store.claim(job_id, ttl=ttl)
+    c = store.claim(job_id, ttl=ttl or claim_ttl())
     try:
         yield c
     finally:
