@@ -91,7 +91,7 @@ def _cancel_claimed(app, c) -> CancelReport:
         backend = app.backend(h.target)
         try:
             backend.cancel(h)
-        except LauncherError as e:
+        except (LauncherError, OSError) as e:
             report.errors.append(f"{label}: {e}")
             continue
         report.cancelled.append(label)
