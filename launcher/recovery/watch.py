@@ -78,7 +78,9 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks=()) -> list[Outcome
         st = statuses.get(job.job_id)
         try:
             row = store.get_job(job.job_id)
-            if not is_open(row):
+            if not is_open(row):  # the status just read closed it (COMPLETED, CANCELLED), or another watcher did
+                if row.state in ("COMPLETED", "CANCELLED") and isinstance(st, Status) and st.state.value == row.state:
+                    outcomes.append(Outcome(job.job_id, "done", row.state.lower()))
                 continue
             bursting = burst.step(app, row, job_spec(row), st, clock)
             if bursting is not None:
