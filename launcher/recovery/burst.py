@@ -15,6 +15,7 @@ from typing import Optional
 
 from ..backend import Handle
 from ..errors import LauncherError
+from ..state import ClaimLost
 from ..status import JobState
 
 
@@ -75,6 +76,8 @@ def step(app, job, spec, status, clock):
             return Outcome(job.job_id, "claimed", "another watcher acted on it first")
         try:
             handle = resubmit(app, c.job, to, latest.attempt + 1, f"burst: {d.reason}", owner=c.owner)
+        except ClaimLost:
+            raise
         except LauncherError as e:
             app.store.record_event(job.job_id, "burst_failed", target=to, error=str(e))
             return Outcome(job.job_id, "burst_failed", str(e))

@@ -154,3 +154,22 @@ def test_a_status_error_is_never_a_recovery(rig):
     fake.heal()
     (o,) = watch.cycle(app, clock)
     assert o.action == "running" and len(fake.launches) == 1
+
+
+def test_a_launch_that_died_before_recording_is_adopted_by_its_cluster_name(rig):
+    app, fake, clock, spec, text, root = rig
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt("launch killed after SkyPilot accepted it")
+
+    app.store.record_attempt = killed
+    with pytest.raises(KeyboardInterrupt):
+        launch(app, spec, text, None, "sky")
+    del app.store.record_attempt
+    (job,) = app.store.list_jobs()
+    assert job.state == "SUBMITTING" and not job.handle
+    (o,) = watch.reconcile(app, clock)
+    assert o.action == "adopted" and fake.launches[0].cluster_name in o.reason
+    assert len(fake.launches) == 1
+    (a,) = app.store.attempts(job.job_id)
+    assert a.native_id == fake.launches[0].cluster_name
