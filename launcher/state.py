@@ -286,14 +286,29 @@ class StateStore:
                        (handle_json, job_state_for(state), now, job_id, *sorted(FINAL_STATES)))
         return True
 
-    def mirror_state(self, job_id: str, handle_json: str, state: str, reason: str) -> None:
+    def mirror_state(self, job_id: str, handle_json: str, state: str, reason: str) -> bool:
         """An open job shows its current attempt's state; a closed one keeps the state of the
         decision that closed it, and a stale status (of an attempt already superseded by a
-        newer submission) changes nothing."""
+        newer submission) changes nothing. An attempt that COMPLETED (or was CANCELLED) closes
+        the job, recorded once as a "done" event, except during a burst race, which decides
+        first which copy won. True when this call closed the job."""
+        now = time.time()
         with self.tx() as db:
-            db.execute("UPDATE jobs SET state=?, reason=?, updated=? WHERE job_id=? AND handle=? AND state NOT IN "
-                       f"({','.join('?' * len(FINAL_STATES))}) AND json_extract(meta, '$.final') IS NOT 1",
-                       (job_state_for(state), reason, time.time(), job_id, handle_json, *sorted(FINAL_STATES)))
+            row = db.execute("SELECT state, handle, meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            if row is None or row["handle"] != handle_json:
+                return False
+            meta = json.loads(row["meta"] or "{}")
+            if row["state"] in FINAL_STATES or meta.get("final"):
+                return False
+            new = job_state_for(state)
+            if new in FINAL_STATES and (meta.get("burst") or {}).get("phase") == "racing":
+                return False
+            db.execute("UPDATE jobs SET state=?, reason=?, updated=? WHERE job_id=?", (new, reason, now, job_id))
+            if new in FINAL_STATES:
+                db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
+                           (job_id, now, "done", json.dumps({"reason": new.lower()})))
+                return True
+        return False
 
     def record_attempt(self, job_id, attempt, target, handle_json, native_id, state="PENDING",
                        reason="", resume_step=None, meta=None, owner: Optional[str] = None):

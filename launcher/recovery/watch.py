@@ -298,7 +298,7 @@ def run(app, interval: float = 10.0, once: bool = False, clock=time.time, sleep=
     n = 0
     while True:
         for o in cycle(app, clock, hooks):
-            if o.action != "running":
+            if o.action not in ("running", "claimed"):  # claimed: another watcher is on it
                 echo(f"{o.job_id}: {o.action}" + (f" ({o.reason})" if o.reason else ""))
         n += 1
         if once or (max_cycles is not None and n >= max_cycles):

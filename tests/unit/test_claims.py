@@ -121,3 +121,18 @@ def test_a_restart_in_place_is_recorded_once_by_concurrent_watchers(tmp_path):
     assert a.add_restart("j", 2, "local", "{}", "1", "RUNNING", "")
     assert not b.add_restart("j", 2, "local", "{}", "1", "RUNNING", "")
     assert [x.attempt for x in a.attempts("j")] == [1, 2]
+
+
+def test_a_completed_attempt_closes_the_job_once_with_a_done_event(tmp_path):
+    a = store_with_job(tmp_path)
+    b = StateStore(tmp_path)
+    assert a.mirror_state("j", "{}", "COMPLETED", "")
+    assert not b.mirror_state("j", "{}", "COMPLETED", "")  # a second watcher's status changes nothing
+    assert [e["kind"] for e in a.events("j")] == ["done"] and a.get_job("j").state == "COMPLETED"
+
+
+def test_a_burst_race_is_decided_before_a_finished_copy_closes_the_job(tmp_path):
+    s = store_with_job(tmp_path)
+    s.update_job("j", meta={"burst": {"phase": "racing"}})
+    assert not s.mirror_state("j", "{}", "COMPLETED", "")
+    assert is_open(s.get_job("j"))
