@@ -155,7 +155,7 @@ def status(ctx, job, as_json, show_all):
     if job:
         row = store.get_job(job)
         if row.state == "SUBMITTING" and not row.handle:
-            _reconcile_note(reconcile(app, jobs=[row]))
+            _reconcile_note(reconcile(app, jobs=[row], record_errors=False))
             row = store.get_job(row.job_id)
         if row.handle:
             st = refresh(app, [row]).get(row.job_id)
@@ -201,7 +201,7 @@ def status(ctx, job, as_json, show_all):
     rows = store.list_jobs(active_only=False, limit=1000 if show_all else 50)
     limbo = [r for r in rows if r.state == "SUBMITTING" and not r.handle and is_open(r)]
     if limbo:
-        _reconcile_note(reconcile(app, jobs=limbo))
+        _reconcile_note(reconcile(app, jobs=limbo, record_errors=False))
     active = [r for r in rows if r.handle and is_open(r)]
     if active:
         refresh(app, active)

@@ -102,7 +102,7 @@ def submitting_jobs(store) -> list:
     return [j for j in store.open_jobs() if not j.handle and j.state == "SUBMITTING"]
 
 
-def reconcile(app, clock: Callable[[], float] = time.time, jobs=None) -> list[Outcome]:
+def reconcile(app, clock: Callable[[], float] = time.time, jobs=None, record_errors: bool = True) -> list[Outcome]:
     """Resolve every SUBMITTING row through its dedupe token: adopt the scheduler's job, or
     close the row as FAILED once its grace has passed with no such job."""
     out = []
@@ -110,7 +110,8 @@ def reconcile(app, clock: Callable[[], float] = time.time, jobs=None) -> list[Ou
         try:
             o = reconcile_one(app, job.job_id, clock)
         except LauncherError as e:
-            app.store.record_event(job.job_id, "watch_error", error=str(e))
+            if record_errors:
+                app.store.record_event(job.job_id, "watch_error", error=str(e))
             o = Outcome(job.job_id, "control_plane", str(e))
         if o is not None:
             out.append(o)
