@@ -51,8 +51,9 @@ def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2) -> 
             break
         if time.monotonic() > deadline:
             holder = store.claim_holder(row.job_id)
-            raise LauncherError(f"job {row.job_id} is being acted on by another launcher ({holder[0] if holder else '?'})"
-                                f"; nothing was cancelled: try again in a minute")
+            who = holder[0] if holder else "?"
+            raise LauncherError(f"job {row.job_id} is being acted on by another launcher ({who}); nothing was "
+                                "cancelled: try again in a minute")
         time.sleep(poll)
     try:
         return _cancel_claimed(app, c)

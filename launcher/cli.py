@@ -229,9 +229,10 @@ def _resumed(step) -> str:
 
 def _reconcile_note(outcomes) -> None:
     for o in outcomes:
-        if o.action in ("adopted", "failed"):
-            click.echo(f"{o.job_id}: {'adopted the submission found by its dedupe token' if o.action == 'adopted' else 'submission lost'}"
-                       f" ({o.reason})", err=True)
+        if o.action == "adopted":
+            click.echo(f"{o.job_id}: adopted the submission found by its dedupe token ({o.reason})", err=True)
+        elif o.action == "failed":
+            click.echo(f"{o.job_id}: submission lost ({o.reason})", err=True)
         elif o.action == "control_plane":
             click.echo(f"warning: {o.job_id} is still SUBMITTING: {o.reason}", err=True)
 
