@@ -209,7 +209,7 @@ def reconcile_submitting(found: bool, age_s: float, grace_s: float = SUBMITTING_
 
 
 # ---- jobs nobody should recover any more
-LOST_AFTER_S = 3600.0  # the scheduler has had no record of the job for this long
+LOST_AFTER_S = 3600.0  # the job's status has been UNKNOWN (no record of it, or a state that never settles) this long
 STALE_AFTER_S = 7 * 86400.0  # an ended attempt that no watch decided on for this long
 
 
@@ -221,8 +221,8 @@ def abandoned(state: JobState, since: Optional[float], now: float, lost_after_s:
         return None
     age = now - since
     if state is JobState.UNKNOWN and age >= lost_after_s:
-        return (f"the scheduler has had no record of the job for {age / 60:.0f} min (past its retention, with "
-                "no accounting): its outcome is unknown; relaunch it to resume from the last checkpoint")
+        return (f"its status has been unknown for {age / 60:.0f} min: its outcome cannot be known; relaunch it "
+                "to resume from the last checkpoint")
     if state.is_terminal and state is not JobState.COMPLETED and age >= stale_after_s:
         return (f"its last attempt ended {age / 86400:.1f} days ago and was never recovered: not resubmitting a "
                 "stale job (relaunch it to resume from the last checkpoint)")

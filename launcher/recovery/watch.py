@@ -180,6 +180,7 @@ def _unknown(app, job, st, clock) -> Outcome:
     with claimed(store, job.job_id) as c:
         if c is None or not is_open(c.job):
             return Outcome(job.job_id, "claimed", "another watcher is deciding on it")
+        why = f"{why} (last: {st.reason})" if st.reason else why
         store.close_job(job.job_id, "FAILED", f"lost: {why}", owner=c.owner, event="lost", detail={"reason": why})
     return Outcome(job.job_id, "failed", why)
 

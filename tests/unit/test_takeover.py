@@ -65,7 +65,7 @@ def test_submitting_rows_are_adopted_waited_for_or_failed():
 
 def test_lost_and_stale_jobs_are_abandoned_not_recovered():
     assert abandoned(JobState.UNKNOWN, 0.0, LOST_AFTER_S - 1) is None
-    assert "no record" in abandoned(JobState.UNKNOWN, 0.0, LOST_AFTER_S)
+    assert "unknown for 60 min" in abandoned(JobState.UNKNOWN, 0.0, LOST_AFTER_S)
     assert abandoned(JobState.PREEMPTED, 0.0, STALE_AFTER_S - 1) is None
     assert "never recovered" in abandoned(JobState.PREEMPTED, 0.0, STALE_AFTER_S)
     assert abandoned(JobState.RUNNING, 0.0, STALE_AFTER_S * 2) is None
