@@ -125,3 +125,29 @@ def test_cancel_of_an_attempt_that_ended_closes_the_job_and_says_nothing_ran(cli
     assert st["state"] == "CANCELLED" and not st["open"]
     assert "no open jobs left" in cli.run("watch").stdout
     assert [a["attempt"] for a in cli.status(job)["attempts"]] == [1]
+
+
+def test_cancel_waits_for_a_watcher_holding_the_job_and_then_refuses_without_cancelling(cli, monkeypatch):
+    from launcher.app import App
+    from launcher.cancel import cancel_job
+    from launcher.errors import LauncherError
+    from launcher.state import StateStore
+
+    spec = cli.spec("held", {"run": "sleep 300"})
+    job = cli.launch(spec, "local")
+    other = StateStore(cli.home)
+    assert other.claim(job, ttl=60) is not None  # a watcher is deciding on this job right now
+    for k, v in cli.env.items():
+        monkeypatch.setenv(k, v)
+    app = App()
+    try:
+        with pytest.raises(LauncherError, match="another launcher"):
+            cancel_job(app, job, wait_claim_s=0.5)
+        assert cli.status(job)["state"] == "RUNNING"
+        other.release(job)
+        report = cancel_job(app, job)
+        assert report.ok and len(report.cancelled) == 1
+    finally:
+        app.close()
+        other.close()
+    assert cli.status(job)["state"] == "CANCELLED"
