@@ -343,6 +343,21 @@ class StateStore:
         with self.tx() as db:
             db.execute(f"UPDATE jobs SET {cols} WHERE job_id=?", (*fields.values(), job_id))
 
+    def patch_meta(self, job_id: str, **changes) -> None:
+        """Set (or, with None, remove) some meta keys atomically: other keys written meanwhile
+        by another watcher (a burst race, a scheduled retry) are kept."""
+        with self.tx() as db:
+            row = db.execute("SELECT meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            if row is None:
+                return
+            meta = json.loads(row["meta"] or "{}")
+            for k, v in changes.items():
+                if v is None:
+                    meta.pop(k, None)
+                else:
+                    meta[k] = v
+            db.execute("UPDATE jobs SET meta=?, updated=? WHERE job_id=?", (json.dumps(meta), time.time(), job_id))
+
     def get_job(self, job_id: str) -> JobRow:
         row = self.db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
         if row is None:

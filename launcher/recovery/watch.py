@@ -144,20 +144,18 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time) -> O
 def _handle(app, job, st, clock) -> Outcome:
     store = app.store
     if isinstance(st, Exception) or st is None:
-        meta = dict(job.meta)
-        n = int(meta.get("control_plane_errors", 0)) + 1
-        meta["control_plane_errors"] = n
-        store.update_job(job.job_id, meta=meta)
+        n = int(job.meta.get("control_plane_errors", 0)) + 1
+        store.patch_meta(job.job_id, control_plane_errors=n)
         store.record_event(job.job_id, "control_plane", error=str(st), consecutive=n)
         return Outcome(job.job_id, "control_plane", str(st))
     if job.meta.get("control_plane_errors"):
-        store.update_job(job.job_id, meta={**job.meta, "control_plane_errors": 0})
+        store.patch_meta(job.job_id, control_plane_errors=None)
     if st.state is JobState.UNKNOWN:
         return _unknown(app, job, st, clock)
     if not st.state.is_terminal:
         record_progress(app, job)
         if job.meta.get("unknown_since"):
-            store.update_job(job.job_id, meta={k: v for k, v in job.meta.items() if k != "unknown_since"})
+            store.patch_meta(job.job_id, unknown_since=None)
         return Outcome(job.job_id, "running", st.state.value)
     with claimed(store, job.job_id) as c:
         if c is None:
@@ -171,7 +169,7 @@ def _unknown(app, job, st, clock) -> Outcome:
     store = app.store
     since = job.meta.get("unknown_since")
     if since is None:
-        store.update_job(job.job_id, meta={**job.meta, "unknown_since": clock()})
+        store.patch_meta(job.job_id, unknown_since=clock())
         store.record_event(job.job_id, "control_plane", error=st.reason or "status unknown")
         return Outcome(job.job_id, "control_plane", st.reason or "status unknown")
     why = abandoned(JobState.UNKNOWN, since, clock())
