@@ -136,3 +136,14 @@ def test_a_burst_race_is_decided_before_a_finished_copy_closes_the_job(tmp_path)
     s.update_job("j", meta={"burst": {"phase": "racing"}})
     assert not s.mirror_state("j", "{}", "COMPLETED", "")
     assert is_open(s.get_job("j"))
+
+
+def test_patching_one_meta_key_keeps_what_another_watcher_wrote(tmp_path):
+    a = store_with_job(tmp_path)
+    b = StateStore(tmp_path)
+    stale = a.get_job("j")  # read before b wrote
+    b.update_job("j", meta={**b.get_job("j").meta, "burst": {"phase": "racing"}})
+    a.patch_meta(stale.job_id, control_plane_errors=1)
+    assert a.get_job("j").meta == {"burst": {"phase": "racing"}, "control_plane_errors": 1}
+    a.patch_meta("j", control_plane_errors=None)
+    assert a.get_job("j").meta == {"burst": {"phase": "racing"}}
