@@ -208,11 +208,16 @@ def _follow(app, job_id) -> int:
 def status(ctx, job, as_json, show_all):
     """Show jobs (or one job with every attempt, its reason and last committed step)."""
     from .launch import refresh
+    from .recovery.watch import reconcile
+    from .state import is_open
 
     app = _app(ctx)
     store = app.store
     if job:
         row = store.get_job(job)
+        if row.state == "SUBMITTING" and not row.handle:
+            _reconcile_note(reconcile(app, jobs=[row], record_errors=False))
+            row = store.get_job(row.job_id)
         if row.handle:
             st = refresh(app, [row]).get(row.job_id)
             if isinstance(st, Exception):
@@ -232,7 +237,7 @@ def status(ctx, job, as_json, show_all):
         if as_json:
             click.echo(json.dumps({
                 "job_id": row.job_id, "name": row.name, "target": row.target, "backend": row.backend,
-                "state": row.state, "reason": row.reason, "last_step": row.last_step,
+                "state": row.state, "reason": row.reason, "open": is_open(row), "last_step": row.last_step,
                 "ckpt_root": row.ckpt_root,
                 "attempts": [{k: getattr(a, k) for k in ("attempt", "target", "native_id", "state", "reason",
                                                           "native_state", "exit_code", "submitted", "started",
@@ -247,7 +252,7 @@ def status(ctx, job, as_json, show_all):
         click.echo(f"{'attempt':>7}  {'target':<12} {'native id':<12} {'state':<14} {'resumed':>7}  {'cost $':>8}  reason")
         for a in attempts:
             click.echo(f"{a.attempt:>7}  {a.target:<12} {a.native_id or '-':<12} {a.state:<14} "
-                       f"{a.resume_step if a.resume_step is not None else '-':>7}  "
+                       f"{_resumed(a.resume_step):>7}  "
                        f"{(f'{a.cost_usd:.2f}' if a.cost_usd is not None else '-'):>8}  {a.reason}")
         decisions = [e for e in events if e["kind"] not in ("submitted",)]
         for e in decisions[-10:]:
@@ -255,13 +260,18 @@ def status(ctx, job, as_json, show_all):
             click.echo(f"  event {e['kind']}: {json.dumps(detail, default=str)}")
         return
     rows = store.list_jobs(active_only=False, limit=1000 if show_all else 50)
-    active = [r for r in rows if r.handle and r.state not in _TERMINAL]
+    limbo = [r for r in rows if r.state == "SUBMITTING" and not r.handle and is_open(r)]
+    if limbo:
+        _reconcile_note(reconcile(app, jobs=limbo, record_errors=False))
+    active = [r for r in rows if r.handle and is_open(r)]
     if active:
         refresh(app, active)
+    if limbo or active:
         rows = store.list_jobs(active_only=False, limit=1000 if show_all else 50)
     if as_json:
         click.echo(json.dumps([{"job_id": r.job_id, "name": r.name, "target": r.target, "state": r.state,
-                                "reason": r.reason, "created": r.created} for r in rows], indent=2))
+                                "reason": r.reason, "open": is_open(r), "created": r.created} for r in rows],
+                              indent=2))
         return
     if not rows:
         click.echo("no jobs")
@@ -271,8 +281,21 @@ def status(ctx, job, as_json, show_all):
         click.echo(f"{r.job_id:<32} {r.target:<12} {r.state:<14} {r.reason}")
 
 
-_TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
-             "NO_CAPACITY", "FAILED_SETUP", "GAVE_UP"}
+def _resumed(step) -> str:
+    """The step an attempt resumed from, as its generation recorded it (-1: a fresh start)."""
+    if step is None:
+        return "-"
+    return "fresh" if step < 0 else str(step)
+
+
+def _reconcile_note(outcomes) -> None:
+    for o in outcomes:
+        if o.action == "adopted":
+            click.echo(f"{o.job_id}: adopted the submission found by its dedupe token ({o.reason})", err=True)
+        elif o.action == "failed":
+            click.echo(f"{o.job_id}: submission lost ({o.reason})", err=True)
+        elif o.action == "control_plane":
+            click.echo(f"warning: {o.job_id} is still SUBMITTING: {o.reason}", err=True)
 
 
 @main.command()
@@ -315,16 +338,24 @@ def _stream(chunks, job_id) -> bool:
 @click.argument("job")
 @click.pass_context
 def cancel(ctx, job):
-    """Cancel a job (idempotent)."""
-    from .backend import Handle
+    """Cancel what the scheduler has for a job, and say what that was (idempotent)."""
+    from .cancel import cancel_job
 
-    app = _app(ctx)
-    row = app.store.get_job(job)
-    if row.handle:
-        app.backend(row.target).cancel(Handle.from_json(row.handle))
-    app.store.update_job(row.job_id, state="CANCELLED", reason="cancelled by user")
-    app.store.record_event(row.job_id, "cancelled", by="user")
-    click.echo(f"{row.job_id}: cancelled")
+    r = cancel_job(_app(ctx), job)
+    if r.finished is not None:
+        click.echo(f"{r.job_id}: had already finished: {r.finished}; nothing to cancel")
+        return
+    for label in r.cancelled:
+        click.echo(f"{r.job_id}: cancelled {label}")
+    for label in r.still_active:
+        click.echo(f"{r.job_id}: warning: cancel sent, but the scheduler still reports {label}", err=True)
+    if r.note:
+        click.echo(f"{r.job_id}: {r.note}")
+    if not r.ok:
+        for e in r.errors:
+            click.echo(f"{r.job_id}: cancel failed: {e}", err=True)
+        raise LauncherError(f"job {r.job_id} is not cancelled (see above); it stays open")
+    click.echo(f"{r.job_id}: closed as CANCELLED; `launcher watch` will not resume it")
 
 
 @main.group(invoke_without_command=True)

@@ -160,22 +160,37 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     return Launched(job_id, handle, request)
 
 
-def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()) -> Handle:
-    """Submit a further attempt of an existing job (recovery, burst). Same all-or-nothing rule."""
+def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=(), owner=None) -> Handle:
+    """Submit a further attempt of an existing job (recovery, burst). Same all-or-nothing rule.
+
+    The caller holds the job's claim (``owner``): the attempt is recorded only while that
+    claim is still ours. The dedupe token is looked up first, so an attempt that an
+    earlier (crashed) holder of the claim submitted is adopted, never submitted twice."""
     spec = job_spec(job_row)
     backend = app.backend(target_name)
-    job = JobRef(job_id=job_row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(job_row.job_id)),
-                 avoid=tuple(avoid))
-    existing = backend.find(job) if hasattr(backend, "find") else None
+    job = job_ref(app, job_row, attempt, avoid=avoid)
+    existing = find_submission(backend, job)
     if existing is not None:
         handle = existing  # an earlier try of this very submission got through: never submit twice
     else:
         handle = backend.submit(backend.render(spec, facts_for(app, spec, target_name), job))
     app.store.record_attempt(job_row.job_id, attempt, target_name, handle.to_json(), handle.native_id,
-                             state="PENDING", reason=reason)
+                             state="PENDING", reason=reason, owner=owner)
     app.store.record_event(job_row.job_id, "resubmitted", target=target_name, attempt=attempt,
                            native_id=handle.native_id, reason=reason, found_existing=existing is not None)
     return handle
+
+
+def job_ref(app, job_row, attempt: int, avoid=()) -> JobRef:
+    return JobRef(job_id=job_row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(job_row.job_id)),
+                  avoid=tuple(avoid))
+
+
+def find_submission(backend, job: JobRef) -> Optional[Handle]:
+    """The scheduler's job carrying ``job``'s dedupe token, or None. Every built-in backend
+    can answer; a third-party backend without ``find`` cannot dedupe (None)."""
+    find = getattr(backend, "find", None)
+    return find(job) if find is not None else None
 
 
 def job_spec(job_row) -> JobSpec:
@@ -221,7 +236,7 @@ def refresh(app, jobs) -> dict:
         for r, h, st in zip(rows, handles, statuses):
             assert isinstance(st, Status)
             out[r.job_id] = st
-            h = _follow_restarts(app, r, h, st)
+            h0, h = h, _follow_restarts(app, r, h, st)
             fields = dict(state=st.state.value, reason=st.reason, native_state=st.native_state,
                           exit_code=st.exit_code)
             if st.start_time:
@@ -232,9 +247,9 @@ def refresh(app, jobs) -> dict:
             if cost is not None:
                 fields["cost_usd"] = cost
             app.store.update_attempt(r.job_id, h.attempt, **fields)
-            # a closed job keeps the state and reason of the decision that closed it
-            if not r.meta.get("final") and (r.state != st.state.value or r.reason != st.reason):
-                app.store.update_job(r.job_id, state=st.state.value, reason=st.reason)
+            # an open job shows its current attempt; a closed one keeps the state and reason of
+            # the decision that closed it (state.is_open is the one definition)
+            app.store.mirror_state(r.job_id, r.handle if h is h0 else h.to_json(), st.state.value, st.reason)
     return out
 
 
@@ -276,10 +291,10 @@ def _follow_restarts(app, row, h: Handle, st) -> Handle:
                                  reason=f"restarted by {h.backend} as attempt {n + 1}",
                                  native_state=run.get("state", ""))
         nh = dataclasses.replace(h, attempt=n + 1)
-        app.store.record_attempt(row.job_id, n + 1, row.target, nh.to_json(), h.native_id, state=st.state.value,
-                                 reason=st.reason)
-        app.store.record_event(row.job_id, "restarted", attempt=n + 1, previous=run.get("state") or "REQUEUED",
-                               nodes=run.get("nodes", ""))
+        if app.store.add_restart(row.job_id, n + 1, row.target, nh.to_json(), h.native_id, st.state.value,
+                                 st.reason):  # another watcher may have recorded this restart already
+            app.store.record_event(row.job_id, "restarted", attempt=n + 1,
+                                   previous=run.get("state") or "REQUEUED", nodes=run.get("nodes", ""))
         h = nh
     return h
 

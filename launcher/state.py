@@ -62,7 +62,51 @@ CREATE TABLE IF NOT EXISTS events (
   detail  TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id, id);
+CREATE TABLE IF NOT EXISTS claims (
+  job_id   TEXT PRIMARY KEY,
+  owner    TEXT NOT NULL,
+  expires  REAL NOT NULL,
+  taken    REAL NOT NULL
+);
 """
+
+# A job is open (recovery may still act on it) while its state is not final. Only these
+# states close a job; every other one (PENDING, RUNNING, PREEMPTED, ATTEMPT_FAILED ...)
+# means an attempt is queued, running, or ended and waiting for the recovery decision.
+FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "GAVE_UP", "SUPERSEDED"})
+
+# The job-level name of an attempt that failed while recovery has not decided yet: the
+# attempt's own FAILED would read as (and is) a final job state.
+ATTEMPT_FAILED = "ATTEMPT_FAILED"
+
+
+def is_open(job: "JobRow") -> bool:
+    """The one definition of an open job. ``meta.final`` marks jobs closed by older
+    versions, which kept the attempt's state (PREEMPTED ...) on the closed job."""
+    return job.state not in FINAL_STATES and not job.meta.get("final")
+
+
+def job_state_for(attempt_state: str) -> str:
+    """The state a job shows while open, for its latest attempt's state."""
+    return ATTEMPT_FAILED if attempt_state == "FAILED" else attempt_state
+
+
+def claim_available(holder: Optional[str], expires: Optional[float], me: str, now: float) -> bool:
+    """Pure: may ``me`` take a job's claim held by ``holder`` until ``expires``?"""
+    return holder is None or holder == me or expires is None or expires <= now
+
+
+def new_owner() -> str:
+    """A claim owner: host:pid:random (the random part tells two stores of one process apart)."""
+    import os
+    import secrets
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+class ClaimLost(LauncherError):
+    """Another watcher took this job's claim over (ours expired) while we acted on it."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +144,17 @@ class AttemptRow:
     resume_step: Optional[int]
     cost_usd: Optional[float]
     meta: dict
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A job claimed by one owner until ``expires``, with the job and its attempts as read
+    in the same transaction that took the claim."""
+
+    owner: str
+    expires: float
+    job: JobRow
+    attempts: list
 
 
 class StateStore:
@@ -149,17 +204,123 @@ class StateStore:
             db.execute("DELETE FROM events WHERE job_id=?", (job_id,))
             db.execute("DELETE FROM jobs WHERE job_id=?", (job_id,))
 
-    def record_attempt(self, job_id, attempt, target, handle_json, native_id, state="PENDING",
-                       reason="", resume_step=None, meta=None):
+    # ---- claims: decide -> submit -> record happens for one job in one place at a time
+    @property
+    def owner(self) -> str:
+        """This store's claim owner (one per store: threads with their own stores differ)."""
+        o = getattr(self, "_owner", None)
+        if o is None:
+            o = self._owner = new_owner()
+        return o
+
+    def claim(self, job_id: str, ttl: float = 120.0, owner: Optional[str] = None,
+              now: Optional[float] = None) -> Optional[Claim]:
+        """Take the job's claim for ``ttl`` seconds, reading the job and its attempts in the
+        same BEGIN IMMEDIATE transaction. None when another owner holds an unexpired claim
+        (or the job is gone). An expired claim is taken over."""
+        owner = owner or self.owner
+        now = time.time() if now is None else now
+        with self.tx() as db:
+            row = db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            if row is None:
+                return None
+            c = db.execute("SELECT owner, expires FROM claims WHERE job_id=?", (job_id,)).fetchone()
+            if c is not None and not claim_available(c["owner"], c["expires"], owner, now):
+                return None
+            db.execute("INSERT OR REPLACE INTO claims(job_id,owner,expires,taken) VALUES(?,?,?,?)",
+                       (job_id, owner, now + ttl, now))
+            attempts = self._attempts(db, job_id)
+        return Claim(owner, now + ttl, _job(row), attempts)
+
+    def release(self, job_id: str, owner: Optional[str] = None) -> None:
+        with self.tx() as db:
+            db.execute("DELETE FROM claims WHERE job_id=? AND owner=?", (job_id, owner or self.owner))
+
+    def claim_holder(self, job_id: str) -> Optional[tuple]:
+        r = self.db.execute("SELECT owner, expires FROM claims WHERE job_id=?", (job_id,)).fetchone()
+        return (r["owner"], r["expires"]) if r else None
+
+    def _check_claim(self, db, job_id: str, owner: Optional[str]) -> None:
+        if owner is None:
+            return
+        c = db.execute("SELECT owner FROM claims WHERE job_id=?", (job_id,)).fetchone()
+        if c is None or c["owner"] != owner:
+            raise ClaimLost(f"job {job_id}: the recovery claim was taken over by {c['owner'] if c else 'nobody'}"
+                            f" while {owner} held it; not recording (the new holder finds the submission by "
+                            "its dedupe token)")
+
+    def close_job(self, job_id: str, state: str, reason: str, owner: Optional[str] = None,
+                  event: Optional[str] = None, detail: Optional[dict] = None) -> None:
+        """Close a job (state must be final) and record why, in one transaction."""
+        from .redact import redact_obj
+
+        if state not in FINAL_STATES:
+            raise ValueError(f"close_job: {state} is not a final state ({', '.join(sorted(FINAL_STATES))})")
         now = time.time()
         with self.tx() as db:
+            self._check_claim(db, job_id, owner)
+            row = db.execute("SELECT meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            meta = json.loads(row["meta"] or "{}") if row else {}
+            meta["final"] = True
+            meta.pop("retry_at", None)
+            db.execute("UPDATE jobs SET state=?, reason=?, meta=?, updated=? WHERE job_id=?",
+                       (state, reason, json.dumps(meta), now, job_id))
+            if event:
+                db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
+                           (job_id, now, event, json.dumps(redact_obj(detail or {}), default=str)))
+
+    def add_restart(self, job_id, attempt, target, handle_json, native_id, state, reason) -> bool:
+        """Record a restart in place (same native id) unless another watcher already did."""
+        now = time.time()
+        with self.tx() as db:
+            if db.execute("SELECT 1 FROM attempts WHERE job_id=? AND attempt=?", (job_id, attempt)).fetchone():
+                return False
+            db.execute("INSERT INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,meta)"
+                       " VALUES(?,?,?,?,?,?,?,?,?)",
+                       (job_id, attempt, target, native_id, handle_json, now, state, reason, "{}"))
+            db.execute("UPDATE jobs SET handle=?, state=?, updated=? WHERE job_id=? AND state NOT IN "
+                       f"({','.join('?' * len(FINAL_STATES))})",
+                       (handle_json, job_state_for(state), now, job_id, *sorted(FINAL_STATES)))
+        return True
+
+    def mirror_state(self, job_id: str, handle_json: str, state: str, reason: str) -> bool:
+        """An open job shows its current attempt's state; a closed one keeps the state of the
+        decision that closed it, and a stale status (of an attempt already superseded by a
+        newer submission) changes nothing. An attempt that COMPLETED (or was CANCELLED) closes
+        the job, recorded once as a "done" event, except during a burst race, which decides
+        first which copy won. True when this call closed the job."""
+        now = time.time()
+        with self.tx() as db:
+            row = db.execute("SELECT state, handle, meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            if row is None or row["handle"] != handle_json:
+                return False
+            meta = json.loads(row["meta"] or "{}")
+            if row["state"] in FINAL_STATES or meta.get("final"):
+                return False
+            new = job_state_for(state)
+            if new in FINAL_STATES and (meta.get("burst") or {}).get("phase") == "racing":
+                return False
+            db.execute("UPDATE jobs SET state=?, reason=?, updated=? WHERE job_id=?", (new, reason, now, job_id))
+            if new in FINAL_STATES:
+                db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
+                           (job_id, now, "done", json.dumps({"reason": new.lower()})))
+                return True
+        return False
+
+    def record_attempt(self, job_id, attempt, target, handle_json, native_id, state="PENDING",
+                       reason="", resume_step=None, meta=None, owner: Optional[str] = None):
+        now = time.time()
+        with self.tx() as db:
+            self._check_claim(db, job_id, owner)
             db.execute(
                 "INSERT OR REPLACE INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,"
                 "resume_step,meta) VALUES(?,?,?,?,?,?,?,?,?,?)",
                 (job_id, attempt, target, native_id, handle_json, now, state, reason, resume_step,
                  json.dumps(meta or {})))
-            db.execute("UPDATE jobs SET handle=?, state=?, target=?, updated=? WHERE job_id=?",
-                       (handle_json, state, target, now, job_id))
+            # a recorded submission is the truth: it reopens a job closed meanwhile (a launch
+            # slower than the SUBMITTING grace); every other writer holds the job's claim
+            db.execute("UPDATE jobs SET handle=?, state=?, target=?, updated=?, meta=json_remove(meta, '$.final')"
+                       " WHERE job_id=?", (handle_json, job_state_for(state), target, now, job_id))
 
     def update_attempt(self, job_id, attempt, **fields):
         if not fields:
@@ -179,6 +340,21 @@ class StateStore:
         with self.tx() as db:
             db.execute(f"UPDATE jobs SET {cols} WHERE job_id=?", (*fields.values(), job_id))
 
+    def patch_meta(self, job_id: str, **changes) -> None:
+        """Set (or, with None, remove) some meta keys atomically: other keys written meanwhile
+        by another watcher (a burst race, a scheduled retry) are kept."""
+        with self.tx() as db:
+            row = db.execute("SELECT meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            if row is None:
+                return
+            meta = json.loads(row["meta"] or "{}")
+            for k, v in changes.items():
+                if v is None:
+                    meta.pop(k, None)
+                else:
+                    meta[k] = v
+            db.execute("UPDATE jobs SET meta=?, updated=? WHERE job_id=?", (json.dumps(meta), time.time(), job_id))
+
     def get_job(self, job_id: str) -> JobRow:
         row = self.db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
         if row is None:
@@ -193,16 +369,24 @@ class StateStore:
         return _job(row)
 
     def list_jobs(self, active_only: bool = False, limit: int = 1000) -> list[JobRow]:
-        q = "SELECT * FROM jobs"
-        if active_only:
-            q += (" WHERE state NOT IN ('COMPLETED','FAILED','CANCELLED','TIMEOUT','PREEMPTED','NODE_FAIL',"
-                  "'OUT_OF_MEMORY','NO_CAPACITY','FAILED_SETUP','GAVE_UP')")
-        q += " ORDER BY created DESC LIMIT ?"
-        return [_job(r) for r in self.db.execute(q, (limit,)).fetchall()]
+        q = "SELECT * FROM jobs ORDER BY created DESC LIMIT ?"
+        rows = [_job(r) for r in self.db.execute(q, (limit,)).fetchall()]
+        return [r for r in rows if is_open(r)] if active_only else rows
 
     def attempts(self, job_id: str) -> list[AttemptRow]:
-        rows = self.db.execute("SELECT * FROM attempts WHERE job_id=? ORDER BY attempt", (job_id,)).fetchall()
+        return self._attempts(self.db, job_id)
+
+    @staticmethod
+    def _attempts(db, job_id: str) -> list[AttemptRow]:
+        rows = db.execute("SELECT * FROM attempts WHERE job_id=? ORDER BY attempt", (job_id,)).fetchall()
         return [AttemptRow(**{**dict(r), "meta": json.loads(r["meta"] or "{}")}) for r in rows]
+
+    def open_jobs(self, limit: int = 100000) -> list[JobRow]:
+        return [j for j in self.list_jobs(limit=limit) if is_open(j)]
+
+    def jobs_sharing_root(self, ckpt_root: str) -> list[JobRow]:
+        rows = self.db.execute("SELECT * FROM jobs WHERE ckpt_root=? ORDER BY created", (ckpt_root,)).fetchall()
+        return [_job(r) for r in rows]
 
     def latest_attempt(self, job_id: str) -> Optional[AttemptRow]:
         a = self.attempts(job_id)

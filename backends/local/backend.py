@@ -65,16 +65,18 @@ class LocalBackend:
 
         (job_dir / HELPER_NAME).write_bytes(helper_zip_bytes())
         exit_file = job_dir / f"exit-{request.job.attempt}"
-        for stale in (exit_file, job_dir / f"cancelled-{request.job.attempt}"):
+        marker = _marker(job_dir, request.job.attempt)
+        for stale in (exit_file, job_dir / f"cancelled-{request.job.attempt}", marker):
             stale.unlink(missing_ok=True)
         env = _job_environ(request.meta.get("secrets", ()))
         log = open(job_dir / OUTPUT, "ab")
         try:
-            # A tiny supervisor records the job's exit status where `status` finds it,
-            # even after this launcher process has exited.
+            # A tiny supervisor first writes the durable marker `find` looks for (its pid and
+            # start time: the attempt's dedupe record), then runs the job and records its exit
+            # status where `status` finds it, even after this launcher process has exited.
             proc = subprocess.Popen(
-                ["/bin/bash", "-c", 'bash "$0"; rc=$?; echo "$rc" > "$1.tmp" && mv "$1.tmp" "$1"',
-                 str(script), str(exit_file)],
+                ["/bin/bash", "-c", _SUPERVISOR, str(script), str(exit_file), str(marker),
+                 _token_word(request.job)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True, close_fds=True)
         except OSError as e:
@@ -143,7 +145,35 @@ class LocalBackend:
         return iter_file(path, follow, done=done)
 
     def find(self, job: JobRef) -> Optional[Handle]:
-        return None  # local submission cannot be "unclear": Popen either returned a pid or raised
+        """The attempt's process, from the marker its supervisor wrote before the job ran
+        (so a launcher killed right after starting it is found after the crash)."""
+        job_dir = Path(job.job_dir)
+        try:
+            pid, ticks, token = _marker(job_dir, job.attempt).read_text().split()[:3]
+            pid_n, ticks_n = int(pid), int(ticks)
+        except (OSError, ValueError):
+            return None
+        if token != _token_word(job):
+            return None
+        return Handle(self.name, self.target.name, job.job_id, str(pid_n), job.attempt,
+                      extra={"job_dir": str(job_dir), "start_ticks": ticks_n,
+                             "submitted": _marker(job_dir, job.attempt).stat().st_mtime, "found_by_token": True})
+
+
+# $0 script, $1 exit file, $2 marker, $3 token. The marker holds "pid start-ticks token"
+# (start ticks: field 22 of /proc/PID/stat, which tells our process from a reused pid).
+_SUPERVISOR = (
+    'read -r _s < /proc/$$/stat; _f=(${_s##*) }); '
+    'echo "$$ ${_f[19]} $3" > "$2.tmp" && mv "$2.tmp" "$2" || exit 96; '
+    'bash "$0"; rc=$?; echo "$rc" > "$1.tmp" && mv "$1.tmp" "$1"')
+
+
+def _marker(job_dir: Path, attempt: int) -> Path:
+    return job_dir / f"attempt-{int(attempt)}.started"
+
+
+def _token_word(job: JobRef) -> str:
+    return job.dedupe_token.replace(" ", "_")
 
 
 def _q(s: str) -> str:

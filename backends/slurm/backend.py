@@ -296,16 +296,28 @@ class SlurmBackend:
                 return p["name"]
         return None
 
-    # ---- dedupe: is a job with this token already in the queue?
+    # ---- dedupe: is a job with this token already in the queue (or in the accounting)?
     def find(self, job: JobRef) -> Optional[Handle]:
+        """The job whose --comment is the dedupe token: slurmctld's table first (every job
+        still known, finished ones included until MinJobAge), then slurmdbd's accounting
+        where there is one (Comment is stored with AccountingStoreFlags=job_comment)."""
         r = self._run(["squeue", "-h", "-t", "all", "-o", "%i|%k"], check=False)
         if r.returncode != 0:
             raise TransientError(f"squeue failed on {self.runner.where}: {r.stderr.strip()}")
-        for line in r.stdout.splitlines():
-            jid, _, comment = line.partition("|")
-            if comment.strip() == job.dedupe_token:
-                return Handle(self.name, self.target.name, job.job_id, jid.strip(), job.attempt,
-                              extra={"job_dir": self.job_dir_for(job), "found_by_token": True})
-        return None
+        jid = _with_token(r.stdout, job.dedupe_token)
+        if jid is None:
+            r = self._run(["sacct", "-n", "-P", "-X", "-S", "now-30days", "-o", "JobID,Comment"], check=False)
+            jid = _with_token(r.stdout, job.dedupe_token) if r.returncode == 0 else None
+        if jid is None:
+            return None
+        return Handle(self.name, self.target.name, job.job_id, jid, job.attempt,
+                      extra={"job_dir": self.job_dir_for(job), "found_by_token": True})
 
 
+def _with_token(text: str, token: str) -> Optional[str]:
+    """The first job id of ``id|comment`` lines whose comment is the token."""
+    for line in text.splitlines():
+        jid, _, comment = line.partition("|")
+        if comment.strip() == token and jid.strip().split("_")[0].isdigit():
+            return jid.strip()
+    return None

@@ -194,7 +194,8 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
         try:
             new = bump_generation(store, gens, found, job_id=job_id, hint=hint,
                                   min_generation=seen.get("max_generation", -1) + 1,
-                                  extra={"fresh": True} if over else None)
+                                  extra={**({"fresh": True} if over else {}),
+                                         **({"attempt": int(hint)} if hint is not None else {})} or None)
         except Conflict as e:
             last = e
             time.sleep(random.uniform(0.01, 0.1))

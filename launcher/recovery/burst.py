@@ -15,6 +15,7 @@ from typing import Optional
 
 from ..backend import Handle
 from ..errors import LauncherError
+from ..state import ClaimLost
 from ..status import JobState
 
 
@@ -45,9 +46,17 @@ def step(app, job, spec, status, clock):
     job is not bursting (the normal recovery handling then applies)."""
     from .watch import Outcome
 
+    from .watch import claimed
+
     burst = job.meta.get("burst") or {}
     if burst.get("phase") == "racing":
-        return _race(app, job, burst)
+        with claimed(app.store, job.job_id) as c:
+            if c is None:
+                return Outcome(job.job_id, "claimed", "another watcher is running the burst race")
+            burst = c.job.meta.get("burst") or {}  # as of the claim: another watcher may have ended it
+            if burst.get("phase") != "racing":
+                return Outcome(job.job_id, "claimed", "the burst race was decided by another watcher")
+            return _race(app, c.job, burst)
     if burst or not spec.burst.to or not spec.burst.after or isinstance(status, Exception) or status is None:
         return None
     if app.backend(job.target).name != "slurm":
@@ -60,15 +69,22 @@ def step(app, job, spec, status, clock):
     from ..launch import planned_target, resubmit
 
     to = planned_target(app, spec.model_copy(update={"targets": list(spec.burst.to)})) or spec.burst.to[0]
-    try:
-        handle = resubmit(app, job, to, latest.attempt + 1, f"burst: {d.reason}")
-    except LauncherError as e:
-        app.store.record_event(job.job_id, "burst_failed", target=to, error=str(e))
-        return Outcome(job.job_id, "burst_failed", str(e))
-    meta = dict(job.meta)
-    meta["burst"] = {"phase": "racing", "slurm_attempt": latest.attempt, "slurm_target": job.target,
-                     "slurm_handle": latest.handle, "cloud_attempt": latest.attempt + 1, "cloud_target": to}
-    app.store.update_job(job.job_id, meta=meta)
+    with claimed(app.store, job.job_id) as c:
+        if c is None:
+            return Outcome(job.job_id, "claimed", "another watcher is deciding on it")
+        if c.job.meta.get("burst") or c.attempts[-1].attempt != latest.attempt:
+            return Outcome(job.job_id, "claimed", "another watcher acted on it first")
+        try:
+            handle = resubmit(app, c.job, to, latest.attempt + 1, f"burst: {d.reason}", owner=c.owner)
+        except ClaimLost:
+            raise
+        except LauncherError as e:
+            app.store.record_event(job.job_id, "burst_failed", target=to, error=str(e))
+            return Outcome(job.job_id, "burst_failed", str(e))
+        meta = dict(c.job.meta)
+        meta["burst"] = {"phase": "racing", "slurm_attempt": latest.attempt, "slurm_target": job.target,
+                         "slurm_handle": latest.handle, "cloud_attempt": latest.attempt + 1, "cloud_target": to}
+        app.store.update_job(job.job_id, meta=meta)
     app.store.record_event(job.job_id, "burst", reason=d.reason, to=to, native_id=handle.native_id)
     return Outcome(job.job_id, "burst", f"{d.reason} -> {to}")
 
@@ -114,12 +130,14 @@ def _race(app, job, burst):
                                                 f"cancelled")
     if slurm_state in (JobState.RUNNING, JobState.COMPLETED, JobState.COMPLETING):
         cloud_h = Handle.from_json(cloud.handle)
-        app.backend(cloud.target).cancel(cloud_h)
-        store.update_attempt(job.job_id, burst["cloud_attempt"], state="CANCELLED",
-                             reason=f"burst: the Slurm copy on {burst['slurm_target']} started first")
+        # point the job at the Slurm copy first: a concurrent status refresh must never read
+        # the cancelled cloud copy as the job's end
         meta["burst"] = {**burst, "phase": "done", "winner": burst["slurm_target"]}
         store.update_job(job.job_id, meta=meta, handle=slurm_h.to_json(), target=burst["slurm_target"],
                          state=slurm_state.value)
+        app.backend(cloud.target).cancel(cloud_h)
+        store.update_attempt(job.job_id, burst["cloud_attempt"], state="CANCELLED",
+                             reason=f"burst: the Slurm copy on {burst['slurm_target']} started first")
         store.record_event(job.job_id, "burst_won", winner=burst["slurm_target"], cancelled=cloud.target,
                            cancelled_native_id=cloud_h.native_id)
         return Outcome(job.job_id, "burst_won", f"Slurm copy started first; {cloud.target} copy cancelled")

@@ -91,6 +91,7 @@ class Event:
     reason: str = ""
     spent_usd: float = 0.0
     control_plane_errors: int = 0  # consecutive, for the backoff
+    superseded_by: str = ""  # why the checkpoint root now belongs to a newer run (takeover.superseded_by)
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,14 @@ class Done:
     reason: str
 
 
-Decision = Union[Retry, GiveUp, Done]
+@dataclass(frozen=True)
+class Superseded:
+    """A newer run (or generation) took the checkpoint root over: the user handled this job."""
+
+    reason: str
+
+
+Decision = Union[Retry, GiveUp, Done, Superseded]
 
 
 def decide(history: list[PastFailure], event: Event, budgets: Budgets, now: float = 0.0) -> Decision:
@@ -122,6 +130,8 @@ def decide(history: list[PastFailure], event: Event, budgets: Budgets, now: floa
         return Done("completed")
     if event.state is JobState.CANCELLED:
         return Done("cancelled")
+    if event.superseded_by:
+        return Superseded(event.superseded_by)
     if event.state is JobState.UNKNOWN or event.control_plane_errors:
         delay = min(budgets.max_backoff_s, budgets.backoff_s * 2 ** max(0, event.control_plane_errors - 1))
         return Retry(f"control plane error ({event.reason or 'status unknown'}): retrying the query, "
@@ -174,3 +184,46 @@ def _stalled_restarts(history: list[PastFailure], event: Event) -> Optional[str]
 def budgets_summary(b: Budgets) -> dict:
     return {k: getattr(b, k) for k in ("preemption", "node_failure", "timeout", "out_of_memory", "app_error",
                                        "no_capacity", "max_total_usd")}
+
+
+# ---- SUBMITTING rows: a launch that died between the scheduler's accept and the state write
+SUBMITTING_GRACE_S = 600.0  # longer than any submission takes; a launch still running is left alone
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    action: str  # "adopt" | "wait" | "fail"
+    reason: str
+
+
+def reconcile_submitting(found: bool, age_s: float, grace_s: float = SUBMITTING_GRACE_S) -> Reconcile:
+    """Pure: what to do with a job row left in SUBMITTING, given whether the scheduler has a
+    job with its dedupe token and how long ago the launch began."""
+    if found:
+        return Reconcile("adopt", "the scheduler has the job (found by its dedupe token): the launch that "
+                                  "submitted it died before recording it")
+    if age_s < grace_s:
+        return Reconcile("wait", f"submitting for {age_s:.0f}s; the launch may still be running")
+    return Reconcile("fail", f"the launch was interrupted before the scheduler accepted the job (no job with "
+                             f"its dedupe token after {age_s:.0f}s): nothing ran; launch it again")
+
+
+# ---- jobs nobody should recover any more
+LOST_AFTER_S = 3600.0  # the job's status has been UNKNOWN (no record of it, or a state that never settles) this long
+STALE_AFTER_S = 7 * 86400.0  # an ended attempt that no watch decided on for this long
+
+
+def abandoned(state: JobState, since: Optional[float], now: float, lost_after_s: float = LOST_AFTER_S,
+              stale_after_s: float = STALE_AFTER_S) -> Optional[str]:
+    """Pure: why an open job must be closed instead of recovered, or None. ``since`` is when
+    the job's status became UNKNOWN, or when its latest attempt ended."""
+    if since is None:
+        return None
+    age = now - since
+    if state is JobState.UNKNOWN and age >= lost_after_s:
+        return (f"its status has been unknown for {age / 60:.0f} min: its outcome cannot be known; relaunch it "
+                "to resume from the last checkpoint")
+    if state.is_terminal and state is not JobState.COMPLETED and age >= stale_after_s:
+        return (f"its last attempt ended {age / 86400:.1f} days ago and was never recovered: not resubmitting a "
+                "stale job (relaunch it to resume from the last checkpoint)")
+    return None

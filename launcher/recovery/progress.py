@@ -26,6 +26,7 @@ class Progress:
     resume_steps: dict = field(default_factory=dict)  # generation -> resume step (None: fresh start)
     error: str = ""
     unknown: bool = False  # the read did not finish in time: nothing is known, decide nothing from it
+    history: tuple = ()  # GENERATIONS.json history records (job id, attempt, resume step of every start)
 
     def resume_of(self, generation: int) -> Optional[int]:
         return self.resume_steps.get(generation)
@@ -91,4 +92,5 @@ def read_progress_now(root: str) -> Progress:
         g, s = h.get("generation"), h.get("resume_step")
         if isinstance(g, int):
             resumes[g] = None if not isinstance(s, int) or s < 0 else s
-    return Progress(committed_step=found.step if found else None, resume_steps=resumes)
+    return Progress(committed_step=found.step if found else None, resume_steps=resumes,
+                    history=tuple(h for h in gens.history if isinstance(h, dict)))

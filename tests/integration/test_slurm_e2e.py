@@ -72,7 +72,9 @@ def test_failed_job_keeps_its_exit_code_and_follow_returns_it(cli, clean_queue):
     p = cli.run("launch", spec, "--target", "testcl", "--follow", check=False)
     assert p.returncode == 7 and "about to fail" in p.stdout
     st = cli.status(job_id_of(p))
-    assert st["state"] == "FAILED" and st["attempts"][0]["exit_code"] == 7
+    # the attempt FAILED; the job stays open (ATTEMPT_FAILED) until `launcher watch` decides
+    assert st["state"] == "ATTEMPT_FAILED" and st["attempts"][0]["state"] == "FAILED"
+    assert st["attempts"][0]["exit_code"] == 7
 
 
 def test_cancel_ends_a_running_job_and_is_idempotent(cli, clean_queue):

@@ -52,10 +52,13 @@ def first_region(task_text: str) -> str:
 
 
 def job_starts(fake, root, commit_step=None, region="us-east-1"):
-    """What the job does on the VM: provisioned, resolves its resume point, commits."""
+    """What the job does on the VM: provisioned, resolves its resume point (as the job side
+    does: with its job id and attempt), commits."""
     req = fake.launches[-1].request_id
     fake.provision(req, cloud="AWS", region=region)
-    gens, found, _ = start_generation(open_store(str(root)))
+    env = yaml.safe_load(fake.launches[-1].task_yaml_text)["envs"]
+    gens, found, _ = start_generation(open_store(str(root)), job_id=env["LAUNCHER_JOB_ID"],
+                                      hint=int(env["LAUNCHER_ATTEMPT"]))
     if commit_step is not None:
         from launcher.checkpoint import commit
 
@@ -97,7 +100,7 @@ def test_preemption_moves_to_the_next_region_and_blocks_the_preempted_one(rig):
     assert len(fake.launches) == 3
     st = {a.attempt: a for a in app.store.attempts(j.job_id)}
     assert [st[n].state for n in (1, 2, 3)] == ["PREEMPTED", "PREEMPTED", "PREEMPTED"]
-    assert (st[1].resume_step, st[2].resume_step, st[3].resume_step) == (None, 10, 20)  # None: fresh start
+    assert (st[1].resume_step, st[2].resume_step, st[3].resume_step) == (-1, 10, 20)  # -1: fresh start
 
 
 def test_cooled_down_region_is_used_again_after_the_cool_down(rig):
@@ -151,3 +154,22 @@ def test_a_status_error_is_never_a_recovery(rig):
     fake.heal()
     (o,) = watch.cycle(app, clock)
     assert o.action == "running" and len(fake.launches) == 1
+
+
+def test_a_launch_that_died_before_recording_is_adopted_by_its_cluster_name(rig):
+    app, fake, clock, spec, text, root = rig
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt("launch killed after SkyPilot accepted it")
+
+    app.store.record_attempt = killed
+    with pytest.raises(KeyboardInterrupt):
+        launch(app, spec, text, None, "sky")
+    del app.store.record_attempt
+    (job,) = app.store.list_jobs()
+    assert job.state == "SUBMITTING" and not job.handle
+    (o,) = watch.reconcile(app, clock)
+    assert o.action == "adopted" and fake.launches[0].cluster_name in o.reason
+    assert len(fake.launches) == 1
+    (a,) = app.store.attempts(job.job_id)
+    assert a.native_id == fake.launches[0].cluster_name

@@ -1,0 +1,117 @@
+"""``launcher cancel``: cancel what the scheduler actually has, and say what happened.
+
+The job's claim is taken first, so no watcher resubmits it meanwhile. What is cancelled
+is what the scheduler has: every attempt still active, a SUBMITTING row's job found by
+its dedupe token, and an attempt a crashed watcher submitted but never recorded (the
+next attempt's token). The job is closed as CANCELLED only when every cancel went
+through; a job that had already finished is reported with its state and left alone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .backend import Handle
+from .errors import LauncherError
+from .state import is_open
+from .status import JobState
+
+
+@dataclass
+class CancelReport:
+    job_id: str
+    finished: Optional[str] = None  # "STATE (reason)" when the job had already finished
+    cancelled: list = field(default_factory=list)  # "attempt N (backend id X)"
+    still_active: list = field(default_factory=list)  # cancelled, but the scheduler still shows it active
+    errors: list = field(default_factory=list)  # "attempt N (backend id X): error"
+    note: str = ""  # what the scheduler had when there was nothing to cancel
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2) -> CancelReport:
+    from .launch import refresh
+    from .recovery.watch import claim_ttl
+
+    store = app.store
+    row = store.get_job(job)
+    if row.handle and is_open(row):
+        refresh(app, [row])  # the scheduler may have finished it since the store last looked
+        row = store.get_job(row.job_id)
+    if not is_open(row):
+        return CancelReport(row.job_id, finished=f"{row.state}" + (f" ({row.reason})" if row.reason else ""))
+    deadline = time.monotonic() + wait_claim_s
+    while True:
+        c = store.claim(row.job_id, ttl=claim_ttl())
+        if c is not None:
+            break
+        if time.monotonic() > deadline:
+            holder = store.claim_holder(row.job_id)
+            who = holder[0] if holder else "?"
+            raise LauncherError(f"job {row.job_id} is being acted on by another launcher ({who}); nothing was "
+                                "cancelled: try again in a minute")
+        time.sleep(poll)
+    try:
+        return _cancel_claimed(app, c)
+    finally:
+        store.release(row.job_id, c.owner)
+
+
+def _cancel_claimed(app, c) -> CancelReport:
+    from .launch import find_submission, job_ref
+
+    store = app.store
+    job, attempts = c.job, c.attempts
+    report = CancelReport(job.job_id)
+    if not is_open(job):
+        report.finished = job.state + (f" ({job.reason})" if job.reason else "")
+        return report
+    todo: list[tuple[int, Handle]] = []
+    for a in attempts:
+        active = a.state not in JobState.__members__ or not JobState(a.state).is_terminal
+        if active and a.handle:
+            todo.append((a.attempt, Handle.from_json(a.handle)))
+    # what the scheduler may have that the store does not: a SUBMITTING row's job, or the
+    # attempt a watcher submitted right before it died
+    next_attempt = attempts[-1].attempt + 1 if attempts else int(job.meta.get("attempt", 1))
+    try:
+        found = find_submission(app.backend(job.target), job_ref(app, job, next_attempt))
+    except LauncherError as e:
+        report.errors.append(f"attempt {next_attempt}: could not look its dedupe token up: {e}")
+        found = None
+    if found is not None:
+        todo.append((next_attempt, found))
+        store.record_attempt(job.job_id, next_attempt, job.target, found.to_json(), found.native_id,
+                             state="PENDING", reason="found by its dedupe token while cancelling", owner=c.owner)
+    for n, h in todo:
+        label = f"attempt {n} ({h.backend} id {h.native_id})"
+        backend = app.backend(h.target)
+        try:
+            backend.cancel(h)
+        except (LauncherError, OSError) as e:
+            report.errors.append(f"{label}: {e}")
+            continue
+        report.cancelled.append(label)
+        store.update_attempt(job.job_id, n, state="CANCELLED", reason="cancelled by user")
+        try:
+            st = backend.status([h])[0]
+        except LauncherError:
+            continue
+        if st.state.is_active and st.state not in (JobState.COMPLETING, JobState.UNKNOWN):
+            report.still_active.append(f"{label}: {st.state.value}")
+    if not todo and not report.errors:
+        last = attempts[-1] if attempts else None
+        report.note = (f"the scheduler had nothing running for it (attempt {last.attempt} ended {last.state})"
+                       if last else "the scheduler has no job with its dedupe token (the launch never got "
+                                    "through)")
+    if report.ok:
+        store.close_job(job.job_id, "CANCELLED", "cancelled by user", owner=c.owner, event="cancelled",
+                        detail={"by": "user", "cancelled": report.cancelled, "note": report.note,
+                                "still_active": report.still_active})
+    else:
+        store.record_event(job.job_id, "cancel_failed", errors=report.errors, cancelled=report.cancelled)
+    return report

@@ -1,0 +1,153 @@
+"""Nothing is left in limbo (local target, real processes): a launch killed between the
+scheduler's accept and the state write is adopted through its dedupe token (or failed
+after a grace period when nothing was started), and `cancel` cancels what really runs
+and says what it did."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from .launcher_cli import LauncherCLI, poll
+
+
+@pytest.fixture
+def cli(tmp_path):
+    return LauncherCLI(tmp_path)
+
+
+def killed_launch(cli, when: str) -> str:
+    """Run `launch` in a process that dies (os._exit, no cleanup) right after the scheduler
+    accepted the job ("after_submit") or right before submitting ("before_submit")."""
+    spec = cli.spec("limbo", {"run": f"echo started >> {cli.tmp / 'starts'}; sleep 300"})
+    code = textwrap.dedent(f"""
+        import os, sys
+        from launcher.app import App
+        from launcher.launch import launch
+        from launcher.spec import load_spec
+        app = App()
+        if {when!r} == "after_submit":
+            app.store.record_attempt = lambda *a, **k: os._exit(137)
+        else:
+            app.backend("local").submit = lambda *a, **k: os._exit(137)
+        text = open({str(spec)!r}).read()
+        launch(app, load_spec({str(spec)!r}), text, {str(spec)!r}, "local")
+    """)
+    p = subprocess.run([sys.executable, "-c", code], env=cli.env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 137, p.stderr
+    (job_dir,) = (cli.home / "jobs").iterdir()  # not `status`: it would reconcile the row already
+    return job_dir.name
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_launch_killed_after_the_accept_is_adopted_by_status(cli):
+    job = killed_launch(cli, "after_submit")
+    p = cli.run("status", job, "--json")
+    st = json.loads(p.stdout)
+    assert "adopted" in p.stderr and st["state"] in ("PENDING", "RUNNING"), (p.stderr, st)
+    assert [a["attempt"] for a in st["attempts"]] == [1] and st["attempts"][0]["native_id"]
+    assert any(e["kind"] == "adopted" for e in st["events"])
+    out = cli.run("cancel", job).stdout
+    assert f"cancelled attempt 1 (local id {st['attempts'][0]['native_id']})" in out
+    assert not alive(int(st["attempts"][0]["native_id"]))
+    assert (cli.tmp / "starts").read_text().count("started") == 1
+
+
+def test_a_launch_killed_after_the_accept_is_adopted_by_watch(cli):
+    job = killed_launch(cli, "after_submit")
+    out = cli.run("watch", "--once").stdout
+    assert f"{job}: adopted" in out
+    assert cli.status(job)["state"] in ("PENDING", "RUNNING")
+    cli.run("cancel", job)
+
+
+def test_a_launch_killed_before_the_accept_fails_after_the_grace_period(cli, monkeypatch):
+    from launcher.app import App
+    from launcher.recovery import policy, watch
+
+    job = killed_launch(cli, "before_submit")
+    assert "waiting" in cli.run("watch", "--once").stdout  # within the grace: the launch may still run
+    assert cli.status(job)["state"] == "SUBMITTING"
+    for k, v in cli.env.items():
+        monkeypatch.setenv(k, v)
+    app = App()
+    try:
+        (o,) = watch.reconcile(app, clock=lambda: time.time() + policy.SUBMITTING_GRACE_S + 1)
+    finally:
+        app.close()
+    assert o.action == "failed"
+    st = cli.status(job)
+    assert st["state"] == "FAILED" and not st["open"] and "nothing ran" in st["reason"]
+    assert "no open jobs left" in cli.run("watch").stdout
+
+
+def test_cancel_of_a_submitting_row_finds_and_cancels_the_real_job(cli):
+    job = killed_launch(cli, "after_submit")
+    marker = next((cli.home / "jobs" / job).glob("attempt-1.started"))
+    pid = int(marker.read_text().split()[0])
+    assert alive(pid)
+    out = cli.run("cancel", job).stdout
+    assert f"cancelled attempt 1 (local id {pid})" in out and "closed as CANCELLED" in out
+    poll("process gone", lambda: not alive(pid), timeout=15)
+    assert cli.status(job)["state"] == "CANCELLED"
+
+
+def test_cancel_of_a_finished_job_says_so_and_writes_no_event(cli):
+    spec = cli.spec("quick", {"run": "true"})
+    job = cli.launch(spec, "local")
+    poll("completed", lambda: cli.status(job)["state"] == "COMPLETED", timeout=30)
+    before = cli.status(job)["events"]
+    p = cli.run("cancel", job)
+    assert p.stdout.strip() == f"{job}: had already finished: COMPLETED; nothing to cancel"
+    assert cli.status(job)["events"] == before
+
+
+def test_cancel_of_an_attempt_that_ended_closes_the_job_and_says_nothing_ran(cli):
+    spec = cli.spec("pre", {"run": "exit 75", "checkpoint": {"root": str(cli.tmp / "ck")}})
+    job = cli.launch(spec, "local")
+    poll("preempted", lambda: cli.status(job)["state"] == "PREEMPTED", timeout=30)
+    out = cli.run("cancel", job).stdout
+    assert "the scheduler had nothing running for it (attempt 1 ended PREEMPTED)" in out
+    assert "cancelled attempt" not in out
+    st = cli.status(job)
+    assert st["state"] == "CANCELLED" and not st["open"]
+    assert "no open jobs left" in cli.run("watch").stdout
+    assert [a["attempt"] for a in cli.status(job)["attempts"]] == [1]
+
+
+def test_cancel_waits_for_a_watcher_holding_the_job_and_then_refuses_without_cancelling(cli, monkeypatch):
+    from launcher.app import App
+    from launcher.cancel import cancel_job
+    from launcher.errors import LauncherError
+    from launcher.state import StateStore
+
+    spec = cli.spec("held", {"run": "sleep 300"})
+    job = cli.launch(spec, "local")
+    other = StateStore(cli.home)
+    assert other.claim(job, ttl=60) is not None  # a watcher is deciding on this job right now
+    for k, v in cli.env.items():
+        monkeypatch.setenv(k, v)
+    app = App()
+    try:
+        with pytest.raises(LauncherError, match="another launcher"):
+            cancel_job(app, job, wait_claim_s=0.5)
+        assert cli.status(job)["state"] == "RUNNING"
+        other.release(job)
+        report = cancel_job(app, job)
+        assert report.ok and len(report.cancelled) == 1
+    finally:
+        app.close()
+        other.close()
+    assert cli.status(job)["state"] == "CANCELLED"
