@@ -23,6 +23,7 @@ from typing import Callable, Iterator, Optional
 from ..backend import Handle
 from ..errors import LauncherError
 from ..launch import find_submission, job_ref, job_spec, refresh, resubmit
+from ..plan.observed import observe_job
 from ..state import ClaimLost, is_open
 from ..status import JobState, Status
 from . import burst, takeover
@@ -150,6 +151,9 @@ def _handle(app, job, st, clock) -> Outcome:
         return Outcome(job.job_id, "control_plane", str(st))
     if job.meta.get("control_plane_errors"):
         store.patch_meta(job.job_id, control_plane_errors=None)
+    # spot that learns: every ended attempt (a Slurm requeue in place included) is evidence
+    # for the planner's interruption rates, recorded before any resubmission ranks offers
+    observe_job(store, job, st)
     if st.state is JobState.UNKNOWN:
         return _unknown(app, job, st, clock)
     if not st.state.is_terminal:
@@ -199,6 +203,9 @@ def _decide_and_act(app, c, st: Status, clock) -> Outcome:
     spec = job_spec(job)
     budgets = Budgets.from_spec(spec)
     progress = read_progress(job.ckpt_root)
+    if progress.unknown:  # the root did not answer in time: decide nothing from a guess
+        store.record_event(job.job_id, "storage_timeout", error=progress.error)
+        return Outcome(job.job_id, "waiting", f"checkpoint root not readable: {progress.error}")
     record_progress(app, job, progress)
     resumes = takeover.resume_steps(job.job_id, [a.attempt for a in attempts], progress.history)
     history = []
