@@ -1,0 +1,180 @@
+"""The Slurm backend end to end on a matrix of real clusters, driven over SSH the way a
+laptop user drives a login node:
+
+- ``netns-22.05``: the netns cluster (tests/cluster/cluster.sh) behind the test sshd, as root;
+- ``docker-22.05``: Debian 12's Slurm 22.05, topology/tree, as the non-root user alice
+  logging in to the cluster's login node (noisy ~/.bashrc, home on a shared volume);
+- ``docker-24.11``: Debian 13's Slurm 24.11, topology/block (block1 = node[1-2],
+  block2 = node[3-4], BlockSizes=2), as alice.
+
+Every test gets ``slurm_cluster`` (one row of the matrix, reset before and after) and
+``cli`` (the real `launcher` command with a single target, ``cl``, for that row).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .launcher_cli import LauncherCLI, ssh_cli
+
+MATRIX = ["netns-22.05", "docker-22.05", "docker-24.11"]
+
+
+@pytest.fixture(params=MATRIX)
+def slurm_cluster(request):
+    """One row of the matrix: the session's cluster of that kind, with no job left over
+    and every node IDLE before and after the test."""
+    if request.param == "netns-22.05":
+        cluster = request.getfixturevalue("netns_slurm_cluster")
+    else:
+        cluster = request.getfixturevalue("docker_slurm_" + request.param.split("-")[1].replace(".", ""))
+    cluster.reset()
+    yield cluster
+    cluster.reset()
+
+
+class Row:
+    """What a test needs to know about the row, beyond the SlurmCluster helpers."""
+
+    def __init__(self, cluster, remote_root: str):
+        self.cluster = cluster
+        self.docker = getattr(cluster, "kind", "netns") == "docker"
+        self.version = getattr(cluster, "version", "22.05")
+        self.remote_root = remote_root  # a directory the job user owns, on storage every node sees
+
+    def read(self, path: str) -> str:
+        return self.cluster.read_file(path) if self.docker else Path(path).read_text()
+
+    def exists(self, path: str) -> bool:
+        return self.cluster.exists(path) if self.docker else Path(path).exists()
+
+    def listdir(self, path: str) -> list[str]:
+        if self.docker:
+            return self.cluster.exec("login", "ls", "-A", path).stdout.split()
+        return os.listdir(path)
+
+
+@pytest.fixture
+def row(slurm_cluster):
+    if getattr(slurm_cluster, "kind", "netns") == "docker":
+        return Row(slurm_cluster, slurm_cluster.home)
+    return Row(slurm_cluster, str(slurm_cluster.shared_dir))
+
+
+@pytest.fixture
+def cli(slurm_cluster, row, tmp_path, request) -> LauncherCLI:
+    if row.docker:
+        target = {**slurm_cluster.target, "facts_ttl": 0}
+        c = LauncherCLI(tmp_path, None, {"cl": target})
+        c.env["HOME"] = str(tmp_path)  # no ~/.ssh of this machine's user is consulted
+        c.env.pop("SLURM_CONF", None)
+        return c
+    return ssh_cli(tmp_path, slurm_cluster, request.getfixturevalue("sshd_server"), name="cl")
+
+
+def launch_follow(cli: LauncherCLI, spec) -> str:
+    return cli.launch(spec, "cl", "--follow")
+
+
+# ---- tests ---------------------------------------------------------------------------------
+def test_two_node_job_sees_one_master_addr_and_ranks_0_and_1(cli, row):
+    spec = cli.spec("twonode", {
+        "run": 'echo "RANK=$LAUNCHER_NODE_RANK MASTER=$MASTER_ADDR:$MASTER_PORT NODES=$LAUNCHER_NUM_NODES '
+               'HOST=$(hostname) USER=$(id -un)"',
+        "resources": {"nodes": 2, "time_limit": "5m"}})
+    job = launch_follow(cli, spec)
+    lines = sorted(l for l in cli.output(job).splitlines() if l.startswith("RANK="))
+    assert [l.split()[0] for l in lines] == ["RANK=0", "RANK=1"], lines
+    masters = {l.split()[1] for l in lines}
+    assert len(masters) == 1 and re.match(r"MASTER=node\d:\d+$", masters.pop()), lines
+    assert {l.split()[2] for l in lines} == {"NODES=2"}
+    assert len({l.split()[3] for l in lines}) == 2  # two distinct hosts
+    if row.docker:  # the job runs as the user who logged in, not as root
+        assert {l.split()[4] for l in lines} == {"USER=alice"}
+    assert cli.status(job)["state"] == "COMPLETED"
+
+
+def test_topology_keeps_a_two_node_job_on_one_switch_or_block(cli, row, slurm_cluster):
+    """tree: ``max_switches: 1`` lands on one leaf; block (24.11): ``segment: 2`` lands in one block."""
+    blocks = getattr(slurm_cluster, "blocks", {})
+    if blocks:
+        topology, groups = {"segment": 2}, blocks
+    else:
+        topology, groups = {"max_switches": 1, "switch_wait": "1m"}, slurm_cluster.switches
+    spec = cli.spec("onegroup", {"run": "hostname", "resources": {"nodes": 2, "time_limit": "5m"},
+                                 "topology": topology})
+    job = launch_follow(cli, spec)
+    hosts = {l.strip() for l in cli.output(job).splitlines() if l.strip().startswith("node")}
+    assert len(hosts) == 2
+    assert any(hosts <= set(g) for g in groups.values()), (hosts, groups)
+    assert cli.status(job)["state"] == "COMPLETED"
+
+
+def test_segment_2_stays_inside_the_free_block_while_the_other_block_is_busy(cli, row, slurm_cluster):
+    if not getattr(slurm_cluster, "blocks", {}):
+        pytest.skip("topology/block only: this row runs topology/tree (segment is 23.11+)")
+    # occupy node1 (block1) with a job of root's: one free node in block1, two in block2
+    busy = slurm_cluster.sbatch("-N1", "-w", "node1", "-o", "/dev/null", "--time=5", script="#!/bin/bash\nsleep 300\n")
+    slurm_cluster.wait(busy, "RUNNING")
+    spec = cli.spec("segment", {"run": "hostname", "resources": {"nodes": 2, "time_limit": "5m"},
+                                "topology": {"segment": 2}})
+    job = launch_follow(cli, spec)
+    hosts = {l.strip() for l in cli.output(job).splitlines() if l.strip().startswith("node")}
+    assert hosts == set(slurm_cluster.blocks["block2"]), hosts
+    st = cli.status(job)
+    assert st["state"] == "COMPLETED"
+
+
+CKPT_PROGRAM = r'''
+import os, sys
+if os.environ.get("LAUNCHER_JOB_PYZ"):
+    sys.path.insert(0, os.environ["LAUNCHER_JOB_PYZ"])
+from launcher import jobside
+start = (jobside.resume_step() or 0) + 1 if jobside.resume_from() else 1
+for step in range(start, start + 3):
+    with jobside.save(step) as d:
+        with open(os.path.join(d, "weights.txt"), "w") as f:
+            f.write("step %d by uid %d\n" % (step, os.getuid()))
+print("COMMITTED", step, "UID", os.getuid(), "JOBDIR", os.environ["LAUNCHER_JOB_DIR"])
+'''
+
+
+def test_checkpoints_and_job_dir_work_for_the_job_user_on_shared_storage(cli, row, slurm_cluster):
+    root = f"{row.remote_root}/ckpt-{uuid.uuid4().hex[:8]}"
+    spec = cli.spec("ckpt", {"run": ["python3", "-c", CKPT_PROGRAM], "checkpoint": {"root": root, "keep": 2},
+                             "resources": {"nodes": 1, "time_limit": "5m"}})
+    job = launch_follow(cli, spec)
+    out = cli.output(job)
+    m = re.search(r"COMMITTED (\d+) UID (\d+) JOBDIR (\S+)", out)
+    assert m, out
+    step, uid, job_dir = int(m.group(1)), int(m.group(2)), m.group(3)
+    assert step == 3
+    st = cli.status(job)
+    assert st["state"] == "COMPLETED"
+    # a second run resumes from the committed step 3 on the same shared storage
+    job2 = launch_follow(cli, spec)
+    m2 = re.search(r"COMMITTED (\d+)", cli.output(job2))
+    assert m2 and int(m2.group(1)) == 6, cli.output(job2)
+    # keep: 2 -> the newest checkpoints remain, the oldest are collected
+    steps = sorted(int(p.split(".")[0][len("step-"):]) for p in row.listdir(root) if p.startswith("step-"))
+    assert steps and steps[-1] == 6 and steps[0] >= 4, steps
+    assert job_dir.startswith(cli_remote_dir(cli, row)), (job_dir, cli_remote_dir(cli, row))
+    assert row.exists(f"{job_dir}/attempt-1.sbatch")
+    if row.docker:  # everything the job wrote belongs to alice, none of it to root
+        alice = slurm_cluster.stat(slurm_cluster.home)["uid"]
+        assert uid == alice
+        for p in (root, job_dir, f"{job_dir}/attempt-1.sbatch"):
+            assert slurm_cluster.stat(p)["uid"] == alice, p
+        listing = slurm_cluster.exec("login", "find", root, job_dir, "-uid", "0").stdout.split()
+        assert listing == [], listing
+
+
+def cli_remote_dir(cli, row) -> str:
+    import yaml
+
+    return yaml.safe_load(cli.config.read_text())["targets"]["cl"]["remote_dir"]
