@@ -115,19 +115,22 @@ def test_topology_keeps_a_two_node_job_on_one_switch_or_block(cli, row, slurm_cl
     assert cli.status(job)["state"] == "COMPLETED"
 
 
-def test_segment_2_stays_inside_the_free_block_while_the_other_block_is_busy(cli, row, slurm_cluster):
-    if not getattr(slurm_cluster, "blocks", {}):
-        pytest.skip("topology/block only: this row runs topology/tree (segment is 23.11+)")
-    # occupy node1 (block1) with a job of root's: one free node in block1, two in block2
-    busy = slurm_cluster.sbatch("-N1", "-w", "node1", "-o", "/dev/null", "--time=5", script="#!/bin/bash\nsleep 300\n")
+def test_topology_picks_the_group_with_room_while_the_other_is_partly_busy(cli, row, slurm_cluster):
+    """node1 is busy: a 2-node job that must stay inside one switch (tree) or one block
+    (24.11, ``segment: 2``) runs on the other group, node3 + node4, never across."""
+    blocks = getattr(slurm_cluster, "blocks", {})
+    groups = blocks or slurm_cluster.switches
+    topology = {"segment": 2} if blocks else {"max_switches": 1, "switch_wait": "1m"}
+    first, second = list(groups.values())[:2]
+    busy = slurm_cluster.sbatch("-N1", "-w", first[0], "-o", "/dev/null", "--time=5",
+                                script="#!/bin/bash\nsleep 300\n")
     slurm_cluster.wait(busy, "RUNNING")
-    spec = cli.spec("segment", {"run": "hostname", "resources": {"nodes": 2, "time_limit": "5m"},
-                                "topology": {"segment": 2}})
+    spec = cli.spec("onegroup-busy", {"run": "hostname", "resources": {"nodes": 2, "time_limit": "5m"},
+                                      "topology": topology})
     job = launch_follow(cli, spec)
     hosts = {l.strip() for l in cli.output(job).splitlines() if l.strip().startswith("node")}
-    assert hosts == set(slurm_cluster.blocks["block2"]), hosts
-    st = cli.status(job)
-    assert st["state"] == "COMPLETED"
+    assert hosts == set(second), (hosts, groups)
+    assert cli.status(job)["state"] == "COMPLETED"
 
 
 CKPT_PROGRAM = r'''
