@@ -44,7 +44,7 @@ show "$rq" >"$out/scontrol_${sfx}_requeued_failed.txt"
 wait_state "$tmo" TIMEOUT
 show "$tmo" >"$out/scontrol_${sfx}_timeout.txt"
 # preempted: a 4-node batch job (requeues on preemption) pushed out by a job on `high`
-low=$(sub -N4 -p batch --requeue --wrap 'sleep 300')
+low=$(sub -N4 -c2 -p batch --requeue --wrap 'sleep 300')
 wait_state "$low" RUNNING
 high=$(sub -N1 -p high --wrap 'sleep 2')
 for _ in $(seq 120); do
