@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from .launcher_cli import LauncherCLI, ssh_cli
+from .launcher_cli import LauncherCLI, job_id_of, ssh_cli
 
 MATRIX = ["netns-22.05", "docker-22.05", "docker-24.11"]
 
@@ -52,6 +52,14 @@ class Row:
 
     def exists(self, path: str) -> bool:
         return self.cluster.exists(path) if self.docker else Path(path).exists()
+
+    def mkdir(self, path: str) -> str:
+        """A directory the job user owns (made as that user)."""
+        if self.docker:
+            self.cluster.run_as_alice("mkdir", "-p", path)
+        else:
+            os.makedirs(path, exist_ok=True)
+        return path
 
     def listdir(self, path: str) -> list[str]:
         if self.docker:
@@ -131,6 +139,41 @@ def test_topology_picks_the_group_with_room_while_the_other_is_partly_busy(cli, 
     hosts = {l.strip() for l in cli.output(job).splitlines() if l.strip().startswith("node")}
     assert hosts == set(second), (hosts, groups)
     assert cli.status(job)["state"] == "COMPLETED"
+
+
+HOSTILE_VALUES = {
+    "SUBST": "$(touch PWNED_ENV)", "BACKTICK": "`touch PWNED_BT`", "QUOTES": "it's \"quoted\"",
+    "SEMI": "; touch PWNED_SEMI", "NEWLINE": "first\nsecond", "UNICODE": "naïve — 日本", "DOLLAR": "$HOME ${PATH}",
+}
+
+
+def test_hostile_values_are_printed_literally_and_never_executed(cli, row):
+    work = row.mkdir(f"{row.remote_root}/hostile-{uuid.uuid4().hex[:8]}")
+    run_args = ["$(touch PWNED_RUN)", "`touch PWNED_RUN_BT`", "a'b", 'c"d', "; touch PWNED_RUN_SEMI", "ü"]
+    script = "; ".join(f'printf "%s=[%s]\\n" {k} "${k}"' for k in HOSTILE_VALUES)
+    spec = cli.spec("hostile", {
+        "name": "evil $(touch PWNED_NAME) `id` 'q' ; rm -rf / ü",
+        "workdir": work,
+        "setup": script,
+        "run": ["python3", "-c", "import sys, os; print('ARGS=' + repr(sys.argv[1:])); "
+                "print('NAME=' + repr(os.environ['LAUNCHER_JOB_NAME']))", *run_args],
+        "env": HOSTILE_VALUES, "resources": {"time_limit": "5m"}})
+    job = launch_follow(cli, spec)
+    out = cli.output(job)
+    for k, v in HOSTILE_VALUES.items():
+        assert f"{k}=[{v}]" in out, (k, out)
+    assert f"ARGS={run_args!r}" in out
+    assert "NAME=\"evil $(touch PWNED_NAME) `id` 'q' ; rm -rf / ü\"" in out
+    assert not [p for p in row.listdir(work) if p.startswith("PWNED")]
+    assert not list(cli.tmp.glob("PWNED*"))
+
+
+def test_failed_job_keeps_its_exit_code_and_follow_returns_it(cli, row):
+    spec = cli.spec("fails", {"run": "echo about to fail; exit 7", "resources": {"time_limit": "5m"}})
+    p = cli.run("launch", spec, "--target", "cl", "--follow", check=False)
+    assert p.returncode == 7 and "about to fail" in p.stdout, (p.stdout, p.stderr)
+    st = cli.status(job_id_of(p))
+    assert st["state"] == "FAILED" and st["attempts"][0]["exit_code"] == 7
 
 
 CKPT_PROGRAM = r'''
