@@ -144,13 +144,13 @@ def test_topology_keeps_a_two_node_job_on_one_switch_or_block(cli, row, slurm_cl
 
 
 def test_topology_picks_the_group_with_room_while_the_other_is_partly_busy(cli, row, slurm_cluster):
-    """node1 is busy: a 2-node job that must stay inside one switch (tree) or one block
+    """node1 is busy (a whole-node job): a 2-node job that must stay inside one switch (tree) or one block
     (24.11, ``segment: 2``) runs on the other group, node3 + node4, never across."""
     blocks = getattr(slurm_cluster, "blocks", {})
     groups = blocks or slurm_cluster.switches
     topology = {"segment": 2} if blocks else {"max_switches": 1, "switch_wait": "1m"}
     first, second = list(groups.values())[:2]
-    busy = slurm_cluster.sbatch("-N1", "-w", first[0], "-o", "/dev/null", "--time=5",
+    busy = slurm_cluster.sbatch("-N1", "--exclusive", "-w", first[0], "-o", "/dev/null", "--time=5",
                                 script="#!/bin/bash\nsleep 300\n")
     slurm_cluster.wait(busy, "RUNNING")
     spec = cli.spec("onegroup-busy", {"run": "hostname", "resources": {"nodes": 2, "time_limit": "5m"},
