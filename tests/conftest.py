@@ -10,6 +10,7 @@ os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 pytest_plugins = [
     "tests.fixtures.home",
     "tests.fixtures.slurm",
+    "tests.fixtures.docker_slurm",
     "tests.fixtures.moto",
     "tests.fixtures.sshd",
     "tests.fixtures.skypilot_slurm",

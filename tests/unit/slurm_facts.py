@@ -1,5 +1,6 @@
 """Cluster facts for render tests: parsed from real probe outputs captured on the
-22.05 test cluster (tests/unit/data/), and a 24.11 cluster with topology/block,
+22.05 test cluster and on the dockerized 24.11 cluster with topology/block
+(tests/unit/data/, tests/cluster/docker/capture-probe.sh), and a 24.11 cluster with
 typed H100 GRES and pyxis (built from the same parsers on representative text)."""
 
 from pathlib import Path
@@ -16,6 +17,16 @@ def facts_2205() -> Facts:
     return Facts("testcl", "slurm", {
         "slurm_version": "22.05.8", "cluster": cfg["ClusterName"], "topology_plugin": cfg["TopologyPlugin"],
         "partitions": parse_partitions((DATA / "sinfo_partitions_2205.txt").read_text()),
+        "nodes": nodes, "gpu_types": gpu_types(nodes), "pyxis": False})
+
+
+def facts_2411() -> Facts:
+    """The real Slurm 24.11.5 docker cluster (topology/block, untyped gpu:2, no pyxis)."""
+    cfg = parse_show_config((DATA / "show_config_2411.txt").read_text())
+    nodes = parse_nodes((DATA / "sinfo_nodes_2411.txt").read_text())
+    return Facts("testcl", "slurm", {
+        "slurm_version": cfg["SLURM_VERSION"], "cluster": cfg["ClusterName"], "topology_plugin": cfg["TopologyPlugin"],
+        "partitions": parse_partitions((DATA / "sinfo_partitions_2411.txt").read_text()),
         "nodes": nodes, "gpu_types": gpu_types(nodes), "pyxis": False})
 
 

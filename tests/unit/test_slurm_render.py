@@ -17,7 +17,7 @@ from launcher.spec import load_spec, spec_from_text
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.options import SlurmOptions
 
-from .slurm_facts import facts_2205, facts_2411_block
+from .slurm_facts import facts_2205, facts_2411, facts_2411_block
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 JOB = JobRef(job_id="basic-abc123", attempt=1, job_dir="/state/jobs/basic-abc123")
@@ -28,7 +28,8 @@ def backend(**opts):
 
 
 CASES = [("basic", facts_2205), ("multinode", facts_2205), ("hostile", facts_2205),
-         ("segment", facts_2411_block), ("multinode", facts_2411_block)]
+         ("segment", facts_2411_block), ("multinode", facts_2411_block),
+         ("segment", facts_2411), ("multinode", facts_2411)]
 
 
 @pytest.mark.parametrize("spec_name,facts", CASES, ids=[f"{s}-{f.__name__}" for s, f in CASES])
@@ -38,6 +39,8 @@ def test_rendered_script_matches_golden(spec_name, facts):
         spec = spec.model_copy(update={"resources": spec.resources.model_copy(update={"accelerator": "H100"}),
                                        "slurm": spec.slurm.model_copy(update={"partition": "gpu"}),
                                        "topology": spec.topology.model_copy(update={"max_switches": None, "segment": 2})})
+    if facts is facts_2411 and spec.topology.max_switches:  # a block cluster: segment, not switches
+        spec = spec.model_copy(update={"topology": spec.topology.model_copy(update={"max_switches": None, "segment": 2})})
     text = backend().render(spec, facts(), JOB).text
     golden = GOLDEN / "slurm" / f"{spec_name}.{facts.__name__}.sh"
     if os.environ.get("LAUNCHER_REGEN_GOLDEN"):
