@@ -124,6 +124,8 @@ def test_two_node_job_sees_one_master_addr_and_ranks_0_and_1(cli, row):
     assert len({l.split()[3] for l in lines}) == 2  # two distinct hosts
     if row.docker:  # the job runs as the user who logged in, not as root
         assert {l.split()[4] for l in lines} == {"USER=alice"}
+        # her noisy ~/.bashrc ran for the SSH session, never inside the job's shells
+        assert "Welcome to the launcher test cluster" not in cli.output(job)
     assert cli.status(job)["state"] == "COMPLETED"
 
 

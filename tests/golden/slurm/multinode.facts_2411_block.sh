@@ -19,6 +19,9 @@
 #
 # launcher job basic-abc123 (dedupe token launcher:basic-abc123:1); rendered for target testcl
 set -uo pipefail
+# A job submitted over SSH inherits SSH_CLIENT, and Debian's bash then reads ~/.bashrc in every
+# `bash -c` of the job: the login banner would land in the job's log.
+unset SSH_CLIENT SSH2_CLIENT SSH_CONNECTION SSH_TTY
 export LAUNCHER_JOB_ID=basic-abc123
 export LAUNCHER_JOB_NAME=llm-pretrain
 export LAUNCHER_BACKEND=slurm
