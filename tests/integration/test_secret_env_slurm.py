@@ -22,8 +22,7 @@ def files_holding(root, needle: bytes) -> list[str]:
     return [str(f) for f in root.rglob("*") if f.is_file() and needle in f.read_bytes()]
 
 
-def launched_without_leaks(cli: LauncherCLI, tmp_path, target: str, scanned) -> str:
-    ck = tmp_path / "ck"
+def launched_without_leaks(cli: LauncherCLI, ck, target: str, scanned) -> str:
     spec = cli.spec("secretenv", {
         "env": {"AWS_SECRET_ACCESS_KEY": VALUE, "PLAIN": "visible"},
         "run": 'echo "got=$(printf %s "$AWS_SECRET_ACCESS_KEY" | sha256sum | cut -c1-16) plain=$PLAIN"',
@@ -41,13 +40,13 @@ def launched_without_leaks(cli: LauncherCLI, tmp_path, target: str, scanned) -> 
 
 def test_on_a_login_node(clean_queue, tmp_path):
     cli = LauncherCLI(tmp_path, clean_queue)
-    launched_without_leaks(cli, tmp_path, "testcl", [cli.home, tmp_path / "ck"])
+    launched_without_leaks(cli, tmp_path / "ck", "testcl", [cli.home, tmp_path / "ck"])
 
 
 def test_over_ssh_the_value_travels_on_stdin_only(clean_queue, sshd_server, tmp_path):
     cli = ssh_cli(tmp_path, clean_queue, sshd_server)
-    remote = clean_queue.shared_dir / "remote-jobs"
-    launched_without_leaks(cli, tmp_path, "remote", [cli.home, tmp_path / "ck", remote])
+    ck = sshd_server.scratch("ck")  # the SSH login is a non-root user: its own writable dir
+    launched_without_leaks(cli, ck, "remote", [cli.home, ck, cli.remote_dir])
 
 
 def test_slurm_itself_keeps_the_environment_of_a_queued_job(clean_queue, tmp_path):
