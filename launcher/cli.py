@@ -84,6 +84,7 @@ def validate(file):
 
     spec = _load(file)  # warns about secret-looking env itself
     config = load_config()
+    _require_local_workdir(spec, file, config, [*spec.targets] or [config.default_target()])
     problems = []
     for i, name in enumerate([*spec.targets, *spec.burst.to]):
         if name not in config.target_names:
@@ -98,9 +99,26 @@ def _load(file):
     """Load a spec; relative workdir and checkpoint root are resolved against the spec's folder."""
     from .spec import load_spec, resolve_paths
 
-    spec = resolve_paths(load_spec(file), Path(file).resolve().parent, str(file), must_exist=True)
+    spec = resolve_paths(load_spec(file), Path(file).resolve().parent, str(file))
     _warn_secret_env(spec)
     return spec
+
+
+def _require_local_workdir(spec, file, config, names) -> None:
+    """The workdir must exist here for every target that runs it from here (local, a login
+    node, SkyPilot's sync); a target reached over SSH (``ssh_host``) runs the job in a
+    workdir on its own cluster, which is not staged from this machine."""
+    from .errors import LauncherError
+    from .spec import require_workdir
+
+    def from_here(name):
+        try:
+            return not config.raw_target(name).get("ssh_host")
+        except LauncherError:
+            return True  # unknown targets are reported on their own
+
+    if spec.workdir and any(from_here(n) for n in names):
+        require_workdir(spec.workdir, str(file), Path(file).resolve().parent)
 
 
 def _warn_secret_env(spec):
@@ -132,6 +150,7 @@ def render(ctx, file, target, fresh):
     spec = _load(file)
     app = _app(ctx)
     name = pick_target(app, spec, target)
+    _require_local_workdir(spec, file, app.config, [name])
     ident = plan_identity(app, spec, name, fresh=fresh, subject="a launch now", read_s3=False)
     seed = ident.seed.seed
     req = render_for(app, with_run_env(spec, seed, fresh), name,
@@ -165,6 +184,7 @@ def launch(ctx, file, target, follow, fresh):
     text = read_text(file)
     app = _app(ctx)
     name = pick_target(app, spec, target, note=lambda m: click.echo(m, err=True))
+    _require_local_workdir(spec, file, app.config, [name])
     launched = do_launch(app, spec, text, str(Path(file).resolve()), name, fresh=fresh,
                          note=lambda m: click.echo(m, err=True))
     click.echo(f"{launched.job_id}: submitted to {name} ({launched.handle.backend} id {launched.handle.native_id})",

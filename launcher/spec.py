@@ -356,10 +356,21 @@ def spec_from_text(text: str, source: str = "<spec>") -> JobSpec:
     return parse_spec(data, source, line_of)
 
 
+def require_workdir(workdir: str, source: str, base) -> None:
+    """Refuse a workdir that is not an existing directory on this machine, naming the path."""
+    import os
+
+    resolved = os.path.abspath(os.path.expanduser(workdir))
+    if not os.path.isdir(resolved):
+        why = "is not a directory" if os.path.exists(resolved) else "does not exist"
+        raise SpecError(source, [("workdir", f"{resolved} {why} (relative paths are read "
+                                             f"from the spec file's folder, {base})")])
+
+
 def resolve_paths(spec: JobSpec, base: Path, source: str = "", must_exist: bool = False) -> JobSpec:
     """Relative ``workdir`` and POSIX ``checkpoint.root`` mean "next to the spec file".
 
-    With ``must_exist`` (what validate, render and launch ask), a workdir that is not an existing
+    With ``must_exist``, a workdir that is not an existing
     directory on this machine is refused, naming the path it resolved to: it is what SkyPilot
     syncs, what provenance reads, and where the job starts."""
     import os
@@ -369,11 +380,7 @@ def resolve_paths(spec: JobSpec, base: Path, source: str = "", must_exist: bool 
     if workdir and not os.path.isabs(os.path.expanduser(workdir)):
         workdir = upd["workdir"] = str((base / workdir).resolve())
     if must_exist and workdir:
-        resolved = os.path.abspath(os.path.expanduser(workdir))
-        if not os.path.isdir(resolved):
-            why = "is not a directory" if os.path.exists(resolved) else "does not exist"
-            raise SpecError(source or str(base), [("workdir", f"{resolved} {why} (relative paths are read "
-                                                              f"from the spec file's folder, {base})")])
+        require_workdir(workdir, source or str(base), base)
     root = spec.checkpoint.root
     if root and not root.startswith("s3://") and not os.path.isabs(os.path.expanduser(root)):
         upd["checkpoint"] = spec.checkpoint.model_copy(update={"root": str((base / root).resolve())})

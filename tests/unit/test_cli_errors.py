@@ -225,12 +225,15 @@ def test_a_store_locked_beyond_the_busy_timeout_is_one_line(env_home):
         assert holder.stdout.readline().strip() == "locked"
         env = {"LAUNCHER_STATE_BUSY_TIMEOUT": "1"}
         assert job in cli(env_home, "status", env=env).stdout  # readers are not blocked (WAL)
-        one_error_line(cli(env_home, "cancel", job, env=env), EXIT_STATE, str(db), "locked by another process",
-                       "LAUNCHER_STATE_BUSY_TIMEOUT")
+        # a command that must write: nothing is submitted while the store cannot record it
+        one_error_line(cli(env_home, "launch", env_home["spec"], env=env), EXIT_STATE, str(db),
+                       "locked by another process", "LAUNCHER_STATE_BUSY_TIMEOUT")
     finally:
         holder.kill()
         holder.wait()
-    assert "cancelled" in cli(env_home, "cancel", job).stdout
+    rows = cli(env_home, "status", "--json").stdout
+    assert rows.count('"job_id"') == 1, rows  # the refused launch left no row
+    assert cli(env_home, "launch", env_home["spec"]).returncode == 0
 
 
 def _as_nobody():
