@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from tests.fixtures.slurm import start_cluster, stop_cluster
+from tests.fixtures.policy import service_unavailable
 
 pytestmark = pytest.mark.slurm
 
@@ -22,7 +23,7 @@ def iptables(*args, check=True) -> subprocess.CompletedProcess:
 @pytest.fixture
 def firewall():
     if not shutil.which("iptables") or iptables("-S", "FORWARD", check=False).returncode != 0:
-        pytest.skip("no usable iptables on this machine: nothing can drop bridged traffic")
+        service_unavailable("this test's prerequisite", "no usable iptables on this machine: nothing can drop bridged traffic")
 
 
 def test_two_node_srun_works_when_the_firewall_drops_forwarded_traffic(firewall, clean_queue):

@@ -22,6 +22,7 @@ from launcher.checkpoint import (COMMIT, GENERATIONS, CheckpointError, commit, g
 from launcher.checkpoint.contract import (MAX_MANIFEST_BYTES, build_manifest, manifest_bytes, parse_manifest,
                                           unsafe_rel_path)
 from launcher.checkpoint.errors import ManifestError, UnsafePath
+from tests.fixtures.policy import service_unavailable
 
 # Every test here would hang forever (or for minutes) without the fix: bound them.
 pytestmark = pytest.mark.timeout(60)
@@ -160,7 +161,7 @@ def _dev_zero_link(path):
 
 def _dev_zero_node(path):
     if os.geteuid() != 0:
-        pytest.skip("mknod of a character device needs root (the symlink-to-/dev/zero case covers non-root)")
+        service_unavailable("this test's prerequisite", "mknod of a character device needs root (the symlink-to-/dev/zero case covers non-root)")
     os.mknod(path, 0o644 | stat.S_IFCHR, os.makedev(1, 5))  # what /dev/zero is
 
 
@@ -238,7 +239,7 @@ def test_an_oversized_commit_json_is_refused_without_reading_it(tmp_path):
 # ---------------------------------------------------------------- full disk
 def test_resume_env_on_a_full_checkpoint_disk_prints_one_line(tmp_path):
     if shutil.which("unshare") is None:
-        pytest.skip("needs unshare(1) to mount a tiny tmpfs")
+        service_unavailable("this test's prerequisite", "needs unshare(1) to mount a tiny tmpfs")
     mnt = tmp_path / "full"
     mnt.mkdir()
     ns = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-rm"]
@@ -247,7 +248,7 @@ def test_resume_env_on_a_full_checkpoint_disk_prints_one_line(tmp_path):
               'exec "$2" -m launcher.jobside resume-env --root "$1/ck"')
     p = run(ns + ["sh", "-c", script, "_", str(mnt), sys.executable])
     if "mount" in p.stderr and "permission" in p.stderr.lower():
-        pytest.skip("cannot mount a tmpfs here: %s" % p.stderr.strip())
+        service_unavailable("this test's prerequisite", "cannot mount a tmpfs here: %s" % p.stderr.strip())
     line = one_line_error(p)
     assert "No space left on device" in line and "GENERATIONS.json" in line
     assert p.stdout == ""

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from launcher.cli import main
 from launcher.errors import (EXIT_INSTALL, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_STATE, EXIT_USAGE)
 from tests.integration.launcher_cli import submitted_job
+from tests.fixtures.policy import service_unavailable
 
 LAUNCHER = str(Path(sys.executable).parent / "launcher")
 
@@ -284,7 +285,7 @@ def _unshare_mount_ok() -> bool:
 
 def test_a_store_on_a_full_disk_is_one_line_and_unchanged(env_home):
     if not _unshare_mount_ok():
-        pytest.skip("needs root and mount namespaces to fill a small tmpfs")
+        service_unavailable("this test's prerequisite", "needs root and mount namespaces to fill a small tmpfs")
     job = make_store_with_a_job(env_home)
     home = env_home["home"]
     saved = env_home["tmp"] / "saved"
