@@ -115,3 +115,39 @@ def ssh_cli(tmp: Path, cluster, sshd_server, name: str = "remote") -> LauncherCL
     c.env["HOME"] = str(tmp)  # no ~/.ssh of the machine's user is consulted
     c.env.pop("SLURM_CONF", None)
     return c
+
+
+# ---- several `launcher watch` processes at once (exactly-once tests) -------------------------
+def start_watcher(cli: "LauncherCLI", i: int, interval: float = 0.1) -> subprocess.Popen:
+    """A `launcher watch` process of its own session, logging to CLI.tmp/watch{I}.log."""
+    log = open(cli.tmp / f"watch{i}.log", "ab")
+    return subprocess.Popen([LAUNCHER, "watch", "--interval", str(interval)], env=cli.env, stdout=log,
+                            stderr=subprocess.STDOUT, cwd=str(cli.tmp), start_new_session=True)
+
+
+def stop_watchers(procs) -> None:
+    import signal
+
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait(timeout=30)
+
+
+def wait_all_closed(cli: "LauncherCLI", jobs, timeout: float, interval: float = 1) -> None:
+    def all_closed():
+        rows = json.loads(cli.run("status", "--json").stdout)
+        return all(not r["open"] for r in rows if r["job_id"] in jobs)
+
+    poll("every job closed", all_closed, timeout=timeout, interval=interval)
+
+
+def starts_by_job(starts: Path) -> dict:
+    """The "JOB ATTEMPT" lines the test programs append at every start, as job -> [attempts]."""
+    import collections
+
+    out = collections.defaultdict(list)
+    for line in Path(starts).read_text().splitlines():
+        job, attempt = line.split()
+        out[job].append(int(attempt))
+    return out

@@ -4,11 +4,8 @@ of watchers, and when one of them is killed in the middle."""
 
 from __future__ import annotations
 
-import collections
-import json
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -16,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .launcher_cli import LAUNCHER, LauncherCLI, poll
+from .launcher_cli import LauncherCLI, poll, start_watcher, starts_by_job, stop_watchers, wait_all_closed
 
 ATTEMPTS = 4  # every job ends its first 3 attempts (preempted or killed), then completes
 
@@ -54,20 +51,6 @@ def launch_jobs(cli: LauncherCLI, n: int, starts: Path) -> list[str]:
     return jobs
 
 
-def watcher(cli: LauncherCLI, i: int) -> subprocess.Popen:
-    log = open(cli.tmp / f"watch{i}.log", "ab")
-    return subprocess.Popen([LAUNCHER, "watch", "--interval", "0.1"], env=cli.env, stdout=log,
-                            stderr=subprocess.STDOUT, cwd=str(cli.tmp), start_new_session=True)
-
-
-def starts_by_job(starts: Path) -> dict:
-    out = collections.defaultdict(list)
-    for line in starts.read_text().splitlines():
-        job, attempt = line.split()
-        out[job].append(int(attempt))
-    return out
-
-
 @pytest.fixture
 def cli(tmp_path):
     c = LauncherCLI(tmp_path)
@@ -79,25 +62,17 @@ def test_three_watchers_and_a_killed_one_run_every_attempt_exactly_once(cli):
     starts = cli.tmp / "starts.txt"
     starts.touch()
     jobs = launch_jobs(cli, 8, starts)
-    procs = [watcher(cli, i) for i in range(3)]
+    procs = [start_watcher(cli, i) for i in range(3)]
     try:
         # kill one watcher with SIGKILL once recovery is under way, and start a fourth
         poll("recovery under way", lambda: sum(len(v) for v in starts_by_job(starts).values()) >= 12,
              timeout=240, interval=0.1)
         os.killpg(procs[0].pid, signal.SIGKILL)
         procs[0].wait()
-        procs.append(watcher(cli, 3))
-
-        def all_closed():
-            rows = json.loads(cli.run("status", "--json").stdout)
-            return all(not r["open"] for r in rows if r["job_id"] in jobs)
-
-        poll("every job closed", all_closed, timeout=480, interval=1)
+        procs.append(start_watcher(cli, 3))
+        wait_all_closed(cli, jobs, timeout=480, interval=1)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-                p.wait(timeout=30)
+        stop_watchers(procs)
     seen = starts_by_job(starts)
     for job in jobs:
         assert seen[job] == list(range(1, ATTEMPTS + 1)), (job, seen[job], (cli.tmp / "watch1.log").read_text())

@@ -4,17 +4,13 @@ place): every (job, attempt) runs once, and every dedupe token reaches Slurm onc
 
 from __future__ import annotations
 
-import collections
-import json
 import os
-import signal
-import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from .launcher_cli import LAUNCHER, LauncherCLI, poll
+from .launcher_cli import LauncherCLI, start_watcher, starts_by_job, stop_watchers, wait_all_closed
 
 pytestmark = pytest.mark.slurm
 
@@ -60,26 +56,12 @@ def test_three_watchers_on_slurm_submit_and_run_every_attempt_exactly_once(cli, 
                                     "checkpoint": {"root": str(clean_queue.shared_dir / f"eo-ck-{os.getpid()}-{i}")},
                                     "recovery": {"app_error": 10}, "resources": {"time_limit": "5m"}})
         jobs.append(cli.launch(spec))
-    procs = []
-    for i in range(3):
-        log = open(cli.tmp / f"watch{i}.log", "ab")
-        procs.append(subprocess.Popen([LAUNCHER, "watch", "--interval", "0.5"], env=cli.env, stdout=log,
-                                      stderr=subprocess.STDOUT, cwd=str(cli.tmp), start_new_session=True))
+    procs = [start_watcher(cli, i, interval=0.5) for i in range(3)]
     try:
-        def all_closed():
-            rows = json.loads(cli.run("status", "--json").stdout)
-            return all(not r["open"] for r in rows if r["job_id"] in jobs)
-
-        poll("every job closed", all_closed, timeout=420, interval=2)
+        wait_all_closed(cli, jobs, timeout=420, interval=2)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-                p.wait(timeout=30)
-    seen = collections.defaultdict(list)
-    for line in starts.read_text().splitlines():
-        job, attempt = line.split()
-        seen[job].append(int(attempt))
+        stop_watchers(procs)
+    seen = starts_by_job(starts)
     comments = clean_queue.run("squeue", "-h", "-t", "all", "-o", "%k").stdout.split()
     logs = "\n".join((cli.tmp / f"watch{i}.log").read_text() for i in range(3))
     for job in jobs:
