@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Iterator, Optional, Protocol, Sequence
+from typing import Any, ClassVar, Iterator, Optional, Protocol, Sequence, runtime_checkable
 
 from .config import Target
 from .spec import JobSpec
@@ -85,7 +85,8 @@ class Backend(Protocol):
     target_options: ClassVar[Any]  # a pydantic model validating the target's config keys
     install_hint: ClassVar[str]
 
-    def __init__(self, target: Target, home: "Any") -> None: ...
+    def __init__(self, target: Target, app: Any) -> None:
+        """One instance per target; APP (launcher.app.App) gives the home, config and store."""
 
     def probe(self) -> Facts:
         """Collect facts about the target (may do I/O; cached by the caller)."""
@@ -105,8 +106,73 @@ class Backend(Protocol):
     def logs(self, handle: Handle, follow: bool = False, done=None) -> Iterator[str]:
         """Yield chunks of the job's output; with follow, until ``done()`` is true."""
 
-    def find(self, job: JobRef) -> Optional[Handle]:
-        """Look the dedupe token up in the scheduler (a submit retried after an unclear failure)."""
+
+
+# ---- optional capabilities -------------------------------------------------------------
+# The core asks what a backend CAN do (``isinstance(backend, Capability)``, see ``can``),
+# never what it is called. A backend declares a capability by implementing its methods.
+
+
+@dataclass(frozen=True)
+class QueueEstimate:
+    """Expected wait before a job starts in a backend's queue."""
+
+    hours: float
+    source: str  # how it was measured, shown by `launcher plan`
+    queue: str = ""  # which queue (a Slurm partition): a backend with several keys waits by it
+
+
+@runtime_checkable
+class FindsSubmissions(Protocol):
+    """Dedupe lookup: the scheduler's job carrying ``job.dedupe_token``, or None."""
+
+    def find(self, job: JobRef) -> Optional[Handle]: ...
+
+
+@runtime_checkable
+class MeasuresQueueWait(Protocol):
+    """The backend has a queue; it can tell how long a job of this shape would wait in it.
+    Burst (waiting too long here: go elsewhere) applies only to such backends."""
+
+    def queue_wait(self, spec: JobSpec, exclude_job: Optional[str] = None) -> Optional[QueueEstimate]: ...
+
+
+@runtime_checkable
+class KeepsRunHistory(Protocol):
+    """A scheduler that restarts a job in place under one native id (Slurm requeue) and keeps
+    each run's own end state: one dict per run, oldest first ({"state", "nodes", ...})."""
+
+    def run_history(self, handle: Handle) -> list[dict]: ...
+
+
+@runtime_checkable
+class PricesOffers(Protocol):
+    """The backend prices itself: the places this target could run SPEC, as planner offers
+    (``launcher.plan.offers.Offer``), with hourly prices, spot or not, and queue waits."""
+
+    def offers(self, spec: JobSpec, context: Any) -> list: ...
+
+
+@runtime_checkable
+class ChoosesPlacement(Protocol):
+    """The backend chooses among several placements (clouds, regions, spot or not) itself:
+    it is handed the planner's ranked candidates and fails over among them."""
+
+    def with_candidates(self, facts: Facts, candidates: list[dict]) -> Facts: ...
+
+
+@runtime_checkable
+class HasSubmitHost(Protocol):
+    """Jobs are submitted from a host this backend reaches with a runner (a login node, over
+    SSH or local): ``runner.where`` is "localhost" or the host; ``runner.put_file`` writes there."""
+
+    @property
+    def runner(self) -> Any: ...
+
+
+def can(backend: Any, capability: type) -> bool:
+    """Whether BACKEND declares CAPABILITY (one of the protocols above)."""
+    return isinstance(backend, capability)
 
 
 def iter_file(path, follow: bool, poll: float = 0.5, done=None) -> Iterator[str]:
