@@ -16,7 +16,7 @@
   of the command because sshd usually refuses to set variables (AcceptEnv).
 - Login shells are noisy (banners, module systems, conda/pyenv init, on stdout and
   stderr) and slow. Every command's output is framed by random start/end markers
-  (``launcher.ssh_frame``): only what lies inside the frame is output, so noise is never
+  (``launcher.transport.frame``): only what lies inside the frame is output, so noise is never
   parsed as a job id or a status. Commands run through a few long-lived ``bash
   --noprofile --norc`` shells per connection (``ssh_shell: persistent``, the default):
   the login shell starts once per shell, the login environment (``bash -l``: PATH,
@@ -56,7 +56,7 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 from .errors import CommandError, LauncherError, TransientError
 from .redact import redact_text
 from .runner import LocalRunner, Result
-from .ssh_frame import Frame, FrameError, FrameParser
+from .transport.frame import Frame, FrameError, FrameParser
 from .ssh_config import (DEFAULT_IDENTITIES, Hop, KnownHosts, Route, SSHOptions, append_known_host,
                          check_env_name, display_type, fingerprint, resolve)
 

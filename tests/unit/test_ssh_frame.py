@@ -1,4 +1,4 @@
-"""The framing that keeps login-shell noise out of command output (launcher/ssh_frame.py)."""
+"""The framing that keeps login-shell noise out of command output (launcher/transport/frame.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from launcher.ssh_frame import Frame, FrameError, FrameParser
+from launcher.transport.frame import Frame, FrameError, FrameParser
 
 BANNER_OUT = b"Welcome to login1!\nSubmitted batch job 4242\n4242;cluster\nRUNNING\n"
 BANNER_ERR = b"pyenv: cannot rehash: /root/.pyenv/shims isn't writable\nmodule: command not found\n"

@@ -1,0 +1,1 @@
+"""Reaching a login node over SSH (paramiko): see ``runner`` for the overview."""
