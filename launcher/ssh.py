@@ -57,8 +57,8 @@ from .errors import CommandError, LauncherError, TransientError
 from .redact import redact_text
 from .runner import LocalRunner, Result
 from .transport.frame import Frame, FrameError, FrameParser
-from .ssh_config import (DEFAULT_IDENTITIES, Hop, KnownHosts, Route, SSHOptions, append_known_host,
-                         check_env_name, display_type, fingerprint, resolve)
+from .transport.known_hosts import KnownHosts, append_known_host, display_type, fingerprint
+from .transport.sshconfig import DEFAULT_IDENTITIES, Hop, Route, SSHOptions, check_env_name, resolve
 
 log = logging.getLogger("launcher.ssh")
 

@@ -13,8 +13,8 @@ from launcher.errors import ConfigError, TransientError
 from launcher.runner import LocalRunner
 from launcher.ssh import (ConnectionLostError, HostUnreachableError, SSHRunner, make_runner, may_have_run,
                           remote_command, retry_idempotent, retry_unstarted)
-from launcher.ssh_config import (KnownHosts, SSHOptions, SSHTargetOptions, append_known_host, fingerprint,
-                                 host_matches, resolve)
+from launcher.transport.known_hosts import KnownHosts, append_known_host, fingerprint, host_matches
+from launcher.transport.sshconfig import SSHOptions, SSHTargetOptions, resolve
 
 HOSTILE = ["plain", "with space", "it's", 'dq"uote', "; rm -rf /tmp/x", "$(id)", "`id`", "new\nline",
            "*", "", "-n", "back\\slash", "tab\there", "ünïcode", "$HOME"]
@@ -53,7 +53,7 @@ def test_make_runner_is_local_without_ssh_host_and_ssh_with_it():
 
 
 def test_importing_the_ssh_modules_does_not_import_paramiko():
-    code = ("import sys, launcher.cli, launcher.ssh, launcher.ssh_config, launcher.commands.ssh; "
+    code = ("import sys, launcher.cli, launcher.ssh, launcher.transport.sshconfig, launcher.commands.ssh; "
             "print('paramiko' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"

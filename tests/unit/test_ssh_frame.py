@@ -189,7 +189,7 @@ def test_login_env_exports_quote_values_and_skip_functions_and_shell_bookkeeping
 
 def test_ssh_shell_is_persistent_by_default_and_checked():
     from launcher.errors import ConfigError
-    from launcher.ssh_config import SSHOptions
+    from launcher.transport.sshconfig import SSHOptions
 
     assert SSHOptions.from_target({"ssh_host": "h"}).ssh_shell == "persistent"
     assert SSHOptions.from_target({"ssh_host": "h", "ssh_shell": "exec"}).ssh_shell == "exec"
