@@ -40,7 +40,6 @@ import io
 import logging
 import os
 import posixpath
-import random
 import select
 import shlex
 import socket
@@ -51,17 +50,26 @@ import time
 import uuid
 from dataclasses import dataclass, replace
 from fnmatch import fnmatch
-from typing import Any, Callable, Optional, Sequence, TypeVar
+from typing import Any, Callable, Optional, Sequence
 
-from .errors import CommandError, LauncherError, TransientError
-from .redact import redact_text
+from .errors import CommandError, LauncherError
 from .runner import LocalRunner, Result
+from .transport.cmdline import remote_command
+from .transport.cmdline import shown as _shown
+from .transport.errors import (AuthenticationError, ConnectionLostError, HostKeyChangedError, HostNotFoundError,
+                               HostUnreachableError, RemoteCommandNotFound, RemoteCommandTimeout,
+                               RemoteDiskFullError, SSHError, StagingError, UnknownHostKeyError,
+                               may_have_run)  # noqa: F401 (importers move in the next commit)
+from .transport.retry import retry_idempotent  # noqa: F401 (importers move in the next commit)
 from .transport.frame import Frame, FrameError, FrameParser
 from .transport.known_hosts import KnownHosts, append_known_host, display_type, fingerprint
-from .transport.sshconfig import DEFAULT_IDENTITIES, Hop, Route, SSHOptions, check_env_name, resolve
+from .transport.sshconfig import DEFAULT_IDENTITIES, Hop, Route, SSHOptions, resolve
 
 log = logging.getLogger("launcher.ssh")
 
+# until the runner moves to launcher.transport (next commit), where the backend passes these in
+SLURM_PROGRAMS = {p: "Slurm's client" for p in ("sbatch", "squeue", "scontrol", "scancel", "sacct", "sinfo",
+                                                "srun", "salloc", "sprio", "sshare")}
 MAX_SESSIONS = 8  # concurrent channels on one connection (sshd's MaxSessions is 10; SFTP takes one)
 MAX_SHELLS = 3  # persistent shells per connection (each holds one session for its lifetime)
 SHELL_START_TIMEOUT = 30.0  # seconds for a shell's start-up and login-environment capture
@@ -71,143 +79,6 @@ CHUNK = 32768
 CAPTURE_LOGIN_ENV = "bash -lc 'env -0 >&3' 3>&1 >/dev/null 2>/dev/null"
 _NOT_FROM_LOGIN_ENV = {"PWD", "OLDPWD", "SHLVL", "_", "BASH_EXECUTION_STRING", "BASHOPTS", "SHELLOPTS", "PS1",
                        "BASH_ENV", "ENV"}
-
-T = TypeVar("T")
-
-
-# --------------------------------------------------------------------------- errors
-
-class SSHError(LauncherError):
-    """An SSH problem a user has to fix; retrying does not help."""
-
-
-class HostKeyError(SSHError):
-    def __init__(self, message: str, *, name: str = "", keytype: str = "", fingerprint: str = ""):
-        super().__init__(message)
-        self.name, self.keytype, self.fingerprint = name, keytype, fingerprint
-
-
-class UnknownHostKeyError(HostKeyError):
-    """The host's key is in no known_hosts file: refused until trusted."""
-
-
-class HostKeyChangedError(HostKeyError):
-    """The host offered a key other than the recorded one (or a revoked one): refused."""
-
-
-class AuthenticationError(SSHError):
-    def __init__(self, hop: Hop, tried: list, reason: str):
-        self.tried = list(tried)
-        lines = [f"SSH authentication as {hop.user} to {hop.hostname}:{hop.port} failed: {reason}"]
-        lines += [f"  tried {t}" for t in tried] or ["  no key was offered"]
-        lines.append("Set ssh_key (or IdentityFile in the SSH config) to a key listed in the remote "
-                     "~/.ssh/authorized_keys, or load one into ssh-agent; launcher never uses passwords.")
-        super().__init__("\n".join(lines))
-
-
-class HostNotFoundError(SSHError):
-    """The host name does not resolve."""
-
-
-class HostUnreachableError(TransientError):
-    """Connecting failed (refused, timed out, handshake cut): the command surely did not run."""
-
-    may_have_run = False
-
-
-class ConnectionLostError(TransientError):
-    """The connection died while a command was running: it may or may not have run."""
-
-    may_have_run = True
-
-
-class RemoteCommandTimeout(TransientError):
-    """No answer within the timeout: the command may still be running."""
-
-    may_have_run = True
-
-
-class RemoteCommandNotFound(CommandError):
-    """Exit 127: the program is not on the remote PATH of a non-interactive shell."""
-
-    def __init__(self, argv, returncode, stdout, stderr, where):
-        super().__init__(argv, returncode, stdout, stderr, where)
-        prog = self.argv[0] if self.argv else "?"
-        what = "Slurm's client" if prog in SLURM_COMMANDS else "it"
-        said = (stderr or "").strip().splitlines()
-        self.args = (f"{prog} not found on {where}: is {what} installed / is PATH set in non-interactive shells?"
-                     + (f" (exit 127: {said[-1]})" if said else " (exit 127)"),)
-
-
-class RemoteDiskFullError(SSHError):
-    """Staging failed because the remote file system is full (or the quota is exceeded)."""
-
-
-class StagingError(SSHError):
-    """Copying files to the remote host failed for another reason (permissions, paths)."""
-
-
-SLURM_COMMANDS = {"sbatch", "squeue", "scontrol", "scancel", "sacct", "sinfo", "srun", "salloc", "sprio", "sshare"}
-
-
-def may_have_run(exc: BaseException) -> bool:
-    """False only when the command surely did not start (the connection could not be made).
-    For sbatch: False -> resubmit; True -> look for the dedupe token in the queue first."""
-    return getattr(exc, "may_have_run", True)
-
-
-def retry_idempotent(fn: Callable[[], T], *, attempts: int = 4, base_delay: float = 0.5, max_delay: float = 8.0,
-                     sleep: Callable[[float], Any] = time.sleep, what: str = "command") -> T:
-    """Call ``fn`` and retry it on TransientError with exponential backoff and jitter.
-
-    Only for idempotent work (squeue, scontrol show, mkdir -p, put_file, put_tree):
-    a command whose connection died mid-way may have run. Other errors (host key,
-    authentication, a failing command) are raised at once."""
-    for i in range(attempts):
-        try:
-            return fn()
-        except TransientError as e:
-            if i == attempts - 1:
-                raise
-            delay = min(max_delay, base_delay * (2 ** i)) * (0.5 + random.random() / 2)
-            log.info("%s failed (%s); retry %d/%d in %.1fs", what, e, i + 1, attempts - 1, delay)
-            sleep(delay)
-    raise AssertionError("unreachable")
-
-
-def retry_unstarted(fn: Callable[[], T], *, attempts: int = 4, base_delay: float = 0.5, max_delay: float = 8.0,
-                    sleep: Callable[[float], Any] = time.sleep, what: str = "command") -> T:
-    """Like retry_idempotent, for commands that must not run twice (sbatch): retries only
-    errors whose command surely did not start; a ``may_have_run`` error propagates so the
-    caller can look for its dedupe token before submitting again."""
-    for i in range(attempts):
-        try:
-            return fn()
-        except TransientError as e:
-            if may_have_run(e) or i == attempts - 1:
-                raise
-            delay = min(max_delay, base_delay * (2 ** i)) * (0.5 + random.random() / 2)
-            log.info("%s could not start (%s); retry %d/%d in %.1fs", what, e, i + 1, attempts - 1, delay)
-            sleep(delay)
-    raise AssertionError("unreachable")
-
-
-# --------------------------------------------------------------------------- helpers
-
-def remote_command(argv: Sequence[str], env: Optional[dict] = None) -> str:
-    """The command line sent to the remote shell: every element quoted, env first."""
-    parts = [shlex.quote(str(a)) for a in argv]
-    if env:
-        assigns = []
-        for k, v in env.items():
-            check_env_name(k)
-            assigns.append(shlex.quote(f"{k}={v}"))
-        parts = ["env"] + assigns + parts
-    return " ".join(parts)
-
-
-def _shown(argv: Sequence[str]) -> str:
-    return redact_text(" ".join(shlex.quote(str(a)) for a in argv))
 
 
 def _remote_path(path: str) -> str:
@@ -822,7 +693,7 @@ class SSHRunner:
         out, err = out_b.decode("utf-8", "replace"), err_b.decode("utf-8", "replace")
         self.commands += 1
         if rc == 127 and argv[0] in err and ("not found" in err or "No such file" in err):
-            raise RemoteCommandNotFound(argv, rc, out, err, self.where)
+            raise RemoteCommandNotFound(argv, rc, out, err, self.where, SLURM_PROGRAMS.get(argv[0], "it"))
         if check and rc != 0:
             raise CommandError(argv, rc, out, err, self.where)
         return Result(tuple(argv), rc, out, err)

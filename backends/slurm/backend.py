@@ -183,7 +183,9 @@ class SlurmBackend:
         dedupe token decides (a job is never submitted twice)."""
         if not self.opts.ssh_host:
             return self._run(argv, input=stdin, check=False)
-        from launcher.ssh import may_have_run, retry_unstarted
+        from launcher.transport.errors import may_have_run
+
+        from .retry import retry_unstarted
 
         try:
             return retry_unstarted(lambda: self._run(argv, input=stdin, check=False))

@@ -12,7 +12,8 @@ import pytest
 from launcher.errors import ConfigError, TransientError
 from launcher.runner import LocalRunner
 from launcher.ssh import (ConnectionLostError, HostUnreachableError, SSHRunner, make_runner, may_have_run,
-                          remote_command, retry_idempotent, retry_unstarted)
+                          remote_command, retry_idempotent)
+from launcher_backends.slurm.retry import retry_unstarted
 from launcher.transport.known_hosts import KnownHosts, append_known_host, fingerprint, host_matches
 from launcher.transport.sshconfig import SSHOptions, SSHTargetOptions, resolve
 
@@ -218,3 +219,17 @@ def test_retry_unstarted_retries_only_what_surely_did_not_run():
         retry_unstarted(fn, sleep=lambda s: None)
     assert len(calls) == 2 and may_have_run(e.value) and not may_have_run(seq[0])
     assert may_have_run(TransientError("unknown origin"))
+
+
+def test_retry_takes_the_callers_policy_and_raises_what_it_refuses():
+    from launcher.transport.retry import retry
+
+    seen, sleeps = [], []
+
+    def fn():
+        seen.append(1)
+        raise (HostUnreachableError if len(seen) == 1 else ConnectionLostError)("x")
+
+    with pytest.raises(ConnectionLostError):
+        retry(fn, policy=lambda e: isinstance(e, HostUnreachableError), sleep=sleeps.append)
+    assert len(seen) == 2 and len(sleeps) == 1
