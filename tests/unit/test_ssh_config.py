@@ -11,8 +11,10 @@ import pytest
 
 from launcher.errors import ConfigError, TransientError
 from launcher.runner import LocalRunner
-from launcher.ssh import (ConnectionLostError, HostUnreachableError, SSHRunner, make_runner, may_have_run,
-                          remote_command, retry_idempotent)
+from launcher.transport import SSHRunner, make_runner
+from launcher.transport.cmdline import remote_command
+from launcher.transport.errors import ConnectionLostError, HostUnreachableError, may_have_run
+from launcher.transport.retry import retry_idempotent
 from launcher_backends.slurm.retry import retry_unstarted
 from launcher.transport.known_hosts import KnownHosts, append_known_host, fingerprint, host_matches
 from launcher.transport.sshconfig import SSHOptions, SSHTargetOptions, resolve
@@ -54,7 +56,10 @@ def test_make_runner_is_local_without_ssh_host_and_ssh_with_it():
 
 
 def test_importing_the_ssh_modules_does_not_import_paramiko():
-    code = ("import sys, launcher.cli, launcher.ssh, launcher.transport.sshconfig, launcher.commands.ssh; "
+    code = ("import sys, launcher.cli, launcher.transport.sshconfig, launcher.commands.ssh; "
+            "from launcher.transport import SSHRunner, runner_for_target, trust_host_keys; "
+            "import launcher.transport.connect, launcher.transport.pool, launcher.transport.shell, "
+            "launcher.transport.transfer; "
             "print('paramiko' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"

@@ -171,7 +171,7 @@ def test_random_noise_around_random_output_never_leaks():
 # ---------------------------------------------------------------------------- login environment
 
 def test_login_env_exports_quote_values_and_skip_functions_and_shell_bookkeeping():
-    from launcher.ssh import login_env_exports
+    from launcher.transport.shell import login_env_exports
 
     raw = b"\0".join([b"PATH=/opt/slurm/bin:/usr/bin", b"MODULEPATH=/a b", b"PWD=/home/x", b"SHLVL=2",
                       b"BASH_FUNC_module%%=() {  eval $(/usr/bin/modulecmd bash $*)\n}", b"_=/usr/bin/env",
