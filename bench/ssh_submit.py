@@ -40,7 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from launcher.ssh import SSHRunner, close_all, pool_stats, remote_command  # noqa: E402
+from launcher.transport import SSHRunner, close_all, pool_stats  # noqa: E402
+from launcher.transport.cmdline import remote_command  # noqa: E402
 
 MODES = ("persistent", "exec", "openssh", "mux")
 

@@ -1,7 +1,7 @@
 """One command-runner protocol: ``run(argv, input, timeout) -> Result``.
 
 The Slurm backend talks to a cluster only through a runner: local subprocess on a
-login node, SSH (paramiko, ``launcher.ssh``) from a laptop, or a stateful fake in
+login node, SSH (paramiko, ``launcher.transport``) from a laptop, or a stateful fake in
 unit tests. A failed command raises CommandError with argv, exit code and stderr.
 """
 

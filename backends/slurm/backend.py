@@ -20,6 +20,10 @@ from .render import HELPER_NAME, render_sbatch
 from .states import (SACCT_FIELDS, parse_sacct, parse_scontrol_oneliners, status_from_sacct,
                      status_from_scontrol)
 
+# named in the transport's error for a program missing on the login node
+CLIENT_PROGRAMS = {p: "Slurm's client" for p in ("sbatch", "squeue", "scontrol", "scancel", "sacct", "sinfo",
+                                                 "srun", "salloc", "sprio", "sshare")}
+
 
 class SlurmBackend:
     name: ClassVar[str] = "slurm"
@@ -39,9 +43,9 @@ class SlurmBackend:
         if self._runner is None:
             env = {"SLURM_CONF": self.opts.slurm_conf} if self.opts.slurm_conf else {}
             if self.opts.ssh_host:
-                from launcher.ssh import runner_for_target  # paramiko loads only for SSH targets
+                from launcher.transport import runner_for_target  # paramiko loads only for SSH targets
 
-                self._runner = runner_for_target(self.target.name, self.opts, env)
+                self._runner = runner_for_target(self.target.name, self.opts, env, known_programs=CLIENT_PROGRAMS)
             else:
                 self._runner = LocalRunner(env)
         return self._runner
@@ -183,7 +187,9 @@ class SlurmBackend:
         dedupe token decides (a job is never submitted twice)."""
         if not self.opts.ssh_host:
             return self._run(argv, input=stdin, check=False)
-        from launcher.ssh import may_have_run, retry_unstarted
+        from launcher.transport.errors import may_have_run
+
+        from .retry import retry_unstarted
 
         try:
             return retry_unstarted(lambda: self._run(argv, input=stdin, check=False))

@@ -7,7 +7,7 @@ from typing import Optional
 
 from pydantic import ConfigDict, Field, field_validator
 
-from launcher.ssh_config import SSHTargetOptions
+from launcher.transport.sshconfig import SSHTargetOptions
 
 
 class SlurmOptions(SSHTargetOptions):

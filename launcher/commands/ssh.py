@@ -21,7 +21,7 @@ def trust(ctx, name, yes):
     hosts), and record them in known_hosts after confirmation."""
     from ..app import App
     from ..errors import ConfigError
-    from ..ssh import trust_host_keys
+    from ..transport import trust_host_keys
 
     root = ctx.find_root()
     app = root.obj if isinstance(root.obj, App) else App()

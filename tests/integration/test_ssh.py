@@ -16,9 +16,11 @@ import threading
 import pytest
 
 from launcher.errors import CommandError
-from launcher.ssh import (AuthenticationError, ConnectionLostError, HostKeyChangedError, HostUnreachableError,
-                          RemoteCommandNotFound, RemoteCommandTimeout, SSHRunner, UnknownHostKeyError, close_all,
-                          may_have_run, pool_stats, retry_idempotent)
+from launcher.transport import SSHRunner, close_all, pool_stats
+from launcher.transport.errors import (AuthenticationError, ConnectionLostError, HostKeyChangedError,
+                                       HostUnreachableError, RemoteCommandNotFound, RemoteCommandTimeout,
+                                       UnknownHostKeyError, may_have_run)
+from launcher.transport.retry import retry_idempotent
 
 pytestmark = pytest.mark.sshd
 
@@ -78,12 +80,20 @@ def test_a_failing_command_raises_with_argv_exit_code_and_stderr_tail(sshd_serve
 
 
 def test_a_missing_slurm_command_says_to_check_the_client_install_and_path(sshd_server):
-    r = SSHRunner(opts(sshd_server))
+    from launcher.config import Target
+    from launcher_backends.slurm.backend import SlurmBackend
+    from launcher_backends.slurm.options import SlurmOptions
+
+    backend = SlurmBackend(Target(name="c", backend="slurm", options=SlurmOptions(**opts(sshd_server))))
+    r = backend.runner  # the Slurm backend names its client programs to the transport
     with pytest.raises(RemoteCommandNotFound) as e:
         r.run(["sbatch", "--version"], env={"PATH": "/nonexistent"}, check=False)
     msg = str(e.value)
     assert msg.startswith(f"sbatch not found on {r.where}: is Slurm's client installed")
     assert "non-interactive shells" in msg and e.value.returncode == 127
+    with pytest.raises(RemoteCommandNotFound, match=r"sbatch not found on .*: is it installed"):
+        SSHRunner(opts(sshd_server)).run(["sbatch", "--version"], env={"PATH": "/nonexistent"})  # knows no Slurm
+    backend.close()
 
 
 def test_a_command_past_its_timeout_raises_a_transient_error_and_the_connection_stays_usable(sshd_server):

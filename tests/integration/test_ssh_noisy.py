@@ -16,7 +16,9 @@ import time
 
 import pytest
 
-from launcher.ssh import MAX_SHELLS, RemoteCommandTimeout, SSHRunner, close_all, pool_stats
+from launcher.transport import SSHRunner, close_all, pool_stats
+from launcher.transport.errors import RemoteCommandTimeout
+from launcher.transport.shell import MAX_SHELLS
 from tests.fixtures.sshd import NOISY_BASHRC, NOISY_PROFILE
 
 from .launcher_cli import ssh_cli

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from launcher.config import Target
-from launcher.ssh import SSHRunner, retry_idempotent, runner_for_target
+from launcher.transport import SSHRunner, runner_for_target
+from launcher.transport.retry import retry_idempotent
 
 pytestmark = [pytest.mark.sshd, pytest.mark.usefixtures("fresh_ssh_pool")]
 

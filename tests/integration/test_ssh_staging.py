@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from launcher.ssh import RemoteDiskFullError, SSHRunner, StagingError
+from launcher.transport import SSHRunner
+from launcher.transport.errors import RemoteDiskFullError, StagingError
 
 pytestmark = [pytest.mark.sshd, pytest.mark.usefixtures("fresh_ssh_pool")]
 

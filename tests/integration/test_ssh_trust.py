@@ -10,7 +10,8 @@ import yaml
 from click.testing import CliRunner
 
 from launcher.cli import main
-from launcher.ssh import SSHRunner, UnknownHostKeyError
+from launcher.transport import SSHRunner
+from launcher.transport.errors import UnknownHostKeyError
 
 pytestmark = [pytest.mark.sshd, pytest.mark.usefixtures("fresh_ssh_pool")]
 

@@ -6,7 +6,7 @@ import pytest
 
 from launcher.backend import Handle
 from launcher.config import Target
-from launcher.ssh import close_all
+from launcher.transport import close_all
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.options import SlurmOptions
 

@@ -11,10 +11,13 @@ import pytest
 
 from launcher.errors import ConfigError, TransientError
 from launcher.runner import LocalRunner
-from launcher.ssh import (ConnectionLostError, HostUnreachableError, SSHRunner, make_runner, may_have_run,
-                          remote_command, retry_idempotent, retry_unstarted)
-from launcher.ssh_config import (KnownHosts, SSHOptions, SSHTargetOptions, append_known_host, fingerprint,
-                                 host_matches, resolve)
+from launcher.transport import SSHRunner, make_runner
+from launcher.transport.cmdline import remote_command
+from launcher.transport.errors import ConnectionLostError, HostUnreachableError, may_have_run
+from launcher.transport.retry import retry_idempotent
+from launcher_backends.slurm.retry import retry_unstarted
+from launcher.transport.known_hosts import KnownHosts, append_known_host, fingerprint, host_matches
+from launcher.transport.sshconfig import SSHOptions, SSHTargetOptions, resolve
 
 HOSTILE = ["plain", "with space", "it's", 'dq"uote', "; rm -rf /tmp/x", "$(id)", "`id`", "new\nline",
            "*", "", "-n", "back\\slash", "tab\there", "ünïcode", "$HOME"]
@@ -53,7 +56,10 @@ def test_make_runner_is_local_without_ssh_host_and_ssh_with_it():
 
 
 def test_importing_the_ssh_modules_does_not_import_paramiko():
-    code = ("import sys, launcher.cli, launcher.ssh, launcher.ssh_config, launcher.commands.ssh; "
+    code = ("import sys, launcher.cli, launcher.transport.sshconfig, launcher.commands.ssh; "
+            "from launcher.transport import SSHRunner, runner_for_target, trust_host_keys; "
+            "import launcher.transport.connect, launcher.transport.pool, launcher.transport.shell, "
+            "launcher.transport.transfer; "
             "print('paramiko' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
@@ -218,3 +224,17 @@ def test_retry_unstarted_retries_only_what_surely_did_not_run():
         retry_unstarted(fn, sleep=lambda s: None)
     assert len(calls) == 2 and may_have_run(e.value) and not may_have_run(seq[0])
     assert may_have_run(TransientError("unknown origin"))
+
+
+def test_retry_takes_the_callers_policy_and_raises_what_it_refuses():
+    from launcher.transport.retry import retry
+
+    seen, sleeps = [], []
+
+    def fn():
+        seen.append(1)
+        raise (HostUnreachableError if len(seen) == 1 else ConnectionLostError)("x")
+
+    with pytest.raises(ConnectionLostError):
+        retry(fn, policy=lambda e: isinstance(e, HostUnreachableError), sleep=sleeps.append)
+    assert len(seen) == 2 and len(sleeps) == 1

@@ -1,4 +1,4 @@
-"""The framing that keeps login-shell noise out of command output (launcher/ssh_frame.py)."""
+"""The framing that keeps login-shell noise out of command output (launcher/transport/frame.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from launcher.ssh_frame import Frame, FrameError, FrameParser
+from launcher.transport.frame import Frame, FrameError, FrameParser
 
 BANNER_OUT = b"Welcome to login1!\nSubmitted batch job 4242\n4242;cluster\nRUNNING\n"
 BANNER_ERR = b"pyenv: cannot rehash: /root/.pyenv/shims isn't writable\nmodule: command not found\n"
@@ -171,7 +171,7 @@ def test_random_noise_around_random_output_never_leaks():
 # ---------------------------------------------------------------------------- login environment
 
 def test_login_env_exports_quote_values_and_skip_functions_and_shell_bookkeeping():
-    from launcher.ssh import login_env_exports
+    from launcher.transport.shell import login_env_exports
 
     raw = b"\0".join([b"PATH=/opt/slurm/bin:/usr/bin", b"MODULEPATH=/a b", b"PWD=/home/x", b"SHLVL=2",
                       b"BASH_FUNC_module%%=() {  eval $(/usr/bin/modulecmd bash $*)\n}", b"_=/usr/bin/env",
@@ -189,7 +189,7 @@ def test_login_env_exports_quote_values_and_skip_functions_and_shell_bookkeeping
 
 def test_ssh_shell_is_persistent_by_default_and_checked():
     from launcher.errors import ConfigError
-    from launcher.ssh_config import SSHOptions
+    from launcher.transport.sshconfig import SSHOptions
 
     assert SSHOptions.from_target({"ssh_host": "h"}).ssh_shell == "persistent"
     assert SSHOptions.from_target({"ssh_host": "h", "ssh_shell": "exec"}).ssh_shell == "exec"
