@@ -34,7 +34,7 @@ class CancelReport:
 
 
 def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2) -> CancelReport:
-    from .launch import refresh
+    from .tracking import refresh
     from .recovery.watch import claim_ttl
 
     store = app.store

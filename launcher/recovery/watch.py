@@ -22,10 +22,11 @@ from typing import Callable, Iterator, Optional
 
 from ..backend import Handle
 from ..errors import LauncherError
-from ..launch import find_submission, job_ref, job_spec, refresh, resubmit
+from ..launch import find_submission, job_ref, job_spec, resubmit
 from ..plan.observed import observe_job
 from ..state import ClaimLost, is_open
 from ..status import JobState, Status
+from ..tracking import refresh
 from . import burst, takeover
 from .policy import (Budgets, Done, Event, FailureClass, GiveUp, PastFailure, Retry, Superseded, abandoned,
                      classify, decide, reconcile_submitting)

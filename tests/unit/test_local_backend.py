@@ -6,7 +6,8 @@ import time
 import pytest
 
 from launcher.app import App
-from launcher.launch import launch, wait_for
+from launcher.launch import launch
+from launcher.tracking import wait_for
 from launcher.spec import spec_from_text
 from launcher.status import JobState
 

@@ -90,7 +90,7 @@ def test_budgets_come_from_the_spec():
 
 def test_attempt_cost_is_hourly_price_times_time_held():
     from launcher.backend import Handle
-    from launcher.launch import attempt_cost
+    from launcher.tracking import attempt_cost
     from launcher.status import Status
 
     h = Handle("skypilot", "t", "j", "c", 1, extra={"hourly_usd": 12.0})
