@@ -1,8 +1,8 @@
 """Job state in SQLite (WAL) under ``$LAUNCHER_HOME``.
 
-Three tables: ``jobs`` (one row per launched spec), ``attempts`` (one row per
-submission or restart: native id, state, reason, resume step, cost) and
-``events`` (every decision with its reason). Secrets never reach this file: the
+Three tables (schema: ``launcher.statedb``): ``jobs`` (one row per launched spec),
+``attempts`` (one row per submission or restart: native id, state, reason, resume step,
+cost) and ``events`` (every decision with its reason). Secrets never reach this file: the
 spec stores secret *names* only, and ``record_event`` redacts known patterns.
 """
 
@@ -18,57 +18,6 @@ from typing import Iterator, Optional
 
 from .errors import LauncherError
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-  job_id     TEXT PRIMARY KEY,
-  name       TEXT NOT NULL,
-  target     TEXT NOT NULL,
-  backend    TEXT NOT NULL,
-  spec_path  TEXT,
-  spec_yaml  TEXT NOT NULL,
-  created    REAL NOT NULL,
-  updated    REAL NOT NULL,
-  state      TEXT NOT NULL,
-  reason     TEXT NOT NULL DEFAULT '',
-  handle     TEXT,
-  ckpt_root  TEXT,
-  last_step  INTEGER,
-  meta       TEXT NOT NULL DEFAULT '{}'
-);
-CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
-CREATE TABLE IF NOT EXISTS attempts (
-  job_id       TEXT NOT NULL REFERENCES jobs(job_id) ON DELETE CASCADE,
-  attempt      INTEGER NOT NULL,
-  target       TEXT NOT NULL,
-  native_id    TEXT,
-  handle       TEXT,
-  submitted    REAL NOT NULL,
-  state        TEXT NOT NULL,
-  reason       TEXT NOT NULL DEFAULT '',
-  native_state TEXT NOT NULL DEFAULT '',
-  exit_code    INTEGER,
-  started      REAL,
-  ended        REAL,
-  resume_step  INTEGER,
-  cost_usd     REAL,
-  meta         TEXT NOT NULL DEFAULT '{}',
-  PRIMARY KEY (job_id, attempt)
-);
-CREATE TABLE IF NOT EXISTS events (
-  id      INTEGER PRIMARY KEY AUTOINCREMENT,
-  job_id  TEXT NOT NULL,
-  ts      REAL NOT NULL,
-  kind    TEXT NOT NULL,
-  detail  TEXT NOT NULL DEFAULT '{}'
-);
-CREATE INDEX IF NOT EXISTS events_job ON events(job_id, id);
-CREATE TABLE IF NOT EXISTS claims (
-  job_id   TEXT PRIMARY KEY,
-  owner    TEXT NOT NULL,
-  expires  REAL NOT NULL,
-  taken    REAL NOT NULL
-);
-"""
 
 # A job is open (recovery may still act on it) while its state is not final. Only these
 # states close a job; every other one (PENDING, RUNNING, PREEMPTED, ATTEMPT_FAILED ...)
@@ -159,7 +108,7 @@ class Claim:
 
 class StateStore:
     def __init__(self, home: Path):
-        from .statedb import open_db, prepare_home
+        from .statedb import SCHEMA, open_db, prepare_home
 
         self.home = Path(home)
         self.path = self.home / "state.db"
