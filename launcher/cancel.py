@@ -16,7 +16,7 @@ from typing import Optional
 from .backend import Handle
 from .errors import LauncherError
 from .state import is_open
-from .status import JobState
+from .status import JobState, attempt_ended
 
 
 @dataclass
@@ -72,7 +72,7 @@ def _cancel_claimed(app, c) -> CancelReport:
         return report
     todo: list[tuple[int, Handle]] = []
     for a in attempts:
-        active = a.state not in JobState.__members__ or not JobState(a.state).is_terminal
+        active = not attempt_ended(a.state)
         if active and a.handle:
             todo.append((a.attempt, Handle.from_json(a.handle)))
     # what the scheduler may have that the store does not: a SUBMITTING row's job, or the

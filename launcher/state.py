@@ -17,27 +17,13 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from .errors import LauncherError
-
-
-# A job is open (recovery may still act on it) while its state is not final. Only these
-# states close a job; every other one (PENDING, RUNNING, PREEMPTED, ATTEMPT_FAILED ...)
-# means an attempt is queued, running, or ended and waiting for the recovery decision.
-FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "GAVE_UP", "SUPERSEDED"})
-
-# The job-level name of an attempt that failed while recovery has not decided yet: the
-# attempt's own FAILED would read as (and is) a final job state.
-ATTEMPT_FAILED = "ATTEMPT_FAILED"
+from .status import FINAL_STATES, is_final, job_state_for
 
 
 def is_open(job: "JobRow") -> bool:
     """The one definition of an open job. ``meta.final`` marks jobs closed by older
     versions, which kept the attempt's state (PREEMPTED ...) on the closed job."""
-    return job.state not in FINAL_STATES and not job.meta.get("final")
-
-
-def job_state_for(attempt_state: str) -> str:
-    """The state a job shows while open, for its latest attempt's state."""
-    return ATTEMPT_FAILED if attempt_state == "FAILED" else attempt_state
+    return not is_final(job.state) and not job.meta.get("final")
 
 
 def claim_available(holder: Optional[str], expires: Optional[float], me: str, now: float) -> bool:
@@ -203,7 +189,7 @@ class StateStore:
         """Close a job (state must be final) and record why, in one transaction."""
         from .redact import redact_obj
 
-        if state not in FINAL_STATES:
+        if not is_final(state):
             raise ValueError(f"close_job: {state} is not a final state ({', '.join(sorted(FINAL_STATES))})")
         now = time.time()
         with self.tx() as db:
@@ -244,13 +230,13 @@ class StateStore:
             if row is None or row["handle"] != handle_json:
                 return False
             meta = json.loads(row["meta"] or "{}")
-            if row["state"] in FINAL_STATES or meta.get("final"):
+            if is_final(row["state"]) or meta.get("final"):
                 return False
             new = job_state_for(state)
-            if new in FINAL_STATES and (meta.get("burst") or {}).get("phase") == "racing":
+            if is_final(new) and (meta.get("burst") or {}).get("phase") == "racing":
                 return False
             db.execute("UPDATE jobs SET state=?, reason=?, updated=? WHERE job_id=?", (new, reason, now, job_id))
-            if new in FINAL_STATES:
+            if is_final(new):
                 db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
                            (job_id, now, "done", json.dumps({"reason": new.lower()})))
                 return True

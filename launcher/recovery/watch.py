@@ -25,7 +25,7 @@ from ..errors import LauncherError
 from ..launch import find_submission, job_ref, job_spec, resubmit
 from ..plan.observed import observe_job
 from ..state import ClaimLost, is_open
-from ..status import JobState, Status
+from ..status import GAVE_UP, SUPERSEDED, JobState, Status, attempt_ended, closes_job
 from ..tracking import refresh
 from . import burst, takeover
 from .policy import (Budgets, Done, Event, FailureClass, GiveUp, PastFailure, Retry, Superseded, abandoned,
@@ -81,7 +81,7 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks=()) -> list[Outcome
         try:
             row = store.get_job(job.job_id)
             if not is_open(row):  # the status just read closed it (COMPLETED, CANCELLED), or another watcher did
-                if row.state in ("COMPLETED", "CANCELLED") and isinstance(st, Status) and st.state.value == row.state:
+                if isinstance(st, Status) and st.state.value == row.state and closes_job(row.state):
                     outcomes.append(Outcome(job.job_id, "done", row.state.lower()))
                 continue
             bursting = burst.step(app, row, job_spec(row), st, clock)
@@ -195,7 +195,7 @@ def _decide_and_act(app, c, st: Status, clock) -> Outcome:
     if not is_open(job):
         return Outcome(job.job_id, "claimed", f"already closed ({job.state})")
     latest = attempts[-1]
-    if latest.state not in JobState.__members__ or not JobState(latest.state).is_terminal:
+    if not attempt_ended(latest.state):
         # another watcher resubmitted since our status query: nothing to decide
         return Outcome(job.job_id, "claimed", f"attempt {latest.attempt} is {latest.state}")
     state = JobState(latest.state)
@@ -231,11 +231,11 @@ def _decide_and_act(app, c, st: Status, clock) -> Outcome:
         store.close_job(job.job_id, final, reason, owner=c.owner, event="done", detail={"reason": decision.reason})
         return Outcome(job.job_id, "done", decision.reason)
     if isinstance(decision, Superseded):
-        store.close_job(job.job_id, "SUPERSEDED", decision.reason, owner=c.owner, event="superseded",
+        store.close_job(job.job_id, SUPERSEDED, decision.reason, owner=c.owner, event="superseded",
                         detail={"reason": decision.reason, "attempt": latest.attempt, "attempt_state": state.value})
         return Outcome(job.job_id, "superseded", decision.reason)
     if isinstance(decision, GiveUp):
-        store.close_job(job.job_id, "GAVE_UP", f"gave up: {decision.reason}", owner=c.owner, event="gave_up",
+        store.close_job(job.job_id, GAVE_UP, f"gave up: {decision.reason}", owner=c.owner, event="gave_up",
                         detail={"reason": decision.reason,
                                 "failure": decision.failure.value if decision.failure else None})
         return Outcome(job.job_id, "gave_up", decision.reason)
