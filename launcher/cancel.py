@@ -16,6 +16,7 @@ from typing import Optional
 from .backend import Handle
 from .errors import LauncherError
 from .state import is_open
+from .recovery.state import RecoveryState
 from .status import JobState, attempt_ended
 
 
@@ -77,7 +78,7 @@ def _cancel_claimed(app, c) -> CancelReport:
             todo.append((a.attempt, Handle.from_json(a.handle)))
     # what the scheduler may have that the store does not: a SUBMITTING row's job, or the
     # attempt a watcher submitted right before it died
-    next_attempt = attempts[-1].attempt + 1 if attempts else int(job.meta.get("attempt", 1))
+    next_attempt = attempts[-1].attempt + 1 if attempts else RecoveryState.load(job.meta).attempt
     try:
         found = find_submission(app.backend(job.target), job_ref(app, job, next_attempt))
     except LauncherError as e:

@@ -7,9 +7,9 @@ import pytest
 
 from launcher.app import App
 from launcher.launch import launch
-from launcher.tracking import wait_for
 from launcher.spec import spec_from_text
 from launcher.status import JobState
+from launcher.tracking import wait_for
 
 
 @pytest.fixture
