@@ -88,6 +88,10 @@ def test_budgets_come_from_the_spec():
     assert (b.preemption, b.app_error, b.max_total_usd) == (7, 0, 9)
 
 
+def test_budgets_without_a_recovery_section_are_the_specs_defaults():
+    assert Budgets() == Budgets.from_spec(spec_from_text("name: x\nrun: y\n"))
+
+
 def test_attempt_cost_is_hourly_price_times_time_held():
     from launcher.backend import Handle
     from launcher.tracking import attempt_cost
