@@ -16,7 +16,8 @@ from typing import Optional
 from .backend import Handle
 from .errors import LauncherError
 from .state import is_open
-from .status import JobState
+from .recovery.state import RecoveryState
+from .status import JobState, attempt_ended
 
 
 @dataclass
@@ -34,7 +35,7 @@ class CancelReport:
 
 
 def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2) -> CancelReport:
-    from .launch import refresh
+    from .tracking import refresh
     from .recovery.watch import claim_ttl
 
     store = app.store
@@ -72,12 +73,12 @@ def _cancel_claimed(app, c) -> CancelReport:
         return report
     todo: list[tuple[int, Handle]] = []
     for a in attempts:
-        active = a.state not in JobState.__members__ or not JobState(a.state).is_terminal
+        active = not attempt_ended(a.state)
         if active and a.handle:
             todo.append((a.attempt, Handle.from_json(a.handle)))
     # what the scheduler may have that the store does not: a SUBMITTING row's job, or the
     # attempt a watcher submitted right before it died
-    next_attempt = attempts[-1].attempt + 1 if attempts else int(job.meta.get("attempt", 1))
+    next_attempt = attempts[-1].attempt + 1 if attempts else RecoveryState.load(job.meta).attempt
     try:
         found = find_submission(app.backend(job.target), job_ref(app, job, next_attempt))
     except LauncherError as e:

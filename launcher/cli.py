@@ -195,7 +195,7 @@ def launch(ctx, file, target, follow, fresh):
 
 def _follow(app, job_id) -> int:
     from .backend import Handle
-    from .launch import refresh
+    from .tracking import refresh
 
     row = app.store.get_job(job_id)
     handle = Handle.from_json(row.handle)
@@ -227,7 +227,7 @@ def _follow(app, job_id) -> int:
 @click.pass_context
 def status(ctx, job, as_json, show_all):
     """Show jobs (or one job with every attempt, its reason and last committed step)."""
-    from .launch import refresh
+    from .tracking import refresh
     from .recovery.watch import reconcile
     from .state import is_open
 
@@ -325,7 +325,7 @@ def _reconcile_note(outcomes) -> None:
 def logs(ctx, job, follow):
     """Print a job's output."""
     from .backend import Handle
-    from .launch import refresh
+    from .tracking import refresh
 
     app = _app(ctx)
     row = app.store.get_job(job)

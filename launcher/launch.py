@@ -8,7 +8,6 @@ when submission fails the row is removed again: nothing is recorded as submitted
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -210,105 +209,6 @@ def job_spec(job_row) -> JobSpec:
     from .provenance.seed import with_run_env
 
     return with_run_env(spec, job_row.meta.get("seed"), bool(job_row.meta.get("fresh")))
-
-
-def refresh(app, jobs) -> dict:
-    """One batched status call per target for the given job rows; updates the store.
-
-    Returns {job_id: Status}. A failing target is reported per job as an error string,
-    never turned into a job failure (that is a CONTROL_PLANE event).
-    """
-    from .status import Status
-
-    by_target: dict[str, list] = {}
-    for j in jobs:
-        if j.handle:
-            by_target.setdefault(j.target, []).append(j)
-    out: dict = {}
-    for target, rows in by_target.items():
-        handles = [Handle.from_json(r.handle) for r in rows]
-        try:
-            statuses = app.backend(target).status(handles)
-        except LauncherError as e:
-            for r in rows:
-                out[r.job_id] = e
-            continue
-        for r, h, st in zip(rows, handles, statuses):
-            assert isinstance(st, Status)
-            out[r.job_id] = st
-            h0, h = h, _follow_restarts(app, r, h, st)
-            fields = dict(state=st.state.value, reason=st.reason, native_state=st.native_state,
-                          exit_code=st.exit_code)
-            if st.start_time:
-                fields["started"] = st.start_time
-            if st.end_time:
-                fields["ended"] = st.end_time
-            cost = attempt_cost(h, st)
-            if cost is not None:
-                fields["cost_usd"] = cost
-            app.store.update_attempt(r.job_id, h.attempt, **fields)
-            # an open job shows its current attempt; a closed one keeps the state and reason of
-            # the decision that closed it (state.is_open is the one definition)
-            app.store.mirror_state(r.job_id, r.handle if h is h0 else h.to_json(), st.state.value, st.reason)
-    return out
-
-
-def attempt_cost(h: Handle, st, now: Optional[float] = None) -> Optional[float]:
-    """$ spent by one attempt so far: the launched resources' hourly price (the backend's
-    actual figure when it reports one, else the estimate recorded at submit) times the
-    time it has held them."""
-    hourly = st.extra.get("hourly_usd") or h.extra.get("hourly_usd")
-    start = st.start_time or st.extra.get("launched_at")
-    if not hourly or not start:
-        return None
-    end = st.end_time or (now if now is not None else time.time())
-    return round(float(hourly) * max(0.0, end - start) / 3600.0, 6)
-
-
-def _follow_restarts(app, row, h: Handle, st) -> Handle:
-    """A scheduler that restarts a job in place (Slurm requeue) keeps its native id: each
-    restart becomes a new attempt row, and the finished run's own state (PREEMPTED,
-    NODE_FAIL ...) is taken from the scheduler's per-run history where it keeps one."""
-    import dataclasses
-
-    same = [a for a in app.store.attempts(row.job_id) if a.native_id == h.native_id]
-    if not same:
-        return h
-    first = min(a.attempt for a in same)
-    current = first + st.restarts
-    if current <= h.attempt:
-        return h
-    history = []
-    backend = app.backend(row.target)
-    if hasattr(backend, "run_history"):
-        try:
-            history = backend.run_history(h)
-        except LauncherError:
-            history = []
-    for n in range(h.attempt, current):
-        run = history[n - first] if n - first < len(history) else {}
-        app.store.update_attempt(row.job_id, n, state=run.get("state") or "REQUEUED",
-                                 reason=f"restarted by {h.backend} as attempt {n + 1}",
-                                 native_state=run.get("state", ""))
-        nh = dataclasses.replace(h, attempt=n + 1)
-        if app.store.add_restart(row.job_id, n + 1, row.target, nh.to_json(), h.native_id, st.state.value,
-                                 st.reason):  # another watcher may have recorded this restart already
-            app.store.record_event(row.job_id, "restarted", attempt=n + 1,
-                                   previous=run.get("state") or "REQUEUED", nodes=run.get("nodes", ""))
-        h = nh
-    return h
-
-
-def wait_for(app, job_id: str, poll: float = 1.0, timeout: Optional[float] = None):
-    deadline = None if timeout is None else time.time() + timeout
-    while True:
-        row = app.store.get_job(job_id)
-        st = refresh(app, [row]).get(job_id)
-        if st is not None and not isinstance(st, Exception) and st.state.is_terminal:
-            return st
-        if deadline and time.time() > deadline:
-            raise LauncherError(f"timed out waiting for {job_id}")
-        time.sleep(poll)
 
 
 def spec_yaml_text(spec: JobSpec) -> str:

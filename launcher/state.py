@@ -1,9 +1,10 @@
 """Job state in SQLite (WAL) under ``$LAUNCHER_HOME``.
 
-Three tables: ``jobs`` (one row per launched spec), ``attempts`` (one row per
-submission or restart: native id, state, reason, resume step, cost) and
-``events`` (every decision with its reason). Secrets never reach this file: the
-spec stores secret *names* only, and ``record_event`` redacts known patterns.
+Three tables (schema: ``launcher.statedb``): ``jobs`` (one row per launched spec),
+``attempts`` (one row per submission or restart: native id, state, reason, resume step,
+cost) and ``events`` (every decision with its reason). Secrets never reach this file: the
+spec stores secret *names* only, and ``record_event`` redacts known patterns. Recovery's
+own state rides in ``jobs.meta`` (``launcher.recovery.state.RecoveryState``).
 """
 
 from __future__ import annotations
@@ -12,83 +13,19 @@ import json
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Optional
 
 from .errors import LauncherError
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-  job_id     TEXT PRIMARY KEY,
-  name       TEXT NOT NULL,
-  target     TEXT NOT NULL,
-  backend    TEXT NOT NULL,
-  spec_path  TEXT,
-  spec_yaml  TEXT NOT NULL,
-  created    REAL NOT NULL,
-  updated    REAL NOT NULL,
-  state      TEXT NOT NULL,
-  reason     TEXT NOT NULL DEFAULT '',
-  handle     TEXT,
-  ckpt_root  TEXT,
-  last_step  INTEGER,
-  meta       TEXT NOT NULL DEFAULT '{}'
-);
-CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
-CREATE TABLE IF NOT EXISTS attempts (
-  job_id       TEXT NOT NULL REFERENCES jobs(job_id) ON DELETE CASCADE,
-  attempt      INTEGER NOT NULL,
-  target       TEXT NOT NULL,
-  native_id    TEXT,
-  handle       TEXT,
-  submitted    REAL NOT NULL,
-  state        TEXT NOT NULL,
-  reason       TEXT NOT NULL DEFAULT '',
-  native_state TEXT NOT NULL DEFAULT '',
-  exit_code    INTEGER,
-  started      REAL,
-  ended        REAL,
-  resume_step  INTEGER,
-  cost_usd     REAL,
-  meta         TEXT NOT NULL DEFAULT '{}',
-  PRIMARY KEY (job_id, attempt)
-);
-CREATE TABLE IF NOT EXISTS events (
-  id      INTEGER PRIMARY KEY AUTOINCREMENT,
-  job_id  TEXT NOT NULL,
-  ts      REAL NOT NULL,
-  kind    TEXT NOT NULL,
-  detail  TEXT NOT NULL DEFAULT '{}'
-);
-CREATE INDEX IF NOT EXISTS events_job ON events(job_id, id);
-CREATE TABLE IF NOT EXISTS claims (
-  job_id   TEXT PRIMARY KEY,
-  owner    TEXT NOT NULL,
-  expires  REAL NOT NULL,
-  taken    REAL NOT NULL
-);
-"""
-
-# A job is open (recovery may still act on it) while its state is not final. Only these
-# states close a job; every other one (PENDING, RUNNING, PREEMPTED, ATTEMPT_FAILED ...)
-# means an attempt is queued, running, or ended and waiting for the recovery decision.
-FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "GAVE_UP", "SUPERSEDED"})
-
-# The job-level name of an attempt that failed while recovery has not decided yet: the
-# attempt's own FAILED would read as (and is) a final job state.
-ATTEMPT_FAILED = "ATTEMPT_FAILED"
+from .recovery.state import RecoveryState, patched
+from .status import FINAL_STATES, is_final, job_state_for
 
 
 def is_open(job: "JobRow") -> bool:
-    """The one definition of an open job. ``meta.final`` marks jobs closed by older
-    versions, which kept the attempt's state (PREEMPTED ...) on the closed job."""
-    return job.state not in FINAL_STATES and not job.meta.get("final")
-
-
-def job_state_for(attempt_state: str) -> str:
-    """The state a job shows while open, for its latest attempt's state."""
-    return ATTEMPT_FAILED if attempt_state == "FAILED" else attempt_state
+    """The one definition of an open job. A job closed by an older version may still show
+    the attempt's state (PREEMPTED ...): its recovery state says it is closed."""
+    return not is_final(job.state) and not RecoveryState.load(job.meta).closed
 
 
 def claim_available(holder: Optional[str], expires: Optional[float], me: str, now: float) -> bool:
@@ -159,7 +96,7 @@ class Claim:
 
 class StateStore:
     def __init__(self, home: Path):
-        from .statedb import open_db, prepare_home
+        from .statedb import SCHEMA, open_db, prepare_home
 
         self.home = Path(home)
         self.path = self.home / "state.db"
@@ -254,15 +191,14 @@ class StateStore:
         """Close a job (state must be final) and record why, in one transaction."""
         from .redact import redact_obj
 
-        if state not in FINAL_STATES:
+        if not is_final(state):
             raise ValueError(f"close_job: {state} is not a final state ({', '.join(sorted(FINAL_STATES))})")
         now = time.time()
         with self.tx() as db:
             self._check_claim(db, job_id, owner)
-            row = db.execute("SELECT meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
-            meta = json.loads(row["meta"] or "{}") if row else {}
-            meta["final"] = True
-            meta.pop("retry_at", None)
+            meta = self._meta(db, job_id)
+            rs = RecoveryState.load(meta)
+            meta = patched(meta, replace(rs, closed=True, retry_at=None).changes_since(rs))
             db.execute("UPDATE jobs SET state=?, reason=?, meta=?, updated=? WHERE job_id=?",
                        (state, reason, json.dumps(meta), now, job_id))
             if event:
@@ -294,14 +230,14 @@ class StateStore:
             row = db.execute("SELECT state, handle, meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
             if row is None or row["handle"] != handle_json:
                 return False
-            meta = json.loads(row["meta"] or "{}")
-            if row["state"] in FINAL_STATES or meta.get("final"):
+            rs = RecoveryState.load(json.loads(row["meta"] or "{}"))
+            if is_final(row["state"]) or rs.closed:
                 return False
             new = job_state_for(state)
-            if new in FINAL_STATES and (meta.get("burst") or {}).get("phase") == "racing":
+            if is_final(new) and rs.racing:
                 return False
             db.execute("UPDATE jobs SET state=?, reason=?, updated=? WHERE job_id=?", (new, reason, now, job_id))
-            if new in FINAL_STATES:
+            if is_final(new):
                 db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
                            (job_id, now, "done", json.dumps({"reason": new.lower()})))
                 return True
@@ -319,8 +255,11 @@ class StateStore:
                  json.dumps(meta or {})))
             # a recorded submission is the truth: it reopens a job closed meanwhile (a launch
             # slower than the SUBMITTING grace); every other writer holds the job's claim
-            db.execute("UPDATE jobs SET handle=?, state=?, target=?, updated=?, meta=json_remove(meta, '$.final')"
-                       " WHERE job_id=?", (handle_json, job_state_for(state), target, now, job_id))
+            meta = self._meta(db, job_id)
+            rs = RecoveryState.load(meta)
+            meta = patched(meta, replace(rs, closed=False).changes_since(rs))
+            db.execute("UPDATE jobs SET handle=?, state=?, target=?, updated=?, meta=? WHERE job_id=?",
+                       (handle_json, job_state_for(state), target, now, json.dumps(meta), job_id))
 
     def update_attempt(self, job_id, attempt, **fields):
         if not fields:
@@ -343,17 +282,29 @@ class StateStore:
     def patch_meta(self, job_id: str, **changes) -> None:
         """Set (or, with None, remove) some meta keys atomically: other keys written meanwhile
         by another watcher (a burst race, a scheduled retry) are kept."""
+        self._patch(job_id, changes, {})
+
+    def save_recovery(self, job_id: str, before: RecoveryState, after: RecoveryState, **fields) -> None:
+        """Store what recovery changed (AFTER against BEFORE, as read) and FIELDS of the job row
+        in one transaction; recovery state another watcher wrote meanwhile is kept."""
+        self._patch(job_id, after.changes_since(before), fields)
+
+    def _patch(self, job_id: str, changes: dict, fields: dict) -> None:
+        if not changes and not fields:
+            return
         with self.tx() as db:
             row = db.execute("SELECT meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
             if row is None:
                 return
-            meta = json.loads(row["meta"] or "{}")
-            for k, v in changes.items():
-                if v is None:
-                    meta.pop(k, None)
-                else:
-                    meta[k] = v
-            db.execute("UPDATE jobs SET meta=?, updated=? WHERE job_id=?", (json.dumps(meta), time.time(), job_id))
+            fields = {**fields, "meta": json.dumps(patched(json.loads(row["meta"] or "{}"), changes)),
+                      "updated": time.time()}
+            db.execute(f"UPDATE jobs SET {', '.join(f'{k}=?' for k in fields)} WHERE job_id=?",
+                       (*fields.values(), job_id))
+
+    @staticmethod
+    def _meta(db, job_id: str) -> dict:
+        row = db.execute("SELECT meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+        return json.loads(row["meta"] or "{}") if row else {}
 
     def get_job(self, job_id: str) -> JobRow:
         row = self.db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()

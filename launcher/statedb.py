@@ -30,6 +30,60 @@ HEADER = b"SQLite format 3\x00"
 DEFAULT_BUSY_TIMEOUT = 30.0
 
 
+# the tables (``launcher.state`` reads and writes them); created with the file, and again
+# (IF NOT EXISTS) on every open
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+  job_id     TEXT PRIMARY KEY,
+  name       TEXT NOT NULL,
+  target     TEXT NOT NULL,
+  backend    TEXT NOT NULL,
+  spec_path  TEXT,
+  spec_yaml  TEXT NOT NULL,
+  created    REAL NOT NULL,
+  updated    REAL NOT NULL,
+  state      TEXT NOT NULL,
+  reason     TEXT NOT NULL DEFAULT '',
+  handle     TEXT,
+  ckpt_root  TEXT,
+  last_step  INTEGER,
+  meta       TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE TABLE IF NOT EXISTS attempts (
+  job_id       TEXT NOT NULL REFERENCES jobs(job_id) ON DELETE CASCADE,
+  attempt      INTEGER NOT NULL,
+  target       TEXT NOT NULL,
+  native_id    TEXT,
+  handle       TEXT,
+  submitted    REAL NOT NULL,
+  state        TEXT NOT NULL,
+  reason       TEXT NOT NULL DEFAULT '',
+  native_state TEXT NOT NULL DEFAULT '',
+  exit_code    INTEGER,
+  started      REAL,
+  ended        REAL,
+  resume_step  INTEGER,
+  cost_usd     REAL,
+  meta         TEXT NOT NULL DEFAULT '{}',
+  PRIMARY KEY (job_id, attempt)
+);
+CREATE TABLE IF NOT EXISTS events (
+  id      INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id  TEXT NOT NULL,
+  ts      REAL NOT NULL,
+  kind    TEXT NOT NULL,
+  detail  TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS events_job ON events(job_id, id);
+CREATE TABLE IF NOT EXISTS claims (
+  job_id   TEXT PRIMARY KEY,
+  owner    TEXT NOT NULL,
+  expires  REAL NOT NULL,
+  taken    REAL NOT NULL
+);
+"""
+
 class StateStoreFailure(StateStoreError, sqlite3.OperationalError):
     """A StateStoreError that is still a sqlite3.OperationalError, so code that handles
     SQLite's errors keeps working; the CLI prints its message as one line."""

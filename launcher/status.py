@@ -34,9 +34,43 @@ class JobState(str, enum.Enum):
         return not self.is_terminal
 
 
+# An attempt's run is over (the scheduler's view); recovery decides what follows.
 TERMINAL = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT,
                       JobState.PREEMPTED, JobState.NODE_FAIL, JobState.OUT_OF_MEMORY,
                       JobState.NO_CAPACITY, JobState.FAILED_SETUP})
+
+
+def attempt_ended(state: str) -> bool:
+    """Whether an attempt row's state (a JobState value) is terminal; an unknown name is not."""
+    return state in JobState.__members__ and JobState(state).is_terminal
+
+
+# ---- a job's own state (the jobs table). A job is open (recovery may still act on it) until
+# one of FINAL_STATES closes it; while open it shows its current attempt's state (PENDING,
+# RUNNING, PREEMPTED, ATTEMPT_FAILED ...): queued, running, or ended and awaiting the decision.
+GAVE_UP = "GAVE_UP"  # a recovery budget ran out, or the job went stale
+SUPERSEDED = "SUPERSEDED"  # a newer run took the job's checkpoint root over
+FINAL_STATES = frozenset({JobState.COMPLETED.value, JobState.FAILED.value, JobState.CANCELLED.value,
+                          GAVE_UP, SUPERSEDED})
+
+# The job-level name of an attempt that failed while recovery has not decided yet: the
+# attempt's own FAILED would read as (and is) a final job state.
+ATTEMPT_FAILED = "ATTEMPT_FAILED"
+
+
+def job_state_for(attempt_state: str) -> str:
+    """The state a job shows while open, for its latest attempt's state."""
+    return ATTEMPT_FAILED if attempt_state == JobState.FAILED.value else attempt_state
+
+
+def is_final(job_state: str) -> bool:
+    return job_state in FINAL_STATES
+
+
+def closes_job(attempt_state: str) -> bool:
+    """An attempt that ends this way closes its job at once (COMPLETED, CANCELLED): no
+    recovery decision follows."""
+    return is_final(job_state_for(attempt_state))
 
 
 @dataclass(frozen=True)

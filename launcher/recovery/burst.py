@@ -10,13 +10,14 @@ Every decision is recorded with its reason; ``launcher watch`` carries this out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..backend import Handle
 from ..errors import LauncherError
 from ..state import ClaimLost
 from ..status import JobState
+from .state import BurstRace, RecoveryState
 
 
 @dataclass(frozen=True)
@@ -48,16 +49,16 @@ def step(app, job, spec, status, clock):
 
     from .watch import claimed
 
-    burst = job.meta.get("burst") or {}
-    if burst.get("phase") == "racing":
+    rs = RecoveryState.load(job.meta)
+    if rs.racing:
         with claimed(app.store, job.job_id) as c:
             if c is None:
                 return Outcome(job.job_id, "claimed", "another watcher is running the burst race")
-            burst = c.job.meta.get("burst") or {}  # as of the claim: another watcher may have ended it
-            if burst.get("phase") != "racing":
+            rs = RecoveryState.load(c.job.meta)  # as of the claim: another watcher may have ended it
+            if not rs.racing:
                 return Outcome(job.job_id, "claimed", "the burst race was decided by another watcher")
-            return _race(app, c.job, burst)
-    if burst or not spec.burst.to or not spec.burst.after or isinstance(status, Exception) or status is None:
+            return _race(app, c.job, rs)
+    if rs.burst or not spec.burst.to or not spec.burst.after or isinstance(status, Exception) or status is None:
         return None
     if app.backend(job.target).name != "slurm":
         return None
@@ -72,7 +73,8 @@ def step(app, job, spec, status, clock):
     with claimed(app.store, job.job_id) as c:
         if c is None:
             return Outcome(job.job_id, "claimed", "another watcher is deciding on it")
-        if c.job.meta.get("burst") or c.attempts[-1].attempt != latest.attempt:
+        rs = RecoveryState.load(c.job.meta)
+        if rs.burst or c.attempts[-1].attempt != latest.attempt:
             return Outcome(job.job_id, "claimed", "another watcher acted on it first")
         try:
             handle = resubmit(app, c.job, to, latest.attempt + 1, f"burst: {d.reason}", owner=c.owner)
@@ -81,10 +83,9 @@ def step(app, job, spec, status, clock):
         except LauncherError as e:
             app.store.record_event(job.job_id, "burst_failed", target=to, error=str(e))
             return Outcome(job.job_id, "burst_failed", str(e))
-        meta = dict(c.job.meta)
-        meta["burst"] = {"phase": "racing", "slurm_attempt": latest.attempt, "slurm_target": job.target,
-                         "slurm_handle": latest.handle, "cloud_attempt": latest.attempt + 1, "cloud_target": to}
-        app.store.update_job(job.job_id, meta=meta)
+        race = BurstRace("racing", queued_attempt=latest.attempt, queued_target=job.target,
+                         queued_handle=latest.handle, copy_attempt=latest.attempt + 1, copy_target=to)
+        app.store.save_recovery(job.job_id, rs, replace(rs, burst=race))
     app.store.record_event(job.job_id, "burst", reason=d.reason, to=to, native_id=handle.native_id)
     return Outcome(job.job_id, "burst", f"{d.reason} -> {to}")
 
@@ -103,49 +104,46 @@ def _predicted_wait(app, job, spec, latest) -> Optional[float]:
     return est.hours * 3600.0
 
 
-def _race(app, job, burst):
+def _race(app, job, rs: RecoveryState):
     """Both copies exist: the first one running wins; the other is cancelled."""
     from .watch import Outcome
 
     store = app.store
-    slurm_h = Handle.from_json(burst["slurm_handle"])
+    race = rs.burst
+    slurm_h = Handle.from_json(race.queued_handle)
     attempts = {a.attempt: a for a in store.attempts(job.job_id)}
-    cloud = attempts.get(burst["cloud_attempt"])
+    cloud = attempts.get(race.copy_attempt)
     cloud_state = JobState(cloud.state) if cloud and cloud.state in JobState.__members__ else JobState.UNKNOWN
-    slurm_backend = app.backend(burst["slurm_target"])
+    slurm_backend = app.backend(race.queued_target)
     try:
         slurm_state = slurm_backend.status([slurm_h])[0].state
     except LauncherError as e:
         return Outcome(job.job_id, "control_plane", f"burst race: {e}")
-    meta = dict(job.meta)
     if cloud_state in (JobState.RUNNING, JobState.COMPLETED, JobState.COMPLETING):
         slurm_backend.cancel(slurm_h)
-        store.update_attempt(job.job_id, burst["slurm_attempt"], state="CANCELLED",
-                             reason=f"burst: the copy on {burst['cloud_target']} runs")
-        meta["burst"] = {**burst, "phase": "done", "winner": burst["cloud_target"]}
-        store.update_job(job.job_id, meta=meta)
-        store.record_event(job.job_id, "burst_won", winner=burst["cloud_target"], cancelled=burst["slurm_target"],
+        store.update_attempt(job.job_id, race.queued_attempt, state="CANCELLED",
+                             reason=f"burst: the copy on {race.copy_target} runs")
+        store.save_recovery(job.job_id, rs, replace(rs, burst=race.won_by(race.copy_target)))
+        store.record_event(job.job_id, "burst_won", winner=race.copy_target, cancelled=race.queued_target,
                            cancelled_native_id=slurm_h.native_id)
-        return Outcome(job.job_id, "burst_won", f"{burst['cloud_target']} runs; Slurm copy {slurm_h.native_id} "
+        return Outcome(job.job_id, "burst_won", f"{race.copy_target} runs; Slurm copy {slurm_h.native_id} "
                                                 f"cancelled")
     if slurm_state in (JobState.RUNNING, JobState.COMPLETED, JobState.COMPLETING):
         cloud_h = Handle.from_json(cloud.handle)
         # point the job at the Slurm copy first: a concurrent status refresh must never read
         # the cancelled cloud copy as the job's end
-        meta["burst"] = {**burst, "phase": "done", "winner": burst["slurm_target"]}
-        store.update_job(job.job_id, meta=meta, handle=slurm_h.to_json(), target=burst["slurm_target"],
-                         state=slurm_state.value)
+        store.save_recovery(job.job_id, rs, replace(rs, burst=race.won_by(race.queued_target)),
+                            handle=slurm_h.to_json(), target=race.queued_target, state=slurm_state.value)
         app.backend(cloud.target).cancel(cloud_h)
-        store.update_attempt(job.job_id, burst["cloud_attempt"], state="CANCELLED",
-                             reason=f"burst: the Slurm copy on {burst['slurm_target']} started first")
-        store.record_event(job.job_id, "burst_won", winner=burst["slurm_target"], cancelled=cloud.target,
+        store.update_attempt(job.job_id, race.copy_attempt, state="CANCELLED",
+                             reason=f"burst: the Slurm copy on {race.queued_target} started first")
+        store.record_event(job.job_id, "burst_won", winner=race.queued_target, cancelled=cloud.target,
                            cancelled_native_id=cloud_h.native_id)
         return Outcome(job.job_id, "burst_won", f"Slurm copy started first; {cloud.target} copy cancelled")
     if cloud_state.is_terminal and cloud_state is not JobState.COMPLETED:
         # the cloud copy failed before it ran: stay on Slurm, which is still queued
-        meta["burst"] = {**burst, "phase": "done", "winner": burst["slurm_target"]}
-        store.update_job(job.job_id, meta=meta, handle=slurm_h.to_json(), target=burst["slurm_target"],
-                         state=slurm_state.value)
+        store.save_recovery(job.job_id, rs, replace(rs, burst=race.won_by(race.queued_target)),
+                            handle=slurm_h.to_json(), target=race.queued_target, state=slurm_state.value)
         store.record_event(job.job_id, "burst_abandoned", reason=f"cloud copy ended {cloud_state.value}")
         return Outcome(job.job_id, "burst_abandoned", f"cloud copy ended {cloud_state.value}")
-    return Outcome(job.job_id, "racing", f"Slurm {slurm_state.value}, {burst['cloud_target']} {cloud_state.value}")
+    return Outcome(job.job_id, "racing", f"Slurm {slurm_state.value}, {race.copy_target} {cloud_state.value}")

@@ -14,6 +14,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from ..spec import Recovery
 from ..status import JobState
 
 
@@ -52,14 +53,17 @@ def classify(state: JobState) -> Optional[FailureClass]:
     return _BY_STATE.get(state)
 
 
+_SPEC = Recovery()  # the budgets' defaults are the spec's (``recovery:``), defined there once
+
+
 @dataclass(frozen=True)
 class Budgets:
-    preemption: int = 100
-    node_failure: int = 5
-    timeout: int = 20
-    out_of_memory: int = 0
-    app_error: int = 1
-    no_capacity: int = 50
+    preemption: int = _SPEC.preemption
+    node_failure: int = _SPEC.node_failure
+    timeout: int = _SPEC.timeout
+    out_of_memory: int = _SPEC.out_of_memory
+    app_error: int = _SPEC.app_error
+    no_capacity: int = _SPEC.no_capacity
     max_total_usd: Optional[float] = None
     backoff_s: float = 30.0
     max_backoff_s: float = 900.0
@@ -67,9 +71,7 @@ class Budgets:
     @classmethod
     def from_spec(cls, spec) -> "Budgets":
         r = spec.recovery
-        return cls(preemption=r.preemption, node_failure=r.node_failure, timeout=r.timeout,
-                   out_of_memory=r.out_of_memory, app_error=r.app_error, no_capacity=r.no_capacity,
-                   max_total_usd=spec.cost.max_total_usd)
+        return cls(**{f: getattr(r, f) for f in BUDGET_FIELD.values()}, max_total_usd=spec.cost.max_total_usd)
 
 
 @dataclass(frozen=True)
@@ -179,11 +181,6 @@ def _stalled_restarts(history: list[PastFailure], event: Event) -> Optional[str]
     if stalled >= 2:
         return "a fresh start" if event.resume_step is None else f"step {event.resume_step}"
     return None
-
-
-def budgets_summary(b: Budgets) -> dict:
-    return {k: getattr(b, k) for k in ("preemption", "node_failure", "timeout", "out_of_memory", "app_error",
-                                       "no_capacity", "max_total_usd")}
 
 
 # ---- SUBMITTING rows: a launch that died between the scheduler's accept and the state write

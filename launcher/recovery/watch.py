@@ -1,9 +1,10 @@
 """``launcher watch``: the recovery loop over every open job.
 
 Each cycle first reconciles job rows left in SUBMITTING (a launch that died between the
-scheduler's accept and the state write), then makes one batched status call per target,
-hands every attempt that ended to the pure ``decide``, and carries the decision out:
-resubmit (after its delay), or close the job with the reason.
+scheduler's accept and the state write), then, for every open job: refresh (one batched
+status call per target, ``launcher.tracking``) -> decide (pure, ``launcher.recovery.decide``,
+on the job's typed ``RecoveryState``, its status and the clock) -> apply (here: resubmit
+after its delay, close the job with the reason, record what was learned).
 
 Exactly-once under any number of watchers and crashes: the decide -> submit -> record
 step for a job runs only while holding the job's claim, taken in the same transaction
@@ -20,16 +21,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
-from ..backend import Handle
 from ..errors import LauncherError
-from ..launch import find_submission, job_ref, job_spec, refresh, resubmit
+from ..launch import find_submission, job_ref, job_spec, resubmit
 from ..plan.observed import observe_job
 from ..state import ClaimLost, is_open
-from ..status import JobState, Status
+from ..status import Status, closes_job
+from ..tracking import refresh
 from . import burst, takeover
-from .policy import (Budgets, Done, Event, FailureClass, GiveUp, PastFailure, Retry, Superseded, abandoned,
-                     classify, decide, reconcile_submitting)
+from .decide import Action, Close, Facts, Note, on_ended, on_status, settled
+from .policy import Retry, reconcile_submitting
 from .progress import read_progress
+from .state import RecoveryState
 
 CLAIM_TTL_S = 120.0  # longer than a submission takes; a crashed holder's claim is taken over after it
 
@@ -71,28 +73,21 @@ def claimed(store, job_id: str, ttl: Optional[float] = None) -> Iterator:
 
 
 def cycle(app, clock: Callable[[], float] = time.time, hooks=()) -> list[Outcome]:
+    """One pass over every open job: refresh (one status call per target) -> decide -> apply."""
     store = app.store
     outcomes = reconcile(app, clock)
     jobs = open_jobs(store)
     statuses = refresh(app, jobs)
     for job in jobs:
-        st = statuses.get(job.job_id)
         try:
-            row = store.get_job(job.job_id)
-            if not is_open(row):  # the status just read closed it (COMPLETED, CANCELLED), or another watcher did
-                if row.state in ("COMPLETED", "CANCELLED") and isinstance(st, Status) and st.state.value == row.state:
-                    outcomes.append(Outcome(job.job_id, "done", row.state.lower()))
-                continue
-            bursting = burst.step(app, row, job_spec(row), st, clock)
-            if bursting is not None:
-                outcomes.append(bursting)
-                continue
-            outcomes.append(_handle(app, row, st, clock))
+            o = _one(app, job.job_id, statuses.get(job.job_id), clock)
         except ClaimLost as e:
-            outcomes.append(Outcome(job.job_id, "claimed", str(e)))
+            o = Outcome(job.job_id, "claimed", str(e))
         except LauncherError as e:
             store.record_event(job.job_id, "watch_error", error=str(e))
-            outcomes.append(Outcome(job.job_id, "control_plane", str(e)))
+            o = Outcome(job.job_id, "control_plane", str(e))
+        if o is not None:
+            outcomes.append(o)
     for hook in hooks:  # e.g. spot burst: sees the same refreshed jobs, same cycle
         outcomes.extend(hook(app, clock) or [])
     return outcomes
@@ -127,7 +122,7 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time) -> O
         job = c.job
         if job.handle or job.state != "SUBMITTING" or not is_open(job):
             return None  # the launch (or another watcher) recorded it meanwhile
-        attempt = int(job.meta.get("attempt", 1))
+        attempt = RecoveryState.load(job.meta).attempt
         found = find_submission(app.backend(job.target), job_ref(app, job, attempt))
         r = reconcile_submitting(found is not None, clock() - job.created)
         if r.action == "wait":
@@ -142,135 +137,73 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time) -> O
 
 
 # ---- one open job
-def _handle(app, job, st, clock) -> Outcome:
+def _one(app, job_id: str, st, clock) -> Optional[Outcome]:
     store = app.store
-    if isinstance(st, Exception) or st is None:
-        n = int(job.meta.get("control_plane_errors", 0)) + 1
-        store.patch_meta(job.job_id, control_plane_errors=n)
-        store.record_event(job.job_id, "control_plane", error=str(st), consecutive=n)
-        return Outcome(job.job_id, "control_plane", str(st))
-    if job.meta.get("control_plane_errors"):
-        store.patch_meta(job.job_id, control_plane_errors=None)
-    # spot that learns: every ended attempt (a Slurm requeue in place included) is evidence
-    # for the planner's interruption rates, recorded before any resubmission ranks offers
-    observe_job(store, job, st)
-    if st.state is JobState.UNKNOWN:
-        return _unknown(app, job, st, clock)
-    if not st.state.is_terminal:
-        record_progress(app, job)
-        if job.meta.get("unknown_since"):
-            store.patch_meta(job.job_id, unknown_since=None)
-        return Outcome(job.job_id, "running", st.state.value)
-    with claimed(store, job.job_id) as c:
-        if c is None:
-            return Outcome(job.job_id, "claimed", "another watcher is deciding on it")
-        return _decide_and_act(app, c, st, clock)
+    row = store.get_job(job_id)
+    if not is_open(row):  # the status just read closed it (COMPLETED, CANCELLED), or another watcher did
+        if isinstance(st, Status) and st.state.value == row.state and closes_job(row.state):
+            return Outcome(job_id, "done", row.state.lower())
+        return None
+    bursting = burst.step(app, row, job_spec(row), st, clock)
+    if bursting is not None:
+        return bursting
+    rs = RecoveryState.load(row.meta)
+    seen = on_status(rs, st, clock())
+    if isinstance(st, Status):
+        # spot that learns: every ended attempt (a Slurm requeue in place included) is evidence
+        # for the planner's interruption rates, recorded before any resubmission ranks offers
+        observe_job(store, row, st)
+    if isinstance(seen, Note):
+        return apply(app, row, seen)
+    store.save_recovery(job_id, rs, seen.state)
+    with claimed(store, job_id) as c:
+        if c is None or (seen.lost is not None and not is_open(c.job)):
+            return Outcome(job_id, "claimed", "another watcher is deciding on it")
+        return apply(app, c.job, seen.lost or _decide_claimed(app, c, st, clock()), owner=c.owner)
 
 
-def _unknown(app, job, st, clock) -> Outcome:
-    """The scheduler has no record of the job: a query problem until it lasts LOST_AFTER_S,
-    then the job is closed (its outcome cannot be known), never resubmitted blindly."""
-    store = app.store
-    since = job.meta.get("unknown_since")
-    if since is None:
-        store.patch_meta(job.job_id, unknown_since=clock())
-        store.record_event(job.job_id, "control_plane", error=st.reason or "status unknown")
-        return Outcome(job.job_id, "control_plane", st.reason or "status unknown")
-    why = abandoned(JobState.UNKNOWN, since, clock())
-    if why is None:
-        return Outcome(job.job_id, "control_plane", st.reason or "status unknown")
-    with claimed(store, job.job_id) as c:
-        if c is None or not is_open(c.job):
-            return Outcome(job.job_id, "claimed", "another watcher is deciding on it")
-        why = f"{why} (last: {st.reason})" if st.reason else why
-        store.close_job(job.job_id, "FAILED", f"lost: {why}", owner=c.owner, event="lost", detail={"reason": why})
-    return Outcome(job.job_id, "failed", why)
-
-
-def _decide_and_act(app, c, st: Status, clock) -> Outcome:
+def _decide_claimed(app, c, st: Status, now: float) -> Action:
     """Under the job's claim, on the job and attempts read when the claim was taken."""
-    store = app.store
-    job, attempts = c.job, c.attempts
-    if not is_open(job):
-        return Outcome(job.job_id, "claimed", f"already closed ({job.state})")
-    latest = attempts[-1]
-    if latest.state not in JobState.__members__ or not JobState(latest.state).is_terminal:
-        # another watcher resubmitted since our status query: nothing to decide
-        return Outcome(job.job_id, "claimed", f"attempt {latest.attempt} is {latest.state}")
-    state = JobState(latest.state)
-    reason = latest.reason if latest.state == st.state.value else (latest.reason or st.reason)
-    meta = dict(job.meta)
+    action = settled(c.job, c.attempts)
+    if action is None:
+        action = on_ended(c.job, c.attempts, gather(app, c.job), st, now)
+    return action
+
+
+def gather(app, job) -> Facts:
+    """What the decision reads besides the job's rows: its spec, the checkpoint root's
+    progress (copied into the store on the way) and the other jobs on that root."""
     spec = job_spec(job)
-    budgets = Budgets.from_spec(spec)
     progress = read_progress(job.ckpt_root)
-    if progress.unknown:  # the root did not answer in time: decide nothing from a guess
-        store.record_event(job.job_id, "storage_timeout", error=progress.error)
-        return Outcome(job.job_id, "waiting", f"checkpoint root not readable: {progress.error}")
+    if progress.unknown:
+        return Facts(spec, progress)
     record_progress(app, job, progress)
-    resumes = takeover.resume_steps(job.job_id, [a.attempt for a in attempts], progress.history)
-    history = []
-    for a, nxt in zip(attempts, attempts[1:]):
-        fc = classify(JobState(a.state)) if a.state in JobState.__members__ else None
-        if fc is not None:
-            history.append(PastFailure(a.attempt, fc, _resume(resumes, a.attempt), _resume(resumes, nxt.attempt)))
-    spent = sum(a.cost_usd or 0.0 for a in attempts)
-    superseded = ""
+    sharing = ()
     if job.ckpt_root:
-        others = [(j.job_id, j.created) for j in store.jobs_sharing_root(job.ckpt_root)]
-        superseded = takeover.superseded_by(job.job_id, job.created, progress.history, others)
-    event = Event(attempt=latest.attempt, state=state, resume_step=_resume(resumes, latest.attempt),
-                  committed_step=progress.committed_step, reason=reason, spent_usd=spent,
-                  superseded_by=superseded)
-    decision = decide(history, event, budgets, clock())
-    stale = abandoned(state, latest.ended, clock()) if isinstance(decision, Retry) else None
-    if stale:
-        decision = GiveUp(stale, decision.failure)
-    if isinstance(decision, Done):
-        final = "COMPLETED" if state is JobState.COMPLETED else "CANCELLED"
-        store.close_job(job.job_id, final, reason, owner=c.owner, event="done", detail={"reason": decision.reason})
-        return Outcome(job.job_id, "done", decision.reason)
-    if isinstance(decision, Superseded):
-        store.close_job(job.job_id, "SUPERSEDED", decision.reason, owner=c.owner, event="superseded",
-                        detail={"reason": decision.reason, "attempt": latest.attempt, "attempt_state": state.value})
-        return Outcome(job.job_id, "superseded", decision.reason)
-    if isinstance(decision, GiveUp):
-        store.close_job(job.job_id, "GAVE_UP", f"gave up: {decision.reason}", owner=c.owner, event="gave_up",
-                        detail={"reason": decision.reason,
-                                "failure": decision.failure.value if decision.failure else None})
-        return Outcome(job.job_id, "gave_up", decision.reason)
-    assert isinstance(decision, Retry)
-    due = meta.get("retry_at")
-    if due is None and decision.delay_s > 0:
-        meta["retry_at"] = clock() + decision.delay_s
-        store.update_job(job.job_id, meta=meta)
-        store.record_event(job.job_id, "retry_scheduled", reason=decision.reason, delay_s=decision.delay_s)
-        return Outcome(job.job_id, "waiting", decision.reason)
-    if due is not None and clock() < due:
-        return Outcome(job.job_id, "waiting", decision.reason)
-    target = _next_target(app, job, spec, decision)
-    avoid = _cool_down(meta, st, decision, spec, clock(), Handle.from_json(latest.handle).extra.get("infra"))
-    handle = resubmit(app, job, target, latest.attempt + 1, decision.reason, avoid=avoid, owner=c.owner)
-    meta.pop("retry_at", None)
-    store.update_job(job.job_id, meta=meta, reason=decision.reason)
-    return Outcome(job.job_id, "resubmitted", f"{decision.reason} -> {target} id {handle.native_id}")
+        sharing = tuple((j.job_id, j.created) for j in app.store.jobs_sharing_root(job.ckpt_root))
+    return Facts(spec, progress, sharing)
 
 
-def _resume(resumes: dict, attempt: int) -> Optional[int]:
-    s = resumes.get(attempt)
-    return None if s is None or s < 0 else s
-
-
-def _cool_down(meta: dict, st: Status, decision: Retry, spec, now: float, infra=None) -> list:
-    """Placements to keep away from: the region that just preempted the job (or had no
-    capacity) is blocked for recovery.placement_cooldown. Updates meta["avoid"]."""
-    avoid = {p: until for p, until in (meta.get("avoid") or {}).items() if until > now}
-    cloud, region = st.extra.get("cloud"), st.extra.get("region")
-    if not (cloud and region) and infra and infra.count("/") >= 1:  # where it was launched
-        cloud, region = infra.split("/")[:2]
-    if decision.failure in (FailureClass.PREEMPTED, FailureClass.NO_CAPACITY) and cloud and region:
-        avoid[f"{cloud}/{region}".lower()] = now + (spec.recovery.placement_cooldown or 0)
-    meta["avoid"] = avoid
-    return sorted(avoid)
+def apply(app, job, action: Action, owner: Optional[str] = None) -> Outcome:
+    """Carry a decision out; a Close or Resubmit only under the job's claim (OWNER)."""
+    store = app.store
+    if isinstance(action, Note):
+        if action.state is not None:
+            store.save_recovery(job.job_id, RecoveryState.load(job.meta), action.state)
+        if action.event is not None:
+            store.record_event(job.job_id, action.event[0], **action.event[1])
+        if action.progress:
+            record_progress(app, job)
+        return Outcome(job.job_id, action.action, action.reason)
+    if isinstance(action, Close):
+        store.close_job(job.job_id, action.state, action.reason, owner=owner, event=action.event,
+                        detail=action.detail)
+        return Outcome(job.job_id, action.action, action.why)
+    reason = action.decision.reason
+    target = _next_target(app, job, action.spec, action.decision)
+    handle = resubmit(app, job, target, action.attempt, reason, avoid=action.avoid, owner=owner)
+    store.save_recovery(job.job_id, RecoveryState.load(job.meta), action.state, reason=reason)
+    return Outcome(job.job_id, "resubmitted", f"{reason} -> {target} id {handle.native_id}")
 
 
 def _next_target(app, job, spec, decision: Retry) -> str:

@@ -40,6 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..status import JobState
+
 CATEGORIES = ("queue_wait", "provisioning", "useful_compute", "checkpoint_overhead", "lost_work",
               "restart_overhead")
 LABELS = {"queue_wait": "queue wait", "provisioning": "provisioning", "useful_compute": "useful compute",
@@ -48,7 +50,7 @@ LABELS = {"queue_wait": "queue wait", "provisioning": "provisioning", "useful_co
 # an attempt that ended in one of these did not fail (no lost work is charged for COMPLETED)
 COMPLETED = "COMPLETED"
 NOT_FAILURES = {"COMPLETED", "CANCELLED"}  # CANCELLED loses work, but is no failure for the MTBF
-ACTIVE = {"SUBMITTING", "PENDING", "RUNNING", "REQUEUED", "COMPLETING", "SUSPENDED", "UNKNOWN"}
+ACTIVE = {s.value for s in JobState if not s.is_terminal}
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,7 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None):
     row = store.get_job(job)
     if refresh and row.handle and row.state in ACTIVE:
         try:
-            from ..launch import refresh as do_refresh
+            from ..tracking import refresh as do_refresh
 
             st = do_refresh(app, [row]).get(row.job_id)
             if isinstance(st, Exception):

@@ -6,9 +6,10 @@ import time
 import pytest
 
 from launcher.app import App
-from launcher.launch import launch, wait_for
+from launcher.launch import launch
 from launcher.spec import spec_from_text
 from launcher.status import JobState
+from launcher.tracking import wait_for
 
 
 @pytest.fixture

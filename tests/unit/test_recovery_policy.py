@@ -88,9 +88,13 @@ def test_budgets_come_from_the_spec():
     assert (b.preemption, b.app_error, b.max_total_usd) == (7, 0, 9)
 
 
+def test_budgets_without_a_recovery_section_are_the_specs_defaults():
+    assert Budgets() == Budgets.from_spec(spec_from_text("name: x\nrun: y\n"))
+
+
 def test_attempt_cost_is_hourly_price_times_time_held():
     from launcher.backend import Handle
-    from launcher.launch import attempt_cost
+    from launcher.tracking import attempt_cost
     from launcher.status import Status
 
     h = Handle("skypilot", "t", "j", "c", 1, extra={"hourly_usd": 12.0})
