@@ -9,6 +9,7 @@ installed. Supports Python 3.8+.
     env        what the job reads from its environment (root, generation, resume point)
     signals    preemption notices, standing down when superseded
     heartbeat  the liveness record ``launcher report`` reads
+    metrics    report(step, **metrics): metrics stored under the root (sweep early stopping)
     cli        the job-side commands (resume-env, latest, wait-commit, gc, stage, ...)
     zipapp     the packer: this package and launcher.checkpoint as one zipapp
 
@@ -22,6 +23,7 @@ Writer API for training programs::
     start = resume_step() + 1 ...
     with save(step) as d:                    # a directory to write into (S3: local staging)
         write(d)                             # COMMIT.json only on clean exit
+    report(step, loss=loss)                  # finite numbers, under ROOT/.launcher/metrics/
     if preemption_requested():
         sys.exit(EXIT_PREEMPTED)             # 75: checkpointed on notice, restart me
 
@@ -37,10 +39,12 @@ from .api import commit, restore, save
 from .cli import main
 from .env import ckpt_root, generation, latest_committed, resume_from, resume_step
 from .heartbeat import start_heartbeat
+from .metrics import report
 from .signals import (EXIT_PREEMPTED, EXIT_SUPERSEDED, clear_preemption, install_preemption_handler,
                       preempt_signals, preemption_requested, stand_down)
 from .zipapp import stage_zip
 
 __all__ = ["EXIT_PREEMPTED", "EXIT_SUPERSEDED", "stand_down", "save", "commit", "restore", "resume_step",
            "resume_from", "generation", "ckpt_root", "latest_committed", "install_preemption_handler",
-           "preemption_requested", "clear_preemption", "preempt_signals", "start_heartbeat", "stage_zip", "main"]
+           "preemption_requested", "clear_preemption", "preempt_signals", "start_heartbeat", "stage_zip", "main",
+           "report"]
