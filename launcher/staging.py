@@ -8,15 +8,16 @@ import os
 HELPER_NAME = "launcher_job.pyz"
 
 
-@functools.lru_cache(maxsize=1)
-def helper_zip_bytes() -> bytes:
-    """The job-side helper (checkpoint resume, wait-commit, node guard, writer API) as a
-    zipapp: compute nodes run it with plain python3, whether or not launcher is installed
-    there, and programs import ``launcher.jobside`` from it via LAUNCHER_JOB_PYZ."""
+@functools.lru_cache(maxsize=8)
+def helper_zip_bytes(extensions: tuple = ()) -> bytes:
+    """The job-side helper (checkpoint resume, wait-commit, writer API) as a zipapp, with
+    the job-side command modules a backend adds (EXTENSIONS, e.g. Slurm's node guard):
+    compute nodes run it with plain python3, whether or not launcher is installed there,
+    and programs import ``launcher.jobside`` from it via LAUNCHER_JOB_PYZ."""
     import tempfile
 
-    from .jobside import stage_zip
+    from .jobside.zipapp import stage_zip
 
     with tempfile.TemporaryDirectory() as d:
-        with open(stage_zip(os.path.join(d, HELPER_NAME)), "rb") as f:
+        with open(stage_zip(os.path.join(d, HELPER_NAME), tuple(extensions)), "rb") as f:
             return f.read()

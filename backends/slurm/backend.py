@@ -14,6 +14,7 @@ from launcher.spec import JobSpec
 from launcher.staging import helper_zip_bytes
 from launcher.status import JobState, Status
 
+from . import nodeguard
 from . import probe as probe_mod
 from .options import SlurmOptions
 from .render import HELPER_NAME, render_sbatch
@@ -23,6 +24,8 @@ from .states import (SACCT_FIELDS, parse_sacct, parse_scontrol_oneliners, status
 # named in the transport's error for a program missing on the login node
 CLIENT_PROGRAMS = {p: "Slurm's client" for p in ("sbatch", "squeue", "scontrol", "scancel", "sacct", "sinfo",
                                                  "srun", "salloc", "sprio", "sshare")}
+# job-side commands the helper staged with a Slurm job carries (launcher.jobside.zipapp)
+JOBSIDE_COMMANDS = (nodeguard.__name__,)
 
 
 class SlurmBackend:
@@ -142,7 +145,7 @@ class SlurmBackend:
             raise SubmitError(f"secrets {missing} are listed in the spec but not set in this environment")
         try:
             if request.meta.get("stage_helper"):
-                self.runner.put_file(f"{job_dir}/{HELPER_NAME}", helper_zip_bytes(), 0o644)
+                self.runner.put_file(f"{job_dir}/{HELPER_NAME}", helper_zip_bytes(JOBSIDE_COMMANDS), 0o644)
             self.runner.put_file(script, request.text.encode(), 0o700)
         except CommandError as e:
             raise SubmitError(f"could not stage the job script on {e.where}: {e}") from None

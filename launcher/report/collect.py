@@ -52,7 +52,7 @@ def read_generation_records(root: Optional[str], job_id: str, notes: list) -> li
     if not root:
         return []
     from ..checkpoint import CheckpointError, open_store, read_attempt, read_generations
-    from ..jobside import heartbeat_key
+    from ..jobside.heartbeat import heartbeat_key
 
     try:
         store = open_store(root)

@@ -25,6 +25,7 @@ KILLS = 50
 WRITER = r'''
 import hashlib, os, sys, time
 from launcher import jobside
+from launcher.jobside.env import store_for
 from launcher.checkpoint import Superseded
 
 def size(step, i, s3):
@@ -38,7 +39,7 @@ def content(step, i, n):
 
 step, s3, pause = int(sys.argv[1]), sys.argv[2] == "s3", float(sys.argv[3])
 if s3:
-    jobside._store(os.environ["LAUNCHER_CKPT_ROOT"]).s3     # import boto3, make the client: not timed
+    store_for(os.environ["LAUNCHER_CKPT_ROOT"]).s3     # import boto3, make the client: not timed
 print("ready", flush=True)
 try:
     while True:

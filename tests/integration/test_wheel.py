@@ -28,7 +28,8 @@ def test_wheel_contains_templates_backends_and_the_job_side_helper(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for must in ("launcher_templates/sbatch.sh.j2", "launcher_templates/local.sh.j2",
                  "launcher_templates/_contract.sh.j2", "launcher_backends/slurm/backend.py",
-                 "launcher_backends/local/backend.py", "launcher/cli.py"):
+                 "launcher_backends/local/backend.py", "launcher/cli.py", "launcher/jobside/__init__.py",
+                 "launcher/jobside/__main__.py", "launcher_backends/slurm/nodeguard.py"):
         assert must in names, must
     ep = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(ep).decode()

@@ -178,8 +178,9 @@ def _renders(spec: JobSpec, tmp: Path, options: dict | None = None, only: str | 
     job_dir.mkdir(parents=True, exist_ok=True)
     if not (job_dir / "launcher_job.pyz").exists():  # what the Slurm backend's submit stages
         from launcher.jobside import stage_zip
+        from launcher_backends.slurm.backend import JOBSIDE_COMMANDS
 
-        stage_zip(job_dir / "launcher_job.pyz")
+        stage_zip(job_dir / "launcher_job.pyz", JOBSIDE_COMMANDS)
     job = JobRef("hostile-1", 1, job_dir=str(job_dir))
     for name in ([only] if only else BACKENDS):
         opts = {**BASE_OPTIONS[name], **((options or {}) if only else {})}

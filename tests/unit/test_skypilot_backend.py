@@ -394,4 +394,4 @@ def test_submit_stages_every_local_file_the_task_mounts_before_launching(tmp_pat
     assert all(Path(p).is_file() for p in local)
     import zipfile
 
-    assert "launcher/jobside.py" in zipfile.ZipFile(local[0]).namelist()
+    assert "launcher/jobside/api.py" in zipfile.ZipFile(local[0]).namelist()

@@ -1,7 +1,8 @@
 """Node guard: keeps a requeued Slurm job away from nodes that keep failing it.
 
-Stdlib only: runs inside the job (shipped in the job-side zipapp). At every start
-the batch script calls ``node-guard --job-dir DIR``: it reads the job's per-run
+Stdlib only: runs inside the job. The Slurm backend stages the job-side zipapp with this
+module as a job-side command (``launcher.jobside.zipapp``), and at every start the batch
+script calls ``launcher_job.pyz node-guard --job-dir DIR``: it reads the job's per-run
 history from Slurm (``sacct``, or ``sacct -c`` where only jobcomp/filetxt exists),
 and for every run that ended NODE_FAIL it blames the nodes that run had and this
 one does not (the failed node is DOWN, so Slurm moved us away from it). A node
@@ -19,6 +20,8 @@ import subprocess
 import sys
 
 STATE = "node-guard.json"
+COMMAND = "node-guard"  # the job-side command (launcher.jobside.cli)
+HELP = "Slurm: steer requeues away from nodes that keep failing this job"
 
 
 def _run(argv):
@@ -108,13 +111,20 @@ def guard(job_dir: str, env=None) -> int:
     return 0
 
 
+def add_arguments(parser) -> None:
+    parser.add_argument("--job-dir", required=True)
+
+
+def run(args) -> int:
+    return guard(args.job_dir)
+
+
 def main(argv=None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="node-guard")
-    ap.add_argument("--job-dir", required=True)
-    a = ap.parse_args(argv)
-    return guard(a.job_dir)
+    ap = argparse.ArgumentParser(prog=COMMAND, description=HELP)
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,7 @@
+"""``python -m launcher.jobside CMD``: the job-side commands (see ``launcher.jobside.cli``)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,234 @@
+"""The job-side commands: ``python3 launcher_job.pyz CMD`` or ``python -m launcher.jobside CMD``.
+
+Stdlib only (see ``launcher.jobside``). Supports Python 3.8+. Commands::
+
+    resume-env [--root ROOT] [--job-id ID] [--attempt-hint N] [--verify]
+        Run at EVERY start of the job, inside the job:
+            env_lines=$(python3 launcher_job.pyz resume-env --root "$ROOT") || exit 1
+            eval "$env_lines"
+        Resolves the latest committed checkpoint, starts a new generation with
+        compare-and-swap (recording the step it resumes from) and prints shell-quoted
+            export LAUNCHER_CKPT_ROOT=...     the root, absolute
+            export LAUNCHER_ATTEMPT=...       the new generation G
+            export LAUNCHER_RESUME_FROM=...   checkpoint dir or s3:// URL; '' on a fresh start
+            export LAUNCHER_RESUME_STEP=...   its step; -1 on a fresh start
+        Exit 1 (and nothing on stdout) if ROOT is unusable. ROOT defaults to
+        $LAUNCHER_CKPT_ROOT, the job id to $LAUNCHER_JOB_ID, the hint to $LAUNCHER_ATTEMPT
+        (the new generation is max(recorded + 1, hint)).
+        With --fresh (or $LAUNCHER_FRESH=1: the job was launched with --fresh) the
+        job's first start (no generation of its job id recorded yet) starts over above
+        every existing generation, so every older checkpoint becomes stale; its
+        later starts resume its own checkpoints.
+    latest [--root ROOT] [--verify] [--step]
+        JSON {"path","step","generation","state","reason"} of the checkpoint a restart
+        would resume from, or null; with --step only its step (-1 if none). Exit 0 either way.
+    wait-commit [--root ROOT] --since-step N --timeout S [--interval S]
+        Poll until a committed checkpoint with step > N exists (prints its JSON, exit 0),
+        or S seconds pass (exit 1). N may be '' or -1 (any commit). Exit 2 if ROOT is unusable.
+        On a preemption notice, take N *before* forwarding the signal, so a periodic
+        checkpoint committed earlier does not count as the emergency one:
+            since=$(python3 launcher_job.pyz latest --step)
+            kill -USR1 "$child"
+            python3 launcher_job.pyz wait-commit --since-step "$since" --timeout "$grace"
+    gc [--root ROOT] --keep N [--dry-run] [--json]
+        See ``launcher checkpoints --help``.
+    stage DEST
+        Write this helper as a zipapp to DEST (with the same command modules).
+
+A backend adds its own commands by staging the helper with job-side command modules
+(``launcher.jobside.zipapp``): the Slurm backend adds ``node-guard``. Each module defines
+``COMMAND``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``; the zipapp's
+``__main__`` passes their names to ``main(extensions=...)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shlex
+import sys
+import time
+
+from launcher.checkpoint import (CheckpointError, RootUnavailable, gc as _gc, latest as _latest, open_store,
+                                 start_generation)
+from launcher.checkpoint import scratch as _scratch
+
+from .env import PROG, ckpt_root, env_int
+from .zipapp import stage_zip
+
+
+def export_lines(env) -> str:
+    return "".join("export %s=%s\n" % (k, shlex.quote(str(v))) for k, v in env)
+
+
+def cmd_resume_env(a) -> int:
+    store = open_store(ckpt_root(a.root))
+    store.check_root(create=True)
+    if not store.is_local:
+        for p in _scratch.clean_stale(store.root):  # left by a save or restore killed with -9
+            print("%s: removed stale staging %s" % (PROG, p), file=sys.stderr)
+    hint = a.attempt_hint if a.attempt_hint is not None else env_int("LAUNCHER_ATTEMPT")
+    job_id = a.job_id or os.environ.get("LAUNCHER_JOB_ID") or None
+    fresh = a.fresh or os.environ.get("LAUNCHER_FRESH", "").strip() == "1"
+    gens, found, log = start_generation(store, job_id=job_id, hint=hint, verify=a.verify, fresh=fresh)
+    rec = gens.record(gens.generation) or {}
+    if rec.get("fresh") is True:
+        print("%s: generation %d starts over (the job was launched with --fresh): every checkpoint of an "
+              "earlier generation under %s stays on disk and is never resumed from"
+              % (PROG, gens.generation, store.root), file=sys.stderr)
+    skipped = [e for e in log if not e.committed]
+    for e in skipped[:5]:
+        print("%s: skipped %s: %s" % (PROG, e.path, e.reason), file=sys.stderr)
+    if len(skipped) > 5:
+        print("%s: skipped %d more newer checkpoints" % (PROG, len(skipped) - 5), file=sys.stderr)
+    if found:
+        print("%s: generation %d resumes from %s (step %d)" % (PROG, gens.generation, found.path, found.step),
+              file=sys.stderr)
+    elif rec.get("fresh") is not True:
+        print("%s: generation %d starts fresh (no committed checkpoint under %s)"
+              % (PROG, gens.generation, store.root), file=sys.stderr)
+    sys.stdout.write(export_lines([
+        ("LAUNCHER_CKPT_ROOT", store.root),
+        ("LAUNCHER_ATTEMPT", gens.generation),
+        ("LAUNCHER_RESUME_FROM", found.path if found else ""),
+        ("LAUNCHER_RESUME_STEP", found.step if found else -1),
+    ]))
+    sys.stdout.flush()
+    return 0
+
+
+def cmd_latest(a) -> int:
+    e = _latest(open_store(ckpt_root(a.root)), verify=a.verify)
+    if a.step:
+        print(e.step if e else -1)
+    else:
+        print(json.dumps(e.to_dict() if e else None))
+    return 0
+
+
+def cmd_wait_commit(a) -> int:
+    since = -1 if str(a.since_step).strip() == "" else int(a.since_step)
+    store = open_store(ckpt_root(a.root))
+    deadline = time.monotonic() + max(0.0, a.timeout)
+    last_err = None
+    while True:
+        try:
+            e = _latest(store)
+            last_err = None
+        except RootUnavailable:
+            raise
+        except Exception as err:  # transient (network): keep polling until the deadline
+            e, last_err = None, err
+        if e is not None and e.step > since:
+            print(json.dumps(e.to_dict()))
+            return 0
+        left = deadline - time.monotonic()
+        if left <= 0:
+            print("%s: no commit newer than step %d under %s within %gs%s"
+                  % (PROG, since, store.root, a.timeout, " (last error: %s)" % last_err if last_err else ""),
+                  file=sys.stderr)
+            return 1
+        time.sleep(min(a.interval, left))
+
+
+def cmd_gc(a) -> int:
+    store = open_store(ckpt_root(a.root))
+    store.check_root()
+    rep = _gc(store, a.keep, dry_run=a.dry_run)
+    if a.json:
+        print(json.dumps(rep, indent=1))
+    else:
+        for k in ("deleted", "quarantined", "skipped"):
+            for x in rep[k]:
+                print("%s%s %s%s" % ("would " if a.dry_run and k != "skipped" else "", k[:-1] if k != "skipped"
+                                     else "skipped", x if isinstance(x, str) else x["path"],
+                                     "" if isinstance(x, str) else ": " + x["reason"]))
+        print("kept %d committed" % len(rep["kept"]))
+    return 0
+
+
+def cmd_stage(a) -> int:
+    print(stage_zip(a.dest, a.extensions))
+    return 0
+
+
+def _parser(extensions=()):
+    p = argparse.ArgumentParser(prog=PROG, description="Job-side checkpoint helper (stdlib only).")
+    sub = p.add_subparsers(dest="cmd")
+    sub.required = True
+
+    def root_arg(sp):
+        sp.add_argument("--root", default=None, help="checkpoint ROOT (default: $LAUNCHER_CKPT_ROOT)")
+
+    sp = sub.add_parser("resume-env", help="start a new generation; print export lines for eval")
+    root_arg(sp)
+    sp.add_argument("--job-id", default=None)
+    sp.add_argument("--attempt-hint", type=int, default=None)
+    sp.add_argument("--verify", action="store_true", help="check sha256 of the chosen checkpoint too")
+    sp.add_argument("--fresh", action="store_true",
+                    help="the job was launched with --fresh (default: $LAUNCHER_FRESH=1): its first start "
+                         "resumes from nothing and makes every older checkpoint stale")
+    sp.set_defaults(fn=cmd_resume_env)
+
+    sp = sub.add_parser("latest", help="print the latest committed checkpoint as JSON (or null)")
+    root_arg(sp)
+    sp.add_argument("--verify", action="store_true")
+    sp.add_argument("--step", action="store_true", help="print only its step (-1 if none)")
+    sp.set_defaults(fn=cmd_latest)
+
+    sp = sub.add_parser("wait-commit", help="wait for a commit newer than --since-step")
+    root_arg(sp)
+    sp.add_argument("--since-step", required=True)
+    sp.add_argument("--timeout", type=float, required=True)
+    sp.add_argument("--interval", type=float, default=0.5)
+    sp.set_defaults(fn=cmd_wait_commit)
+
+    sp = sub.add_parser("gc", help="keep N committed checkpoints, quarantine torn ones")
+    root_arg(sp)
+    sp.add_argument("--keep", type=int, required=True)
+    sp.add_argument("--dry-run", action="store_true")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(fn=cmd_gc)
+
+    for mod in extensions:
+        sp = sub.add_parser(mod.COMMAND, help=mod.HELP)
+        mod.add_arguments(sp)
+        sp.set_defaults(fn=mod.run)
+
+    sp = sub.add_parser("stage", help="write this helper as a zipapp")
+    sp.add_argument("dest")
+    sp.set_defaults(fn=cmd_stage, extensions=tuple(m.__name__ for m in extensions))
+    return p
+
+
+def load_extensions(names) -> list:
+    """The job-side command modules NAMES, each checked for what a command needs."""
+    mods = []
+    for name in names:
+        mod = importlib.import_module(name)
+        missing = [x for x in ("COMMAND", "HELP", "add_arguments", "run") if not hasattr(mod, x)]
+        if missing:
+            raise ImportError("%s is not a job-side command module: it lacks %s" % (name, ", ".join(missing)))
+        mods.append(mod)
+    return mods
+
+
+def main(argv=None, extensions=()) -> int:
+    """Run one job-side command. EXTENSIONS: the job-side command modules this helper was
+    staged with (the zipapp's __main__ passes them)."""
+    a = _parser(load_extensions(extensions)).parse_args(argv)
+    try:
+        return a.fn(a)
+    except RootUnavailable as e:
+        print("%s: error: %s" % (PROG, e), file=sys.stderr)
+        return 2 if a.cmd == "wait-commit" else 1
+    except (CheckpointError, ValueError) as e:
+        print("%s: error: %s" % (PROG, e), file=sys.stderr)
+        return 1
+    except OSError as e:  # a full disk, a read-only or vanished file system: one line, no traceback
+        where = " ".join(str(x) for x in (e.filename, e.filename2) if x)
+        print("%s: error: %s%s" % (PROG, where + ": " if where else "", e.strerror or e), file=sys.stderr)
+        return 1
+
