@@ -63,6 +63,8 @@ def _scalar(v):
     if not isinstance(v, (bool, int, float, str)):
         raise ValueError(f"a parameter value is a boolean, an integer, a number or a string "
                          f"(got {type(v).__name__})")
+    if isinstance(v, str):
+        _param_str(v)
     return v
 
 
@@ -74,7 +76,7 @@ def _number(v):
 
 ParamName = Annotated[str, AfterValidator(_param_name)]
 # bool before int: YAML's true is a bool, never the integer 1
-ParamValue = Annotated[Union[StrictBool, StrictInt, StrictFloat, Annotated[str, AfterValidator(_param_str)]],
+ParamValue = Annotated[Union[StrictBool, StrictInt, StrictFloat, str],
                        BeforeValidator(_scalar)]
 Number = Annotated[Union[StrictInt, StrictFloat], BeforeValidator(_number)]
 
