@@ -7,6 +7,7 @@ Golden files: LAUNCHER_REGEN_GOLDEN=1 .venv/bin/pytest tests/unit/test_sweep_slu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -106,8 +107,8 @@ def test_the_script_exports_no_sweep_wide_root_the_element_brings_its_own():
     assert "export LAUNCHER_CKPT_ROOT=" not in req.text
     assert "resume-env --root \"$LAUNCHER_CKPT_ROOT\"" in req.text
     table = req.files[0][1]
-    assert "export LAUNCHER_CKPT_ROOT=/ck/run/element-0000" in table
-    assert "export LAUNCHER_CKPT_ROOT=/ck/run/element-0001" in table
+    assert table.splitlines()[1].endswith(" LAUNCHER_CKPT_ROOT=/ck/run/element-0000")
+    assert table.splitlines()[2].endswith(" LAUNCHER_CKPT_ROOT=/ck/run/element-0001")
 
 
 def test_more_elements_than_max_array_size_is_refused_naming_the_limit():
@@ -215,5 +216,34 @@ def test_a_sweep_script_outside_an_array_task_stops_with_a_clear_message(tmp_pat
                            JobRef("sw-1", 1, str(tmp_path / "jobs" / "sw-1")))
     proc = run_element(req, tmp_path, None)
     assert proc.returncode == 2 and "a sweep runs as a Slurm array task" in proc.stderr
+    proc = run_element(req, tmp_path, "1; touch PWNED")
+    assert proc.returncode == 2 and "a sweep runs as a Slurm array task" in proc.stderr
     proc = run_element(req, tmp_path, 2)
     assert proc.returncode == 2 and "no element 2 in the sweep table" in proc.stderr
+    (Path(req.job.job_dir) / TABLE_NAME).write_text("# a table that lost its lines\n")
+    proc = run_element(dataclasses.replace(req, files=()), tmp_path, 0)
+    assert proc.returncode == 2 and "no element 0 in the sweep table" in proc.stderr
+    assert not list(tmp_path.rglob("PWNED*"))
+
+
+def test_the_table_is_one_export_line_per_element_after_one_comment_line():
+    req = render(sweep_spec({"grid": {"tag": HOSTILE}}))
+    lines = req.files[0][1].splitlines()
+    assert lines[0].startswith("# ") and len(lines) == 1 + len(HOSTILE)
+    assert all(line.startswith("export LAUNCHER_SWEEP_ID=") for line in lines[1:])
+    assert [f"LAUNCHER_SWEEP_INDEX={i} " in line for i, line in enumerate(lines[1:])] == [True] * len(HOSTILE)
+
+
+LINE_VALUES = HOSTILE + ["\r\n", "\t tab", "a\\nb", "\x01\x7f", "$'x'", "\\", "'", "\n", "end\\"]
+
+
+@pytest.mark.parametrize("value", LINE_VALUES, ids=repr)
+def test_line_quote_keeps_one_line_and_bash_reads_back_the_value(value):
+    from launcher_backends.slurm.array import line_quote
+
+    quoted = line_quote(value)
+    assert "\n" not in quoted and "\r" not in quoted
+    # as the script does: the line read from the table, then eval'd
+    out = subprocess.run(["bash", "-c", 'eval "$LINE"; printf %s "$V"'], capture_output=True,
+                         env={"PATH": os.environ["PATH"], "LINE": f"export V={quoted}"})
+    assert out.stdout.decode() == value and out.returncode == 0

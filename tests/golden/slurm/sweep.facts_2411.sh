@@ -29,17 +29,20 @@ export LAUNCHER_TASKS_PER_NODE=1
 export LAUNCHER_PREEMPT_SIGNAL=USR1
 export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
 export MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))
-# a sweep of 8 elements, one per array task: this task's parameters, seed and checkpoint
-# root come from the sweep table staged beside this script (every value is quoted there)
+# a sweep of 8 elements, one per array task: this task's variables (parameters, seed,
+# checkpoint root) are line 2 + index of the sweep table staged beside this script, every value quoted
 _launcher_sweep_table=/state/jobs/sweep-abc123/sweep.sh
-if [ -z "${SLURM_ARRAY_TASK_ID:-}" ] || [ ! -r "$_launcher_sweep_table" ]; then
-  printf 'launcher: a sweep runs as a Slurm array task reading its table %s\n' "$_launcher_sweep_table" >&2
-  exit 2
-fi
-. "$_launcher_sweep_table" && _launcher_sweep_element "$SLURM_ARRAY_TASK_ID" || {
+case "${SLURM_ARRAY_TASK_ID:-}" in
+  ''|*[!0-9]*) printf 'launcher: a sweep runs as a Slurm array task (SLURM_ARRAY_TASK_ID=%s)\n' "${SLURM_ARRAY_TASK_ID:-}" >&2; exit 2 ;;
+esac
+_launcher_element="$(sed -n "$(( 10#$SLURM_ARRAY_TASK_ID + 2 )){p;q}" "$_launcher_sweep_table")" || _launcher_element=
+case "$_launcher_element" in
+  "export LAUNCHER_SWEEP_ID="*) eval "$_launcher_element" ;;
+esac
+if [ "${LAUNCHER_SWEEP_INDEX:-}" != "$((10#$SLURM_ARRAY_TASK_ID))" ]; then
   printf 'launcher: no element %s in the sweep table %s\n' "$SLURM_ARRAY_TASK_ID" "$_launcher_sweep_table" >&2
   exit 2
-}
+fi
 echo "launcher: start $LAUNCHER_ATTEMPT of $LAUNCHER_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})" >&2
 # Resolve the latest COMMITTED checkpoint at every start of the job (requeues rerun
 # this script), bump the generation, and export LAUNCHER_RESUME_FROM / _STEP / _ATTEMPT.
