@@ -26,6 +26,7 @@ REPORT = ("import json, os, sys, time; t0 = time.time(); time.sleep(float(sys.ar
           "print('SWEEP-REPORT ' + json.dumps({'env': {k: v for k, v in os.environ.items() if k.startswith("
           "('LAUNCHER_SWEEP', 'LAUNCHER_PARAM', 'LAUNCHER_SEED', 'LAUNCHER_CKPT_ROOT'))}, "
           "'array': os.environ.get('SLURM_ARRAY_JOB_ID'), 'task': os.environ.get('SLURM_ARRAY_TASK_ID'), "
+          "'job': os.environ.get('SLURM_JOB_ID'), "
           "'start': t0, 'end': time.time()}), flush=True)")
 HOSTILE = ["$(touch PWNED_subst)", "`touch PWNED_bt`; touch PWNED_semi", "it's \"quoted\" ' ; touch PWNED_q ; '",
            "first\nsecond\n$(touch PWNED_nl)"]
@@ -91,6 +92,8 @@ def test_twelve_element_grid_with_max_parallel_3_is_one_array_job(clean_queue, t
         assert env["LAUNCHER_SEED"] == str(element_seed(1234, e.index))
         assert env["LAUNCHER_CKPT_ROOT"] == str(tmp / "ck" / f"element-{e.index:04d}")
         assert (tmp / "ck" / f"element-{e.index:04d}" / "GENERATIONS.json").exists()  # its own fencing
+    # why an element names itself <array>_<index>: one task's own job id IS the array's id
+    assert [r["job"] for r in reports.values()].count(handle.native_id) == 1
     # never more than 3 elements ran at once (each run's own start and end, on the shared clock)
     spans = sorted((r["start"], r["end"]) for r in reports.values())
     most = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
