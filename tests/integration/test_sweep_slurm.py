@@ -112,3 +112,43 @@ def test_hostile_parameter_values_arrive_literally_in_a_four_element_array(clean
         assert env["LAUNCHER_PARAM_TAG"] == point["tag"], (i, env)
         assert json.loads(env["LAUNCHER_PARAMS"]) == point
     assert not list(tmp.rglob("PWNED*")) and not list(cluster.shared_dir.glob("PWNED*"))
+
+
+def test_a_notice_to_one_element_requeues_only_that_element_which_resumes_its_own_commit(clean_queue, tmp_path):
+    """The self-healing script works per element: the preemption notice sent to element 1 makes
+    it checkpoint under ITS root and requeue ITSELF (<array>_1); elements 0 and 2 never restart,
+    and all three end with the uninterrupted run's result."""
+    import re
+    import subprocess
+    import sys
+
+    cluster = clean_queue
+    tmp = cluster.shared_dir / f"sweep-{tmp_path.name}"
+    tmp.mkdir()
+    train = Path(__file__).resolve().parents[2] / "examples" / "train.py"
+    subprocess.run([sys.executable, str(train), "--steps", "30", "--result", str(tmp / "ref.json")],
+                   capture_output=True, check=True, env={"PATH": "/usr/bin:/bin"})
+    ref = json.loads((tmp / "ref.json").read_text())["sha256"]
+    spec = parse_spec({"name": "sweep", "workdir": str(tmp),
+                       "run": f'exec python3 {train} --steps 30 --every 1000 --sleep 0.4 '
+                              f'--result {tmp}/result-"$LAUNCHER_SWEEP_INDEX".json',
+                       "checkpoint": {"root": str(tmp / "ck")}, "resources": {"time_limit": "10m"},
+                       "sweep": {"grid": {"x": [0, 1, 2]}, "max_parallel": 3}}, "sweep.yaml")
+    backend = _backend(cluster)
+    req = backend.render(spec, backend.probe(), JobRef("sweep-1", 1, job_dir=str(tmp / "jobs" / "sweep-1")))
+    handle = backend.submit(req)
+    logs = {i: Path(handle.extra["job_dir"]) / f"slurm-{handle.native_id}_{i}.out" for i in range(3)}
+    deadline = time.time() + 120
+    while time.time() < deadline and not (logs[1].exists() and re.search(r"^step [3-9]", logs[1].read_text(), re.M)):
+        time.sleep(0.3)
+    cluster.run("scancel", "--signal=USR1", "--batch", f"{handle.native_id}_1")
+    deadline = time.time() + 300
+    while time.time() < deadline and cluster.run("squeue", "-h", "-j", handle.native_id, check=False).stdout.strip():
+        time.sleep(1)
+    texts = {i: p.read_text(errors="replace") for i, p in logs.items()}
+    assert "preemption notice: saved step" in texts[1] and "requeueing" in texts[1], texts[1]
+    assert "start 2 of" in texts[1] and re.search(r"train: resumed from \S+element-0001/step-\d+", texts[1]), texts[1]
+    for i in (0, 2):
+        assert "start 2 of" not in texts[i] and "requeueing" not in texts[i], texts[i]
+    for i in range(3):
+        assert json.loads((tmp / f"result-{i}.json").read_text())["sha256"] == ref, texts[i]
