@@ -137,7 +137,7 @@ def render_sbatch(spec: JobSpec, facts: Facts, job: JobRef, opts, target_name: s
         "notice": _notice(spec),
         # keep a margin before the kill: Slurm delivers the notice up to ~30-60 s early
         "grace_wait": max(1, int(grace * 0.8)),
-        "sweep": sweep,  # a sweep is one job array: each task sources its element from the table
+        "sweep": sweep,  # a sweep is one job array: each task reads its element's line of the table
         "self_ref": ELEMENT_SELF_REF if spec.sweep else SELF_REF,
     }
     text = render_template("sbatch.sh.j2", c=ctx)

@@ -193,3 +193,12 @@ def test_errors_carry_the_line_of_the_yaml():
     with pytest.raises(SpecError) as ei:
         spec_from_text("name: s\nrun: x\nsweep:\n  grid:\n    lr: []\n", "s.yaml")
     assert "line" in ei.value.problems[0][1]
+
+
+def test_the_section_survives_a_json_dump_and_reload():
+    from launcher.sweep.spec import SweepSpec
+
+    s = parse_spec(spec({"random": {"n": 3, "seed": 1, "space": {"k": {"int": [1, 3]}, "c": {"choice": [True, 1, 1.5, "x"]}}},
+                         "max_parallel": 2, "early_stop": {"metric": "loss", "mode": "min", "rungs": [10]}})).sweep
+    assert SweepSpec.model_validate(s.model_dump(mode="json")) == s
+    assert SweepSpec.model_validate(s.model_dump(mode="json", by_alias=True)) == s
