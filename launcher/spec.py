@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from . import units
 from .errors import SpecError
+from .sweep.spec import SweepSpec
 from .validation import validate_model
 from .yamlio import load_yaml, read_text
 
@@ -266,6 +267,7 @@ class JobSpec(Section):
     seed: Optional[int] = Field(None, ge=0, description="exported as LAUNCHER_SEED (random per launch if unset)")
     slurm: SlurmSection = Field(default_factory=SlurmSection)
     skypilot: SkyPilotSection = Field(default_factory=SkyPilotSection)
+    sweep: Optional[SweepSpec] = None
 
     @field_validator("name")
     @classmethod

@@ -146,6 +146,8 @@ class SlurmBackend:
         try:
             if request.meta.get("stage_helper"):
                 self.runner.put_file(f"{job_dir}/{HELPER_NAME}", helper_zip_bytes(JOBSIDE_COMMANDS), 0o644)
+            for name, content in request.files:  # a sweep's table
+                self.runner.put_file(f"{job_dir}/{name}", content.encode() if isinstance(content, str) else content, 0o644)
             self.runner.put_file(script, request.text.encode(), 0o700)
         except CommandError as e:
             raise SubmitError(f"could not stage the job script on {e.where}: {e}") from None

@@ -91,6 +91,7 @@ def collect(runner, timeout: float = 60) -> dict:
         "accounting": config.get("AccountingStorageType", ""),
         "jobcomp": config.get("JobCompType", ""),
         "jobcomp_loc": config.get("JobCompLoc", ""),
+        "max_array_size": int(config["MaxArraySize"]) if config.get("MaxArraySize", "").isdigit() else None,
         "partitions": partitions,
         "nodes": nodes,
         "gpu_types": gpu_types(nodes),

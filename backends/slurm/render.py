@@ -15,6 +15,7 @@ from launcher.spec import JobSpec
 from launcher.templating import contract_context, render_template
 from launcher.units import format_mebibytes, format_slurm_time
 
+from .array import ELEMENT_LOG_PATTERN, ELEMENT_SELF_REF, LOG_PATTERN, SELF_REF, array_directive, sweep_context
 from .states import parse_version
 
 from launcher.staging import HELPER_NAME  # noqa: E402  (re-exported for the backend)
@@ -91,7 +92,9 @@ def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> 
     d += ["--requeue", "--open-mode=append"]
     if _notice(spec):
         d.append(f"--signal=B:{spec.recovery.signal}@{spec.recovery.grace}")
-    d.append(f"--output={job_dir}/slurm-%j.out")
+    d.append(f"--output={job_dir}/{ELEMENT_LOG_PATTERN if spec.sweep else LOG_PATTERN}")
+    if spec.sweep:
+        d.append(array_directive(spec, facts))
     if spec.image:
         if not facts.get("pyxis"):
             raise CapabilityError(f"spec sets image={spec.image!r} but cluster {cluster} has no pyxis "
@@ -125,6 +128,7 @@ def render_sbatch(spec: JobSpec, facts: Facts, job: JobRef, opts, target_name: s
     if spec.image:
         srun_common += f" --container-image={shlex.quote(spec.image)} --container-mount-home"
     grace = spec.recovery.grace or 0
+    sweep, files = sweep_context(spec, job) if spec.sweep else (None, ())
     ctx = {
         **contract_context(spec, job, helper_cmd),
         "directives": directives(spec, facts, job, opts, job_dir),
@@ -133,8 +137,10 @@ def render_sbatch(spec: JobSpec, facts: Facts, job: JobRef, opts, target_name: s
         "notice": _notice(spec),
         # keep a margin before the kill: Slurm delivers the notice up to ~30-60 s early
         "grace_wait": max(1, int(grace * 0.8)),
+        "sweep": sweep,  # a sweep is one job array: each task reads its element's line of the table
+        "self_ref": ELEMENT_SELF_REF if spec.sweep else SELF_REF,
     }
     text = render_template("sbatch.sh.j2", c=ctx)
-    return Request(backend="slurm", target=target_name, job=job, text=text, kind="script",
+    return Request(backend="slurm", target=target_name, job=job, text=text, kind="script", files=files,
                    meta={"job_dir": job_dir, "secrets": list(spec.secrets),
                          "stage_helper": True, "hourly_usd": hourly_usd(spec, opts)})

@@ -17,7 +17,7 @@ def facts_2205() -> Facts:
     return Facts("testcl", "slurm", {
         "slurm_version": "22.05.8", "cluster": cfg["ClusterName"], "topology_plugin": cfg["TopologyPlugin"],
         "partitions": parse_partitions((DATA / "sinfo_partitions_2205.txt").read_text()),
-        "nodes": nodes, "gpu_types": gpu_types(nodes), "pyxis": False})
+        "nodes": nodes, "gpu_types": gpu_types(nodes), "pyxis": False, "max_array_size": int(cfg["MaxArraySize"])})
 
 
 def facts_2411() -> Facts:
@@ -27,7 +27,7 @@ def facts_2411() -> Facts:
     return Facts("testcl", "slurm", {
         "slurm_version": cfg["SLURM_VERSION"], "cluster": cfg["ClusterName"], "topology_plugin": cfg["TopologyPlugin"],
         "partitions": parse_partitions((DATA / "sinfo_partitions_2411.txt").read_text()),
-        "nodes": nodes, "gpu_types": gpu_types(nodes), "pyxis": False})
+        "nodes": nodes, "gpu_types": gpu_types(nodes), "pyxis": False, "max_array_size": int(cfg["MaxArraySize"])})
 
 
 SINFO_NODES_2411 = "\n".join(f"gpu{i:03d}|gpu|idle|gpu:h100:8(S:0-1)|128|1031000" for i in range(1, 9))

@@ -40,7 +40,8 @@ from tests.fixtures.hostile import CODE_FIELDS, HOSTILE_KEY, ITEM, KEY, MUST_ACC
 from .slurm_facts import facts_2205, facts_2411_block
 
 PRINT = ("import json, os, sys; print('HOSTILE-REPORT ' + json.dumps({'argv': sys.argv[1:], "
-         "'name': os.environ.get('LAUNCHER_JOB_NAME'), 'env': os.environ.get('HOSTILE'), 'cwd': os.getcwd()}))")
+         "'name': os.environ.get('LAUNCHER_JOB_NAME'), 'env': os.environ.get('HOSTILE'), 'cwd': os.getcwd(), "
+         "'param': os.environ.get('LAUNCHER_PARAM_HOSTILE')}))")
 BIN = str(Path(sys.executable).parent)
 
 SPEC_LEAVES = string_leaves(JobSpec)
@@ -49,6 +50,8 @@ OPTION_LEAVES = [(b, leaf) for b, cls in BACKENDS.items() for leaf in string_lea
 # what a target needs besides the field under test
 BASE_OPTIONS = {"local": {}, "slurm": {}, "skypilot": {"infra": "aws"}}
 ITEM_BASES = {("fallbacks",): {"infra": "aws"}}
+# what a spec section needs besides the field under test
+SECTION_BASES = {("sweep", "random"): {"n": 1, "seed": 1}}
 SLURM_FACTS = {"22.05": facts_2205, "24.11": facts_2411_block}
 
 
@@ -109,7 +112,9 @@ STUBS = {
 }
 
 
-def _run_sbatch_script(text: str, tmp: Path) -> subprocess.CompletedProcess:
+def _run_sbatch_script(text: str, tmp: Path, files=(), job_dir=None) -> subprocess.CompletedProcess:
+    for name, content in files:  # staged beside the script by submit (a sweep's table)
+        (Path(job_dir) / name).write_text(content)
     stubs = tmp / "stubs"
     stubs.mkdir(exist_ok=True)
     for name, body in STUBS.items():
@@ -120,6 +125,7 @@ def _run_sbatch_script(text: str, tmp: Path) -> subprocess.CompletedProcess:
     cwd = tmp / "cwd"
     cwd.mkdir(exist_ok=True)
     env = {"PATH": f"{stubs}:{BIN}:{os.environ['PATH']}", "HOME": str(tmp / "home"), "SLURM_JOB_ID": "1",
+           "SLURM_ARRAY_JOB_ID": "1", "SLURM_ARRAY_TASK_ID": "0",  # a sweep's first element
            "SLURM_JOB_NODELIST": "node1", "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0", "SLURM_LOCALID": "0",
            "SLURM_PROCID": "0"}
     return subprocess.run(["bash", str(script)], capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
@@ -152,6 +158,8 @@ def _report(stdout: str) -> dict | None:
 def _check_printed(leaf: Leaf, value: str, report: dict | None, where: str, proc) -> None:
     """Where the job prints the value, it prints it exactly."""
     expect = {("name",): ("name", value), ("env", VALUE): ("env", value), ("run", ITEM): ("argv", [value])}
+    if where.startswith("slurm"):  # sweeps render on Slurm (a job array) only, so far
+        expect[("sweep", "random", "space", VALUE, "choice", ITEM)] = ("param", value)
     if leaf.path in expect:
         key, want = expect[leaf.path]
         assert report is not None, f"{leaf} on {where}: the job printed no report\n{proc.stdout}\n{proc.stderr}"
@@ -216,7 +224,7 @@ def _execute(leaf: Leaf, value: str, spec: JobSpec, rendered, tmp: Path, pwn: Pa
         elif name == "slurm":
             assert all(line.startswith("#") for line in req.text.split("set -uo pipefail")[0].splitlines()), \
                 f"{leaf} on {where}: the value broke out of the #SBATCH/comment block:\n{req.text[:2000]}"
-            proc = _run_sbatch_script(req.text, run_dir)
+            proc = _run_sbatch_script(req.text, run_dir, req.files, req.job.job_dir)
         else:
             task = yaml.safe_load(req.text)
             if leaf.path[0] == "env" and leaf.path[-1] == VALUE:
@@ -239,7 +247,11 @@ def test_spec_field_is_refused_or_never_runs_on_any_backend(leaf, tmp_path, pwn)
     for i, value in enumerate(sentinels(pwn, leaf.tag)):
         tmp = tmp_path / f"s{i}"
         tmp.mkdir()
-        spec = _validate_spec(set_leaf(base_spec(tmp), leaf, value), leaf)
+        data = set_leaf(base_spec(tmp), leaf, value)
+        for (section, sub), extra in SECTION_BASES.items():
+            if leaf.path[:2] == (section, sub):
+                data[section][sub] = {**extra, **data[section][sub]}
+        spec = _validate_spec(data, leaf)
         if spec is None:
             assert not (i == 0 and leaf.path in MUST_ACCEPT_ONE_LINE), f"{leaf} must accept any one-line text"
             continue

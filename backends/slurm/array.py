@@ -1,0 +1,92 @@
+"""A sweep on Slurm: one job array. Pure: no I/O, no clock.
+
+The whole sweep is ONE ``sbatch --array=0-(N-1)%max_parallel`` with one dedupe token. Each
+element's variables (``launcher.sweep.expand.element_env``: its index, parameters, seed and
+checkpoint root) are in a sweep table staged beside the script (``Request.files``): one
+``export`` line per element, every value quoted for bash (``line_quote``), so a value holding
+``$(...)``, quotes or newlines arrives in the element's environment literally. The script
+reads only its own line (``sed``: a task of a 10,000-element sweep does not parse the whole
+table), checks that it is an export line for its index, and evaluates it.
+
+Inside an array task, ``$SLURM_JOB_ID`` of one task equals the array's own id, and
+``scancel``/``scontrol requeue`` of that id act on the WHOLE array: the script's own
+commands (notice forwarding, requeue, the restarted-elsewhere check) name the element as
+``<array id>_<index>`` instead (``SELF_REF``).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from launcher.backend import Facts, JobRef
+from launcher.errors import CapabilityError
+from launcher.spec import JobSpec
+from launcher.sweep.expand import element_env, elements, sweep_seed_of
+from launcher.templating import comment_text
+
+TABLE_NAME = "sweep.sh"
+SELF_REF = '"$SLURM_JOB_ID"'  # how a plain job's script names its own job
+ELEMENT_SELF_REF = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'  # an array task's own element
+LOG_PATTERN = "slurm-%j.out"
+ELEMENT_LOG_PATTERN = "slurm-%A_%a.out"  # slurm-<array id>_<index>.out: one log per element
+
+
+def max_array_size(facts: Facts):
+    """The probed MaxArraySize (array indices go up to MaxArraySize - 1), None if not probed."""
+    v = facts.get("max_array_size")
+    return int(v) if v not in (None, "") else None
+
+
+def array_directive(spec: JobSpec, facts: Facts) -> str:
+    """``--array=0-(N-1)[%max_parallel]``, checked against the cluster's MaxArraySize."""
+    n = spec.sweep.size
+    cap = max_array_size(facts)
+    if cap is not None and n > cap:
+        cluster = facts.get("cluster") or facts.target
+        raise CapabilityError(
+            f"sweep has {n:,} elements but cluster {cluster} allows job arrays of at most {cap:,} "
+            f"(MaxArraySize={cap}: indices 0-{cap - 1}): split the sweep into sweeps of at most {cap:,} "
+            f"elements, or ask the administrators to raise MaxArraySize")
+    spec_range = f"0-{n - 1}" if n > 1 else "0"
+    p = spec.sweep.max_parallel
+    return f"--array={spec_range}" + (f"%{min(p, n)}" if p else "")
+
+
+def line_quote(value: str) -> str:
+    """VALUE as one bash word on one line: ``shlex.quote`` unless it holds a line break, which
+    becomes ANSI-C quoting (``$'first\\nsecond'``), where only backslash escapes are special."""
+    if "\n" not in value and "\r" not in value:
+        return shlex.quote(value)
+    out = []
+    for ch in value:
+        if ch in _ANSI_C:
+            out.append(_ANSI_C[ch])
+        elif ord(ch) < 32 or ord(ch) == 127:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "$'" + "".join(out) + "'"
+
+
+_ANSI_C = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def sweep_table(spec: JobSpec, job: JobRef) -> str:
+    """The sweep table: after one comment line, line 2 + i holds element i's variables as one
+    ``export`` line (so a task reads only its own line, whatever the sweep's size)."""
+    els = elements(spec.sweep)
+    seed = sweep_seed_of(spec, job.seed)
+    out = [f"# launcher sweep table of {comment_text(job.job_id)}: {len(els)} elements; line 2 + i exports "
+           f"element i's variables (bash, every value quoted)"]
+    for e in els:
+        env = element_env(job.job_id, e, len(els), seed, spec.checkpoint.root)
+        out.append("export " + " ".join(f"{k}={line_quote(v)}" for k, v in env.items()))
+    return "\n".join(out) + "\n"
+
+
+def sweep_context(spec: JobSpec, job: JobRef) -> tuple[dict, tuple]:
+    """(what the template's sweep block needs, the files staged beside the script)."""
+    table = sweep_table(spec, job)
+    ctx = {"table": f"{job.job_dir}/{TABLE_NAME}", "size": spec.sweep.size,
+           "max_parallel": spec.sweep.max_parallel}
+    return ctx, ((TABLE_NAME, table),)

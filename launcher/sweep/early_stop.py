@@ -1,0 +1,122 @@
+"""Early stopping: asynchronous successive halving over a sweep's elements. Pure.
+
+Programs report metrics with ``jobside.report(step, **metrics)``; this module sees them as
+``reports[index] = {step: {metric: value}}`` and decides, rung by rung, which elements go on
+and which are stopped. The rule (``early_stop: {metric, mode, min_steps, keep, rungs}``):
+
+- An element **reaches** rung R once it has reported a step >= R. Its value at the rung is
+  the metric from its latest report at a step <= R (a report without the metric, or a NaN,
+  counts as the worst value). Elements that have not reached a rung are not judged there.
+- An element is judged at a rung once. Everyone judged at rung R so far (the rung's
+  population, stopped ones included) is ranked by value (``mode: min``: smaller is better),
+  ties broken by the lower index; an element newly judged goes on if its rank is within
+  ``ceil(keep * population)``, else it is stopped, with the reason. Elements reaching a rung
+  in the same call are judged together, so when all elements reach a rung at once this is
+  plain successive halving; when they trickle in (``max_parallel`` smaller than the sweep),
+  each is compared with those before it, never with the future (asynchronous halving, as
+  ASHA): the first element at a rung always goes on.
+- Rungs are judged in order: an element stopped at a rung is not judged at later ones, and an
+  element must have gone on at every earlier rung to be judged at the next.
+- A stop is final and is not a failure (the element's state is STOPPED). Elements that have
+  ended already (``ended``) are ranked, so they shape the rung, but are never stopped.
+
+``judge`` is given the judgements made before (from the state store) and returns only the
+new ones: the same reports and history always give the same decisions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Iterable, Mapping, Optional, Sequence
+
+from .spec import EarlyStop
+
+Reports = Mapping[int, Mapping[int, Mapping[str, float]]]  # index -> step -> metric -> value
+
+
+@dataclass(frozen=True)
+class Judgement:
+    index: int
+    rung: int
+    value: Optional[float]  # the metric at the rung; None: not reported (ranked worst)
+    rank: int  # 1 = best, among the rung's population when judged
+    population: int
+    kept: int  # how many of the population go on: ceil(keep * population)
+    stop: bool
+    reason: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def reached(steps: Mapping[int, Mapping[str, float]], rung: int) -> bool:
+    return any(int(s) >= rung for s in steps)
+
+
+def value_at(steps: Mapping[int, Mapping[str, float]], rung: int, metric: str) -> Optional[float]:
+    """The metric from the latest report at a step <= RUNG that carries it (None if none does)."""
+    for s in sorted((int(s) for s in steps if int(s) <= rung), reverse=True):
+        v = (steps.get(s) or steps.get(str(s)) or {}).get(metric)
+        if v is None:
+            continue
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            return None
+        return None if math.isnan(v) else v
+    return None
+
+
+def _order_key(mode: str, value: Optional[float], index: int) -> tuple:
+    if value is None:
+        return (1, 0.0, index)
+    return (0, value if mode == "min" else -value, index)
+
+
+def _describe(cfg: EarlyStop, j_value, rank, population, kept, rung, verdict: str) -> str:
+    shown = f"no {cfg.metric} reported" if j_value is None else f"{cfg.metric} {j_value:.6g}"
+    better = "lowest" if cfg.mode == "min" else "highest"
+    return (f"rung {rung}: {shown} ranks {rank} of {population} ({better} first; the best {kept} go on): "
+            f"{verdict}")
+
+
+def judge(cfg: EarlyStop, reports: Reports, previous: Sequence[Judgement] = (),
+          ended: Iterable[int] = ()) -> list[Judgement]:
+    """The new judgements (see the module's docstring), in rung order then index order."""
+    ended = set(ended)
+    history = list(previous)
+    stopped = {j.index for j in history if j.stop}
+    new: list[Judgement] = []
+    for pos, rung in enumerate(cfg.rungs):
+        at_rung = {j.index: j.value for j in history if j.rung == rung}
+        cleared = {j.index for j in history if j.rung == cfg.rungs[pos - 1] and not j.stop} if pos else None
+        arriving = []
+        for index in sorted(reports):
+            if index in at_rung or index in stopped or not reached(reports[index], rung):
+                continue
+            if cleared is not None and index not in cleared:
+                continue  # not yet judged (or stopped) at the rung before
+            arriving.append(index)
+        if not arriving:
+            continue
+        values = {**at_rung, **{i: value_at(reports[i], rung, cfg.metric) for i in arriving}}
+        order = sorted(values, key=lambda i: _order_key(cfg.mode, values[i], i))
+        population = len(order)
+        kept = max(1, math.ceil(cfg.keep * population - 1e-9))
+        for index in arriving:
+            rank = order.index(index) + 1
+            stop = rank > kept and index not in ended
+            verdict = "stopped" if stop else ("goes on" if rank <= kept else "not stopped: it had ended already")
+            j = Judgement(index, rung, values[index], rank, population, kept, stop,
+                          _describe(cfg, values[index], rank, population, kept, rung, verdict))
+            new.append(j)
+            history.append(j)
+            if stop:
+                stopped.add(index)
+    return new
+
+
+def stopped_elements(judgements: Iterable[Judgement]) -> dict[int, Judgement]:
+    """index -> the judgement that stopped it."""
+    return {j.index: j for j in judgements if j.stop}

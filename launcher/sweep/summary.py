@@ -1,0 +1,81 @@
+"""What ``launcher status SWEEP`` shows: counts by state and one row per element. Pure.
+
+The JSON shape (``--json``)::
+
+    {"sweep": ID, "size": N, "metric": NAME or null,
+     "counts": {STATE: n, ...},                      # states in a fixed order, zeros left out
+     "elements": [{"index": i, "params": {...}, "state": STATE, "step": int or null,
+                   "metric": float or null, "reason": str or null}, ...]}
+
+The text is the same table, one line per element, every value kept on its line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Iterable, Mapping, Optional
+
+from .expand import Element
+
+STOPPED = "STOPPED"  # ended by early stopping: final, not a failure
+# the order counts are listed in; any other state comes after these, alphabetically
+STATE_ORDER = ("PENDING", "RUNNING", "COMPLETED", STOPPED, "PREEMPTED", "NODE_FAIL", "TIMEOUT",
+               "OUT_OF_MEMORY", "ATTEMPT_FAILED", "FAILED", "CANCELLED", "GAVE_UP", "UNKNOWN")
+_PLAIN = re.compile(r"^[A-Za-z0-9_.,:/+@%=-]+$")
+
+
+def summarize(sweep_id: str, elements: Iterable[Element], states: Mapping[int, str],
+              steps: Optional[Mapping[int, Optional[int]]] = None, metric: Optional[str] = None,
+              values: Optional[Mapping[int, Optional[float]]] = None,
+              stopped: Optional[Mapping[int, str]] = None) -> dict:
+    """STATES: index -> state (an element without one is PENDING); STEPS: its latest committed or
+    reported step; VALUES: its latest METRIC; STOPPED: index -> why early stopping ended it
+    (its state is then STOPPED, whatever the scheduler says)."""
+    steps, values, stopped = steps or {}, values or {}, stopped or {}
+    rows = []
+    for e in sorted(elements, key=lambda e: e.index):
+        state = STOPPED if e.index in stopped else (states.get(e.index) or "PENDING")
+        rows.append({"index": e.index, "params": dict(e.params), "state": state,
+                     "step": steps.get(e.index), "metric": values.get(e.index),
+                     "reason": stopped.get(e.index)})
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    ordered = {s: counts[s] for s in STATE_ORDER if s in counts}
+    ordered.update({s: counts[s] for s in sorted(counts) if s not in ordered})
+    return {"sweep": sweep_id, "size": len(rows), "metric": metric, "counts": ordered, "elements": rows}
+
+
+def _one_line(text: str) -> str:
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def param_text(value) -> str:
+    """A parameter in the table: plain values as they are, anything else as JSON (quoted, on one line)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return value if _PLAIN.match(value) else _one_line(json.dumps(value, ensure_ascii=False))
+
+
+def params_text(params: Mapping) -> str:
+    return " ".join(f"{k}={param_text(v)}" for k, v in params.items())
+
+
+def format_text(summary: dict) -> str:
+    counts = ", ".join(f"{n} {s}" for s, n in summary["counts"].items()) or "no elements"
+    lines = [f"sweep {_one_line(summary['sweep'])}: {summary['size']} elements: {counts}"]
+    head = ["index", "state", "step", summary["metric"] or "metric", "params"]
+    table = [head]
+    for r in summary["elements"]:
+        table.append([str(r["index"]), r["state"], "-" if r["step"] is None else str(r["step"]),
+                      "-" if r["metric"] is None else f"{r['metric']:.6g}", params_text(r["params"])])
+    widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]
+    for row in table:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
+    for r in summary["elements"]:
+        if r["reason"]:
+            lines.append(f"element {r['index']} stopped: {_one_line(r['reason'])}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,107 @@
+#!/bin/bash
+#SBATCH --job-name=sweep
+#SBATCH --comment=launcher:sweep-abc123:1
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --time=01:30:00
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --signal=B:USR1@120
+#SBATCH --output=/state/jobs/sweep-abc123/slurm-%A_%a.out
+#SBATCH --array=0-7%3
+#
+# launcher job sweep-abc123 (dedupe token launcher:sweep-abc123:1); rendered for target testcl
+set -uo pipefail
+# A job submitted over SSH inherits SSH_CLIENT, and Debian's bash then reads ~/.bashrc in every
+# `bash -c` of the job: the login banner would land in the job's log.
+unset SSH_CLIENT SSH2_CLIENT SSH_CONNECTION SSH_TTY
+export LAUNCHER_JOB_ID=sweep-abc123
+export LAUNCHER_JOB_NAME=sweep
+export LAUNCHER_BACKEND=slurm
+export LAUNCHER_JOB_DIR=/state/jobs/sweep-abc123
+# programs import launcher.jobside from here where launcher is not installed on the nodes
+export LAUNCHER_JOB_PYZ=/state/jobs/sweep-abc123/launcher_job.pyz
+# generation: +1 on every (re)start; the checkpoint helper below makes it exact across resubmissions
+export LAUNCHER_ATTEMPT=$(( 1 + ${SLURM_RESTART_COUNT:-0} ))
+export LAUNCHER_NUM_NODES="${SLURM_JOB_NUM_NODES:-1}"
+export LAUNCHER_GPUS_PER_NODE=0
+export LAUNCHER_TASKS_PER_NODE=1
+export LAUNCHER_PREEMPT_SIGNAL=USR1
+export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+export MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))
+# a sweep of 8 elements, one per array task: this task's variables (parameters, seed,
+# checkpoint root) are line 2 + index of the sweep table staged beside this script, every value quoted
+_launcher_sweep_table=/state/jobs/sweep-abc123/sweep.sh
+case "${SLURM_ARRAY_TASK_ID:-}" in
+  ''|*[!0-9]*) printf 'launcher: a sweep runs as a Slurm array task (SLURM_ARRAY_TASK_ID=%s)\n' "${SLURM_ARRAY_TASK_ID:-}" >&2; exit 2 ;;
+esac
+_launcher_element="$(sed -n "$(( 10#$SLURM_ARRAY_TASK_ID + 2 )){p;q}" "$_launcher_sweep_table")" || _launcher_element=
+case "$_launcher_element" in
+  "export LAUNCHER_SWEEP_ID="*) eval "$_launcher_element" ;;
+esac
+if [ "${LAUNCHER_SWEEP_INDEX:-}" != "$((10#$SLURM_ARRAY_TASK_ID))" ]; then
+  printf 'launcher: no element %s in the sweep table %s\n' "$SLURM_ARRAY_TASK_ID" "$_launcher_sweep_table" >&2
+  exit 2
+fi
+echo "launcher: start $LAUNCHER_ATTEMPT of $LAUNCHER_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})" >&2
+# Resolve the latest COMMITTED checkpoint at every start of the job (requeues rerun
+# this script), bump the generation, and export LAUNCHER_RESUME_FROM / _STEP / _ATTEMPT.
+# LAUNCHER_CKPT_ROOT: the sweep element's own root, from the sweep table
+export LAUNCHER_CKPT_KEEP=3
+if ! _launcher_resume="$(python3 /state/jobs/sweep-abc123/launcher_job.pyz resume-env --root "$LAUNCHER_CKPT_ROOT" --job-id "$LAUNCHER_JOB_ID" --attempt-hint "$LAUNCHER_ATTEMPT")"; then
+  echo "launcher: could not resolve the checkpoint to resume from (root $LAUNCHER_CKPT_ROOT)" >&2
+  exit 3
+fi
+eval "$_launcher_resume"
+echo "launcher: attempt $LAUNCHER_ATTEMPT resuming from ${LAUNCHER_RESUME_FROM:-<fresh start>}" >&2
+# keep away from nodes that failed this job repeatedly (requeues itself if it holds one)
+# (per element: its own record beside the script, and its own job id, never the whole array's)
+mkdir -p "$LAUNCHER_JOB_DIR/element-$SLURM_ARRAY_TASK_ID"
+SLURM_JOB_ID="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" python3 /state/jobs/sweep-abc123/launcher_job.pyz node-guard --job-dir "$LAUNCHER_JOB_DIR/element-$SLURM_ARRAY_TASK_ID" || exit 0
+# run: on every node (1 task(s) per node). The shells in between
+# ignore the notice signal and exec the run, so a one-command run *is* the task process
+# and gets the notice and TERM itself (a program installs its own handler over the
+# ignored disposition). In a multi-line run, put `exec` before the main program.
+export LAUNCHER_RUN='python train.py --lr "$LAUNCHER_PARAM_LR" --batch "$LAUNCHER_PARAM_BATCH"'
+_launcher_on_notice() {
+  # Preemption notice or time limit near (--signal=B:USR1@grace): forward the
+  # signal to the program (job steps only, not this shell), give it up to the grace
+  # to commit a checkpoint, then requeue ourselves if it made progress. This is how a
+  # job outlives its time limit and preemption with no process on the login node.
+  echo "launcher: $1 received: asking the program to checkpoint" >&2
+  local since
+  since=$(python3 /state/jobs/sweep-abc123/launcher_job.pyz latest --root "$LAUNCHER_CKPT_ROOT" --step 2>/dev/null) || since=-1
+  scancel --signal=USR1 "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" 2>/dev/null || true
+  if python3 /state/jobs/sweep-abc123/launcher_job.pyz wait-commit --root "$LAUNCHER_CKPT_ROOT" --since-step "$since" --timeout 96 >/dev/null; then
+    echo "launcher: checkpoint committed on notice; requeueing $SLURM_JOB_ID" >&2
+    scontrol requeue "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+  elif [ "$since" -gt "${LAUNCHER_RESUME_STEP:--1}" ]; then
+    echo "launcher: no checkpoint on notice, but progress committed since the start (step $since); requeueing" >&2
+    scontrol requeue "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+  else
+    echo "launcher: no new committed checkpoint since the start; not requeueing" >&2
+  fi
+}
+trap '_launcher_on_notice USR1' USR1
+# TERM (scancel, preemption): the steps get it from Slurm directly; this shell keeps
+# waiting for them so their exit (and any last checkpoint) is not cut short.
+trap 'echo "launcher: TERM received" >&2' TERM
+srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=1 \
+  bash -c 'export LAUNCHER_NODE_RANK="$SLURM_NODEID" LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$SLURM_PROCID"; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
+_launcher_step=$!
+while :; do
+  wait "$_launcher_step"; rc=$?
+  kill -0 "$_launcher_step" 2>/dev/null || break   # a trap interrupted wait: keep waiting
+done
+echo "launcher: run exited with $rc" >&2
+# A run that Slurm already restarted elsewhere (its node was cut off) must not report
+# its exit: when the node reconnects, slurmctld takes that report as the end of the job
+# and kills the live run. Such a zombie waits here until slurmctld cleans it up.
+while :; do
+  _launcher_restarts=$(scontrol -o show job "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" 2>/dev/null | grep -o ' Restarts=[0-9]*' | cut -d= -f2)
+  if [ -z "$_launcher_restarts" ]; then sleep 5; continue; fi   # controller unreachable: cut off?
+  [ "$_launcher_restarts" -gt "${SLURM_RESTART_COUNT:-0}" ] || break
+  echo "launcher: this run was superseded by restart $_launcher_restarts; waiting to be cleaned up" >&2
+  sleep 30
+done
+exit "$rc"
