@@ -170,8 +170,28 @@ class HasSubmitHost(Protocol):
     def runner(self) -> Any: ...
 
 
+@runtime_checkable
+class ReportsVersion(Protocol):
+    """The version of what runs the jobs (Slurm's, SkyPilot's), recorded in each run's
+    provenance; FACTS are the target's probed facts. Without it, ``facts["version"]``."""
+
+    def version(self, facts: Facts) -> Optional[str]: ...
+
+
+@runtime_checkable
+class RemoteWorkdir(Protocol):
+    """For some target options the job runs in a workdir on the target's own machines (a
+    cluster reached over SSH), not staged from this one: the spec's workdir then need not
+    exist here. A classmethod: it is asked before any backend is built, with the target's
+    raw options (its config keys). Without it, the workdir is staged from here."""
+
+    @classmethod
+    def workdir_is_remote(cls, options: dict) -> bool: ...
+
+
 def can(backend: Any, capability: type) -> bool:
-    """Whether BACKEND declares CAPABILITY (one of the protocols above)."""
+    """Whether BACKEND (an instance, or its class for the classmethod capabilities and
+    those made of methods only) declares CAPABILITY (one of the protocols above)."""
     return isinstance(backend, capability)
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from launcher.backend import Facts, Handle, JobRef, Request, iter_file
 from launcher.config import Target
 from launcher.errors import SubmitError
+from launcher.runner import LocalRunner
 from launcher.spec import JobSpec
 from launcher.status import JobState, Status
 from launcher.templating import contract_context, render_template
@@ -36,6 +37,11 @@ class LocalBackend:
     def __init__(self, target: Target, app=None):
         self.target = target
         self.app = app
+
+    @property
+    def runner(self) -> LocalRunner:
+        """Jobs start on this host (HasSubmitHost): their paths are this machine's."""
+        return LocalRunner()
 
     # ---- facts
     def probe(self) -> Facts:

@@ -12,6 +12,7 @@ find do, through the ``SkyClient`` seam.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -102,6 +103,20 @@ class SkyPilotBackend:
             "fallbacks": [p.full_infra for p in opts.fallbacks],
             "skypilot": "installed" if self.available() is None else "missing",
         })
+
+    def version(self, facts: Facts) -> Optional[str]:
+        """SkyPilot's installed version, from its metadata (``sky`` is not imported)."""
+        from importlib import metadata
+
+        try:
+            return metadata.version("skypilot")
+        except metadata.PackageNotFoundError:
+            return None
+
+    # ---- placement: the planner's ranked candidates, failed over among in this order
+    @staticmethod
+    def with_candidates(facts: Facts, candidates: list[dict]) -> Facts:
+        return dataclasses.replace(facts, data={**facts.data, "candidates": list(candidates)})
 
     # ---- render (pure)
     def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:

@@ -33,6 +33,14 @@ class SlurmBackend:
         self.app = app
         self._runner = runner
 
+    @classmethod
+    def workdir_is_remote(cls, options: dict) -> bool:
+        """Reached over SSH, the job runs in a workdir on the cluster: nothing is staged from here."""
+        return bool(options.get("ssh_host"))
+
+    def version(self, facts: Facts) -> Optional[str]:
+        return facts.get("slurm_version")
+
     # ---- plumbing
     @property
     def runner(self):
@@ -272,11 +280,12 @@ class SlurmBackend:
     # ---- queue wait: what the planner and burst need to know about this cluster's queue
     def queue_wait(self, spec: JobSpec, exclude_job: Optional[str] = None):
         """Expected wait before a job of this shape starts on its partition (a
-        launcher.plan.queue.QueueEstimate), from ``squeue --start``, else the pending work
-        ahead in the partition; None when Slurm says nothing. ``exclude_job`` leaves one of
-        our own queued jobs out of the work ahead of itself."""
-        from launcher.plan.queue import (SINFO_NODES_FORMAT, SQUEUE_JOBS_FORMAT, SQUEUE_START_FORMAT,
-                                         estimate_queue_wait)
+        launcher.backend.QueueEstimate whose queue is the partition), from ``squeue --start``,
+        else the pending work ahead in the partition; None when Slurm says nothing.
+        ``exclude_job`` leaves one of our own queued jobs out of the work ahead of itself."""
+        import dataclasses
+
+        from .queue import SINFO_NODES_FORMAT, SQUEUE_JOBS_FORMAT, SQUEUE_START_FORMAT, estimate_queue_wait
 
         partition = spec.slurm.partition or self.opts.partition or self._default_partition()
         if not partition:
@@ -287,8 +296,9 @@ class SlurmBackend:
         if exclude_job:
             jobs = "\n".join(l for l in jobs.splitlines() if l.split("|")[0] != exclude_job)
             start = "\n".join(l for l in start.splitlines() if l.split("|")[0] != exclude_job)
-        return estimate_queue_wait(partition, spec.resources.nodes, squeue_text=jobs, sinfo_text=nodes,
-                                   squeue_start_text=start)
+        est = estimate_queue_wait(partition, spec.resources.nodes, squeue_text=jobs, sinfo_text=nodes,
+                                  squeue_start_text=start)
+        return None if est is None else dataclasses.replace(est, queue=partition)
 
     def _default_partition(self) -> Optional[str]:
         for p in self.probe().get("partitions", []):

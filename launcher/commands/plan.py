@@ -130,9 +130,9 @@ def plan_command(file, as_json, targets, live_spot_prices, work, checkpoint_cost
     params = params_for(spec, work_hours=_duration_hours(work, "--work"),
                         checkpoint_cost_hours=_duration_hours(checkpoint_cost, "--checkpoint-cost"))
     names = list(targets or spec.targets or config.file.targets)
-    slurm = [n for n in names if n in config.file.targets and config.file.targets[n].backend == "slurm"]
+    configured = [n for n in names if n in config.file.targets]  # queue_waits asks the ones with a queue
     notes = []
-    waits = {} if no_queue else queue_waits(app, spec, slurm, notes.append)
+    waits = {} if no_queue else queue_waits(app, spec, configured, notes.append)
     # rates learned from the attempts `launcher watch` has seen (none yet: no state store to read)
     store = app.store if (app.home / "state.db").exists() else None
     result = plan(spec, config, params, targets=targets or None, live_spot=live_spot_prices, queue_waits=waits,

@@ -9,7 +9,6 @@ Public API (what ``launcher plan``, ``launcher launch`` and the SkyPilot backend
 * ``plan(spec, config, params=None, **gather_kw)``: both.
 * ``PlanRow.placement()``: a ranked row as a SkyPilot placement (infra, use_spot,
   instance_type, hourly_usd for the whole job), for the backend's candidate list.
-* ``launcher.plan.queue``: Slurm queue-wait estimates from captured squeue/sinfo text.
 * ``launcher.plan.chase``: observed preemptions -> posterior rates (spot chasing).
 * ``launcher.plan.observed``: those observations kept in the state store; ``observe_job``
   is what ``launcher watch`` feeds them with, ``gather_offers(store=...)`` applies them.

@@ -269,7 +269,7 @@ def gather_offers(spec, config, *, targets: Optional[Iterable[str]] = None, cata
     """Every offer the spec's targets (or all configured targets) have, priced.
 
     ``queue_waits``: ``{target or (target, partition): hours}`` measured by the Slurm
-    backend (see ``launcher.plan.queue``). ``observations``: past attempts, for spot chasing;
+    backend (see ``launcher_backends.slurm.queue``). ``observations``: past attempts, for spot chasing;
     ``store``: a StateStore whose recorded attempts (``launcher.plan.observed``, fed by
     ``launcher watch``) are added to them.
     """

@@ -247,7 +247,7 @@ def _decide_and_act(app, c, st: Status, clock) -> Outcome:
         return Outcome(job.job_id, "waiting", decision.reason)
     if due is not None and clock() < due:
         return Outcome(job.job_id, "waiting", decision.reason)
-    target = _next_target(app, job, spec, decision)
+    target = job.target  # a backend that fails over (ChoosesPlacement) does so within the target
     avoid = _cool_down(meta, st, decision, spec, clock(), Handle.from_json(latest.handle).extra.get("infra"))
     handle = resubmit(app, job, target, latest.attempt + 1, decision.reason, avoid=avoid, owner=c.owner)
     meta.pop("retry_at", None)
@@ -271,15 +271,6 @@ def _cool_down(meta: dict, st: Status, decision: Retry, spec, now: float, infra=
         avoid[f"{cloud}/{region}".lower()] = now + (spec.recovery.placement_cooldown or 0)
     meta["avoid"] = avoid
     return sorted(avoid)
-
-
-def _next_target(app, job, spec, decision: Retry) -> str:
-    """The same target by default; a backend may name a better one (cloud candidates)."""
-    backend = app.backend(job.target)
-    chooser = getattr(backend, "next_target", None)
-    if chooser is not None:
-        return chooser(job, spec, decision) or job.target
-    return job.target
 
 
 def record_progress(app, job, progress=None) -> None:

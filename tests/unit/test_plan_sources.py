@@ -124,7 +124,7 @@ def test_slurm_target_without_price_file_uses_config_gpu_hour_and_pinned_partiti
     (o,) = got.offers
     assert (o.instance_type, o.hourly_usd, o.accelerator, o.accelerator_count) == ("batch", 12.0, None, 8)
     assert any("not declared" in n for n in got.notes) and any("queue wait" in n for n in got.notes)
-    # a measured queue wait (from launcher.plan.queue) replaces the unknown
+    # a measured queue wait (a backend's queue_wait) replaces the unknown
     got = gather_offers(spec(["cl"]), cfg, queue_waits={("cl", "batch"): 2.5})
     assert got.offers[0].queue_wait_hours == 2.5
 
