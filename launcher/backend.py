@@ -148,9 +148,16 @@ class KeepsRunHistory(Protocol):
 @runtime_checkable
 class PricesOffers(Protocol):
     """The backend prices itself: the places this target could run SPEC, as planner offers
-    (``launcher.plan.offers.Offer``), with hourly prices, spot or not, and queue waits."""
+    (``launcher.plan.offers.Offer``), with hourly prices, spot or not, queue waits, the kind
+    of capacity and the restart overhead. CONTEXT is a ``launcher.plan.context.OfferContext``
+    (the target's name and config keys, price book, rates, measured queue waits; notes go
+    to ``context.note``). ``offer_key``: the ``Offer.key`` an ended attempt ran on, from its
+    handle's and status's ``extra``, so the planner learns from it (None: not learned).
+    Both are classmethods in the built-in backends: pricing builds no backend."""
 
     def offers(self, spec: JobSpec, context: Any) -> list: ...
+
+    def offer_key(self, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]: ...
 
 
 @runtime_checkable

@@ -25,6 +25,7 @@ class SlurmBackend:
     name: ClassVar[str] = "slurm"
     target_options: ClassVar = SlurmOptions
     install_hint: ClassVar[str] = "built in; needs Slurm's client commands on the login node"
+    restart_hours: ClassVar[float] = 3 / 60  # requeue, start, load: what the planner counts per interruption
 
     def __init__(self, target: Target, app=None, runner=None):
         self.target = target
@@ -32,6 +33,19 @@ class SlurmBackend:
             else SlurmOptions(**(target.options or {}))
         self.app = app
         self._runner = runner
+
+    # ---- pricing (PricesOffers): one offer per partition
+    @classmethod
+    def offers(cls, spec: JobSpec, context) -> list:
+        from .offers import slurm_offers
+
+        return slurm_offers(spec, context, cls.restart_hours)
+
+    @classmethod
+    def offer_key(cls, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]:
+        from .offers import offer_key
+
+        return offer_key(target, handle_extra, status_extra)
 
     @classmethod
     def workdir_is_remote(cls, options: dict) -> bool:

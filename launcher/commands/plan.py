@@ -81,7 +81,7 @@ def render_plan(result, show_all: bool = False, limit: int = 20) -> str:
     for r in result.ranked:
         o = r.offer
         gpus = f"{o.accelerator_count}x{o.accelerator}" if o.accelerator else (str(o.accelerator_count or "-"))
-        kind = "spot" if o.spot else ("queue" if o.backend == "slurm" else ("local" if o.backend == "local" else "on-demand"))
+        kind = o.capacity
         body.append([str(r.rank), o.target, o.where, o.instance_type, gpus, kind, _money(r.job_hourly_usd),
                      _hours(r.expected_hours), _money(r.total_usd), _interval(r.interval_hours), _rate(o), r.why])
     if body:

@@ -3,20 +3,20 @@
 import pytest
 
 from launcher.backend import (ChoosesPlacement, FindsSubmissions, HasSubmitHost, KeepsRunHistory,
-                              MeasuresQueueWait, RemoteWorkdir, ReportsVersion, can)
+                              MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, can)
 from launcher.config import Target
 from launcher_backends.local.backend import LocalBackend
 from launcher_backends.skypilot.backend import SkyPilotBackend
 from launcher_backends.slurm.backend import SlurmBackend
 
 EXPECTED = {
-    LocalBackend: {FindsSubmissions, HasSubmitHost},
+    LocalBackend: {FindsSubmissions, HasSubmitHost, PricesOffers},
     SlurmBackend: {FindsSubmissions, MeasuresQueueWait, KeepsRunHistory, HasSubmitHost, ReportsVersion,
-                   RemoteWorkdir},
-    SkyPilotBackend: {FindsSubmissions, ChoosesPlacement, ReportsVersion},
+                   RemoteWorkdir, PricesOffers},
+    SkyPilotBackend: {FindsSubmissions, ChoosesPlacement, ReportsVersion, PricesOffers},
 }
-ALL = (ChoosesPlacement, FindsSubmissions, HasSubmitHost, KeepsRunHistory, MeasuresQueueWait, RemoteWorkdir,
-       ReportsVersion)
+ALL = (ChoosesPlacement, FindsSubmissions, HasSubmitHost, KeepsRunHistory, MeasuresQueueWait, PricesOffers,
+       RemoteWorkdir, ReportsVersion)
 
 
 @pytest.mark.parametrize("cls", list(EXPECTED), ids=lambda c: c.__name__)

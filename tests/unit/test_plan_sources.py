@@ -10,7 +10,7 @@ from launcher.errors import SpecError
 from launcher.plan import Observation, apply_observations, gather_offers, plan
 from launcher.plan.chase import evidence, posterior_rate
 from launcher.plan.prices import load_price_book, load_price_file
-from launcher.plan.sources import parse_infra
+from launcher_backends.skypilot.offers import parse_infra
 from launcher.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
