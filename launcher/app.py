@@ -59,7 +59,8 @@ class App:
         return self._facts[target_name]
 
     def close(self):
+        from .backend import Closes, can
+
         for b in self._backends.values():
-            close = getattr(b, "close", None)
-            if close:
-                close()
+            if can(b, Closes):
+                b.close()

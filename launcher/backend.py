@@ -196,6 +196,24 @@ class RemoteWorkdir(Protocol):
     def workdir_is_remote(cls, options: dict) -> bool: ...
 
 
+@runtime_checkable
+class ChecksInstall(Protocol):
+    """What the backend needs to run jobs (an SDK) may be missing: None when it is there,
+    else why not, with the install hint. A classmethod that never imports the SDK: the
+    registry asks it before any backend is built (`launcher backends` shows the answer)."""
+
+    @classmethod
+    def available(cls) -> Optional[str]: ...
+
+
+@runtime_checkable
+class Closes(Protocol):
+    """The backend holds connections (an SSH session to a login node): ``close`` ends them
+    when the launcher is done with it."""
+
+    def close(self) -> None: ...
+
+
 def can(backend: Any, capability: type) -> bool:
     """Whether BACKEND (an instance, or its class for the classmethod capabilities and
     those made of methods only) declares CAPABILITY (one of the protocols above)."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Optional
 
+from .backend import ChecksInstall, can
 from .errors import BackendUnavailable, ConfigError
 
 GROUP = "launcher.backends"
@@ -75,9 +76,8 @@ class Registry:
         self._classes[name] = cls
         if not check:
             return cls
-        avail = getattr(cls, "available", None)
-        if callable(avail):
-            problem = avail()
+        if can(cls, ChecksInstall):
+            problem = cls.available()
             if problem:
                 self.entries[name].error = problem
                 raise BackendUnavailable(f"backend '{name}' is unavailable: {problem}")

@@ -2,8 +2,8 @@
 
 import pytest
 
-from launcher.backend import (ChoosesPlacement, FindsSubmissions, HasSubmitHost, KeepsRunHistory,
-                              MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, can)
+from launcher.backend import (ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost,
+                              KeepsRunHistory, MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, can)
 from launcher.config import Target
 from launcher_backends.local.backend import LocalBackend
 from launcher_backends.skypilot.backend import SkyPilotBackend
@@ -12,11 +12,11 @@ from launcher_backends.slurm.backend import SlurmBackend
 EXPECTED = {
     LocalBackend: {FindsSubmissions, HasSubmitHost, PricesOffers},
     SlurmBackend: {FindsSubmissions, MeasuresQueueWait, KeepsRunHistory, HasSubmitHost, ReportsVersion,
-                   RemoteWorkdir, PricesOffers},
-    SkyPilotBackend: {FindsSubmissions, ChoosesPlacement, ReportsVersion, PricesOffers},
+                   RemoteWorkdir, PricesOffers, Closes},
+    SkyPilotBackend: {FindsSubmissions, ChoosesPlacement, ReportsVersion, PricesOffers, ChecksInstall, Closes},
 }
-ALL = (ChoosesPlacement, FindsSubmissions, HasSubmitHost, KeepsRunHistory, MeasuresQueueWait, PricesOffers,
-       RemoteWorkdir, ReportsVersion)
+ALL = (ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost, KeepsRunHistory,
+       MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion)
 
 
 @pytest.mark.parametrize("cls", list(EXPECTED), ids=lambda c: c.__name__)
