@@ -48,13 +48,19 @@ class App:
             self._backends[target_name] = cls(t, self)
         return self._backends[target_name]
 
+    def backend_class(self, target_name: str):
+        """TARGET_NAME's backend class, without building it or checking that it can run jobs
+        (``Registry.load(check=False)``): for what the class declares about itself."""
+        return self.registry.load(self.config.raw_target(target_name)["backend"], check=False)
+
     def facts(self, target_name: str) -> Facts:
         if target_name not in self._facts:
             self._facts[target_name] = self.backend(target_name).probe()
         return self._facts[target_name]
 
     def close(self):
+        from .backend import Closes, can
+
         for b in self._backends.values():
-            close = getattr(b, "close", None)
-            if close:
-                close()
+            if can(b, Closes):
+                b.close()

@@ -148,9 +148,16 @@ class KeepsRunHistory(Protocol):
 @runtime_checkable
 class PricesOffers(Protocol):
     """The backend prices itself: the places this target could run SPEC, as planner offers
-    (``launcher.plan.offers.Offer``), with hourly prices, spot or not, and queue waits."""
+    (``launcher.plan.offers.Offer``), with hourly prices, spot or not, queue waits, the kind
+    of capacity and the restart overhead. CONTEXT is a ``launcher.plan.context.OfferContext``
+    (the target's name and config keys, price book, rates, measured queue waits; notes go
+    to ``context.note``). ``offer_key``: the ``Offer.key`` an ended attempt ran on, from its
+    handle's and status's ``extra``, so the planner learns from it (None: not learned).
+    Both are classmethods in the built-in backends: pricing builds no backend."""
 
     def offers(self, spec: JobSpec, context: Any) -> list: ...
+
+    def offer_key(self, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]: ...
 
 
 @runtime_checkable
@@ -170,8 +177,46 @@ class HasSubmitHost(Protocol):
     def runner(self) -> Any: ...
 
 
+@runtime_checkable
+class ReportsVersion(Protocol):
+    """The version of what runs the jobs (Slurm's, SkyPilot's), recorded in each run's
+    provenance; FACTS are the target's probed facts. Without it, ``facts["version"]``."""
+
+    def version(self, facts: Facts) -> Optional[str]: ...
+
+
+@runtime_checkable
+class RemoteWorkdir(Protocol):
+    """For some target options the job runs in a workdir on the target's own machines (a
+    cluster reached over SSH), not staged from this one: the spec's workdir then need not
+    exist here. A classmethod: it is asked before any backend is built, with the target's
+    raw options (its config keys). Without it, the workdir is staged from here."""
+
+    @classmethod
+    def workdir_is_remote(cls, options: dict) -> bool: ...
+
+
+@runtime_checkable
+class ChecksInstall(Protocol):
+    """What the backend needs to run jobs (an SDK) may be missing: None when it is there,
+    else why not, with the install hint. A classmethod that never imports the SDK: the
+    registry asks it before any backend is built (`launcher backends` shows the answer)."""
+
+    @classmethod
+    def available(cls) -> Optional[str]: ...
+
+
+@runtime_checkable
+class Closes(Protocol):
+    """The backend holds connections (an SSH session to a login node): ``close`` ends them
+    when the launcher is done with it."""
+
+    def close(self) -> None: ...
+
+
 def can(backend: Any, capability: type) -> bool:
-    """Whether BACKEND declares CAPABILITY (one of the protocols above)."""
+    """Whether BACKEND (an instance, or its class for the classmethod capabilities and
+    those made of methods only) declares CAPABILITY (one of the protocols above)."""
     return isinstance(backend, capability)
 
 

@@ -106,16 +106,20 @@ def _load(file):
 
 def _require_local_workdir(spec, file, config, names) -> None:
     """The workdir must exist here for every target that runs it from here (local, a login
-    node, SkyPilot's sync); a target reached over SSH (``ssh_host``) runs the job in a
-    workdir on its own cluster, which is not staged from this machine."""
+    node, SkyPilot's sync); a backend may say that a target runs the job in a workdir on its
+    own machines (``RemoteWorkdir``: a cluster reached over SSH), not staged from this one."""
+    from .backend import RemoteWorkdir, can
     from .errors import LauncherError
+    from .registry import default_registry
     from .spec import require_workdir
 
     def from_here(name):
         try:
-            return not config.raw_target(name).get("ssh_host")
+            raw = config.raw_target(name)
+            cls = default_registry().load(raw["backend"], check=False)
         except LauncherError:
-            return True  # unknown targets are reported on their own
+            return True  # unknown targets and backends are reported on their own
+        return not (can(cls, RemoteWorkdir) and cls.workdir_is_remote(raw))
 
     if spec.workdir and any(from_here(n) for n in names):
         require_workdir(spec.workdir, str(file), Path(file).resolve().parent)

@@ -153,19 +153,17 @@ def plan_identity(app, spec, target_name: str, fresh: bool = False, environ=None
 
 def root_readable_here(app, target_name: str, root: str) -> str:
     """"" if ROOT can be read from this host for TARGET_NAME, else why not."""
+    from .backend import HasSubmitHost, can
     from .checkpoint.store import is_s3
 
     if is_s3(root):
         return ""
     backend = app.backend(target_name)
-    if backend.name == "local":
-        return ""
-    opts = getattr(backend, "opts", None)
-    if backend.name == "slurm" and not getattr(opts, "ssh_host", None):
-        return ""  # the login node is this host: the root is a shared path here
-    if getattr(opts, "ssh_host", None):
-        return f"a path on target {target_name}'s cluster, reached over SSH"
-    return f"a path on the {backend.name} target's own file system"
+    if not can(backend, HasSubmitHost):
+        return f"a path on the {backend.name} target's own file system"
+    if backend.runner.where == "localhost":
+        return ""  # jobs are submitted from this host (a login node): the root is a path here
+    return f"a path on target {target_name}'s cluster, reached over SSH"
 
 
 def _look(app, target_name, root, exclude) -> tuple:

@@ -13,7 +13,7 @@ from typing import Optional
 
 import yaml
 
-from .backend import Handle, JobRef, Request
+from .backend import ChoosesPlacement, FindsSubmissions, Handle, JobRef, MeasuresQueueWait, Request, can
 from .errors import LauncherError
 from .spec import JobSpec
 from .state import new_job_id
@@ -41,22 +41,21 @@ def pick_target(app, spec: JobSpec, explicit: Optional[str], note=None) -> str:
 
 
 def queue_waits(app, spec: JobSpec, targets, note=None) -> dict:
-    """{(target, partition): hours} measured on every reachable Slurm target, for the planner."""
+    """{target: hours, (target, queue): hours} measured on every reachable target whose
+    backend has a queue (MeasuresQueueWait), for the planner."""
     out = {}
     for name in targets:
         try:
-            backend = app.backend(name)
-            measure = getattr(backend, "queue_wait", None)
-            if measure is None:
+            if not can(app.backend_class(name), MeasuresQueueWait):
                 continue
-            est = measure(spec)
+            est = app.backend(name).queue_wait(spec)
         except LauncherError as e:
             if note:
                 note(f"planner: queue wait on {name} not measured: {e}")
             continue
         if est is not None:
-            part = spec.slurm.partition or backend.opts.partition
-            out[(name, part)] = est.hours
+            if est.queue:
+                out[(name, est.queue)] = est.hours
             out[name] = est.hours
     return out
 
@@ -92,11 +91,10 @@ def render_for(app, spec: JobSpec, target_name: str, job: JobRef) -> Request:
 
 def facts_for(app, spec: JobSpec, target_name: str):
     """The target's probed facts, plus the planner's ranked placements for a backend that
-    chooses among several (SkyPilot: regions, clouds, spot or not)."""
-    import dataclasses
-
+    chooses among several (ChoosesPlacement: regions, clouds, spot or not)."""
     facts = app.facts(target_name)
-    if facts.backend != "skypilot":
+    backend = app.backend(target_name)
+    if not can(backend, ChoosesPlacement):
         return facts
     from .plan import params_for, plan
 
@@ -107,7 +105,7 @@ def facts_for(app, spec: JobSpec, target_name: str):
     candidates = [row.placement() for row in result.ranked]
     if not candidates:
         return facts
-    return dataclasses.replace(facts, data={**facts.data, "candidates": candidates})
+    return backend.with_candidates(facts, candidates)
 
 
 def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_name: str,
@@ -187,9 +185,8 @@ def job_ref(app, job_row, attempt: int, avoid=()) -> JobRef:
 
 def find_submission(backend, job: JobRef) -> Optional[Handle]:
     """The scheduler's job carrying ``job``'s dedupe token, or None. Every built-in backend
-    can answer; a third-party backend without ``find`` cannot dedupe (None)."""
-    find = getattr(backend, "find", None)
-    return find(job) if find is not None else None
+    can answer; a backend without FindsSubmissions cannot dedupe (None)."""
+    return backend.find(job) if can(backend, FindsSubmissions) else None
 
 
 def job_spec(job_row) -> JobSpec:

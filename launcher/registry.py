@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Optional
 
+from .backend import ChecksInstall, can
 from .errors import BackendUnavailable, ConfigError
 
 GROUP = "launcher.backends"
@@ -42,7 +43,8 @@ class Registry:
                 continue
             self.entries[ep.name] = BackendEntry(ep.name, ep.value, dist, builtin, shadowed=[])
             self._eps[ep.name] = ep
-        self._loaded: dict[str, type] = {}
+        self._loaded: dict[str, type] = {}  # available
+        self._classes: dict[str, type] = {}  # imported
 
     @staticmethod
     def _dist(ep) -> str:
@@ -52,9 +54,14 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self.entries)
 
-    def load(self, name: str):
+    def load(self, name: str, check: bool = True):
+        """The backend class NAME. CHECK=False skips its ``available()`` (what it needs to
+        run jobs, e.g. an SDK): for what a backend declares about itself (capabilities,
+        offers priced from catalogs), which it can answer without it."""
         if name in self._loaded:
             return self._loaded[name]
+        if not check and name in self._classes:
+            return self._classes[name]
         if name not in self._eps:
             import difflib
 
@@ -66,9 +73,11 @@ class Registry:
         except Exception as e:  # any import failure is reported, with the plugin's hint
             self.entries[name].error = f"{type(e).__name__}: {e}"
             raise BackendUnavailable(f"backend '{name}' is unavailable: {type(e).__name__}: {e}") from e
-        avail = getattr(cls, "available", None)
-        if callable(avail):
-            problem = avail()
+        self._classes[name] = cls
+        if not check:
+            return cls
+        if can(cls, ChecksInstall):
+            problem = cls.available()
             if problem:
                 self.entries[name].error = problem
                 raise BackendUnavailable(f"backend '{name}' is unavailable: {problem}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-from .backend import Handle
+from .backend import Handle, KeepsRunHistory, can
 from .errors import LauncherError
 
 
@@ -83,7 +83,7 @@ def _follow_restarts(app, row, h: Handle, st) -> Handle:
         return h
     history = []
     backend = app.backend(row.target)
-    if hasattr(backend, "run_history"):
+    if can(backend, KeepsRunHistory):
         try:
             history = backend.run_history(h)
         except LauncherError:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from launcher.backend import Facts, Handle, JobRef, Request, iter_file
 from launcher.config import Target
 from launcher.errors import SubmitError
+from launcher.runner import LocalRunner
 from launcher.spec import JobSpec
 from launcher.status import JobState, Status
 from launcher.templating import contract_context, render_template
@@ -32,10 +33,32 @@ class LocalBackend:
     name: ClassVar[str] = "local"
     target_options: ClassVar = LocalOptions
     install_hint: ClassVar[str] = "built in"
+    restart_hours: ClassVar[float] = 1 / 60  # a process restart on this machine
 
     def __init__(self, target: Target, app=None):
         self.target = target
         self.app = app
+
+    # ---- pricing (PricesOffers): this machine is free; its resources are not checked
+    @classmethod
+    def offers(cls, spec: JobSpec, context) -> list:
+        from launcher.plan.offers import Offer
+
+        res = spec.resources
+        return [Offer(backend=cls.name, target=context.target, cloud="local", region=None, zone=None,
+                      instance_type="this machine", accelerator=res.accelerator,
+                      accelerator_count=res.gpus_per_node, vcpus=None, memory_gib=None, spot=False,
+                      hourly_usd=0.0, preemption_rate=0.0, source="local (resources not checked)",
+                      kind="local", restart_hours=cls.restart_hours)]
+
+    @classmethod
+    def offer_key(cls, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]:
+        return None  # local runs are not learned from
+
+    @property
+    def runner(self) -> LocalRunner:
+        """Jobs start on this host (HasSubmitHost): their paths are this machine's."""
+        return LocalRunner()
 
     # ---- facts
     def probe(self) -> Facts:

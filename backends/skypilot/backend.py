@@ -12,6 +12,7 @@ find do, through the ``SkyClient`` seam.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -59,6 +60,7 @@ class SkyPilotBackend:
     name: ClassVar[str] = "skypilot"
     target_options: ClassVar = SkyPilotOptions
     install_hint: ClassVar[str] = INSTALL_HINT
+    restart_hours: ClassVar[float] = 10 / 60  # re-provision, start, load: per interruption, for the planner
 
     def __init__(self, target: Target, app=None, client: Optional[SkyClient] = None):
         self.target = target
@@ -102,6 +104,33 @@ class SkyPilotBackend:
             "fallbacks": [p.full_infra for p in opts.fallbacks],
             "skypilot": "installed" if self.available() is None else "missing",
         })
+
+    # ---- pricing (PricesOffers): catalogs and price files, never importing sky
+    @classmethod
+    def offers(cls, spec: JobSpec, context) -> list:
+        from .offers import skypilot_offers
+
+        return skypilot_offers(spec, context, cls.restart_hours)
+
+    @classmethod
+    def offer_key(cls, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]:
+        from .offers import offer_key
+
+        return offer_key(target, handle_extra, status_extra)
+
+    def version(self, facts: Facts) -> Optional[str]:
+        """SkyPilot's installed version, from its metadata (``sky`` is not imported)."""
+        from importlib import metadata
+
+        try:
+            return metadata.version("skypilot")
+        except metadata.PackageNotFoundError:
+            return None
+
+    # ---- placement: the planner's ranked candidates, failed over among in this order
+    @staticmethod
+    def with_candidates(facts: Facts, candidates: list[dict]) -> Facts:
+        return dataclasses.replace(facts, data={**facts.data, "candidates": list(candidates)})
 
     # ---- render (pure)
     def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:

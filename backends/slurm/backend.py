@@ -32,6 +32,7 @@ class SlurmBackend:
     name: ClassVar[str] = "slurm"
     target_options: ClassVar = SlurmOptions
     install_hint: ClassVar[str] = "built in; needs Slurm's client commands on the login node"
+    restart_hours: ClassVar[float] = 3 / 60  # requeue, start, load: what the planner counts per interruption
 
     def __init__(self, target: Target, app=None, runner=None):
         self.target = target
@@ -39,6 +40,27 @@ class SlurmBackend:
             else SlurmOptions(**(target.options or {}))
         self.app = app
         self._runner = runner
+
+    # ---- pricing (PricesOffers): one offer per partition
+    @classmethod
+    def offers(cls, spec: JobSpec, context) -> list:
+        from .offers import slurm_offers
+
+        return slurm_offers(spec, context, cls.restart_hours)
+
+    @classmethod
+    def offer_key(cls, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]:
+        from .offers import offer_key
+
+        return offer_key(target, handle_extra, status_extra)
+
+    @classmethod
+    def workdir_is_remote(cls, options: dict) -> bool:
+        """Reached over SSH, the job runs in a workdir on the cluster: nothing is staged from here."""
+        return bool(options.get("ssh_host"))
+
+    def version(self, facts: Facts) -> Optional[str]:
+        return facts.get("slurm_version")
 
     # ---- plumbing
     @property
@@ -283,11 +305,12 @@ class SlurmBackend:
     # ---- queue wait: what the planner and burst need to know about this cluster's queue
     def queue_wait(self, spec: JobSpec, exclude_job: Optional[str] = None):
         """Expected wait before a job of this shape starts on its partition (a
-        launcher.plan.queue.QueueEstimate), from ``squeue --start``, else the pending work
-        ahead in the partition; None when Slurm says nothing. ``exclude_job`` leaves one of
-        our own queued jobs out of the work ahead of itself."""
-        from launcher.plan.queue import (SINFO_NODES_FORMAT, SQUEUE_JOBS_FORMAT, SQUEUE_START_FORMAT,
-                                         estimate_queue_wait)
+        launcher.backend.QueueEstimate whose queue is the partition), from ``squeue --start``,
+        else the pending work ahead in the partition; None when Slurm says nothing.
+        ``exclude_job`` leaves one of our own queued jobs out of the work ahead of itself."""
+        import dataclasses
+
+        from .queue import SINFO_NODES_FORMAT, SQUEUE_JOBS_FORMAT, SQUEUE_START_FORMAT, estimate_queue_wait
 
         partition = spec.slurm.partition or self.opts.partition or self._default_partition()
         if not partition:
@@ -298,8 +321,9 @@ class SlurmBackend:
         if exclude_job:
             jobs = "\n".join(l for l in jobs.splitlines() if l.split("|")[0] != exclude_job)
             start = "\n".join(l for l in start.splitlines() if l.split("|")[0] != exclude_job)
-        return estimate_queue_wait(partition, spec.resources.nodes, squeue_text=jobs, sinfo_text=nodes,
-                                   squeue_start_text=start)
+        est = estimate_queue_wait(partition, spec.resources.nodes, squeue_text=jobs, sinfo_text=nodes,
+                                  squeue_start_text=start)
+        return None if est is None else dataclasses.replace(est, queue=partition)
 
     def _default_partition(self) -> Optional[str]:
         for p in self.probe().get("partitions", []):

@@ -81,7 +81,7 @@ def render_plan(result, show_all: bool = False, limit: int = 20) -> str:
     for r in result.ranked:
         o = r.offer
         gpus = f"{o.accelerator_count}x{o.accelerator}" if o.accelerator else (str(o.accelerator_count or "-"))
-        kind = "spot" if o.spot else ("queue" if o.backend == "slurm" else ("local" if o.backend == "local" else "on-demand"))
+        kind = o.capacity
         body.append([str(r.rank), o.target, o.where, o.instance_type, gpus, kind, _money(r.job_hourly_usd),
                      _hours(r.expected_hours), _money(r.total_usd), _interval(r.interval_hours), _rate(o), r.why])
     if body:
@@ -130,9 +130,9 @@ def plan_command(file, as_json, targets, live_spot_prices, work, checkpoint_cost
     params = params_for(spec, work_hours=_duration_hours(work, "--work"),
                         checkpoint_cost_hours=_duration_hours(checkpoint_cost, "--checkpoint-cost"))
     names = list(targets or spec.targets or config.file.targets)
-    slurm = [n for n in names if n in config.file.targets and config.file.targets[n].backend == "slurm"]
+    configured = [n for n in names if n in config.file.targets]  # queue_waits asks the ones with a queue
     notes = []
-    waits = {} if no_queue else queue_waits(app, spec, slurm, notes.append)
+    waits = {} if no_queue else queue_waits(app, spec, configured, notes.append)
     # rates learned from the attempts `launcher watch` has seen (none yet: no state store to read)
     store = app.store if (app.home / "state.db").exists() else None
     result = plan(spec, config, params, targets=targets or None, live_spot=live_spot_prices, queue_waits=waits,

@@ -3,13 +3,13 @@
 Public API (what ``launcher plan``, ``launcher launch`` and the SkyPilot backend call):
 
 * ``gather_offers(spec, config, ...) -> Gathered(offers, notes)``: offers from the
-  configured targets (SkyPilot catalog CSVs, price files, Slurm prices, live AWS spot).
+  configured targets, each priced by its own backend (``PricesOffers``, handed an
+  ``OfferContext``: price files, rates, catalog CSVs, queue waits, live spot prices).
 * ``rank(spec, offers, params=None) -> PlanResult``: pure; ``PlanResult.candidates()``
   is the order to try offers in, ``PlanResult.best`` the first.
 * ``plan(spec, config, params=None, **gather_kw)``: both.
 * ``PlanRow.placement()``: a ranked row as a SkyPilot placement (infra, use_spot,
   instance_type, hourly_usd for the whole job), for the backend's candidate list.
-* ``launcher.plan.queue``: Slurm queue-wait estimates from captured squeue/sinfo text.
 * ``launcher.plan.chase``: observed preemptions -> posterior rates (spot chasing).
 * ``launcher.plan.observed``: those observations kept in the state store; ``observe_job``
   is what ``launcher watch`` feeds them with, ``gather_offers(store=...)`` applies them.
@@ -20,9 +20,10 @@ Nothing here imports SkyPilot or paramiko; boto3 only for live spot prices.
 from .chase import Observation, apply_observations
 from .offers import Offer, resource_mismatch
 from .ranking import PlanParams, PlanResult, PlanRow, params_for, rank
-from .sources import Gathered, gather_offers, plan
+from .context import Gathered, OfferContext
+from .sources import gather_offers, plan
 
 __all__ = [
-    "Gathered", "Observation", "Offer", "PlanParams", "PlanResult", "PlanRow",
+    "Gathered", "Observation", "Offer", "OfferContext", "PlanParams", "PlanResult", "PlanRow",
     "apply_observations", "gather_offers", "params_for", "plan", "rank", "resource_mismatch",
 ]

@@ -19,6 +19,7 @@ narrowed to the cloud and region the backend reports it actually ran in. When th
 differ (SkyPilot failed over to a later candidate) only cloud and region are kept, and
 the observation counts for every offer in that region. Slurm attempts are keyed by
 (target, "", "", partition, False), like the Slurm offers. Local runs are not recorded.
+Each backend says which key its attempts ran on (``PricesOffers.offer_key``).
 
 The table ``spot_observations`` lives in the state store's database and is created here
 (``CREATE TABLE IF NOT EXISTS``), one row per (job, attempt): watching an ended attempt
@@ -112,27 +113,21 @@ class Seen:
     ts: float
 
 
-def attempt_key(backend: str, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]:
-    """The offer key an attempt ran on (see the module doc), or None when it cannot be told."""
-    if backend == "slurm":
-        part = status_extra.get("partition") or handle_extra.get("partition") or ""
-        return (target, "", "", str(part), False)
-    if backend != "skypilot":
+def attempt_key(backend: str, target: str, handle_extra: dict, status_extra: dict,
+                registry=None) -> Optional[tuple]:
+    """The offer key an attempt ran on, as its backend says (``PricesOffers.offer_key``), or
+    None when it cannot be told (a backend that does not price itself, or is not installed)."""
+    from ..backend import PricesOffers, can
+    from ..errors import LauncherError
+    from ..registry import default_registry
+
+    try:
+        cls = (registry or default_registry()).load(backend, check=False)
+    except LauncherError:
         return None
-    infra = str(handle_extra.get("infra") or "")
-    parts = [p for p in infra.split("/")] + ["", "", ""]
-    cloud, region, zone = (parts[0] or "").lower(), parts[1] or "", parts[2] or ""
-    itype = str(handle_extra.get("instance_type") or "")
-    ran_cloud = str(status_extra.get("cloud") or "").lower()
-    ran_region = str(status_extra.get("region") or "")
-    if ran_cloud and (ran_cloud != cloud or (ran_region and ran_region != region)):
-        cloud, region, zone, itype = ran_cloud, ran_region, "", ""   # a later candidate ran it
-    elif ran_region and not region:
-        region = ran_region
-    if not cloud or cloud in ("*", "kubernetes", "k8s", "ssh", "local"):
+    if not can(cls, PricesOffers):
         return None
-    return (cloud, "" if region == "*" else region, "" if zone == "*" else zone, itype,
-            bool(handle_extra.get("use_spot")))
+    return cls.offer_key(target, handle_extra, status_extra)
 
 
 def observation_of(key: Optional[tuple], state: str, started: Optional[float], ended: Optional[float],

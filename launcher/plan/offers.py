@@ -17,7 +17,7 @@ GIB = 1024 ** 3
 
 @dataclass(frozen=True, slots=True)
 class Offer:
-    backend: str                   # "skypilot" | "slurm" | "local"
+    backend: str                   # the name of the backend that priced it
     target: str                    # name of the target in the user's config
     cloud: str                     # aws, gcp, lambda, runpod, ... or the Slurm target's cluster name
     region: Optional[str]
@@ -41,6 +41,10 @@ class Offer:
     rate_node_hours: float = 0.0      # node-hours of exposure (decayed)
     capacity_failures: float = 0.0    # launches refused for lack of capacity (decayed)
     launch_tries: float = 0.0         # launches tried here (decayed), capacity failures included
+    # what the backend says about the offer itself (``PricesOffers``):
+    kind: str = ""                    # not spot: "queue" (a scheduler's), "local"...; "" is on-demand
+    restart_hours: float = 10 / 60    # re-provision, restart and load after an interruption
+    gpu_type_unknown: bool = False    # the GPU type is declared nowhere: a fit when the count is
 
     @property
     def key(self) -> tuple:
@@ -53,9 +57,13 @@ class Offer:
         return "/".join(parts)
 
     @property
+    def capacity(self) -> str:
+        """The kind of capacity, as `launcher plan` shows it: spot, on-demand, queue, local."""
+        return "spot" if self.spot else (self.kind or "on-demand")
+
+    @property
     def label(self) -> str:
-        kind = "spot" if self.spot else ("queue" if self.backend == "slurm" else "on-demand")
-        return f"{self.target}: {self.where} {self.instance_type} ({kind})"
+        return f"{self.target}: {self.where} {self.instance_type} ({self.capacity})"
 
     def as_dict(self) -> dict:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -96,8 +104,8 @@ def make_matcher(resources):
     def mismatch(offer: Offer) -> Optional[str]:
         if want_gpu:
             acc = offer.accelerator
-            if offer.backend == "slurm" and acc is None and offer.accelerator_count == want_gpus:
-                pass  # the partition's GPU type is not declared anywhere: a fit, noted by the caller
+            if offer.gpu_type_unknown and acc is None and offer.accelerator_count == want_gpus:
+                pass  # e.g. a Slurm partition's GPU type is not declared anywhere: a fit, noted by its backend
             elif not acc or offer.accelerator_count <= 0:
                 return f"has no GPUs; spec asks for {want_gpus or 1} x {want_acc or 'GPU'} per node"
             elif want_acc_l and acc.lower() != want_acc_l:

@@ -7,7 +7,8 @@ Per offer (all times in hours, prices per node-instance):
   run to need at most, so it is the conservative estimate), else ``params.default_work_hours``;
 * interruption rate of the gang ``lam = nodes x offer.preemption_rate``;
 * checkpoint cost ``C`` (``params.checkpoint_cost_hours``, 5 min by default), restart
-  overhead ``D`` per backend (``params.restart_hours``: re-provision, restart, load);
+  overhead ``D`` as the offer's backend declares it (``Offer.restart_hours``: re-provision,
+  restart, load; ``params.restart_hours`` overrides it per backend);
 * notice: a fraction ``p = params.notice_delivery`` of interruptions is survived with an
   emergency checkpoint when the spec checkpoints on a signal and the offer's notice
   covers the emergency checkpoint's cost (``Ce``, default ``C``); otherwise ``p = 0``;
@@ -32,9 +33,6 @@ from typing import Iterable, Mapping, Optional
 from .model import INF, RunEstimate, expected_run
 from .offers import Offer, make_matcher
 
-DEFAULT_RESTART_HOURS: dict[str, float] = {"skypilot": 10 / 60, "slurm": 3 / 60, "local": 1 / 60}
-
-
 @dataclass(frozen=True)
 class PlanParams:
     work_hours: Optional[float] = None            # overrides the spec's estimate (time_limit)
@@ -42,15 +40,16 @@ class PlanParams:
     checkpoint_cost_hours: float = 5 / 60         # C
     emergency_checkpoint_hours: Optional[float] = None  # Ce; None: same as C
     notice_delivery: float = 0.9                  # of notices, the fraction that arrives in time
-    restart_hours: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_RESTART_HOURS))
+    # by backend name: overrides the restart overhead its offers carry (Offer.restart_hours)
+    restart_hours: Mapping[str, float] = field(default_factory=dict)
     interval_hours: Optional[float] = None        # fixed checkpoint interval; None: spec's or optimum
     # Re-planning a running job (recovery, burst): what earlier attempts already used up.
     # Pass the work still to do as ``work_hours``; budgets apply to what is left.
     spent_usd: float = 0.0                        # charged against cost.max_total_usd
     elapsed_hours: float = 0.0                    # charged against cost.deadline
 
-    def restart_for(self, backend: str) -> float:
-        return self.restart_hours.get(backend, self.restart_hours.get("skypilot", 10 / 60))
+    def restart_for(self, offer: Offer) -> float:
+        return float(self.restart_hours.get(offer.backend, offer.restart_hours))
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +97,7 @@ class PlanRow:
             "rank": self.rank, "target": o.target, "backend": o.backend, "cloud": o.cloud,
             "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
             "accelerator": o.accelerator, "accelerator_count": o.accelerator_count, "spot": o.spot,
-            "hourly_usd_per_node": num(o.hourly_usd), "job_hourly_usd": num(self.job_hourly_usd),
+            "kind": o.capacity, "hourly_usd_per_node": num(o.hourly_usd), "job_hourly_usd": num(self.job_hourly_usd),
             "preemption_rate_per_node_hour": num(o.preemption_rate), "notice_seconds": num(o.notice_seconds),
             "queue_hours": num(self.queue_hours), "run_hours": num(self.run_hours),
             "expected_hours": num(self.expected_hours), "expected_total_usd": num(self.total_usd, 4),
@@ -218,9 +217,8 @@ def rank(spec, offers: Iterable[Offer], params: Optional[PlanParams] = None) -> 
             bad.append(PlanRow(o, None, mismatch, job_hourly, INF, o.queue_wait_hours, INF, INF, INF,
                                0.0, 0.0, 0.0, lam))
             continue
-        D = restart.get(o.backend)
-        if D is None:
-            D = restart[o.backend] = params.restart_for(o.backend)
+        D = params.restart_for(o)
+        restart.setdefault(o.backend, D)
         p = p_deliver if use_notice and o.notice_seconds >= Ce_s and lam > 0 else 0.0
         est = _estimate(work, C, lam, D, p, Ce, interval)
         run = est.run_hours
@@ -245,7 +243,7 @@ def rank(spec, offers: Iterable[Offer], params: Optional[PlanParams] = None) -> 
     assumptions = {
         "nodes": nodes, "work_hours": work, "work_source": work_src,
         "checkpoint_cost_hours": C, "emergency_checkpoint_hours": Ce,
-        "restart_hours": dict(params.restart_hours), "notice_delivery": p_deliver,
+        "restart_hours": restart, "notice_delivery": p_deliver,
         "checkpoint_on_signal": use_notice, "fixed_interval_hours": interval,
         "spent_usd": params.spent_usd, "elapsed_hours": params.elapsed_hours,
         "prices": "per node-instance-hour; job $/h = price x nodes",

@@ -171,18 +171,14 @@ def dist_version(name: str) -> Optional[str]:
         return None
 
 
-def versions(backend_name: str, facts_data: Optional[dict]) -> dict:
-    """The launcher's version, the backend's (Slurm's from the probed facts), SkyPilot's
-    if installed (read from its metadata: ``sky`` is never imported)."""
+def versions(backend_name: str, facts_data: Optional[dict], backend_version: Optional[str] = None) -> dict:
+    """The launcher's version, the backend's (what it reports, ``ReportsVersion``; else the
+    probed facts' ``version``), and, kept for comparing runs, Slurm's from the probed facts
+    and SkyPilot's if installed (read from its metadata: ``sky`` is never imported)."""
     from .. import __version__
 
     facts_data = facts_data or {}
-    backend_version = None
-    if backend_name == "slurm":
-        backend_version = facts_data.get("slurm_version")
-    elif backend_name == "skypilot":
-        backend_version = dist_version("skypilot")
-    else:
+    if backend_version is None:
         backend_version = facts_data.get("version")
     return {"launcher": __version__, "launcher_dist": dist_version("launcher"),
             "backend": {"name": backend_name, "version": backend_version},
@@ -247,8 +243,9 @@ def code_dir(spec, spec_path: Optional[str]) -> Optional[str]:
 
 def capture(*, job_id: str, spec, spec_text: str, spec_path: Optional[str], target: str, backend: str,
             facts_data: Optional[dict], request=None, handle=None, seed=None, seed_source=None,
-            environ=None) -> dict:
-    """The provenance record of one run (not yet redacted: ``record`` redacts it)."""
+            environ=None, backend_version: Optional[str] = None) -> dict:
+    """The provenance record of one run (not yet redacted: ``record`` redacts it).
+    BACKEND_VERSION: what the backend says runs its jobs (``ReportsVersion``)."""
     import yaml
 
     from . import FORMAT
@@ -283,7 +280,7 @@ def capture(*, job_id: str, spec, spec_text: str, spec_path: Optional[str], targ
         "rendered": rendered,
         "code": git_identity(cdir),
         "python": python_env(),
-        "versions": versions(backend, facts_data),
+        "versions": versions(backend, facts_data, backend_version),
         "image": image_identity(spec.image),
         "seed": seed,
         "seed_source": seed_source,

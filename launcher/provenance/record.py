@@ -101,9 +101,10 @@ def write_run_json(app, target_name: str, root: str, job_id: str, data: bytes) -
     """Write RUN.json under ROOT where the job will see it. Returns (location, note).
 
     s3:// roots: through the checkpoint store (S3 PutObject). POSIX roots: on this host
-    for the local backend and for Slurm reached from its login node; over the target's
-    SSH runner (atomic put_file) for a cluster reached over SSH; a POSIX root of any other
-    remote backend (a cloud VM's disk) is not reachable from here and is skipped."""
+    for a backend that submits from here (local, Slurm on its login node); over the
+    target's SSH runner (atomic put_file) for a cluster reached over SSH (HasSubmitHost);
+    a POSIX root of any other backend (a cloud VM's disk) is not reachable from here and
+    is skipped."""
     from ..checkpoint.store import is_s3, open_store
 
     key = run_key(job_id)
@@ -111,14 +112,16 @@ def write_run_json(app, target_name: str, root: str, job_id: str, data: bytes) -
         store = open_store(root)
         store.put(key, data)
         return store.url(key), ""
+    from ..backend import HasSubmitHost, can
+
     backend = app.backend(target_name)
-    runner = getattr(backend, "runner", None)  # the Slurm backend's: local subprocess or SSH
-    where = getattr(runner, "where", None)
-    if runner is not None and where not in (None, "localhost") and hasattr(runner, "put_file"):
+    runner = backend.runner if can(backend, HasSubmitHost) else None  # local subprocess or SSH
+    where = runner.where if runner is not None else None
+    if runner is not None and where != "localhost":
         path = posixpath.join(root, key)
         runner.put_file(path, data, 0o644)
         return f"{where}:{path}", ""
-    if backend.name == "local" or where == "localhost":
+    if where == "localhost":
         store = open_store(root)
         store.put(key, data)
         return store.url(key), ""
@@ -160,18 +163,20 @@ def record_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional
     """Capture and keep the provenance of a launched run. Advisory: never raises (a failure
     is recorded as a ``provenance_error`` event and printed as a warning). CONTINUES: what
     the run resumes (or, launched with --fresh, supersedes), as ``launcher.identity`` saw it."""
+    from ..backend import Facts, ReportsVersion, can
     from .capture import capture
 
     store = app.store
     try:
         backend = app.backend(target_name)
         try:
-            facts = app.facts(target_name).data
+            facts = app.facts(target_name)
         except Exception:
-            facts = {}
+            facts = Facts(target_name, backend.name, {})
         doc = capture(job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path, target=target_name,
-                      backend=backend.name, facts_data=facts, request=request, handle=handle, seed=seed,
-                      seed_source=seed_source)
+                      backend=backend.name, facts_data=facts.data, request=request, handle=handle, seed=seed,
+                      seed_source=seed_source,
+                      backend_version=backend.version(facts) if can(backend, ReportsVersion) else None)
         if continues:
             doc["continues"] = continues
         doc = redact_record(doc, spec.secrets)

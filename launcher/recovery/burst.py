@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from ..backend import Handle
+from ..backend import Handle, MeasuresQueueWait, can
 from ..errors import LauncherError
 from ..state import ClaimLost
 from ..status import JobState
@@ -60,8 +60,8 @@ def step(app, job, spec, status, clock):
             return _race(app, c.job, rs)
     if rs.burst or not spec.burst.to or not spec.burst.after or isinstance(status, Exception) or status is None:
         return None
-    if app.backend(job.target).name != "slurm":
-        return None
+    if not can(app.backend(job.target), MeasuresQueueWait):
+        return None  # burst leaves a queue that is too long: only a backend with a queue has one
     latest = app.store.latest_attempt(job.job_id)
     d = should_burst(status.state, latest.submitted, clock(), spec.burst.after,
                      _predicted_wait(app, job, spec, latest))
@@ -92,11 +92,8 @@ def step(app, job, spec, status, clock):
 
 def _predicted_wait(app, job, spec, latest) -> Optional[float]:
     """Seconds until Slurm expects the job to start (squeue --start / pending work ahead)."""
-    measure = getattr(app.backend(job.target), "queue_wait", None)
-    if measure is None:
-        return None
     try:
-        est = measure(spec, exclude_job=latest.native_id)
+        est = app.backend(job.target).queue_wait(spec, exclude_job=latest.native_id)
     except LauncherError:
         return None
     if est is None or est.hours == float("inf"):

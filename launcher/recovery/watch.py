@@ -29,7 +29,7 @@ from ..status import Status, closes_job
 from ..tracking import refresh
 from . import burst, takeover
 from .decide import Action, Close, Facts, Note, on_ended, on_status, settled
-from .policy import Retry, reconcile_submitting
+from .policy import reconcile_submitting
 from .progress import read_progress
 from .state import RecoveryState
 
@@ -200,19 +200,10 @@ def apply(app, job, action: Action, owner: Optional[str] = None) -> Outcome:
                         detail=action.detail)
         return Outcome(job.job_id, action.action, action.why)
     reason = action.decision.reason
-    target = _next_target(app, job, action.spec, action.decision)
+    target = job.target  # a backend that fails over (ChoosesPlacement) does so within the target
     handle = resubmit(app, job, target, action.attempt, reason, avoid=action.avoid, owner=owner)
     store.save_recovery(job.job_id, RecoveryState.load(job.meta), action.state, reason=reason)
     return Outcome(job.job_id, "resubmitted", f"{reason} -> {target} id {handle.native_id}")
-
-
-def _next_target(app, job, spec, decision: Retry) -> str:
-    """The same target by default; a backend may name a better one (cloud candidates)."""
-    backend = app.backend(job.target)
-    chooser = getattr(backend, "next_target", None)
-    if chooser is not None:
-        return chooser(job, spec, decision) or job.target
-    return job.target
 
 
 def record_progress(app, job, progress=None) -> None:

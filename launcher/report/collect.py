@@ -179,13 +179,13 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None):
     # per-run scheduler records (Slurm requeues keep one job id for several runs)
     runs: dict = {}
     if refresh:
-        from ..backend import Handle
+        from ..backend import Handle, KeepsRunHistory, can
 
         for nid in dict.fromkeys(a.native_id for a in rows if a.native_id):
             a0 = next(a for a in rows if a.native_id == nid)
             try:
                 backend = app.backend(a0.target)
-                if hasattr(backend, "run_history") and a0.handle:
+                if can(backend, KeepsRunHistory) and a0.handle:
                     runs[nid] = backend.run_history(Handle.from_json(a0.handle)) or []
             except Exception as e:  # noqa: BLE001
                 notes.append(f"no per-run history for {a0.target} id {nid}: {e}")

@@ -1,6 +1,8 @@
 """Burst end to end: a job stuck behind a full Slurm partition bursts to a cloud backend
-(a plugin registered through the entry-point group), the Slurm copy is cancelled, and
-the job finishes exactly once."""
+(a plugin registered through the entry-point group, tests/integration/fakecloud, which the
+launcher names nowhere), the Slurm copy is cancelled, and the job finishes exactly once.
+Of the two plugin targets in ``burst.to`` the planner picks the cheaper one from the
+offers the plugin prices itself with, and `launcher report` accounts for the cloud copy."""
 
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ PLUGIN = Path(__file__).parent / "fakecloud"
 
 
 def test_stuck_job_bursts_to_the_cloud_and_finishes_once(clean_queue, tmp_path):
-    cli = LauncherCLI(tmp_path, clean_queue, {"cloud": {"backend": "fakecloud"}})
+    cli = LauncherCLI(tmp_path, clean_queue, {"cloud": {"backend": "fakecloud", "hourly_usd": 2.0},
+                                              "pricey": {"backend": "fakecloud", "hourly_usd": 20.0}})
     cli.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGIN), cli.env.get("PYTHONPATH")]))
     backends = {b["name"]: b for b in json.loads(cli.run("backends", "--json").stdout)}
     assert backends["fakecloud"]["status"] == "ok" and backends["fakecloud"]["source"] == "fakecloud"
@@ -32,7 +35,7 @@ def test_stuck_job_bursts_to_the_cloud_and_finishes_once(clean_queue, tmp_path):
     spec = cli.spec("bursty", {
         "run": f"python3 {ROOT / 'examples' / 'train.py'} --steps 20 --every 5 --result {result}",
         "checkpoint": {"root": str(root)}, "resources": {"time_limit": "10m"},
-        "burst": {"after": "3s", "to": ["cloud"]}})
+        "burst": {"after": "3s", "to": ["pricey", "cloud"]}})
     job = cli.launch(spec, "testcl")
     slurm_native = cli.status(job)["attempts"][0]["native_id"]
 
@@ -55,5 +58,10 @@ def test_stuck_job_bursts_to_the_cloud_and_finishes_once(clean_queue, tmp_path):
     slurm_job = clean_queue.wait(slurm_native, lambda j: not j or j.get("JobState") == "CANCELLED", timeout=30)
     assert not slurm_job or slurm_job.get("RunTime") in ("00:00:00", None)
     assert json.loads(result.read_text())["steps"] == 20
+    rep = json.loads(cli.run("report", job, "--json").stdout)
+    assert [a["state"] for a in rep["attempts"]] == ["CANCELLED", "COMPLETED"]
+    cloud = rep["attempts"][1]
+    assert (cloud["target"], cloud["last_commit_step"]) == ("cloud", 20) and cloud["billable_s"] > 0
+    assert cloud["cost_source"] == "cloud: $2/h recorded at submit" and cloud["cost_usd"] > 0
     gens = json.loads((root / "GENERATIONS.json").read_text())["history"]
     assert len(gens) == 1, gens  # one start in all: the job ran once

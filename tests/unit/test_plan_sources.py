@@ -10,7 +10,7 @@ from launcher.errors import SpecError
 from launcher.plan import Observation, apply_observations, gather_offers, plan
 from launcher.plan.chase import evidence, posterior_rate
 from launcher.plan.prices import load_price_book, load_price_file
-from launcher.plan.sources import parse_infra
+from launcher_backends.skypilot.offers import parse_infra
 from launcher.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,7 +124,7 @@ def test_slurm_target_without_price_file_uses_config_gpu_hour_and_pinned_partiti
     (o,) = got.offers
     assert (o.instance_type, o.hourly_usd, o.accelerator, o.accelerator_count) == ("batch", 12.0, None, 8)
     assert any("not declared" in n for n in got.notes) and any("queue wait" in n for n in got.notes)
-    # a measured queue wait (from launcher.plan.queue) replaces the unknown
+    # a measured queue wait (a backend's queue_wait) replaces the unknown
     got = gather_offers(spec(["cl"]), cfg, queue_waits={("cl", "batch"): 2.5})
     assert got.offers[0].queue_wait_hours == 2.5
 

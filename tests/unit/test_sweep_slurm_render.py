@@ -168,8 +168,9 @@ def run_element(req, tmp: Path, index) -> subprocess.CompletedProcess:
         (job_dir / name).write_text(content)
     if not (job_dir / "launcher_job.pyz").exists():
         from launcher.jobside import stage_zip
+        from launcher_backends.slurm.backend import JOBSIDE_COMMANDS
 
-        stage_zip(job_dir / "launcher_job.pyz")
+        stage_zip(job_dir / "launcher_job.pyz", JOBSIDE_COMMANDS)
     stubs = tmp / "stubs"
     stubs.mkdir(exist_ok=True)
     for name, body in STUBS.items():

@@ -1,23 +1,129 @@
-"""A stand-in cloud for burst tests, registered through the `launcher.backends`
-entry-point group exactly like a third-party plugin (see the .dist-info beside it).
-It runs the job on this machine like the local backend, after a short "provisioning"
-phase in which it reports PENDING, the way a cloud VM would."""
+"""A third-party backend for the tests, registered through the `launcher.backends`
+entry-point group exactly like a plugin (see the .dist-info beside it), that implements
+EVERY optional capability of ``launcher.backend``; ``launcher/`` names it nowhere
+(tests/integration/test_third_party_backend.py checks both).
 
+It is a "cloud" with regions that runs the job on this machine, like the local backend it
+extends: after a short provisioning phase in which it reports PENDING, the job runs "in"
+the first placement the planner ranked that is not cooling down (ChoosesPlacement). A
+SIGUSR1 to the job is its spot reclaim notice (the trainer checkpoints and exits 75:
+PREEMPTED). Its prices come from its target options (PricesOffers), its queue wait is an
+option too (MeasuresQueueWait).
+"""
+
+from __future__ import annotations
+
+import dataclasses
 import time
+from typing import ClassVar, Optional
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from launcher.backend import Facts, Handle, JobRef, QueueEstimate, Request
+from launcher.plan.offers import Offer
 from launcher.status import JobState, Status
 from launcher_backends.local.backend import LocalBackend
 
 PROVISIONING_S = 2.0
+VERSION = "9.9.9-test"
+
+
+class FakeCloudOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    python: Optional[str] = None
+    regions: list[str] = Field(default_factory=lambda: ["east", "west"])
+    hourly_usd: float = 1.0       # $ per node-hour in the first region; each further region +10%
+    spot: bool = True
+    preemption_rate: float = 0.05  # per node-hour
+    queue_hours: float = 0.0
+    remote_workdir: bool = False
+
+
+def _options(raw) -> FakeCloudOptions:
+    return FakeCloudOptions(**{k: v for k, v in dict(raw or {}).items() if k != "backend"})
 
 
 class FakeCloudBackend(LocalBackend):
-    name = "fakecloud"
+    name: ClassVar[str] = "fakecloud"
+    target_options: ClassVar = FakeCloudOptions
+    install_hint: ClassVar[str] = "tests/integration/fakecloud on PYTHONPATH"
+    restart_hours: ClassVar[float] = 2 / 60
+
+    @property
+    def opts(self) -> FakeCloudOptions:
+        o = self.target.options
+        return o if isinstance(o, FakeCloudOptions) else _options(self.target.raw)
+
+    # ---- ChecksInstall, Closes
+    @classmethod
+    def available(cls) -> Optional[str]:
+        return None  # nothing to install: it runs the job on this machine
+
+    def close(self) -> None:
+        pass
+
+    # ---- PricesOffers
+    @classmethod
+    def offers(cls, spec, context) -> list:
+        opts = _options(context.options)
+        res = spec.resources
+        wait = float(context.queue_waits.get(context.target, opts.queue_hours))
+        return [Offer(backend=cls.name, target=context.target, cloud=cls.name, region=r, zone=None,
+                      instance_type="vm", accelerator=res.accelerator, accelerator_count=res.gpus_per_node,
+                      vcpus=None, memory_gib=None, spot=opts.spot, hourly_usd=round(opts.hourly_usd * (1 + i / 10), 6),
+                      preemption_rate=opts.preemption_rate, queue_wait_hours=wait, notice_seconds=60.0,
+                      source=f"{cls.name} price list", rate_source="catalog", restart_hours=cls.restart_hours)
+                for i, r in enumerate(opts.regions)]
+
+    @classmethod
+    def offer_key(cls, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]:
+        region = status_extra.get("region") or handle_extra.get("region")
+        return (cls.name, region, "", "vm", bool(handle_extra.get("use_spot"))) if region else None
+
+    # ---- MeasuresQueueWait
+    def queue_wait(self, spec, exclude_job: Optional[str] = None) -> Optional[QueueEstimate]:
+        return QueueEstimate(self.opts.queue_hours, f"{self.name}: queue_hours option", queue="vm")
+
+    # ---- KeepsRunHistory: no restart in place, so one run per native id
+    def run_history(self, handle: Handle) -> list[dict]:
+        st = self._status_one(handle)
+        return [{"state": st.state.value, "nodes": "localhost"}] if st.state.is_terminal else []
+
+    # ---- ChoosesPlacement
+    @staticmethod
+    def with_candidates(facts: Facts, candidates: list[dict]) -> Facts:
+        return dataclasses.replace(facts, data={**facts.data, "candidates": list(candidates)})
+
+    # ---- ReportsVersion
+    def version(self, facts: Facts) -> Optional[str]:
+        return VERSION
+
+    # ---- RemoteWorkdir
+    @classmethod
+    def workdir_is_remote(cls, options: dict) -> bool:
+        return bool(options.get("remote_workdir"))
+
+    # ---- the job: in the first ranked placement that is not cooling down
+    def render(self, spec, facts: Facts, job: JobRef) -> Request:
+        req = super().render(spec, facts, job)
+        cands = facts.get("candidates") or [{"infra": f"{self.name}/{r}", "use_spot": self.opts.spot,
+                                             "hourly_usd": None} for r in self.opts.regions]
+        avoid = {a.lower() for a in job.avoid}
+        usable = [c for c in cands if c["infra"].lower() not in avoid] or cands
+        return dataclasses.replace(req, meta={**req.meta, "placement": dict(usable[0])})
+
+    def submit(self, request: Request) -> Handle:
+        h = super().submit(request)
+        p = request.meta.get("placement") or {}
+        region = p.get("infra", "").partition("/")[2]
+        return dataclasses.replace(h, extra={**h.extra, "infra": p.get("infra"), "region": region,
+                                             "use_spot": bool(p.get("use_spot")), "hourly_usd": p.get("hourly_usd")})
 
     def status(self, handles):
         out = []
         for h, st in zip(handles, super().status(handles)):
             if st.state is JobState.RUNNING and time.time() - h.extra.get("submitted", 0) < PROVISIONING_S:
                 st = Status(JobState.PENDING, "provisioning", "provisioning a VM")
-            out.append(st)
+            out.append(dataclasses.replace(st, extra={**st.extra, "cloud": self.name,
+                                                      "region": h.extra.get("region")}))
         return out

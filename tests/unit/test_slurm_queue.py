@@ -5,7 +5,7 @@ from datetime import datetime
 
 import pytest
 
-from launcher.plan.queue import (estimate_queue_wait, parse_slurm_duration, parse_squeue_start,
+from launcher_backends.slurm.queue import (estimate_queue_wait, parse_slurm_duration, parse_squeue_start,
                                  wait_from_pending_work, wait_from_squeue_start, wait_from_test_only)
 
 NOW = datetime(2026, 11, 20, 10, 0, 0)
@@ -93,7 +93,7 @@ def test_an_idle_partition_means_no_wait():
 
 def test_a_job_larger_than_the_usable_partition_never_starts():
     est = wait_from_pending_work("", SINFO, "gpu", nodes=5)
-    assert math.isinf(est.hours) and "4 usable node(s)" in est.basis
+    assert math.isinf(est.hours) and "4 usable node(s)" in est.source
 
 
 def test_nodes_busy_with_invisible_jobs_free_up_when_the_visible_work_ends():
@@ -105,7 +105,7 @@ def test_estimate_prefers_slurms_own_prediction_then_pending_work_then_squeue_st
     test_only = "sbatch: Job 9 to start at 2026-11-20T10:30:00 using 8 processors on nodes n1 in partition gpu"
     squeue = "11|gpu|RUNNING|2|4:00:00|1:00:00|500\n12|gpu|PENDING|4|2:00:00|2:00:00|900\n"
     kw = dict(now=NOW, squeue_text=squeue, sinfo_text=SINFO, squeue_start_text=SQUEUE_START)
-    assert estimate_queue_wait("gpu", 2, test_only_text=test_only, **kw).basis == "sbatch --test-only"
+    assert estimate_queue_wait("gpu", 2, test_only_text=test_only, **kw).source == "sbatch --test-only"
     assert estimate_queue_wait("gpu", 2, **kw).hours == pytest.approx(3.0)
     assert estimate_queue_wait("gpu", 2, now=NOW, squeue_start_text=SQUEUE_START).hours == pytest.approx(4.0)
     assert estimate_queue_wait("gpu", 2) is None

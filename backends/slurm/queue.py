@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Optional
 
+from launcher.backend import QueueEstimate  # hours (inf: it cannot start), source: how it was obtained
+
 SQUEUE_JOBS_FORMAT = "%i|%P|%T|%D|%l|%L|%Q"     # id, partition, state, nodes, limit, time left, priority
 SINFO_NODES_FORMAT = "%N|%R|%T"                  # node, partition, state (the probe's longer format works too)
 SQUEUE_START_FORMAT = "%i|%P|%T|%S|%D"           # id, partition, state, start time, nodes
@@ -65,12 +67,6 @@ def _parse_time(text: str) -> Optional[datetime]:
         return datetime.fromisoformat(t)
     except ValueError:
         return None
-
-
-@dataclass(frozen=True, slots=True)
-class QueueEstimate:
-    hours: float          # expected wait before the job starts (inf: it cannot start)
-    basis: str            # how it was obtained, shown in the plan
 
 
 # --- 1. sbatch --test-only ------------------------------------------------------------
