@@ -29,7 +29,7 @@ from launcher.status import JobState, Status
 from . import states
 from .client import ClusterUnavailable, SkyClient
 from .names import cluster_name, task_name
-from .options import Placement, SkyPilotOptions, split_infra
+from .options import Placement, SkyPilotOptions, SkyPilotSection, split_infra
 from .render import RenderOptions, render_task
 
 INSTALL_HINT = "pip install 'launcher[skypilot]'"
@@ -58,6 +58,40 @@ def _short(e: BaseException) -> str:
 class SkyPilotBackend:
     name: ClassVar[str] = "skypilot"
     target_options: ClassVar = SkyPilotOptions
+    spec_section: ClassVar[str] = "skypilot"
+    spec_options: ClassVar = SkyPilotSection
+    # every portable request; topology only as far as one node keeps it (``unsupported``).
+    # tasks_per_node reaches the job as LAUNCHER_TASKS_PER_NODE: SkyPilot starts one `run`
+    # per node and the job starts its tasks (torchrun --nproc-per-node).
+    spec_fields: ClassVar[frozenset] = frozenset({
+        "resources.nodes", "resources.tasks_per_node", "resources.gpus_per_node", "resources.accelerator",
+        "resources.cpus_per_node", "resources.memory_per_node", "resources.disk_per_node",
+        "topology.max_switches", "topology.switch_wait", "topology.segment", "image"})
+
+    @classmethod
+    def unsupported(cls, spec: JobSpec) -> list:
+        """What a SkyPilot task cannot express (render refuses the same; these say so at validate)."""
+        from launcher.support import Unsupported
+
+        r, t, out = spec.resources, spec.topology, []
+        if r.nodes > 1:
+            for key in ("max_switches", "segment"):
+                if getattr(t, key):
+                    out.append(Unsupported(f"topology.{key}", "SkyPilot places the nodes itself and cannot keep "
+                                           f"{r.nodes} nodes under one switch or block",
+                                           "remove topology, or use a Slurm target"))
+        if r.gpus_per_node and not r.accelerator:
+            out.append(Unsupported("resources.accelerator", "SkyPilot needs an accelerator name with "
+                                   "gpus_per_node", "set resources.accelerator (e.g. H100, A100-80GB, L4)"))
+        if r.accelerator and not r.gpus_per_node:
+            out.append(Unsupported("resources.gpus_per_node", f"accelerator is {r.accelerator} but gpus_per_node "
+                                   "is 0", "set gpus_per_node to the number of accelerators per node"))
+        section = spec.section(SkyPilotSection)
+        if section.job_recovery is not None and not section.managed:
+            out.append(Unsupported("skypilot.job_recovery", "job_recovery only applies to SkyPilot managed jobs",
+                                   "set skypilot.managed: true, or drop job_recovery and let the launcher's "
+                                   "own recovery loop restart the job"))
+        return out
     install_hint: ClassVar[str] = INSTALL_HINT
 
     def __init__(self, target: Target, app=None, client: Optional[SkyClient] = None):

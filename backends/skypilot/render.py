@@ -30,7 +30,7 @@ from launcher.errors import CapabilityError
 from launcher.spec import JobSpec
 
 from .names import cluster_name, task_name
-from .options import Placement
+from .options import Placement, SkyPilotSection
 
 CKPT_MOUNT = "/launcher-ckpt"  # where an s3:// checkpoint bucket is mounted on every node
 # Staged by submit into the job dir on the submit host, copied by SkyPilot to every node:
@@ -55,8 +55,9 @@ def render_task(spec: JobSpec, job: JobRef, placements: Sequence[Placement], opt
     """Return (task YAML text, meta). Raises CapabilityError for what SkyPilot cannot express."""
     if not placements:
         raise CapabilityError("no placement to render: the target has no infra and the planner gave no candidates")
-    managed = spec.skypilot.managed
-    if spec.skypilot.job_recovery is not None and not managed:
+    section = spec.section(SkyPilotSection)
+    managed = section.managed
+    if section.job_recovery is not None and not managed:
         raise CapabilityError(
             "skypilot.job_recovery only applies to SkyPilot managed jobs: set skypilot.managed: true, "
             "or drop job_recovery and let the launcher's own recovery loop restart the job")
@@ -188,7 +189,7 @@ EXIT_CHECKPOINTED = 75  # the job-side contract's "checkpointed on a preemption 
 def _job_recovery(spec: JobSpec) -> dict:
     """Delegated mode: SkyPilot recovers preemptions itself; user-code failures get the spec's
     app_error budget, and exit 75 (checkpointed on notice) always means "restart me"."""
-    jr = spec.skypilot.job_recovery
+    jr = spec.section(SkyPilotSection).job_recovery
     out: dict = {}
     if jr is not None and jr.strategy:
         out["strategy"] = jr.strategy

@@ -15,6 +15,7 @@ from launcher.spec import JobSpec
 from launcher.templating import contract_context, render_template
 from launcher.units import format_mebibytes, format_slurm_time
 
+from .options import SlurmSection
 from .states import parse_version
 
 from launcher.staging import HELPER_NAME  # noqa: E402  (re-exported for the backend)
@@ -39,7 +40,7 @@ def _check_path(p: str, what: str) -> str:
 
 def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> list[str]:
     r = spec.resources
-    s = spec.slurm
+    s = spec.section(SlurmSection)
     cluster = facts.get("cluster") or facts.target
     d = [f"--job-name={job_name(spec.name)}", f"--comment={job.dedupe_token}",
          f"--nodes={r.nodes}", f"--ntasks-per-node={r.tasks_per_node}"]
