@@ -4,7 +4,8 @@ error, never a silent drop.
 Each backend declares the portable requests it honours (``spec_fields``, a ClassVar set of
 the field paths in ``REQUESTS``; optionally ``spec_scope``, what the backend is, and
 ``spec_instead``, {field: what to do instead}, for the messages) and may add value-dependent
-limits (``unsupported(spec)``, a classmethod returning ``Unsupported`` items). A spec that
+limits (``unsupported(spec)``, a classmethod returning ``Unsupported`` items: the
+``LimitsSpec`` capability of ``launcher.backend``). A spec that
 sets a request to anything but its default on a backend that does not declare it fails at
 ``launcher validate``, ``render`` and ``launch``, naming the field, the target and what would
 work; the planner excludes such a target's offers with the same words. A backend that
@@ -16,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from .backend import LimitsSpec, can
 from .errors import BackendUnavailable, LauncherError, SpecError
 
 # The portable fields that ask a target for something (resources, placement, a container);
@@ -67,9 +69,8 @@ def unsupported(spec, backend_cls) -> list[Unsupported]:
                                        (instead + ", or " if instead else "") +
                                        "remove it, or use a target whose backend honours it"
                                        + (f" ({', '.join(others)})" if others else "")))
-    limits = getattr(backend_cls, "unsupported", None)
-    if callable(limits):
-        out += list(limits(spec))
+    if can(backend_cls, LimitsSpec):
+        out += list(backend_cls.unsupported(spec))
     return out
 
 
