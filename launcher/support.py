@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from .backend import LimitsSpec, can
-from .errors import BackendUnavailable, LauncherError, SpecError
+from .errors import LauncherError, SpecError
 
 # The portable fields that ask a target for something (resources, placement, a container);
 # the rest of the spec (run, env, checkpoint, recovery, cost ...) is the core's, on every backend.
@@ -56,22 +56,24 @@ def requested(spec) -> dict[str, object]:
 def unsupported(spec, backend_cls) -> list[Unsupported]:
     """Everything SPEC asks that BACKEND_CLS (a backend class) cannot honour."""
     honoured = getattr(backend_cls, "spec_fields", None)
-    name = getattr(backend_cls, "name", "?")
     out = []
     if honoured is not None:
-        for path, value in requested(spec).items():
-            if path not in honoured:
-                scope = getattr(backend_cls, "spec_scope", "")
-                others = [b for b in honoured_by(path) if b != name]
-                instead = getattr(backend_cls, "spec_instead", {}).get(path, "")
-                out.append(Unsupported(path, f"the {name} backend {scope + ', and ' if scope else ''}"
-                                             f"does not honour {_show(path, value)}",
-                                       (instead + ", or " if instead else "") +
-                                       "remove it, or use a target whose backend honours it"
-                                       + (f" ({', '.join(others)})" if others else "")))
+        out += [_not_honoured(backend_cls, path, value) for path, value in requested(spec).items()
+                if path not in honoured]
     if can(backend_cls, LimitsSpec):
         out += list(backend_cls.unsupported(spec))
     return out
+
+
+def _not_honoured(backend_cls, path: str, value) -> Unsupported:
+    name = getattr(backend_cls, "name", "?")
+    scope = getattr(backend_cls, "spec_scope", "")
+    instead = getattr(backend_cls, "spec_instead", {}).get(path, "")
+    others = [b for b in honoured_by(path) if b != name]
+    return Unsupported(path, f"the {name} backend {scope + ', and ' if scope else ''}does not honour "
+                             f"{_show(path, value)}",
+                       (instead + ", or " if instead else "") + "remove it, or use a target whose backend "
+                       "honours it" + (f" ({', '.join(others)})" if others else ""))
 
 
 def honoured_by(path: str, registry=None) -> list[str]:
@@ -140,20 +142,24 @@ def require_supported(app, spec, target: str, source: str = "") -> None:
 
 def offer_filter(spec, registry=None):
     """For the planner: offer -> why its target cannot run SPEC (the same words as validate),
-    or None. Backend classes are looked up once per backend name."""
+    or None. Worked out once per backend and target, not per offer."""
     from .registry import default_registry
 
     reg = registry if registry is not None else default_registry()
-    seen: dict[str, list] = {}
+    by_backend: dict[str, list] = {}
+    seen: dict[tuple, Optional[str]] = {}
 
     def why(offer) -> Optional[str]:
-        if offer.backend not in seen:
-            try:
-                seen[offer.backend] = unsupported(spec, reg.load_class(offer.backend))
-            except (LauncherError, BackendUnavailable):
-                seen[offer.backend] = []
-        items = seen[offer.backend]
-        return "; ".join(f"{u.field}: {message(u, offer.target)}" for u in items) or None
+        key = (offer.backend, offer.target)
+        if key not in seen:
+            if offer.backend not in by_backend:
+                try:
+                    by_backend[offer.backend] = unsupported(spec, reg.load_class(offer.backend))
+                except LauncherError:
+                    by_backend[offer.backend] = []  # not a backend this installation knows: no opinion
+            items = by_backend[offer.backend]
+            seen[key] = "; ".join(f"{u.field}: {message(u, offer.target)}" for u in items) or None
+        return seen[key]
 
     return why
 
