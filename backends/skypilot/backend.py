@@ -30,7 +30,7 @@ from . import states
 from .client import ClusterUnavailable, SkyClient
 from .names import cluster_name, task_name
 from .options import Placement, SkyPilotOptions, SkyPilotSection, split_infra
-from .render import RenderOptions, render_task
+from .render import RenderOptions, render_task, task_limits
 
 INSTALL_HINT = "pip install 'launcher[skypilot]'"
 
@@ -58,6 +58,7 @@ def _short(e: BaseException) -> str:
 class SkyPilotBackend:
     name: ClassVar[str] = "skypilot"
     target_options: ClassVar = SkyPilotOptions
+    install_hint: ClassVar[str] = INSTALL_HINT
     spec_section: ClassVar[str] = "skypilot"
     spec_options: ClassVar = SkyPilotSection
     # every portable request; topology only as far as one node keeps it (``unsupported``).
@@ -70,7 +71,7 @@ class SkyPilotBackend:
 
     @classmethod
     def unsupported(cls, spec: JobSpec) -> list:
-        """What a SkyPilot task cannot express (render refuses the same; these say so at validate)."""
+        """Topology across several nodes, and what render refuses (``task_limits``), said at validate."""
         from launcher.support import Unsupported
 
         r, t, out = spec.resources, spec.topology, []
@@ -80,19 +81,7 @@ class SkyPilotBackend:
                     out.append(Unsupported(f"topology.{key}", "SkyPilot places the nodes itself and cannot keep "
                                            f"{r.nodes} nodes under one switch or block",
                                            "remove topology, or use a Slurm target"))
-        if r.gpus_per_node and not r.accelerator:
-            out.append(Unsupported("resources.accelerator", "SkyPilot needs an accelerator name with "
-                                   "gpus_per_node", "set resources.accelerator (e.g. H100, A100-80GB, L4)"))
-        if r.accelerator and not r.gpus_per_node:
-            out.append(Unsupported("resources.gpus_per_node", f"accelerator is {r.accelerator} but gpus_per_node "
-                                   "is 0", "set gpus_per_node to the number of accelerators per node"))
-        section = spec.section(SkyPilotSection)
-        if section.job_recovery is not None and not section.managed:
-            out.append(Unsupported("skypilot.job_recovery", "job_recovery only applies to SkyPilot managed jobs",
-                                   "set skypilot.managed: true, or drop job_recovery and let the launcher's "
-                                   "own recovery loop restart the job"))
-        return out
-    install_hint: ClassVar[str] = INSTALL_HINT
+        return out + task_limits(spec)
 
     def __init__(self, target: Target, app=None, client: Optional[SkyClient] = None):
         self.target = target

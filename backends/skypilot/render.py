@@ -55,12 +55,9 @@ def render_task(spec: JobSpec, job: JobRef, placements: Sequence[Placement], opt
     """Return (task YAML text, meta). Raises CapabilityError for what SkyPilot cannot express."""
     if not placements:
         raise CapabilityError("no placement to render: the target has no infra and the planner gave no candidates")
-    section = spec.section(SkyPilotSection)
-    managed = section.managed
-    if section.job_recovery is not None and not managed:
-        raise CapabilityError(
-            "skypilot.job_recovery only applies to SkyPilot managed jobs: set skypilot.managed: true, "
-            "or drop job_recovery and let the launcher's own recovery loop restart the job")
+    for u in task_limits(spec):  # `launcher validate` reports the same (SkyPilotBackend.unsupported)
+        raise CapabilityError(f"{u.field}: {u.why}; {u.instead}")
+    managed = spec.section(SkyPilotSection).managed
     warnings = _warnings(spec)
     if spec.secrets:
         # Measured with SkyPilot 0.14.1: the API server pickles each launch request, task and
@@ -96,6 +93,25 @@ def render_task(spec: JobSpec, job: JobRef, placements: Sequence[Placement], opt
         "stage": staged_files(spec, job),
     }
     return dump_yaml(task), meta
+
+
+def task_limits(spec: JobSpec) -> list:
+    """What a spec asks that a SkyPilot task cannot express (launcher.support.Unsupported items)."""
+    from launcher.support import Unsupported
+
+    r, out = spec.resources, []
+    section = spec.section(SkyPilotSection)
+    if section.job_recovery is not None and not section.managed:
+        out.append(Unsupported("skypilot.job_recovery", "job_recovery only applies to SkyPilot managed jobs",
+                               "set skypilot.managed: true, or drop job_recovery and let the launcher's "
+                               "own recovery loop restart the job"))
+    if r.gpus_per_node and not r.accelerator:
+        out.append(Unsupported("resources.accelerator", "SkyPilot needs an accelerator name with gpus_per_node",
+                               "set resources.accelerator (e.g. H100, A100-80GB, L4)"))
+    if r.accelerator and not r.gpus_per_node:
+        out.append(Unsupported("resources.gpus_per_node", f"accelerator is {r.accelerator} but gpus_per_node is 0",
+                               "set gpus_per_node to the number of accelerators per node"))
+    return out
 
 
 _PLAIN_PATH = re.compile(r"^[A-Za-z0-9_./+@,:=~ -]+$")
@@ -145,14 +161,8 @@ def _warnings(spec: JobSpec) -> list[str]:
 def _resources(spec: JobSpec, placements: Sequence[Placement], managed: bool, opts: RenderOptions) -> dict:
     res = spec.resources
     common: dict = {}
-    if res.gpus_per_node:
-        if not res.accelerator:
-            raise CapabilityError("SkyPilot needs an accelerator name with gpus_per_node: set "
-                                  "resources.accelerator (e.g. H100, A100-80GB, L4)")
+    if res.gpus_per_node:  # with an accelerator name: task_limits
         common["accelerators"] = f"{res.accelerator}:{res.gpus_per_node}"
-    elif res.accelerator:
-        raise CapabilityError(f"resources.accelerator is {res.accelerator} but gpus_per_node is 0: "
-                              "set gpus_per_node to the number of accelerators per node")
     if res.cpus_per_node:
         common["cpus"] = f"{res.cpus_per_node}+"
     if res.memory_per_node:

@@ -24,6 +24,7 @@ from .states import (SACCT_FIELDS, parse_sacct, parse_scontrol_oneliners, status
 class SlurmBackend:
     name: ClassVar[str] = "slurm"
     target_options: ClassVar = SlurmOptions
+    install_hint: ClassVar[str] = "built in; needs Slurm's client commands on the login node"
     spec_section: ClassVar[str] = "slurm"
     spec_options: ClassVar = SlurmSection
     # every portable request but disk_per_node: sbatch's --tmp asks for TmpDisk, which sites
@@ -50,7 +51,6 @@ class SlurmBackend:
             out.append(Unsupported("topology.switch_wait", "switch_wait is how long to wait for max_switches, "
                                    "which is not set", "set topology.max_switches, or remove switch_wait"))
         return out
-    install_hint: ClassVar[str] = "built in; needs Slurm's client commands on the login node"
 
     def __init__(self, target: Target, app=None, runner=None):
         self.target = target
