@@ -1,7 +1,7 @@
 """The job spec: a YAML file becomes a typed, validated, frozen ``JobSpec``.
 
 Portable fields here; each backend owns its section (``slurm:``, ``skypilot:``), declared on
-its class and added by ``spec_model()``. Unknown keys are rejected (with a "did you mean"), units are parsed here once, so
+its class and added where a spec has it (``launcher.spec_sections``). Unknown keys are rejected (with a "did you mean"), units are parsed here once, so
 every backend sees seconds and bytes.
 """
 
@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from functools import lru_cache
 from typing import Annotated, Optional, TypeVar, Union
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, create_model, field_validator,
-                      model_validator)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from . import units
 from .errors import SpecError
@@ -192,7 +190,7 @@ class JobSpec(Section):
     burst: Burst = Field(default_factory=Burst)
     targets: list[TargetNameStr] = Field(default_factory=list, max_length=64)
     seed: Optional[int] = Field(None, ge=0, description="exported as LAUNCHER_SEED (random per launch if unset)")
-    # backend sections (slurm:, skypilot:, ...) are added by spec_model(): each backend owns its own
+    # backend sections (slurm:, skypilot:, ...) are added by launcher.spec_sections: each backend owns its own
 
     @field_validator("name")
     @classmethod
@@ -269,52 +267,34 @@ class JobSpec(Section):
     def section(self, model: type[S]) -> S:
         """A backend's own section of this spec, as that backend's model (``spec_options``),
         defaulted when the spec has none: ``spec.section(SlurmSection).partition``."""
-        for name, field in type(self).model_fields.items():
-            if field.annotation is model:
-                return getattr(self, name)
+        for value in self.__dict__.values():
+            if type(value) is model:
+                return value
         return model()
+
+    def __getattr__(self, name: str):
+        # `spec.slurm` when the spec has no slurm: section: that backend's defaults
+        if not name.startswith("_"):
+            from .spec_sections import section_models
+
+            model = section_models().get(name)
+            if model is not None:
+                return model()
+        return super().__getattr__(name)
 
 
 S = TypeVar("S", bound=BaseModel)
 
 
-def spec_model(registry=None) -> type[JobSpec]:
-    """The JobSpec model of this installation: the portable fields above plus one section per
-    installed backend that declares one (``spec_section`` and ``spec_options`` on its class,
-    like ``target_options``), each validated by the backend's own model, with its defaults
-    when the spec leaves it out."""
-    from .registry import default_registry
-
-    return _spec_model(registry if registry is not None else default_registry())
-
-
-@lru_cache(maxsize=8)
-def _spec_model(registry) -> type[JobSpec]:
-    fields = {}
-    for key, (_backend, model) in registry.spec_sections().items():
-        if key in JobSpec.model_fields or not key.isidentifier():
-            continue  # a backend cannot take over a portable field
-        fields[key] = (model, Field(default_factory=model))
-    return create_model("JobSpec", __base__=JobSpec, __module__=__name__, **fields)
-
-
 def parse_spec(data, source: str = "<spec>", line_of=None, registry=None) -> JobSpec:
-    model = spec_model(registry)
+    """Validate DATA (a spec's YAML as Python data) into a JobSpec with the sections it has."""
+    from .spec_sections import model_for, unknown_section_hint
+
+    model = model_for(data, registry)
     try:
         return validate_model(model, data, source, line_of)
     except SpecError as e:
-        raise SpecError(source, [_unknown_section_hint(p, m, model) for p, m in e.problems]) from None
-
-
-def _unknown_section_hint(path: str, msg: str, model) -> tuple[str, str]:
-    """An unknown top-level key may be the section of a backend that is not installed: say so."""
-    if "." in path or "[" in path or not msg.startswith("unknown key") or "did you mean" in msg:
-        return path, msg
-    sections = sorted(k for k in model.model_fields if k not in JobSpec.model_fields)
-    text, sep, where = msg.partition(" [")
-    hint = (f" (backend sections: {', '.join(sections) or 'none'}; a backend's section is accepted only "
-            "when that backend is installed, see `launcher backends`)")
-    return path, text + hint + sep + where
+        raise SpecError(source, [unknown_section_hint(p, m, model) for p, m in e.problems]) from None
 
 
 def load_spec(path: str | Path) -> JobSpec:

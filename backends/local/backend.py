@@ -17,7 +17,6 @@ from launcher.config import Target
 from launcher.errors import SubmitError
 from launcher.spec import JobSpec
 from launcher.status import JobState, Status
-from launcher.templating import contract_context, render_template
 
 OUTPUT = "output.log"
 EXIT_CHECKPOINTED = 75  # EX_TEMPFAIL: the job-side contract's "saved on notice, restart me"
@@ -69,6 +68,8 @@ class LocalBackend:
 
     # ---- render (pure)
     def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:
+        from launcher.templating import contract_context, render_template  # jinja2: not for `validate`
+
         python = facts.get("python") or "python3"
         ctx = {**contract_context(spec, job, f"{_q(python)} -m launcher.jobside"),
                "master_port": 29500 + zlib.crc32(job.job_id.encode()) % 1000}

@@ -9,7 +9,8 @@ import pytest
 from pydantic import Field
 
 from launcher.errors import SpecError
-from launcher.spec import JobSpec, Section, parse_spec, spec_from_text, spec_model
+from launcher.spec import JobSpec, Section, parse_spec, spec_from_text
+from launcher.spec_sections import spec_model
 from launcher_backends.skypilot.options import SkyPilotSection
 from launcher_backends.slurm.options import SlurmSection
 
@@ -91,9 +92,27 @@ def test_a_bare_core_spec_still_answers_the_accessor_with_defaults():
     assert spec.section(SlurmSection).partition is None
 
 
-def test_the_resolved_spec_keeps_every_installed_section_in_its_dump():
+def test_the_resolved_spec_dumps_the_sections_it_has():
     dumped = spec_from_text("name: x\nrun: y\nslurm: {qos: high}\n").model_dump(mode="json")
-    assert dumped["slurm"]["qos"] == "high" and dumped["skypilot"] == {"managed": False, "job_recovery": None}
+    assert dumped["slurm"]["qos"] == "high" and "skypilot" not in dumped
+
+
+def test_an_absent_section_reads_as_its_backends_defaults():
+    spec = spec_from_text("name: x\nrun: y\n")
+    assert spec.slurm == SlurmSection() and spec.skypilot.managed is False
+    with pytest.raises(AttributeError):
+        spec.no_such_section
+
+
+def test_a_spec_without_sections_imports_no_backend():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom launcher.spec import spec_from_text\n"
+            "spec_from_text('name: x\\nrun: y\\nresources: {nodes: 2}\\n')\n"
+            "print(sorted(m for m in sys.modules if m.startswith('launcher_backends')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_a_third_party_backend_section_is_validated_by_its_own_model():
