@@ -26,11 +26,11 @@ from launcher.errors import (BackendUnavailable, CapabilityError, ConfigError, L
 from launcher.spec import JobSpec
 from launcher.status import JobState, Status
 
-from . import states
+from . import limits, states
 from .client import ClusterUnavailable, SkyClient
 from .names import cluster_name, task_name
 from .options import Placement, SkyPilotOptions, SkyPilotSection, split_infra
-from .render import RenderOptions, render_task, task_limits
+from .render import RenderOptions, render_task
 
 INSTALL_HINT = "pip install 'launcher[skypilot]'"
 
@@ -72,16 +72,7 @@ class SkyPilotBackend:
     @classmethod
     def unsupported(cls, spec: JobSpec) -> list:
         """Topology across several nodes, and what render refuses (``task_limits``), said at validate."""
-        from launcher.support import Unsupported
-
-        r, t, out = spec.resources, spec.topology, []
-        if r.nodes > 1:
-            for key in ("max_switches", "segment"):
-                if getattr(t, key):
-                    out.append(Unsupported(f"topology.{key}", "SkyPilot places the nodes itself and cannot keep "
-                                           f"{r.nodes} nodes under one switch or block",
-                                           "remove topology, or use a Slurm target"))
-        return out + task_limits(spec)
+        return limits.unsupported(spec)
 
     def __init__(self, target: Target, app=None, client: Optional[SkyClient] = None):
         self.target = target

@@ -29,6 +29,7 @@ from launcher.backend import JobRef
 from launcher.errors import CapabilityError
 from launcher.spec import JobSpec
 
+from .limits import task_limits
 from .names import cluster_name, task_name
 from .options import Placement, SkyPilotSection
 
@@ -93,25 +94,6 @@ def render_task(spec: JobSpec, job: JobRef, placements: Sequence[Placement], opt
         "stage": staged_files(spec, job),
     }
     return dump_yaml(task), meta
-
-
-def task_limits(spec: JobSpec) -> list:
-    """What a spec asks that a SkyPilot task cannot express (launcher.support.Unsupported items)."""
-    from launcher.support import Unsupported
-
-    r, out = spec.resources, []
-    section = spec.section(SkyPilotSection)
-    if section.job_recovery is not None and not section.managed:
-        out.append(Unsupported("skypilot.job_recovery", "job_recovery only applies to SkyPilot managed jobs",
-                               "set skypilot.managed: true, or drop job_recovery and let the launcher's "
-                               "own recovery loop restart the job"))
-    if r.gpus_per_node and not r.accelerator:
-        out.append(Unsupported("resources.accelerator", "SkyPilot needs an accelerator name with gpus_per_node",
-                               "set resources.accelerator (e.g. H100, A100-80GB, L4)"))
-    if r.accelerator and not r.gpus_per_node:
-        out.append(Unsupported("resources.gpus_per_node", f"accelerator is {r.accelerator} but gpus_per_node is 0",
-                               "set gpus_per_node to the number of accelerators per node"))
-    return out
 
 
 _PLAIN_PATH = re.compile(r"^[A-Za-z0-9_./+@,:=~ -]+$")
