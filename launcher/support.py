@@ -5,10 +5,10 @@ Each backend declares the portable requests it honours (``spec_fields``, a Class
 the field paths in ``REQUESTS``; optionally ``spec_scope``, what the backend is, and
 ``spec_instead``, {field: what to do instead}, for the messages) and may add value-dependent
 limits (``unsupported(spec)``, a classmethod returning ``Unsupported`` items: the
-``LimitsSpec`` capability of ``launcher.backend``). A spec that
-sets a request to anything but its default on a backend that does not declare it fails at
-``launcher validate``, ``render`` and ``launch``, naming the field, the target and what would
-work; the planner excludes such a target's offers with the same words. A backend that
+``LimitsSpec`` capability of ``launcher.backend``). A spec that sets a request to anything
+but its default on a backend that does not declare it fails at ``launcher validate``,
+``render`` and ``launch``, naming the field, the target and what would work; the planner
+excludes such a target's offers with the same words. A backend that
 declares no ``spec_fields`` is taken to honour every request (nothing is known about it).
 """
 
