@@ -58,6 +58,10 @@ class App:
             self._facts[target_name] = self.backend(target_name).probe()
         return self._facts[target_name]
 
+    def use_facts(self, target_name: str, facts: Facts) -> None:
+        """Take FACTS for the target instead of probing it (``render --facts``)."""
+        self._facts[target_name] = facts
+
     def close(self):
         from .backend import Closes, can
 

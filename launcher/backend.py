@@ -84,6 +84,13 @@ class Backend(Protocol):
     name: ClassVar[str]
     target_options: ClassVar[Any]  # a pydantic model validating the target's config keys
     install_hint: ClassVar[str]
+    # Optional declarations about the job spec (read from the class, see launcher.spec and
+    # launcher.support):
+    #   spec_section: ClassVar[str]       the top-level key this backend owns ("slurm")
+    #   spec_options: ClassVar[type]      the pydantic model validating that section
+    #   spec_fields: ClassVar[frozenset]  the portable requests it honours (support.REQUESTS);
+    #                                     any other one set in a spec is an error on its targets
+    #   spec_scope, spec_instead          wording for those errors (what it is; {field: do this})
 
     def __init__(self, target: Target, app: Any) -> None:
         """One instance per target; APP (launcher.app.App) gives the home, config and store."""
@@ -212,6 +219,14 @@ class Closes(Protocol):
     when the launcher is done with it."""
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class LimitsSpec(Protocol):
+    """Value-dependent limits beyond ``spec_fields`` (a classmethod: no instance, no probe):
+    what SPEC asks that this backend cannot do, as ``launcher.support.Unsupported`` items."""
+
+    def unsupported(self, spec: JobSpec) -> list: ...
 
 
 def can(backend: Any, capability: type) -> bool:

@@ -81,6 +81,7 @@ def validate(file):
     """Check a job spec; print 'ok' or every error with its field path."""
     from .config import load_config
     from .errors import SpecError
+    from .support import spec_target_problems
 
     spec = _load(file)  # warns about secret-looking env itself
     config = load_config()
@@ -90,6 +91,7 @@ def validate(file):
         if name not in config.target_names:
             field = f"targets[{i}]" if i < len(spec.targets) else f"burst.to[{i - len(spec.targets)}]"
             problems.append((field, config.unknown_target(name)))
+    problems += spec_target_problems(spec, config)
     if problems:
         raise SpecError(str(file), problems)
     click.echo("ok")
@@ -140,8 +142,11 @@ _FRESH_HELP = ("Start the run over from step 0. Nothing is deleted: the checkpoi
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--target", "-t", help="Target name from the config (default: the spec's first, else 'local').")
 @click.option("--fresh", is_flag=True, help="Render as `launch --fresh` would submit it.")
+@click.option("--facts", "facts_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Render with the target's facts from this file (`launcher targets --json` output or a captured "
+                   "probe) instead of probing it: for a cluster this machine cannot reach. Needs --target.")
 @click.pass_context
-def render(ctx, file, target, fresh):
+def render(ctx, file, target, fresh, facts_file):
     """Print exactly what would be submitted (sbatch script, task YAML).
 
     On stderr: what a launch now would resume (run and step) and the LAUNCHER_SEED the
@@ -153,6 +158,10 @@ def render(ctx, file, target, fresh):
 
     spec = _load(file)
     app = _app(ctx)
+    if facts_file:
+        from .factsfile import use_facts_file
+
+        use_facts_file(app, target, facts_file)
     name = pick_target(app, spec, target)
     _require_local_workdir(spec, file, app.config, [name])
     ident = plan_identity(app, spec, name, fresh=fresh, subject="a launch now", read_s3=False)

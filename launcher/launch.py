@@ -84,7 +84,9 @@ def planned_target(app, spec: JobSpec, note=None) -> Optional[str]:
 
 def render_for(app, spec: JobSpec, target_name: str, job: JobRef) -> Request:
     from .secretenv import lift
+    from .support import require_supported
 
+    require_supported(app, spec, target_name)  # a field the target cannot honour is an error, never dropped
     spec = lift(spec)[0]  # what launch submits: secret-looking env delivered as secrets
     return app.backend(target_name).render(spec, facts_for(app, spec, target_name), job)
 
@@ -118,7 +120,9 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     from .provenance import record_launch
     from .provenance.seed import with_run_env
     from .secretenv import for_launch
+    from .support import require_supported
 
+    require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
     # secret-looking env -> secrets: delivered like secrets, never in the state store or the script
     spec, spec_text = for_launch(spec, spec_text)
     store = app.store

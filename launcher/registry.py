@@ -60,20 +60,7 @@ class Registry:
         offers priced from catalogs), which it can answer without it."""
         if name in self._loaded:
             return self._loaded[name]
-        if not check and name in self._classes:
-            return self._classes[name]
-        if name not in self._eps:
-            import difflib
-
-            guess = difflib.get_close_matches(name, self.names(), n=1)
-            hint = f"; did you mean '{guess[0]}'?" if guess else ""
-            raise ConfigError(f"unknown backend '{name}'{hint} (installed: {', '.join(self.names()) or 'none'})")
-        try:
-            cls = self._eps[name].load()
-        except Exception as e:  # any import failure is reported, with the plugin's hint
-            self.entries[name].error = f"{type(e).__name__}: {e}"
-            raise BackendUnavailable(f"backend '{name}' is unavailable: {type(e).__name__}: {e}") from e
-        self._classes[name] = cls
+        cls = self.load_class(name)
         if not check:
             return cls
         if can(cls, ChecksInstall):
@@ -83,6 +70,41 @@ class Registry:
                 raise BackendUnavailable(f"backend '{name}' is unavailable: {problem}")
         self._loaded[name] = cls
         return cls
+
+    def load_class(self, name: str):
+        """The backend's class, imported but not checked for availability (its SDK may be
+        missing): enough to read what it declares, such as its spec section."""
+        if name not in self._eps:
+            import difflib
+
+            guess = difflib.get_close_matches(name, self.names(), n=1)
+            hint = f"; did you mean '{guess[0]}'?" if guess else ""
+            raise ConfigError(f"unknown backend '{name}'{hint} (installed: {', '.join(self.names()) or 'none'})")
+        if name in self._classes:
+            return self._classes[name]
+        try:
+            cls = self._eps[name].load()
+        except Exception as e:  # any import failure is reported, with the plugin's hint
+            self.entries[name].error = f"{type(e).__name__}: {e}"
+            raise BackendUnavailable(f"backend '{name}' is unavailable: {type(e).__name__}: {e}") from e
+        self._classes[name] = cls
+        return cls
+
+    def spec_sections(self) -> dict:
+        """{section key: (backend name, pydantic model)} for every backend that owns a section
+        of the job spec (``spec_section`` / ``spec_options`` on its class). A backend that cannot
+        be imported owns none (``launcher backends`` shows why); built-ins come first, so a
+        third-party backend cannot take a built-in's key."""
+        out: dict = {}
+        for name in self.entries:  # built-ins first (see __init__)
+            try:
+                cls = self.load_class(name)
+            except BackendUnavailable:
+                continue
+            key, model = getattr(cls, "spec_section", None), getattr(cls, "spec_options", None)
+            if key and model is not None and key not in out:
+                out[key] = (name, model)
+        return out
 
     def describe(self) -> list[dict]:
         """Try to load every backend; report each with its error (for `launcher backends`)."""

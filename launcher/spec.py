@@ -1,7 +1,7 @@
 """The job spec: a YAML file becomes a typed, validated, frozen ``JobSpec``.
 
-Portable fields first, then one section per backend (``slurm:``, ``skypilot:``).
-Unknown keys are rejected (with a "did you mean"), units are parsed here once, so
+Portable fields here; each backend owns its section (``slurm:``, ``skypilot:``), declared on
+its class and added where a spec has it (``launcher.spec_sections``). Unknown keys are rejected (with a "did you mean"), units are parsed here once, so
 every backend sees seconds and bytes.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Optional, Union
+from typing import Annotated, Optional, TypeVar, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
@@ -52,36 +52,6 @@ RESERVED_ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT")
 # names of targets in the user's config (they reach file names, script comments and logs)
 TARGET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 TARGET_NAME_HINT = "a target name: a letter or digit, then letters, digits, '_', '.' or '-' (at most 64)"
-
-# sbatch options the launcher sets itself, with why a spec may not change them
-# (sbatch takes any unambiguous prefix of a long option, so prefixes are refused too)
-RESERVED_SBATCH = {
-    "comment": "carries the launcher's dedupe token (how a job is found after an unclear submit)",
-    "output": "the launcher reads the job's log from its own path",
-    "error": "the launcher reads the job's log (stdout and stderr together) from its own path",
-    "open-mode": "a requeued job must append to its log, not truncate it",
-    "requeue": "the launcher's recovery relies on Slurm requeueing the job",
-    "no-requeue": "the launcher's recovery relies on Slurm requeueing the job",
-    "signal": "the preemption notice is set from recovery.signal and recovery.grace",
-    "job-name": "set from the spec's name",
-    "array": "one spec is one job: the launcher tracks a single job id per attempt",
-    "export": "the job's environment is the spec's env and secrets (and secrets travel through it over SSH)",
-    "parsable": "the launcher parses sbatch's output itself",
-    "wrap": "the launcher submits its own script",
-}
-
-
-def check_sbatch_option(item: str) -> str:
-    """Raise ValueError if ITEM is not one '--option[=value]' the launcher leaves to the spec."""
-    name = item[2:].split("=", 1)[0].strip().lower()
-    if not item.startswith("--") or not name or not item.isprintable():
-        raise ValueError(f"each extra sbatch option must be one '--option[=value]' item (long form), got {item!r}")
-    for reserved, why in RESERVED_SBATCH.items():
-        if reserved.startswith(name):
-            shown = f"--{reserved}" if reserved == name else f"--{name} (read by sbatch as --{reserved})"
-            raise ValueError(f"{shown} is set by the launcher and cannot be overridden in slurm.extra: {why}")
-    return item
-
 
 def check_env_name(k: str, what: str = "env name") -> None:
     if not ENV_NAME_RE.match(k):
@@ -202,50 +172,6 @@ class Burst(Section):
     to: list[TargetNameStr] = Field(default_factory=list, max_length=64)
 
 
-class SlurmSection(Section):
-    partition: Optional[str] = None
-    account: Optional[str] = None
-    qos: Optional[str] = None
-    constraint: Optional[str] = None
-    exclude: Optional[str] = None
-    reservation: Optional[str] = None
-    extra: list[Annotated[str, AfterValidator(check_sbatch_option)]] = Field(default_factory=list, max_length=256)
-
-    @field_validator("partition", "account", "qos", "constraint", "exclude", "reservation")
-    @classmethod
-    def _plain(cls, v):
-        if v is not None and not re.match(r"^[A-Za-z0-9_.,:\[\]|&*()!-]+$", v):
-            raise ValueError("expected a Slurm name (letters, digits and _ . , : [ ] | & * ( ) ! -)")
-        return v
-
-
-SKYPILOT_STRATEGIES = ("FAILOVER", "EAGER_NEXT_REGION")  # sky.jobs.recovery_strategy registry, 0.14
-
-
-def _strategy(v):
-    if v is not None and v.upper() not in SKYPILOT_STRATEGIES:
-        raise ValueError(f"expected a SkyPilot recovery strategy: {' or '.join(SKYPILOT_STRATEGIES)}")
-    return v.upper() if v is not None else v
-
-
-def _strategy_only(v):
-    return {"strategy": v} if isinstance(v, str) else v
-
-
-class JobRecovery(Section):
-    """SkyPilot managed jobs' ``job_recovery`` (its own schema, typed here so nothing unbounded passes).
-    A plain string is the strategy."""
-
-    strategy: Annotated[Optional[str], AfterValidator(_strategy)] = None
-    max_restarts_on_errors: Optional[int] = Field(None, ge=0, le=10000)
-    recover_on_exit_codes: Optional[list[Annotated[int, Field(ge=0, le=255)]]] = Field(None, max_length=256)
-
-
-class SkyPilotSection(Section):
-    managed: bool = False
-    job_recovery: Annotated[Optional[JobRecovery], BeforeValidator(_strategy_only)] = None
-
-
 RunCommand = Union[str, list[str]]
 
 
@@ -265,9 +191,8 @@ class JobSpec(Section):
     burst: Burst = Field(default_factory=Burst)
     targets: list[TargetNameStr] = Field(default_factory=list, max_length=64)
     seed: Optional[int] = Field(None, ge=0, description="exported as LAUNCHER_SEED (random per launch if unset)")
-    slurm: SlurmSection = Field(default_factory=SlurmSection)
-    skypilot: SkyPilotSection = Field(default_factory=SkyPilotSection)
     sweep: Optional[SweepSpec] = None
+    # backend sections (slurm:, skypilot:, ...) are added by launcher.spec_sections: each backend owns its own
 
     @field_validator("name")
     @classmethod
@@ -341,9 +266,37 @@ class JobSpec(Section):
     def run_argv_or_shell(self) -> RunCommand:
         return self.run
 
+    def section(self, model: type[S]) -> S:
+        """A backend's own section of this spec, as that backend's model (``spec_options``),
+        defaulted when the spec has none: ``spec.section(SlurmSection).partition``."""
+        for value in self.__dict__.values():
+            if type(value) is model:
+                return value
+        return model()
 
-def parse_spec(data, source: str = "<spec>", line_of=None) -> JobSpec:
-    return validate_model(JobSpec, data, source, line_of)
+    def __getattr__(self, name: str):
+        # `spec.slurm` when the spec has no slurm: section: that backend's defaults
+        if not name.startswith("_"):
+            from .spec_sections import section_models
+
+            model = section_models().get(name)
+            if model is not None:
+                return model()
+        return super().__getattr__(name)
+
+
+S = TypeVar("S", bound=BaseModel)
+
+
+def parse_spec(data, source: str = "<spec>", line_of=None, registry=None) -> JobSpec:
+    """Validate DATA (a spec's YAML as Python data) into a JobSpec with the sections it has."""
+    from .spec_sections import model_for, unknown_section_hint
+
+    model = model_for(data, registry)
+    try:
+        return validate_model(model, data, source, line_of)
+    except SpecError as e:
+        raise SpecError(source, [unknown_section_hint(p, m, model) for p, m in e.problems]) from None
 
 
 def load_spec(path: str | Path) -> JobSpec:

@@ -18,7 +18,6 @@ from launcher.errors import SubmitError
 from launcher.runner import LocalRunner
 from launcher.spec import JobSpec
 from launcher.status import JobState, Status
-from launcher.templating import contract_context, render_template
 
 OUTPUT = "output.log"
 EXIT_CHECKPOINTED = 75  # EX_TEMPFAIL: the job-side contract's "saved on notice, restart me"
@@ -34,6 +33,28 @@ class LocalBackend:
     target_options: ClassVar = LocalOptions
     install_hint: ClassVar[str] = "built in"
     restart_hours: ClassVar[float] = 1 / 60  # a process restart on this machine
+    # One process on this machine: no further nodes or tasks, no GPUs it could hand out, no
+    # container. One node trivially keeps any topology; CPUs, memory and disk are checked
+    # against this machine (``unsupported``).
+    spec_scope: ClassVar[str] = "runs one process on this machine, without a container"
+    spec_fields: ClassVar[frozenset] = frozenset({
+        "resources.cpus_per_node", "resources.memory_per_node", "resources.disk_per_node",
+        "topology.max_switches", "topology.switch_wait", "topology.segment"})
+
+    @classmethod
+    def unsupported(cls, spec: JobSpec) -> list:
+        """Resources this machine does not have."""
+        from launcher.support import Unsupported, size_text
+
+        r, out = spec.resources, []
+        have = {"resources.cpus_per_node": (r.cpus_per_node, os.cpu_count(), lambda n: f"{n} CPUs"),
+                "resources.memory_per_node": (r.memory_per_node, _memory_bytes(), size_text),
+                "resources.disk_per_node": (r.disk_per_node, _disk_bytes(spec.workdir), size_text)}
+        for field, (want, got, show) in have.items():
+            if want and got and want > got:
+                out.append(Unsupported(field, f"this machine has {show(got)}, the spec asks for {show(want)}",
+                                       f"lower {field.rpartition('.')[2]}, or use a target with bigger nodes"))
+        return out
 
     def __init__(self, target: Target, app=None):
         self.target = target
@@ -70,6 +91,8 @@ class LocalBackend:
 
     # ---- render (pure)
     def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:
+        from launcher.templating import contract_context, render_template  # jinja2: not for `validate`
+
         python = facts.get("python") or "python3"
         ctx = {**contract_context(spec, job, f"{_q(python)} -m launcher.jobside"),
                "master_port": 29500 + zlib.crc32(job.job_id.encode()) % 1000}
@@ -189,6 +212,23 @@ _SUPERVISOR = (
     'read -r _s < /proc/$$/stat; _f=(${_s##*) }); '
     'echo "$$ ${_f[19]} $3" > "$2.tmp" && mv "$2.tmp" "$2" || exit 96; '
     'bash "$0"; rc=$?; echo "$rc" > "$1.tmp" && mv "$1.tmp" "$1"')
+
+
+def _memory_bytes() -> Optional[int]:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _disk_bytes(workdir: Optional[str]) -> Optional[int]:
+    """Size of the file system the job runs in (its workdir, else this directory)."""
+    import shutil
+
+    try:
+        return shutil.disk_usage(workdir or ".").total
+    except OSError:
+        return None
 
 
 def _marker(job_dir: Path, attempt: int) -> Path:

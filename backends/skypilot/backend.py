@@ -27,10 +27,10 @@ from launcher.errors import (BackendUnavailable, CapabilityError, ConfigError, L
 from launcher.spec import JobSpec
 from launcher.status import JobState, Status
 
-from . import states
+from . import limits, states
 from .client import ClusterUnavailable, SkyClient
 from .names import cluster_name, task_name
-from .options import Placement, SkyPilotOptions, split_infra
+from .options import Placement, SkyPilotOptions, SkyPilotSection, split_infra
 from .render import RenderOptions, render_task
 
 INSTALL_HINT = "pip install 'launcher[skypilot]'"
@@ -61,6 +61,20 @@ class SkyPilotBackend:
     target_options: ClassVar = SkyPilotOptions
     install_hint: ClassVar[str] = INSTALL_HINT
     restart_hours: ClassVar[float] = 10 / 60  # re-provision, start, load: per interruption, for the planner
+    spec_section: ClassVar[str] = "skypilot"
+    spec_options: ClassVar = SkyPilotSection
+    # every portable request; topology only as far as one node keeps it (``unsupported``).
+    # tasks_per_node reaches the job as LAUNCHER_TASKS_PER_NODE: SkyPilot starts one `run`
+    # per node and the job starts its tasks (torchrun --nproc-per-node).
+    spec_fields: ClassVar[frozenset] = frozenset({
+        "resources.nodes", "resources.tasks_per_node", "resources.gpus_per_node", "resources.accelerator",
+        "resources.cpus_per_node", "resources.memory_per_node", "resources.disk_per_node",
+        "topology.max_switches", "topology.switch_wait", "topology.segment", "image"})
+
+    @classmethod
+    def unsupported(cls, spec: JobSpec) -> list:
+        """Topology across several nodes, and what render refuses (``task_limits``), said at validate."""
+        return limits.unsupported(spec)
 
     def __init__(self, target: Target, app=None, client: Optional[SkyClient] = None):
         self.target = target

@@ -1,4 +1,5 @@
-"""A SkyPilot target's settings, and the placements ("candidates") a task may run on.
+"""A SkyPilot target's settings, the placements ("candidates") a task may run on, and the
+job spec's ``skypilot:`` section.
 
 Validated without importing SkyPilot: the cloud names below are SkyPilot 0.14.1's
 ``sky.skylet.constants.ALL_CLOUDS`` (a test compares them with the installed
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Optional
+from typing import Annotated, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from launcher.spec import Section
 
 KNOWN_CLOUDS = (
     "aws", "azure", "gcp", "ibm", "lambda", "scp", "oci", "kubernetes", "runpod", "vast", "vsphere",
@@ -146,3 +149,32 @@ class SkyPilotOptions(BaseModel):
 
     def placements(self) -> list[Placement]:
         return [self.placement(), *self.fallbacks]
+
+
+SKYPILOT_STRATEGIES = ("FAILOVER", "EAGER_NEXT_REGION")  # sky.jobs.recovery_strategy registry, 0.14
+
+
+def _strategy(v):
+    if v is not None and v.upper() not in SKYPILOT_STRATEGIES:
+        raise ValueError(f"expected a SkyPilot recovery strategy: {' or '.join(SKYPILOT_STRATEGIES)}")
+    return v.upper() if v is not None else v
+
+
+def _strategy_only(v):
+    return {"strategy": v} if isinstance(v, str) else v
+
+
+class JobRecovery(Section):
+    """SkyPilot managed jobs' ``job_recovery`` (its own schema, typed here so nothing unbounded passes).
+    A plain string is the strategy."""
+
+    strategy: Annotated[Optional[str], AfterValidator(_strategy)] = None
+    max_restarts_on_errors: Optional[int] = Field(None, ge=0, le=10000)
+    recover_on_exit_codes: Optional[list[Annotated[int, Field(ge=0, le=255)]]] = Field(None, max_length=256)
+
+
+class SkyPilotSection(Section):
+    """The job spec's ``skypilot:`` section."""
+
+    managed: bool = False
+    job_recovery: Annotated[Optional[JobRecovery], BeforeValidator(_strategy_only)] = None

@@ -29,8 +29,9 @@ from launcher.backend import JobRef
 from launcher.errors import CapabilityError
 from launcher.spec import JobSpec
 
+from .limits import task_limits
 from .names import cluster_name, task_name
-from .options import Placement
+from .options import Placement, SkyPilotSection
 
 CKPT_MOUNT = "/launcher-ckpt"  # where an s3:// checkpoint bucket is mounted on every node
 # Staged by submit into the job dir on the submit host, copied by SkyPilot to every node:
@@ -55,11 +56,9 @@ def render_task(spec: JobSpec, job: JobRef, placements: Sequence[Placement], opt
     """Return (task YAML text, meta). Raises CapabilityError for what SkyPilot cannot express."""
     if not placements:
         raise CapabilityError("no placement to render: the target has no infra and the planner gave no candidates")
-    managed = spec.skypilot.managed
-    if spec.skypilot.job_recovery is not None and not managed:
-        raise CapabilityError(
-            "skypilot.job_recovery only applies to SkyPilot managed jobs: set skypilot.managed: true, "
-            "or drop job_recovery and let the launcher's own recovery loop restart the job")
+    for u in task_limits(spec):  # `launcher validate` reports the same (SkyPilotBackend.unsupported)
+        raise CapabilityError(f"{u.field}: {u.why}; {u.instead}")
+    managed = spec.section(SkyPilotSection).managed
     warnings = _warnings(spec)
     if spec.secrets:
         # Measured with SkyPilot 0.14.1: the API server pickles each launch request, task and
@@ -144,14 +143,8 @@ def _warnings(spec: JobSpec) -> list[str]:
 def _resources(spec: JobSpec, placements: Sequence[Placement], managed: bool, opts: RenderOptions) -> dict:
     res = spec.resources
     common: dict = {}
-    if res.gpus_per_node:
-        if not res.accelerator:
-            raise CapabilityError("SkyPilot needs an accelerator name with gpus_per_node: set "
-                                  "resources.accelerator (e.g. H100, A100-80GB, L4)")
+    if res.gpus_per_node:  # with an accelerator name: task_limits
         common["accelerators"] = f"{res.accelerator}:{res.gpus_per_node}"
-    elif res.accelerator:
-        raise CapabilityError(f"resources.accelerator is {res.accelerator} but gpus_per_node is 0: "
-                              "set gpus_per_node to the number of accelerators per node")
     if res.cpus_per_node:
         common["cpus"] = f"{res.cpus_per_node}+"
     if res.memory_per_node:
@@ -188,7 +181,7 @@ EXIT_CHECKPOINTED = 75  # the job-side contract's "checkpointed on a preemption 
 def _job_recovery(spec: JobSpec) -> dict:
     """Delegated mode: SkyPilot recovers preemptions itself; user-code failures get the spec's
     app_error budget, and exit 75 (checkpointed on notice) always means "restart me"."""
-    jr = spec.skypilot.job_recovery
+    jr = spec.section(SkyPilotSection).job_recovery
     out: dict = {}
     if jr is not None and jr.strategy:
         out["strategy"] = jr.strategy

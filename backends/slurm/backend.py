@@ -16,7 +16,7 @@ from launcher.status import JobState, Status
 
 from . import nodeguard
 from . import probe as probe_mod
-from .options import SlurmOptions
+from .options import SlurmOptions, SlurmSection
 from .render import HELPER_NAME, render_sbatch
 from .states import (SACCT_FIELDS, parse_sacct, parse_scontrol_oneliners, status_from_sacct,
                      status_from_scontrol)
@@ -33,6 +33,32 @@ class SlurmBackend:
     target_options: ClassVar = SlurmOptions
     install_hint: ClassVar[str] = "built in; needs Slurm's client commands on the login node"
     restart_hours: ClassVar[float] = 3 / 60  # requeue, start, load: what the planner counts per interruption
+    spec_section: ClassVar[str] = "slurm"
+    spec_options: ClassVar = SlurmSection
+    # every portable request but disk_per_node: sbatch's --tmp asks for TmpDisk, which sites
+    # configure (or not) in ways the launcher cannot see, so it is left to slurm.extra
+    spec_fields: ClassVar[frozenset] = frozenset({
+        "resources.nodes", "resources.tasks_per_node", "resources.gpus_per_node", "resources.accelerator",
+        "resources.cpus_per_node", "resources.memory_per_node",
+        "topology.max_switches", "topology.switch_wait", "topology.segment", "image"})
+    spec_instead: ClassVar[dict] = {
+        "resources.disk_per_node": "ask for node-local disk with slurm: {extra: ['--tmp=SIZE']} where the "
+                                   "cluster configures TmpDisk"}
+
+    @classmethod
+    def unsupported(cls, spec: JobSpec) -> list:
+        """Requests the sbatch script would drop because another field is missing."""
+        from launcher.support import Unsupported
+
+        r, t, out = spec.resources, spec.topology, []
+        if r.accelerator and not r.gpus_per_node:
+            out.append(Unsupported("resources.accelerator", f"{r.accelerator} is asked for with gpus_per_node: 0, "
+                                   "and Slurm allocates GPUs only by count (--gres=gpu:TYPE:N)",
+                                   "set resources.gpus_per_node, or remove accelerator"))
+        if t.switch_wait and not t.max_switches:
+            out.append(Unsupported("topology.switch_wait", "switch_wait is how long to wait for max_switches, "
+                                   "which is not set", "set topology.max_switches, or remove switch_wait"))
+        return out
 
     def __init__(self, target: Target, app=None, runner=None):
         self.target = target
@@ -312,7 +338,7 @@ class SlurmBackend:
 
         from .queue import SINFO_NODES_FORMAT, SQUEUE_JOBS_FORMAT, SQUEUE_START_FORMAT, estimate_queue_wait
 
-        partition = spec.slurm.partition or self.opts.partition or self._default_partition()
+        partition = spec.section(SlurmSection).partition or self.opts.partition or self._default_partition()
         if not partition:
             return None
         jobs = self._run(["squeue", "-h", "-t", "PENDING,RUNNING", "-o", SQUEUE_JOBS_FORMAT], check=False).stdout

@@ -1,12 +1,14 @@
-"""Config keys of a ``backend: slurm`` target (validated with their config path)."""
+"""What the ``slurm`` backend validates: a target's config keys (``SlurmOptions``) and the job
+spec's ``slurm:`` section (``SlurmSection``), each reported with its path."""
 
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Annotated, Optional
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, field_validator
 
+from launcher.spec import Section
 from launcher.transport.sshconfig import SSHTargetOptions
 
 
@@ -58,3 +60,52 @@ class SlurmOptions(SSHTargetOptions):
 
 _SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,:-]+$")
 _PLAIN_PATH = re.compile(r"^[A-Za-z0-9_./+@,:=~-]+$")
+
+
+# sbatch options the launcher sets itself, with why a spec may not change them
+# (sbatch takes any unambiguous prefix of a long option, so prefixes are refused too)
+RESERVED_SBATCH = {
+    "comment": "carries the launcher's dedupe token (how a job is found after an unclear submit)",
+    "output": "the launcher reads the job's log from its own path",
+    "error": "the launcher reads the job's log (stdout and stderr together) from its own path",
+    "open-mode": "a requeued job must append to its log, not truncate it",
+    "requeue": "the launcher's recovery relies on Slurm requeueing the job",
+    "no-requeue": "the launcher's recovery relies on Slurm requeueing the job",
+    "signal": "the preemption notice is set from recovery.signal and recovery.grace",
+    "job-name": "set from the spec's name",
+    "array": "one spec is one job: the launcher tracks a single job id per attempt",
+    "export": "the job's environment is the spec's env and secrets (and secrets travel through it over SSH)",
+    "parsable": "the launcher parses sbatch's output itself",
+    "wrap": "the launcher submits its own script",
+}
+
+
+def check_sbatch_option(item: str) -> str:
+    """Raise ValueError if ITEM is not one '--option[=value]' the launcher leaves to the spec."""
+    name = item[2:].split("=", 1)[0].strip().lower()
+    if not item.startswith("--") or not name or not item.isprintable():
+        raise ValueError(f"each extra sbatch option must be one '--option[=value]' item (long form), got {item!r}")
+    for reserved, why in RESERVED_SBATCH.items():
+        if reserved.startswith(name):
+            shown = f"--{reserved}" if reserved == name else f"--{name} (read by sbatch as --{reserved})"
+            raise ValueError(f"{shown} is set by the launcher and cannot be overridden in slurm.extra: {why}")
+    return item
+
+
+class SlurmSection(Section):
+    """The job spec's ``slurm:`` section."""
+
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    constraint: Optional[str] = None
+    exclude: Optional[str] = None
+    reservation: Optional[str] = None
+    extra: list[Annotated[str, AfterValidator(check_sbatch_option)]] = Field(default_factory=list, max_length=256)
+
+    @field_validator("partition", "account", "qos", "constraint", "exclude", "reservation")
+    @classmethod
+    def _plain(cls, v):
+        if v is not None and not re.match(r"^[A-Za-z0-9_.,:\[\]|&*()!-]+$", v):
+            raise ValueError("expected a Slurm name (letters, digits and _ . , : [ ] | & * ( ) ! -)")
+        return v

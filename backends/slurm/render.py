@@ -16,6 +16,7 @@ from launcher.templating import contract_context, render_template
 from launcher.units import format_mebibytes, format_slurm_time
 
 from .array import ELEMENT_LOG_PATTERN, ELEMENT_SELF_REF, LOG_PATTERN, SELF_REF, array_directive, sweep_context
+from .options import SlurmSection
 from .states import parse_version
 
 from launcher.staging import HELPER_NAME  # noqa: E402  (re-exported for the backend)
@@ -40,7 +41,7 @@ def _check_path(p: str, what: str) -> str:
 
 def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> list[str]:
     r = spec.resources
-    s = spec.slurm
+    s = spec.section(SlurmSection)
     cluster = facts.get("cluster") or facts.target
     d = [f"--job-name={job_name(spec.name)}", f"--comment={job.dedupe_token}",
          f"--nodes={r.nodes}", f"--ntasks-per-node={r.tasks_per_node}"]

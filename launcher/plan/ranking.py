@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Iterable, Mapping, Optional
 
+from ..support import offer_filter
 from .model import INF, RunEstimate, expected_run
 from .offers import Offer, make_matcher
 
@@ -207,10 +208,11 @@ def rank(spec, offers: Iterable[Offer], params: Optional[PlanParams] = None) -> 
     restart = {}
 
     fits = make_matcher(res)
+    cannot = offer_filter(spec)  # a target that cannot honour the spec: the words `launcher validate` uses
     ok: list[tuple] = []
     bad: list[PlanRow] = []
     for i, o in enumerate(offers):
-        mismatch = fits(o)
+        mismatch = cannot(o) or fits(o)
         job_hourly = o.hourly_usd * nodes
         lam = o.preemption_rate * nodes
         if mismatch:

@@ -19,6 +19,7 @@ from launcher.backend import Facts, JobRef
 from launcher.config import Target
 from launcher.errors import SpecError
 from launcher.spec import parse_spec
+from launcher.spec_sections import spec_model
 from launcher.validation import validate_model
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.options import SlurmOptions
@@ -52,7 +53,7 @@ def _cases(cluster, tmp: Path, pwn: Path):
     facts = Facts(probed.target, probed.backend, {**probed.data, "remote_home": str(tmp / "rhome")})
     job = JobRef("probe-1", 1, job_dir=str(tmp / "render"))
     cases = []
-    for leaf in string_leaves(type(parse_spec(_base_spec(tmp), "x"))):
+    for leaf in string_leaves(spec_model()):
         if leaf.path in CODE_FIELDS:
             continue  # a shell snippet runs by definition
         for value in sentinels(pwn, leaf.tag):

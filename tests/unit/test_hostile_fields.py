@@ -33,6 +33,7 @@ from launcher.config import ConfigFile, Target
 from launcher.errors import CapabilityError, SpecError
 from launcher.registry import default_registry
 from launcher.spec import JobSpec, parse_spec
+from launcher.spec_sections import spec_model
 from launcher.validation import validate_model
 from tests.fixtures.hostile import CODE_FIELDS, HOSTILE_KEY, ITEM, KEY, MUST_ACCEPT_ONE_LINE, VALUE, Leaf, \
     pwn_dir, pwned, sentinels, set_leaf, string_leaves
@@ -44,7 +45,7 @@ PRINT = ("import json, os, sys; print('HOSTILE-REPORT ' + json.dumps({'argv': sy
          "'param': os.environ.get('LAUNCHER_PARAM_HOSTILE')}))")
 BIN = str(Path(sys.executable).parent)
 
-SPEC_LEAVES = string_leaves(JobSpec)
+SPEC_LEAVES = string_leaves(spec_model())  # the portable fields and every backend's section
 BACKENDS = {name: default_registry().load(name) for name in ("local", "slurm", "skypilot")}
 OPTION_LEAVES = [(b, leaf) for b, cls in BACKENDS.items() for leaf in string_leaves(cls.target_options)]
 # what a target needs besides the field under test
@@ -75,7 +76,7 @@ def test_every_str_field_of_every_model_is_found():
     opts = {(b, str(leaf)) for b, leaf in OPTION_LEAVES}
     assert {("slurm", "account"), ("slurm", "remote_dir"), ("slurm", f"env.{VALUE}"), ("local", "python"),
             ("skypilot", f"fallbacks.{ITEM}.region")} <= opts
-    for model in (JobSpec, ConfigFile, *(cls.target_options for cls in BACKENDS.values())):
+    for model in (spec_model(), ConfigFile, *(cls.target_options for cls in BACKENDS.values())):
         string_leaves(model)  # raises on an untyped field
 
 

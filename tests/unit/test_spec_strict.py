@@ -14,8 +14,9 @@ from click.testing import CliRunner
 from launcher.cli import main
 from launcher.config import load_config
 from launcher.errors import ConfigError, SpecError
-from launcher.spec import RESERVED_SBATCH, resolve_paths, spec_from_text
+from launcher.spec import resolve_paths, spec_from_text
 from launcher.yamlio import MAX_DEPTH, MAX_NODES, load_yaml
+from launcher_backends.slurm.options import RESERVED_SBATCH
 
 LAUNCHER = str(Path(sys.executable).parent / "launcher")
 
