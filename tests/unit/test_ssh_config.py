@@ -13,9 +13,8 @@ from launcher.errors import ConfigError, TransientError
 from launcher.runner import LocalRunner
 from launcher.transport import SSHRunner, make_runner
 from launcher.transport.cmdline import remote_command
-from launcher.transport.errors import ConnectionLostError, HostUnreachableError, may_have_run
-from launcher.transport.retry import retry_idempotent
-from launcher_backends.slurm.retry import retry_unstarted
+from launcher.transport.errors import ConnectionLostError, HostUnreachableError
+from launcher.transport.retry import retry, retry_idempotent
 from launcher.transport.known_hosts import KnownHosts, append_known_host, fingerprint, host_matches
 from launcher.transport.sshconfig import SSHOptions, SSHTargetOptions, resolve
 
@@ -212,23 +211,7 @@ def test_retry_idempotent_gives_up_after_its_attempts_and_never_retries_other_er
     assert n == [1]
 
 
-def test_retry_unstarted_retries_only_what_surely_did_not_run():
-    seq = [HostUnreachableError("refused"), ConnectionLostError("mid-command")]
-    calls = []
-
-    def fn():
-        calls.append(1)
-        raise seq[len(calls) - 1]
-
-    with pytest.raises(ConnectionLostError) as e:
-        retry_unstarted(fn, sleep=lambda s: None)
-    assert len(calls) == 2 and may_have_run(e.value) and not may_have_run(seq[0])
-    assert may_have_run(TransientError("unknown origin"))
-
-
 def test_retry_takes_the_callers_policy_and_raises_what_it_refuses():
-    from launcher.transport.retry import retry
-
     seen, sleeps = [], []
 
     def fn():
