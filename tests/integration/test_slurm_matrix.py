@@ -84,6 +84,13 @@ class Row:
             names = [str(p) for p in Path(root).glob("step-*/COMMIT.json")]
         return sorted(int(Path(n).parent.name.split(".")[0][len("step-"):]) for n in names)
 
+    def host_path(self, path: str) -> str:
+        """The path on this machine of a file on the cluster's shared storage (docker: the
+        home volume's mount point; netns: the same path)."""
+        if not self.docker:
+            return path
+        return self.cluster.home_on_host + path[len("/home"):]
+
     def listdir(self, path: str) -> list[str]:
         if self.docker:
             return self.cluster.exec("login", "ls", "-A", path).stdout.split()
@@ -270,16 +277,7 @@ def test_node_crash_resumes_elsewhere_from_the_latest_commit_with_an_identical_r
     node = slurm_cluster.job(native)["NodeList"]
     slurm_cluster.kill_node(node)
     st = cli.wait_state(job, "COMPLETED", timeout=240, interval=1)
-    # the uninterrupted run, with the cluster's own Python (3.13's floats hash differently from 3.11's)
-    if row.docker:
-        pyz = f"{cli_remote_dir(cli, row)}/{job}/launcher_job.pyz"
-        slurm_cluster.exec("login", "env", "-i", "PATH=/usr/bin:/bin", f"LAUNCHER_JOB_PYZ={pyz}", "python3", train,
-                           "--steps", "40", "--result", f"{base}/ref.json", user="alice", workdir=base)
-        ref = json.loads(row.read(f"{base}/ref.json"))["sha256"]
-    else:
-        subprocess.run([sys.executable, str(TRAIN), "--steps", "40", "--result", str(tmp_path / "ref.json")],
-                       capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
-        ref = json.loads((tmp_path / "ref.json").read_text())["sha256"]
+    ref = reference_sha(cli, row, slurm_cluster, job, train, base, 40, tmp_path)
     assert json.loads(row.read(result))["sha256"] == ref
     states = [a["state"] for a in st["attempts"]]
     # the first run's NODE_FAIL comes from the jobcomp records (sacct -c); without slurmdbd only
@@ -291,6 +289,77 @@ def test_node_crash_resumes_elsewhere_from_the_latest_commit_with_an_identical_r
     resumed = [int(m) for m in re.findall(r"train: resumed from \S+ at step (\d+)", log)]
     assert resumed and resumed[0] >= 8, log
     assert f"on {node}" not in log.split("start 2 of")[1].splitlines()[0]
+
+
+def reference_sha(cli, row, slurm_cluster, job: str, train: str, base: str, steps: int, tmp_path) -> str:
+    """The result of an uninterrupted run (no checkpoints), with the cluster's own Python
+    (Debian 13's 3.13 hashes the trainer's floats differently from 3.11)."""
+    if row.docker:
+        pyz = f"{cli_remote_dir(cli, row)}/{job}/launcher_job.pyz"
+        slurm_cluster.exec("login", "env", "-i", "PATH=/usr/bin:/bin", f"LAUNCHER_JOB_PYZ={pyz}", "python3",
+                           train, "--steps", str(steps), "--result", f"{base}/ref.json", user="alice", workdir=base)
+        return json.loads(row.read(f"{base}/ref.json"))["sha256"]
+    subprocess.run([sys.executable, str(TRAIN), "--steps", str(steps), "--result", str(tmp_path / "ref.json")],
+                   capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
+    return json.loads((tmp_path / "ref.json").read_text())["sha256"]
+
+
+def test_link_cut_leaves_a_zombie_that_never_wins(cli, row, slurm_cluster, tmp_path):
+    """The link of the job's node is cut (netns: its veth goes down; docker: `docker network
+    disconnect`) while the job runs: slurmctld declares the node DOWN and requeues the job,
+    which resumes elsewhere from the last committed checkpoint, while the cut-off original
+    keeps running and writing to the shared storage. Once the new generation started, the
+    zombie's commits are refused or stale, never chosen; after the link heals Slurm kills it,
+    and the job ends with the result of an uninterrupted run: no torn, stale or regressed
+    checkpoint is ever resumed from."""
+    base = row.mkdir(f"{row.remote_root}/zombie-{uuid.uuid4().hex[:8]}")
+    train = row.put(f"{base}/train.py", TRAIN.read_text())
+    root, result = f"{base}/ckpt", f"{base}/result.json"
+    # long enough that the zombie still runs when the requeued copy starts (24.11 declares a
+    # node DOWN after SlurmdTimeout=10 s, 22.05 after 3 s)
+    steps = 300 if row.docker else 200
+    spec = cli.spec("zombie", {"run": f"python3 {train} --steps {steps} --every 2 --sleep 0.3 --result {result}",
+                               "checkpoint": {"root": root}, "resources": {"nodes": 1, "time_limit": "10m"}})
+    job = cli.launch(spec, "cl")
+    native = cli.wait_state(job, "RUNNING")["attempts"][-1]["native_id"]
+    slurm_cluster.wait_for("a commit at step >= 6", lambda: [s for s in row.committed_steps(root) if s >= 6],
+                           timeout=120)
+    node = slurm_cluster.job(native)["NodeList"]
+    slurm_cluster.cut_node(node)
+    try:
+        slurm_cluster.wait_for(f"{node} DOWN", lambda: slurm_cluster.node_states().get(node, "").startswith("down"),
+                               timeout=120)
+        slurm_cluster.wait(native, lambda j: j.get("Restarts", "0") != "0" and j.get("JobState") == "RUNNING",
+                           timeout=120)
+        assert slurm_cluster.job(native)["NodeList"] != node
+
+        def gen2():
+            if not row.exists(f"{root}/GENERATIONS.json"):
+                return None
+            hist = json.loads(row.read(f"{root}/GENERATIONS.json"))["history"]
+            return [h for h in hist if h["generation"] == 2]
+
+        fork = slurm_cluster.wait_for("generation 2 to start", gen2, timeout=60)[0]["resume_step"]
+        assert fork >= 6
+        # both attempts write side by side until the zombie's next commit is refused
+        slurm_cluster.wait_for("the zombie refused", lambda: "superseded" in row.read(
+            f"{cli_remote_dir(cli, row)}/{job}/slurm-{native}.out").lower(), timeout=60)
+    finally:
+        slurm_cluster.heal_node(node)
+    st = cli.wait_state(job, "COMPLETED", timeout=300, interval=1)
+    assert json.loads(row.read(result))["sha256"] == reference_sha(cli, row, slurm_cluster, job, train, base, steps,
+                                                                   tmp_path)
+    entries = json.loads(cli.run("checkpoints", row.host_path(root), "--json").stdout)
+    zombie_late = [e for e in entries if e["generation"] == 1 and e["step"] > fork]
+    assert all(e["state"] != "committed" or "stale" in e["reason"] for e in zombie_late), zombie_late
+    assert all(e["state"] == "stale" for e in zombie_late if (Path(e["path"]) / "COMMIT.json").exists())
+    # where a restart would resume: generation 2's last commit, above the fork, never torn
+    newest = next(e for e in entries if e["state"] == "committed")
+    assert newest["generation"] >= 2 and newest["step"] > fork, entries[:5]
+    log = cli.output(job)
+    resumed = [int(m) for m in re.findall(r"train: resumed from \S+ at step (\d+)", log)]
+    assert resumed and resumed[0] == fork, (fork, log[-3000:])
+    assert st["attempts"][0]["state"] in ("NODE_FAIL", "REQUEUED"), st["attempts"]
 
 
 def cli_remote_dir(cli, row) -> str:
