@@ -71,7 +71,7 @@ def login_install(docker_slurm_2411, wheelhouse):
                    capture_output=True)
     c.exec("login", "chmod", "-R", "a+rX", "/tmp/wheelhouse")
     whl = next(wheelhouse.glob("launcher-*.whl")).name
-    alice(c, "rm -rf ~/venv ~/.config/launcher ~/.local/state/launcher ~/launcher-login-jobs && python3 -m venv ~/venv && "
+    alice(c, "rm -rf ~/venv ~/.config/launcher ~/.local/state/launcher && python3 -m venv ~/venv && "
              f"~/venv/bin/pip install -q --no-index --find-links /tmp/wheelhouse /tmp/wheelhouse/{whl}")
     config = {"targets": {"cl": {"backend": "slurm", "partition": "batch", "facts_ttl": 0}}}
     c.run_as_alice("mkdir", "-p", f"{HOME}/.config/launcher")
