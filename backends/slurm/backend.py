@@ -18,7 +18,7 @@ from . import nodeguard
 from . import probe as probe_mod
 from .options import SlurmOptions, SlurmSection
 from .render import HELPER_NAME, render_sbatch
-from .states import (SACCT_FIELDS, parse_sacct, parse_scontrol_oneliners, status_from_sacct,
+from .states import (SACCT_FIELDS, parse_sacct, parse_scontrol_oneliners, requeued_run, status_from_sacct,
                      status_from_scontrol)
 
 # named in the transport's error for a program missing on the login node
@@ -297,8 +297,30 @@ class SlurmBackend:
     def run_history(self, handle: Handle) -> list[dict]:
         """Every run of one job (a requeued job has several): state and nodes of each."""
         recs = self._history([handle.native_id]).get(handle.native_id, [])
+        if not recs:
+            return self._requeue_history(handle)
         return [{"state": x["State"].split()[0], "nodes": x.get("NodeList", ""), "start": x.get("Start"),
                  "end": x.get("End"), "exit_code": x.get("ExitCode")} for x in recs]
+
+    def _requeue_history(self, handle: Handle) -> list[dict]:
+        """No accounting this user may read: one entry per requeue, the last one explained
+        from the job's requeue time, the nodes Slurm set DOWN and the job's own log."""
+        job = parse_scontrol_oneliners(self._run(["scontrol", "-o", "show", "job", handle.native_id],
+                                                 check=False).stdout).get(handle.native_id, {})
+        restarts = int(job.get("Restarts", "0") or 0)
+        if not restarts:
+            return []
+        for wait in (0, 1, 2):  # slurmctld is slow to answer right after a node failure
+            time.sleep(wait)
+            r = self._run(["sinfo", "-R", "-N", "-h", "-o", "%H|%N|%E"], check=False)
+            if r.returncode == 0:
+                break
+        down = r.stdout if r.returncode == 0 else ""
+        log = ""
+        if handle.extra.get("job_dir"):
+            log = self._run(["grep", "-a", "-e", "^launcher: start ", "-e", "DUE TO PREEMPTION",
+                             f"{handle.extra['job_dir']}/slurm-{handle.native_id}.out"], check=False).stdout
+        return [{"state": "REQUEUED", "nodes": ""}] * (restarts - 1) + [requeued_run(job, down, log)]
 
     # ---- cancel: idempotent
     def cancel(self, handle: Handle) -> None:

@@ -125,6 +125,56 @@ def status_from_sacct(records: list[dict]) -> Status:
                   end_time=_slurm_time(last.get("End")), extra={"runs": [r["State"] for r in records]})
 
 
+_PREEMPTED_LINE = re.compile(r"\*\*\* JOB \d+ ON (\S+) CANCELLED AT (\S+) DUE TO PREEMPTION")
+_START_LINE = re.compile(r"^launcher: start \d+ of \S+ on (\S+) \(restart (\d+)\)", re.M)  # sbatch.sh.j2
+
+
+def hostnames(expr: str) -> set:
+    """A Slurm hostlist ("node[1-3,7],login") -> its names (one bracket level, as Slurm prints)."""
+    names = set()
+    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]*)\])?", expr or ""):
+        prefix, ranges = m.group(1), m.group(2)
+        if ranges is None:
+            names.add(prefix)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            if lo.isdigit() and (not hi or hi.isdigit()):
+                names |= {f"{prefix}{i:0{len(lo)}d}" for i in range(int(lo), int(hi or lo) + 1)}
+    return names
+
+
+def requeued_run(job: dict, down_text: str, log_text: str = "", window: float = 5) -> dict:
+    """What ended a requeued job's last run, from what any user may read when Slurm keeps no
+    accounting they can see (no slurmdbd; the jobcomp file is root-only). At a requeue
+    slurmctld sets the job's SubmitTime to that second. A preempted run: slurmstepd wrote
+    "*** JOB N ON NODE CANCELLED AT T DUE TO PREEMPTION ***" into the job's log at T. A node
+    failure: a node of that run (the job script's "launcher: start .. on NODES (restart R)"
+    line) is DOWN, marked "Not responding" before the requeue (``sinfo -R -N -h -o
+    '%H|%N|%E'``: up to SlurmdTimeout before, longer while slurmctld stalls); with no such
+    line, a node marked in the requeue's second. Measured on 22.05 and 24.11.
+    -> {"state": NODE_FAIL | PREEMPTED | REQUEUED, "nodes": ...}."""
+    at = _slurm_time(job.get("SubmitTime"))
+    if at is None:
+        return {"state": "REQUEUED", "nodes": ""}
+    for m in _PREEMPTED_LINE.finditer(log_text):
+        t = _slurm_time(m.group(2))
+        if t is not None and abs(t - at) <= window:
+            return {"state": "PREEMPTED", "nodes": m.group(1)}
+    last_run = str(int(job.get("Restarts", "1") or 1) - 1)
+    ran_on = [hostnames(m.group(1)) for m in _START_LINE.finditer(log_text) if m.group(2) == last_run]
+    down = set()
+    for line in down_text.splitlines():
+        parts = line.split("|")
+        t = _slurm_time(parts[0].strip()) if len(parts) >= 2 else None
+        node = parts[1].strip() if t is not None else ""
+        if node and (node in ran_on[-1] and t <= at + window if ran_on else abs(t - at) <= window):
+            down.add(node)
+    if down:
+        return {"state": "NODE_FAIL", "nodes": ",".join(sorted(down))}
+    return {"state": "REQUEUED", "nodes": ""}
+
+
 def parse_version(text: str) -> tuple[int, int, int]:
     m = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
     if not m:

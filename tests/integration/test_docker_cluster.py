@@ -14,9 +14,8 @@ import pytest
 @pytest.fixture(params=["22.05", "24.11"])
 def cluster(request):
     c = request.getfixturevalue("docker_slurm_" + request.param.replace(".", ""))
-    c.reset()
-    yield c
-    c.reset()
+    c.reset()  # every user of a docker cluster resets it first: no reset after
+    return c
 
 
 def ssh(c, *command: str) -> subprocess.CompletedProcess:

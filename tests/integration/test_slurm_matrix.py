@@ -31,14 +31,16 @@ MATRIX = ["netns-22.05", "docker-22.05", "docker-24.11"]
 @pytest.fixture(params=MATRIX)
 def slurm_cluster(request):
     """One row of the matrix: the session's cluster of that kind, with no job left over
-    and every node IDLE before and after the test."""
+    and every node IDLE before the test (and after it on netns, whose cluster other tests
+    share; every user of a docker cluster resets it first)."""
     if request.param == "netns-22.05":
         cluster = request.getfixturevalue("netns_slurm_cluster")
     else:
         cluster = request.getfixturevalue("docker_slurm_" + request.param.split("-")[1].replace(".", ""))
     cluster.reset()
     yield cluster
-    cluster.reset()
+    if request.param == "netns-22.05":
+        cluster.reset()
 
 
 class Row:
@@ -83,6 +85,13 @@ class Row:
         else:
             names = [str(p) for p in Path(root).glob("step-*/COMMIT.json")]
         return sorted(int(Path(n).parent.name.split(".")[0][len("step-"):]) for n in names)
+
+    def host_path(self, path: str) -> str:
+        """The path on this machine of a file on the cluster's shared storage (docker: the
+        home volume's mount point; netns: the same path)."""
+        if not self.docker:
+            return path
+        return self.cluster.home_on_host + path[len("/home"):]
 
     def listdir(self, path: str) -> list[str]:
         if self.docker:
@@ -261,39 +270,155 @@ def test_node_crash_resumes_elsewhere_from_the_latest_commit_with_an_identical_r
     base = row.mkdir(f"{row.remote_root}/crash-{uuid.uuid4().hex[:8]}")
     train = row.put(f"{base}/train.py", TRAIN.read_text())
     root, result = f"{base}/ckpt", f"{base}/result.json"
-    spec = cli.spec("nodecrash", {"run": f"python3 {train} --steps 40 --every 4 --sleep 0.25 --result {result}",
+    spec = cli.spec("nodecrash", {"run": f"python3 {train} --steps 60 --every 4 --sleep 0.25 --result {result}",
                                   "checkpoint": {"root": root}, "resources": {"nodes": 1, "time_limit": "10m"}})
     job = cli.launch(spec, "cl")
-    native = cli.wait_state(job, "RUNNING")["attempts"][-1]["native_id"]
+    # watched on the cluster itself: a status round trip over SSH to a loaded login node can
+    # take longer than the job's first steps
+    native = cli.status(job)["attempts"][-1]["native_id"]
+    slurm_cluster.wait(native, "RUNNING", timeout=120)
     slurm_cluster.wait_for("a commit at step >= 8", lambda: [s for s in row.committed_steps(root) if s >= 8],
                            timeout=120)
     node = slurm_cluster.job(native)["NodeList"]
     slurm_cluster.kill_node(node)
     st = cli.wait_state(job, "COMPLETED", timeout=240, interval=1)
-    # the uninterrupted run, with the cluster's own Python (3.13's floats hash differently from 3.11's)
-    if row.docker:
-        pyz = f"{cli_remote_dir(cli, row)}/{job}/launcher_job.pyz"
-        slurm_cluster.exec("login", "env", "-i", "PATH=/usr/bin:/bin", f"LAUNCHER_JOB_PYZ={pyz}", "python3", train,
-                           "--steps", "40", "--result", f"{base}/ref.json", user="alice", workdir=base)
-        ref = json.loads(row.read(f"{base}/ref.json"))["sha256"]
-    else:
-        subprocess.run([sys.executable, str(TRAIN), "--steps", "40", "--result", str(tmp_path / "ref.json")],
-                       capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
-        ref = json.loads((tmp_path / "ref.json").read_text())["sha256"]
+    ref = reference_sha(cli, row, slurm_cluster, job, train, base, 60, tmp_path)
     assert json.loads(row.read(result))["sha256"] == ref
     states = [a["state"] for a in st["attempts"]]
-    # the first run's NODE_FAIL comes from the jobcomp records (sacct -c); without slurmdbd only
-    # root may read them ("sacct: fatal: open ...jobcomp.txt: Permission denied" for a non-root
-    # user on 22.05 and 24.11), so every row's user (all non-root) sees the requeue, not its cause
-    assert states[:2] == [states[0], "COMPLETED"], st["attempts"]
-    assert states[0] in ("NODE_FAIL", "REQUEUED"), st["attempts"]
+    # without slurmdbd the jobcomp records (sacct -c) are root-only ("sacct: fatal: open
+    # ...jobcomp.txt: Permission denied" for every row's non-root user): the run's NODE_FAIL is
+    # read from the requeue time and the node Slurm set DOWN at that second (sinfo -R)
+    assert states[:2] == ["NODE_FAIL", "COMPLETED"], st["attempts"]
     log = cli.output(job)
     resumed = [int(m) for m in re.findall(r"train: resumed from \S+ at step (\d+)", log)]
     assert resumed and resumed[0] >= 8, log
     assert f"on {node}" not in log.split("start 2 of")[1].splitlines()[0]
 
 
+def reference_sha(cli, row, slurm_cluster, job: str, train: str, base: str, steps: int, tmp_path) -> str:
+    """The result of an uninterrupted run (no checkpoints), with the cluster's own Python
+    (Debian 13's 3.13 hashes the trainer's floats differently from 3.11)."""
+    if row.docker:
+        pyz = f"{cli_remote_dir(cli, row)}/{job}/launcher_job.pyz"
+        slurm_cluster.exec("login", "env", "-i", "PATH=/usr/bin:/bin", f"LAUNCHER_JOB_PYZ={pyz}", "python3",
+                           train, "--steps", str(steps), "--result", f"{base}/ref.json", user="alice", workdir=base)
+        return json.loads(row.read(f"{base}/ref.json"))["sha256"]
+    subprocess.run([sys.executable, str(TRAIN), "--steps", str(steps), "--result", str(tmp_path / "ref.json")],
+                   capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
+    return json.loads((tmp_path / "ref.json").read_text())["sha256"]
+
+
+def test_link_cut_leaves_a_zombie_that_never_wins(cli, row, slurm_cluster, tmp_path):
+    """The link of the job's node is cut (netns: its veth goes down; docker: `docker network
+    disconnect`) while the job runs: slurmctld declares the node DOWN and requeues the job,
+    which resumes elsewhere from the last committed checkpoint, while the cut-off original
+    keeps running and writing to the shared storage. Once the new generation started, the
+    zombie's commits are refused or stale, never chosen; after the link heals Slurm kills it,
+    and the job ends with the result of an uninterrupted run: no torn, stale or regressed
+    checkpoint is ever resumed from."""
+    base = row.mkdir(f"{row.remote_root}/zombie-{uuid.uuid4().hex[:8]}")
+    train = row.put(f"{base}/train.py", TRAIN.read_text())
+    root, result = f"{base}/ckpt", f"{base}/result.json"
+    # long enough that the zombie still runs when the requeued copy starts (24.11 declares a
+    # node DOWN after SlurmdTimeout=10 s, 22.05 after 3 s)
+    steps = 300 if row.version >= "23" else 200
+    spec = cli.spec("zombie", {"run": f"python3 {train} --steps {steps} --every 2 --sleep 0.3 --result {result}",
+                               "checkpoint": {"root": root}, "resources": {"nodes": 1, "time_limit": "10m"}})
+    job = cli.launch(spec, "cl")
+    native = cli.status(job)["attempts"][-1]["native_id"]
+    slurm_cluster.wait(native, "RUNNING", timeout=120)
+    slurm_cluster.wait_for("a commit at step >= 6", lambda: [s for s in row.committed_steps(root) if s >= 6],
+                           timeout=120)
+    node = slurm_cluster.job(native)["NodeList"]
+    slurm_cluster.cut_node(node)
+    try:
+        slurm_cluster.wait_for(f"{node} DOWN", lambda: slurm_cluster.node_states().get(node, "").startswith("down"),
+                               timeout=120)
+        slurm_cluster.wait(native, lambda j: j.get("Restarts", "0") != "0" and j.get("JobState") == "RUNNING",
+                           timeout=120)
+        assert slurm_cluster.job(native)["NodeList"] != node
+
+        def gen2():
+            if not row.exists(f"{root}/GENERATIONS.json"):
+                return None
+            hist = json.loads(row.read(f"{root}/GENERATIONS.json"))["history"]
+            return [h for h in hist if h["generation"] == 2]
+
+        fork = slurm_cluster.wait_for("generation 2 to start", gen2, timeout=60)[0]["resume_step"]
+        assert fork >= 6
+        # the launcher sees the restart while the node is still cut off (DOWN): its first run NODE_FAILed
+        assert [a["state"] for a in cli.status(job)["attempts"]][:1] == ["NODE_FAIL"]
+        # both attempts write side by side until the zombie's next commit is refused
+        slurm_cluster.wait_for("the zombie refused", lambda: "superseded" in row.read(
+            f"{cli_remote_dir(cli, row)}/{job}/slurm-{native}.out").lower(), timeout=60)
+    finally:
+        slurm_cluster.heal_node(node)
+    st = cli.wait_state(job, "COMPLETED", timeout=300, interval=1)
+    assert json.loads(row.read(result))["sha256"] == reference_sha(cli, row, slurm_cluster, job, train, base, steps,
+                                                                   tmp_path)
+    entries = json.loads(cli.run("checkpoints", row.host_path(root), "--json").stdout)
+    zombie_late = [e for e in entries if e["generation"] == 1 and e["step"] > fork]
+    assert all(e["state"] != "committed" or "stale" in e["reason"] for e in zombie_late), zombie_late
+    assert all(e["state"] == "stale" for e in zombie_late if (Path(e["path"]) / "COMMIT.json").exists())
+    # where a restart would resume: generation 2's last commit, above the fork, never torn
+    newest = next(e for e in entries if e["state"] == "committed")
+    assert newest["generation"] >= 2 and newest["step"] > fork, entries[:5]
+    log = cli.output(job)
+    resumed = [int(m) for m in re.findall(r"train: resumed from \S+ at step (\d+)", log)]
+    assert resumed and resumed[0] == fork, (fork, log[-3000:])
+    assert [a["state"] for a in st["attempts"]][:2] == ["NODE_FAIL", "COMPLETED"], st["attempts"]
+
+
 def cli_remote_dir(cli, row) -> str:
     import yaml
 
     return yaml.safe_load(cli.config.read_text())["targets"]["cl"]["remote_dir"]
+
+
+# ---- states and reasons of jobs Slurm ended, live on 24.11 (its outputs, read as alice) ----------
+ROWS_2411 = pytest.mark.parametrize("slurm_cluster", ["docker-24.11"], indirect=True)
+
+
+@ROWS_2411
+def test_a_job_past_its_time_limit_reads_timeout_with_slurms_reason(cli, row, slurm_cluster):
+    spec = cli.spec("overtime", {"run": "echo started; sleep 600", "resources": {"time_limit": "1m"}})
+    job = cli.launch(spec, "cl")
+    native = cli.status(job)["attempts"][-1]["native_id"]
+    # Slurm enforces the limit on a ~30 s timer: TIMEOUT 60-90 s after the start
+    slurm_cluster.wait(native, "TIMEOUT", timeout=240, interval=2)
+    st = cli.wait_state(job, ("TIMEOUT", "ATTEMPT_FAILED"), timeout=60, interval=1)
+    first = st["attempts"][0]
+    assert (first["state"], first["native_state"]) == ("TIMEOUT", "TIMEOUT"), st["attempts"]
+    assert "TimeLimit" in first["reason"], first
+    assert len(st["attempts"]) == 1  # a time limit is never requeued, even with --requeue
+    assert "DUE TO TIME LIMIT" in cli.output(job)
+
+
+@ROWS_2411
+def test_a_preempted_run_reads_preempted_and_the_job_runs_again(cli, row, slurm_cluster):
+    """A job of the `high` partition takes the node whole: Slurm preempts the launcher's job
+    (PreemptMode=REQUEUE) and starts it again later. The launcher's user is not root, so the
+    run's PREEMPTED is read from slurmstepd's line in the job's own log at the requeue time."""
+    spec = cli.spec("preempted", {"run": 'echo "run $SLURM_RESTART_COUNT on $(hostname)"; sleep 600',
+                                  "resources": {"time_limit": "10m"}})
+    job = cli.launch(spec, "cl")
+    native = cli.status(job)["attempts"][-1]["native_id"]
+    node = slurm_cluster.wait(native, "RUNNING", timeout=120)["NodeList"]
+    high = slurm_cluster.sbatch("-p", "high", "--exclusive", "-w", node, "-o", "/dev/null", "--time=2",
+                                script="#!/bin/bash\nsleep 15\n")
+    slurm_cluster.wait(native, lambda j: j.get("Restarts", "0") != "0", timeout=60)
+    st = poll_status(cli, job, lambda s: len(s["attempts"]) >= 2, timeout=60)
+    first = st["attempts"][0]
+    assert (first["state"], first["native_state"]) == ("PREEMPTED", "PREEMPTED"), st["attempts"]
+    restarted = [e for e in st["events"] if e["kind"] == "restarted"]
+    assert restarted and restarted[0]["previous"] == "PREEMPTED", st["events"]
+    slurm_cluster.wait(high, "COMPLETED", timeout=120)
+    slurm_cluster.wait(native, lambda j: j.get("JobState") == "RUNNING" and j.get("Restarts") == "1", timeout=120)
+    assert "DUE TO PREEMPTION" in cli.output(job)
+
+
+def poll_status(cli, job: str, predicate, timeout: float) -> dict:
+    from .launcher_cli import poll
+
+    return poll(f"{job}: status condition", lambda: (lambda s: s if predicate(s) else None)(cli.status(job)),
+                timeout=timeout, interval=1)
