@@ -222,6 +222,25 @@ class Closes(Protocol):
 
 
 @runtime_checkable
+class OwnsSpecSection(Protocol):
+    """The backend owns a section of the job spec (``slurm:``): its key and the pydantic model
+    that validates it, as class attributes (read from the class, before any instance)."""
+
+    spec_section: ClassVar[str]
+    spec_options: ClassVar[Any]
+
+
+@runtime_checkable
+class DeclaresSpecFields(Protocol):
+    """The portable requests (``launcher.support.REQUESTS`` paths) this backend honours; any
+    other one a spec sets is an error on its targets. Optional wording, also class
+    attributes: ``spec_scope`` (what the backend is, in words) and ``spec_instead``
+    ({path: what would work instead}). A backend without it is taken to honour everything."""
+
+    spec_fields: ClassVar[frozenset]
+
+
+@runtime_checkable
 class LimitsSpec(Protocol):
     """Value-dependent limits beyond ``spec_fields`` (a classmethod: no instance, no probe):
     what SPEC asks that this backend cannot do, as ``launcher.support.Unsupported`` items."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Optional
 
-from .backend import ChecksInstall, can
+from .backend import ChecksInstall, OwnsSpecSection, can
 from .errors import BackendUnavailable, ConfigError
 
 GROUP = "launcher.backends"
@@ -101,7 +101,9 @@ class Registry:
                 cls = self.load_class(name)
             except BackendUnavailable:
                 continue
-            key, model = getattr(cls, "spec_section", None), getattr(cls, "spec_options", None)
+            if not can(cls, OwnsSpecSection):
+                continue
+            key, model = cls.spec_section, cls.spec_options
             if key and model is not None and key not in out:
                 out[key] = (name, model)
         return out

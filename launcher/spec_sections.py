@@ -15,6 +15,7 @@ from typing import Optional
 
 from pydantic import BaseModel, Field, create_model
 
+from .backend import OwnsSpecSection, can
 from .errors import LauncherError
 from .spec import JobSpec
 
@@ -70,10 +71,9 @@ def _by_name(reg, keys) -> Optional[dict]:
             cls = reg.load_class(key)
         except LauncherError:
             return None
-        model = getattr(cls, "spec_options", None)
-        if getattr(cls, "spec_section", None) != key or model is None:
+        if not can(cls, OwnsSpecSection) or cls.spec_section != key or cls.spec_options is None:
             return None
-        out[key] = model
+        out[key] = cls.spec_options
     return out
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from .backend import LimitsSpec, can
+from .backend import DeclaresSpecFields, LimitsSpec, can
 from .errors import LauncherError, SpecError
 
 # The portable fields that ask a target for something (resources, placement, a container);
@@ -55,7 +55,7 @@ def requested(spec) -> dict[str, object]:
 
 def unsupported(spec, backend_cls) -> list[Unsupported]:
     """Everything SPEC asks that BACKEND_CLS (a backend class) cannot honour."""
-    honoured = getattr(backend_cls, "spec_fields", None)
+    honoured = backend_cls.spec_fields if can(backend_cls, DeclaresSpecFields) else None
     out = []
     if honoured is not None:
         out += [_not_honoured(backend_cls, path, value) for path, value in requested(spec).items()
@@ -87,8 +87,7 @@ def honoured_by(path: str, registry=None) -> list[str]:
             cls = reg.load_class(name)
         except LauncherError:
             continue
-        fields = getattr(cls, "spec_fields", None)
-        if fields is not None and path in fields:
+        if can(cls, DeclaresSpecFields) and path in cls.spec_fields:
             names.append(name)
     return names
 
