@@ -123,6 +123,12 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     from .support import require_supported
 
     require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
+    if spec.sweep is not None:  # rendered as one Slurm array; status/watch/cancel per element are not built yet
+        from .errors import SpecError
+
+        raise SpecError(spec_path or spec.name, [("sweep", "launching a sweep is not supported yet: "
+                                                  "`launcher render` shows its Slurm job array script; launch "
+                                                  "each variant as its own spec until sweeps are launchable")])
     # secret-looking env -> secrets: delivered like secrets, never in the state store or the script
     spec, spec_text = for_launch(spec, spec_text)
     store = app.store

@@ -27,7 +27,7 @@ from .errors import LauncherError, SpecError
 REQUESTS = (
     "resources.nodes", "resources.tasks_per_node", "resources.gpus_per_node", "resources.accelerator",
     "resources.cpus_per_node", "resources.memory_per_node", "resources.disk_per_node",
-    "topology.max_switches", "topology.switch_wait", "topology.segment", "image",
+    "topology.max_switches", "topology.switch_wait", "topology.segment", "image", "sweep",
 )
 
 
@@ -167,6 +167,8 @@ def _show(path: str, value) -> str:
     key = path.rpartition(".")[2]
     if path in ("resources.memory_per_node", "resources.disk_per_node"):
         value = size_text(value)
+    if hasattr(value, "model_dump"):  # a whole section (sweep:): named, not dumped
+        return f"the {key}: section"
     return f"{key}: {value}"
 
 

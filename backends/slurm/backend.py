@@ -40,7 +40,7 @@ class SlurmBackend:
     spec_fields: ClassVar[frozenset] = frozenset({
         "resources.nodes", "resources.tasks_per_node", "resources.gpus_per_node", "resources.accelerator",
         "resources.cpus_per_node", "resources.memory_per_node",
-        "topology.max_switches", "topology.switch_wait", "topology.segment", "image"})
+        "topology.max_switches", "topology.switch_wait", "topology.segment", "image", "sweep"})
     spec_instead: ClassVar[dict] = {
         "resources.disk_per_node": "ask for node-local disk with slurm: {extra: ['--tmp=SIZE']} where the "
                                    "cluster configures TmpDisk"}
