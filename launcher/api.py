@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .cancel import CancelReport
     from .plan import PlanResult
     from .recovery.watch import Outcome
+    from .spec import JobSpec
     from .report import JobReport
     from .state import JobRow
     from .status import Status
@@ -165,6 +166,11 @@ class Launcher:
         return si
 
     # ------------------------------------------------------------ specs
+    def load(self, spec: SpecLike) -> "JobSpec":
+        """A spec as a JobSpec, relative workdir and checkpoint root resolved against its
+        file's folder: the base for variants made in Python."""
+        return self._load(spec, self._sayer([])).spec
+
     def validate(self, spec: SpecLike) -> Validated:
         """Check a spec and its target names against the config; SpecError lists every problem."""
         from .errors import SpecError

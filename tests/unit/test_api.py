@@ -142,6 +142,8 @@ def test_plan_validate_targets_backends(lx, train_spec):
     assert result.best is not None and result.best.offer.target == "local"
     assert result.assumptions["work_hours"] == 1.0
     assert lx.validate(train_spec).spec.name == "train"
+    loaded = lx.load(train_spec)  # relative paths resolved against the file's folder
+    assert loaded.workdir == str(train_spec.parent) and loaded.checkpoint.root == str(train_spec.parent / "ckpt")
     assert [t.to_dict() for t in lx.targets(probe=False)] == [{"name": "local", "backend": "local"}]
     probed = lx.targets()
     assert probed[0].facts and probed[0].error is None
