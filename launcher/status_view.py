@@ -144,7 +144,8 @@ def job_lines(d: JobDetail) -> list[str]:
     if row.ckpt_root:
         lines.append(f"checkpoints: {row.ckpt_root}  last committed step: "
                      f"{row.last_step if row.last_step is not None else '-'}")
-    lines.append(f"{'attempt':>7}  {'target':<12} {'native id':<12} {'state':<14} {'resumed':>7}  {'cost $':>8}  reason")
+    lines.append(f"{'attempt':>7}  {'target':<12} {'native id':<12} {'state':<14} {'resumed':>7}  "
+                 f"{'cost $':>8}  reason")
     for a in d.attempts:
         lines.append(f"{a.attempt:>7}  {a.target:<12} {a.native_id or '-':<12} {a.state:<14} "
                      f"{resumed(a.resume_step):>7}  "

@@ -171,3 +171,14 @@ def test_close_releases_the_store(tmp_path):
         assert lx.jobs() == []
         assert "store" in lx.app.__dict__
     assert "store" not in lx.app.__dict__
+
+
+def test_a_jobspec_is_recorded_as_text_that_parses_back_into_it():
+    import glob
+
+    from launcher.spec import load_spec
+    from launcher.specinput import spec_text
+
+    for f in glob.glob(str(ROOT / "examples" / "*.yaml")) + glob.glob(str(ROOT / "tests/golden/specs/*.yaml")):
+        spec = load_spec(f)
+        assert spec_from_text(spec_text(spec)).model_dump() == spec.model_dump(), f
