@@ -34,6 +34,15 @@ class CancelReport:
         return not self.errors
 
 
+class CancelFailed(LauncherError):
+    """A cancel did not go through: the job stays open. ``report`` says what was cancelled
+    and what failed."""
+
+    def __init__(self, report: CancelReport):
+        self.report = report
+        super().__init__(f"job {report.job_id} is not cancelled (see above); it stays open")
+
+
 def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2) -> CancelReport:
     from .tracking import refresh
     from .recovery.watch import claim_ttl

@@ -61,12 +61,8 @@ def queue_waits(app, spec: JobSpec, targets, note=None) -> dict:
 
 
 def planned_target(app, spec: JobSpec, note=None) -> Optional[str]:
-    from .plan import params_for, plan
-
     try:
-        waits = queue_waits(app, spec, spec.targets, note)
-        result = plan(spec, app.config, params_for(spec), targets=list(spec.targets), queue_waits=waits,
-                      store=app.store)  # with the rates `launcher watch` learned
+        result = plan_spec(app, spec, targets=list(spec.targets), note=note)  # with the rates `launcher watch` learned
     except LauncherError as e:
         if note:
             note(f"planner: {e}; using the spec's first target")
@@ -80,6 +76,25 @@ def planned_target(app, spec: JobSpec, note=None) -> Optional[str]:
     if note:
         note(f"planner: {best.offer.target} ranks first: {best.why}")
     return best.offer.target
+
+
+def plan_spec(app, spec: JobSpec, targets=None, params=None, live_spot: bool = False, queue: bool = True,
+              note=None):
+    """``launcher plan``: the offers of TARGETS (default: the spec's, else every configured
+    one) ranked by expected cost, with the queue waits measured on the targets that have a queue
+    (unless ``queue`` is false) and the rates `launcher watch` learned (when a state store exists).
+    What could not be measured goes to NOTE when given, else into the result's notes."""
+    from .plan import params_for, plan
+
+    config = app.config
+    names = list(targets or spec.targets or config.file.targets)
+    configured = [n for n in names if n in config.file.targets]  # queue_waits asks the ones with a queue
+    notes: list = []
+    waits = queue_waits(app, spec, configured, note or notes.append) if queue else {}
+    store = app.store if (app.home / "state.db").exists() else None  # no store yet: nothing learned
+    result = plan(spec, config, params or params_for(spec), targets=list(targets) if targets else None,
+                  live_spot=live_spot, queue_waits=waits, store=store)
+    return result.with_notes(notes) if notes else result
 
 
 def render_for(app, spec: JobSpec, target_name: str, job: JobRef) -> Request:

@@ -1,13 +1,23 @@
-"""CLI commands beyond the core ones in ``launcher.cli``, one module per feature.
+"""The CLI's verbs, one module per verb (``launcher.cli`` only assembles them).
 
-Each module defines click commands and a ``register(group)`` function. Modules
-are imported when the CLI starts, so they must keep heavy imports inside the
-command functions.
+Each module defines click commands and a ``register(group)`` function; it parses
+arguments and prints, and leaves the work to ``launcher.api.Launcher`` (``common``
+holds what the verbs share). Modules are imported when the CLI starts, so they must
+keep heavy imports inside the command functions. A new verb: a module here, and its
+name in MODULES.
 """
 
 MODULES = [
+    "validate",
+    "render",
+    "launch",
+    "status",
+    "logs",
+    "cancel",
+    "targets",
+    "ssh",  # `targets trust`: after targets
+    "backends",
     "plan",
-    "ssh",
     "checkpoints",
     "watch",
     "report",

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from ..errors import LauncherError
+from .common import launcher_of
 
 _HELP = """List every checkpoint under ROOT (a directory or s3://bucket/prefix), newest
 first, with its state and the reason:
@@ -50,34 +50,25 @@ opened in a way that blocks; manifests above 16 MiB are refused.
 @click.option("--keep", type=click.IntRange(min=1), default=3, show_default=True,
               help="With --gc: committed checkpoints to keep.")
 @click.option("--dry-run", is_flag=True, help="With --gc: print the plan, change nothing.")
-def checkpoints(root, as_json, verify, do_gc, keep, dry_run):
-    from ..checkpoint import CheckpointError, gc, open_store, read_generations, scan
-
-    try:
-        store = open_store(root)
-        store.check_root()
-        if do_gc:
-            rep = gc(store, keep, dry_run=dry_run, verify=verify)
-            _print_gc(rep, as_json)
-            return
-        gens = read_generations(store)
-        entries = scan(store, verify=verify, gens=gens)
-    except CheckpointError as e:
-        raise LauncherError(str(e))
-    except OSError as e:  # a full, read-only or vanished file system: one line, no traceback
-        where = " ".join(str(x) for x in (e.filename, e.filename2) if x) or root
-        raise LauncherError("%s: %s" % (where, e.strerror or e))
+@click.pass_context
+def checkpoints(ctx, root, as_json, verify, do_gc, keep, dry_run):
+    lx = launcher_of(ctx)
+    if do_gc:
+        _print_gc(lx.gc(root, keep, dry_run=dry_run, verify=verify), as_json)
+        return
+    listing = lx.checkpoints(root, verify=verify)
+    entries = listing.entries
     for e in entries:
         if e.malformed:
             click.echo("warning: %s" % e.reason, err=True)
     if as_json:
         click.echo(json.dumps([e.to_dict() for e in entries], indent=2))
         return
-    click.echo("%s  (generation %d)" % (store.root, gens.generation))
+    click.echo("%s  (generation %d)" % (listing.root, listing.generation))
     if not entries:
         click.echo("no checkpoints")
         return
-    chosen = next((e for e in entries if e.committed), None)
+    chosen = listing.latest
     w = max(len(e.name) for e in entries)
     click.echo("  %-9s  %10s  %4s  %-*s  %s" % ("state", "step", "gen", w, "name", "reason"))
     for e in entries:

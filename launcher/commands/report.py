@@ -6,6 +6,8 @@ import json
 
 import click
 
+from .common import launcher_of
+
 _HELP = """Where JOB's wall time went, from its first submission to the end of its
 last attempt (now, if it is still open). The categories add up to the wall time:
 
@@ -41,19 +43,7 @@ attempt records under the checkpoint root (ROOT/.launcher/attempts/g<G>.json).
 @click.option("--no-refresh", is_flag=True, help="Use only what is stored (do not ask the scheduler).")
 @click.pass_context
 def report(ctx, job, as_json, plot_path, no_refresh):
-    from ..app import App
-    from ..report import build
-
-    app = ctx.obj
-    if app is None:
-        app = ctx.obj = App()
-        ctx.call_on_close(app.close)
-    d = build(app, job, refresh=not no_refresh)
-    if plot_path:
-        from ..report.plot import plot
-
-        plot(d, plot_path)
-        d["plot"] = plot_path
+    d = launcher_of(ctx).report(job, refresh=not no_refresh, plot=plot_path).to_dict()
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))
         return

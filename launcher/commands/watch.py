@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from .common import launcher_of
+
 
 @click.command()
 @click.option("--interval", default=10.0, show_default=True, help="Seconds between status cycles.")
@@ -12,16 +14,13 @@ import click
 def watch(ctx, interval, once):
     """Recover every open job: one batched status call per target per cycle; every
     decision is recorded with its reason (see `launcher status JOB`)."""
-    from ..app import App
     from ..recovery.watch import run
 
-    app = ctx.obj or App()
+    lx = launcher_of(ctx)  # closed when the command ends
     try:
-        run(app, interval=interval, once=once, echo=click.echo)
+        run(lx.app, interval=interval, once=once, echo=click.echo)
     except KeyboardInterrupt:
         click.echo("watch stopped; start it again at any time", err=True)
-    finally:
-        app.close()
 
 
 def register(group) -> None:

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from launcher.backend import Handle
-from launcher.commands.plan import render_plan
+from launcher.plan.text import render_plan
 from launcher.config import load_config
 from launcher.plan import Observation, apply_observations, plan
 from launcher.plan.chase import capacity_wait_hours

@@ -1,0 +1,43 @@
+"""``launcher cancel JOB``: cancel what the scheduler has for a job, and say what that was."""
+
+from __future__ import annotations
+
+import click
+
+from .common import launcher_of, to_stderr
+
+
+@click.command()
+@click.argument("job")
+@click.pass_context
+def cancel(ctx, job):
+    """Cancel what the scheduler has for a job, and say what that was (idempotent)."""
+    from ..cancel import CancelFailed
+
+    try:
+        r = launcher_of(ctx).cancel(job)
+    except CancelFailed as e:
+        _print(e.report)
+        raise
+    _print(r)
+
+
+def _print(r) -> None:
+    if r.finished is not None:
+        click.echo(f"{r.job_id}: had already finished: {r.finished}; nothing to cancel")
+        return
+    for label in r.cancelled:
+        click.echo(f"{r.job_id}: cancelled {label}")
+    for label in r.still_active:
+        to_stderr(f"{r.job_id}: warning: cancel sent, but the scheduler still reports {label}")
+    if r.note:
+        click.echo(f"{r.job_id}: {r.note}")
+    if not r.ok:
+        for e in r.errors:
+            to_stderr(f"{r.job_id}: cancel failed: {e}")
+        return
+    click.echo(f"{r.job_id}: closed as CANCELLED; `launcher watch` will not resume it")
+
+
+def register(group) -> None:
+    group.add_command(cancel)

@@ -1,0 +1,24 @@
+"""``launcher logs JOB [-f]``: a job's output."""
+
+from __future__ import annotations
+
+import click
+
+from .common import launcher_of, stream
+
+
+@click.command()
+@click.argument("job")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new output until the job ends.")
+@click.pass_context
+def logs(ctx, job, follow):
+    """Print a job's output."""
+    from ..errors import EXIT_INTERRUPTED
+
+    chunks = launcher_of(ctx).logs(job, follow=follow)
+    if not stream(chunks, chunks.job_id):
+        ctx.exit(EXIT_INTERRUPTED)
+
+
+def register(group) -> None:
+    group.add_command(logs)

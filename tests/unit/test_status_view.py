@@ -1,0 +1,62 @@
+"""status_view's pure part: the lines and JSON `launcher status` prints."""
+
+import json
+from types import SimpleNamespace
+
+from launcher.api import exit_status
+from launcher.state import AttemptRow, JobRow
+from launcher.status import JobState, Status
+from launcher.status_view import JobDetail, job_json, job_lines, jobs_json, jobs_lines, reconcile_lines, resumed
+
+
+def job(**kw):
+    d = dict(job_id="j-1", name="j", target="local", backend="local", spec_path=None, spec_yaml="", created=1.0,
+             updated=2.0, state="RUNNING", reason="", handle="{}", ckpt_root="/ck", last_step=40, meta={})
+    d.update(kw)
+    return JobRow(**d)
+
+
+def attempt(n, **kw):
+    d = dict(job_id="j-1", attempt=n, target="local", native_id=str(100 + n), handle="{}", submitted=1.0,
+             state="RUNNING", reason="", native_state="", exit_code=None, started=None, ended=None, resume_step=None,
+             cost_usd=None, meta={})
+    d.update(kw)
+    return AttemptRow(**d)
+
+
+def test_one_job_shows_each_attempt_its_resumed_step_and_the_decisions():
+    d = JobDetail(job(), [attempt(1, state="PREEMPTED", resume_step=-1, cost_usd=1.5), attempt(2, resume_step=30)],
+                  [{"ts": 1, "kind": "submitted"}, {"ts": 2, "kind": "resubmitted", "reason": "preempted"}])
+    lines = job_lines(d)
+    assert lines[0] == "job j-1 (j) on local [local]: RUNNING"
+    assert lines[1] == "checkpoints: /ck  last committed step: 40"
+    assert lines[3].split()[:6] == ["1", "local", "101", "PREEMPTED", "fresh", "1.50"]
+    assert lines[4].split()[:6] == ["2", "local", "102", "RUNNING", "30", "-"]
+    assert lines[5] == '  event resubmitted: {"reason": "preempted"}' and len(lines) == 6
+    doc = json.loads(job_json(d))
+    assert doc["open"] is True and [a["resume_step"] for a in doc["attempts"]] == [-1, 30]
+
+
+def test_the_job_list_and_its_json():
+    assert jobs_lines([]) == ["no jobs"]
+    rows = [job(state="COMPLETED", handle=None)]
+    assert jobs_lines(rows)[1].split() == ["j-1", "local", "COMPLETED"]
+    assert json.loads(jobs_json(rows)) == [{"job_id": "j-1", "name": "j", "target": "local", "state": "COMPLETED",
+                                            "reason": "", "open": False, "created": 1.0}]
+
+
+def test_reconcile_outcomes_and_resumed_steps_in_words():
+    o = [SimpleNamespace(job_id="a", action="adopted", reason="r"), SimpleNamespace(job_id="b", action="running",
+                                                                                      reason=""),
+         SimpleNamespace(job_id="c", action="control_plane", reason="down")]
+    assert reconcile_lines(o) == ["a: adopted the submission found by its dedupe token (r)",
+                                  "warning: c is still SUBMITTING: down"]
+    assert (resumed(None), resumed(-1), resumed(7)) == ("-", "fresh", "7")
+
+
+def test_follow_exit_status():
+    assert exit_status(None) == 1
+    assert exit_status(Status(JobState.COMPLETED)) == 0
+    assert exit_status(Status(JobState.FAILED, exit_code=3)) == 3
+    assert exit_status(Status(JobState.FAILED, exit_code=300)) == 1
+    assert exit_status(Status(JobState.CANCELLED)) == 1
