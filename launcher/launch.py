@@ -11,8 +11,6 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-import yaml
-
 from .backend import ChoosesPlacement, FindsSubmissions, Handle, JobRef, MeasuresQueueWait, Request, can
 from .errors import LauncherError
 from .spec import JobSpec
@@ -231,7 +229,3 @@ def job_spec(job_row) -> JobSpec:
     from .provenance.seed import with_run_env
 
     return with_run_env(spec, job_row.meta.get("seed"), bool(job_row.meta.get("fresh")))
-
-
-def spec_yaml_text(spec: JobSpec) -> str:
-    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)

@@ -62,15 +62,11 @@ class LocalRunner:
         return r
 
     def put_file(self, path: str, content: bytes, mode: int = 0o644) -> None:
-        d = os.path.dirname(path) or "."
-        os.makedirs(d, exist_ok=True)
-        tmp = os.path.join(d, f".{os.path.basename(path)}.tmp-{os.getpid()}")
-        # rename makes it atomic for readers (sbatch never sees half a script); no fsync:
-        # a script lost to a power cut is re-rendered, it is not data
-        with open(tmp, "wb") as f:
-            f.write(content)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        from .checkpoint.posix_io import write_atomic
+
+        # atomic for readers (sbatch never sees half a script); not durable: a script lost
+        # to a power cut is re-rendered, it is not data
+        write_atomic(path, content, mode)
 
     def close(self) -> None:
         pass

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Callable, ClassVar, Iterator, Optional, Sequence
 
+from launcher.checkpoint.posix_io import write_atomic
 from launcher.backend import Facts, Handle, JobRef, Request
 from launcher.config import Target
 from launcher.errors import (BackendUnavailable, CapabilityError, ConfigError, LauncherError, SubmitError,
@@ -254,9 +255,7 @@ class SkyPilotBackend:
                 data = Path(__file__).with_name("handoff.py").read_bytes()
             else:
                 raise SubmitError(f"render asked to stage an unknown file {name!r}")
-            tmp = job_dir / f".{name}.tmp{os.getpid()}"
-            tmp.write_bytes(data)
-            os.replace(tmp, job_dir / name)
+            write_atomic(job_dir / name, data)
 
     def _abort(self, rid: str, meta: dict) -> None:
         try:
@@ -369,10 +368,7 @@ class SkyPilotBackend:
         if path is None:
             self._finals[f"{h.native_id}:{h.attempt}"] = st
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(st.to_dict(), sort_keys=True, default=str))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(st.to_dict(), sort_keys=True, default=str))
 
     # ---- cancel (idempotent)
     def cancel(self, handle: Handle) -> None:

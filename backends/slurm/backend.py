@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import ClassVar, Optional
 
+from launcher.checkpoint.posix_io import write_atomic
 from launcher.backend import Facts, Handle, JobRef, Request, iter_file
 from launcher.config import Target
 from launcher.errors import CommandError, LauncherError, SubmitError, TransientError
@@ -144,10 +145,7 @@ class SlurmBackend:
             home = self._run(["printenv", "HOME"], check=False).stdout.strip()
             data["remote_home"] = home if home.startswith("/") else None
         if cache:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"probed_at": time.time(), "data": data}))
-            os.replace(tmp, cache)
+            write_atomic(cache, json.dumps({"probed_at": time.time(), "data": data}))
         return Facts(self.target.name, self.name, data)
 
     def _check_conf(self) -> None:

@@ -75,11 +75,9 @@ def load(job_dir: str) -> dict:
 
 
 def save(job_dir: str, doc: dict) -> None:
-    path = os.path.join(job_dir, STATE)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    from launcher.checkpoint.posix_io import write_atomic  # packed in the job-side helper too
+
+    write_atomic(os.path.join(job_dir, STATE), json.dumps(doc, indent=1, sort_keys=True))
 
 
 def guard(job_dir: str, env=None) -> int:

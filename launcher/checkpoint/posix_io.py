@@ -33,6 +33,37 @@ def _fsync_fd(fd: int) -> None:
         pass
 
 
+def write_atomic(path, data, mode: int = 0o644, durable: bool = False) -> None:
+    """Replace the file PATH with DATA (bytes or str) so that a reader sees the old file or
+    the whole new one, never half of it: a uniquely named temp file in the same directory,
+    renamed over PATH (and removed again if anything fails). DURABLE also fsyncs the file
+    and the directory. Parent directories are created. The one atomic file write for local
+    files outside a checkpoint (scripts, caches, records); checkpoint data goes through the
+    stores, which also refuse links."""
+    import tempfile
+
+    path = os.fspath(path)
+    d = os.path.dirname(path) or "."
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    if durable:
+        _fsync_dir(d)
+
+
 MAX_DEPTH = 64  # directory levels below a checkpoint: deeper is hostile (and would exhaust fds)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)

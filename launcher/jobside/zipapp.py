@@ -15,13 +15,14 @@ line), ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int`` (see
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 import pkgutil
 import re
-import tempfile
 import zipfile
 
 from launcher.checkpoint import CheckpointError
+from launcher.checkpoint.posix_io import write_atomic
 
 PACKAGES = ("launcher.checkpoint", "launcher.jobside")  # packed whole: every module in them
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
@@ -85,25 +86,14 @@ def stage_zip(dest_path, extensions=()) -> str:
     EXTENSIONS: job-side command modules to pack too. Returns DEST_PATH."""
     extensions = tuple(dict.fromkeys(extensions))
     files = zip_files(extensions)
+    raw = io.BytesIO()
+    raw.write(b"#!/usr/bin/env python3\n")
+    with zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for arc in sorted(files):
+            zi = zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0))
+            zi.external_attr = 0o644 << 16
+            zi.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(zi, files[arc])
     dest_path = os.path.abspath(str(dest_path))
-    d = os.path.dirname(dest_path)
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".launcher_job.pyz.tmp-")
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            raw.write(b"#!/usr/bin/env python3\n")
-            with zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as z:
-                for arc in sorted(files):
-                    zi = zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0))
-                    zi.external_attr = 0o644 << 16
-                    zi.compress_type = zipfile.ZIP_DEFLATED
-                    z.writestr(zi, files[arc])
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, dest_path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(dest_path, raw.getvalue(), 0o755)
     return dest_path
