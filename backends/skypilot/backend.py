@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import json
 import os
 import time
 from pathlib import Path
 from typing import Callable, ClassVar, Iterator, Optional, Sequence
 
-from launcher.checkpoint.posix_io import write_atomic
 from launcher.backend import Facts, Handle, JobRef, Request
+from launcher.checkpoint.posix_io import write_atomic
 from launcher.config import Target
 from launcher.errors import (BackendUnavailable, CapabilityError, ConfigError, LauncherError, SubmitError,
                              TransientError)
@@ -30,8 +29,10 @@ from launcher.status import JobState, Status
 
 from . import limits, states
 from .client import ClusterUnavailable, SkyClient
+from .finals import FinalStates
 from .names import cluster_name, task_name
-from .options import Placement, SkyPilotOptions, SkyPilotSection, split_infra
+from .options import SkyPilotOptions, SkyPilotSection, split_infra
+from .placement import ranked_placements, without_avoided
 from .render import RenderOptions, render_task
 
 INSTALL_HINT = "pip install 'launcher[skypilot]'"
@@ -81,7 +82,7 @@ class SkyPilotBackend:
         self.target = target
         self.app = app
         self._client = client
-        self._finals: dict[str, Status] = {}  # terminal states seen, when a handle has no job_dir
+        self._finals = FinalStates()  # terminal states seen: they outlive an autodowned cluster
 
     @classmethod
     def available(cls) -> Optional[str]:
@@ -149,46 +150,13 @@ class SkyPilotBackend:
 
     # ---- render (pure)
     def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:
-        placements = self._placements(facts.get("candidates")) or self.options.placements()
-        placements = self._without_avoided(placements, job.avoid)
+        placements = ranked_placements(facts.get("candidates")) or self.options.placements()
+        placements = without_avoided(placements, job.avoid)
         opts = self.options
         ropts = RenderOptions(cluster_name_prefix=opts.cluster_name_prefix, idle_minutes=opts.idle_minutes,
                               autodown=opts.autodown, mount_checkpoint_bucket=opts.mount_checkpoint_bucket)
         text, meta = render_task(spec, job, placements, ropts)
         return Request(backend=self.name, target=self.target.name, job=job, text=text, kind="task", meta=meta)
-
-    @staticmethod
-    def _without_avoided(placements: list[Placement], avoid) -> list[Placement]:
-        """Drop placements in a region that is cooling down (it just preempted this job or
-        had no capacity: SkyPilot's EAGER_NEXT_REGION would go straight back, #10021)."""
-        if not avoid:
-            return placements
-        blocked = {a.lower() for a in avoid}
-
-        def region_of(p: Placement) -> str:
-            cloud, region, _zone = split_infra(p.full_infra)
-            return f"{cloud}/{region}".lower() if region else cloud.lower()
-
-        kept = [p for p in placements if region_of(p) not in blocked]
-        if not kept:
-            raise TransientError(f"every placement of this job is cooling down after a preemption or a capacity "
-                                 f"error ({', '.join(sorted(blocked))}); retrying when the cool-down ends")
-        return kept
-
-    @staticmethod
-    def _placements(candidates) -> list[Placement]:
-        """The planner's ranked offers (dicts or Placements), in its order."""
-        if not candidates:
-            return []
-        out, problems = [], []
-        for i, c in enumerate(candidates):
-            try:
-                out.append(c if isinstance(c, Placement) else Placement(**dict(c)))
-            except Exception as e:  # pydantic ValidationError or a non-mapping
-                problems.append(f"candidates[{i}]: {' '.join(str(e).split())}")
-        if problems:
-            raise ConfigError("invalid SkyPilot candidates:\n  " + "\n  ".join(problems))
-        return out
 
     # ---- submit
     def submit(self, request: Request) -> Handle:
@@ -301,7 +269,7 @@ class SkyPilotBackend:
 
     # ---- status (batched; a failure to ask is a TransientError, never a job failure)
     def status(self, handles: Sequence[Handle]) -> list[Status]:
-        out: list[Optional[Status]] = [self._recorded(h) for h in handles]
+        out: list[Optional[Status]] = [self._finals.get(h) for h in handles]
         todo = [i for i, st in enumerate(out) if st is None]
         if not todo:
             return out  # type: ignore[return-value]
@@ -343,32 +311,8 @@ class SkyPilotBackend:
             out[i] = states.managed_status(job, reqs.get(h.extra.get("request_id") or ""))
         for i in todo:
             if not out[i].state.is_active:
-                self._record(handles[i], out[i])
+                self._finals.put(handles[i], out[i])
         return out  # type: ignore[return-value]
-
-    # Terminal states are recorded beside the job: after autodown the cluster (and its job
-    # table) is gone, and "gone" alone would read as a preemption.
-    def _final_path(self, h: Handle) -> Optional[Path]:
-        job_dir = h.extra.get("job_dir")
-        if not job_dir:
-            return None
-        return Path(job_dir) / "skypilot" / f"attempt-{h.attempt}.{h.native_id}.final.json"
-
-    def _recorded(self, h: Handle) -> Optional[Status]:
-        path = self._final_path(h)
-        if path is None:
-            return self._finals.get(f"{h.native_id}:{h.attempt}")
-        try:
-            return Status.from_dict(json.loads(path.read_text()))
-        except (FileNotFoundError, ValueError, KeyError, TypeError):
-            return None
-
-    def _record(self, h: Handle, st: Status) -> None:
-        path = self._final_path(h)
-        if path is None:
-            self._finals[f"{h.native_id}:{h.attempt}"] = st
-            return
-        write_atomic(path, json.dumps(st.to_dict(), sort_keys=True, default=str))
 
     # ---- cancel (idempotent)
     def cancel(self, handle: Handle) -> None:
@@ -385,8 +329,8 @@ class SkyPilotBackend:
             raise
         except Exception as e:
             raise TransientError(f"could not cancel {handle.native_id} through SkyPilot ({_short(e)})") from e
-        if self._recorded(handle) is None:
-            self._record(handle, Status(JobState.CANCELLED, native_state="CANCELLED", reason="cancelled"))
+        if self._finals.get(handle) is None:
+            self._finals.put(handle, Status(JobState.CANCELLED, native_state="CANCELLED", reason="cancelled"))
 
     # ---- logs
     def logs(self, handle: Handle, follow: bool = False, done: Optional[Callable[[], bool]] = None,
