@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .backend import Request
     from .cancel import CancelReport
     from .plan import PlanResult
-    from .recovery.watch import Outcome
+    from .recovery.claims import Outcome
     from .spec import JobSpec
     from .report import JobReport
     from .state import JobRow

@@ -45,7 +45,7 @@ class CancelFailed(LauncherError):
 
 def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2) -> CancelReport:
     from .tracking import refresh
-    from .recovery.watch import claim_ttl
+    from .recovery.claims import claim_ttl
 
     store = app.store
     row = store.get_job(job)

@@ -45,9 +45,9 @@ def should_burst(state: JobState, pending_since: float, now: float, after: Optio
 def step(app, job, spec, status, clock):
     """One burst step for one job in a watch cycle. Returns an Outcome, or None when the
     job is not bursting (the normal recovery handling then applies)."""
-    from .watch import Outcome
+    from .claims import Outcome
 
-    from .watch import claimed
+    from .claims import claimed
 
     rs = RecoveryState.load(job.meta)
     if rs.racing:
@@ -103,7 +103,7 @@ def _predicted_wait(app, job, spec, latest) -> Optional[float]:
 
 def _race(app, job, rs: RecoveryState):
     """Both copies exist: the first one running wins; the other is cancelled."""
-    from .watch import Outcome
+    from .claims import Outcome
 
     store = app.store
     race = rs.burst

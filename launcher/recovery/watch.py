@@ -17,9 +17,7 @@ token up in the scheduler first and adopts what it finds.
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
 from ..errors import LauncherError
 from ..launch import find_submission, job_ref, job_spec, resubmit
@@ -28,48 +26,15 @@ from ..state import ClaimLost, is_open
 from ..status import Status, closes_job
 from ..tracking import refresh
 from . import burst, takeover
+from .claims import Outcome, claimed
 from .decide import Action, Close, Facts, Note, on_ended, on_status, settled
 from .policy import reconcile_submitting
 from .progress import read_progress
 from .state import RecoveryState
 
-CLAIM_TTL_S = 120.0  # longer than a submission takes; a crashed holder's claim is taken over after it
-
-
-def claim_ttl() -> float:
-    """$LAUNCHER_CLAIM_TTL seconds, else CLAIM_TTL_S."""
-    import os
-
-    try:
-        v = float(os.environ.get("LAUNCHER_CLAIM_TTL", "") or CLAIM_TTL_S)
-    except ValueError:
-        raise LauncherError(f"LAUNCHER_CLAIM_TTL={os.environ['LAUNCHER_CLAIM_TTL']!r}: expected seconds "
-                            "(a number)") from None
-    return v if v > 0 else CLAIM_TTL_S
-
-
-@dataclass
-class Outcome:
-    job_id: str
-    action: str  # "running", "resubmitted", "waiting", "done", "gave_up", "superseded", "adopted", "failed",
-    #              "claimed" (another watcher holds it), "control_plane"
-    reason: str = ""
-
-
 def open_jobs(store) -> list:
     """Open jobs that reached a scheduler (SUBMITTING rows are reconciled separately)."""
     return [j for j in store.open_jobs() if j.handle]
-
-
-@contextmanager
-def claimed(store, job_id: str, ttl: Optional[float] = None) -> Iterator:
-    """The job's claim for the duration of the block (None when another watcher holds it)."""
-    c = store.claim(job_id, ttl=ttl or claim_ttl())
-    try:
-        yield c
-    finally:
-        if c is not None:
-            store.release(job_id, c.owner)
 
 
 def cycle(app, clock: Callable[[], float] = time.time, hooks=()) -> list[Outcome]:
