@@ -67,7 +67,7 @@ from launcher.plan import Offer, PlanParams, apply_observations, rank  # noqa: E
 from launcher.plan.chase import DEFAULT_HALF_LIFE_HOURS, DEFAULT_PRIOR_EVENTS  # noqa: E402
 from launcher.plan.model import expected_run  # noqa: E402
 from launcher.plan.observed import load, observation_of, record  # noqa: E402
-from launcher.spec import parse_spec  # noqa: E402
+from launcher.specload import parse_spec  # noqa: E402
 from launcher.state import StateStore  # noqa: E402
 
 C = 5 / 60          # checkpoint cost, hours

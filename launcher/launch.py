@@ -216,7 +216,8 @@ def job_spec(job_row) -> JobSpec:
     """The spec a job was launched with, relative paths resolved as they were at launch."""
     from pathlib import Path
 
-    from .spec import resolve_paths, spec_from_text
+    from .spec import resolve_paths
+    from .specload import spec_from_text
 
     from .secretenv import lift
 

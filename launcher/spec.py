@@ -1,8 +1,9 @@
-"""The job spec: a YAML file becomes a typed, validated, frozen ``JobSpec``.
+"""The job spec's model: a typed, validated, frozen ``JobSpec`` with the portable fields.
 
-Portable fields here; each backend owns its section (``slurm:``, ``skypilot:``), declared on
-its class and added where a spec has it (``launcher.spec_sections``). Unknown keys are rejected (with a "did you mean"), units are parsed here once, so
-every backend sees seconds and bytes.
+Each backend owns its section (``slurm:``, ``skypilot:``), declared on its class and added
+where a spec has it by ``launcher.specload``, which also reads spec files. Unknown keys are
+rejected (with a "did you mean"), units are parsed here once, so every backend sees seconds
+and bytes. A backend reads its own section with ``spec.section(ItsSectionModel)``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from . import units
 from .errors import SpecError
 from .sweep.spec import SweepSpec
-from .validation import validate_model
-from .yamlio import load_yaml, read_text
 
 
 def _duration(v):
@@ -192,7 +191,7 @@ class JobSpec(Section):
     targets: list[TargetNameStr] = Field(default_factory=list, max_length=64)
     seed: Optional[int] = Field(None, ge=0, description="exported as LAUNCHER_SEED (random per launch if unset)")
     sweep: Optional[SweepSpec] = None
-    # backend sections (slurm:, skypilot:, ...) are added by launcher.spec_sections: each backend owns its own
+    # backend sections (slurm:, skypilot:, ...) are added by launcher.specload: each backend owns its own
 
     @field_validator("name")
     @classmethod
@@ -274,41 +273,8 @@ class JobSpec(Section):
                 return value
         return model()
 
-    def __getattr__(self, name: str):
-        # `spec.slurm` when the spec has no slurm: section: that backend's defaults
-        if not name.startswith("_"):
-            from .spec_sections import section_models
-
-            model = section_models().get(name)
-            if model is not None:
-                return model()
-        return super().__getattr__(name)
-
 
 S = TypeVar("S", bound=BaseModel)
-
-
-def parse_spec(data, source: str = "<spec>", line_of=None, registry=None) -> JobSpec:
-    """Validate DATA (a spec's YAML as Python data) into a JobSpec with the sections it has."""
-    from .spec_sections import model_for, unknown_section_hint
-
-    model = model_for(data, registry)
-    try:
-        return validate_model(model, data, source, line_of)
-    except SpecError as e:
-        raise SpecError(source, [unknown_section_hint(p, m, model) for p, m in e.problems]) from None
-
-
-def load_spec(path: str | Path) -> JobSpec:
-    """Read and validate a job spec file. Raises SpecError listing every problem."""
-    text = read_text(path, "job spec")
-    data, line_of = load_yaml(text, str(path))
-    return parse_spec(data, str(path), line_of)
-
-
-def spec_from_text(text: str, source: str = "<spec>") -> JobSpec:
-    data, line_of = load_yaml(text, source)
-    return parse_spec(data, source, line_of)
 
 
 def require_workdir(workdir: str, source: str, base) -> None:

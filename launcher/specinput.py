@@ -39,7 +39,8 @@ def spec_input(spec: SpecLike, base: Optional[Union[str, Path]] = None) -> SpecI
     """Load a spec given as a path, YAML text or a JobSpec. Raises SpecError naming the
     field (and line, for text) of every problem."""
     from .secretenv import warnings
-    from .spec import JobSpec, load_spec, resolve_paths, spec_from_text
+    from .spec import JobSpec, resolve_paths
+    from .specload import load_spec, spec_from_text
     from .yamlio import read_text
 
     if isinstance(spec, JobSpec):

@@ -16,6 +16,8 @@ from launcher.plan.context import OfferContext
 from launcher.plan.offers import Offer
 from launcher.plan.rates import rate_and_source
 
+from .options import SlurmSection
+
 RATE_KEY = "slurm"  # the key of Slurm targets in the config's preemption_rates
 
 
@@ -24,7 +26,7 @@ def slurm_offers(spec, ctx: OfferContext, restart_hours: float) -> list[Offer]:
     out = []
     res = spec.resources
     tprice = book.slurm.get(name)
-    pinned = spec.slurm.partition or raw.get("partition")
+    pinned = spec.section(SlurmSection).partition or raw.get("partition")
     if pinned:
         parts = [pinned]
     elif tprice and tprice.partitions:

@@ -214,7 +214,7 @@ def _nodes(job_row, h_extra: dict) -> int:
     if n:
         return int(n)
     try:
-        from ..spec import spec_from_text
+        from ..specload import spec_from_text
 
         return int(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id).resources.nodes)
     except Exception:  # an unreadable spec: count one node rather than lose the observation

@@ -18,8 +18,8 @@ import pytest
 from launcher.backend import Facts, JobRef
 from launcher.config import Target
 from launcher.errors import SpecError
-from launcher.spec import parse_spec
-from launcher.spec_sections import spec_model
+from launcher.specload import parse_spec
+from launcher.specload import spec_model
 from launcher.validation import validate_model
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.options import SlurmOptions

@@ -29,7 +29,7 @@ def killed_launch(cli, when: str) -> str:
         import os, sys
         from launcher.app import App
         from launcher.launch import launch
-        from launcher.spec import load_spec
+        from launcher.specload import load_spec
         app = App()
         if {when!r} == "after_submit":
             app.store.record_attempt = lambda *a, **k: os._exit(137)

@@ -22,7 +22,7 @@ import yaml
 from launcher.config import load_config
 from launcher.plan import gather_offers
 from launcher.plan.spot_aws import fetch_aws_spot_prices
-from launcher.spec import parse_spec
+from launcher.specload import parse_spec
 
 pytestmark = pytest.mark.s3
 

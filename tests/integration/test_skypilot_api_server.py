@@ -95,7 +95,7 @@ SCENARIO = """
     from launcher.backend import JobRef
     from launcher.config import Target
     from launcher.errors import LauncherError
-    from launcher.spec import spec_from_text
+    from launcher.specload import spec_from_text
     from launcher_backends.skypilot import SkyPilotBackend
     from launcher_backends.skypilot.options import SkyPilotOptions
 

@@ -20,7 +20,7 @@ import yaml
 
 from launcher.backend import Facts, JobRef
 from launcher.config import Target
-from launcher.spec import spec_from_text
+from launcher.specload import spec_from_text
 from launcher_backends.skypilot import SkyPilotBackend
 from launcher_backends.skypilot.catalog_fixture import write_catalog
 from launcher_backends.skypilot.options import SkyPilotOptions

@@ -14,7 +14,7 @@ import pytest
 
 from launcher.backend import JobRef
 from launcher.config import Target
-from launcher.spec import parse_spec
+from launcher.specload import parse_spec
 from launcher.sweep.expand import element_seed, elements
 from launcher.validation import validate_model
 from launcher_backends.slurm import SlurmBackend

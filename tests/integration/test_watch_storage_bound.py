@@ -15,7 +15,7 @@ from launcher.checkpoint import commit, open_store, step_dir
 from launcher.launch import launch
 from launcher.recovery import watch
 from launcher.recovery.progress import read_progress
-from launcher.spec import spec_from_text
+from launcher.specload import spec_from_text
 
 # Without the bound, the hung root blocks for botocore's 4 tries x 60 s read timeout.
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(90)]

@@ -12,7 +12,7 @@ import pytest
 from launcher.api import Launcher, Rendered, Submitted
 from launcher.cancel import CancelReport
 from launcher.errors import LauncherError, SpecError
-from launcher.spec import spec_from_text
+from launcher.specload import spec_from_text
 from launcher.status import JobState
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,7 +176,7 @@ def test_close_releases_the_store(tmp_path):
 def test_a_jobspec_is_recorded_as_text_that_parses_back_into_it():
     import glob
 
-    from launcher.spec import load_spec
+    from launcher.specload import load_spec
     from launcher.specinput import spec_text
 
     for f in glob.glob(str(ROOT / "examples" / "*.yaml")) + glob.glob(str(ROOT / "tests/golden/specs/*.yaml")):

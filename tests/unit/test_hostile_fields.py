@@ -32,8 +32,9 @@ from launcher.backend import Facts, JobRef
 from launcher.config import ConfigFile, Target
 from launcher.errors import CapabilityError, SpecError
 from launcher.registry import default_registry
-from launcher.spec import JobSpec, parse_spec
-from launcher.spec_sections import spec_model
+from launcher.spec import JobSpec
+from launcher.specload import parse_spec
+from launcher.specload import spec_model
 from launcher.validation import validate_model
 from tests.fixtures.hostile import CODE_FIELDS, HOSTILE_KEY, ITEM, KEY, MUST_ACCEPT_ONE_LINE, VALUE, Leaf, \
     pwn_dir, pwned, sentinels, set_leaf, string_leaves

@@ -7,7 +7,7 @@ import pytest
 
 from launcher.app import App
 from launcher.launch import launch
-from launcher.spec import spec_from_text
+from launcher.specload import spec_from_text
 from launcher.status import JobState
 from launcher.tracking import wait_for
 

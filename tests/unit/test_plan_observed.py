@@ -13,7 +13,7 @@ from launcher.config import load_config
 from launcher.plan import Observation, apply_observations, plan
 from launcher.plan.chase import capacity_wait_hours
 from launcher.plan.observed import attempt_key, load, observation_of, observe_attempt, observe_job, record
-from launcher.spec import parse_spec
+from launcher.specload import parse_spec
 from launcher.state import StateStore
 from launcher.status import JobState, Status
 

@@ -11,7 +11,7 @@ from launcher.plan import Observation, apply_observations, gather_offers, plan
 from launcher.plan.chase import evidence, posterior_rate
 from launcher.plan.prices import load_price_book, load_price_file
 from launcher_backends.skypilot.offers import parse_infra
-from launcher.spec import parse_spec
+from launcher.specload import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = ROOT / "examples" / "catalog"

@@ -104,7 +104,7 @@ def test_seed_choice():
 
     with pytest.raises(LauncherError, match="not an integer"):
         choose_seed(environ={"LAUNCHER_SEED": "abc"})
-    from launcher.spec import spec_from_text
+    from launcher.specload import spec_from_text
 
     spec = spec_from_text("name: x\nrun: 'true'\nenv: {A: b}\n")
     assert with_seed(spec, 5).env == {"A": "b", "LAUNCHER_SEED": "5"} and spec.env == {"A": "b"}

@@ -1,7 +1,7 @@
 """The recovery decision is a pure function: these tests move history and clock by hand."""
 
 from launcher.recovery.policy import Budgets, Done, Event, FailureClass, GiveUp, PastFailure, Retry, decide
-from launcher.spec import spec_from_text
+from launcher.specload import spec_from_text
 from launcher.status import JobState
 
 B = Budgets(preemption=3, node_failure=2, timeout=5, out_of_memory=0, app_error=1, no_capacity=3)

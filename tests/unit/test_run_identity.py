@@ -62,7 +62,7 @@ def test_env_seed_parsing():
 
 
 def test_run_env_carries_the_seed_and_the_fresh_flag_without_touching_the_spec():
-    from launcher.spec import spec_from_text
+    from launcher.specload import spec_from_text
 
     spec = spec_from_text("name: x\nrun: 'true'\nenv: {A: b}\n")
     assert with_run_env(spec, 5).env == {"A": "b", "LAUNCHER_SEED": "5"}
@@ -140,7 +140,7 @@ def test_every_backend_exports_the_seed_and_the_fresh_flag_to_the_job():
 
     from launcher.backend import Facts, JobRef
     from launcher.config import Target
-    from launcher.spec import spec_from_text
+    from launcher.specload import spec_from_text
     from launcher_backends.local.backend import LocalBackend
     from launcher_backends.skypilot import SkyPilotBackend
     from launcher_backends.skypilot.options import SkyPilotOptions
@@ -172,7 +172,7 @@ def test_plan_identity_reads_the_root_here_and_the_store_for_a_root_behind_ssh(l
 
     from launcher.app import App
     from launcher.checkpoint import commit, open_store, start_generation, step_dir, write_attempt
-    from launcher.spec import spec_from_text
+    from launcher.specload import spec_from_text
 
     root = tmp_path / "ckpt"
     store = open_store(str(root))

@@ -16,7 +16,7 @@ import yaml
 from launcher.exitcodes import explain
 from launcher.redact import MASK, maskable, redact_obj, redact_text
 from launcher.secretenv import PLACEHOLDER, for_launch, lift, scrub_text, warnings
-from launcher.spec import spec_from_text
+from launcher.specload import spec_from_text
 from tests.integration.launcher_cli import submitted_job
 
 LAUNCHER = str(Path(sys.executable).parent / "launcher")

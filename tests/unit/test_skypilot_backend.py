@@ -13,7 +13,7 @@ import pytest
 from launcher.backend import Facts, JobRef
 from launcher.config import Target
 from launcher.errors import BackendUnavailable, CapabilityError, ConfigError, SubmitError, TransientError
-from launcher.spec import spec_from_text
+from launcher.specload import spec_from_text
 from launcher.status import JobState
 from launcher_backends.skypilot import INSTALL_HINT, SkyPilotBackend
 from launcher_backends.skypilot.client import CheckResult

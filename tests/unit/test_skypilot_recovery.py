@@ -10,7 +10,7 @@ from launcher.app import App
 from launcher.checkpoint import open_store, start_generation
 from launcher.launch import launch
 from launcher.recovery import watch
-from launcher.spec import spec_from_text
+from launcher.specload import spec_from_text
 from launcher_backends.skypilot.backend import SkyPilotBackend
 from launcher_backends.skypilot.fake import FakeSkyClient
 

@@ -23,7 +23,7 @@ import yaml
 from launcher.backend import Facts, JobRef
 from launcher.config import Target
 from launcher.errors import CapabilityError, ConfigError
-from launcher.spec import spec_from_text
+from launcher.specload import spec_from_text
 from launcher_backends.skypilot import SkyPilotBackend
 from launcher_backends.skypilot.names import cluster_name, task_name
 from launcher_backends.skypilot.options import SkyPilotOptions
@@ -343,7 +343,7 @@ def test_render_never_imports_skypilot():
     code = ("import sys\n"
             "from launcher.backend import Facts, JobRef\n"
             "from launcher.config import Target\n"
-            "from launcher.spec import spec_from_text\n"
+            "from launcher.specload import spec_from_text\n"
             "from launcher_backends.skypilot import SkyPilotBackend\n"
             "from launcher_backends.skypilot.options import SkyPilotOptions\n"
             "b = SkyPilotBackend(Target('t', 'skypilot', SkyPilotOptions(infra='aws', use_spot=True)))\n"

@@ -13,7 +13,7 @@ import pytest
 from launcher.backend import JobRef
 from launcher.config import Target
 from launcher.errors import CapabilityError
-from launcher.spec import load_spec, spec_from_text
+from launcher.specload import load_spec, spec_from_text
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.options import SlurmOptions
 

@@ -9,8 +9,8 @@ import pytest
 from pydantic import Field
 
 from launcher.errors import SpecError
-from launcher.spec import JobSpec, Section, parse_spec, spec_from_text
-from launcher.spec_sections import spec_model
+from launcher.spec import JobSpec, Section
+from launcher.specload import parse_spec, spec_from_text, spec_model
 from launcher_backends.skypilot.options import SkyPilotSection
 from launcher_backends.slurm.options import SlurmSection
 
@@ -99,16 +99,17 @@ def test_the_resolved_spec_dumps_the_sections_it_has():
 
 def test_an_absent_section_reads_as_its_backends_defaults():
     spec = spec_from_text("name: x\nrun: y\n")
-    assert spec.slurm == SlurmSection() and spec.skypilot.managed is False
+    assert spec.section(SlurmSection) == SlurmSection()
+    assert spec.section(SkyPilotSection).managed is False
     with pytest.raises(AttributeError):
-        spec.no_such_section
+        spec.slurm  # a section the spec does not have is not an attribute: ask with spec.section(Model)
 
 
 def test_a_spec_without_sections_imports_no_backend():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom launcher.spec import spec_from_text\n"
+    code = ("import sys\nfrom launcher.specload import spec_from_text\n"
             "spec_from_text('name: x\\nrun: y\\nresources: {nodes: 2}\\n')\n"
             "print(sorted(m for m in sys.modules if m.startswith('launcher_backends')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from launcher.cli import main
 from launcher.config import load_config
 from launcher.errors import ConfigError, SpecError
-from launcher.spec import resolve_paths, spec_from_text
+from launcher.spec import resolve_paths
+from launcher.specload import spec_from_text
 from launcher.yamlio import MAX_DEPTH, MAX_NODES, load_yaml
 from launcher_backends.slurm.options import RESERVED_SBATCH
 

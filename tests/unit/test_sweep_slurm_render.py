@@ -19,7 +19,7 @@ import pytest
 from launcher.backend import Facts, JobRef
 from launcher.config import Target
 from launcher.errors import CapabilityError
-from launcher.spec import load_spec, parse_spec
+from launcher.specload import load_spec, parse_spec
 from launcher.sweep.expand import element_seed
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.array import TABLE_NAME

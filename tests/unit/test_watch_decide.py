@@ -14,7 +14,7 @@ from launcher.recovery.decide import Close, Facts, Note, Resubmit, UnderClaim, o
 from launcher.recovery.policy import LOST_AFTER_S
 from launcher.recovery.progress import Progress
 from launcher.recovery.state import RecoveryState
-from launcher.spec import spec_from_text
+from launcher.specload import spec_from_text
 from launcher.state import AttemptRow, JobRow
 from launcher.status import JobState, Status
 

@@ -1,4 +1,7 @@
-"""Each backend owns its section of the job spec (``slurm:``, ``skypilot:``, a plugin's own).
+"""Loading a job spec: YAML -> the portable ``JobSpec`` plus the sections of the installed
+backends (``load_spec``, ``spec_from_text``, ``parse_spec``).
+
+Each backend owns its section of the job spec (``slurm:``, ``skypilot:``, a plugin's own).
 
 A backend class names its section and the pydantic model validating it (``spec_section``,
 ``spec_options``, like ``target_options``). A spec is validated by the portable JobSpec plus
@@ -11,13 +14,16 @@ can list every section this installation has.
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 from typing import Optional
 
 from pydantic import BaseModel, Field, create_model
 
 from .backend import OwnsSpecSection, can
-from .errors import LauncherError
+from .errors import LauncherError, SpecError
 from .spec import JobSpec
+from .validation import validate_model
+from .yamlio import load_yaml, read_text
 
 
 def spec_model(registry=None) -> type[JobSpec]:
@@ -87,3 +93,24 @@ def _all_sections(reg) -> tuple:
 def _assemble(reg, sections: tuple) -> type[JobSpec]:
     fields = {key: (model, Field(default_factory=model)) for key, model in sections}
     return create_model("JobSpec", __base__=JobSpec, __module__=JobSpec.__module__, **fields)
+
+
+def parse_spec(data, source: str = "<spec>", line_of=None, registry=None) -> JobSpec:
+    """Validate DATA (a spec's YAML as Python data) into a JobSpec with the sections it has."""
+    model = model_for(data, registry)
+    try:
+        return validate_model(model, data, source, line_of)
+    except SpecError as e:
+        raise SpecError(source, [unknown_section_hint(p, m, model) for p, m in e.problems]) from None
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    """Read and validate a job spec file. Raises SpecError listing every problem."""
+    text = read_text(path, "job spec")
+    data, line_of = load_yaml(text, str(path))
+    return parse_spec(data, str(path), line_of)
+
+
+def spec_from_text(text: str, source: str = "<spec>") -> JobSpec:
+    data, line_of = load_yaml(text, source)
+    return parse_spec(data, source, line_of)
