@@ -190,60 +190,78 @@ def format_lineage(d: dict) -> str:
         lines.append(f"run         {d['run_id']} (from {d['run_id_source']}); its RUN.json is missing "
                      f"({d.get('record_location') or 'no location'}) and no local state store has it")
     else:
-        v = r.get("versions") or {}
-        b = v.get("backend") or {}
-        by = r.get("submitted_by") or {}
-        lines.append(f"run         {d['run_id']}  ({r.get('name')}, launched {r.get('created')} by "
-                     f"{by.get('user') or '?'}@{by.get('host') or '?'} to target {r.get('target')} "
-                     f"[{b.get('name')} {b.get('version') or ''}".rstrip() + "]"
-                     + (f", native id {r['native_id']}" if r.get("native_id") else "") + ")")
-        lines.append(f"record      {d.get('record_location')}")
-        s = r.get("spec") or {}
-        lines.append(f"spec        {s.get('path') or '-'}  sha256 {_short(s.get('sha256'))}")
-        code = r.get("code") or {}
-        if code.get("commit"):
-            dirty = (f"dirty: {code.get('changed_files')} changed, {code.get('untracked_files')} untracked, "
-                     f"diff sha256 {_short(code.get('diff_sha256'))}") if code.get("dirty") else "clean"
-            lines.append(f"code        {code.get('repo')}  commit {code['commit']}"
-                         + (f" ({code['branch']})" if code.get("branch") else "") + f"  {dirty}")
-            if code.get("remote"):
-                lines.append(f"            remote {code['remote']}")
-        else:
-            lines.append(f"code        {code.get('dir') or '-'}: no commit ({code.get('error') or 'unknown'})")
-        py = r.get("python") or {}
-        lines.append(f"python      {py.get('version')}  {py.get('package_count')} packages, "
-                     f"sha256 {_short(py.get('packages_sha256'))}")
-        img = r.get("image") or {}
-        lines.append(f"versions    launcher {v.get('launcher')}  {b.get('name')} {b.get('version') or '-'}  "
-                     f"skypilot {v.get('skypilot') or '-'}")
-        lines.append(f"image       {img.get('name') or '-'}" + (
-            f"  {img['digest']}" if img.get("digest") else (f"  (digest: {img.get('reason')})" if img.get("name") else "")))
-        lines.append(f"seed        {r.get('seed')} ({r.get('seed_source')})")
-        sec = (r.get("secrets") or {}).get("names") or []
-        if sec:
-            lines.append(f"secrets     {', '.join(sec)} (names only)")
+        lines += _run_lines(d, r)
     g = d.get("generation") or {}
     if g:
-        node = g.get("node") or {}
-        gpu = node.get("gpu") or {}
-        gdesc = ("no GPU" if gpu.get("present") is False else
-                 f"driver {gpu.get('driver_version')}, CUDA {gpu.get('cuda_version')}, {len(gpu.get('gpus') or [])} GPU(s)"
-                 if gpu else "GPU not probed")
-        nccl = (node.get("nccl") or {}).get("version")
-        lines.append(f"written by  generation {g.get('generation')} on {node.get('hostname') or g.get('host')} "
-                     f"(python {node.get('python') or '?'}, {gdesc}" + (f", NCCL {nccl}" if nccl else "") + ")"
-                     + f", started {g.get('started')}")
+        lines.append(_generation_line(g))
     sv = d.get("save")
     if sv:
         lines.append(f"saved       {sv.get('start')} in {sv.get('seconds')} s"
                      + (" (on a preemption notice)" if sv.get("preempt") else ""))
+    lines.append("lineage     " + " <- ".join(_chain(d.get("ancestry") or [])))
+    return "\n".join(lines) + "\n"
+
+
+def _run_lines(d: dict, r: dict) -> list[str]:
+    """The run, record, spec, code, python, versions, image, seed and secrets lines of a known run."""
+    v = r.get("versions") or {}
+    b = v.get("backend") or {}
+    by = r.get("submitted_by") or {}
+    lines = [f"run         {d['run_id']}  ({r.get('name')}, launched {r.get('created')} by "
+             f"{by.get('user') or '?'}@{by.get('host') or '?'} to target {r.get('target')} "
+             f"[{b.get('name')} {b.get('version') or ''}".rstrip() + "]"
+             + (f", native id {r['native_id']}" if r.get("native_id") else "") + ")"]
+    lines.append(f"record      {d.get('record_location')}")
+    s = r.get("spec") or {}
+    lines.append(f"spec        {s.get('path') or '-'}  sha256 {_short(s.get('sha256'))}")
+    lines += _code_lines(r.get("code") or {})
+    py = r.get("python") or {}
+    lines.append(f"python      {py.get('version')}  {py.get('package_count')} packages, "
+                 f"sha256 {_short(py.get('packages_sha256'))}")
+    img = r.get("image") or {}
+    lines.append(f"versions    launcher {v.get('launcher')}  {b.get('name')} {b.get('version') or '-'}  "
+                 f"skypilot {v.get('skypilot') or '-'}")
+    lines.append(f"image       {img.get('name') or '-'}" + (
+        f"  {img['digest']}" if img.get("digest") else (f"  (digest: {img.get('reason')})" if img.get("name") else "")))
+    lines.append(f"seed        {r.get('seed')} ({r.get('seed_source')})")
+    sec = (r.get("secrets") or {}).get("names") or []
+    if sec:
+        lines.append(f"secrets     {', '.join(sec)} (names only)")
+    return lines
+
+
+def _code_lines(code: dict) -> list[str]:
+    if not code.get("commit"):
+        return [f"code        {code.get('dir') or '-'}: no commit ({code.get('error') or 'unknown'})"]
+    dirty = (f"dirty: {code.get('changed_files')} changed, {code.get('untracked_files')} untracked, "
+             f"diff sha256 {_short(code.get('diff_sha256'))}") if code.get("dirty") else "clean"
+    lines = [f"code        {code.get('repo')}  commit {code['commit']}"
+             + (f" ({code['branch']})" if code.get("branch") else "") + f"  {dirty}"]
+    if code.get("remote"):
+        lines.append(f"            remote {code['remote']}")
+    return lines
+
+
+def _generation_line(g: dict) -> str:
+    node = g.get("node") or {}
+    gpu = node.get("gpu") or {}
+    gdesc = ("no GPU" if gpu.get("present") is False else
+             f"driver {gpu.get('driver_version')}, CUDA {gpu.get('cuda_version')}, {len(gpu.get('gpus') or [])} GPU(s)"
+             if gpu else "GPU not probed")
+    nccl = (node.get("nccl") or {}).get("version")
+    return (f"written by  generation {g.get('generation')} on {node.get('hostname') or g.get('host')} "
+            f"(python {node.get('python') or '?'}, {gdesc}" + (f", NCCL {nccl}" if nccl else "") + ")"
+            + f", started {g.get('started')}")
+
+
+def _chain(ancestry: list[dict]) -> list[str]:
+    """One "step N gG [run] (state)" per ancestor, then "fresh start" when the chain began from nothing."""
     chain = []
-    for a in d.get("ancestry") or []:
+    for a in ancestry:
         chain.append(f"step {a['step']} g{a['generation']}" + (f" [{a['run']}]" if a.get("run") else "")
                      + ("" if a["state"] == "committed" else f" ({a['state']})"))
-    last = (d.get("ancestry") or [{}])[-1]
+    last = (ancestry or [{}])[-1]
     if last and (last.get("resumed_from_step") is None or last.get("resumed_from_step", -1) < 0) \
             and not str(last.get("state", "")).startswith("gone"):
         chain.append("fresh start")
-    lines.append("lineage     " + " <- ".join(chain))
-    return "\n".join(lines) + "\n"
+    return chain
