@@ -40,20 +40,30 @@ def _check_path(p: str, what: str) -> str:
 
 
 def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> list[str]:
-    r = spec.resources
     s = spec.section(SlurmSection)
     cluster = facts.get("cluster") or facts.target
-    d = [f"--job-name={job_name(spec.name)}", f"--comment={job.dedupe_token}",
-         f"--nodes={r.nodes}", f"--ntasks-per-node={r.tasks_per_node}"]
+    d = [f"--job-name={job_name(spec.name)}", f"--comment={job.dedupe_token}"]
+    d += _resource_directives(spec.resources, facts, cluster)
+    d += _placement_directives(s, opts, facts, cluster)
+    d += _topology_directives(spec.topology, facts, cluster)
+    d += ["--requeue", "--open-mode=append"]
+    if _notice(spec):
+        d.append(f"--signal=B:{spec.recovery.signal}@{spec.recovery.grace}")
+    d.append(f"--output={job_dir}/{ELEMENT_LOG_PATTERN if spec.sweep else LOG_PATTERN}")
+    if spec.sweep:
+        d.append(array_directive(spec, facts))
+    if spec.image:
+        _require_pyxis(spec.image, facts, cluster)
+    d += list(s.extra)
+    _require_printable(d)
+    return d
+
+
+def _resource_directives(r, facts: Facts, cluster: str) -> list[str]:
+    """--nodes, --ntasks-per-node, --gres, --cpus-per-task, --mem, --time for spec.resources."""
+    d = [f"--nodes={r.nodes}", f"--ntasks-per-node={r.tasks_per_node}"]
     if r.gpus_per_node:
-        gtype = ""
-        if r.accelerator:
-            types = {t.lower(): t for t in facts.get("gpu_types", [])}
-            gtype = types.get(r.accelerator.lower(), "")
-            if types and not gtype:
-                raise CapabilityError(
-                    f"cluster {cluster} has GPU types {sorted(types.values())}, not {r.accelerator}: "
-                    f"set resources.accelerator to one of them, or remove it to take any GPU")
+        gtype = _gpu_type(r.accelerator, facts, cluster) if r.accelerator else ""
         d.append(f"--gres=gpu:{gtype + ':' if gtype else ''}{r.gpus_per_node}")
     if r.cpus_per_node:
         per_task = max(1, r.cpus_per_node // r.tasks_per_node)
@@ -62,6 +72,23 @@ def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> 
         d.append(f"--mem={format_mebibytes(r.memory_per_node)}")
     if r.time_limit:
         d.append(f"--time={format_slurm_time(r.time_limit)}")
+    return d
+
+
+def _gpu_type(accelerator: str, facts: Facts, cluster: str) -> str:
+    """The cluster's spelling of ``accelerator`` ("" when the cluster lists no GPU types)."""
+    types = {t.lower(): t for t in facts.get("gpu_types", [])}
+    gtype = types.get(accelerator.lower(), "")
+    if types and not gtype:
+        raise CapabilityError(
+            f"cluster {cluster} has GPU types {sorted(types.values())}, not {accelerator}: "
+            f"set resources.accelerator to one of them, or remove it to take any GPU")
+    return gtype
+
+
+def _placement_directives(s, opts, facts: Facts, cluster: str) -> list[str]:
+    """--partition (checked against the cluster's partitions), --account, --qos, --constraint, ..."""
+    d = []
     partition = s.partition or opts.partition
     if partition:
         known = [p["name"] for p in facts.get("partitions", [])]
@@ -73,7 +100,12 @@ def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> 
                      ("constraint", s.constraint), ("exclude", s.exclude), ("reservation", s.reservation)):
         if val:
             d.append(f"--{key}={val}")
-    t = spec.topology
+    return d
+
+
+def _topology_directives(t, facts: Facts, cluster: str) -> list[str]:
+    """--switches (needs topology/tree) and --segment (needs Slurm 23.11 and topology/block)."""
+    d = []
     if t.max_switches:
         if facts.get("topology_plugin") and "tree" not in facts.get("topology_plugin", ""):
             raise CapabilityError(f"cluster {cluster} has TopologyPlugin={facts.get('topology_plugin')}: "
@@ -90,22 +122,20 @@ def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> 
             raise CapabilityError(f"topology.segment is not available on cluster {cluster}: {why}; "
                                   f"use topology.max_switches (topology/tree) instead")
         d.append(f"--segment={t.segment}")
-    d += ["--requeue", "--open-mode=append"]
-    if _notice(spec):
-        d.append(f"--signal=B:{spec.recovery.signal}@{spec.recovery.grace}")
-    d.append(f"--output={job_dir}/{ELEMENT_LOG_PATTERN if spec.sweep else LOG_PATTERN}")
-    if spec.sweep:
-        d.append(array_directive(spec, facts))
-    if spec.image:
-        if not facts.get("pyxis"):
-            raise CapabilityError(f"spec sets image={spec.image!r} but cluster {cluster} has no pyxis "
-                                  f"(srun --container-image is missing): remove image or use a target with pyxis")
-    d += list(s.extra)
+    return d
+
+
+def _require_pyxis(image: str, facts: Facts, cluster: str) -> None:
+    if not facts.get("pyxis"):
+        raise CapabilityError(f"spec sets image={image!r} but cluster {cluster} has no pyxis "
+                              f"(srun --container-image is missing): remove image or use a target with pyxis")
+
+
+def _require_printable(d: list[str]) -> None:
     for item in d:  # the models refuse these already; a directive line must never end early
         if not item.isprintable():
             raise CapabilityError(f"sbatch option {item!r} has a newline or control character, which an "
                                   f"#SBATCH line cannot carry")
-    return d
 
 
 def hourly_usd(spec: JobSpec, opts):

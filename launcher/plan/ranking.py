@@ -187,27 +187,62 @@ def _fmt_h(h: float) -> str:
     return f"{h:.1f} h"
 
 
-def rank(spec, offers: Iterable[Offer], params: Optional[PlanParams] = None) -> PlanResult:
-    """Expected cost of every offer for ``spec``, budgets applied, best first. Pure."""
-    params = params or PlanParams()
-    res = spec.resources
-    nodes = res.nodes
+@dataclass(frozen=True, slots=True)
+class _Model:
+    """The model inputs shared by every offer of one plan."""
+
+    work: float
+    C: float                       # checkpoint cost, hours
+    Ce: float                      # emergency checkpoint cost, hours
+    interval: Optional[float]      # fixed checkpoint interval, hours (None: the model picks it)
+    p_deliver: float
+    use_notice: bool
+
+    def estimate(self, o: Offer, lam: float, D: float) -> RunEstimate:
+        p = self.p_deliver if self.use_notice and o.notice_seconds >= self.Ce * 3600.0 and lam > 0 else 0.0
+        return _estimate(self.work, self.C, lam, D, p, self.Ce, self.interval)
+
+
+@dataclass(frozen=True, slots=True)
+class _Budget:
+    """What is left of spec.cost after what was already spent and elapsed (None: no limit)."""
+
+    max_hourly: Optional[float]
+    max_total: Optional[float]
+    deadline: Optional[float]      # hours from now
+
+    def exceeded(self, run: float, job_hourly: float, total: float, done: float) -> bool:
+        return run == INF or (self.max_hourly is not None and job_hourly > self.max_hourly + 1e-9) or \
+            (self.max_total is not None and total > self.max_total + 1e-9) or \
+            (self.deadline is not None and done > self.deadline + 1e-9)
+
+
+def _model(spec, params: PlanParams) -> tuple[_Model, str]:
     work, work_src = work_estimate(spec, params)
     C = params.checkpoint_cost_hours
     Ce = params.emergency_checkpoint_hours if params.emergency_checkpoint_hours is not None else C
-    Ce_s = Ce * 3600.0
-    use_notice = bool(spec.recovery.checkpoint_on_signal)
     interval = params.interval_hours
     if interval is None and spec.checkpoint.interval:
         interval = spec.checkpoint.interval / 3600.0
+    return _Model(work, C, Ce, interval, params.notice_delivery, bool(spec.recovery.checkpoint_on_signal)), work_src
+
+
+def _budget(spec, params: PlanParams) -> _Budget:
     cost = spec.cost
-    max_hourly = cost.max_hourly_usd
     max_total = cost.max_total_usd - params.spent_usd if cost.max_total_usd is not None else None
     deadline = cost.deadline / 3600.0 - params.elapsed_hours if cost.deadline else None
-    p_deliver = params.notice_delivery
+    return _Budget(cost.max_hourly_usd, max_total, deadline)
+
+
+def rank(spec, offers: Iterable[Offer], params: Optional[PlanParams] = None) -> PlanResult:
+    """Expected cost of every offer for ``spec``, budgets applied, best first. Pure."""
+    params = params or PlanParams()
+    nodes = spec.resources.nodes
+    m, work_src = _model(spec, params)
+    budget = _budget(spec, params)
     restart = {}
 
-    fits = make_matcher(res)
+    fits = make_matcher(spec.resources)
     cannot = offer_filter(spec)  # a target that cannot honour the spec: the words `launcher validate` uses
     ok: list[tuple] = []
     bad: list[PlanRow] = []
@@ -221,37 +256,43 @@ def rank(spec, offers: Iterable[Offer], params: Optional[PlanParams] = None) -> 
             continue
         D = params.restart_for(o)
         restart.setdefault(o.backend, D)
-        p = p_deliver if use_notice and o.notice_seconds >= Ce_s and lam > 0 else 0.0
-        est = _estimate(work, C, lam, D, p, Ce, interval)
+        est = m.estimate(o, lam, D)
         run = est.run_hours
         total = job_hourly * run if run != INF else INF
         done = o.queue_wait_hours + run
-        if run == INF or (max_hourly is not None and job_hourly > max_hourly + 1e-9) or \
-                (max_total is not None and total > max_total + 1e-9) or \
-                (deadline is not None and done > deadline + 1e-9):
-            why = _budget_reasons(run, lam, C, nodes, job_hourly, total, done, max_hourly, max_total, deadline)
+        if budget.exceeded(run, job_hourly, total, done):
+            why = _budget_reasons(run, lam, m.C, nodes, job_hourly, total, done,
+                                  budget.max_hourly, budget.max_total, budget.deadline)
             bad.append(PlanRow(o, None, why, job_hourly, est.interval_hours, o.queue_wait_hours, run, done,
                                total, est.interruptions, est.goodput, est.notice_fraction, lam))
             continue
         ok.append((total, done, job_hourly, i, o, est, lam))
+    ranked = _ranked_rows(ok, m)
+    return PlanResult(spec.name, tuple(ranked) + tuple(bad), _assumptions(nodes, m, work_src, restart, params))
 
+
+def _ranked_rows(ok: list[tuple], m: _Model) -> list[PlanRow]:
+    """The usable offers as rows numbered from 1, cheapest first."""
     ok.sort(key=lambda t: t[:4])  # ties keep the offers' order (catalog order: deterministic)
     ranked = []
     if ok:
-        ctx = _Context(work, C, ok[0][2], ok[0][0])
+        ctx = _Context(m.work, m.C, ok[0][2], ok[0][0])
         for n, (total, done, job_hourly, _, o, est, lam) in enumerate(ok, 1):
             ranked.append(PlanRow(o, n, None, job_hourly, est.interval_hours, o.queue_wait_hours, est.run_hours,
                                   done, total, est.interruptions, est.goodput, est.notice_fraction, lam, ctx))
-    assumptions = {
-        "nodes": nodes, "work_hours": work, "work_source": work_src,
-        "checkpoint_cost_hours": C, "emergency_checkpoint_hours": Ce,
-        "restart_hours": restart, "notice_delivery": p_deliver,
-        "checkpoint_on_signal": use_notice, "fixed_interval_hours": interval,
+    return ranked
+
+
+def _assumptions(nodes: int, m: _Model, work_src: str, restart: dict, params: PlanParams) -> dict:
+    return {
+        "nodes": nodes, "work_hours": m.work, "work_source": work_src,
+        "checkpoint_cost_hours": m.C, "emergency_checkpoint_hours": m.Ce,
+        "restart_hours": restart, "notice_delivery": m.p_deliver,
+        "checkpoint_on_signal": m.use_notice, "fixed_interval_hours": m.interval,
         "spent_usd": params.spent_usd, "elapsed_hours": params.elapsed_hours,
         "prices": "per node-instance-hour; job $/h = price x nodes",
         "preemption_rates": "per node-hour; the job is interrupted at nodes x rate",
     }
-    return PlanResult(spec.name, tuple(ranked) + tuple(bad), assumptions)
 
 
 def _budget_reasons(run, lam, C, nodes, job_hourly, total, done, max_hourly, max_total, deadline) -> str:

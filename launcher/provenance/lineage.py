@@ -57,11 +57,29 @@ def _state_store_record(run_id: str, home=None) -> tuple[Optional[dict], Optiona
 
 def lineage(path: str, home=None, max_hops: int = 10000) -> dict:
     """{"checkpoint", "run_id", "run", "record_location", "generation", "save", "ancestry"}."""
-    from ..checkpoint import (CheckpointError, open_store, parse_step_dir, read_attempt, read_generations,
-                              scan)
-    from .record import read_run_json
-
     root, name = split_checkpoint(path)
+    store, gens, entries = _open_root(root)
+    by_name = {e.name: e for e in entries}
+    entry = _pick_entry(store, root, name, entries, by_name)
+    run_id, run_source = _run_of(store, gens, entry)
+    record, location = _run_record(store, run_id, home) if run_id else (None, None)
+    attempt = _read_attempt(store, entry.generation)
+    save = None
+    for s in (attempt or {}).get("saves", []):
+        if s.get("step") == entry.step and s.get("committed"):
+            save = s
+    return {"checkpoint": {**entry.to_dict(), "name": entry.name,
+                           "created": (entry.manifest or {}).get("created"),
+                           "files": len((entry.manifest or {}).get("files") or [])},
+            "root": store.root, "run_id": run_id, "run_id_source": run_source, "record_location": location,
+            "run": record, "generation": attempt, "save": save,
+            "ancestry": _ancestry(store, gens, entry, by_name, max_hops)}
+
+
+def _open_root(root: str) -> tuple:
+    """(store, generations, scanned entries) of a checkpoint root; CheckpointError becomes LauncherError."""
+    from ..checkpoint import CheckpointError, open_store, read_generations, scan
+
     try:
         store = open_store(root)
         store.check_root()
@@ -69,7 +87,11 @@ def lineage(path: str, home=None, max_hops: int = 10000) -> dict:
         entries = scan(store, gens=gens)
     except CheckpointError as e:
         raise LauncherError(str(e)) from None
-    by_name = {e.name: e for e in entries}
+    return store, gens, entries
+
+
+def _pick_entry(store, root: str, name: Optional[str], entries, by_name: dict):
+    """The named checkpoint, or the newest committed one for a root; it must carry a generation."""
     if name is None:
         entry = next((e for e in entries if e.committed), None)
         if entry is None:
@@ -81,50 +103,57 @@ def lineage(path: str, home=None, max_hops: int = 10000) -> dict:
     if entry.generation is None:
         raise LauncherError(f"{entry.path}: a {entry.format} checkpoint, not written through the launcher's "
                             f"contract: no run is recorded for it")
+    return entry
 
-    def run_of(e) -> tuple[Optional[str], str]:
-        if e.manifest and e.manifest.get("run"):
-            return e.manifest["run"], "COMMIT.json"
-        rec = None
-        try:
-            rec = read_attempt(store, e.generation)
-        except Exception:
-            rec = None
-        if rec and rec.get("job_id"):
-            return rec["job_id"], f"attempt record g{e.generation}.json"
-        h = gens.record(e.generation)
-        if h and h.get("job_id"):
-            return h["job_id"], "GENERATIONS.json"
-        return None, ""
 
-    run_id, run_source = run_of(entry)
-    record, location = (None, None)
-    if run_id:
-        try:
-            record, location = read_run_json(store.root, run_id)
-        except Exception:
-            record, location = None, None
-        if record is None:
-            rec2, loc2 = _state_store_record(run_id, home)
-            if rec2 is not None:
-                record, location = rec2, loc2
-    attempt = None
+def _read_attempt(store, generation) -> Optional[dict]:
+    """The attempt record of a generation, or None when it is missing or unreadable."""
+    from ..checkpoint import read_attempt
+
     try:
-        attempt = read_attempt(store, entry.generation)
+        return read_attempt(store, generation)
     except Exception:
-        attempt = None
-    save = None
-    for s in (attempt or {}).get("saves", []):
-        if s.get("step") == entry.step and s.get("committed"):
-            save = s
+        return None
 
-    # ancestry: this checkpoint's generation resumed from X, whose generation resumed from Y ...
+
+def _run_of(store, gens, e) -> tuple[Optional[str], str]:
+    """(run id, where it was found) for a checkpoint: COMMIT.json, the attempt record, GENERATIONS.json."""
+    if e.manifest and e.manifest.get("run"):
+        return e.manifest["run"], "COMMIT.json"
+    rec = _read_attempt(store, e.generation)
+    if rec and rec.get("job_id"):
+        return rec["job_id"], f"attempt record g{e.generation}.json"
+    h = gens.record(e.generation)
+    if h and h.get("job_id"):
+        return h["job_id"], "GENERATIONS.json"
+    return None, ""
+
+
+def _run_record(store, run_id: str, home) -> tuple[Optional[dict], Optional[str]]:
+    """(the run's RUN.json, its location), falling back to the local state store."""
+    from .record import read_run_json
+
+    try:
+        record, location = read_run_json(store.root, run_id)
+    except Exception:
+        record, location = None, None
+    if record is None:
+        rec2, loc2 = _state_store_record(run_id, home)
+        if rec2 is not None:
+            record, location = rec2, loc2
+    return record, location
+
+
+def _ancestry(store, gens, entry, by_name: dict, max_hops: int) -> list[dict]:
+    """This checkpoint's generation resumed from X, whose generation resumed from Y ..."""
+    from ..checkpoint import parse_step_dir
+
     ancestry = []
     cur = entry
     seen = set()
     while cur is not None and len(ancestry) < max_hops and cur.name not in seen:
         seen.add(cur.name)
-        rid, _ = run_of(cur) if cur.generation is not None else (None, "")
+        rid, _ = _run_of(store, gens, cur) if cur.generation is not None else (None, "")
         h = gens.record(cur.generation) if cur.generation is not None else None
         resume_from = (h or {}).get("resume_from")
         resume_step = (h or {}).get("resume_step")
@@ -142,11 +171,7 @@ def lineage(path: str, home=None, max_hops: int = 10000) -> dict:
                              "run": None, "resumed_from_step": None, "resumed_from": None})
             break
         cur = nxt
-    return {"checkpoint": {**entry.to_dict(), "name": entry.name,
-                           "created": (entry.manifest or {}).get("created"),
-                           "files": len((entry.manifest or {}).get("files") or [])},
-            "root": store.root, "run_id": run_id, "run_id_source": run_source, "record_location": location,
-            "run": record, "generation": attempt, "save": save, "ancestry": ancestry}
+    return ancestry
 
 
 def _short(h: Optional[str], n: int = 12) -> str:
@@ -165,60 +190,78 @@ def format_lineage(d: dict) -> str:
         lines.append(f"run         {d['run_id']} (from {d['run_id_source']}); its RUN.json is missing "
                      f"({d.get('record_location') or 'no location'}) and no local state store has it")
     else:
-        v = r.get("versions") or {}
-        b = v.get("backend") or {}
-        by = r.get("submitted_by") or {}
-        lines.append(f"run         {d['run_id']}  ({r.get('name')}, launched {r.get('created')} by "
-                     f"{by.get('user') or '?'}@{by.get('host') or '?'} to target {r.get('target')} "
-                     f"[{b.get('name')} {b.get('version') or ''}".rstrip() + "]"
-                     + (f", native id {r['native_id']}" if r.get("native_id") else "") + ")")
-        lines.append(f"record      {d.get('record_location')}")
-        s = r.get("spec") or {}
-        lines.append(f"spec        {s.get('path') or '-'}  sha256 {_short(s.get('sha256'))}")
-        code = r.get("code") or {}
-        if code.get("commit"):
-            dirty = (f"dirty: {code.get('changed_files')} changed, {code.get('untracked_files')} untracked, "
-                     f"diff sha256 {_short(code.get('diff_sha256'))}") if code.get("dirty") else "clean"
-            lines.append(f"code        {code.get('repo')}  commit {code['commit']}"
-                         + (f" ({code['branch']})" if code.get("branch") else "") + f"  {dirty}")
-            if code.get("remote"):
-                lines.append(f"            remote {code['remote']}")
-        else:
-            lines.append(f"code        {code.get('dir') or '-'}: no commit ({code.get('error') or 'unknown'})")
-        py = r.get("python") or {}
-        lines.append(f"python      {py.get('version')}  {py.get('package_count')} packages, "
-                     f"sha256 {_short(py.get('packages_sha256'))}")
-        img = r.get("image") or {}
-        lines.append(f"versions    launcher {v.get('launcher')}  {b.get('name')} {b.get('version') or '-'}  "
-                     f"skypilot {v.get('skypilot') or '-'}")
-        lines.append(f"image       {img.get('name') or '-'}" + (
-            f"  {img['digest']}" if img.get("digest") else (f"  (digest: {img.get('reason')})" if img.get("name") else "")))
-        lines.append(f"seed        {r.get('seed')} ({r.get('seed_source')})")
-        sec = (r.get("secrets") or {}).get("names") or []
-        if sec:
-            lines.append(f"secrets     {', '.join(sec)} (names only)")
+        lines += _run_lines(d, r)
     g = d.get("generation") or {}
     if g:
-        node = g.get("node") or {}
-        gpu = node.get("gpu") or {}
-        gdesc = ("no GPU" if gpu.get("present") is False else
-                 f"driver {gpu.get('driver_version')}, CUDA {gpu.get('cuda_version')}, {len(gpu.get('gpus') or [])} GPU(s)"
-                 if gpu else "GPU not probed")
-        nccl = (node.get("nccl") or {}).get("version")
-        lines.append(f"written by  generation {g.get('generation')} on {node.get('hostname') or g.get('host')} "
-                     f"(python {node.get('python') or '?'}, {gdesc}" + (f", NCCL {nccl}" if nccl else "") + ")"
-                     + f", started {g.get('started')}")
+        lines.append(_generation_line(g))
     sv = d.get("save")
     if sv:
         lines.append(f"saved       {sv.get('start')} in {sv.get('seconds')} s"
                      + (" (on a preemption notice)" if sv.get("preempt") else ""))
+    lines.append("lineage     " + " <- ".join(_chain(d.get("ancestry") or [])))
+    return "\n".join(lines) + "\n"
+
+
+def _run_lines(d: dict, r: dict) -> list[str]:
+    """The run, record, spec, code, python, versions, image, seed and secrets lines of a known run."""
+    v = r.get("versions") or {}
+    b = v.get("backend") or {}
+    by = r.get("submitted_by") or {}
+    lines = [f"run         {d['run_id']}  ({r.get('name')}, launched {r.get('created')} by "
+             f"{by.get('user') or '?'}@{by.get('host') or '?'} to target {r.get('target')} "
+             f"[{b.get('name')} {b.get('version') or ''}".rstrip() + "]"
+             + (f", native id {r['native_id']}" if r.get("native_id") else "") + ")"]
+    lines.append(f"record      {d.get('record_location')}")
+    s = r.get("spec") or {}
+    lines.append(f"spec        {s.get('path') or '-'}  sha256 {_short(s.get('sha256'))}")
+    lines += _code_lines(r.get("code") or {})
+    py = r.get("python") or {}
+    lines.append(f"python      {py.get('version')}  {py.get('package_count')} packages, "
+                 f"sha256 {_short(py.get('packages_sha256'))}")
+    img = r.get("image") or {}
+    lines.append(f"versions    launcher {v.get('launcher')}  {b.get('name')} {b.get('version') or '-'}  "
+                 f"skypilot {v.get('skypilot') or '-'}")
+    lines.append(f"image       {img.get('name') or '-'}" + (
+        f"  {img['digest']}" if img.get("digest") else (f"  (digest: {img.get('reason')})" if img.get("name") else "")))
+    lines.append(f"seed        {r.get('seed')} ({r.get('seed_source')})")
+    sec = (r.get("secrets") or {}).get("names") or []
+    if sec:
+        lines.append(f"secrets     {', '.join(sec)} (names only)")
+    return lines
+
+
+def _code_lines(code: dict) -> list[str]:
+    if not code.get("commit"):
+        return [f"code        {code.get('dir') or '-'}: no commit ({code.get('error') or 'unknown'})"]
+    dirty = (f"dirty: {code.get('changed_files')} changed, {code.get('untracked_files')} untracked, "
+             f"diff sha256 {_short(code.get('diff_sha256'))}") if code.get("dirty") else "clean"
+    lines = [f"code        {code.get('repo')}  commit {code['commit']}"
+             + (f" ({code['branch']})" if code.get("branch") else "") + f"  {dirty}"]
+    if code.get("remote"):
+        lines.append(f"            remote {code['remote']}")
+    return lines
+
+
+def _generation_line(g: dict) -> str:
+    node = g.get("node") or {}
+    gpu = node.get("gpu") or {}
+    gdesc = ("no GPU" if gpu.get("present") is False else
+             f"driver {gpu.get('driver_version')}, CUDA {gpu.get('cuda_version')}, {len(gpu.get('gpus') or [])} GPU(s)"
+             if gpu else "GPU not probed")
+    nccl = (node.get("nccl") or {}).get("version")
+    return (f"written by  generation {g.get('generation')} on {node.get('hostname') or g.get('host')} "
+            f"(python {node.get('python') or '?'}, {gdesc}" + (f", NCCL {nccl}" if nccl else "") + ")"
+            + f", started {g.get('started')}")
+
+
+def _chain(ancestry: list[dict]) -> list[str]:
+    """One "step N gG [run] (state)" per ancestor, then "fresh start" when the chain began from nothing."""
     chain = []
-    for a in d.get("ancestry") or []:
+    for a in ancestry:
         chain.append(f"step {a['step']} g{a['generation']}" + (f" [{a['run']}]" if a.get("run") else "")
                      + ("" if a["state"] == "committed" else f" ({a['state']})"))
-    last = (d.get("ancestry") or [{}])[-1]
+    last = (ancestry or [{}])[-1]
     if last and (last.get("resumed_from_step") is None or last.get("resumed_from_step", -1) < 0) \
             and not str(last.get("state", "")).startswith("gone"):
         chain.append("fresh start")
-    lines.append("lineage     " + " <- ".join(chain))
-    return "\n".join(lines) + "\n"
+    return chain

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..status import JobState
+from .summary import checkpoint_interval, cost_summary
 
 CATEGORIES = ("queue_wait", "provisioning", "useful_compute", "checkpoint_overhead", "lost_work",
               "restart_overhead")
@@ -49,7 +50,6 @@ LABELS = {"queue_wait": "queue wait", "provisioning": "provisioning", "useful_co
           "restart_overhead": "restart overhead"}
 # an attempt that ended in one of these did not fail (no lost work is charged for COMPLETED)
 COMPLETED = "COMPLETED"
-NOT_FAILURES = {"COMPLETED", "CANCELLED"}  # CANCELLED loses work, but is no failure for the MTBF
 ACTIVE = {s.value for s in JobState if not s.is_terminal}
 
 
@@ -208,169 +208,148 @@ def _next_start(attempts, i) -> Optional[float]:
     return None
 
 
-def account(h: History) -> Accounting:
-    attempts = sorted(h.attempts, key=lambda a: a.attempt)
-    totals = {c: 0.0 for c in CATEGORIES}
-    segments: list = []
-    outs: list = []
+class _Ledger:
+    """The segments and per-category totals, filled in time order."""
 
-    def add(a, b, cat, n, sec):
+    def __init__(self):
+        self.totals = {c: 0.0 for c in CATEGORIES}
+        self.segments: list = []
+
+    def add(self, a, b, cat, n, sec):
         if b > a:
-            segments.append(Segment(a, b, cat, n))
-            totals[cat] += b - a
+            self.segments.append(Segment(a, b, cat, n))
+            self.totals[cat] += b - a
             sec[cat] += b - a
 
+
+def account(h: History) -> Accounting:
+    attempts = sorted(h.attempts, key=lambda a: a.attempt)
+    ledger = _Ledger()
+    outs: list = []
     cursor = h.t0
     ran_before = False
     is_open = False
     for i, a in enumerate(attempts):
-        sec = {c: 0.0 for c in CATEGORIES}
-        nxt_queued = attempts[i + 1].queued if i + 1 < len(attempts) else None
-        if a.ended is not None:
-            end = a.ended
-        elif nxt_queued is not None:  # superseded without a recorded end: it ended when the next one queued
-            end = nxt_queued
-        else:
-            end = h.now
-            is_open = True
-        if a.ended is not None or nxt_queued is not None:
-            # the program may outlive the scheduler's end of the run (a preempted job checkpoints
-            # after Slurm marked it PREEMPTED): the attempt lasts until its last job-side sign of
-            # life, but never into the next attempt's run
-            seen = [s.end for s in a.saves] + [t for t in (a.program_start, a.heartbeat) if t is not None]
-            nxt = _next_start(attempts, i)
-            if seen:
-                end = max(end, min(max(seen), nxt) if nxt is not None else max(seen))
-        end = max(end, cursor)
-        open_attempt = a.ended is None and nxt_queued is None
-        started = a.started if a.started is not None else a.program_start
-        started = _clamp(started, cursor, end) if started is not None else end
-        add(cursor, started, "restart_overhead" if ran_before else "queue_wait", a.attempt, sec)
-        if not h.jobside:
-            ps = started
-        elif a.program_start is not None:
-            ps = _clamp(a.program_start, started, end)
-        else:
-            ps = end  # the program never started (or left no record): all of it was startup
-        add(started, ps, "restart_overhead" if ran_before else "provisioning", a.attempt, sec)
-
-        # interrupted: ended without completing (failure, cancel), or superseded by a later attempt
-        failed = (a.ended is not None and a.state != COMPLETED) or (a.ended is None and nxt_queued is not None)
-        limit = _next_resume(attempts, i) if failed else None
-        saves = sorted(a.saves, key=lambda s: (s.end, s.step))
-        commit_at, commit_step = None, None
-        for s in saves:  # the last commit a later generation could use (1 s slack: scheduler clocks)
-            if s.committed and s.end <= end + 1.0 and (limit is None or s.step <= limit):
-                commit_at, commit_step = _clamp(s.end, ps, end), s.step
-        failure_at = end
-        if failed:
-            good_end = commit_at if commit_at is not None else ps
-            if a.heartbeat is not None and a.heartbeat_interval:
-                # the process died at most one interval after its last beat
-                failure_at = _clamp(a.heartbeat + a.heartbeat_interval, good_end, end)
-        else:
-            good_end = end
-        ck = _merge([(_clamp(s.start, ps, good_end), _clamp(s.end, ps, good_end)) for s in saves])
-        t = ps
-        for x, y in ck:
-            add(t, x, "useful_compute", a.attempt, sec)
-            add(x, y, "checkpoint_overhead", a.attempt, sec)
-            t = y
-        add(t, good_end, "useful_compute", a.attempt, sec)
-        add(good_end, failure_at, "lost_work", a.attempt, sec)
-        add(failure_at, end, "restart_overhead", a.attempt, sec)  # the scheduler had not noticed yet
+        out = _account_attempt(ledger, h, attempts, i, cursor, ran_before)
+        outs.append(out)
+        is_open = is_open or out.open
         if a.started is not None or a.program_start is not None:
             ran_before = True
-        # billed from the scheduler's own start (not clamped to the previous attempt's last sign
-        # of life, which only moves the category boundaries), to the attempt's end
-        raw_start = a.started if a.started is not None else a.program_start
-        billable = max(0.0, end - (raw_start if raw_start is not None else started))
-        # the price x the allocation time seen here (the recorded cost is a running figure the
-        # launcher updated when it last looked, stale for a run Slurm requeued in between)
-        if a.price_per_hour is not None:
-            cost, how = a.price_per_hour * billable / 3600.0, a.price_source or "price"
-        elif a.cost_usd is not None:
-            cost, how = a.cost_usd, "recorded"
-        else:
-            cost, how = None, "no price"
-        outs.append(AttemptOut(
-            attempt=a.attempt, state=a.state, queued=a.queued, started=a.started, program_start=a.program_start,
-            ended=end, open=open_attempt, failed=failed, last_commit_at=commit_at, last_commit_step=commit_step,
-            used_commit_limit=limit, failure_at=failure_at if failed else None, seconds=sec, billable_s=billable, cost_usd=cost, cost_source=how,
-            saves=saves, resume_step=a.resume_step, generation=a.generation, host=a.host, target=a.target,
-            native_id=a.native_id, preempt_notice=a.preempt_notice))
-        cursor = end
+        cursor = out.ended
     t_end = cursor if attempts else max(h.t0, h.now)
     if not attempts:
-        add(h.t0, t_end, "queue_wait", 0, {c: 0.0 for c in CATEGORIES})
+        ledger.add(h.t0, t_end, "queue_wait", 0, {c: 0.0 for c in CATEGORIES})
         is_open = True
-    interval = checkpoint_interval(outs, totals, h.planned_interval_s)
-    cost = cost_summary(outs, totals, h.gpus)
-    return Accounting(h.job_id, h.t0, t_end, is_open, totals, segments, outs, interval, cost)
+    interval = checkpoint_interval(outs, ledger.totals, h.planned_interval_s)
+    cost = cost_summary(outs, ledger.totals, h.gpus)
+    return Accounting(h.job_id, h.t0, t_end, is_open, ledger.totals, ledger.segments, outs, interval, cost)
 
 
-# ---------------------------------------------------------------- cost
-def cost_summary(outs, totals, gpus: int) -> dict:
-    known = [a.cost_usd for a in outs if a.cost_usd is not None]
-    total = sum(known) if known else None
-    useful_gpu_h = totals["useful_compute"] / 3600.0 * gpus if gpus else 0.0
-    per = total / useful_gpu_h if (total is not None and useful_gpu_h > 0) else None
-    why = None
-    if total is None:
-        why = "no price: the target has no gpu_hour_usd and no attempt has a recorded cost"
-    elif not gpus:
-        why = "the job uses no GPUs"
-    elif useful_gpu_h <= 0:
-        why = "no useful compute yet"
-    return {"total_usd": total, "complete": len(known) == len(outs), "gpus": gpus,
-            "useful_gpu_hours": useful_gpu_h, "usd_per_useful_gpu_hour": per, "reason": why,
-            "per_attempt": [{"attempt": a.attempt, "usd": a.cost_usd, "source": a.cost_source,
-                             "billable_s": a.billable_s} for a in outs]}
+def _account_attempt(ledger: _Ledger, h: History, attempts: list, i: int, cursor: float,
+                     ran_before: bool) -> AttemptOut:
+    """Cut attempt ``i``'s window (from ``cursor``) into segments; its summary."""
+    a = attempts[i]
+    sec = {c: 0.0 for c in CATEGORIES}
+    nxt_queued = attempts[i + 1].queued if i + 1 < len(attempts) else None
+    end = _attempt_end(attempts, i, nxt_queued, cursor, h.now)
+    open_attempt = a.ended is None and nxt_queued is None
+    started = a.started if a.started is not None else a.program_start
+    started = _clamp(started, cursor, end) if started is not None else end
+    ledger.add(cursor, started, "restart_overhead" if ran_before else "queue_wait", a.attempt, sec)
+    ps = _program_start(a, started, end, h.jobside)
+    ledger.add(started, ps, "restart_overhead" if ran_before else "provisioning", a.attempt, sec)
+
+    # interrupted: ended without completing (failure, cancel), or superseded by a later attempt
+    failed = (a.ended is not None and a.state != COMPLETED) or (a.ended is None and nxt_queued is not None)
+    limit = _next_resume(attempts, i) if failed else None
+    saves = sorted(a.saves, key=lambda s: (s.end, s.step))
+    commit_at, commit_step = _last_used_commit(saves, ps, end, limit)
+    good_end, failure_at = _good_end_and_failure(a, failed, commit_at, ps, end)
+    _add_run(ledger, a.attempt, sec, saves, ps, good_end, failure_at, end)
+    billable = _billable(a, started, end)
+    cost, how = _attempt_cost(a, billable)
+    return AttemptOut(
+        attempt=a.attempt, state=a.state, queued=a.queued, started=a.started, program_start=a.program_start,
+        ended=end, open=open_attempt, failed=failed, last_commit_at=commit_at, last_commit_step=commit_step,
+        used_commit_limit=limit, failure_at=failure_at if failed else None, seconds=sec, billable_s=billable, cost_usd=cost, cost_source=how,
+        saves=saves, resume_step=a.resume_step, generation=a.generation, host=a.host, target=a.target,
+        native_id=a.native_id, preempt_notice=a.preempt_notice)
 
 
-# ---------------------------------------------------------------- checkpoint interval
-def checkpoint_interval(outs, totals, planned_s: Optional[float] = None) -> dict:
-    """The compute time between periodic commits actually achieved, against the optimum for
-    the observed failure rate (Young 1974, Daly 2006; ``launcher.plan.model``)."""
-    gaps, costs, notice_costs = [], [], []
-    for a in outs:
-        periodic = [s for s in a.saves if s.committed and not s.preempt]
-        for s in a.saves:
-            if s.committed:
-                (notice_costs if s.preempt else costs).append(max(0.0, s.end - s.start))
-        for p, q in zip(periodic, periodic[1:]):
-            gaps.append(max(0.0, q.start - p.end))
-    failures = [a for a in outs if a.failed and a.state not in NOT_FAILURES]
-    exposure = sum(a.seconds["useful_compute"] + a.seconds["checkpoint_overhead"] + a.seconds["lost_work"]
-                   for a in outs)
-    restart_total = totals["restart_overhead"]
-    out = {"achieved_s": (sum(gaps) / len(gaps)) if gaps else None, "intervals": len(gaps),
-           "planned_s": planned_s,
-           "checkpoint_cost_s": (sum(costs) / len(costs)) if costs else None, "saves": len(costs),
-           "notice_saves": len(notice_costs), "failures": len(failures), "exposure_s": exposure,
-           "mtbf_s": (exposure / len(failures)) if failures else None,
-           "restart_s": (restart_total / len(failures)) if failures else None,
-           "young_s": None, "daly_s": None, "optimal_s": None, "reason": None}
-    C, M = out["checkpoint_cost_s"], out["mtbf_s"]
-    if C is None:
-        out["reason"] = "no committed periodic checkpoint: the checkpoint cost is unknown"
-        return out
-    if M is None:
-        out["reason"] = "no failure observed: the optimum is unbounded (checkpoint as rarely as you like)"
-        return out
-    from ..plan.model import daly, optimal_interval, young
+def _attempt_end(attempts: list, i: int, nxt_queued: Optional[float], cursor: float, now: float) -> float:
+    a = attempts[i]
+    if a.ended is not None:
+        end = a.ended
+    elif nxt_queued is not None:  # superseded without a recorded end: it ended when the next one queued
+        end = nxt_queued
+    else:
+        end = now
+    if a.ended is not None or nxt_queued is not None:
+        # the program may outlive the scheduler's end of the run (a preempted job checkpoints
+        # after Slurm marked it PREEMPTED): the attempt lasts until its last job-side sign of
+        # life, but never into the next attempt's run
+        seen = [s.end for s in a.saves] + [t for t in (a.program_start, a.heartbeat) if t is not None]
+        nxt = _next_start(attempts, i)
+        if seen:
+            end = max(end, min(max(seen), nxt) if nxt is not None else max(seen))
+    return max(end, cursor)
 
-    C_eff = max(C, 1e-6)
-    out["young_s"] = young(C_eff, M)
-    out["daly_s"] = daly(C_eff, M)
-    noticed = sum(1 for a in failures if any(s.preempt and s.committed for s in a.saves))
-    p = noticed / len(failures)
-    out["notice_fraction"] = p
-    Ce = (sum(notice_costs) / len(notice_costs)) if notice_costs else None
-    h = 3600.0
-    try:
-        tau = optimal_interval(C_eff / h, h / M, (out["restart_s"] or 0.0) / h, p, (Ce / h) if Ce else None)
-        out["optimal_s"] = tau * h if tau != float("inf") else None
-    except (ValueError, ZeroDivisionError, OverflowError):
-        out["optimal_s"] = None
-    return out
+
+def _program_start(a: AttemptIn, started: float, end: float, jobside: bool) -> float:
+    if not jobside:
+        return started
+    if a.program_start is not None:
+        return _clamp(a.program_start, started, end)
+    return end  # the program never started (or left no record): all of it was startup
+
+
+def _last_used_commit(saves: list, ps: float, end: float, limit: Optional[int]) -> tuple:
+    """(time, step) of the last commit a later generation could use (1 s slack: scheduler clocks)."""
+    commit_at, commit_step = None, None
+    for s in saves:
+        if s.committed and s.end <= end + 1.0 and (limit is None or s.step <= limit):
+            commit_at, commit_step = _clamp(s.end, ps, end), s.step
+    return commit_at, commit_step
+
+
+def _good_end_and_failure(a: AttemptIn, failed: bool, commit_at, ps: float, end: float) -> tuple:
+    """(end of the work that counts, the failure): lost work lies between them."""
+    failure_at = end
+    if failed:
+        good_end = commit_at if commit_at is not None else ps
+        if a.heartbeat is not None and a.heartbeat_interval:
+            # the process died at most one interval after its last beat
+            failure_at = _clamp(a.heartbeat + a.heartbeat_interval, good_end, end)
+    else:
+        good_end = end
+    return good_end, failure_at
+
+
+def _add_run(ledger: _Ledger, n: int, sec: dict, saves: list, ps, good_end, failure_at, end) -> None:
+    """Useful compute and checkpoint saves up to good_end, then lost work, then the undetected failure."""
+    ck = _merge([(_clamp(s.start, ps, good_end), _clamp(s.end, ps, good_end)) for s in saves])
+    t = ps
+    for x, y in ck:
+        ledger.add(t, x, "useful_compute", n, sec)
+        ledger.add(x, y, "checkpoint_overhead", n, sec)
+        t = y
+    ledger.add(t, good_end, "useful_compute", n, sec)
+    ledger.add(good_end, failure_at, "lost_work", n, sec)
+    ledger.add(failure_at, end, "restart_overhead", n, sec)  # the scheduler had not noticed yet
+
+
+def _billable(a: AttemptIn, started: float, end: float) -> float:
+    # billed from the scheduler's own start (not clamped to the previous attempt's last sign
+    # of life, which only moves the category boundaries), to the attempt's end
+    raw_start = a.started if a.started is not None else a.program_start
+    return max(0.0, end - (raw_start if raw_start is not None else started))
+
+
+def _attempt_cost(a: AttemptIn, billable: float) -> tuple[Optional[float], str]:
+    # the price x the allocation time seen here (the recorded cost is a running figure the
+    # launcher updated when it last looked, stale for a run Slurm requeued in between)
+    if a.price_per_hour is not None:
+        return a.price_per_hour * billable / 3600.0, a.price_source or "price"
+    if a.cost_usd is not None:
+        return a.cost_usd, "recorded"
+    return None, "no price"

@@ -154,45 +154,70 @@ def price_per_hour(app, target: str, spec) -> tuple[Optional[float], str, int]:
 
 def collect(app, job: str, refresh: bool = True, now: Optional[float] = None):
     """(History, JobRow, notes) for JOB (a job id or unique prefix)."""
-    from ..launch import job_spec
-
     store = app.store
     notes: list = []
     row = store.get_job(job)
     if refresh and row.handle and row.state in ACTIVE:
-        try:
-            from ..tracking import refresh as do_refresh
-
-            st = do_refresh(app, [row]).get(row.job_id)
-            if isinstance(st, Exception):
-                notes.append(f"could not refresh the job's status: {st}")
-        except Exception as e:  # noqa: BLE001 - report from what is stored
-            notes.append(f"could not refresh the job's status: {e}")
-        row = store.get_job(row.job_id)
+        row = _refreshed(app, row, notes)
     rows = store.attempts(row.job_id)
-    try:
-        spec = job_spec(row)
-    except Exception as e:  # noqa: BLE001
-        spec = None
-        notes.append(f"the stored spec does not parse any more: {e}")
-
+    spec = _stored_spec(row, notes)
     # per-run scheduler records (Slurm requeues keep one job id for several runs)
-    runs: dict = {}
-    if refresh:
-        from ..backend import Handle, KeepsRunHistory, can
-
-        for nid in dict.fromkeys(a.native_id for a in rows if a.native_id):
-            a0 = next(a for a in rows if a.native_id == nid)
-            try:
-                backend = app.backend(a0.target)
-                if can(backend, KeepsRunHistory) and a0.handle:
-                    runs[nid] = backend.run_history(Handle.from_json(a0.handle)) or []
-            except Exception as e:  # noqa: BLE001
-                notes.append(f"no per-run history for {a0.target} id {nid}: {e}")
-
+    runs = _run_histories(app, rows, notes) if refresh else {}
     records = read_generation_records(row.ckpt_root, row.job_id, notes)
-    matched = _match(rows, records)
-    prices = {}
+    attempts = _attempts_in(app, rows, runs, _match(rows, records), spec)
+    if row.ckpt_root and not records:
+        notes.append(f"no attempt records of {row.job_id} under {row.ckpt_root}: program starts and save timings "
+                     f"unknown")
+    gpus = spec.resources.nodes * spec.resources.gpus_per_node if spec is not None else 0
+    t0 = rows[0].submitted if rows else row.created
+    hist = History(job_id=row.job_id, t0=t0, now=now if now is not None else time.time(), attempts=attempts,
+                   jobside=bool(records), gpus=gpus,
+                   planned_interval_s=(spec.checkpoint.interval if spec is not None else None))
+    return hist, row, notes
+
+
+def _refreshed(app, row, notes: list):
+    """The job's row after asking its backend for the status (a failure becomes a note)."""
+    try:
+        from ..tracking import refresh as do_refresh
+
+        st = do_refresh(app, [row]).get(row.job_id)
+        if isinstance(st, Exception):
+            notes.append(f"could not refresh the job's status: {st}")
+    except Exception as e:  # noqa: BLE001 - report from what is stored
+        notes.append(f"could not refresh the job's status: {e}")
+    return app.store.get_job(row.job_id)
+
+
+def _stored_spec(row, notes: list):
+    from ..launch import job_spec
+
+    try:
+        return job_spec(row)
+    except Exception as e:  # noqa: BLE001
+        notes.append(f"the stored spec does not parse any more: {e}")
+        return None
+
+
+def _run_histories(app, rows, notes: list) -> dict:
+    """{native id: the scheduler's runs of it} from backends that keep a run history."""
+    from ..backend import Handle, KeepsRunHistory, can
+
+    runs: dict = {}
+    for nid in dict.fromkeys(a.native_id for a in rows if a.native_id):
+        a0 = next(a for a in rows if a.native_id == nid)
+        try:
+            backend = app.backend(a0.target)
+            if can(backend, KeepsRunHistory) and a0.handle:
+                runs[nid] = backend.run_history(Handle.from_json(a0.handle)) or []
+        except Exception as e:  # noqa: BLE001
+            notes.append(f"no per-run history for {a0.target} id {nid}: {e}")
+    return runs
+
+
+def _attempts_in(app, rows, runs: dict, matched: dict, spec) -> list:
+    """One AttemptIn per stored attempt: the scheduler's run times, the job-side record, the price."""
+    prices: dict = {}
     attempts = []
     prev_native, prev_end = None, None
     index_in_native: dict = {}
@@ -202,7 +227,6 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None):
         run = runs.get(a.native_id) or []
         run = run[k] if k < len(run) else {}
         rec = matched.get(a.attempt) or {}
-        hb = rec.get("_heartbeat") or {}
         program_start = iso_ts(rec.get("started"))
         started = slurm_ts(run.get("start")) or a.started
         ended = slurm_ts(run.get("end")) or a.ended
@@ -216,13 +240,8 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None):
                 x for x in (a.submitted, started, program_start) if x is not None)
         if a.target not in prices:
             prices[a.target] = price_per_hour(app, a.target, spec)
-        pph, psrc, _ = prices[a.target]
-        try:
-            hourly = json.loads(a.handle or "{}").get("extra", {}).get("hourly_usd")
-        except ValueError:
-            hourly = None
-        if isinstance(hourly, (int, float)) and hourly > 0:  # the backend's figure at submit wins
-            pph, psrc = float(hourly), f"{a.target}: ${float(hourly):g}/h recorded at submit"
+        pph, psrc = _attempt_price(a, prices[a.target])
+        hb = rec.get("_heartbeat") or {}
         attempts.append(AttemptIn(
             attempt=a.attempt, state=a.state, queued=queued, started=started, ended=ended,
             program_start=program_start, saves=_saves(rec),
@@ -232,12 +251,16 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None):
             cost_usd=a.cost_usd, price_per_hour=pph, price_source=psrc,
             preempt_notice=iso_ts(rec.get("preempt_signal_at"))))
         prev_native, prev_end = a.native_id, ended
-    if row.ckpt_root and not records:
-        notes.append(f"no attempt records of {row.job_id} under {row.ckpt_root}: program starts and save timings "
-                     f"unknown")
-    gpus = spec.resources.nodes * spec.resources.gpus_per_node if spec is not None else 0
-    t0 = rows[0].submitted if rows else row.created
-    hist = History(job_id=row.job_id, t0=t0, now=now if now is not None else time.time(), attempts=attempts,
-                   jobside=bool(records), gpus=gpus,
-                   planned_interval_s=(spec.checkpoint.interval if spec is not None else None))
-    return hist, row, notes
+    return attempts
+
+
+def _attempt_price(a, target_price: tuple) -> tuple:
+    """($/h, its source): the backend's figure recorded at submit wins over the target's price."""
+    pph, psrc, _ = target_price
+    try:
+        hourly = json.loads(a.handle or "{}").get("extra", {}).get("hourly_usd")
+    except ValueError:
+        hourly = None
+    if isinstance(hourly, (int, float)) and hourly > 0:
+        pph, psrc = float(hourly), f"{a.target}: ${float(hourly):g}/h recorded at submit"
+    return pph, psrc

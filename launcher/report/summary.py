@@ -1,0 +1,78 @@
+"""What an accounted job cost and how often it checkpointed, against the optimum (pure).
+
+``cost_summary`` and ``checkpoint_interval`` read the per-attempt results and category
+totals of ``launcher.report.accounting.account``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+NOT_FAILURES = {"COMPLETED", "CANCELLED"}  # CANCELLED loses work, but is no failure for the MTBF
+
+
+# ---------------------------------------------------------------- cost
+def cost_summary(outs, totals, gpus: int) -> dict:
+    known = [a.cost_usd for a in outs if a.cost_usd is not None]
+    total = sum(known) if known else None
+    useful_gpu_h = totals["useful_compute"] / 3600.0 * gpus if gpus else 0.0
+    per = total / useful_gpu_h if (total is not None and useful_gpu_h > 0) else None
+    why = None
+    if total is None:
+        why = "no price: the target has no gpu_hour_usd and no attempt has a recorded cost"
+    elif not gpus:
+        why = "the job uses no GPUs"
+    elif useful_gpu_h <= 0:
+        why = "no useful compute yet"
+    return {"total_usd": total, "complete": len(known) == len(outs), "gpus": gpus,
+            "useful_gpu_hours": useful_gpu_h, "usd_per_useful_gpu_hour": per, "reason": why,
+            "per_attempt": [{"attempt": a.attempt, "usd": a.cost_usd, "source": a.cost_source,
+                             "billable_s": a.billable_s} for a in outs]}
+
+
+# ---------------------------------------------------------------- checkpoint interval
+def checkpoint_interval(outs, totals, planned_s: Optional[float] = None) -> dict:
+    """The compute time between periodic commits actually achieved, against the optimum for
+    the observed failure rate (Young 1974, Daly 2006; ``launcher.plan.model``)."""
+    gaps, costs, notice_costs = [], [], []
+    for a in outs:
+        periodic = [s for s in a.saves if s.committed and not s.preempt]
+        for s in a.saves:
+            if s.committed:
+                (notice_costs if s.preempt else costs).append(max(0.0, s.end - s.start))
+        for p, q in zip(periodic, periodic[1:]):
+            gaps.append(max(0.0, q.start - p.end))
+    failures = [a for a in outs if a.failed and a.state not in NOT_FAILURES]
+    exposure = sum(a.seconds["useful_compute"] + a.seconds["checkpoint_overhead"] + a.seconds["lost_work"]
+                   for a in outs)
+    restart_total = totals["restart_overhead"]
+    out = {"achieved_s": (sum(gaps) / len(gaps)) if gaps else None, "intervals": len(gaps),
+           "planned_s": planned_s,
+           "checkpoint_cost_s": (sum(costs) / len(costs)) if costs else None, "saves": len(costs),
+           "notice_saves": len(notice_costs), "failures": len(failures), "exposure_s": exposure,
+           "mtbf_s": (exposure / len(failures)) if failures else None,
+           "restart_s": (restart_total / len(failures)) if failures else None,
+           "young_s": None, "daly_s": None, "optimal_s": None, "reason": None}
+    C, M = out["checkpoint_cost_s"], out["mtbf_s"]
+    if C is None:
+        out["reason"] = "no committed periodic checkpoint: the checkpoint cost is unknown"
+        return out
+    if M is None:
+        out["reason"] = "no failure observed: the optimum is unbounded (checkpoint as rarely as you like)"
+        return out
+    from ..plan.model import daly, optimal_interval, young
+
+    C_eff = max(C, 1e-6)
+    out["young_s"] = young(C_eff, M)
+    out["daly_s"] = daly(C_eff, M)
+    noticed = sum(1 for a in failures if any(s.preempt and s.committed for s in a.saves))
+    p = noticed / len(failures)
+    out["notice_fraction"] = p
+    Ce = (sum(notice_costs) / len(notice_costs)) if notice_costs else None
+    h = 3600.0
+    try:
+        tau = optimal_interval(C_eff / h, h / M, (out["restart_s"] or 0.0) / h, p, (Ce / h) if Ce else None)
+        out["optimal_s"] = tau * h if tau != float("inf") else None
+    except (ValueError, ZeroDivisionError, OverflowError):
+        out["optimal_s"] = None
+    return out
