@@ -17,6 +17,7 @@ Two kinds of masking, so that redaction never mangles what is not a secret:
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -36,6 +37,7 @@ MASK = "***REDACTED***"
 MIN_SECRET_LEN = 8
 
 
+@functools.lru_cache(maxsize=4096)  # the same environment names are asked about at every launch
 def is_secret_name(name: str) -> bool:
     return bool(SECRET_NAME_RE.search(name))
 

@@ -13,6 +13,7 @@ environment, plus known credential shapes) before anything is written.
 
 from __future__ import annotations
 
+import functools
 import json
 import posixpath
 import re
@@ -52,21 +53,36 @@ def _values_under_secret_keys(obj, out: set) -> set:
         for k, v in obj.items():
             if isinstance(v, str) and len(v) >= 4 and is_secret_name(str(k)):
                 out.add(v)
-            else:
+            elif isinstance(v, (dict, list, tuple)):
                 _values_under_secret_keys(v, out)
     elif isinstance(obj, (list, tuple)):
         for v in obj:
-            _values_under_secret_keys(v, out)
+            if isinstance(v, (dict, list, tuple)):
+                _values_under_secret_keys(v, out)
     return out
 
 
 def redact_record(doc: dict, secret_names=()) -> dict:
     """Mask the values of the spec's secrets and of every secret-looking variable of this
     environment, values written under secret-looking keys, and known credential shapes."""
-    from ..redact import redact_obj, secret_values
+    from ..redact import _masks, redact_obj, secret_values
 
     extra = secret_values(secret_names) | _values_under_secret_keys(doc, set())
-    return redact_obj(doc, extra_values=extra)
+    masks = _masks(extra)
+    python = doc.get("python")
+    if not (isinstance(python, dict) and isinstance(python.get("packages"), list)):
+        return redact_obj(doc, _masks_=masks)
+    # the package list (~300 strings) is the same launch after launch: redacted once per list and masks
+    out = redact_obj({**doc, "python": {k: v for k, v in python.items() if k != "packages"}}, _masks_=masks)
+    out["python"]["packages"] = list(_redacted_strings(tuple(python["packages"]), tuple(masks)))
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _redacted_strings(values: tuple, masks: tuple) -> tuple:
+    from ..redact import redact_obj
+
+    return tuple(redact_obj(list(values), _masks_=list(masks)))
 
 
 def to_bytes(doc: dict) -> bytes:
