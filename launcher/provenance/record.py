@@ -91,7 +91,13 @@ def to_bytes(doc: dict) -> bytes:
 
 # ---------------------------------------------------------------- state store
 def ensure_table(store) -> None:
+    if getattr(store, "_provenance_table", False):  # once per open store, not once per launch
+        return
     store.db.executescript(TABLE)
+    try:
+        store._provenance_table = True
+    except AttributeError:
+        pass
 
 
 def save_record(store, job_id: str, doc: dict, location: Optional[str]) -> None:
@@ -174,28 +180,36 @@ def list_runs(root: str) -> list[str]:
 
 
 # ---------------------------------------------------------------- launch hook
+def _document(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
+              request=None, handle=None, seed=None, seed_source=None, continues=None) -> dict:
+    """The redacted provenance record (capture + redact; no writes)."""
+    from ..backend import Facts, ReportsVersion, can
+    from .capture import capture
+
+    backend = app.backend(target_name)
+    try:
+        facts = app.facts(target_name)
+    except Exception:
+        facts = Facts(target_name, backend.name, {})
+    doc = capture(job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path, target=target_name,
+                  backend=backend.name, facts_data=facts.data, request=request, handle=handle, seed=seed,
+                  seed_source=seed_source,
+                  backend_version=backend.version(facts) if can(backend, ReportsVersion) else None)
+    if continues:
+        doc["continues"] = continues
+    return redact_record(doc, spec.secrets)
+
+
 def record_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
                   request=None, handle=None, seed=None, seed_source=None, continues=None) -> Optional[dict]:
     """Capture and keep the provenance of a launched run. Advisory: never raises (a failure
     is recorded as a ``provenance_error`` event and printed as a warning). CONTINUES: what
     the run resumes (or, launched with --fresh, supersedes), as ``launcher.identity`` saw it."""
-    from ..backend import Facts, ReportsVersion, can
-    from .capture import capture
-
     store = app.store
     try:
-        backend = app.backend(target_name)
-        try:
-            facts = app.facts(target_name)
-        except Exception:
-            facts = Facts(target_name, backend.name, {})
-        doc = capture(job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path, target=target_name,
-                      backend=backend.name, facts_data=facts.data, request=request, handle=handle, seed=seed,
-                      seed_source=seed_source,
-                      backend_version=backend.version(facts) if can(backend, ReportsVersion) else None)
-        if continues:
-            doc["continues"] = continues
-        doc = redact_record(doc, spec.secrets)
+        doc = _document(app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
+                        target_name=target_name, request=request, handle=handle, seed=seed,
+                        seed_source=seed_source, continues=continues)
         location, note = None, ""
         if spec.checkpoint.root:
             try:
