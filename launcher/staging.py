@@ -105,9 +105,12 @@ def stage_helper_locally(job_dir: str, data: bytes) -> str:
     os.makedirs(job_dir, exist_ok=True)
     try:
         shared = ensure_shared_helper(os.path.dirname(os.path.abspath(job_dir)), data)
-        tmp = f"{dest}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
-        os.link(shared, tmp)
-        os.replace(tmp, dest)
+        try:
+            os.link(shared, dest)  # a new job's folder: nothing there yet
+        except FileExistsError:  # a further attempt in the same folder: replace what is there
+            tmp = f"{dest}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+            os.link(shared, tmp)
+            os.replace(tmp, dest)
         return dest
     except OSError:
         pass

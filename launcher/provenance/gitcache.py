@@ -13,7 +13,8 @@ stamp is the same:
 Like git's own "racy git" rule, an entry whose stamp holds a time within RACY_SECONDS
 of when the identity was captured is not trusted (an edit in the same clock tick as
 the capture would keep its mtime), and a tree with submodules or more than MAX_FILES
-files is not cached at all. Pure functions (``stamp``, ``reusable``) plus a small
+files is not cached at all. A folder outside any repository is remembered as such until a
+``.git`` appears in it or above it. Pure functions (``stamp``, ``reusable``) plus a small
 per-process cache; the caller captures with ``capture.git_identity`` on a miss.
 """
 
@@ -119,7 +120,24 @@ def layout_of(path: str) -> Optional[Layout]:
     return Layout(top, git_dir, common, tuple(sorted(dirs)) + tuple(files))
 
 
-_CACHE: dict = {}  # path -> (layout, stamp, captured_ns, identity)
+NOT_A_REPO = "not a git repository"
+
+
+def outside_stamp(path: str, environ=None) -> tuple:
+    """What would make PATH part of a repository: a ``.git`` in it or any folder above it,
+    or git's environment (GIT_DIR, GIT_WORK_TREE, GIT_CEILING_DIRECTORIES)."""
+    environ = os.environ if environ is None else environ
+    out, d = [], os.path.abspath(path)
+    while True:
+        out.append(_stat(os.path.join(d, ".git")))
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    return tuple(out) + tuple(environ.get(k) for k in ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES"))
+
+
+_CACHE: dict = {}  # path -> (layout or None when outside git, stamp, captured_ns, identity)
 
 
 def cached_identity(path: Optional[str], capture: Callable[[Optional[str]], dict],
@@ -132,14 +150,20 @@ def cached_identity(path: Optional[str], capture: Callable[[Optional[str]], dict
     if hit is not None:
         layout, old, captured_ns, ident = hit
         try:
-            if reusable(old, captured_ns, stamp(layout), ):
+            if layout is None and old == outside_stamp(path):
+                return dict(ident)  # still outside any repository
+            if layout is not None and reusable(old, captured_ns, stamp(layout)):
                 return dict(ident)
         except OSError:
             pass
     layout = layout_of(path)
     if layout is None:
         _CACHE.pop(key, None)
-        return capture(path)
+        before = outside_stamp(path)
+        ident = capture(path)
+        if ident.get("error") == NOT_A_REPO:
+            _CACHE[key] = (None, before, clock(), dict(ident))
+        return ident
     captured_ns = clock()
     before = stamp(layout)  # taken before git looks: an edit during the capture changes it
     ident = capture(path)

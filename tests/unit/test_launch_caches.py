@@ -147,6 +147,20 @@ def test_edit_of_an_already_dirty_file_changes_the_diff_hash(repo):
     assert one["dirty"] and two["dirty"] and one["diff_sha256"] != two["diff_sha256"]
 
 
+def test_outside_git_is_remembered_until_a_repository_appears(tmp_path):
+    gitcache.clear()
+    plain = tmp_path / "plain" / "sub"
+    plain.mkdir(parents=True)
+    cap = Counting()
+    one = gitcache.cached_identity(str(plain), cap)
+    two = gitcache.cached_identity(str(plain), cap)
+    assert cap.calls == 1 and one == two and one["error"] == gitcache.NOT_A_REPO
+    git(tmp_path / "plain", "init", "-q", "-b", "main")  # a repository above it now
+    three = gitcache.cached_identity(str(plain), cap)
+    assert cap.calls == 2 and three["error"] != gitcache.NOT_A_REPO and three["repo"] == str(tmp_path / "plain")
+    gitcache.clear()
+
+
 # ---------------------------------------------------------------- installed packages
 def test_package_list_is_read_again_when_a_sys_path_folder_changes(tmp_path, monkeypatch):
     site = tmp_path / "site"
@@ -209,6 +223,13 @@ def test_helper_tampered_after_staging_is_replaced(tmp_path):
         f.write(b"XX")
     out = staging.stage_helper_locally(str(jobs / "j2"), data)
     assert open(out, "rb").read() == data
+
+
+def test_a_further_attempt_in_the_same_folder_gets_the_new_helper(tmp_path):
+    job = str(tmp_path / "jobs" / "j1")
+    staging.stage_helper_locally(job, b"PK old helper")
+    out = staging.stage_helper_locally(job, b"PK new helper")
+    assert open(out, "rb").read() == b"PK new helper"
 
 
 # ---------------------------------------------------------------- secret values of the environment
