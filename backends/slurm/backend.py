@@ -12,7 +12,7 @@ from launcher.config import Target
 from launcher.errors import CommandError, LauncherError, SubmitError, TransientError
 from launcher.runner import LocalRunner
 from launcher.spec import JobSpec
-from launcher.staging import helper_zip_bytes
+from launcher.staging import helper_zip_bytes, stage_helper_locally
 from launcher.status import JobState, Status
 
 from . import nodeguard
@@ -191,7 +191,7 @@ class SlurmBackend:
             raise SubmitError(f"secrets {missing} are listed in the spec but not set in this environment")
         try:
             if request.meta.get("stage_helper"):
-                self.runner.put_file(f"{job_dir}/{HELPER_NAME}", helper_zip_bytes(JOBSIDE_COMMANDS), 0o644)
+                self._stage_helper(job_dir)
             for name, content in request.files:  # a sweep's table
                 self.runner.put_file(f"{job_dir}/{name}", content.encode() if isinstance(content, str) else content, 0o644)
             self.runner.put_file(script, request.text.encode(), 0o700)
@@ -221,6 +221,15 @@ class SlurmBackend:
         except BaseException:
             self._cancel_native(native)
             raise
+
+    def _stage_helper(self, job_dir: str) -> None:
+        """On this host, a hard link to the one copy per content hash (launcher.staging);
+        over SSH, the helper is put into the job dir."""
+        data = helper_zip_bytes(JOBSIDE_COMMANDS)
+        if isinstance(self.runner, LocalRunner):
+            stage_helper_locally(job_dir, data)
+        else:
+            self.runner.put_file(f"{job_dir}/{HELPER_NAME}", data, 0o644)
 
     def _sbatch_argv(self, script: str, secret_names) -> tuple[list, Optional[str]]:
         """On a login node sbatch inherits this environment, secrets included. Over SSH the

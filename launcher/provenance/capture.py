@@ -115,6 +115,13 @@ def git_identity(path: Optional[str]) -> dict:
     return out
 
 
+def code_identity(path: Optional[str]) -> dict:
+    """``git_identity``, reused between launches while the work tree is unchanged (gitcache)."""
+    from .gitcache import cached_identity
+
+    return cached_identity(path, git_identity)
+
+
 # ---------------------------------------------------------------- Python environment
 def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -122,11 +129,30 @@ def _canonical(name: str) -> str:
 
 def installed_packages() -> list[str]:
     """``name==version`` of every installed distribution (pip freeze without the URLs),
-    sorted by canonical name. The same list gives the same hash on any machine."""
-    return list(_installed_packages())
+    sorted by canonical name. The same list gives the same hash on any machine. Kept per
+    process while no folder of ``sys.path`` changed (an install or uninstall adds or
+    removes a ``.dist-info`` folder, which changes its folder's mtime)."""
+    key = path_stamp(sys.path)
+    if _PACKAGES.get("key") != key:
+        _PACKAGES.update(key=key, packages=_installed_packages())
+    return list(_PACKAGES["packages"])
 
 
-@functools.lru_cache(maxsize=1)
+_PACKAGES: dict = {}
+
+
+def path_stamp(entries) -> tuple:
+    """(entry, mtime_ns, inode) of every sys.path entry: what tells that the installed set changed."""
+    out = []
+    for e in entries:
+        try:
+            st = os.stat(e or ".")
+            out.append((e, st.st_mtime_ns, st.st_ino))
+        except OSError:
+            out.append((e, None, None))
+    return tuple(out)
+
+
 def _installed_packages() -> tuple:
     # Read name and version from the ``name-version.dist-info`` folder name where there is
     # one (parsing ~300 METADATA files costs ~150 ms per launch); METADATA otherwise.
@@ -253,7 +279,7 @@ def capture(*, job_id: str, spec, spec_text: str, spec_path: Optional[str], targ
     environ = os.environ if environ is None else environ
     t0 = time.monotonic()
     try:
-        given = yaml.safe_load(spec_text) if spec_text else None
+        given = yaml.load(spec_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if spec_text else None
     except yaml.YAMLError:
         given = None
     rendered = None
@@ -278,7 +304,7 @@ def capture(*, job_id: str, spec, spec_text: str, spec_path: Optional[str], targ
         "spec": {"path": spec_path, "sha256": sha256_text(spec_text or ""), "text": spec_text,
                  "given": given, "resolved": spec.model_dump(mode="json")},
         "rendered": rendered,
-        "code": git_identity(cdir),
+        "code": code_identity(cdir),
         "python": python_env(),
         "versions": versions(backend, facts_data, backend_version),
         "image": image_identity(spec.image),

@@ -13,6 +13,7 @@ environment, plus known credential shapes) before anything is written.
 
 from __future__ import annotations
 
+import functools
 import json
 import posixpath
 import re
@@ -52,21 +53,36 @@ def _values_under_secret_keys(obj, out: set) -> set:
         for k, v in obj.items():
             if isinstance(v, str) and len(v) >= 4 and is_secret_name(str(k)):
                 out.add(v)
-            else:
+            elif isinstance(v, (dict, list, tuple)):
                 _values_under_secret_keys(v, out)
     elif isinstance(obj, (list, tuple)):
         for v in obj:
-            _values_under_secret_keys(v, out)
+            if isinstance(v, (dict, list, tuple)):
+                _values_under_secret_keys(v, out)
     return out
 
 
 def redact_record(doc: dict, secret_names=()) -> dict:
     """Mask the values of the spec's secrets and of every secret-looking variable of this
     environment, values written under secret-looking keys, and known credential shapes."""
-    from ..redact import redact_obj, secret_values
+    from ..redact import _masks, redact_obj, secret_values
 
     extra = secret_values(secret_names) | _values_under_secret_keys(doc, set())
-    return redact_obj(doc, extra_values=extra)
+    masks = _masks(extra)
+    python = doc.get("python")
+    if not (isinstance(python, dict) and isinstance(python.get("packages"), list)):
+        return redact_obj(doc, _masks_=masks)
+    # the package list (~300 strings) is the same launch after launch: redacted once per list and masks
+    out = redact_obj({**doc, "python": {k: v for k, v in python.items() if k != "packages"}}, _masks_=masks)
+    out["python"]["packages"] = list(_redacted_strings(tuple(python["packages"]), tuple(masks)))
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _redacted_strings(values: tuple, masks: tuple) -> tuple:
+    from ..redact import redact_obj
+
+    return tuple(redact_obj(list(values), _masks_=list(masks)))
 
 
 def to_bytes(doc: dict) -> bytes:
@@ -75,7 +91,13 @@ def to_bytes(doc: dict) -> bytes:
 
 # ---------------------------------------------------------------- state store
 def ensure_table(store) -> None:
+    if getattr(store, "_provenance_table", False):  # once per open store, not once per launch
+        return
     store.db.executescript(TABLE)
+    try:
+        store._provenance_table = True
+    except AttributeError:
+        pass
 
 
 def save_record(store, job_id: str, doc: dict, location: Optional[str]) -> None:
@@ -158,28 +180,36 @@ def list_runs(root: str) -> list[str]:
 
 
 # ---------------------------------------------------------------- launch hook
+def _document(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
+              request=None, handle=None, seed=None, seed_source=None, continues=None) -> dict:
+    """The redacted provenance record (capture + redact; no writes)."""
+    from ..backend import Facts, ReportsVersion, can
+    from .capture import capture
+
+    backend = app.backend(target_name)
+    try:
+        facts = app.facts(target_name)
+    except Exception:
+        facts = Facts(target_name, backend.name, {})
+    doc = capture(job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path, target=target_name,
+                  backend=backend.name, facts_data=facts.data, request=request, handle=handle, seed=seed,
+                  seed_source=seed_source,
+                  backend_version=backend.version(facts) if can(backend, ReportsVersion) else None)
+    if continues:
+        doc["continues"] = continues
+    return redact_record(doc, spec.secrets)
+
+
 def record_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
                   request=None, handle=None, seed=None, seed_source=None, continues=None) -> Optional[dict]:
     """Capture and keep the provenance of a launched run. Advisory: never raises (a failure
     is recorded as a ``provenance_error`` event and printed as a warning). CONTINUES: what
     the run resumes (or, launched with --fresh, supersedes), as ``launcher.identity`` saw it."""
-    from ..backend import Facts, ReportsVersion, can
-    from .capture import capture
-
     store = app.store
     try:
-        backend = app.backend(target_name)
-        try:
-            facts = app.facts(target_name)
-        except Exception:
-            facts = Facts(target_name, backend.name, {})
-        doc = capture(job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path, target=target_name,
-                      backend=backend.name, facts_data=facts.data, request=request, handle=handle, seed=seed,
-                      seed_source=seed_source,
-                      backend_version=backend.version(facts) if can(backend, ReportsVersion) else None)
-        if continues:
-            doc["continues"] = continues
-        doc = redact_record(doc, spec.secrets)
+        doc = _document(app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
+                        target_name=target_name, request=request, handle=handle, seed=seed,
+                        seed_source=seed_source, continues=continues)
         location, note = None, ""
         if spec.checkpoint.root:
             try:
