@@ -136,12 +136,10 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     from .support import require_supported
 
     require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
-    if spec.sweep is not None:  # rendered as one Slurm array; status/watch/cancel per element are not built yet
-        from .errors import SpecError
+    if spec.sweep is not None:  # one Slurm job array, one job row per element
+        from .sweep.launching import launch_sweep
 
-        raise SpecError(spec_path or spec.name, [("sweep", "launching a sweep is not supported yet: "
-                                                  "`launcher render` shows its Slurm job array script; launch "
-                                                  "each variant as its own spec until sweeps are launchable")])
+        return launch_sweep(app, spec, spec_text, spec_path, target_name, note=note)
     # secret-looking env -> secrets: delivered like secrets, never in the state store or the script
     spec, spec_text = for_launch(spec, spec_text)
     store = app.store

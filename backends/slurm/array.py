@@ -90,3 +90,33 @@ def sweep_context(spec: JobSpec, job: JobRef) -> tuple[dict, tuple]:
     ctx = {"table": f"{job.job_dir}/{TABLE_NAME}", "size": spec.sweep.size,
            "max_parallel": spec.sweep.max_parallel}
     return ctx, ((TABLE_NAME, table),)
+
+
+def task_ids(spec_text: str) -> list[int]:
+    """Slurm's ArrayTaskId of one record as indices: ``3``, ``4-11%3``, ``1,3,5-7``, ``0-10:2``."""
+    out: list[int] = []
+    for part in spec_text.split("%")[0].split(","):
+        part = part.strip()
+        if not part:
+            continue
+        rng, _, step = part.partition(":")
+        lo, _, hi = rng.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()) or (step and not step.isdigit()):
+            continue
+        out.extend(range(int(lo), int(hi or lo) + 1, int(step or 1) or 1))
+    return out
+
+
+def with_array_tasks(live: dict) -> dict:
+    """``scontrol -o show job`` records keyed by job id, plus every array task under
+    ``<array id>_<index>``: a started task has its own record (ArrayTaskId=3), while the
+    tasks still pending share the array's one record (ArrayTaskId=4-11%3), which then
+    stands for each of them."""
+    out = dict(live)
+    for fields in live.values():
+        array, tasks = fields.get("ArrayJobId"), fields.get("ArrayTaskId")
+        if not array or not tasks or tasks in ("N/A", "(null)"):
+            continue
+        for i in task_ids(tasks):
+            out.setdefault(f"{array}_{i}", fields)
+    return out

@@ -16,6 +16,7 @@ from launcher.staging import helper_zip_bytes
 from launcher.status import JobState, Status
 
 from . import nodeguard
+from .array import with_array_tasks
 from . import probe as probe_mod
 from .options import SlurmOptions, SlurmSection
 from .render import HELPER_NAME, render_sbatch
@@ -267,7 +268,7 @@ class SlurmBackend:
         r = self._run(["scontrol", "-o", "show", "job"], check=False)
         if r.returncode != 0 and "Invalid job id" not in r.stderr:
             raise TransientError(f"scontrol show job failed on {self.runner.where}: {r.stderr.strip()}")
-        live = parse_scontrol_oneliners(r.stdout)
+        live = with_array_tasks(parse_scontrol_oneliners(r.stdout))  # sweep elements: <array>_<index>
         missing = [i for i in ids if i not in live]
         past = self._history(missing) if missing else {}
         out = []
