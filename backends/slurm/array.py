@@ -37,9 +37,12 @@ def max_array_size(facts: Facts):
     return int(v) if v not in (None, "") else None
 
 
-def array_directive(spec: JobSpec, facts: Facts) -> str:
-    """``--array=0-(N-1)[%max_parallel]``, checked against the cluster's MaxArraySize."""
+def array_directive(spec: JobSpec, facts: Facts, only=None) -> str:
+    """``--array=0-(N-1)[%max_parallel]``, checked against the cluster's MaxArraySize; with
+    ONLY (indices), ``--array=3`` or ``--array=1,4``: just those elements of the same table."""
     n = spec.sweep.size
+    if only:
+        return "--array=" + ",".join(str(int(i)) for i in sorted(set(only)))
     cap = max_array_size(facts)
     if cap is not None and n > cap:
         cluster = facts.get("cluster") or facts.target
@@ -76,10 +79,11 @@ def sweep_table(spec: JobSpec, job: JobRef) -> str:
     ``export`` line (so a task reads only its own line, whatever the sweep's size)."""
     els = elements(spec.sweep)
     seed = sweep_seed_of(spec, job.seed)
-    out = [f"# launcher sweep table of {comment_text(job.job_id)}: {len(els)} elements; line 2 + i exports "
+    sweep_id = job.sweep_id or job.job_id
+    out = [f"# launcher sweep table of {comment_text(sweep_id)}: {len(els)} elements; line 2 + i exports "
            f"element i's variables (bash, every value quoted)"]
     for e in els:
-        env = element_env(job.job_id, e, len(els), seed, spec.checkpoint.root)
+        env = element_env(sweep_id, e, len(els), seed, spec.checkpoint.root)
         out.append("export " + " ".join(f"{k}={line_quote(v)}" for k, v in env.items()))
     return "\n".join(out) + "\n"
 

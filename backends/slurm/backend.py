@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -180,7 +181,7 @@ class SlurmBackend:
 
     # ---- render (pure)
     def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:
-        job = JobRef(job.job_id, job.attempt, self.job_dir_for(job, facts), job.seed)
+        job = dataclasses.replace(job, job_dir=self.job_dir_for(job, facts), avoid=())
         return render_sbatch(spec, facts, job, self.opts, self.target.name)
 
     # ---- submit: all-or-nothing

@@ -95,7 +95,7 @@ def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> 
         d.append(f"--signal=B:{spec.recovery.signal}@{spec.recovery.grace}")
     d.append(f"--output={job_dir}/{ELEMENT_LOG_PATTERN if spec.sweep else LOG_PATTERN}")
     if spec.sweep:
-        d.append(array_directive(spec, facts))
+        d.append(array_directive(spec, facts, job.elements))
     if spec.image:
         if not facts.get("pyxis"):
             raise CapabilityError(f"spec sets image={spec.image!r} but cluster {cluster} has no pyxis "

@@ -45,9 +45,11 @@ def element_rows(sweep_id: str, spec, seed: int, spec_base: str) -> list[dict]:
 
 
 def element_handle(array: Handle, job_id: str, index: int) -> Handle:
-    extra = dict(array.extra)
-    extra["sweep_array"] = array.native_id
-    return replace(array, job_id=job_id, native_id=element_native_id(array.native_id, index), extra=extra)
+    """The element's handle from the array's (sbatch prints ``<array>``; a job found by its
+    dedupe token may read ``<array>_<task>`` or ``<array>_[0-5%2]``)."""
+    array_id = array.native_id.split("_")[0]
+    extra = {**array.extra, "sweep_array": array_id}
+    return replace(array, job_id=job_id, native_id=element_native_id(array_id, index), extra=extra)
 
 
 def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
@@ -94,3 +96,28 @@ def sweep_rows(store, sweep_id: str) -> list:
     found = store.db.execute("SELECT * FROM jobs WHERE job_id LIKE ?", (f"{sweep_id}-e%",)).fetchall()
     rows = [j for j in map(_job, found) if (j.meta.get("sweep") or {}).get("id") == sweep_id]
     return sorted(rows, key=lambda j: j.meta["sweep"]["index"])
+
+
+def element_ref(app, row, attempt: int) -> JobRef:
+    """The JobRef of a further attempt of one element: its own job id (so its own dedupe
+    token and job dir), the sweep's table, and only its index in the array."""
+    sw = row.meta["sweep"]
+    return JobRef(job_id=row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(row.job_id)),
+                  seed=sw.get("seed"), elements=(sw["index"],), sweep_id=sw["id"])
+
+
+def resubmit_element(app, row, target_name: str, attempt: int):
+    """Submit element ROW alone (``--array=<index>`` of the same table, so the same element
+    root: it resumes its own latest commit); the other elements are untouched. The element's
+    handle, adopted by dedupe token when an earlier try got through."""
+    from ..launch import facts_for, find_submission, job_spec
+    from ..provenance.seed import with_seed
+
+    backend = app.backend(target_name)
+    job = element_ref(app, row, attempt)
+    existing = find_submission(backend, job)
+    if existing is None:
+        spec = with_seed(job_spec(row), job.seed)  # the table derives every element's seed from the sweep's
+        existing = backend.submit(backend.render(spec, facts_for(app, spec, target_name), job))
+        return element_handle(existing, row.job_id, job.elements[0]), False
+    return element_handle(existing, row.job_id, job.elements[0]), True
