@@ -256,11 +256,10 @@ class Launcher:
         return gather_job(self.app, job, self._note)
 
     def sweep(self, sweep_id: str) -> Optional[dict]:
-        """A sweep's counts by state and element table (``launcher.sweep.summary``), None if
-        SWEEP_ID names no sweep."""
-        from .sweep.control import is_sweep, sweep_status
+        """A sweep's counts by state and element table (``launcher.sweep.summary``); None: no such sweep."""
+        from .sweep.control import sweep_status
 
-        return sweep_status(self.app, sweep_id, self._note) if is_sweep(self.app, sweep_id) else None
+        return sweep_status(self.app, sweep_id, self._note) if self.is_sweep(sweep_id) else None
 
     def jobs(self, all: bool = False) -> list["JobRow"]:  # noqa: A002 - mirrors `launcher status --all`
         """The 50 most recent jobs (1000 with all=True), open ones brought up to date."""

@@ -67,3 +67,17 @@ def test_sacct_records_of_array_tasks_are_found_by_their_task_name_too():
     h = parse_sacct(text)
     assert h["100_0"][0]["State"] == "COMPLETED" and h["101"] is h.get("101")
     assert "100_[3-5%2]" not in h and h["300"][0]["State"] == "FAILED"
+
+
+def test_one_element_alone_is_an_array_of_its_index_with_the_sweeps_table():
+    from launcher.backend import Facts, JobRef
+    from launcher_backends.slurm.array import array_directive, sweep_table
+
+    spec, facts = _spec(), Facts("cl", "slurm", {"max_array_size": 1001})
+    assert array_directive(spec, facts) == "--array=0-5%2"
+    assert array_directive(spec, facts, (3,)) == "--array=3"
+    job = JobRef("sw-1-e3", 2, "/j", seed=7, elements=(3,), sweep_id="sw-1")
+    whole = sweep_table(spec, JobRef("sw-1", 1, "/j", seed=7))
+    assert sweep_table(spec, job) == whole  # same ids, seeds and roots for every element
+    assert "LAUNCHER_SWEEP_ID=sw-1 " in whole.splitlines()[2 + 3]
+    assert job.dedupe_token == "launcher:sw-1-e3:2"
