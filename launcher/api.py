@@ -255,15 +255,24 @@ class Launcher:
 
         return gather_job(self.app, job, self._note)
 
+    def sweep(self, sweep_id: str) -> Optional[dict]:
+        """A sweep's counts by state and element table (``launcher.sweep.summary``); None: no such sweep."""
+        from .sweep.control import sweep_status
+
+        return sweep_status(self.app, sweep_id, self._note) if self.is_sweep(sweep_id) else None
+
     def jobs(self, all: bool = False) -> list["JobRow"]:  # noqa: A002 - mirrors `launcher status --all`
         """The 50 most recent jobs (1000 with all=True), open ones brought up to date."""
         from .status_view import gather_jobs
 
         return gather_jobs(self.app, show_all=all, note=self._note)
 
-    def logs(self, job: str, follow: bool = False) -> LogStream:
-        """A job's output; with follow, until the job ends."""
+    def logs(self, job: str, follow: bool = False, element: Optional[int] = None) -> LogStream:
+        """A job's output (with ELEMENT: that element's of sweep JOB); with follow, until it ends."""
         from .errors import LauncherError
+        from .sweep.control import element_id
+
+        job = element_id(self.app, job, element) if element is not None else job
 
         row = self.app.store.get_job(job)
         if not row.handle:
@@ -285,6 +294,17 @@ class Launcher:
         if not report.ok:
             raise CancelFailed(report)
         return report
+
+    def is_sweep(self, name: str) -> bool:
+        from .sweep.control import is_sweep
+
+        return is_sweep(self.app, name)
+
+    def cancel_sweep(self, sweep: str, element: Optional[int] = None) -> list["CancelReport"]:
+        """Cancel a whole sweep (one cancel of its array) or one ELEMENT: a report per element."""
+        from .sweep.control import cancel_sweep
+
+        return cancel_sweep(self.app, sweep, element)
 
     def watch(self) -> list["Outcome"]:
         """One recovery cycle over every open job (what `launcher watch --once` does)."""

@@ -27,6 +27,10 @@ class JobRef:
     # placements ("cloud/region") cooling down after a preemption or a capacity error:
     # a backend that chooses among placements keeps away from them
     avoid: tuple = ()
+    # a sweep's submission of only some elements (one resubmitted after it failed): their
+    # indices, and the sweep they belong to (None: the whole sweep, whose id is job_id)
+    elements: Optional[tuple] = None
+    sweep_id: Optional[str] = None
 
     @property
     def dedupe_token(self) -> str:

@@ -136,12 +136,10 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     from .support import require_supported
 
     require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
-    if spec.sweep is not None:  # rendered as one Slurm array; status/watch/cancel per element are not built yet
-        from .errors import SpecError
+    if spec.sweep is not None:  # one Slurm job array, one job row per element
+        from .sweep.launching import launch_sweep
 
-        raise SpecError(spec_path or spec.name, [("sweep", "launching a sweep is not supported yet: "
-                                                  "`launcher render` shows its Slurm job array script; launch "
-                                                  "each variant as its own spec until sweeps are launchable")])
+        return launch_sweep(app, spec, spec_text, spec_path, target_name, note=note)
     # secret-looking env -> secrets: delivered like secrets, never in the state store or the script
     spec, spec_text = for_launch(spec, spec_text)
     store = app.store
@@ -186,14 +184,20 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
     The caller holds the job's claim (``owner``): the attempt is recorded only while that
     claim is still ours. The dedupe token is looked up first, so an attempt that an
     earlier (crashed) holder of the claim submitted is adopted, never submitted twice."""
-    spec = job_spec(job_row)
-    backend = app.backend(target_name)
-    job = job_ref(app, job_row, attempt, avoid=avoid)
-    existing = find_submission(backend, job)
-    if existing is not None:
-        handle = existing  # an earlier try of this very submission got through: never submit twice
+    if job_row.meta.get("sweep"):  # one element of a sweep: resubmitted alone
+        from .sweep.launching import resubmit_element
+
+        handle, found = resubmit_element(app, job_row, target_name, attempt)
+        existing = handle if found else None
     else:
-        handle = backend.submit(backend.render(spec, facts_for(app, spec, target_name), job))
+        spec = job_spec(job_row)
+        backend = app.backend(target_name)
+        job = job_ref(app, job_row, attempt, avoid=avoid)
+        existing = find_submission(backend, job)
+        if existing is not None:
+            handle = existing  # an earlier try of this very submission got through: never submit twice
+        else:
+            handle = backend.submit(backend.render(spec, facts_for(app, spec, target_name), job))
     app.store.record_attempt(job_row.job_id, attempt, target_name, handle.to_json(), handle.native_id,
                              state="PENDING", reason=reason, owner=owner)
     app.store.record_event(job_row.job_id, "resubmitted", target=target_name, attempt=attempt,

@@ -51,7 +51,8 @@ class JobDetail:
 
 def summary_dict(r: JobRow) -> dict:
     return {"job_id": r.job_id, "name": r.name, "target": r.target, "state": r.state, "reason": r.reason,
-            "open": is_open(r), "created": r.created}
+            "open": is_open(r), "created": r.created,
+            **({"sweep": r.meta["sweep"]["id"], "element": r.meta["sweep"]["index"]} if r.meta.get("sweep") else {})}
 
 
 # ---------------------------------------------------------------- gathering (talks to the store and targets)

@@ -37,9 +37,12 @@ def max_array_size(facts: Facts):
     return int(v) if v not in (None, "") else None
 
 
-def array_directive(spec: JobSpec, facts: Facts) -> str:
-    """``--array=0-(N-1)[%max_parallel]``, checked against the cluster's MaxArraySize."""
+def array_directive(spec: JobSpec, facts: Facts, only=None) -> str:
+    """``--array=0-(N-1)[%max_parallel]``, checked against the cluster's MaxArraySize; with
+    ONLY (indices), ``--array=3`` or ``--array=1,4``: just those elements of the same table."""
     n = spec.sweep.size
+    if only:
+        return "--array=" + ",".join(str(int(i)) for i in sorted(set(only)))
     cap = max_array_size(facts)
     if cap is not None and n > cap:
         cluster = facts.get("cluster") or facts.target
@@ -76,10 +79,11 @@ def sweep_table(spec: JobSpec, job: JobRef) -> str:
     ``export`` line (so a task reads only its own line, whatever the sweep's size)."""
     els = elements(spec.sweep)
     seed = sweep_seed_of(spec, job.seed)
-    out = [f"# launcher sweep table of {comment_text(job.job_id)}: {len(els)} elements; line 2 + i exports "
+    sweep_id = job.sweep_id or job.job_id
+    out = [f"# launcher sweep table of {comment_text(sweep_id)}: {len(els)} elements; line 2 + i exports "
            f"element i's variables (bash, every value quoted)"]
     for e in els:
-        env = element_env(job.job_id, e, len(els), seed, spec.checkpoint.root)
+        env = element_env(sweep_id, e, len(els), seed, spec.checkpoint.root)
         out.append("export " + " ".join(f"{k}={line_quote(v)}" for k, v in env.items()))
     return "\n".join(out) + "\n"
 
@@ -90,3 +94,33 @@ def sweep_context(spec: JobSpec, job: JobRef) -> tuple[dict, tuple]:
     ctx = {"table": f"{job.job_dir}/{TABLE_NAME}", "size": spec.sweep.size,
            "max_parallel": spec.sweep.max_parallel}
     return ctx, ((TABLE_NAME, table),)
+
+
+def task_ids(spec_text: str) -> list[int]:
+    """Slurm's ArrayTaskId of one record as indices: ``3``, ``4-11%3``, ``1,3,5-7``, ``0-10:2``."""
+    out: list[int] = []
+    for part in spec_text.split("%")[0].split(","):
+        part = part.strip()
+        if not part:
+            continue
+        rng, _, step = part.partition(":")
+        lo, _, hi = rng.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()) or (step and not step.isdigit()):
+            continue
+        out.extend(range(int(lo), int(hi or lo) + 1, int(step or 1) or 1))
+    return out
+
+
+def with_array_tasks(live: dict) -> dict:
+    """``scontrol -o show job`` records keyed by job id, plus every array task under
+    ``<array id>_<index>``: a started task has its own record (ArrayTaskId=3), while the
+    tasks still pending share the array's one record (ArrayTaskId=4-11%3), which then
+    stands for each of them."""
+    out = dict(live)
+    for fields in live.values():
+        array, tasks = fields.get("ArrayJobId"), fields.get("ArrayTaskId")
+        if not array or not tasks or tasks in ("N/A", "(null)"):
+            continue
+        for i in task_ids(tasks):
+            out.setdefault(f"{array}_{i}", fields)
+    return out

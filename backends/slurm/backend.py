@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -16,6 +17,7 @@ from launcher.staging import helper_zip_bytes, stage_helper_locally
 from launcher.status import JobState, Status
 
 from . import nodeguard
+from .array import with_array_tasks
 from . import probe as probe_mod
 from .options import SlurmOptions, SlurmSection
 from .render import HELPER_NAME, render_sbatch
@@ -179,7 +181,7 @@ class SlurmBackend:
 
     # ---- render (pure)
     def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:
-        job = JobRef(job.job_id, job.attempt, self.job_dir_for(job, facts), job.seed)
+        job = dataclasses.replace(job, job_dir=self.job_dir_for(job, facts), avoid=())
         return render_sbatch(spec, facts, job, self.opts, self.target.name)
 
     # ---- submit: all-or-nothing
@@ -276,7 +278,7 @@ class SlurmBackend:
         r = self._run(["scontrol", "-o", "show", "job"], check=False)
         if r.returncode != 0 and "Invalid job id" not in r.stderr:
             raise TransientError(f"scontrol show job failed on {self.runner.where}: {r.stderr.strip()}")
-        live = parse_scontrol_oneliners(r.stdout)
+        live = with_array_tasks(parse_scontrol_oneliners(r.stdout))  # sweep elements: <array>_<index>
         missing = [i for i in ids if i not in live]
         past = self._history(missing) if missing else {}
         out = []

@@ -51,7 +51,7 @@ def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> 
         d.append(f"--signal=B:{spec.recovery.signal}@{spec.recovery.grace}")
     d.append(f"--output={job_dir}/{ELEMENT_LOG_PATTERN if spec.sweep else LOG_PATTERN}")
     if spec.sweep:
-        d.append(array_directive(spec, facts))
+        d.append(array_directive(spec, facts, job.elements))
     if spec.image:
         _require_pyxis(spec.image, facts, cluster)
     d += list(s.extra)

@@ -94,7 +94,7 @@ def status_from_scontrol(f: dict) -> Status:
                          "requeue": f.get("Requeue", "")})
 
 
-SACCT_FIELDS = "JobIDRaw,State,ExitCode,NodeList,Start,End,Reason,Comment"
+SACCT_FIELDS = "JobIDRaw,State,ExitCode,NodeList,Start,End,Reason,Comment,JobID"
 
 
 def parse_sacct(text: str) -> dict[str, list[dict]]:
@@ -103,13 +103,16 @@ def parse_sacct(text: str) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for line in text.splitlines():
         parts = line.split("|")
-        if len(parts) < len(names):
+        if len(parts) < len(names) - 1:  # JobID, the last field, came later
             continue
         rec = dict(zip(names, parts))
         jid = rec["JobIDRaw"]
         if "." in jid:
             continue
         out.setdefault(jid, []).append(rec)
+        task = rec.get("JobID", "")  # an array task also under <array>_<index> (a sweep element's handle)
+        if "_" in task and "[" not in task and task != jid:
+            out.setdefault(task, []).append(rec)
     return out
 
 

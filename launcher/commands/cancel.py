@@ -9,13 +9,24 @@ from .common import launcher_of, to_stderr
 
 @click.command()
 @click.argument("job")
+@click.option("--element", type=int, help="JOB is a sweep: cancel only this element.")
 @click.pass_context
-def cancel(ctx, job):
-    """Cancel what the scheduler has for a job, and say what that was (idempotent)."""
+def cancel(ctx, job, element):
+    """Cancel what the scheduler has for a job (or a sweep, or one element of it), and say
+    what that was (idempotent)."""
     from ..cancel import CancelFailed
+    from ..errors import EXIT_FAILED
 
+    lx = launcher_of(ctx)
+    if element is not None or lx.is_sweep(job):
+        reports = lx.cancel_sweep(job, element)
+        for r in reports:
+            _print(r)
+        if any(not r.ok for r in reports):
+            ctx.exit(EXIT_FAILED)
+        return
     try:
-        r = launcher_of(ctx).cancel(job)
+        r = lx.cancel(job)
     except CancelFailed as e:
         _print(e.report)
         raise

@@ -18,6 +18,14 @@ def status(ctx, job, as_json, show_all):
 
     lx = launcher_of(ctx)  # reconcile and refresh notes go to stderr
     if job:
+        sweep = lx.sweep(job)  # a sweep id: counts by state and the element table
+        if sweep is not None:
+            import json
+
+            from ..sweep.summary import format_text
+
+            click.echo(json.dumps(sweep, indent=2) if as_json else format_text(sweep).rstrip("\n"))
+            return
         d = lx.status(job)
         click.echo(view.job_json(d) if as_json else "\n".join(view.job_lines(d)))
         return

@@ -169,7 +169,7 @@ def test_plan_and_launch_agree_on_a_spec_only_a_cluster_can_run(tmp_path, launch
     assert by_target["box"]["rank"] is None and "resources.nodes: target box:" in by_target["box"]["excluded"]
 
 
-# ---- sweep: rendered as one Slurm job array; not launchable anywhere yet
+# ---- sweep: one Slurm job array; the other backends refuse the section
 SWEEP = "sweep: {grid: {lr: [1.0e-4, 3.0e-4]}, max_parallel: 2}\n"
 
 
@@ -180,12 +180,16 @@ def test_only_slurm_honours_a_sweep_and_the_others_name_the_section():
         assert u.field == "sweep" and "does not honour the sweep: section" in u.why and "(slurm)" in u.instead
 
 
-def test_launching_a_sweep_is_refused_before_anything_is_recorded_or_submitted(tmp_path, launcher_env):
-    # the target's cluster does not exist: the refusal comes before any probe or submission
-    launcher_env["config"].write_text("targets:\n  cl: {backend: slurm, partition: batch}\n")
+def test_a_sweep_launch_that_fails_records_nothing(tmp_path, launcher_env):
+    # a local target refuses the section; a Slurm target whose cluster cannot be reached fails
+    # before submitting: neither leaves a row behind
+    launcher_env["config"].write_text("targets:\n  cl: {backend: slurm, partition: batch, "
+                                      "slurm_conf: /nonexistent/slurm.conf}\n  box: {backend: local}\n")
     f = tmp_path / "s.yaml"
     f.write_text("name: s\nrun: echo $LAUNCHER_PARAM_LR\ntargets: [cl]\n" + SWEEP)
     assert run("validate", f).exit_code == 0
+    r = run("launch", f, "--target", "box")
+    assert r.exit_code == 2 and "sweep" in r.output and "does not honour the sweep: section" in r.output
     r = run("launch", f)
-    assert r.exit_code == 2 and "sweep: launching a sweep is not supported yet" in r.output
+    assert r.exit_code != 0 and "slurm_conf /nonexistent/slurm.conf does not exist" in r.output
     assert json.loads(run("status", "--json").output) == []

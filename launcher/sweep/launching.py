@@ -1,0 +1,123 @@
+"""Launching a sweep on Slurm: ONE array submission, one job row per element.
+
+The whole sweep is one ``sbatch --array`` (one dedupe token, ``launcher:<sweep id>:1``).
+Every element is recorded as its own job (``<sweep id>-e<index>``) whose handle names the
+array task ``<array id>_<index>``: status, logs and cancel of one element then work like
+those of any job. Each element row's meta carries ``sweep`` = {id, index, size, params,
+array}; its ``ckpt_root`` is the element's own root. All-or-nothing like a single launch:
+the rows are written as SUBMITTING first and removed again when sbatch fails.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Optional
+
+from ..backend import Handle, JobRef
+from ..state import new_job_id
+from .expand import element_root, element_seed, elements, sweep_seed_of
+
+ELEMENT_ID = "{sweep_id}-e{index}"
+
+
+def element_job_id(sweep_id: str, index: int) -> str:
+    return ELEMENT_ID.format(sweep_id=sweep_id, index=index)
+
+
+def element_native_id(array_id: str, index: int) -> str:
+    """The array task as Slurm names it (squeue -r, sacct, scancel): ``<array id>_<index>``."""
+    return f"{array_id}_{index}"
+
+
+def element_rows(sweep_id: str, spec, seed: int, spec_base: str) -> list[dict]:
+    """Pure: what each element's job row holds (job id, checkpoint root, meta)."""
+    els = elements(spec.sweep)
+    sweep_seed = sweep_seed_of(spec, seed)
+    out = []
+    for e in els:
+        meta = {"spec_base": spec_base, "seed": element_seed(sweep_seed, e.index), "seed_source": "sweep",
+                "sweep": {"id": sweep_id, "index": e.index, "size": len(els), "params": dict(e.params),
+                          "seed": sweep_seed}}
+        out.append({"job_id": element_job_id(sweep_id, e.index), "index": e.index,
+                    "ckpt_root": element_root(spec.checkpoint.root, e.index), "meta": meta})
+    return out
+
+
+def element_handle(array: Handle, job_id: str, index: int) -> Handle:
+    """The element's handle from the array's (sbatch prints ``<array>``; a job found by its
+    dedupe token may read ``<array>_<task>`` or ``<array>_[0-5%2]``)."""
+    array_id = array.native_id.split("_")[0]
+    extra = {**array.extra, "sweep_array": array_id}
+    return replace(array, job_id=job_id, native_id=element_native_id(array_id, index), extra=extra)
+
+
+def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
+    """Render the sweep once, record every element, submit the array once. Returns a
+    ``launcher.launch.Launched`` whose job id is the sweep id and whose handle is the array's."""
+    from ..launch import Launched, facts_for
+    from ..provenance.seed import choose_seed
+    from ..secretenv import for_launch
+
+    spec, spec_text = for_launch(spec, spec_text)
+    store = app.store
+    sweep_id = new_job_id(spec.name)
+    backend = app.backend(target_name)
+    seed, source = choose_seed(spec)
+    job = JobRef(job_id=sweep_id, attempt=1, job_dir=str(store.job_dir(sweep_id)), seed=seed)
+    request = backend.render(spec, facts_for(app, spec, target_name), job)  # errors: nothing recorded yet
+    base = os.path.dirname(spec_path) if spec_path else os.getcwd()
+    rows = element_rows(sweep_id, spec, seed, base)
+    if note:
+        note(f"sweep {sweep_id}: {len(rows)} elements as one job array (LAUNCHER_SWEEP_SEED "
+             f"{rows[0]['meta']['sweep']['seed'] if rows else seed}, {source})")
+    for r in rows:
+        store.begin_job(r["job_id"], spec.name, target_name, backend.name, spec_path, spec_text,
+                        ckpt_root=r["ckpt_root"], meta=r["meta"])
+    try:
+        handle = backend.submit(request)
+    except BaseException:
+        for r in rows:
+            store.forget_job(r["job_id"])
+        raise
+    for r in rows:
+        h = element_handle(handle, r["job_id"], r["index"])
+        store.patch_meta(r["job_id"], sweep={**r["meta"]["sweep"], "array": handle.native_id})
+        store.record_attempt(r["job_id"], 1, target_name, h.to_json(), h.native_id, state="PENDING")
+        store.record_event(r["job_id"], "submitted", target=target_name, native_id=h.native_id, attempt=1,
+                           sweep=sweep_id)
+    return Launched(sweep_id, handle, request)
+
+
+def sweep_rows(store, sweep_id: str) -> list:
+    """The element rows of SWEEP_ID in index order (empty when no such sweep)."""
+    from ..state import _job
+
+    found = store.db.execute("SELECT * FROM jobs WHERE job_id LIKE ?", (f"{sweep_id}-e%",)).fetchall()
+    rows = [j for j in map(_job, found) if (j.meta.get("sweep") or {}).get("id") == sweep_id]
+    return sorted(rows, key=lambda j: j.meta["sweep"]["index"])
+
+
+def element_ref(app, row, attempt: int) -> JobRef:
+    """The JobRef of a further attempt of one element: its own job id (so its own dedupe
+    token and job dir), the sweep's table, and only its index in the array."""
+    sw = row.meta["sweep"]
+    return JobRef(job_id=row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(row.job_id)),
+                  seed=sw.get("seed"), elements=(sw["index"],), sweep_id=sw["id"])
+
+
+def resubmit_element(app, row, target_name: str, attempt: int):
+    """Submit element ROW alone (``--array=<index>`` of the same table, so the same element
+    root: it resumes its own latest commit); the other elements are untouched. The element's
+    handle, adopted by dedupe token when an earlier try got through."""
+    from ..launch import facts_for, find_submission, job_spec
+    from ..provenance.seed import with_seed
+
+    backend = app.backend(target_name)
+    job = element_ref(app, row, attempt)
+    existing = find_submission(backend, job)
+    if existing is None:
+        spec = with_seed(job_spec(row), job.seed)  # the table derives every element's seed from the sweep's
+        existing = backend.submit(backend.render(spec, facts_for(app, spec, target_name), job))
+        return element_handle(existing, row.job_id, job.elements[0]), False
+    return element_handle(existing, row.job_id, job.elements[0]), True
