@@ -30,7 +30,7 @@ def git(repo, *args):
 def test_launches_in_a_row_see_an_edit_and_share_one_helper(clean_queue, tmp_path, monkeypatch):
     from launcher.app import App
     from launcher.launch import launch
-    from launcher.spec import spec_from_text
+    from launcher.specload import spec_from_text
 
     cli = LauncherCLI(tmp_path, clean_queue)  # writes the config naming the test cluster
     monkeypatch.setenv("LAUNCHER_HOME", str(cli.home))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from launcher.backend import Handle
-from launcher.spec import parse_spec
+from launcher.specload import parse_spec
 from launcher.sweep.expand import element_seed
 from launcher.sweep.launching import element_handle, element_job_id, element_rows
 from launcher_backends.slurm.array import task_ids, with_array_tasks
