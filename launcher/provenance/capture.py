@@ -71,41 +71,8 @@ def git_identity(path: Optional[str]) -> dict:
             out["error"] = "repository has no commit yet"
         rc, br, _ = _git(["rev-parse", "--abbrev-ref", "HEAD"], path)
         out["branch"] = br.strip() if rc == 0 and br.strip() not in ("", "HEAD") else None
-        rc, st, err = _git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], path, binary=True)
-        if rc != 0:
-            out["error"] = err or f"git status exit {rc}"
-        else:
-            entries = [e for e in st.split(b"\0") if e]
-            untracked = sorted(e[3:] for e in entries if e.startswith(b"?? "))
-            changed = [e for e in entries if not e.startswith(b"?? ")]
-            out["dirty"] = bool(entries)
-            out["changed_files"] = len(changed)
-            out["untracked_files"] = len(untracked)
-            h = hashlib.sha256()
-            if out["commit"]:
-                rc, diff, err = _git(["diff", "HEAD", "--binary", "--no-ext-diff", "--no-color"], path, binary=True)
-                h.update(diff)
-            for rel in untracked:
-                p = os.path.join(top, os.fsdecode(rel))
-                h.update(b"\0untracked\0" + rel + b"\0")
-                try:
-                    size = os.path.getsize(p)
-                    if size <= UNTRACKED_HASH_LIMIT and os.path.isfile(p):
-                        with open(p, "rb") as f:
-                            h.update(hashlib.sha256(f.read()).digest())
-                    else:
-                        h.update(str(size).encode())
-                except OSError:
-                    h.update(b"?")
-            out["diff_sha256"] = h.hexdigest() if out["dirty"] else None
-        rc, remotes, _ = _git(["remote"], path)
-        names = remotes.split() if rc == 0 else []
-        if names:
-            name = "origin" if "origin" in names else names[0]
-            rc, url, _ = _git(["remote", "get-url", name], path)
-            if rc == 0:
-                out["remote"] = strip_credentials(url.strip())
-                out["remote_name"] = name
+        _worktree_state(out, path, top)
+        _remote(out, path)
     except FileNotFoundError:
         out["error"] = "git is not installed"
     except subprocess.TimeoutExpired:
@@ -113,6 +80,53 @@ def git_identity(path: Optional[str]) -> dict:
     except OSError as e:
         out["error"] = f"git failed: {e}"
     return out
+
+
+def _worktree_state(out: dict, path: str, top: str) -> None:
+    """Fill OUT's dirty / changed_files / untracked_files / diff_sha256 from `git status`."""
+    rc, st, err = _git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], path, binary=True)
+    if rc != 0:
+        out["error"] = err or f"git status exit {rc}"
+        return
+    entries = [e for e in st.split(b"\0") if e]
+    untracked = sorted(e[3:] for e in entries if e.startswith(b"?? "))
+    out["dirty"] = bool(entries)
+    out["changed_files"] = len(entries) - len(untracked)
+    out["untracked_files"] = len(untracked)
+    out["diff_sha256"] = _diff_sha256(path, top, untracked, bool(out["commit"])) if entries else None
+
+
+def _diff_sha256(path: str, top: str, untracked: list, has_commit: bool) -> str:
+    """sha256 of `git diff HEAD --binary` plus every untracked file's path and content."""
+    h = hashlib.sha256()
+    if has_commit:
+        _rc, diff, _err = _git(["diff", "HEAD", "--binary", "--no-ext-diff", "--no-color"], path, binary=True)
+        h.update(diff)
+    for rel in untracked:
+        p = os.path.join(top, os.fsdecode(rel))
+        h.update(b"\0untracked\0" + rel + b"\0")
+        try:
+            size = os.path.getsize(p)
+            if size <= UNTRACKED_HASH_LIMIT and os.path.isfile(p):
+                with open(p, "rb") as f:
+                    h.update(hashlib.sha256(f.read()).digest())
+            else:
+                h.update(str(size).encode())
+        except OSError:
+            h.update(b"?")
+    return h.hexdigest()
+
+
+def _remote(out: dict, path: str) -> None:
+    """OUT's remote (credentials stripped): origin if there is one, else the first remote."""
+    rc, remotes, _ = _git(["remote"], path)
+    names = remotes.split() if rc == 0 else []
+    if names:
+        name = "origin" if "origin" in names else names[0]
+        rc, url, _ = _git(["remote", "get-url", name], path)
+        if rc == 0:
+            out["remote"] = strip_credentials(url.strip())
+            out["remote_name"] = name
 
 
 def code_identity(path: Optional[str]) -> dict:
