@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from .launcher_cli import LauncherCLI, poll, start_watcher, starts_by_job, stop_watchers, wait_all_closed
+from tests.fixtures.polling import poll
+
+from .launcher_cli import LauncherCLI, start_watcher, starts_by_job, stop_watchers, wait_all_closed
 
 ATTEMPTS = 4  # every job ends its first 3 attempts (preempted or killed), then completes
 

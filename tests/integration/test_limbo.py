@@ -13,7 +13,9 @@ import time
 
 import pytest
 
-from .launcher_cli import LauncherCLI, poll
+from tests.fixtures.polling import poll
+
+from .launcher_cli import LauncherCLI
 
 
 @pytest.fixture

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from .launcher_cli import LauncherCLI, committed_steps, poll
+from tests.fixtures.polling import poll
+
+from .launcher_cli import LauncherCLI, committed_steps
 
 TRAIN = Path(__file__).resolve().parents[2] / "examples" / "train.py"
 
