@@ -54,10 +54,9 @@ def launch_jobs(cli: LauncherCLI, n: int, starts: Path) -> list[str]:
 
 
 @pytest.fixture
-def cli(tmp_path):
-    c = LauncherCLI(tmp_path)
-    c.env["LAUNCHER_CLAIM_TTL"] = "3"  # a killed watcher's claim is taken over quickly
-    return c
+def cli(cli):
+    cli.env["LAUNCHER_CLAIM_TTL"] = "3"  # a killed watcher's claim is taken over quickly
+    return cli
 
 
 def test_three_watchers_and_a_killed_one_run_every_attempt_exactly_once(cli):

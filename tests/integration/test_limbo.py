@@ -15,13 +15,6 @@ import pytest
 
 from tests.fixtures.polling import poll
 
-from .launcher_cli import LauncherCLI
-
-
-@pytest.fixture
-def cli(tmp_path):
-    return LauncherCLI(tmp_path)
-
 
 def killed_launch(cli, when: str) -> str:
     """Run `launch` in a process that dies (os._exit, no cleanup) right after the scheduler

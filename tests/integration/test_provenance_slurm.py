@@ -16,18 +16,13 @@ import yaml
 
 from tests.fixtures.gitrepo import git
 
-from .launcher_cli import LauncherCLI, job_id_of
+from .launcher_cli import job_id_of
 
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[2]
 HF = "hf_" + "Zk3vT" * 7
 OTHER = "plain-looking-value-51e0c3aa"  # secret only by its variable's name (CI_TOKEN)
-
-
-@pytest.fixture
-def cli(clean_queue, tmp_path):
-    return LauncherCLI(tmp_path, clean_queue)
 
 
 def test_lineage_of_a_slurm_checkpoint_from_the_root_alone_and_no_secret_written(cli, clean_queue, tmp_path):

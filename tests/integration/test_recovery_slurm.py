@@ -16,7 +16,7 @@ import pytest
 
 from tests.fixtures.polling import poll
 
-from .launcher_cli import LauncherCLI, committed_steps
+from .launcher_cli import committed_steps
 
 pytestmark = pytest.mark.slurm
 
@@ -29,11 +29,6 @@ def reference(steps: int, tmp: Path) -> str:
     subprocess.run([sys.executable, str(TRAIN), "--steps", str(steps), "--result", str(tmp / "ref.json")],
                    capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
     return json.loads((tmp / "ref.json").read_text())["sha256"]
-
-
-@pytest.fixture
-def cli(clean_queue, tmp_path):
-    return LauncherCLI(tmp_path, clean_queue)
 
 
 def train_spec(cli, cluster, name, steps, every, sleep, **extra):

@@ -15,17 +15,12 @@ import pytest
 
 from tests.fixtures.polling import poll
 
-from .launcher_cli import LauncherCLI, job_id_of
+from .launcher_cli import job_id_of
 
 pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN = REPO / "examples" / "train.py"
-
-
-@pytest.fixture
-def cli(clean_queue, tmp_path):
-    return LauncherCLI(tmp_path, clean_queue)
 
 
 def body(root, result, steps, every, sleep):

@@ -14,11 +14,6 @@ from .launcher_cli import LauncherCLI, job_id_of
 pytestmark = pytest.mark.slurm
 
 
-@pytest.fixture
-def cli(clean_queue, tmp_path):
-    return LauncherCLI(tmp_path, clean_queue)
-
-
 def test_two_node_job_sees_one_master_and_ranks_0_and_1(cli, clean_queue):
     spec = cli.spec("twonode", {
         "run": 'echo "RANK=$LAUNCHER_NODE_RANK MASTER=$MASTER_ADDR:$MASTER_PORT NODES=$LAUNCHER_NUM_NODES HOST=$(hostname)"',
