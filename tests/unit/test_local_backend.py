@@ -5,19 +5,11 @@ import time
 
 import pytest
 
-from launcher.app import App
 from launcher.launch import launch
 from launcher.spec import spec_from_text
 from launcher.status import JobState
 from launcher.tracking import wait_for
 from tests.fixtures.polling import poll
-
-
-@pytest.fixture
-def app(launcher_env):
-    a = App()
-    yield a
-    a.close()
 
 
 def _launch(app, text):
