@@ -1,7 +1,6 @@
 """The local backend runs real processes on this machine."""
 
 import os
-import time
 
 import pytest
 
@@ -111,11 +110,7 @@ def test_notice_checkpoint_then_watch_resumes_to_the_uninterrupted_result(app, t
         os.kill(int(p), sig.SIGUSR1)
     st = wait_for(app, j.job_id, poll=0.1, timeout=30)
     assert st.state is JobState.PREEMPTED and st.exit_code == 75
-    for _ in range(100):
-        outcomes = watch.cycle(app)
-        if any(o.action == "done" for o in outcomes):
-            break
-        time.sleep(0.1)
+    poll("watch: done", lambda: any(o.action == "done" for o in watch.cycle(app)), timeout=30, interval=0.1)
     attempts = app.store.attempts(j.job_id)
     assert [a.state for a in attempts] == ["PREEMPTED", "COMPLETED"]
     assert attempts[1].resume_step >= 10
