@@ -7,25 +7,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Optional
 
 import yaml
 
+from tests.fixtures.polling import poll
+
 LAUNCHER = str(Path(sys.executable).parent / "launcher")
-
-
-def poll(what: str, fn, timeout: float = 120, interval: float = 0.5):
-    """Call fn() until it returns something truthy (returned); AssertionError after timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not reached within {timeout:.0f}s")
-        time.sleep(interval)
 
 
 def committed_steps(cli: "LauncherCLI", root) -> list[int]:
@@ -86,14 +75,14 @@ class LauncherCLI:
 
     def wait_state(self, job: str, states, timeout=120, interval=0.5) -> dict:
         states = {states} if isinstance(states, str) else set(states)
-        deadline = time.time() + timeout
-        st = {}
-        while time.time() < deadline:
-            st = self.status(job)
-            if st["state"] in states:
-                return st
-            time.sleep(interval)
-        raise AssertionError(f"{job} did not reach {states} in {timeout}s: {json.dumps(st, indent=1)}")
+        last = {}
+
+        def reached():
+            last.update(self.status(job))
+            return dict(last) if last["state"] in states else None
+
+        return poll(f"{job} state in {sorted(states)}", reached, timeout=timeout, interval=interval,
+                    detail=lambda: json.dumps(last, indent=1))
 
     def output(self, job: str) -> str:
         return self.run("logs", job).stdout

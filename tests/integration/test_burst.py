@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.polling import poll
+
 from .launcher_cli import LauncherCLI
 
 pytestmark = pytest.mark.slurm
@@ -39,16 +41,17 @@ def test_stuck_job_bursts_to_the_cloud_and_finishes_once(clean_queue, tmp_path):
     job = cli.launch(spec, "testcl")
     slurm_native = cli.status(job)["attempts"][0]["native_id"]
 
-    deadline = time.time() + 120
-    events = []
-    while time.time() < deadline:
+
+    def done():
         cli.run("watch", "--once")
         st = cli.status(job)
-        events = [e["kind"] for e in st["events"]]
-        if "done" in events:
-            break
-        time.sleep(1)
-    clean_queue.run("scancel", blocker)
+        return st if any(e["kind"] == "done" for e in st["events"]) else None
+
+    try:
+        st = poll(f"{job} done", done, timeout=120, interval=1)
+    finally:
+        clean_queue.run("scancel", blocker)
+    events = [e["kind"] for e in st["events"]]
     assert "burst" in events and "burst_won" in events and "done" in events, st["events"]
     won = [e for e in st["events"] if e["kind"] == "burst_won"][0]
     assert won["winner"] == "cloud" and won["cancelled_native_id"] == slurm_native

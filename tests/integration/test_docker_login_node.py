@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .launcher_cli import poll
+from tests.fixtures.polling import poll
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = "/home/alice"

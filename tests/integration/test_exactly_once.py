@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from .launcher_cli import LauncherCLI, poll, start_watcher, starts_by_job, stop_watchers, wait_all_closed
+from tests.fixtures.polling import poll
+
+from .launcher_cli import LauncherCLI, start_watcher, starts_by_job, stop_watchers, wait_all_closed
 
 ATTEMPTS = 4  # every job ends its first 3 attempts (preempted or killed), then completes
 
@@ -52,10 +54,9 @@ def launch_jobs(cli: LauncherCLI, n: int, starts: Path) -> list[str]:
 
 
 @pytest.fixture
-def cli(tmp_path):
-    c = LauncherCLI(tmp_path)
-    c.env["LAUNCHER_CLAIM_TTL"] = "3"  # a killed watcher's claim is taken over quickly
-    return c
+def cli(cli):
+    cli.env["LAUNCHER_CLAIM_TTL"] = "3"  # a killed watcher's claim is taken over quickly
+    return cli
 
 
 def test_three_watchers_and_a_killed_one_run_every_attempt_exactly_once(cli):

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from .launcher_cli import LauncherCLI, start_watcher, starts_by_job, stop_watchers, wait_all_closed
+from .launcher_cli import start_watcher, starts_by_job, stop_watchers, wait_all_closed
 
 pytestmark = pytest.mark.slurm
 
@@ -18,10 +18,9 @@ ATTEMPTS = 4
 
 
 @pytest.fixture
-def cli(clean_queue, tmp_path):
-    c = LauncherCLI(tmp_path, clean_queue)
-    c.env["LAUNCHER_CLAIM_TTL"] = "10"
-    return c
+def cli(cli):
+    cli.env["LAUNCHER_CLAIM_TTL"] = "10"
+    return cli
 
 
 def job_program(cluster) -> str:

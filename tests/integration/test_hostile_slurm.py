@@ -10,7 +10,6 @@ working directory exactly as written.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.options import SlurmOptions
 from tests.fixtures.hostile import CODE_FIELDS, ITEM, VALUE, Leaf, pwn_dir, pwned, sentinels, set_leaf, \
     string_leaves
+from tests.fixtures.polling import poll
 
 pytestmark = pytest.mark.slurm
 
@@ -108,13 +108,15 @@ def _sweep(cluster, tmp: Path, pwn: Path) -> None:
         job = JobRef(f"hostile-{i}", 1, job_dir=str(tmp / "jobs" / f"hostile-{i}"))
         req = backend.render(spec, facts, job)
         submitted.append((leaf, value, backend, backend.submit(req)))
-    deadline = time.time() + 240
     pending = list(submitted)
-    while pending and time.time() < deadline:
+
+    def all_ended():
         states = pending[0][2].status([h for *_, h in pending])
-        pending = [c for c, st in zip(pending, states) if not st.state.is_terminal]
-        time.sleep(1)
-    assert not pending, f"jobs still running after 240 s: {[str(c[0]) for c in pending]}"
+        pending[:] = [c for c, st in zip(pending, states) if not st.state.is_terminal]
+        return not pending
+
+    poll("every hostile job ended", all_ended, timeout=240, interval=1,
+         detail=lambda: f"still running: {[str(c[0]) for c in pending]}")
     for leaf, value, _backend_, handle in submitted:
         out = Path(handle.extra["job_dir"]) / f"slurm-{handle.native_id}.out"
         text = out.read_text(errors="replace")

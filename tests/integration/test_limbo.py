@@ -13,12 +13,7 @@ import time
 
 import pytest
 
-from .launcher_cli import LauncherCLI, poll
-
-
-@pytest.fixture
-def cli(tmp_path):
-    return LauncherCLI(tmp_path)
+from tests.fixtures.polling import poll
 
 
 def killed_launch(cli, when: str) -> str:

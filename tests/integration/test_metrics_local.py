@@ -8,11 +8,7 @@ from __future__ import annotations
 import sys
 import textwrap
 
-import pytest
-
 from launcher.checkpoint.metrics import read_metrics
-
-from .launcher_cli import LauncherCLI
 
 PROGRAM = textwrap.dedent("""
     import os, sys
@@ -33,11 +29,6 @@ PROGRAM = textwrap.dedent("""
         print("REFUSED", e)
     print("REPORTED", start, last)
 """)
-
-
-@pytest.fixture
-def cli(tmp_path):
-    return LauncherCLI(tmp_path)
 
 
 def test_a_local_job_reports_and_the_launcher_reads_the_values(cli):

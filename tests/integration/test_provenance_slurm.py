@@ -8,32 +8,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from .launcher_cli import LauncherCLI, job_id_of
+from tests.fixtures.gitrepo import git
+
+from .launcher_cli import job_id_of
 
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[2]
 HF = "hf_" + "Zk3vT" * 7
 OTHER = "plain-looking-value-51e0c3aa"  # secret only by its variable's name (CI_TOKEN)
-
-
-def git(repo, *args):
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(repo)}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
-
-
-@pytest.fixture
-def cli(clean_queue, tmp_path):
-    return LauncherCLI(tmp_path, clean_queue)
 
 
 def test_lineage_of_a_slurm_checkpoint_from_the_root_alone_and_no_secret_written(cli, clean_queue, tmp_path):

@@ -10,16 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from .launcher_cli import ssh_cli
-
 pytestmark = [pytest.mark.slurm, pytest.mark.sshd]
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def cli(clean_queue, sshd_server, tmp_path):
-    return ssh_cli(tmp_path, clean_queue, sshd_server)
 
 
 def test_run_json_is_written_on_the_cluster_through_ssh(cli, clean_queue, sshd_server):

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from .launcher_cli import LauncherCLI, committed_steps
+from tests.fixtures.polling import poll
+
+from .launcher_cli import committed_steps
 
 pytestmark = pytest.mark.slurm
 
@@ -29,11 +31,6 @@ def reference(steps: int, tmp: Path) -> str:
     return json.loads((tmp / "ref.json").read_text())["sha256"]
 
 
-@pytest.fixture
-def cli(clean_queue, tmp_path):
-    return LauncherCLI(tmp_path, clean_queue)
-
-
 def train_spec(cli, cluster, name, steps, every, sleep, **extra):
     root = cluster.shared_dir / f"ckpt-{name}-{time.time_ns()}"
     result = cluster.shared_dir / f"result-{name}-{time.time_ns()}.json"
@@ -45,13 +42,11 @@ def train_spec(cli, cluster, name, steps, every, sleep, **extra):
 
 
 def wait_commit(cli, root, at_least=1, timeout=90):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    def latest():
         steps = committed_steps(cli, root)
-        if steps and steps[-1] >= at_least:
-            return steps[-1]
-        time.sleep(0.5)
-    raise AssertionError(f"no commit >= {at_least} under {root} in {timeout}s")
+        return steps[-1] if steps and steps[-1] >= at_least else None
+
+    return poll(f"a commit >= {at_least} under {root}", latest, timeout=timeout, interval=0.5)
 
 
 def node_of(cli, job):
@@ -87,9 +82,7 @@ def test_preemption_checkpoints_on_signal_and_loses_at_most_one_step(cli, clean_
                                     resources={"cpus_per_node": 2, "nodes": 1})
     job = cli.launch(spec)
     cli.wait_state(job, "RUNNING")
-    deadline = time.time() + 60
-    while time.time() < deadline and not re.search(r"^step [3-9]", cli.output(job), re.M):
-        time.sleep(0.3)
+    poll(f"{job} at step 3", lambda: re.search(r"^step [3-9]", cli.output(job), re.M), timeout=60, interval=0.3)
     # every node: the only way to run it is to preempt ours
     high = cli.spec("hipri", {"run": "sleep 2", "resources": {"nodes": 4, "time_limit": "5m"},
                               "slurm": {"partition": "high"}})
@@ -121,13 +114,13 @@ def test_crash_loop_without_progress_is_stopped_by_watch_with_its_reason(cli, cl
     spec = cli.spec("crashy", {"run": "echo crashing; exit 1", "checkpoint": {"root": str(clean_queue.shared_dir / "ck-crashy")},
                                "recovery": {"app_error": 5}, "resources": {"time_limit": "5m"}})
     job = cli.launch(spec)
-    deadline = time.time() + 180
-    while time.time() < deadline:
+
+    def gave_up():
         cli.run("watch", "--once")
         st = cli.status(job)
-        if any(e["kind"] == "gave_up" for e in st["events"]):
-            break
-        time.sleep(1)
+        return st if any(e["kind"] == "gave_up" for e in st["events"]) else None
+
+    st = poll(f"{job}: watch gave up", gave_up, timeout=180, interval=1)
     gave = [e for e in st["events"] if e["kind"] == "gave_up"]
     assert gave and "no progress" in gave[0]["reason"], st["events"]
     assert len(st["attempts"]) == 3 and "gave up: no progress" in st["reason"]

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from .launcher_cli import LauncherCLI, committed_steps, job_id_of, poll
+from tests.fixtures.polling import poll
+
+from .launcher_cli import LauncherCLI, committed_steps, job_id_of
 
 pytestmark = pytest.mark.slurm
 

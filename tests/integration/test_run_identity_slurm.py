@@ -13,17 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from .launcher_cli import LauncherCLI, job_id_of
+from tests.fixtures.polling import poll
+
+from .launcher_cli import job_id_of
 
 pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN = REPO / "examples" / "train.py"
-
-
-@pytest.fixture
-def cli(clean_queue, tmp_path):
-    return LauncherCLI(tmp_path, clean_queue)
 
 
 def body(root, result, steps, every, sleep):
@@ -66,9 +63,8 @@ def test_relaunch_resumes_with_the_same_seed_and_fresh_survives_a_slurm_requeue(
     third = job_id_of(p)
     assert "--fresh: starting over from step 0" in p.stderr
     cli.wait_state(third, "RUNNING")
-    deadline = time.time() + 90
-    while time.time() < deadline and not [s for s, g, st in states(cli, root) if g == 3 and st == "committed"]:
-        time.sleep(0.5)
+    poll("a commit of generation 3", lambda: [s for s, g, st in states(cli, root) if g == 3 and st == "committed"],
+         timeout=90, interval=0.5)
     high = cli.spec("hipri", {"run": "sleep 2", "resources": {"nodes": 4, "time_limit": "5m"},
                               "slurm": {"partition": "high"}})
     cli.run("launch", high, "--target", "testcl")

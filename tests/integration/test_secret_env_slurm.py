@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from .launcher_cli import LauncherCLI, job_id_of, poll, ssh_cli
+from tests.fixtures.polling import poll
+
+from .launcher_cli import LauncherCLI, job_id_of, ssh_cli
 
 pytestmark = pytest.mark.slurm
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -23,33 +22,11 @@ import pytest
 from launcher_backends.skypilot import SkyPilotBackend
 from launcher_backends.skypilot.catalog_fixture import write_catalog
 from tests.fixtures.policy import service_unavailable
+from tests.fixtures.skypilot_slurm import api_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 SKY = Path(sys.executable).with_name("sky")
 SECRET = "s3cr3t-value-never-on-disk-7f1e"
-
-
-def _free(port: int, reuse: bool) -> bool:
-    with socket.socket() as s:
-        if reuse:  # SkyPilot checks its queue port with SO_REUSEADDR, its API port without
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _ports():
-    """API ports whose companion queue-manager port is free too (SkyPilot derives it from the API port:
-    50000 + (50011 - 50000 + port - 46580) % 10000, sky/server/requests/queues/mp_queue.py)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        queue = 50000 + (11 + port - 46580) % 10000
-        if _free(port, reuse=False) and _free(queue, reuse=True):
-            yield port
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +40,7 @@ def server(tmp_path_factory):
     base.pop("SKYPILOT_DISABLE_LOCAL_API_SERVER", None)
     base.pop("SKYPILOT_API_SERVER_ENDPOINT", None)
     errors = []
-    for port, _ in zip(_ports(), range(3), strict=False):
+    for port, _ in zip(api_ports(), range(3), strict=False):
         env = {**base, "SKYPILOT_API_SERVER_LOCAL_PORT": str(port)}
         proc = subprocess.run([str(SKY), "api", "start", "--host", "127.0.0.1", "--port", str(port)], env=env,
                               capture_output=True, text=True, timeout=300)

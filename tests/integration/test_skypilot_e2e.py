@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 
 from launcher_backends.skypilot.names import cluster_name
+from tests.fixtures.polling import poll
 
-from .launcher_cli import LauncherCLI, committed_steps, poll
+from .launcher_cli import LauncherCLI, committed_steps
 
 pytestmark = [pytest.mark.skypilot_e2e, pytest.mark.slurm]
 

@@ -4,18 +4,14 @@ here is rendered by launcher, submitted with sbatch and run by real slurmd nodes
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
+
+from tests.fixtures.polling import poll
 
 from .launcher_cli import LauncherCLI, job_id_of
 
 pytestmark = pytest.mark.slurm
-
-
-@pytest.fixture
-def cli(clean_queue, tmp_path):
-    return LauncherCLI(tmp_path, clean_queue)
 
 
 def test_two_node_job_sees_one_master_and_ranks_0_and_1(cli, clean_queue):
@@ -103,12 +99,12 @@ def test_preempted_job_is_requeued_and_runs_again(cli, clean_queue):
     high = cli.spec("highprio", {"run": "sleep 1", "resources": {"nodes": 1, "time_limit": "5m"},
                                  "slurm": {"partition": "high"}})
     cli.launch(high)
-    deadline = time.time() + 150
-    while time.time() < deadline:
+
+    def second_attempt_started():
         st = cli.status(job)
-        if len(st["attempts"]) >= 2 and st["attempts"][1]["state"] in ("RUNNING", "COMPLETED"):
-            break
-        time.sleep(1)
+        return st if len(st["attempts"]) >= 2 and st["attempts"][1]["state"] in ("RUNNING", "COMPLETED") else None
+
+    st = poll(f"{job}: a second attempt running", second_attempt_started, timeout=150, interval=1)
     assert st["attempts"][0]["state"] == "PREEMPTED", st
     assert st["attempts"][1]["attempt"] == 2
     final = cli.wait_state(job, "COMPLETED", timeout=120)

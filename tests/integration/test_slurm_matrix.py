@@ -418,7 +418,7 @@ def test_a_preempted_run_reads_preempted_and_the_job_runs_again(cli, row, slurm_
 
 
 def poll_status(cli, job: str, predicate, timeout: float) -> dict:
-    from .launcher_cli import poll
+    from tests.fixtures.polling import poll
 
     return poll(f"{job}: status condition", lambda: (lambda s: s if predicate(s) else None)(cli.status(job)),
                 timeout=timeout, interval=1)

@@ -9,14 +9,9 @@ import time
 
 import pytest
 
-from .launcher_cli import job_id_of, ssh_cli
+from .launcher_cli import job_id_of
 
 pytestmark = [pytest.mark.slurm, pytest.mark.sshd]
-
-
-@pytest.fixture
-def cli(clean_queue, sshd_server, tmp_path):
-    return ssh_cli(tmp_path, clean_queue, sshd_server)
 
 
 def test_multinode_launch_status_logs_cancel_through_ssh(cli, clean_queue):

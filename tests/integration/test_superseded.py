@@ -10,16 +10,11 @@ import signal
 import sys
 from pathlib import Path
 
-import pytest
+from tests.fixtures.polling import poll
 
-from .launcher_cli import LauncherCLI, committed_steps, poll
+from .launcher_cli import committed_steps
 
 TRAIN = Path(__file__).resolve().parents[2] / "examples" / "train.py"
-
-
-@pytest.fixture
-def cli(tmp_path):
-    return LauncherCLI(tmp_path)
 
 
 def trainer(cli, name, root, steps=400, sleep=0.05):

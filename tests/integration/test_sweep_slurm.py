@@ -7,7 +7,6 @@ does not take sweeps yet: that wiring comes with the backend-boundary restructur
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from launcher.sweep.expand import element_seed, elements
 from launcher.validation import validate_model
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.options import SlurmOptions
+from tests.fixtures.polling import poll
 
 pytestmark = pytest.mark.slurm
 
@@ -37,17 +37,19 @@ def _backend(cluster) -> SlurmBackend:
     return SlurmBackend(Target("testcl", "slurm", validate_model(SlurmOptions, opts, "config.yaml")))
 
 
+def _wait_gone(cluster, handle, timeout: float) -> None:
+    """Until Slurm no longer lists the array (every element ended)."""
+    def queued() -> str:
+        return cluster.run("squeue", "-h", "-j", handle.native_id, check=False).stdout.strip()
+
+    poll(f"array {handle.native_id} gone from the queue", lambda: not queued(), timeout=timeout, interval=1,
+         detail=queued)
+
+
 def _wait_for_reports(cluster, handle, n: int, timeout: float = 300) -> dict[int, dict]:
     """Every element's report, read from its own log (slurm-<array>_<index>.out), once the array is gone."""
     job_dir = Path(handle.extra["job_dir"])
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        queued = cluster.run("squeue", "-h", "-j", handle.native_id, check=False).stdout.strip()
-        if not queued:
-            break
-        time.sleep(1)
-    else:
-        raise AssertionError(f"array {handle.native_id} still queued after {timeout:.0f} s:\n{queued}")
+    _wait_gone(cluster, handle, timeout)
     reports = {}
     for i in range(n):
         log = job_dir / f"slurm-{handle.native_id}_{i}.out"
@@ -138,13 +140,10 @@ def test_a_notice_to_one_element_requeues_only_that_element_which_resumes_its_ow
     req = backend.render(spec, backend.probe(), JobRef("sweep-1", 1, job_dir=str(tmp / "jobs" / "sweep-1")))
     handle = backend.submit(req)
     logs = {i: Path(handle.extra["job_dir"]) / f"slurm-{handle.native_id}_{i}.out" for i in range(3)}
-    deadline = time.time() + 120
-    while time.time() < deadline and not (logs[1].exists() and re.search(r"^step [3-9]", logs[1].read_text(), re.M)):
-        time.sleep(0.3)
+    poll("element 1 at step 3", lambda: logs[1].exists() and re.search(r"^step [3-9]", logs[1].read_text(), re.M),
+         timeout=120, interval=0.3)
     cluster.run("scancel", "--signal=USR1", "--batch", f"{handle.native_id}_1")
-    deadline = time.time() + 300
-    while time.time() < deadline and cluster.run("squeue", "-h", "-j", handle.native_id, check=False).stdout.strip():
-        time.sleep(1)
+    _wait_gone(cluster, handle, 300)
     texts = {i: p.read_text(errors="replace") for i, p in logs.items()}
     assert "preemption notice: saved step" in texts[1] and "requeueing" in texts[1], texts[1]
     assert "start 2 of" in texts[1] and re.search(r"train: resumed from \S+element-0001/step-\d+", texts[1]), texts[1]

@@ -21,8 +21,9 @@ import pytest
 import launcher
 import launcher.backend as backend_mod
 from launcher.backend import Handle, can
+from tests.fixtures.polling import poll
 
-from .launcher_cli import LauncherCLI, poll
+from .launcher_cli import LauncherCLI
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = Path(__file__).parent / "fakecloud"

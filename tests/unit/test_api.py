@@ -4,7 +4,6 @@ real state store and real checkpoints; typed results, launcher errors, nothing p
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -14,19 +13,9 @@ from launcher.cancel import CancelReport
 from launcher.errors import LauncherError, SpecError
 from launcher.specload import spec_from_text
 from launcher.status import JobState
+from tests.fixtures.polling import poll
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def poll(what, fn, timeout=60.0, interval=0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not reached within {timeout:.0f}s")
-        time.sleep(interval)
 
 
 @pytest.fixture
@@ -98,7 +87,7 @@ def test_follow_the_logs_to_the_end_and_take_the_exit_status(lx, tmp_path):
 
 def test_cancel_a_running_job_then_again(lx):
     s = lx.launch("name: sleeper\nrun: sleep 300\n", target="local")
-    poll("running", lambda: lx.status(s.job_id).state == "RUNNING")
+    poll("running", lambda: lx.status(s.job_id).state == "RUNNING", timeout=60, interval=0.2)
     r = lx.cancel(s.job_id)
     assert isinstance(r, CancelReport) and r.ok and r.cancelled and r.finished is None
     d = lx.status(s.job_id)

@@ -1,22 +1,14 @@
 """The local backend runs real processes on this machine."""
 
 import os
-import time
 
 import pytest
 
-from launcher.app import App
 from launcher.launch import launch
 from launcher.specload import spec_from_text
 from launcher.status import JobState
 from launcher.tracking import wait_for
-
-
-@pytest.fixture
-def app(launcher_env):
-    a = App()
-    yield a
-    a.close()
+from tests.fixtures.polling import poll
 
 
 def _launch(app, text):
@@ -43,19 +35,21 @@ def test_failed_job_keeps_its_exit_code(app):
 def test_cancel_ends_the_whole_process_group_and_is_idempotent(app, tmp_path):
     marker = tmp_path / "child.pid"
     j = _launch(app, f"name: c\nrun: 'sleep 300 & echo $! > {marker}; wait'\n")
-    deadline = time.time() + 10
-    while not marker.exists() and time.time() < deadline:
-        time.sleep(0.05)
+    poll("the child's pid file", marker.exists, timeout=10, interval=0.05)
     child = int(marker.read_text())
     backend = app.backend("local")
     backend.cancel(j.handle)
     backend.cancel(j.handle)
     st = backend.status([j.handle])[0]
     assert st.state is JobState.CANCELLED
-    deadline = time.time() + 5
-    while os.path.exists(f"/proc/{child}") and time.time() < deadline:
-        time.sleep(0.05)
-    assert not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z"
+    poll(f"child {child} gone or a zombie", lambda: _gone(child), timeout=5, interval=0.05)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
 
 
 def test_setup_failure_is_reported(app):
@@ -108,20 +102,15 @@ def test_notice_checkpoint_then_watch_resumes_to_the_uninterrupted_result(app, t
             f"--result {tmp_path / 'out.json'}\ncheckpoint: {{root: {tmp_path / 'ck'}}}\n")
     j = _launch(app, text)
     log = Path(j.handle.extra["job_dir"]) / "output.log"
-    deadline = time.time() + 30
-    while "step 12 " not in (log.read_text() if log.exists() else "") and time.time() < deadline:
-        time.sleep(0.05)
+    poll("step 12 in the job's log", lambda: log.exists() and "step 12 " in log.read_text(), timeout=30,
+         interval=0.05)
     script = Path(j.handle.extra["job_dir"]) / "attempt-1.sh"
     pids = subprocess.run(["pgrep", "-f", f"bash {script}"], capture_output=True, text=True).stdout.split()
     for p in pids:
         os.kill(int(p), sig.SIGUSR1)
     st = wait_for(app, j.job_id, poll=0.1, timeout=30)
     assert st.state is JobState.PREEMPTED and st.exit_code == 75
-    for _ in range(100):
-        outcomes = watch.cycle(app)
-        if any(o.action == "done" for o in outcomes):
-            break
-        time.sleep(0.1)
+    poll("watch: done", lambda: any(o.action == "done" for o in watch.cycle(app)), timeout=30, interval=0.1)
     attempts = app.store.attempts(j.job_id)
     assert [a.state for a in attempts] == ["PREEMPTED", "COMPLETED"]
     assert attempts[1].resume_step >= 10

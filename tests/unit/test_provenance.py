@@ -4,19 +4,13 @@ existing database, the seed, and the pure diff of two run records."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 
 import pytest
 
 from launcher.provenance.capture import git_identity, image_identity, installed_packages, strip_credentials
 from launcher.provenance.diff import diff_runs, flatten, format_diff
 from launcher.provenance.seed import choose_seed, with_seed
-
-
-def git(repo, *args):
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                               "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(repo)}).stdout
+from tests.fixtures.gitrepo import git
 
 
 @pytest.fixture

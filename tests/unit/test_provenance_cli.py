@@ -8,25 +8,18 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.fixtures.gitrepo import git
 from tests.integration.launcher_cli import LauncherCLI, job_id_of
 
 ROOT = Path(__file__).resolve().parents[2]
 HF = "hf_" + "Q7wPz" * 7  # looks like a Hugging Face token
 OTHER = "not-a-known-shape-7c1d9e04b2"  # only its variable's name (*_TOKEN) marks it as secret
-
-
-def git(repo, *args):
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(repo)}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
 
 
 def files_under(*dirs):

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from launcher.checkpoint.attempts import node_facts
+from tests.fixtures.polling import poll
 
 SMI = r"""#!/bin/sh
 if [ "$1" = "--query-gpu=name,memory.total,driver_version" ]; then
@@ -86,18 +87,20 @@ def test_heartbeat_inside_a_launcher_job(tmp_path):
     root = tmp_path / "ck"
     hb = root / ".launcher" / "attempts" / "g3.heartbeat"
     p = run_prog(root, 3, LAUNCHER_BACKEND="local", LAUNCHER_HEARTBEAT_SECONDS="0.2")
-    deadline = time.time() + 10
-    while not hb.exists() and time.time() < deadline:
-        time.sleep(0.05)
-    first = json.loads(hb.read_text())
-    seen = {first["at"]}
-    while len(seen) < 3 and time.time() < deadline:
-        time.sleep(0.1)
-        seen.add(json.loads(hb.read_text())["at"])
-    p.kill()
-    p.wait()
+    try:
+        poll("the heartbeat file", hb.exists, timeout=10, interval=0.05)
+        first = json.loads(hb.read_text())
+        seen = {first["at"]}
+
+        def rewritten():
+            seen.add(json.loads(hb.read_text())["at"])
+            return len(seen) >= 3
+
+        poll("the heartbeat rewritten every interval", rewritten, timeout=10, interval=0.1)
+    finally:
+        p.kill()
+        p.wait()
     assert first["generation"] == 3 and first["interval"] == 0.2 and first["pid"] == p.pid
-    assert len(seen) >= 3, "the heartbeat is rewritten every interval"
     last = json.loads(hb.read_text())["at"]
     time.sleep(0.6)
     assert json.loads(hb.read_text())["at"] == last  # dead process: no more beats

@@ -106,15 +106,6 @@ def test_an_unreadable_checkpoint_root_decides_nothing():
 
 
 # ---- the loop, on a real local job, with recovery state an older version stored
-@pytest.fixture
-def app(launcher_env):
-    from launcher.app import App
-
-    a = App()
-    yield a
-    a.close()
-
-
 def _write_meta_as_before(app, job_id, **keys):
     db = sqlite3.connect(app.store.path)
     meta = json.loads(db.execute("SELECT meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()[0])
