@@ -74,7 +74,7 @@ def main():
 
         from launcher.app import App
         from launcher.launch import launch
-        from launcher.spec import spec_from_text
+        from launcher.specload import spec_from_text
 
         app = App()
         spec = spec_from_text(spec_text)

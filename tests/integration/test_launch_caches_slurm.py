@@ -6,7 +6,6 @@ is staged once and linked into every job's folder."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 
 import pytest
@@ -14,17 +13,11 @@ import pytest
 from launcher.provenance import gitcache
 from launcher.provenance.record import load_record
 from launcher.staging import HELPER_NAME, SHARED_DIR
+from tests.fixtures.gitrepo import git
 
 from .launcher_cli import LauncherCLI
 
 pytestmark = pytest.mark.slurm
-
-
-def git(repo, *args):
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(repo)}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
 
 
 def test_launches_in_a_row_see_an_edit_and_share_one_helper(clean_queue, tmp_path, monkeypatch):

@@ -9,7 +9,9 @@ import time
 
 import pytest
 
-from .launcher_cli import LauncherCLI, poll
+from tests.fixtures.polling import poll
+
+from .launcher_cli import LauncherCLI
 
 pytestmark = pytest.mark.slurm
 

@@ -6,7 +6,6 @@ the environment's secret values."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 
@@ -15,12 +14,7 @@ import pytest
 from launcher import redact
 from launcher import staging
 from launcher.provenance import capture, gitcache
-
-
-def git(repo, *args):
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                               "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(repo)}).stdout
+from tests.fixtures.gitrepo import git
 
 
 @pytest.fixture
