@@ -29,7 +29,7 @@ def launch(ctx, file, target, follow, fresh):
 
 
 def _follow(lx, job_id) -> int:
-    from ..api import exit_status
+    from ..results import exit_status
     from ..errors import EXIT_INTERRUPTED
 
     logs = lx.logs(job_id, follow=True)

@@ -77,7 +77,7 @@ def test_a_relaunch_resumes_and_says_so_in_its_notes(lx, train_spec):
 
 
 def test_follow_the_logs_to_the_end_and_take_the_exit_status(lx, tmp_path):
-    from launcher.api import exit_status
+    from launcher.results import exit_status
 
     s = lx.launch("name: fails\nrun: 'echo out-line; exit 3'\n")
     logs = lx.logs(s.job_id, follow=True)

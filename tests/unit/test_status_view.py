@@ -3,7 +3,7 @@
 import json
 from types import SimpleNamespace
 
-from launcher.api import exit_status
+from launcher.results import exit_status
 from launcher.state import AttemptRow, JobRow
 from launcher.status import JobState, Status
 from launcher.status_view import JobDetail, job_json, job_lines, jobs_json, jobs_lines, reconcile_lines, resumed
