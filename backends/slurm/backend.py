@@ -141,7 +141,7 @@ class SlurmBackend:
         except LauncherError as e:
             raise LauncherError(f"target {self.target.name}: {e}") from None
         data["submit_path"] = "cli"
-        data["pyslurm"] = self._pyslurm_note(data)
+        data["pyslurm"] = probe_mod.pyslurm_note(bool(self.opts.ssh_host), data.get("slurm_version", ""))
         data["connection"] = f"ssh {self.opts.ssh_host}" if self.opts.ssh_host else "local"
         if self.opts.ssh_host:
             home = self._run(["printenv", "HOME"], check=False).stdout.strip()
@@ -163,21 +163,6 @@ class SlurmBackend:
         if missing:
             raise LauncherError(f"target {self.target.name}: cannot reach Slurm: slurm_conf {conf} does not exist "
                                 f"or is not readable on {self.runner.where}")
-
-    def _pyslurm_note(self, data) -> str:
-        """Why Slurm is driven through its commands and not pyslurm on this target. PyPI's
-        pyslurm exists only for Slurm 25.11 (and 17/18), so no pyslurm path can be tested
-        against the 22.05/24.11 clusters here; the CLI path is the one that is tested."""
-        if self.opts.ssh_host:
-            return "not used: the target is reached over SSH"
-        try:
-            import pyslurm  # optional
-        except Exception as e:
-            return f"not installed ({type(e).__name__})"
-        ver = getattr(pyslurm, "__version__", "?")
-        match = ver.split(".")[:2] == data.get("slurm_version", "").split(".")[:2]
-        return (f"pyslurm {ver} {'matches' if match else 'does not match'} Slurm {data.get('slurm_version')}; "
-                f"not used: launcher drives Slurm through its commands")
 
     # ---- render (pure)
     def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:

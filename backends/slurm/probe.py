@@ -97,3 +97,19 @@ def collect(runner, timeout: float = 60) -> dict:
         "gpu_types": gpu_types(nodes),
         "pyxis": "--container-image" in (srun_help.stdout + srun_help.stderr),
     }
+
+
+def pyslurm_note(over_ssh: bool, slurm_version: str) -> str:
+    """Why Slurm is driven through its commands and not pyslurm on this target. PyPI's
+    pyslurm exists only for Slurm 25.11 (and 17/18), so no pyslurm path can be tested
+    against the 22.05/24.11 clusters here; the CLI path is the one that is tested."""
+    if over_ssh:
+        return "not used: the target is reached over SSH"
+    try:
+        import pyslurm  # optional
+    except Exception as e:
+        return f"not installed ({type(e).__name__})"
+    ver = getattr(pyslurm, "__version__", "?")
+    match = ver.split(".")[:2] == (slurm_version or "").split(".")[:2]
+    return (f"pyslurm {ver} {'matches' if match else 'does not match'} Slurm {slurm_version}; "
+            f"not used: launcher drives Slurm through its commands")
