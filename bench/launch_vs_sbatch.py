@@ -36,7 +36,7 @@ def stats(samples):
 def raw_script(app, spec, tmp: Path) -> Path:
     """The sbatch script launch() submits for SPEC, rendered once (its job dir made)."""
     from launcher.backend import JobRef
-    from launcher.launch import facts_for
+    from launcher.submission import facts_for
 
     job_dir = tmp / "rawjob"
     job_dir.mkdir()

@@ -72,7 +72,7 @@ def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2) -> 
 
 
 def _cancel_claimed(app, c) -> CancelReport:
-    from .launch import find_submission, job_ref
+    from .submission import find_submission, job_ref
 
     store = app.store
     job, attempts = c.job, c.attempts

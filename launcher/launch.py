@@ -8,20 +8,13 @@ when submission fails the row is removed again: nothing is recorded as submitted
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Optional
 
-from .backend import ChoosesPlacement, FindsSubmissions, Handle, JobRef, MeasuresQueueWait, Request, can
+from .backend import Handle, JobRef, MeasuresQueueWait, Request, can
 from .errors import LauncherError
 from .spec import JobSpec
 from .state import new_job_id
-
-
-@dataclass
-class Launched:
-    job_id: str
-    handle: Handle
-    request: Request
+from .submission import Launched, facts_for, find_submission, job_ref, job_spec
 
 
 def pick_target(app, spec: JobSpec, explicit: Optional[str], note=None) -> str:
@@ -104,25 +97,6 @@ def render_for(app, spec: JobSpec, target_name: str, job: JobRef) -> Request:
     return app.backend(target_name).render(spec, facts_for(app, spec, target_name), job)
 
 
-def facts_for(app, spec: JobSpec, target_name: str):
-    """The target's probed facts, plus the planner's ranked placements for a backend that
-    chooses among several (ChoosesPlacement: regions, clouds, spot or not)."""
-    facts = app.facts(target_name)
-    backend = app.backend(target_name)
-    if not can(backend, ChoosesPlacement):
-        return facts
-    from .plan import params_for, plan
-
-    try:
-        result = plan(spec, app.config, params_for(spec), targets=[target_name], store=app.store)
-    except LauncherError:
-        return facts
-    candidates = [row.placement() for row in result.ranked]
-    if not candidates:
-        return facts
-    return backend.with_candidates(facts, candidates)
-
-
 def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_name: str,
            job_id: Optional[str] = None, attempt: int = 1, fresh: bool = False, note=None) -> Launched:
     """Render, record and submit a new job. Before submitting, NOTE (a callable, e.g. a
@@ -203,34 +177,3 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
     app.store.record_event(job_row.job_id, "resubmitted", target=target_name, attempt=attempt,
                            native_id=handle.native_id, reason=reason, found_existing=existing is not None)
     return handle
-
-
-def job_ref(app, job_row, attempt: int, avoid=()) -> JobRef:
-    return JobRef(job_id=job_row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(job_row.job_id)),
-                  avoid=tuple(avoid))
-
-
-def find_submission(backend, job: JobRef) -> Optional[Handle]:
-    """The scheduler's job carrying ``job``'s dedupe token, or None. Every built-in backend
-    can answer; a backend without FindsSubmissions cannot dedupe (None)."""
-    return backend.find(job) if can(backend, FindsSubmissions) else None
-
-
-def job_spec(job_row) -> JobSpec:
-    """The spec a job was launched with, relative paths resolved as they were at launch."""
-    from pathlib import Path
-
-    from .spec import resolve_paths
-    from .specload import spec_from_text
-
-    from .secretenv import lift
-
-    spec, stored = lift(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id))
-    for k, v in stored.items():  # a job recorded before secret-looking env was kept out of the store
-        os.environ.setdefault(k, v)
-    base = job_row.meta.get("spec_base")
-    spec = resolve_paths(spec, Path(base)) if base else spec
-    # every submission of a job exports the same LAUNCHER_SEED (and LAUNCHER_FRESH: its first start starts over)
-    from .provenance.seed import with_run_env
-
-    return with_run_env(spec, job_row.meta.get("seed"), bool(job_row.meta.get("fresh")))

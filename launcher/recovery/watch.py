@@ -20,7 +20,8 @@ import time
 from typing import Callable, Optional
 
 from ..errors import LauncherError
-from ..launch import find_submission, job_ref, job_spec, resubmit
+from ..launch import resubmit
+from ..submission import find_submission, job_ref, job_spec
 from ..plan.observed import observe_job
 from ..state import ClaimLost, is_open
 from ..status import Status, closes_job

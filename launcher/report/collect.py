@@ -190,7 +190,7 @@ def _refreshed(app, row, notes: list):
 
 
 def _stored_spec(row, notes: list):
-    from ..launch import job_spec
+    from ..submission import job_spec
 
     try:
         return job_spec(row)

@@ -54,8 +54,8 @@ def element_handle(array: Handle, job_id: str, index: int) -> Handle:
 
 def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Render the sweep once, record every element, submit the array once. Returns a
-    ``launcher.launch.Launched`` whose job id is the sweep id and whose handle is the array's."""
-    from ..launch import Launched, facts_for
+    ``launcher.submission.Launched`` whose job id is the sweep id and whose handle is the array's."""
+    from ..submission import Launched, facts_for
     from ..provenance.seed import choose_seed
     from ..secretenv import for_launch
 
@@ -110,7 +110,7 @@ def resubmit_element(app, row, target_name: str, attempt: int):
     """Submit element ROW alone (``--array=<index>`` of the same table, so the same element
     root: it resumes its own latest commit); the other elements are untouched. The element's
     handle, adopted by dedupe token when an earlier try got through."""
-    from ..launch import facts_for, find_submission, job_spec
+    from ..submission import facts_for, find_submission, job_spec
     from ..provenance.seed import with_seed
 
     backend = app.backend(target_name)

@@ -120,7 +120,7 @@ def test_a_jobspec_variant_launches_and_its_recorded_text_resubmits(lx, tmp_path
     for job, lr in zip(ids, ("0.1", "0.01")):
         assert lx.wait(job, poll=0.2, timeout=60).state is JobState.COMPLETED
         assert f"lr={lr}" in "".join(lx.logs(job))
-    from launcher.launch import job_spec
+    from launcher.submission import job_spec
 
     row = lx.app.store.get_job(ids[0])
     assert job_spec(row).env["LR"] == "0.1"  # what `launcher watch` would resubmit

@@ -256,7 +256,7 @@ def test_observe_job_catches_attempts_that_ended_while_the_job_went_on(store):
 def test_the_next_skypilot_submission_orders_its_candidates_by_the_learned_rates(tmp_path):
     """Resubmission (watch) and launch render through facts_for: the planner there reads the store."""
     from launcher.app import App
-    from launcher.launch import facts_for
+    from launcher.submission import facts_for
 
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump({"catalog_dir": str(CATALOG), "targets": {

@@ -155,7 +155,7 @@ def test_local_launch_keeps_a_secret_looking_env_value_out_of_every_file(tmp_pat
 def test_a_resubmission_takes_the_value_from_its_own_environment(monkeypatch):
     """The stored spec holds the placeholder: `launcher watch` resubmits with the key as a
     secret (its value from watch's environment), never with the placeholder as the value."""
-    from launcher.launch import job_spec
+    from launcher.submission import job_spec
     from launcher.state import JobRow
 
     stored = scrub_text(SPEC, lift(spec_from_text(SPEC))[1])
