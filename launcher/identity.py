@@ -29,9 +29,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .provenance.seed import ENV, SeedChoice, decide_seed, parse_env_seed
-
-ACTIVE = {"SUBMITTING", "PENDING", "RUNNING", "REQUEUED", "STARTING", "PROVISIONING", "CONFIGURING"}
-
+from .status import attempt_live
 
 @dataclass(frozen=True)
 class Earlier:
@@ -107,7 +105,7 @@ def messages(root: Optional[str], fresh: bool, earlier: Optional[Earlier], seed:
         if e.state == "COMPLETED":
             out.append(f"run {e.run} had already finished (COMPLETED): resuming it may train nothing. To start "
                        f"over from step 0 and keep the old checkpoints, launch again with --fresh")
-        elif e.state in ACTIVE:
+        elif e.state and attempt_live(e.state):
             out.append(f"run {e.run} is still {e.state}: {subject} supersedes it (its later checkpoints are "
                        f"refused as a stale fork); cancel it with `launcher cancel {e.run}` if that is not intended")
     if seed.warning:

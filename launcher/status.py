@@ -45,6 +45,13 @@ def attempt_ended(state: str) -> bool:
     return state in JobState.__members__ and JobState(state).is_terminal
 
 
+def attempt_live(state: str) -> bool:
+    """Whether a state (an attempt's, or an open job's mirror of it) is a run that is queued or
+    running now: a JobState that is not terminal, UNKNOWN excluded (nothing is known of it)."""
+    return (state in JobState.__members__ and not JobState(state).is_terminal
+            and state != JobState.UNKNOWN.value)
+
+
 # ---- a job's own state (the jobs table). A job is open (recovery may still act on it) until
 # one of FINAL_STATES closes it; while open it shows its current attempt's state (PENDING,
 # RUNNING, PREEMPTED, ATTEMPT_FAILED ...): queued, running, or ended and awaiting the decision.

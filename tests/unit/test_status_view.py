@@ -60,3 +60,11 @@ def test_follow_exit_status():
     assert exit_status(Status(JobState.FAILED, exit_code=3)) == 3
     assert exit_status(Status(JobState.FAILED, exit_code=300)) == 1
     assert exit_status(Status(JobState.CANCELLED)) == 1
+
+
+def test_live_means_queued_or_running_now_from_the_one_state_definition():
+    from launcher.status import TERMINAL, attempt_live
+
+    assert all(attempt_live(s) for s in ("SUBMITTING", "PENDING", "RUNNING", "REQUEUED", "SUSPENDED"))
+    assert not any(attempt_live(s.value) for s in TERMINAL)
+    assert not attempt_live("UNKNOWN") and not attempt_live("ATTEMPT_FAILED") and not attempt_live("GAVE_UP")
