@@ -92,6 +92,15 @@ def test_workdir_staging_is_the_backends_to_declare(tmp_path):
         assert (p.returncode == 0) is ok, p.stderr
 
 
+def test_its_own_spec_section_is_validated_by_its_model(tmp_path):
+    cli = plugin_cli(tmp_path)
+    good = cli.spec("s", {"run": "true", "targets": ["cloud"], NAME: {"label": "exp-7"}})
+    assert cli.run("validate", good).stdout.strip() == "ok"
+    bad = cli.spec("t", {"run": "true", "targets": ["cloud"], NAME: {"lable": "exp-7"}})
+    p = cli.run("validate", bad, check=False)
+    assert p.returncode == 2 and f"{NAME}.lable: unknown key; did you mean 'label'?" in p.stderr, p.stderr
+
+
 def _job_pids(script: Path) -> list[int]:
     out = subprocess.run(["pgrep", "-f", f"bash {script}"], capture_output=True, text=True).stdout.split()
     return [int(p) for p in out]

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from launcher.backend import Facts, Handle, JobRef, QueueEstimate, Request
 from launcher.plan.offers import Offer
+from launcher.spec import Section
 from launcher.status import JobState, Status
 from launcher_backends.local.backend import LocalBackend
 
@@ -39,6 +40,12 @@ class FakeCloudOptions(BaseModel):
     remote_workdir: bool = False
 
 
+class FakeCloudSection(Section):
+    """The plugin's own section of a job spec (``fakecloud:``), validated like any section."""
+
+    label: Optional[str] = None  # shown with the job's handle
+
+
 def _options(raw) -> FakeCloudOptions:
     return FakeCloudOptions(**{k: v for k, v in dict(raw or {}).items() if k != "backend"})
 
@@ -48,6 +55,10 @@ class FakeCloudBackend(LocalBackend):
     target_options: ClassVar = FakeCloudOptions
     install_hint: ClassVar[str] = "tests/integration/fakecloud on PYTHONPATH"
     restart_hours: ClassVar[float] = 2 / 60
+    # ---- OwnsSpecSection (DeclaresSpecFields and LimitsSpec come with LocalBackend: one
+    # process on this machine)
+    spec_section: ClassVar[str] = "fakecloud"
+    spec_options: ClassVar = FakeCloudSection
 
     @property
     def opts(self) -> FakeCloudOptions:
