@@ -320,8 +320,9 @@ def test_link_cut_leaves_a_zombie_that_never_wins(cli, row, slurm_cluster, tmp_p
     train = row.put(f"{base}/train.py", TRAIN.read_text())
     root, result = f"{base}/ckpt", f"{base}/result.json"
     # long enough that the zombie still runs when the requeued copy starts (24.11 declares a
-    # node DOWN after SlurmdTimeout=10 s, 22.05 after 3 s)
-    steps = 300 if row.version >= "23" else 200
+    # node DOWN after SlurmdTimeout=10 s, 22.05 after 3 s), and that it still runs when the
+    # launch over SSH has returned on a loaded machine (a 60 s job once ended before that)
+    steps = 300
     spec = cli.spec("zombie", {"run": f"python3 {train} --steps {steps} --every 2 --sleep 0.3 --result {result}",
                                "checkpoint": {"root": root}, "resources": {"nodes": 1, "time_limit": "10m"}})
     job = cli.launch(spec, "cl")
