@@ -34,6 +34,17 @@ class CancelReport:
         return not self.errors
 
 
+@dataclass(frozen=True)
+class Closing:
+    """How a cancel that went through closes the job: by the user (CANCELLED), or by sweep
+    early stopping (STOPPED, ``launcher.sweep.stopping``)."""
+
+    state: str = "CANCELLED"
+    reason: str = "cancelled by user"
+    event: str = "cancelled"
+    detail: dict = field(default_factory=lambda: {"by": "user"})
+
+
 class CancelFailed(LauncherError):
     """A cancel did not go through: the job stays open. ``report`` says what was cancelled
     and what failed."""
@@ -66,12 +77,13 @@ def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2) -> 
                                 "cancelled: try again in a minute")
         time.sleep(poll)
     try:
-        return _cancel_claimed(app, c)
+        return cancel_claimed(app, c)
     finally:
         store.release(row.job_id, c.owner)
 
 
-def _cancel_claimed(app, c) -> CancelReport:
+def cancel_claimed(app, c, closing: Closing = Closing()) -> CancelReport:
+    """Cancel what the scheduler has of claimed job C, then close it as CLOSING says."""
     from .submission import find_submission, job_ref
 
     store = app.store
@@ -106,7 +118,7 @@ def _cancel_claimed(app, c) -> CancelReport:
             report.errors.append(f"{label}: {e}")
             continue
         report.cancelled.append(label)
-        store.update_attempt(job.job_id, n, state="CANCELLED", reason="cancelled by user")
+        store.update_attempt(job.job_id, n, state="CANCELLED", reason=closing.reason)
         try:
             st = backend.status([h])[0]
         except LauncherError:
@@ -119,8 +131,8 @@ def _cancel_claimed(app, c) -> CancelReport:
                        if last else "the scheduler has no job with its dedupe token (the launch never got "
                                     "through)")
     if report.ok:
-        store.close_job(job.job_id, "CANCELLED", "cancelled by user", owner=c.owner, event="cancelled",
-                        detail={"by": "user", "cancelled": report.cancelled, "note": report.note,
+        store.close_job(job.job_id, closing.state, closing.reason, owner=c.owner, event=closing.event,
+                        detail={**closing.detail, "cancelled": report.cancelled, "note": report.note,
                                 "still_active": report.still_active})
     else:
         store.record_event(job.job_id, "cancel_failed", errors=report.errors, cancelled=report.cancelled)

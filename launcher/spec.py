@@ -258,6 +258,9 @@ class JobSpec(Section):
         dup = set(self.env) & set(self.secrets)
         if dup:
             raise ValueError(f"{sorted(dup)} are listed both in env and in secrets; secrets are names only")
+        if self.sweep and self.sweep.early_stop and not self.checkpoint.root:
+            raise ValueError("sweep.early_stop needs checkpoint.root: each element reports its metrics under its "
+                             "own checkpoint root, where `launcher watch` reads them")
         return self
 
     # convenience for backends

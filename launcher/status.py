@@ -57,8 +57,9 @@ def attempt_live(state: str) -> bool:
 # RUNNING, PREEMPTED, ATTEMPT_FAILED ...): queued, running, or ended and awaiting the decision.
 GAVE_UP = "GAVE_UP"  # a recovery budget ran out, or the job went stale
 SUPERSEDED = "SUPERSEDED"  # a newer run took the job's checkpoint root over
+STOPPED = "STOPPED"  # a sweep element ended by early stopping: final, and not a failure
 FINAL_STATES = frozenset({JobState.COMPLETED.value, JobState.FAILED.value, JobState.CANCELLED.value,
-                          GAVE_UP, SUPERSEDED})
+                          GAVE_UP, SUPERSEDED, STOPPED})
 
 # The job-level name of an attempt that failed while recovery has not decided yet: the
 # attempt's own FAILED would read as (and is) a final job state.

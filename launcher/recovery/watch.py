@@ -23,6 +23,7 @@ from ..errors import LauncherError
 from ..launch import resubmit
 from ..submission import find_submission, job_ref, job_spec
 from ..plan.observed import observe_job
+from ..sweep import stopping
 from ..state import ClaimLost, is_open
 from ..status import Status, closes_job
 from ..tracking import refresh
@@ -44,6 +45,7 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks=()) -> list[Outcome
     outcomes = reconcile(app, clock)
     jobs = open_jobs(store)
     statuses = refresh(app, jobs)
+    outcomes += stopping.judge_sweeps(app, jobs)  # sweep early stopping: its stops are carried out below
     for job in jobs:
         try:
             o = _one(app, job.job_id, statuses.get(job.job_id), clock)
@@ -110,6 +112,8 @@ def _one(app, job_id: str, st, clock) -> Optional[Outcome]:
         if isinstance(st, Status) and st.state.value == row.state and closes_job(row.state):
             return Outcome(job_id, "done", row.state.lower())
         return None
+    if stopping.pending_stop(row) is not None:
+        return stopping.stop_element(app, job_id)
     bursting = burst.step(app, row, job_spec(row), st, clock)
     if bursting is not None:
         return bursting
@@ -130,7 +134,7 @@ def _one(app, job_id: str, st, clock) -> Optional[Outcome]:
 
 def _decide_claimed(app, c, st: Status, now: float) -> Action:
     """Under the job's claim, on the job and attempts read when the claim was taken."""
-    action = settled(c.job, c.attempts)
+    action = settled(c.job, c.attempts) or stopping.stop_close(c.job)
     if action is None:
         action = on_ended(c.job, c.attempts, gather(app, c.job), st, now)
     return action

@@ -11,8 +11,11 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import LauncherError
+from ..status import STOPPED
 from .expand import Element
+from .judgements import stop_of
 from .launching import element_job_id, sweep_rows
+from .reports import latest, read_element_reports
 from .summary import summarize
 
 
@@ -32,7 +35,8 @@ def element_id(app, sweep_id: str, index: int) -> str:
 
 
 def sweep_status(app, sweep_id: str, note=None) -> dict:
-    """The summary of ``launcher.sweep.summary`` for SWEEP_ID, its open elements refreshed first."""
+    """The summary of ``launcher.sweep.summary`` for SWEEP_ID, its open elements refreshed first
+    and every element's reports read (bounded: a root that does not answer shows no metric)."""
     from ..state import is_open
     from ..tracking import refresh
 
@@ -44,10 +48,38 @@ def sweep_status(app, sweep_id: str, note=None) -> dict:
         if isinstance(r, Exception) and note:
             note(f"{job_id}: status not refreshed: {r}")
     rows = sweep_rows(app.store, sweep_id)
-    els = [Element(r.meta["sweep"]["index"], r.meta["sweep"]["params"]) for r in rows]
-    states = {r.meta["sweep"]["index"]: r.state for r in rows}
-    steps = {r.meta["sweep"]["index"]: r.last_step for r in rows}
-    return summarize(sweep_id, els, states, steps=steps)
+    read = read_element_reports({r.meta["sweep"]["index"]: r.ckpt_root for r in rows if r.ckpt_root})
+    for i, why in sorted(read.problems.items()):
+        if note:
+            note(f"element {i}: metrics not read: {why}")
+    return summarize(sweep_id, [Element(r.meta["sweep"]["index"], r.meta["sweep"]["params"]) for r in rows],
+                     **element_facts(rows, read.reports), metric=_metric_of(rows[0]))
+
+
+def element_facts(rows, reports) -> dict:
+    """Pure: summarize's STATES, STEPS (the latest committed or reported step), METRICS (the
+    latest of each) and STOPPED (the stop of an element STOPPED, being stopped, or whose
+    stop's cancel the scheduler reported first) of the element ROWS, given their REPORTS."""
+    from ..state import is_open
+
+    states, steps, metrics, stopped = {}, {}, {}, {}
+    for r in rows:
+        i = r.meta["sweep"]["index"]
+        last, metrics[i] = latest(reports.get(i) or {})
+        states[i] = r.state
+        known = [s for s in (r.last_step, last) if s is not None]
+        steps[i] = max(known) if known else None
+        j = stop_of(r.meta)
+        if j is not None and (is_open(r) or r.state in (STOPPED, "CANCELLED")):
+            stopped[i] = j
+    return {"states": states, "steps": steps, "metrics": metrics, "stopped": stopped}
+
+
+def _metric_of(row) -> Optional[str]:
+    from .stopping import early_stop_of
+
+    cfg = early_stop_of(row)
+    return cfg.metric if cfg else None
 
 
 def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:

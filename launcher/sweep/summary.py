@@ -2,12 +2,16 @@
 
 The JSON shape (``--json``)::
 
-    {"sweep": ID, "size": N, "metric": NAME or null,
+    {"sweep": ID, "size": N, "metric": NAME or null,      # the early-stop metric, if any
      "counts": {STATE: n, ...},                      # states in a fixed order, zeros left out
      "elements": [{"index": i, "params": {...}, "state": STATE, "step": int or null,
-                   "metric": float or null, "reason": str or null}, ...]}
+                   "metric": float or null,          # the latest value of METRIC
+                   "metrics": {NAME: float, ...},    # the latest value of every metric reported
+                   "rung": int or null, "reason": str or null}, ...]}   # why it was stopped
 
-The text is the same table, one line per element, every value kept on its line.
+The text is the same table, one line per element, every value kept on its line: the column
+after the step is METRIC's latest value, or, in a sweep without ``early_stop``, every metric
+reported (``name=value``).
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ import json
 import re
 from typing import Iterable, Mapping, Optional
 
+from ..status import STOPPED
+from .early_stop import Judgement
 from .expand import Element
 
-STOPPED = "STOPPED"  # ended by early stopping: final, not a failure
 # the order counts are listed in; any other state comes after these, alphabetically
 STATE_ORDER = ("PENDING", "RUNNING", "COMPLETED", STOPPED, "PREEMPTED", "NODE_FAIL", "TIMEOUT",
                "OUT_OF_MEMORY", "ATTEMPT_FAILED", "FAILED", "CANCELLED", "GAVE_UP", "UNKNOWN")
@@ -27,18 +32,20 @@ _PLAIN = re.compile(r"^[A-Za-z0-9_.,:/+@%=-]+$")
 
 def summarize(sweep_id: str, elements: Iterable[Element], states: Mapping[int, str],
               steps: Optional[Mapping[int, Optional[int]]] = None, metric: Optional[str] = None,
-              values: Optional[Mapping[int, Optional[float]]] = None,
-              stopped: Optional[Mapping[int, str]] = None) -> dict:
+              metrics: Optional[Mapping[int, Mapping[str, float]]] = None,
+              stopped: Optional[Mapping[int, Judgement]] = None) -> dict:
     """STATES: index -> state (an element without one is PENDING); STEPS: its latest committed or
-    reported step; VALUES: its latest METRIC; STOPPED: index -> why early stopping ended it
-    (its state is then STOPPED, whatever the scheduler says)."""
-    steps, values, stopped = steps or {}, values or {}, stopped or {}
+    reported step; METRICS: the latest value of each metric it reported; STOPPED: index -> the
+    judgement that stopped it (its state is then STOPPED: the scheduler only saw a cancel)."""
+    steps, metrics, stopped = steps or {}, metrics or {}, stopped or {}
     rows = []
     for e in sorted(elements, key=lambda e: e.index):
         state = STOPPED if e.index in stopped else (states.get(e.index) or "PENDING")
-        rows.append({"index": e.index, "params": dict(e.params), "state": state,
-                     "step": steps.get(e.index), "metric": values.get(e.index),
-                     "reason": stopped.get(e.index)})
+        latest = dict(metrics.get(e.index) or {})
+        j = stopped.get(e.index)
+        rows.append({"index": e.index, "params": dict(e.params), "state": state, "step": steps.get(e.index),
+                     "metric": latest.get(metric) if metric else None, "metrics": latest,
+                     "rung": j.rung if j else None, "reason": j.reason if j else None})
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
@@ -64,14 +71,24 @@ def params_text(params: Mapping) -> str:
     return " ".join(f"{k}={param_text(v)}" for k, v in params.items())
 
 
+def _number(v) -> str:
+    return "-" if v is None else f"{v:.6g}"
+
+
+def _metric_cell(summary: dict, row: dict) -> str:
+    if summary["metric"]:
+        return _number(row["metric"])
+    return " ".join(f"{_one_line(k)}={_number(v)}" for k, v in sorted(row["metrics"].items())) or "-"
+
+
 def format_text(summary: dict) -> str:
     counts = ", ".join(f"{n} {s}" for s, n in summary["counts"].items()) or "no elements"
     lines = [f"sweep {_one_line(summary['sweep'])}: {summary['size']} elements: {counts}"]
-    head = ["index", "state", "step", summary["metric"] or "metric", "params"]
+    head = ["index", "state", "step", _one_line(summary["metric"] or "metrics"), "params"]
     table = [head]
     for r in summary["elements"]:
         table.append([str(r["index"]), r["state"], "-" if r["step"] is None else str(r["step"]),
-                      "-" if r["metric"] is None else f"{r['metric']:.6g}", params_text(r["params"])])
+                      _metric_cell(summary, r), params_text(r["params"])])
     widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]
     for row in table:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])

@@ -164,8 +164,9 @@ def test_max_parallel_is_a_positive_count(max_parallel):
 
 
 def test_early_stop_is_parsed():
-    e = parse_spec(spec({"grid": {"a": [1]}, "early_stop": {
-        "metric": "loss", "mode": "min", "min_steps": 100, "keep": 0.5, "rungs": [100, 300, 900]}})).sweep.early_stop
+    e = parse_spec({**spec({"grid": {"a": [1]}, "early_stop": {
+        "metric": "loss", "mode": "min", "min_steps": 100, "keep": 0.5, "rungs": [100, 300, 900]}}),
+        "checkpoint": {"root": "/ck"}}).sweep.early_stop
     assert (e.metric, e.mode, e.min_steps, e.keep, e.rungs) == ("loss", "min", 100, 0.5, [100, 300, 900])
 
 
@@ -198,7 +199,8 @@ def test_errors_carry_the_line_of_the_yaml():
 def test_the_section_survives_a_json_dump_and_reload():
     from launcher.sweep.spec import SweepSpec
 
-    s = parse_spec(spec({"random": {"n": 3, "seed": 1, "space": {"k": {"int": [1, 3]}, "c": {"choice": [True, 1, 1.5, "x"]}}},
-                         "max_parallel": 2, "early_stop": {"metric": "loss", "mode": "min", "rungs": [10]}})).sweep
+    s = parse_spec({**spec({"random": {"n": 3, "seed": 1, "space": {"k": {"int": [1, 3]}, "c": {"choice": [True, 1, 1.5, "x"]}}},
+                         "max_parallel": 2, "early_stop": {"metric": "loss", "mode": "min", "rungs": [10]}}),
+                   "checkpoint": {"root": "/ck"}}).sweep
     assert SweepSpec.model_validate(s.model_dump(mode="json")) == s
     assert SweepSpec.model_validate(s.model_dump(mode="json", by_alias=True)) == s

@@ -1,9 +1,10 @@
-"""What `launcher status SWEEP` will show: counts by state and one row per element."""
+"""What `launcher status SWEEP` shows: counts by state and one row per element."""
 
 from __future__ import annotations
 
 import json
 
+from launcher.sweep.early_stop import Judgement
 from launcher.sweep.expand import Element
 from launcher.sweep.summary import STOPPED, format_text, param_text, summarize
 
@@ -23,25 +24,32 @@ def test_unknown_states_come_after_the_known_ones_alphabetically():
     assert list(s["counts"]) == ["PENDING", "RUNNING", "BOOT_FAIL", "ZOMBIE"]
 
 
+def stop(index: int, rung: int, reason: str) -> Judgement:
+    return Judgement(index, rung, 0.9, 4, 4, 2, True, reason)
+
+
 def test_an_early_stopped_element_is_stopped_whatever_the_scheduler_says():
-    s = summarize("sw", ELS, {2: "CANCELLED"}, stopped={2: "rung 100: loss 0.9 ranks 4 of 4"})
+    s = summarize("sw", ELS, {2: "CANCELLED"}, stopped={2: stop(2, 100, "rung 100: loss 0.9 ranks 4 of 4")})
     row = s["elements"][2]
-    assert row["state"] == STOPPED and row["reason"].startswith("rung 100")
+    assert row["state"] == STOPPED and row["reason"].startswith("rung 100") and row["rung"] == 100
     assert "CANCELLED" not in s["counts"] and s["counts"][STOPPED] == 1
 
 
 def test_rows_carry_index_params_state_step_metric_and_are_json():
-    s = summarize("sw", reversed(ELS), {0: "RUNNING"}, steps={0: 300}, metric="loss", values={0: 0.25})
+    s = summarize("sw", reversed(ELS), {0: "RUNNING"}, steps={0: 300}, metric="loss",
+                  metrics={0: {"loss": 0.25, "acc": 0.5}})
     assert [r["index"] for r in s["elements"]] == [0, 1, 2, 3]
     assert s["elements"][0] == {"index": 0, "params": {"lr": 1.0e-4, "batch": 32}, "state": "RUNNING",
-                                "step": 300, "metric": 0.25, "reason": None}
+                                "step": 300, "metric": 0.25, "metrics": {"loss": 0.25, "acc": 0.5},
+                                "rung": None, "reason": None}
     assert s["elements"][1]["step"] is None and s["elements"][1]["metric"] is None
+    assert s["elements"][1]["metrics"] == {}
     assert json.loads(json.dumps(s)) == s
 
 
 def test_text_has_a_count_line_a_header_and_one_line_per_element():
     s = summarize("sw-1", ELS, {0: "RUNNING", 1: "COMPLETED"}, steps={0: 300, 1: 900}, metric="loss",
-                  values={0: 0.25, 1: 0.125}, stopped={3: "rung 100: worse"})
+                  metrics={0: {"loss": 0.25}, 1: {"loss": 0.125}}, stopped={3: stop(3, 100, "rung 100: worse")})
     lines = format_text(s).splitlines()
     assert lines[0] == "sweep sw-1: 4 elements: 1 PENDING, 1 RUNNING, 1 COMPLETED, 1 STOPPED"
     assert lines[1].split() == ["index", "state", "step", "loss", "params"]
@@ -67,3 +75,13 @@ def test_param_text():
 
 def test_an_empty_sweep_summary_still_formats():
     assert format_text(summarize("sw", [], {})).startswith("sweep sw: 0 elements: no elements")
+
+
+def test_without_early_stop_the_table_shows_every_metric_reported():
+    s = summarize("sw", ELS[:2], {0: "RUNNING", 1: "PENDING"}, steps={0: 40},
+                  metrics={0: {"loss": 0.25, "acc": 0.875}})
+    assert s["metric"] is None and s["elements"][0]["metric"] is None
+    lines = format_text(s).splitlines()
+    assert lines[1].split() == ["index", "state", "step", "metrics", "params"]
+    assert lines[2].split() == ["0", "RUNNING", "40", "acc=0.875", "loss=0.25", "lr=0.0001", "batch=32"]
+    assert lines[3].split() == ["1", "PENDING", "-", "-", "lr=0.0001", "batch=64"]
