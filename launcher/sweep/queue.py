@@ -68,6 +68,17 @@ def sweep_claim(store, sweep_id: str) -> Iterator[Optional[str]]:
             store.release(claim_key(sweep_id), owner)
 
 
+def spec_to_render(backend, spec, job: JobRef):
+    """What ``launcher render`` shows for a sweep: the array where BACKEND runs arrays, else
+    element 0 as the job of its own it is launched as."""
+    from .expand import elements, sweep_seed_of
+    from .separate import element_spec
+
+    if runs_arrays(backend):
+        return spec
+    return element_spec(spec, job.job_id, elements(spec.sweep)[0], spec.sweep.size, sweep_seed_of(spec, job.seed))
+
+
 # ---- submitting one element as a job of its own
 def element_job(app, row, attempt: int = 1, avoid=()) -> JobRef:
     return JobRef(job_id=row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(row.job_id)),
