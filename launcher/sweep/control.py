@@ -64,7 +64,10 @@ def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
     from ..state import is_open
 
     if element is not None:
-        return [cancel_job(app, element_id(app, sweep_id, element))]
+        from .queue import cancel_queued_element
+
+        job_id = element_id(app, sweep_id, element)
+        return [cancel_queued_element(app, job_id) or cancel_job(app, job_id)]
     rows = sweep_rows(app.store, sweep_id)
     if not rows:
         raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")

@@ -231,6 +231,13 @@ def cancel_queued(app, sweep_id: str, wait_s: float = 30.0, poll: float = 0.2) -
         time.sleep(poll)
 
 
+def cancel_queued_element(app, job_id: str):
+    """Close element JOB_ID as CANCELLED if it is still QUEUED (a CancelReport), else None."""
+    from ..cancel import CancelReport
+
+    return _cancel_one_queued(app.store, job_id, CancelReport)
+
+
 def _cancel_one_queued(store, job_id: str, report_cls):
     with claimed(store, job_id) as c:
         if c is None or not is_open(c.job) or c.job.state != QUEUED:

@@ -28,8 +28,19 @@ def _pending_tasks(cluster, array: str) -> set:
     return {line.strip() for line in out.splitlines() if line.strip()}
 
 
-def test_scancel_of_one_pending_array_task_leaves_the_others_pending(clean_queue):
+@pytest.fixture(params=["native-22.05", "docker-24.11"])
+def any_cluster(request):
+    if request.param == "docker-24.11":
+        c = request.getfixturevalue("docker_slurm_2411")
+        c.reset()
+        return c
+    return request.getfixturevalue("clean_queue")
+
+
+def test_scancel_of_one_pending_array_task_leaves_the_others_pending(any_cluster):
     # what burst per element relies on: cancelling <array>_<i> of a pending task cancels it alone
+    # (Slurm 22.05 here and 24.11 in Docker)
+    clean_queue = any_cluster
     blocker = clean_queue.sbatch("-N4", "--exclusive", "-o", "/dev/null", script="#!/bin/bash\nsleep 600\n")
     try:
         clean_queue.wait(blocker, "RUNNING")

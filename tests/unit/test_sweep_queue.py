@@ -173,3 +173,15 @@ def test_a_render_error_records_nothing(lx, tmp_path):
     with pytest.raises(LauncherError):
         launch(lx, tmp_path, SPEC.replace("run: sleep 60", "run: sleep 60\nsecrets: [NOT_SET_ANYWHERE_X]"))
     assert lx.app.store.list_jobs() == []
+
+
+def test_cancel_of_one_queued_element_closes_it_before_it_starts(lx, tmp_path):
+    from launcher.sweep.queue import fill
+
+    sweep_id = launch(lx, tmp_path)
+    (r,) = lx.cancel_sweep(sweep_id, 2)
+    assert r.job_id == f"{sweep_id}-e2" and r.note == "queued by the launcher: it never started" and r.ok
+    lx.cancel(f"{sweep_id}-e0")
+    assert [(o.job_id, o.action) for o in fill(lx.app, sweep_id)] == [(f"{sweep_id}-e3", "started")]
+    assert lx.app.store.attempts(f"{sweep_id}-e2") == []
+    lx.cancel_sweep(sweep_id)
