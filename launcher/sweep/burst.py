@@ -82,7 +82,8 @@ def _move(app, c, rs: RecoveryState) -> Outcome:
     try:
         app.backend(race.queued_target).cancel(task)  # that task only: the rest stay in the array
     except LauncherError as e:
-        store.record_event(job.job_id, "burst_failed", target=race.copy_target, error=f"cancel of {task.native_id}: {e}")
+        store.record_event(job.job_id, "burst_failed", target=race.copy_target,
+                           error=f"cancel of {task.native_id}: {e}")
         return Outcome(job.job_id, "burst_failed", str(e))
     store.update_attempt(job.job_id, race.queued_attempt, state="CANCELLED",
                          reason=f"burst: taken out of the array for {race.copy_target}")

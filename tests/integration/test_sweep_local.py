@@ -139,3 +139,26 @@ def test_cancel_of_the_sweep_closes_queued_elements_before_they_start(tmp_path):
     assert len(list(out.glob("e*.txt"))) <= MAX_PARALLEL  # the queued ones never started
     for i in range(MAX_PARALLEL, N):
         assert cli.status(f"{sweep_id}-e{i}")["attempts"] == []
+
+
+def test_a_plugin_target_that_runs_no_arrays_gets_one_job_per_element(tmp_path):
+    # the fakecloud plugin declares RunsArrays but says no for its targets: the launcher keeps
+    # max_parallel, as on local
+    plugin = Path(__file__).parent / "fakecloud"
+    cli = LauncherCLI(tmp_path, None, {"cloud": {"backend": "fakecloud"}})
+    cli.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugin), cli.env.get("PYTHONPATH")]))
+    cli.env["HOLD"] = "0.2"
+    out = cli.tmp / "out"
+    out.mkdir()
+    spec = cli.spec("swc", {"run": f"{sys.executable} {element_program(cli.tmp)}", "env": {"OUT": str(out)},
+                            "checkpoint": {"root": str(cli.tmp / "ck")},
+                            "sweep": {"points": [{"lr": 0.001}, {"lr": 0.002}, {"lr": 0.003}], "max_parallel": 1}})
+    p = cli.run("launch", spec, "--target", "cloud")
+    assert "as separate jobs, at most 1 at once" in p.stderr
+    sweep_id = job_id_of(p)
+    cli.run("watch", "--interval", "0.3", timeout=300)
+    s = sweep_status(cli, sweep_id)
+    assert s["counts"] == {"COMPLETED": 3}, s
+    runs = intervals(out)
+    assert sorted(runs) == [0, 1, 2] and most_at_once(runs) == 1
+    assert {cli.status(f"{sweep_id}-e{i}")["target"] for i in range(3)} == {"cloud"}
