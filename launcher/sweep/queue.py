@@ -96,6 +96,13 @@ def render_element(app, row, attempt: int = 1, facts=None, avoid=(), target: Opt
     return app.backend(target).render(spec, facts, element_job(app, row, attempt, avoid))
 
 
+def element_facts(app, row):
+    """The facts rendering element ROW on its target needs (the same for every element)."""
+    from ..submission import facts_for, job_spec
+
+    return facts_for(app, element_spec_of(job_spec(row), row.meta["sweep"]), row.target)
+
+
 def start_element(app, row_id: str, facts=None) -> Outcome:
     """Start one QUEUED element, under its claim; anything else leaves it alone."""
     store = app.store
@@ -144,8 +151,11 @@ def fill(app, sweep_id: str, facts=None) -> list[Outcome]:
         rows = sweep_rows(store, sweep_id)  # as of the claim: what other launchers started is counted
         by_index = {r.meta["sweep"]["index"]: r for r in rows}
         limit = job_spec(rows[0]).sweep.max_parallel
+        picks = to_start([(i, r.state, is_open(r)) for i, r in by_index.items()], limit)
+        if picks and facts is None:  # once per fill, not per element (a planner run on SkyPilot)
+            facts = element_facts(app, by_index[picks[0]])
         out = []
-        for i in to_start([(i, r.state, is_open(r)) for i, r in by_index.items()], limit):
+        for i in picks:
             if take_sweep_claim(store, sweep_id) != owner:  # renewed per start: a slow backend
                 out.append(Outcome(sweep_id, "claimed", "the sweep's claim was taken over"))
                 break
