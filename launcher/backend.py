@@ -252,6 +252,18 @@ class LimitsSpec(Protocol):
     def unsupported(self, spec: JobSpec) -> list: ...
 
 
+@runtime_checkable
+class RunsArrays(Protocol):
+    """The backend runs a whole sweep as ONE array job: rendering a spec with ``sweep:`` gives
+    the array (``JobRef.elements``: only those of its elements), its scheduler keeps
+    ``max_parallel``. A classmethod, asked with the target's raw options (a target may say no).
+    Without it, each element is its own job and the launcher keeps ``max_parallel``
+    (``launcher.sweep.queue``)."""
+
+    @classmethod
+    def runs_arrays(cls, options: dict) -> bool: ...
+
+
 def can(backend: Any, capability: type) -> bool:
     """Whether BACKEND (an instance, or its class for the classmethod capabilities and
     those made of methods only) declares CAPABILITY (one of the protocols above)."""

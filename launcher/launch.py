@@ -94,6 +94,10 @@ def render_for(app, spec: JobSpec, target_name: str, job: JobRef) -> Request:
 
     require_supported(app, spec, target_name)  # a field the target cannot honour is an error, never dropped
     spec = lift(spec)[0]  # what launch submits: secret-looking env delivered as secrets
+    if spec.sweep is not None:  # without arrays: what element 0 would run
+        from .sweep.queue import spec_to_render
+
+        spec = spec_to_render(app.backend(target_name), spec, job)
     return app.backend(target_name).render(spec, facts_for(app, spec, target_name), job)
 
 

@@ -39,7 +39,8 @@ class LocalBackend:
     spec_scope: ClassVar[str] = "runs one process on this machine, without a container"
     spec_fields: ClassVar[frozenset] = frozenset({
         "resources.cpus_per_node", "resources.memory_per_node", "resources.disk_per_node",
-        "topology.max_switches", "topology.switch_wait", "topology.segment"})
+        "topology.max_switches", "topology.switch_wait", "topology.segment",
+        "sweep"})  # each element its own process, max_parallel kept by the launcher
 
     @classmethod
     def unsupported(cls, spec: JobSpec) -> list:

@@ -71,7 +71,8 @@ class SkyPilotBackend:
     spec_fields: ClassVar[frozenset] = frozenset({
         "resources.nodes", "resources.tasks_per_node", "resources.gpus_per_node", "resources.accelerator",
         "resources.cpus_per_node", "resources.memory_per_node", "resources.disk_per_node",
-        "topology.max_switches", "topology.switch_wait", "topology.segment", "image"})
+        "topology.max_switches", "topology.switch_wait", "topology.segment", "image",
+        "sweep"})  # each element its own task, max_parallel kept by the launcher
 
     @classmethod
     def unsupported(cls, spec: JobSpec) -> list:

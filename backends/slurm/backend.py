@@ -88,6 +88,11 @@ class SlurmBackend:
         """Reached over SSH, the job runs in a workdir on the cluster: nothing is staged from here."""
         return bool(options.get("ssh_host"))
 
+    @classmethod
+    def runs_arrays(cls, options: dict) -> bool:
+        """RunsArrays: a sweep is one ``sbatch --array`` (``array.py``)."""
+        return True
+
     def version(self, facts: Facts) -> Optional[str]:
         return facts.get("slurm_version")
 

@@ -49,6 +49,10 @@ def step(app, job, spec, status, clock):
 
     from .claims import claimed
 
+    from ..sweep import burst as element_burst
+
+    if element_burst.applies(app, job):  # an element of an array: taken out of it, no race
+        return element_burst.step(app, job, spec, status, clock)
     rs = RecoveryState.load(job.meta)
     if rs.racing:
         with claimed(app.store, job.job_id) as c:

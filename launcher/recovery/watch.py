@@ -56,6 +56,9 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks=()) -> list[Outcome
             o = Outcome(job.job_id, "control_plane", str(e))
         if o is not None:
             outcomes.append(o)
+    from ..sweep.queue import fill_all
+
+    outcomes.extend(fill_all(app))  # sweep elements queued by the launcher: start as slots free
     for hook in hooks:  # e.g. spot burst: sees the same refreshed jobs, same cycle
         outcomes.extend(hook(app, clock) or [])
     return outcomes

@@ -47,6 +47,13 @@ def sweep_status(app, sweep_id: str, note=None) -> dict:
     for job_id, r in results.items():
         if isinstance(r, Exception) and note:
             note(f"{job_id}: status not refreshed: {r}")
+    from .queue import fill
+
+    try:
+        fill(app, sweep_id)  # elements the launcher queued start as slots free
+    except LauncherError as e:
+        if note:
+            note(f"sweep {sweep_id}: queued elements not started: {e}")
     rows = sweep_rows(app.store, sweep_id)
     read = read_element_reports({r.meta["sweep"]["index"]: r.ckpt_root for r in rows if r.ckpt_root})
     for i, why in sorted(read.problems.items()):
@@ -89,13 +96,19 @@ def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
     from ..state import is_open
 
     if element is not None:
-        return [cancel_job(app, element_id(app, sweep_id, element))]
+        from .queue import cancel_queued_element
+
+        job_id = element_id(app, sweep_id, element)
+        return [cancel_queued_element(app, job_id) or cancel_job(app, job_id)]
     rows = sweep_rows(app.store, sweep_id)
     if not rows:
         raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")
+    from .queue import cancel_queued, runs_arrays
+
+    queued = cancel_queued(app, sweep_id)  # first: none of them starts meanwhile
     open_rows = [r for r in rows if is_open(r) and r.handle]
-    if open_rows:
+    if open_rows and runs_arrays(app.backend(open_rows[0].target)):
         h = Handle.from_json(open_rows[0].handle)
         array = rows[0].meta["sweep"].get("array") or h.extra.get("sweep_array")
         app.backend(open_rows[0].target).cancel(Handle(h.backend, h.target, sweep_id, array, 1, dict(h.extra)))
-    return [cancel_job(app, r.job_id) for r in rows if is_open(r)]
+    return queued + [cancel_job(app, r.job_id) for r in sweep_rows(app.store, sweep_id) if is_open(r)]

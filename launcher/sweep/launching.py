@@ -1,4 +1,5 @@
-"""Launching a sweep on Slurm: ONE array submission, one job row per element.
+"""Launching a sweep on Slurm: ONE array submission, one job row per element (a backend
+without ``RunsArrays``: each element its own job, ``launcher.sweep.queue``).
 
 The whole sweep is one ``sbatch --array`` (one dedupe token, ``launcher:<sweep id>:1``).
 Every element is recorded as its own job (``<sweep id>-e<index>``) whose handle names the
@@ -59,10 +60,14 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
     from ..provenance.seed import choose_seed
     from ..secretenv import for_launch
 
+    backend = app.backend(target_name)
+    from .queue import launch_elements, runs_arrays
+
+    if not runs_arrays(backend):  # each element its own job, max_parallel kept by the launcher
+        return launch_elements(app, spec, spec_text, spec_path, target_name, note=note)
     spec, spec_text = for_launch(spec, spec_text)
     store = app.store
     sweep_id = new_job_id(spec.name)
-    backend = app.backend(target_name)
     seed, source = choose_seed(spec)
     job = JobRef(job_id=sweep_id, attempt=1, job_dir=str(store.job_dir(sweep_id)), seed=seed)
     request = backend.render(spec, facts_for(app, spec, target_name), job)  # errors: nothing recorded yet
@@ -112,8 +117,14 @@ def resubmit_element(app, row, target_name: str, attempt: int):
     handle, adopted by dedupe token when an earlier try got through."""
     from ..submission import facts_for, find_submission, job_spec
     from ..provenance.seed import with_seed
+    from .queue import element_job, render_element, runs_arrays
 
     backend = app.backend(target_name)
+    if not runs_arrays(backend):  # the element is a job of its own: submitted as one
+        existing = find_submission(backend, element_job(app, row, attempt))
+        if existing is not None:
+            return existing, True
+        return backend.submit(render_element(app, row, attempt, target=target_name)), False
     job = element_ref(app, row, attempt)
     existing = find_submission(backend, job)
     if existing is None:

@@ -3,7 +3,7 @@
 import pytest
 
 from launcher.backend import (ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost,
-                              KeepsRunHistory, MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, can)
+                              KeepsRunHistory, MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, RunsArrays, can)
 from launcher.config import Target
 from launcher_backends.local.backend import LocalBackend
 from launcher_backends.skypilot.backend import SkyPilotBackend
@@ -12,11 +12,11 @@ from launcher_backends.slurm.backend import SlurmBackend
 EXPECTED = {
     LocalBackend: {FindsSubmissions, HasSubmitHost, PricesOffers},
     SlurmBackend: {FindsSubmissions, MeasuresQueueWait, KeepsRunHistory, HasSubmitHost, ReportsVersion,
-                   RemoteWorkdir, PricesOffers, Closes},
+                   RemoteWorkdir, PricesOffers, Closes, RunsArrays},
     SkyPilotBackend: {FindsSubmissions, ChoosesPlacement, ReportsVersion, PricesOffers, ChecksInstall, Closes},
 }
 ALL = (ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost, KeepsRunHistory,
-       MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion)
+       MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, RunsArrays)
 
 
 @pytest.mark.parametrize("cls", list(EXPECTED), ids=lambda c: c.__name__)

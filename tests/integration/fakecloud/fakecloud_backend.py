@@ -114,6 +114,12 @@ class FakeCloudBackend(LocalBackend):
     def workdir_is_remote(cls, options: dict) -> bool:
         return bool(options.get("remote_workdir"))
 
+    # ---- RunsArrays: declared, but no target of it runs an array (each sweep element is its
+    # own job, max_parallel kept by the launcher)
+    @classmethod
+    def runs_arrays(cls, options: dict) -> bool:
+        return False
+
     # ---- the job: in the first ranked placement that is not cooling down
     def render(self, spec, facts: Facts, job: JobRef) -> Request:
         req = super().render(spec, facts, job)

@@ -1,0 +1,258 @@
+"""A sweep on a backend that cannot run arrays (no ``RunsArrays``): every element is its own
+job, and the launcher keeps ``max_parallel``.
+
+``launch_elements`` renders the first element (a render error records nothing), records
+every element row (``<sweep id>-e<index>``, as on Slurm), submits element 0 (all-or-nothing:
+its failure removes every row) and leaves the others QUEUED: held by the launcher, open, with
+no attempt. ``fill`` starts queued elements as slots free (``launcher watch`` after each
+refresh, ``launcher status SWEEP``, and the launch itself), lowest index first, so that at
+most ``max_parallel`` elements are open past QUEUED (``separate.to_start``).
+
+Exactly-once under any number of watchers: ``fill`` counts and starts only while holding the
+SWEEP's claim (a row of the claims table keyed ``sweep:<id>``, taken and renewed like a job's
+claim), and each element is started under its own job claim, only if it is still QUEUED (a
+cancel takes that claim too). A start marks the row SUBMITTING before submitting, so a
+launcher that dies mid-submit leaves a row that ``launcher watch`` adopts through its dedupe
+token, like an interrupted launch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+from ..backend import JobRef, RunsArrays, can
+from ..errors import LauncherError
+from ..recovery.claims import Outcome, claim_ttl, claimed
+from ..state import claim_available, is_open, new_job_id
+from ..status import QUEUED
+from .launching import element_rows, sweep_rows
+from .separate import element_spec_of, to_start
+
+START_TRIES = 3  # a queued element whose submission failed this often is closed FAILED
+
+
+def runs_arrays(backend) -> bool:
+    """Whether BACKEND's target runs a sweep as one array job (``RunsArrays``)."""
+    return can(backend, RunsArrays) and bool(backend.runs_arrays(dict(backend.target.raw or {})))
+
+
+# ---- the sweep's claim
+def claim_key(sweep_id: str) -> str:
+    return f"sweep:{sweep_id}"
+
+
+def take_sweep_claim(store, sweep_id: str, ttl: Optional[float] = None) -> Optional[str]:
+    """Take (or renew) the sweep's claim for TTL seconds: our owner name, or None when another
+    launcher holds an unexpired one."""
+    key, owner, now = claim_key(sweep_id), store.owner, time.time()
+    with store.tx() as db:
+        c = db.execute("SELECT owner, expires FROM claims WHERE job_id=?", (key,)).fetchone()
+        if c is not None and not claim_available(c["owner"], c["expires"], owner, now):
+            return None
+        db.execute("INSERT OR REPLACE INTO claims(job_id,owner,expires,taken) VALUES(?,?,?,?)",
+                   (key, owner, now + (ttl or claim_ttl()), now))
+    return owner
+
+
+@contextmanager
+def sweep_claim(store, sweep_id: str) -> Iterator[Optional[str]]:
+    owner = take_sweep_claim(store, sweep_id)
+    try:
+        yield owner
+    finally:
+        if owner is not None:
+            store.release(claim_key(sweep_id), owner)
+
+
+def spec_to_render(backend, spec, job: JobRef):
+    """What ``launcher render`` shows for a sweep: the array where BACKEND runs arrays, else
+    element 0 as the job of its own it is launched as."""
+    from .expand import elements, sweep_seed_of
+    from .separate import element_spec
+
+    if runs_arrays(backend):
+        return spec
+    return element_spec(spec, job.job_id, elements(spec.sweep)[0], spec.sweep.size, sweep_seed_of(spec, job.seed))
+
+
+# ---- submitting one element as a job of its own
+def element_job(app, row, attempt: int = 1, avoid=()) -> JobRef:
+    return JobRef(job_id=row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(row.job_id)),
+                  seed=row.meta.get("seed"), avoid=tuple(avoid))
+
+
+def render_element(app, row, attempt: int = 1, facts=None, avoid=(), target: Optional[str] = None):
+    """The Request of element ROW as a single job (its own env, seed and root) on TARGET
+    (default: the row's)."""
+    from ..submission import facts_for, job_spec
+
+    target = target or row.target
+    spec = element_spec_of(job_spec(row), row.meta["sweep"])
+    facts = facts if facts is not None else facts_for(app, spec, target)
+    return app.backend(target).render(spec, facts, element_job(app, row, attempt, avoid))
+
+
+def element_facts(app, row):
+    """The facts rendering element ROW on its target needs (the same for every element)."""
+    from ..submission import facts_for, job_spec
+
+    return facts_for(app, element_spec_of(job_spec(row), row.meta["sweep"]), row.target)
+
+
+def start_element(app, row_id: str, facts=None) -> Outcome:
+    """Start one QUEUED element, under its claim; anything else leaves it alone."""
+    store = app.store
+    with claimed(store, row_id) as c:
+        if c is None:
+            return Outcome(row_id, "claimed", "another launcher is acting on it")
+        job = c.job
+        if not is_open(job) or job.state != QUEUED:
+            return Outcome(row_id, "claimed", f"no longer queued ({job.state})")
+        store.update_job(row_id, state="SUBMITTING")
+        try:
+            request = render_element(app, job, 1, facts)
+            handle = app.backend(job.target).submit(request)
+        except LauncherError as e:
+            return _start_failed(app, job, c.owner, e)
+        store.record_attempt(row_id, 1, job.target, handle.to_json(), handle.native_id, state="PENDING",
+                             reason="a slot of max_parallel freed", owner=c.owner)
+        store.record_event(row_id, "submitted", target=job.target, native_id=handle.native_id, attempt=1,
+                           sweep=job.meta["sweep"]["id"], reason="a slot of max_parallel freed")
+    return Outcome(row_id, "started", f"{job.target} id {handle.native_id}")
+
+
+def _start_failed(app, job, owner: str, e: Exception) -> Outcome:
+    tries = int(job.meta.get("start_failures") or 0) + 1
+    app.store.patch_meta(job.job_id, start_failures=tries)
+    if tries >= START_TRIES:
+        app.store.close_job(job.job_id, "FAILED", f"could not be started ({tries} tries): {e}", owner=owner,
+                            event="start_failed", detail={"error": str(e), "tries": tries, "final": True})
+        return Outcome(job.job_id, "failed", str(e))
+    app.store.update_job(job.job_id, state=QUEUED)
+    app.store.record_event(job.job_id, "start_failed", error=str(e), tries=tries)
+    return Outcome(job.job_id, "start_failed", f"{e} (stays queued; try {tries} of {START_TRIES})")
+
+
+# ---- keeping max_parallel
+def fill(app, sweep_id: str, facts=None) -> list[Outcome]:
+    """Start queued elements of SWEEP_ID while fewer than max_parallel hold a slot."""
+    from ..submission import job_spec
+
+    store = app.store
+    if not any(r.state == QUEUED and is_open(r) for r in sweep_rows(store, sweep_id)):
+        return []
+    with sweep_claim(store, sweep_id) as owner:
+        if owner is None:
+            return [Outcome(sweep_id, "claimed", "another launcher is starting its queued elements")]
+        rows = sweep_rows(store, sweep_id)  # as of the claim: what other launchers started is counted
+        by_index = {r.meta["sweep"]["index"]: r for r in rows}
+        limit = job_spec(rows[0]).sweep.max_parallel
+        picks = to_start([(i, r.state, is_open(r)) for i, r in by_index.items()], limit)
+        if picks and facts is None:  # once per fill, not per element (a planner run on SkyPilot)
+            facts = element_facts(app, by_index[picks[0]])
+        out = []
+        for i in picks:
+            if take_sweep_claim(store, sweep_id) != owner:  # renewed per start: a slow backend
+                out.append(Outcome(sweep_id, "claimed", "the sweep's claim was taken over"))
+                break
+            out.append(start_element(app, by_index[i].job_id, facts))
+        return out
+
+
+def fill_all(app) -> list[Outcome]:
+    """``launcher watch``'s hook: fill every sweep that has queued elements."""
+    found = app.store.db.execute("SELECT meta FROM jobs WHERE state=?", (QUEUED,)).fetchall()
+    ids = sorted({(json.loads(m["meta"] or "{}").get("sweep") or {}).get("id") for m in found} - {None})
+    out = []
+    for sweep_id in ids:
+        try:
+            out += fill(app, sweep_id)
+        except LauncherError as e:
+            out.append(Outcome(sweep_id, "control_plane", str(e)))
+    return out
+
+
+# ---- launching and cancelling
+def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
+    """Record every element, submit element 0 now (its failure records nothing), queue the
+    rest and start as many as max_parallel allows. A ``Launched`` named by the sweep id."""
+    from ..provenance.seed import choose_seed
+    from ..secretenv import for_launch
+    from ..submission import Launched, facts_for
+
+    spec, spec_text = for_launch(spec, spec_text)
+    store, backend = app.store, app.backend(target_name)
+    sweep_id = new_job_id(spec.name)
+    seed, source = choose_seed(spec)
+    rows = element_rows(sweep_id, spec, seed, os.path.dirname(spec_path) if spec_path else os.getcwd())
+    first = element_spec_of(spec, rows[0]["meta"]["sweep"])
+    facts = facts_for(app, first, target_name)  # once per sweep
+    job0 = JobRef(rows[0]["job_id"], 1, str(store.job_dir(rows[0]["job_id"])), seed=rows[0]["meta"]["seed"])
+    request = backend.render(first, facts, job0)  # errors: nothing recorded yet
+    limit = spec.sweep.max_parallel
+    if note:
+        note(f"sweep {sweep_id}: {len(rows)} elements as separate jobs, at most {limit or len(rows)} at once "
+             f"(LAUNCHER_SWEEP_SEED {rows[0]['meta']['sweep']['seed']}, {source})")
+    for r in rows:
+        store.begin_job(r["job_id"], spec.name, target_name, backend.name, spec_path, spec_text,
+                        ckpt_root=r["ckpt_root"], meta=r["meta"])
+    try:
+        handle = backend.submit(request)
+    except BaseException:
+        for r in rows:
+            store.forget_job(r["job_id"])
+        raise
+    store.record_attempt(job0.job_id, 1, target_name, handle.to_json(), handle.native_id, state="PENDING")
+    store.record_event(job0.job_id, "submitted", target=target_name, native_id=handle.native_id, attempt=1,
+                       sweep=sweep_id)
+    queue_rows(store, [r["job_id"] for r in rows[1:]], f"waits for a slot (max_parallel {limit})")
+    fill(app, sweep_id, facts)
+    return Launched(sweep_id, handle, request)
+
+
+def queue_rows(store, job_ids: list, reason: str) -> None:
+    """Rows just recorded as SUBMITTING become QUEUED (one transaction), each with an event."""
+    now = time.time()
+    with store.tx() as db:
+        db.executemany("UPDATE jobs SET state=?, reason=?, updated=? WHERE job_id=? AND state='SUBMITTING'",
+                       [(QUEUED, reason, now, j) for j in job_ids])
+        db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
+                       [(j, now, "queued", json.dumps({"reason": reason})) for j in job_ids])
+
+
+def cancel_queued(app, sweep_id: str, wait_s: float = 30.0, poll: float = 0.2) -> list:
+    """Close every QUEUED element of SWEEP_ID as CANCELLED before it starts (under the sweep's
+    claim, so no launcher starts one meanwhile). A ``launcher.cancel.CancelReport`` each."""
+    from ..cancel import CancelReport
+
+    store, deadline = app.store, time.monotonic() + wait_s
+    while True:
+        with sweep_claim(store, sweep_id) as owner:
+            if owner is not None:
+                return [r for r in (_cancel_one_queued(store, row.job_id, CancelReport)
+                                    for row in sweep_rows(store, sweep_id) if row.state == QUEUED) if r]
+        if time.monotonic() > deadline:
+            raise LauncherError(f"sweep {sweep_id} is being acted on by another launcher; nothing was "
+                                "cancelled: try again in a minute")
+        time.sleep(poll)
+
+
+def cancel_queued_element(app, job_id: str):
+    """Close element JOB_ID as CANCELLED if it is still QUEUED (a CancelReport), else None."""
+    from ..cancel import CancelReport
+
+    return _cancel_one_queued(app.store, job_id, CancelReport)
+
+
+def _cancel_one_queued(store, job_id: str, report_cls):
+    with claimed(store, job_id) as c:
+        if c is None or not is_open(c.job) or c.job.state != QUEUED:
+            return None  # being started, or closed: the ordinary cancel takes it from here
+        note = "queued by the launcher: it never started"
+        store.close_job(job_id, "CANCELLED", "cancelled by user", owner=c.owner, event="cancelled",
+                        detail={"by": "user", "note": note})
+        return report_cls(job_id, note=note)
