@@ -25,8 +25,8 @@ from .early_stop import Judgement
 from .expand import Element
 
 # the order counts are listed in; any other state comes after these, alphabetically
-STATE_ORDER = ("QUEUED", "PENDING", "RUNNING", "COMPLETED", STOPPED, "PREEMPTED", "NODE_FAIL", "TIMEOUT",
-               "OUT_OF_MEMORY", "ATTEMPT_FAILED", "FAILED", "CANCELLED", "GAVE_UP", "UNKNOWN")
+STATE_ORDER = ("QUEUED", "PENDING", "RUNNING", "COMPLETED", STOPPED, "PREEMPTED", "NODE_FAIL",
+               "TIMEOUT", "OUT_OF_MEMORY", "ATTEMPT_FAILED", "FAILED", "CANCELLED", "GAVE_UP", "UNKNOWN")
 _PLAIN = re.compile(r"^[A-Za-z0-9_.,:/+@%=-]+$")
 
 
