@@ -110,6 +110,12 @@ class StateStore:
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
+        """One transaction; inside ``batch()`` a savepoint of the batch's transaction, so a
+        write that fails is undone alone, exactly as its own transaction would have been."""
+        if getattr(self, "_batch_depth", 0):
+            with self._savepoint():
+                yield self.db
+            return
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield self.db
@@ -118,6 +124,39 @@ class StateStore:
             if self.db.in_transaction:  # a failed COMMIT (disk full) may have rolled back already
                 self.db.execute("ROLLBACK")
             raise
+
+    @contextmanager
+    def _savepoint(self) -> Iterator[None]:
+        self.db.execute("SAVEPOINT launcher_write")
+        try:
+            yield
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK TO launcher_write")
+                self.db.execute("RELEASE launcher_write")
+            raise
+        self.db.execute("RELEASE launcher_write")
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Several writes (each its own ``tx()``) committed as ONE transaction: one lock and
+        one commit instead of one per write. Only for writes that may become visible together
+        (never a write that must be durable before a later step, like a launch's SUBMITTING
+        row before the scheduler is called). Nested batches join the outer one."""
+        depth = getattr(self, "_batch_depth", 0)
+        if depth:
+            self._batch_depth = depth + 1
+            try:
+                yield
+            finally:
+                self._batch_depth = depth
+            return
+        with self.tx():
+            self._batch_depth = 1
+            try:
+                yield
+            finally:
+                self._batch_depth = 0
 
     def job_dir(self, job_id: str) -> Path:
         d = self.home / "jobs" / job_id
