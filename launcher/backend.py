@@ -8,7 +8,7 @@ takes that same Request, so the dry run and the real run cannot drift apart.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterator, Optional, Protocol, Sequence, runtime_checkable
 
 from .config import Target
@@ -62,8 +62,10 @@ class Handle:
     attempt: int = 1
     extra: dict = field(default_factory=dict)
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+    def to_json(self) -> str:  # the same text as json.dumps(asdict(self)), without asdict's deep copy
+        return json.dumps({"backend": self.backend, "target": self.target, "job_id": self.job_id,
+                           "native_id": self.native_id, "attempt": self.attempt, "extra": self.extra},
+                          sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "Handle":
