@@ -30,6 +30,7 @@ from pathlib import Path
 from _cluster import TARGET, bench_cluster, slurm_version
 from launch_vs_sbatch import launch_vs_raw, stats
 
+W = 52  # the label column
 SLURM_COMMANDS = ("sbatch", "squeue", "scontrol", "sacct", "sinfo", "scancel")
 
 
@@ -161,21 +162,22 @@ def main():
 
 def report(sweeps: dict, status: tuple, single, a, have_submitit: bool) -> None:
     raw = statistics.median(sweeps["raw sbatch --array"])
-    print(f"{'what':<44} {'median':>10}  {'vs raw':>7}   target")
+    print(f"{'what':<{W}} {'median':>10}  {'vs raw':>7}   target")
     for k, v in sweeps.items():
         m = statistics.median(v)
-        print(f"{'launch ' + str(a.size) + '-element sweep: ' + k:<44} {m * 1000:8.1f} ms  {m / raw:6.2f}x"
+        label = f"{a.size}-element sweep: {k}"
+        print(f"{label:<{W}} {m * 1000:8.1f} ms  {m / raw:6.2f}x"
               + ("   <= 2x raw" if k.startswith("launcher") else ""))
     if not have_submitit:
         print("submitit map_array: not run (submitit is not installed: pip install 'launcher[bench]')")
     took, calls, raw_status = status
     names = ", ".join(c.split(" ")[0] for c in calls) or "none"
-    print(f"{'status of ' + str(a.size) + ' elements (Launcher.sweep)':<44} {took * 1000:8.1f} ms"
+    print(f"{'status of ' + str(a.size) + ' elements (Launcher.sweep)':<{W}} {took * 1000:8.1f} ms"
           f"   {len(calls)} Slurm command(s): {names}   (one scheduler call)")
-    print(f"{'  one raw scontrol -o show job':<44} {raw_status * 1000:8.1f} ms")
+    print(f"{'  one raw scontrol -o show job':<{W}} {raw_status * 1000:8.1f} ms")
     if single:
         r, l = stats(single[0]), stats(single[1])
-        print(f"{f'{a.single_n} single launch() vs raw sbatch, per job':<44} {l[0]:8.1f} ms  {l[0] / r[0]:6.2f}x"
+        print(f"{f'{a.single_n} single launch() vs raw sbatch, per job':<{W}} {l[0]:8.1f} ms  {l[0] / r[0]:6.2f}x"
               f"   <= 1.2x   (raw sbatch {r[0]:.1f} ms mean; medians {l[1]:.1f} / {r[1]:.1f} ms: "
               f"{l[1] / r[1]:.2f}x)")
 
