@@ -5,6 +5,7 @@ run the real one."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 from pathlib import Path
@@ -55,8 +56,6 @@ def test_status_of_a_1000_element_sweep_is_one_scheduler_call(clean_queue, tmp_p
     p = cli.run("status", sweep_id, "--json", env={"PATH": path})
     calls = log.read_text().splitlines() if log.exists() else []
     assert len(calls) == 1 and calls[0].split()[0] in STATUS_QUERIES, calls  # ONE scheduler call, nothing else
-
-    import json
 
     s = json.loads(p.stdout)
     assert s["size"] == SIZE and len(s["elements"]) == SIZE
