@@ -17,15 +17,10 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.fixtures.slurm import start_cluster, stop_cluster  # noqa: E402
+from _cluster import TARGET, bench_cluster, slurm_version
 
 
 def stats(samples):
@@ -40,11 +35,67 @@ def raw_script(app, spec, tmp: Path) -> Path:
 
     job_dir = tmp / "rawjob"
     job_dir.mkdir()
-    req = app.backend("testcl").render(spec, facts_for(app, spec, "testcl"),
-                                       JobRef(job_id="raw", attempt=1, job_dir=str(job_dir), seed=1))
+    req = app.backend(TARGET).render(spec, facts_for(app, spec, TARGET),
+                                     JobRef(job_id="raw", attempt=1, job_dir=str(job_dir), seed=1))
     script = job_dir / "attempt-1.sbatch"
     script.write_text(req.text)
     return script
+
+
+def interleaved(raw_once, api_once, n: int, warmup: int = 3, prof=None) -> tuple[list, list]:
+    """N timings of each, alternating which goes first (a busy machine slows both alike);
+    PROF (a cProfile.Profile) records the api_once calls only."""
+    for _ in range(warmup):  # first-use costs (imports, the helper zip) are not per-job costs
+        raw_once()
+        api_once()
+    raw, api = [], []
+    for i in range(n):
+        for fn in ((raw_once, api_once) if i % 2 == 0 else (api_once, raw_once)):
+            if fn is api_once and prof is not None:
+                prof.enable()
+            t = time.perf_counter()
+            fn()
+            dt = time.perf_counter() - t
+            if fn is api_once and prof is not None:
+                prof.disable()
+            (raw if fn is raw_once else api).append(dt)
+    return raw, api
+
+
+def launch_vs_raw(bc, n: int, warmup: int = 3, prof=None) -> tuple[list, list]:
+    """(raw sbatch seconds, launch() seconds), N each, on BC (a bench_cluster)."""
+    from launcher.app import App
+    from launcher.launch import launch
+    from launcher.specload import spec_from_text
+
+    spec_text = "name: bench\nrun: 'true'\nslurm: {extra: ['--hold']}\n"
+    # the spec lives in a git work tree, as a real project's does
+    spec_file = bc.git_repo("repo", {"bench.yaml": spec_text, "train.py": "print('hi')\n"}) / "bench.yaml"
+    app = App()
+    try:
+        spec = spec_from_text(spec_text)
+        app.facts(TARGET)  # the probe is cached per target (facts_ttl), not part of a launch
+        script = raw_script(app, spec, bc.tmp)
+
+        def raw_once():
+            subprocess.run(["sbatch", "--parsable", str(script)], check=True, capture_output=True,
+                           env=bc.cluster.env)
+
+        def api_once():
+            launch(app, spec, spec_text, str(spec_file), TARGET)
+
+        return interleaved(raw_once, api_once, n, warmup, prof)
+    finally:
+        app.close()
+
+
+def print_ratio(raw, api, n: int) -> None:
+    print(f"{'per job (ms)':<34} {'mean':>8} {'median':>8} {'p95':>8}")
+    for label, s in (("raw sbatch (subprocess)", raw), ("launch() API, one process", api)):
+        print(f"{label:<34} {stats(s)[0]:8.2f} {stats(s)[1]:8.2f} {stats(s)[2]:8.2f}")
+    r, l = stats(raw), stats(api)
+    print(f"{'ratio launch() / raw sbatch':<34} {l[0] / r[0]:7.2f}x {l[1] / r[1]:7.2f}x {l[2] / r[2]:7.2f}x"
+          f"   (n={n} each; target <= 1.2x)")
 
 
 def main():
@@ -53,78 +104,21 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--profile", help="write a cProfile of the launch() calls here")
     a = ap.parse_args()
-    cluster = start_cluster(4)
-    tmp = Path(tempfile.mkdtemp())
-    try:
-        os.environ.update(cluster.env)
-        cfg = tmp / "config.yaml"
-        cfg.write_text(f"targets:\n  testcl: {{backend: slurm, slurm_conf: {cluster.conf}, partition: batch}}\n")
-        os.environ.update(LAUNCHER_HOME=str(tmp / "home"), LAUNCHER_CONFIG=str(cfg))
-        spec_text = "name: bench\nrun: 'true'\nslurm: {extra: ['--hold']}\n"
-        repo = tmp / "repo"  # the spec lives in a git work tree, as a real project's does
-        repo.mkdir()
-        spec_file = repo / "bench.yaml"
-        spec_file.write_text(spec_text)
-        (repo / "train.py").write_text("print('hi')\n")
-        git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
-        subprocess.run(["git", "init", "-q", str(repo)], check=True)
-        subprocess.run([*git, "-C", str(repo), "add", "."], check=True)
-        subprocess.run([*git, "-C", str(repo), "commit", "-qm", "bench"], check=True)
-        time.sleep(2.1)  # files written this instant are "racy" for the git identity cache (gitcache)
+    prof = None
+    if a.profile:
+        import cProfile
 
-        from launcher.app import App
-        from launcher.launch import launch
-        from launcher.specload import spec_from_text
-
-        app = App()
-        spec = spec_from_text(spec_text)
-        app.facts("testcl")  # the probe is cached per target (facts_ttl), not part of a launch
-        script = raw_script(app, spec, tmp)
-
-        def raw_once():
-            subprocess.run(["sbatch", "--parsable", str(script)], check=True, capture_output=True, env=cluster.env)
-
-        def api_once():
-            launch(app, spec, spec_text, str(spec_file), "testcl")
-
-        for _ in range(a.warmup):  # first-use costs (imports, the helper zip) are not per-job costs
-            raw_once()
-            api_once()
-        prof = None
-        if a.profile:
-            import cProfile
-
-            prof = cProfile.Profile()
-        raw, api = [], []
-        for i in range(a.n):
-            order = (raw_once, api_once) if i % 2 == 0 else (api_once, raw_once)
-            for fn in order:
-                if fn is api_once and prof is not None:
-                    prof.enable()
-                t = time.perf_counter()
-                fn()
-                dt = time.perf_counter() - t
-                if fn is api_once and prof is not None:
-                    prof.disable()
-                (raw if fn is raw_once else api).append(dt)
-
-        print(f"cluster: 4 nodes, Slurm {app.facts('testcl').get('slurm_version')}; n={a.n} each, interleaved; "
+        prof = cProfile.Profile()
+    with bench_cluster() as bc:
+        raw, api = launch_vs_raw(bc, a.n, a.warmup, prof)
+        print(f"cluster: 4 nodes, {slurm_version(bc.cluster)}; n={a.n} each, interleaved; "
               f"load average {os.getloadavg()[0]:.2f}")
-        print(f"{'per job (ms)':<34} {'mean':>8} {'median':>8} {'p95':>8}")
-        for label, s in (("raw sbatch (subprocess)", raw), ("launch() API, one process", api)):
-            print(f"{label:<34} {stats(s)[0]:8.2f} {stats(s)[1]:8.2f} {stats(s)[2]:8.2f}")
-        r, l = stats(raw), stats(api)
-        print(f"{'ratio launch() / raw sbatch':<34} {l[0] / r[0]:7.2f}x {l[1] / r[1]:7.2f}x {l[2] / r[2]:7.2f}x"
-              f"   (target <= 1.2x)")
-        if prof is not None:
-            import pstats
+        print_ratio(raw, api, a.n)
+    if prof is not None:
+        import pstats
 
-            prof.dump_stats(a.profile)
-            pstats.Stats(a.profile).sort_stats("cumulative").print_stats(40)
-        app.close()
-    finally:
-        subprocess.run(["scancel", "-u", str(os.getuid())], env=cluster.env, capture_output=True)
-        stop_cluster(cluster)
+        prof.dump_stats(a.profile)
+        pstats.Stats(a.profile).sort_stats("cumulative").print_stats(40)
 
 
 if __name__ == "__main__":

@@ -13,18 +13,13 @@ Figures are printed, never asserted (target: launch() at most 1.5x raw sbatch).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.fixtures.slurm import start_cluster, stop_cluster  # noqa: E402
+from _cluster import TARGET, bench_cluster
 
 
 def row(label, samples, base=None, scale=1.0):
@@ -42,13 +37,8 @@ def main():
     ap.add_argument("-n", type=int, default=200)
     ap.add_argument("--cli-n", type=int, default=40, help="CLI submissions (one process each)")
     a = ap.parse_args()
-    cluster = start_cluster(4)
-    tmp = Path(tempfile.mkdtemp())
-    try:
-        os.environ.update(cluster.env)
-        cfg = tmp / "config.yaml"
-        cfg.write_text(f"targets:\n  testcl: {{backend: slurm, slurm_conf: {cluster.conf}, partition: batch}}\n")
-        os.environ.update(LAUNCHER_HOME=str(tmp / "home"), LAUNCHER_CONFIG=str(cfg))
+    with bench_cluster() as bc:
+        cluster, tmp = bc.cluster, bc.tmp
         spec_text = "name: bench\nrun: 'true'\nslurm: {extra: ['--hold']}\n"
         spec_file = tmp / "bench.yaml"
         spec_file.write_text(spec_text)
@@ -66,30 +56,27 @@ def main():
 
         app = App()
         spec = spec_from_text(spec_text)
-        app.facts("testcl")  # the probe is cached per target; measured separately below
+        app.facts(TARGET)  # the probe is cached per target; measured separately below
         api = []
         for _ in range(a.n):
             t = time.perf_counter()
-            launch(app, spec, spec_text, str(spec_file), "testcl")
+            launch(app, spec, spec_text, str(spec_file), TARGET)
             api.append(time.perf_counter() - t)
 
         cli = []
         for _ in range(a.cli_n):
             t = time.perf_counter()
-            subprocess.run([str(Path(sys.executable).parent / "launcher"), "launch", str(spec_file), "-t", "testcl"],
+            subprocess.run([str(Path(sys.executable).parent / "launcher"), "launch", str(spec_file), "-t", TARGET],
                            check=True, capture_output=True)
             cli.append(time.perf_counter() - t)
 
-        print(f"cluster: 4 nodes, Slurm {app.facts('testcl').get('slurm_version')}; n={a.n}, cli n={a.cli_n}")
+        print(f"cluster: 4 nodes, Slurm {app.facts(TARGET).get('slurm_version')}; n={a.n}, cli n={a.cli_n}")
         print(f"{'':<40} {'total':>10} {'mean':>11} {'p95':>11}  vs raw")
         base = row("raw sbatch loop (subprocess)", raw)
         row("launcher launch() API, one process", api, base)
         row("launcher launch CLI, a process per job", cli, base, scale=a.n / a.cli_n)
         print(f"(the CLI row ran {a.cli_n} jobs; its total is scaled to n={a.n})")
         app.close()
-    finally:
-        subprocess.run(["scancel", "-u", "root"], env=cluster.env, capture_output=True)
-        stop_cluster(cluster)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ takes that same Request, so the dry run and the real run cannot drift apart.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterator, Optional, Protocol, Sequence, runtime_checkable
 
 from .config import Target
@@ -62,8 +62,10 @@ class Handle:
     attempt: int = 1
     extra: dict = field(default_factory=dict)
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+    def to_json(self) -> str:  # the same text as json.dumps(asdict(self)), without asdict's deep copy
+        return json.dumps({"backend": self.backend, "target": self.target, "job_id": self.job_id,
+                           "native_id": self.native_id, "attempt": self.attempt, "extra": self.extra},
+                          sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "Handle":
@@ -266,8 +268,31 @@ class RunsArrays(Protocol):
 
 def can(backend: Any, capability: type) -> bool:
     """Whether BACKEND (an instance, or its class for the classmethod capabilities and
-    those made of methods only) declares CAPABILITY (one of the protocols above)."""
-    return isinstance(backend, capability)
+    those made of methods only) declares CAPABILITY (one of the protocols above). A yes that
+    the class alone decides (every member of the protocol is on the class) is kept per
+    (class, protocol): the runtime protocol check walks every member each time."""
+    cls = backend if isinstance(backend, type) else type(backend)
+    key = (cls, capability, cls is backend)
+    if key in _CAN:
+        return True
+    ok = isinstance(backend, capability)
+    if ok and _class_decides(cls, capability):
+        _CAN.add(key)
+    return ok
+
+
+_CAN: set = set()
+
+
+def _class_decides(klass: type, capability: type) -> bool:
+    """Whether every member of CAPABILITY is on KLASS itself (then no instance can differ)."""
+    try:
+        import typing
+
+        attrs = getattr(capability, "__protocol_attrs__", None) or typing._get_protocol_attrs(capability)
+        return all(getattr(klass, a, None) is not None for a in attrs)
+    except Exception:  # noqa: BLE001 - an unknown typing internals: just not kept
+        return False
 
 
 def iter_file(path, follow: bool, poll: float = 0.5, done=None) -> Iterator[str]:

@@ -108,7 +108,7 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     and step it resumes, or that --fresh starts over, and the LAUNCHER_SEED it carries;
     the same goes into the job's events ("resumes" / "fresh")."""
     from .identity import plan_identity
-    from .provenance import record_launch
+    from .provenance.record import capture_launch, save_launch
     from .provenance.seed import with_run_env
     from .secretenv import for_launch
     from .support import require_supported
@@ -145,14 +145,19 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     except BaseException:
         store.forget_job(job_id)
         raise
-    store.record_attempt(job_id, attempt, target_name, handle.to_json(), handle.native_id, state="PENDING")
-    store.record_event(job_id, "submitted", target=target_name, native_id=handle.native_id, attempt=attempt)
-    if fresh or ident.resumes:
-        store.record_event(job_id, "fresh" if fresh else "resumes", **ident.event())
-    # provenance: state store + ROOT/.launcher/runs/<job_id>/RUN.json (advisory, never raises)
-    record_launch(app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path, target_name=target_name,
-                  request=request, handle=handle, seed=seed, seed_source=ident.seed.source,
-                  continues=ident.event() if (fresh or ident.resumes) else None)
+    # provenance (advisory, never raises): the record, and ROOT/.launcher/runs/<job_id>/RUN.json
+    # written before the store's lock is taken; then what the submission produced, ONE transaction
+    # (the SUBMITTING row was made durable before the scheduler was called)
+    captured = capture_launch(app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
+                              target_name=target_name, request=request, handle=handle, seed=seed,
+                              seed_source=ident.seed.source,
+                              continues=ident.event() if (fresh or ident.resumes) else None)
+    with store.batch():
+        store.record_attempt(job_id, attempt, target_name, handle.to_json(), handle.native_id, state="PENDING")
+        store.record_event(job_id, "submitted", target=target_name, native_id=handle.native_id, attempt=attempt)
+        if fresh or ident.resumes:
+            store.record_event(job_id, "fresh" if fresh else "resumes", **ident.event())
+        save_launch(store, job_id, captured, seed)
     return Launched(job_id, handle, request)
 
 

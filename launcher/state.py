@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Optional
@@ -110,14 +110,32 @@ class StateStore:
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
-        self.db.execute("BEGIN IMMEDIATE")
+        """One transaction; inside ``batch()`` a savepoint of the batch's transaction, so a
+        write that fails is undone alone, exactly as its own transaction would have been."""
+        nested = getattr(self, "_batch_depth", 0)
+        self.db.execute("SAVEPOINT launcher_write" if nested else "BEGIN IMMEDIATE")
         try:
             yield self.db
-            self.db.execute("COMMIT")
+            self.db.execute("RELEASE launcher_write" if nested else "COMMIT")
         except BaseException:
             if self.db.in_transaction:  # a failed COMMIT (disk full) may have rolled back already
-                self.db.execute("ROLLBACK")
+                for sql in (("ROLLBACK TO launcher_write", "RELEASE launcher_write") if nested else ("ROLLBACK",)):
+                    self.db.execute(sql)
             raise
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Several writes (each its own ``tx()``) committed as ONE transaction: one lock and
+        one commit instead of one per write. Only for writes that may become visible together
+        (never a write that must be durable before a later step, like a launch's SUBMITTING
+        row before the scheduler is called). Nested batches join the outer one."""
+        depth = getattr(self, "_batch_depth", 0)
+        with (nullcontext() if depth else self.tx()):
+            self._batch_depth = depth + 1
+            try:
+                yield
+            finally:
+                self._batch_depth = depth
 
     def job_dir(self, job_id: str) -> Path:
         d = self.home / "jobs" / job_id

@@ -35,7 +35,10 @@ def comment_text(value) -> str:
     """A value shown inside a ``#`` comment (or an #SBATCH line): one line, whatever it holds.
     Quoting does not help there, since a newline ends the comment and starts shell code, so
     every character that is not printable (newlines included) is shown escaped."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(value))
+    text = str(value)
+    if text.isprintable():  # the common case, without a look at every character
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 @lru_cache(maxsize=8)

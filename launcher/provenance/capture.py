@@ -286,16 +286,11 @@ def capture(*, job_id: str, spec, spec_text: str, spec_path: Optional[str], targ
             environ=None, backend_version: Optional[str] = None) -> dict:
     """The provenance record of one run (not yet redacted: ``record`` redacts it).
     BACKEND_VERSION: what the backend says runs its jobs (``ReportsVersion``)."""
-    import yaml
-
     from . import FORMAT
 
     environ = os.environ if environ is None else environ
     t0 = time.monotonic()
-    try:
-        given = yaml.load(spec_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if spec_text else None
-    except yaml.YAMLError:
-        given = None
+    given = _given(spec_text) if spec_text else None
     rendered = None
     if request is not None:
         rendered = {"kind": request.kind, "text": request.text, "sha256": sha256_text(request.text),
@@ -329,6 +324,18 @@ def capture(*, job_id: str, spec, spec_text: str, spec_path: Optional[str], targ
     }
     doc["capture_seconds"] = round(time.monotonic() - t0, 6)
     return doc
+
+
+@functools.lru_cache(maxsize=32)
+def _given(spec_text: str):
+    """The spec text as parsed YAML (None when it does not parse): the same text launch after
+    launch, parsed once per process. Shared between records, which are read-only."""
+    import yaml
+
+    try:
+        return yaml.load(spec_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None
 
 
 def _user() -> Optional[str]:

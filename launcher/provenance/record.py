@@ -19,9 +19,11 @@ import posixpath
 import re
 import sys
 import time
+from dataclasses import dataclass
 from typing import Optional
 
 from ..checkpoint.contract import META_DIR
+from ..redact import is_secret_name
 
 TABLE = """
 CREATE TABLE IF NOT EXISTS provenance (
@@ -47,8 +49,6 @@ def _values_under_secret_keys(obj, out: set) -> set:
     """Values of secret-looking keys anywhere in OBJ (e.g. ``env: {WANDB_API_KEY: ...}`` written
     into a spec): they are then masked wherever else they appear (the spec's text, the
     rendered script), not only under their key."""
-    from ..redact import is_secret_name
-
     if isinstance(obj, dict):
         for k, v in obj.items():
             if isinstance(v, str) and len(v) >= 4 and is_secret_name(str(k)):
@@ -62,19 +62,56 @@ def _values_under_secret_keys(obj, out: set) -> set:
     return out
 
 
+# Sections of a record that are the same launch after launch (the spec, the code identity, the
+# Python environment, ...): their redaction is kept per process, keyed by their exact JSON and
+# the masks in force, so an unchanged section is not walked again. The record is read-only.
+STATIC_SECTIONS = frozenset({"spec", "code", "python", "versions", "image", "secrets", "submitted_by"})
+_MEMO: dict = {}
+_MEMO_MAX = 256
+
+
+def _fingerprint(key: str, value) -> Optional[str]:
+    if key not in STATIC_SECTIONS:
+        return None
+    try:
+        return json.dumps(value, default=str)
+    except (TypeError, ValueError):  # keys JSON cannot carry: not kept, redacted every time
+        return None
+
+
+def _memo(key: tuple, compute):
+    if key[1] is None:
+        return compute()
+    hit = _MEMO.get(key)
+    if hit is None:
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.clear()
+        hit = _MEMO[key] = compute()
+    return hit
+
+
 def redact_record(doc: dict, secret_names=()) -> dict:
     """Mask the values of the spec's secrets and of every secret-looking variable of this
-    environment, values written under secret-looking keys, and known credential shapes."""
+    environment, values written under secret-looking keys, and known credential shapes.
+    Section by section (a dict's keys are redacted independently), unchanged sections once."""
     from ..redact import _masks, redact_obj, secret_values
 
-    extra = secret_values(secret_names) | _values_under_secret_keys(doc, set())
-    masks = _masks(extra)
     python = doc.get("python")
-    if not (isinstance(python, dict) and isinstance(python.get("packages"), list)):
-        return redact_obj(doc, _masks_=masks)
-    # the package list (~300 strings) is the same launch after launch: redacted once per list and masks
-    out = redact_obj({**doc, "python": {k: v for k, v in python.items() if k != "packages"}}, _masks_=masks)
-    out["python"]["packages"] = list(_redacted_strings(tuple(python["packages"]), tuple(masks)))
+    packages = None
+    if isinstance(python, dict) and isinstance(python.get("packages"), list):
+        # the package list (~300 strings, no keys) is the same launch after launch: redacted once per list and masks
+        packages = python["packages"]
+        doc = {**doc, "python": {k: v for k, v in python.items() if k != "packages"}}
+    prints = {k: _fingerprint(k, v) for k, v in doc.items()}
+    found = set(secret_values(secret_names))
+    for k, v in doc.items():
+        found |= _memo(("keyed", prints[k], k), lambda: frozenset(_values_under_secret_keys({k: v}, set())))
+    masks = tuple(_masks(found))
+    out: dict = {}
+    for k, v in doc.items():
+        out[k] = _memo(("redacted", prints[k], k, masks), lambda: redact_obj({k: v}, _masks_=list(masks))[k])
+    if packages is not None:
+        out["python"] = {**out["python"], "packages": list(_redacted_strings(tuple(packages), masks))}
     return out
 
 
@@ -93,7 +130,9 @@ def to_bytes(doc: dict) -> bytes:
 def ensure_table(store) -> None:
     if getattr(store, "_provenance_table", False):  # once per open store, not once per launch
         return
-    store.db.executescript(TABLE)
+    store.db.execute(TABLE)  # one statement, so it joins an open batch (executescript would commit it)
+    if store.db.in_transaction:  # made inside a transaction that may yet be rolled back: not known to stay
+        return
     try:
         store._provenance_table = True
     except AttributeError:
@@ -200,34 +239,71 @@ def _document(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str
     return redact_record(doc, spec.secrets)
 
 
+@dataclass
+class Captured:
+    """A run's redacted record and where its RUN.json went (or the error that stopped the capture)."""
+
+    doc: Optional[dict]
+    location: Optional[str] = None
+    note: str = ""
+    error: str = ""
+
+
+def capture_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
+                   request=None, handle=None, seed=None, seed_source=None, continues=None) -> Captured:
+    """Capture the record and write RUN.json under the checkpoint root; nothing goes to the
+    state store yet (``save_launch``), so a slow root (S3) never holds the store's lock.
+    Never raises."""
+    try:
+        doc = _document(app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
+                        target_name=target_name, request=request, handle=handle, seed=seed,
+                        seed_source=seed_source, continues=continues)
+    except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
+        return Captured(None, error=f"{type(e).__name__}: {e}")
+    location, note = None, ""
+    if spec.checkpoint.root:
+        try:
+            location, note = write_run_json(app, target_name, spec.checkpoint.root, job_id, to_bytes(doc))
+        except Exception as e:  # the root may be unreachable right now: the store keeps the record
+            note = f"could not write RUN.json under {spec.checkpoint.root}: {type(e).__name__}: {e}"
+    return Captured(doc, location, note)
+
+
+def save_launch(store, job_id: str, captured: Captured, seed=None) -> Optional[dict]:
+    """Keep a captured record in the state store, with its ``provenance`` event (or a
+    ``provenance_error`` event, printed as a warning too). Never raises."""
+    try:
+        if captured.doc is None:
+            raise _CaptureFailed(captured.error)
+        doc = captured.doc
+        save_record(store, job_id, doc, captured.location)
+        code = doc.get("code") or {}
+        store.record_event(job_id, "provenance", run_json=captured.location, note=captured.note or None,
+                           commit=code.get("commit"), dirty=code.get("dirty"), seed=seed,
+                           packages_sha256=(doc.get("python") or {}).get("packages_sha256"))
+        if captured.note:
+            print(f"warning: {captured.note}", file=sys.stderr)
+        return doc
+    except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
+        error = str(e) if isinstance(e, _CaptureFailed) else f"{type(e).__name__}: {e}"
+        try:
+            store.record_event(job_id, "provenance_error", error=error)
+        except Exception:
+            pass
+        print(f"warning: could not record the provenance of {job_id}: {error}", file=sys.stderr)
+        return None
+
+
+class _CaptureFailed(Exception):
+    pass
+
+
 def record_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
                   request=None, handle=None, seed=None, seed_source=None, continues=None) -> Optional[dict]:
     """Capture and keep the provenance of a launched run. Advisory: never raises (a failure
     is recorded as a ``provenance_error`` event and printed as a warning). CONTINUES: what
     the run resumes (or, launched with --fresh, supersedes), as ``launcher.identity`` saw it."""
-    store = app.store
-    try:
-        doc = _document(app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
-                        target_name=target_name, request=request, handle=handle, seed=seed,
-                        seed_source=seed_source, continues=continues)
-        location, note = None, ""
-        if spec.checkpoint.root:
-            try:
-                location, note = write_run_json(app, target_name, spec.checkpoint.root, job_id, to_bytes(doc))
-            except Exception as e:  # the root may be unreachable right now: the store keeps the record
-                note = f"could not write RUN.json under {spec.checkpoint.root}: {type(e).__name__}: {e}"
-        save_record(store, job_id, doc, location)
-        code = doc.get("code") or {}
-        store.record_event(job_id, "provenance", run_json=location, note=note or None,
-                           commit=code.get("commit"), dirty=code.get("dirty"), seed=seed,
-                           packages_sha256=(doc.get("python") or {}).get("packages_sha256"))
-        if note:
-            print(f"warning: {note}", file=sys.stderr)
-        return doc
-    except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
-        try:
-            store.record_event(job_id, "provenance_error", error=f"{type(e).__name__}: {e}")
-        except Exception:
-            pass
-        print(f"warning: could not record the provenance of {job_id}: {type(e).__name__}: {e}", file=sys.stderr)
-        return None
+    captured = capture_launch(app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
+                              target_name=target_name, request=request, handle=handle, seed=seed,
+                              seed_source=seed_source, continues=continues)
+    return save_launch(app.store, job_id, captured, seed)

@@ -1,0 +1,186 @@
+"""Issue 13's benchmark table, side by side in one run, on a throw-away test cluster
+(tests/cluster) that this script starts and stops:
+
+    .venv/bin/python bench/sweep_launch.py [--size 1000] [--rounds 3] [--single-n 200]
+
+1. Launching a SIZE-element sweep through ``launcher.api.Launcher`` (one sbatch --array plus
+   a job row per element) against raw ``sbatch`` of the very script launcher renders for it
+   (its ``#SBATCH --array=0-(SIZE-1)%P`` line and sweep table written once), and against
+   submitit's ``map_array`` of SIZE calls (pickles + one sbatch --array). ROUNDS of each,
+   interleaved; every array is submitted held and cancelled at the end.
+2. ``status`` of the SIZE elements (``Launcher.sweep``, what ``launcher status SWEEP`` prints):
+   its time and how many Slurm commands it ran, counted by wrappers put first on PATH.
+3. SINGLE_N single ``launch()`` calls against raw ``sbatch`` (bench/launch_vs_sbatch.py).
+
+Figures are printed, never asserted. Targets (issue 13): sweep launch <= 2x raw sbatch;
+status = one scheduler call; launch() <= 1.2x raw sbatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from _cluster import TARGET, bench_cluster, slurm_version
+from launch_vs_sbatch import launch_vs_raw, stats
+
+W = 52  # the label column
+SLURM_COMMANDS = ("sbatch", "squeue", "scontrol", "sacct", "sinfo", "scancel")
+
+
+def _noop(i):
+    return i
+
+
+def sweep_spec(size: int, parallel: int) -> str:
+    return (f"name: sweepbench\nrun: 'true'\nslurm: {{extra: ['--hold']}}\n"
+            f"sweep: {{grid: {{x: [{', '.join(map(str, range(size)))}]}}, max_parallel: {parallel}}}\n")
+
+
+def raw_array_script(bc, spec_text: str) -> Path:
+    """The sbatch script (and sweep table) launcher submits for the sweep, written once."""
+    from launcher.app import App
+    from launcher.backend import JobRef
+    from launcher.specload import spec_from_text
+    from launcher.submission import facts_for
+
+    job_dir = bc.tmp / "raw-sweep"
+    job_dir.mkdir()
+    app = App()
+    try:
+        spec = spec_from_text(spec_text)
+        req = app.backend(TARGET).render(spec, facts_for(app, spec, TARGET),
+                                         JobRef(job_id="raw", attempt=1, job_dir=str(job_dir), seed=1))
+    finally:
+        app.close()
+    for name, content in req.files:
+        (job_dir / name).write_bytes(content.encode() if isinstance(content, str) else content)
+    script = job_dir / "attempt-1.sbatch"
+    script.write_text(req.text)
+    return script
+
+
+def submitit_executor(bc, parallel: int):
+    """A submitit SlurmExecutor for the same partition, held arrays; None when not installed."""
+    try:
+        import submitit
+    except ImportError:
+        return None
+    ex = submitit.SlurmExecutor(folder=str(bc.tmp / "submitit" / "%j"))
+    ex.update_parameters(partition="batch", time=5, array_parallelism=parallel, additional_parameters={"hold": True})
+    return ex
+
+
+def path_wrappers(bc) -> tuple[Path, Path]:
+    """A folder of wrappers that log each Slurm command to a file, then run the real one."""
+    d, log = bc.tmp / "wrappers", bc.tmp / "slurm-calls.log"
+    d.mkdir()
+    for name in SLURM_COMMANDS:
+        real = shutil.which(name, path=bc.cluster.env["PATH"])
+        w = d / name
+        w.write_text(f"#!/bin/sh\necho \"{name} $*\" >> {shlex.quote(str(log))}\nexec {shlex.quote(real)} \"$@\"\n")
+        w.chmod(0o755)
+    return d, log
+
+
+def time_sweeps(bc, lx, spec_file: Path, script: Path, ex, size: int, rounds: int) -> dict:
+    """{row: [seconds]} for ROUNDS of each way of launching the sweep, interleaved."""
+    def raw():
+        subprocess.run(["sbatch", "--parsable", str(script)], check=True, capture_output=True, env=bc.cluster.env)
+
+    def launcher():
+        out["sweep_id"] = lx.launch(str(spec_file), target=TARGET).job_id
+
+    def sub():
+        jobs = ex.map_array(_noop, range(size))
+        assert len(jobs) == size
+
+    out: dict = {}
+    ways = {"raw sbatch --array": raw, "launcher.api.Launcher.launch": launcher}
+    if ex is not None:
+        ways["submitit map_array"] = sub
+    times: dict = {k: [] for k in ways}
+    names = list(ways)
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            t = time.perf_counter()
+            ways[k]()
+            times[k].append(time.perf_counter() - t)
+    return {**times, "_sweep_id": out["sweep_id"]}
+
+
+def time_status(bc, lx, sweep_id: str) -> tuple[float, list, float]:
+    """(seconds, Slurm commands run, seconds of one raw `scontrol -o show job`) for the sweep's status."""
+    wrappers, log = path_wrappers(bc)
+    old = os.environ["PATH"]
+    os.environ["PATH"] = f"{wrappers}{os.pathsep}{old}"
+    try:
+        t = time.perf_counter()
+        summary = lx.sweep(sweep_id)
+        took = time.perf_counter() - t
+    finally:
+        os.environ["PATH"] = old
+    calls = log.read_text().splitlines() if log.exists() else []
+    assert summary and summary["size"] == sum(summary["counts"].values()), summary
+    t = time.perf_counter()
+    subprocess.run(["scontrol", "-o", "show", "job"], check=True, capture_output=True, env=bc.cluster.env)
+    return took, calls, time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", type=int, default=1000)
+    ap.add_argument("--parallel", type=int, default=100, help="max_parallel / array_parallelism")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--single-n", type=int, default=200, help="single launch() calls (0: skip)")
+    a = ap.parse_args()
+    with bench_cluster() as bc:
+        from launcher.api import Launcher
+
+        spec_text = sweep_spec(a.size, a.parallel)
+        repo = bc.git_repo("sweeprepo", {"sweep.yaml": spec_text, "small.yaml": sweep_spec(2, 2)})
+        script = raw_array_script(bc, spec_text)
+        ex = submitit_executor(bc, a.parallel)
+        with Launcher() as lx:
+            lx.launch(str(repo / "small.yaml"), target=TARGET)  # first use: imports, probe, helper zip
+            if ex is not None:
+                ex.map_array(_noop, range(2))
+            subprocess.run(["sbatch", "--parsable", str(script)], check=True, capture_output=True, env=bc.cluster.env)
+            sweeps = time_sweeps(bc, lx, repo / "sweep.yaml", script, ex, a.size, a.rounds)
+            status = time_status(bc, lx, sweeps.pop("_sweep_id"))
+        single = launch_vs_raw(bc, a.single_n) if a.single_n else None
+        print(f"cluster: 4 nodes, {slurm_version(bc.cluster)}; load average {os.getloadavg()[0]:.2f}; "
+              f"sweep of {a.size} elements, max_parallel {a.parallel}, {a.rounds} rounds each (median)")
+        report(sweeps, status, single, a, ex is not None)
+
+
+def report(sweeps: dict, status: tuple, single, a, have_submitit: bool) -> None:
+    raw = statistics.median(sweeps["raw sbatch --array"])
+    print(f"{'what':<{W}} {'median':>10}  {'vs raw':>7}   target")
+    for k, v in sweeps.items():
+        m = statistics.median(v)
+        label = f"{a.size}-element sweep: {k}"
+        print(f"{label:<{W}} {m * 1000:8.1f} ms  {m / raw:6.2f}x"
+              + ("   <= 2x raw" if k.startswith("launcher") else ""))
+    if not have_submitit:
+        print("submitit map_array: not run (submitit is not installed: pip install 'launcher[bench]')")
+    took, calls, raw_status = status
+    names = ", ".join(c.split(" ")[0] for c in calls) or "none"
+    print(f"{'status of ' + str(a.size) + ' elements (Launcher.sweep)':<{W}} {took * 1000:8.1f} ms"
+          f"   {len(calls)} Slurm command(s): {names}   (one scheduler call)")
+    print(f"{'  one raw scontrol -o show job':<{W}} {raw_status * 1000:8.1f} ms")
+    if single:
+        r, l = stats(single[0]), stats(single[1])
+        print(f"{f'{a.single_n} single launch() vs raw sbatch, per job':<{W}} {l[0]:8.1f} ms  {l[0] / r[0]:6.2f}x"
+              f"   <= 1.2x   (raw sbatch {r[0]:.1f} ms mean; medians {l[1]:.1f} / {r[1]:.1f} ms: "
+              f"{l[1] / r[1]:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
