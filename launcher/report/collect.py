@@ -152,8 +152,9 @@ def price_per_hour(app, target: str, spec) -> tuple[Optional[float], str, int]:
     return float(gpu_hour) * gpus, f"{target} gpu_hour_usd {float(gpu_hour):g} x {gpus} GPU(s)", gpus
 
 
-def collect(app, job: str, refresh: bool = True, now: Optional[float] = None):
-    """(History, JobRow, notes) for JOB (a job id or unique prefix)."""
+def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, history: Optional[bool] = None):
+    """(History, JobRow, notes) for JOB (a job id or unique prefix). HISTORY: ask the scheduler
+    for its per-run records (default: when refreshing)."""
     store = app.store
     notes: list = []
     row = store.get_job(job)
@@ -162,7 +163,7 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None):
     rows = store.attempts(row.job_id)
     spec = _stored_spec(row, notes)
     # per-run scheduler records (Slurm requeues keep one job id for several runs)
-    runs = _run_histories(app, rows, notes) if refresh else {}
+    runs = _run_histories(app, rows, notes) if (refresh if history is None else history) else {}
     records = read_generation_records(row.ckpt_root, row.job_id, notes)
     attempts = _attempts_in(app, rows, runs, _match(rows, records), spec)
     if row.ckpt_root and not records:
