@@ -2,8 +2,7 @@
 
 A sweep is not a row of its own: its elements are (``launcher.sweep.launching``), each with
 ``meta.sweep`` = {id, index, size, params, seed, array}. Status refreshes the open elements in
-one batched call; cancel sends ONE scancel for the whole array, then closes each element
-through the ordinary cancel (which finds it cancelled, or cancels what is left of it).
+one batched call; cancel is ``launcher.sweep.cancelling``.
 """
 
 from __future__ import annotations
@@ -48,22 +47,3 @@ def sweep_status(app, sweep_id: str, note=None) -> dict:
     states = {r.meta["sweep"]["index"]: r.state for r in rows}
     steps = {r.meta["sweep"]["index"]: r.last_step for r in rows}
     return summarize(sweep_id, els, states, steps=steps)
-
-
-def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
-    """Cancel the whole array (one scancel) or one element; a CancelReport per element acted on."""
-    from ..backend import Handle
-    from ..cancel import cancel_job
-    from ..state import is_open
-
-    if element is not None:
-        return [cancel_job(app, element_id(app, sweep_id, element))]
-    rows = sweep_rows(app.store, sweep_id)
-    if not rows:
-        raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")
-    open_rows = [r for r in rows if is_open(r) and r.handle]
-    if open_rows:
-        h = Handle.from_json(open_rows[0].handle)
-        array = rows[0].meta["sweep"].get("array") or h.extra.get("sweep_array")
-        app.backend(open_rows[0].target).cancel(Handle(h.backend, h.target, sweep_id, array, 1, dict(h.extra)))
-    return [cancel_job(app, r.job_id) for r in rows if is_open(r)]
