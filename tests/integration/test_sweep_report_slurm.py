@@ -28,7 +28,7 @@ PROGRAM = textwrap.dedent("""
     sys.path.insert(0, os.environ["LAUNCHER_JOB_PYZ"])
     from launcher import jobside
     x = int(os.environ["LAUNCHER_PARAM_X"])
-    for step in range(jobside.resume_step() + 1, 4):
+    for step in range(max(1, jobside.resume_step() + 1), 4):
         if x == 1 and step == 3:
             sys.exit(3)  # element 1 fails before its last step
         with jobside.save(step) as d:
@@ -69,8 +69,11 @@ def _wait_for_three_ended_and_one_running(cli, sweep_id) -> None:
         states = [e["state"] for e in s["elements"]]
         return states == ["COMPLETED", "GAVE_UP", "COMPLETED", "RUNNING"]
 
-    poll("elements 0, 2 completed, 1 given up, 3 running", settled, timeout=300, interval=2,
-         detail=lambda: json.dumps(cli.status(sweep_id)["elements"]))
+    def detail() -> str:
+        logs = [cli.run("logs", sweep_id, "--element", i, check=False).stdout[-2000:] for i in range(4)]
+        return json.dumps(cli.status(sweep_id)["elements"]) + "\n" + "\n".join(logs)
+
+    poll("elements 0, 2 completed, 1 given up, 3 running", settled, timeout=300, interval=2, detail=detail)
     poll("element 3 reported step 3", lambda: _reported_step(cli, 3) >= 3, timeout=60, interval=1)
 
 
