@@ -27,7 +27,8 @@ def gather_sweep(app, sweep_id: str, metric: Optional[str] = None, mode: Optiona
     if not rows:
         raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")
     notes: list = []
-    choice = choose_metric(metric, mode, _early_stop(rows[0], notes), scope)  # usage errors before any I/O
+    specs: dict = {}  # the elements share one spec: parsed once
+    choice = choose_metric(metric, mode, _early_stop(rows[0], specs), scope)  # usage errors before any I/O
     if refresh:
         _refresh_open(app, rows, notes)
         rows = sweep_rows(app.store, sweep_id)
@@ -35,19 +36,15 @@ def gather_sweep(app, sweep_id: str, metric: Optional[str] = None, mode: Optiona
     if refresh and not history:
         notes.append(f"{len(rows)} elements: run times are the state store's (the scheduler's per-run records are "
                      f"read for sweeps of up to {HISTORY_MAX} elements)")
-    elements = [_element(app, r, history, now) for r in rows]
+    elements = [_element(app, r, history, now, specs) for r in rows]
     return aggregate(sweep_id, elements, choice, notes=notes)
 
 
-def _early_stop(row, notes: list):
-    from ..submission import job_spec
+def _early_stop(row, specs: dict):
+    from .collect import _stored_spec
 
-    try:
-        spec = job_spec(row)
-    except Exception as e:  # noqa: BLE001 - the report is still useful without it
-        notes.append(f"the stored spec does not parse any more ({e}): its early_stop metric is unknown")
-        return None
-    return spec.sweep.early_stop if spec.sweep is not None else None
+    spec = _stored_spec(row, [], specs)  # a spec that does not parse: each element's report says so
+    return spec.sweep.early_stop if spec is not None and spec.sweep is not None else None
 
 
 def _refresh_open(app, rows, notes: list) -> None:
@@ -64,7 +61,7 @@ def _refresh_open(app, rows, notes: list) -> None:
         notes.append(f"status of {len(failed)} element(s) not refreshed: {failed[0]}")
 
 
-def _element(app, row, history: bool, now: Optional[float]) -> ElementIn:
+def _element(app, row, history: bool, now: Optional[float], specs: dict) -> ElementIn:
     from . import account
     from .collect import collect
 
@@ -72,7 +69,7 @@ def _element(app, row, history: bool, now: Optional[float]) -> ElementIn:
     notes: list = []
     report = None
     try:
-        hist, row, got = collect(app, row.job_id, refresh=False, now=now, history=history)
+        hist, row, got = collect(app, row.job_id, refresh=False, now=now, history=history, specs=specs)
         notes += got
         report = account(hist).to_dict()
     except (LauncherError, OSError, ValueError) as e:
