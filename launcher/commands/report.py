@@ -44,7 +44,8 @@ ranks each element's latest report of it, --scope best its best one.
 """
 
 
-@click.command("report", help=_HELP, short_help="Wall time by category, goodput, cost and checkpoint interval of JOB.")
+@click.command("report", help=_HELP,
+               short_help="Wall time by category, goodput and cost of JOB (or of a SWEEP, and its best element).")
 @click.argument("job")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write the timeline as a PNG.")

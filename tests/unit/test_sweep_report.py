@@ -103,7 +103,8 @@ def test_the_metric_comes_from_the_options_else_the_sweeps_early_stop():
     es = EarlyStop(metric="loss", mode="min", rungs=[10])
     assert choose_metric(None, None, es) == MetricChoice("loss", "min", "last", "the sweep's early_stop")
     assert choose_metric("acc", "max", es).name == "acc"
-    assert choose_metric(None, "max", es) == MetricChoice("loss", "max", "last", "the sweep's early_stop metric, --mode")
+    assert choose_metric(None, "max", es) == \
+        MetricChoice("loss", "max", "last", "the sweep's early_stop metric, --mode")
     assert choose_metric("loss", None, es).mode == "min"
     assert choose_metric(None, None, None) is None
     with pytest.raises(ReportUsageError, match="--mode min or --mode max"):
