@@ -16,6 +16,20 @@ its run ended with) or the best of all its reports (``scope="best"``). Every ele
 a value is ranked, whatever its state (the table shows the state); ties go to the lower
 index. With no metric to rank by, or none reported, ``best`` is None and ``best_reason``
 says why and what to pass.
+
+The JSON shape (``launcher report SWEEP --json``, ``Launcher.report_sweep``)::
+
+    {"sweep": ID, "size": N, "counts": {STATE: n},
+     "wall_s": element-seconds, "categories": {CATEGORY: s}, "percent": {CATEGORY: %}, "sum_s": s,
+     "goodput_pct": %, "span": {"t0", "t_end", "elapsed_s", "open"},
+     "cost": {"total_usd", "complete", "priced", "useful_gpu_hours", "usd_per_useful_gpu_hour", "reason"},
+     "metric": {"name", "mode", "scope", "source"} or null, "reported_metrics": [NAME],
+     "best": {"index", "job_id", "params", "state", "metric", "metric_step", "final_step", "cost_usd",
+              "goodput_pct"} or null, "best_reason": str or null,
+     "elements": [{"index", "job_id", "params", "state", "reason", "attempts", "wall_s", "categories",
+                   "goodput_pct", "cost_usd", "cost_complete", "useful_gpu_hours", "final_step",
+                   "metric", "metric_step", "reported"}],
+     "notes": [str]}
 """
 
 from __future__ import annotations
@@ -28,7 +42,6 @@ from ..errors import EXIT_USAGE, LauncherError
 from .accounting import CATEGORIES
 
 SCOPES = ("last", "best")
-FINAL = {"COMPLETED", "STOPPED"}  # ended without failing (STOPPED: ended by early stopping)
 
 
 class ReportUsageError(LauncherError):
