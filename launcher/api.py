@@ -211,9 +211,8 @@ class Launcher:
         return is_sweep(self.app, name)
 
     def cancel_sweep(self, sweep: str, element: Optional[int] = None) -> list["CancelReport"]:
-        """Cancel a whole sweep (one cancel of its array) or one ELEMENT: a report per element
-        (``finished`` set on those that had finished or been cancelled before: left alone)."""
-        from .sweep.cancelling import cancel_sweep
+        """Cancel a whole sweep (one cancel of its array) or one ELEMENT: a report per element."""
+        from .sweep.control import cancel_sweep
 
         return cancel_sweep(self.app, sweep, element)
 

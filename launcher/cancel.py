@@ -44,6 +44,12 @@ class CancelFailed(LauncherError):
         super().__init__(f"job {report.job_id} is not cancelled (see above); it stays open")
 
 
+def finished_report(row) -> CancelReport:
+    """The report of a job that had finished (or been cancelled) before: nothing is done."""
+    return CancelReport(row.job_id, finished=row.state + (f" ({row.reason})" if row.reason else ""),
+                        finished_state=row.state)
+
+
 def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, refresh_first: bool = True) \
         -> CancelReport:
     """REFRESH_FIRST=False: the caller brought the job up to date (a sweep, in one batched call)."""
@@ -72,12 +78,6 @@ def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, ref
         return _cancel_claimed(app, c)
     finally:
         store.release(row.job_id, c.owner)
-
-
-def finished_report(row) -> CancelReport:
-    """The report of a job that had finished (or been cancelled) before: nothing is done."""
-    return CancelReport(row.job_id, finished=row.state + (f" ({row.reason})" if row.reason else ""),
-                        finished_state=row.state)
 
 
 def _cancel_claimed(app, c) -> CancelReport:

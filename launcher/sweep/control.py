@@ -2,7 +2,8 @@
 
 A sweep is not a row of its own: its elements are (``launcher.sweep.launching``), each with
 ``meta.sweep`` = {id, index, size, params, seed, array}. Status refreshes the open elements in
-one batched call; cancel is ``launcher.sweep.cancelling``.
+one batched call; cancel sends ONE scancel for the whole array, then closes each element
+through the ordinary cancel (which finds it cancelled, or cancels what is left of it).
 """
 
 from __future__ import annotations
@@ -47,3 +48,10 @@ def sweep_status(app, sweep_id: str, note=None) -> dict:
     states = {r.meta["sweep"]["index"]: r.state for r in rows}
     steps = {r.meta["sweep"]["index"]: r.last_step for r in rows}
     return summarize(sweep_id, els, states, steps=steps)
+
+
+def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
+    """Cancel the whole sweep or one element: a CancelReport per element (``launcher.sweep.cancelling``)."""
+    from .cancelling import cancel_sweep as cancel
+
+    return cancel(app, sweep_id, element)
