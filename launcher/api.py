@@ -234,6 +234,16 @@ class Launcher:
             rep = replace(rep, plot=plot)
         return rep
 
+    def report_sweep(self, sweep: str, metric: Optional[str] = None, mode: Optional[str] = None,
+                     scope: str = "last", refresh: bool = True) -> dict:
+        """A sweep's element time by category, goodput and cost summed over its elements, one row
+        per element and the best element by METRIC and MODE ("min"/"max"; default: the sweep's
+        early_stop), SCOPE "last" (each element's latest report) or "best" (its best report).
+        The JSON shape is ``launcher.report.sweep``'s."""
+        from .report.sweep_collect import gather_sweep
+
+        return gather_sweep(self.app, sweep, metric=metric, mode=mode, scope=scope, refresh=refresh)
+
     def lineage(self, checkpoint: str) -> dict:
         """Which run, commit, spec and environment produced a checkpoint (a ROOT means its latest)."""
         from .provenance.lineage import lineage

@@ -24,6 +24,7 @@ from .status import JobState, attempt_ended
 class CancelReport:
     job_id: str
     finished: Optional[str] = None  # "STATE (reason)" when the job had already finished
+    finished_state: Optional[str] = None  # that STATE (CANCELLED: it had been cancelled before)
     cancelled: list = field(default_factory=list)  # "attempt N (backend id X)"
     still_active: list = field(default_factory=list)  # cancelled, but the scheduler still shows it active
     errors: list = field(default_factory=list)  # "attempt N (backend id X): error"
@@ -54,17 +55,25 @@ class CancelFailed(LauncherError):
         super().__init__(f"job {report.job_id} is not cancelled (see above); it stays open")
 
 
-def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2) -> CancelReport:
+def finished_report(row) -> CancelReport:
+    """The report of a job that had finished (or been cancelled) before: nothing is done."""
+    return CancelReport(row.job_id, finished=row.state + (f" ({row.reason})" if row.reason else ""),
+                        finished_state=row.state)
+
+
+def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, refresh_first: bool = True) \
+        -> CancelReport:
+    """REFRESH_FIRST=False: the caller brought the job up to date (a sweep, in one batched call)."""
     from .tracking import refresh
     from .recovery.claims import claim_ttl
 
     store = app.store
     row = store.get_job(job)
-    if row.handle and is_open(row):
+    if refresh_first and row.handle and is_open(row):
         refresh(app, [row])  # the scheduler may have finished it since the store last looked
         row = store.get_job(row.job_id)
     if not is_open(row):
-        return CancelReport(row.job_id, finished=f"{row.state}" + (f" ({row.reason})" if row.reason else ""))
+        return finished_report(row)
     deadline = time.monotonic() + wait_claim_s
     while True:
         c = store.claim(row.job_id, ttl=claim_ttl())
@@ -90,8 +99,7 @@ def cancel_claimed(app, c, closing: Closing = Closing()) -> CancelReport:
     job, attempts = c.job, c.attempts
     report = CancelReport(job.job_id)
     if not is_open(job):
-        report.finished = job.state + (f" ({job.reason})" if job.reason else "")
-        return report
+        return finished_report(job)
     todo: list[tuple[int, Handle]] = []
     for a in attempts:
         active = not attempt_ended(a.state)

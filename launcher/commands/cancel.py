@@ -22,6 +22,10 @@ def cancel(ctx, job, element):
         reports = lx.cancel_sweep(job, element)
         for r in reports:
             _print(r)
+        if element is None:
+            from ..sweep.cancelling import summary_line
+
+            click.echo(summary_line(job, reports))
         if any(not r.ok for r in reports):
             ctx.exit(EXIT_FAILED)
         return
@@ -34,6 +38,9 @@ def cancel(ctx, job, element):
 
 
 def _print(r) -> None:
+    if r.finished is not None and r.finished_state == "CANCELLED":
+        click.echo(f"{r.job_id}: was already cancelled: {r.finished}; nothing to do")
+        return
     if r.finished is not None:
         click.echo(f"{r.job_id}: had already finished: {r.finished}; nothing to cancel")
         return

@@ -1,4 +1,5 @@
-"""``launcher report JOB``: wall time by category, goodput, cost, checkpoint interval."""
+"""``launcher report JOB|SWEEP``: wall time by category, goodput, cost, checkpoint interval;
+for a sweep, those summed over its elements, a row per element and the best element."""
 
 from __future__ import annotations
 
@@ -33,17 +34,35 @@ compared with the Young/Daly optimum for the observed failure rate.
 Sources: the state store, the scheduler's per-run records (Slurm sacct) and the
 attempt records under the checkpoint root (ROOT/.launcher/attempts/g<G>.json).
 --plot FILE.png draws the timeline (needs matplotlib: the 'plot' extra).
+
+For a SWEEP (the id `launcher launch` printed): the same categories and cost summed
+over its elements (element time: their wall times added up), one row per element
+(state, attempts, goodput, cost, latest step, metric) and the best element, ranked by
+a metric the elements reported with jobside.report(step, NAME=value): --metric NAME
+--mode min|max, else the sweep's early_stop metric and mode. --scope last (default)
+ranks each element's latest report of it, --scope best its best one.
 """
 
 
-@click.command("report", help=_HELP, short_help="Wall time by category, goodput, cost and checkpoint interval of JOB.")
+@click.command("report", help=_HELP,
+               short_help="Wall time by category, goodput and cost of JOB (or of a SWEEP, and its best element).")
 @click.argument("job")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write the timeline as a PNG.")
 @click.option("--no-refresh", is_flag=True, help="Use only what is stored (do not ask the scheduler).")
+@click.option("--metric", help="A sweep: rank its elements by this reported metric.")
+@click.option("--mode", type=click.Choice(["min", "max"]), help="A sweep: is a lower or a higher metric better.")
+@click.option("--scope", type=click.Choice(["last", "best"]), default="last", show_default=True,
+              help="A sweep: rank by each element's latest report of the metric, or its best one.")
 @click.pass_context
-def report(ctx, job, as_json, plot_path, no_refresh):
-    d = launcher_of(ctx).report(job, refresh=not no_refresh, plot=plot_path).to_dict()
+def report(ctx, job, as_json, plot_path, no_refresh, metric, mode, scope):
+    lx = launcher_of(ctx)
+    if lx.is_sweep(job):
+        _sweep(lx, job, as_json, plot_path, not no_refresh, metric, mode, scope)
+        return
+    if metric or mode:
+        raise click.UsageError(f"--metric and --mode rank the elements of a sweep; {job} is not a sweep")
+    d = lx.report(job, refresh=not no_refresh, plot=plot_path).to_dict()
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))
         return
@@ -52,6 +71,18 @@ def report(ctx, job, as_json, plot_path, no_refresh):
     click.echo(format_report(d), nl=False)
     if plot_path:
         click.echo(f"timeline written to {plot_path}")
+
+
+def _sweep(lx, sweep, as_json, plot_path, refresh, metric, mode, scope) -> None:
+    if plot_path:
+        raise click.UsageError(f"--plot draws one job's timeline: pass one element, {sweep}-e<index>")
+    d = lx.report_sweep(sweep, metric=metric, mode=mode, scope=scope, refresh=refresh)
+    if as_json:
+        click.echo(json.dumps(d, indent=2, default=str))
+        return
+    from ..report.sweep_text import format_sweep_report
+
+    click.echo(format_sweep_report(d), nl=False)
 
 
 def register(group) -> None:

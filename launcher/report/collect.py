@@ -152,17 +152,20 @@ def price_per_hour(app, target: str, spec) -> tuple[Optional[float], str, int]:
     return float(gpu_hour) * gpus, f"{target} gpu_hour_usd {float(gpu_hour):g} x {gpus} GPU(s)", gpus
 
 
-def collect(app, job: str, refresh: bool = True, now: Optional[float] = None):
-    """(History, JobRow, notes) for JOB (a job id or unique prefix)."""
+def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, history: Optional[bool] = None,
+            specs: Optional[dict] = None):
+    """(History, JobRow, notes) for JOB (a job id or unique prefix). HISTORY: ask the scheduler
+    for its per-run records (default: when refreshing). SPECS: parsed specs by their stored
+    text, shared by the calls for many jobs of one spec (a sweep's elements)."""
     store = app.store
     notes: list = []
     row = store.get_job(job)
     if refresh and row.handle and row.state in ACTIVE:
         row = _refreshed(app, row, notes)
     rows = store.attempts(row.job_id)
-    spec = _stored_spec(row, notes)
+    spec = _stored_spec(row, notes, {} if specs is None else specs)
     # per-run scheduler records (Slurm requeues keep one job id for several runs)
-    runs = _run_histories(app, rows, notes) if refresh else {}
+    runs = _run_histories(app, rows, notes) if (refresh if history is None else history) else {}
     records = read_generation_records(row.ckpt_root, row.job_id, notes)
     attempts = _attempts_in(app, rows, runs, _match(rows, records), spec)
     if row.ckpt_root and not records:
@@ -189,14 +192,20 @@ def _refreshed(app, row, notes: list):
     return app.store.get_job(row.job_id)
 
 
-def _stored_spec(row, notes: list):
+def _stored_spec(row, notes: list, specs: dict):
     from ..submission import job_spec
 
-    try:
-        return job_spec(row)
-    except Exception as e:  # noqa: BLE001
-        notes.append(f"the stored spec does not parse any more: {e}")
+    key = (row.spec_yaml, row.spec_path, row.meta.get("spec_base"))
+    if key not in specs:
+        try:
+            specs[key] = job_spec(row)
+        except Exception as e:  # noqa: BLE001
+            specs[key] = e
+    spec = specs[key]
+    if isinstance(spec, Exception):
+        notes.append(f"the stored spec does not parse any more: {spec}")
         return None
+    return spec
 
 
 def _run_histories(app, rows, notes: list) -> dict:

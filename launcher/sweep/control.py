@@ -90,25 +90,7 @@ def _metric_of(row) -> Optional[str]:
 
 
 def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
-    """Cancel the whole array (one scancel) or one element; a CancelReport per element acted on."""
-    from ..backend import Handle
-    from ..cancel import cancel_job
-    from ..state import is_open
+    """Cancel the whole sweep or one element: a CancelReport per element (``launcher.sweep.cancelling``)."""
+    from .cancelling import cancel_sweep as cancel
 
-    if element is not None:
-        from .queue import cancel_queued_element
-
-        job_id = element_id(app, sweep_id, element)
-        return [cancel_queued_element(app, job_id) or cancel_job(app, job_id)]
-    rows = sweep_rows(app.store, sweep_id)
-    if not rows:
-        raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")
-    from .queue import cancel_queued, runs_arrays
-
-    queued = cancel_queued(app, sweep_id)  # first: none of them starts meanwhile
-    open_rows = [r for r in rows if is_open(r) and r.handle]
-    if open_rows and runs_arrays(app.backend(open_rows[0].target)):
-        h = Handle.from_json(open_rows[0].handle)
-        array = rows[0].meta["sweep"].get("array") or h.extra.get("sweep_array")
-        app.backend(open_rows[0].target).cancel(Handle(h.backend, h.target, sweep_id, array, 1, dict(h.extra)))
-    return queued + [cancel_job(app, r.job_id) for r in sweep_rows(app.store, sweep_id) if is_open(r)]
+    return cancel(app, sweep_id, element)

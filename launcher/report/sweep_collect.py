@@ -1,0 +1,100 @@
+"""Gathering ``launcher report SWEEP``: every element's report and metrics, then the sums
+of ``launcher.report.sweep``.
+
+The open elements are brought up to date in ONE batched status call; each element's
+report then reads the state store, its checkpoint root's attempt records and, for sweeps
+up to ``HISTORY_MAX`` elements, the scheduler's per-run records of that element (one call
+each: a larger sweep's run times come from the state store, and the report says so).
+Metrics are read from each element's root (``launcher.checkpoint.metrics``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..errors import LauncherError
+from .sweep import ElementIn, aggregate, choose_metric
+
+HISTORY_MAX = 100  # elements; beyond this, no per-element scheduler history calls
+
+
+def gather_sweep(app, sweep_id: str, metric: Optional[str] = None, mode: Optional[str] = None,
+                 scope: str = "last", refresh: bool = True, now: Optional[float] = None) -> dict:
+    """The sweep report of SWEEP_ID (the JSON shape of ``launcher.report.sweep.aggregate``)."""
+    from ..sweep.launching import sweep_rows
+
+    rows = sweep_rows(app.store, sweep_id)
+    if not rows:
+        raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")
+    notes: list = []
+    specs: dict = {}  # the elements share one spec: parsed once
+    choice = choose_metric(metric, mode, _early_stop(rows[0], specs), scope)  # usage errors before any I/O
+    if refresh:
+        _refresh_open(app, rows, notes)
+        rows = sweep_rows(app.store, sweep_id)
+    history = refresh and len(rows) <= HISTORY_MAX
+    if refresh and not history:
+        notes.append(f"{len(rows)} elements: run times are the state store's (the scheduler's per-run records are "
+                     f"read for sweeps of up to {HISTORY_MAX} elements)")
+    elements = [_element(app, r, history, now, specs) for r in rows]
+    return aggregate(sweep_id, elements, choice, notes=notes)
+
+
+def _early_stop(row, specs: dict):
+    from .collect import _stored_spec
+
+    spec = _stored_spec(row, [], specs)  # a spec that does not parse: each element's report says so
+    return spec.sweep.early_stop if spec is not None and spec.sweep is not None else None
+
+
+def _refresh_open(app, rows, notes: list) -> None:
+    from ..state import is_open
+    from ..tracking import refresh
+
+    try:
+        results = refresh(app, [r for r in rows if is_open(r)])
+    except Exception as e:  # noqa: BLE001 - report from what is stored
+        notes.append(f"could not refresh the elements' status: {e}")
+        return
+    failed = sorted(str(r) for r in results.values() if isinstance(r, Exception))
+    if failed:
+        notes.append(f"status of {len(failed)} element(s) not refreshed: {failed[0]}")
+
+
+def _element(app, row, history: bool, now: Optional[float], specs: dict) -> ElementIn:
+    from . import account
+    from .collect import collect
+
+    sw = row.meta["sweep"]
+    notes: list = []
+    report = None
+    try:
+        hist, row, got = collect(app, row.job_id, refresh=False, now=now, history=history, specs=specs)
+        notes += got
+        report = account(hist).to_dict()
+    except (LauncherError, OSError, ValueError) as e:
+        notes.append(f"no report: {e}")
+    metrics = _metrics(row.ckpt_root, notes)
+    return ElementIn(index=sw["index"], params=sw.get("params") or {}, state=row.state, job_id=row.job_id,
+                     reason=row.reason, report=report, metrics=metrics, last_step=row.last_step,
+                     notes=[_generic(n, row) for n in notes])
+
+
+def _metrics(root: Optional[str], notes: list) -> dict:
+    if not root:
+        return {}
+    from ..checkpoint import CheckpointError
+    from ..checkpoint.metrics import read_metrics
+
+    try:
+        return read_metrics(root)
+    except (CheckpointError, OSError, ValueError) as e:
+        notes.append(f"metrics under its root unreadable: {e}")
+        return {}
+
+
+def _generic(note: str, row) -> str:
+    """A note with the element's own names taken out, so equal notes of many elements group."""
+    if row.ckpt_root:
+        note = note.replace(row.ckpt_root, "its root")
+    return note.replace(row.job_id, "the element")

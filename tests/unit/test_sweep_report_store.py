@@ -1,0 +1,57 @@
+"""`Launcher.report_sweep` over a real state store and real element roots (no scheduler:
+refresh=False): each element's report and metrics are found, summed and ranked."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import yaml
+
+from launcher.api import Launcher
+from launcher.checkpoint.metrics import encode_report, metrics_key
+from launcher.sweep.launching import element_job_id
+
+
+def _sweep(lx: Launcher, tmp, states, losses, early_stop=True) -> str:
+    sweep = {"points": [{"x": i} for i in range(len(states))]}
+    if early_stop:
+        sweep["early_stop"] = {"metric": "loss", "mode": "min", "rungs": [100]}
+    text = yaml.safe_dump({"name": "sw", "run": "true", "checkpoint": {"root": str(tmp / "ck")}, "sweep": sweep})
+    store, sweep_id = lx.app.store, "sw-1"
+    t = time.time() - 100
+    for i, state in enumerate(states):
+        job = element_job_id(sweep_id, i)
+        root = tmp / "ck" / f"element-{i:04d}"
+        meta = {"sweep": {"id": sweep_id, "index": i, "size": len(states), "params": {"x": i}, "seed": 1}}
+        store.begin_job(job, "sw", "local", "local", None, text, ckpt_root=str(root), meta=meta)
+        store.record_attempt(job, 1, "local", json.dumps({"backend": "local"}), f"{i}", state="RUNNING")
+        store.update_attempt(job, 1, submitted=t, started=t + 10, ended=t + 40 + i, state=state)
+        store.close_job(job, state, "")
+        if losses[i] is not None:
+            (root / ".launcher" / "metrics").mkdir(parents=True)
+            (root / metrics_key(1)).write_bytes(encode_report(5, {"loss": losses[i] + 1}, 1, "2026-01-01T00:00:00Z")
+                                                + encode_report(9, {"loss": losses[i]}, 1, "2026-01-01T00:00:01Z"))
+    return sweep_id
+
+
+def test_the_report_sums_what_the_store_and_roots_hold_and_ranks_by_early_stop(tmp_path):
+    with Launcher(home=tmp_path / "home") as lx:
+        sweep_id = _sweep(lx, tmp_path, ["COMPLETED", "FAILED", "COMPLETED"], [0.5, 0.1, 0.3])
+        d = lx.report_sweep(sweep_id, refresh=False)
+        own = [lx.report(element_job_id(sweep_id, i), refresh=False).to_dict() for i in range(3)]
+    assert d["size"] == 3 and d["counts"] == {"COMPLETED": 2, "FAILED": 1}
+    assert d["wall_s"] == sum(r["wall_s"] for r in own) and d["wall_s"] == sum(d["categories"].values())
+    assert [e["metric"] for e in d["elements"]] == [0.5, 0.1, 0.3]
+    assert [e["final_step"] for e in d["elements"]] == [9, 9, 9]
+    assert d["best"]["index"] == 1 and d["metric"]["source"] == "the sweep's early_stop"
+    assert d["cost"]["total_usd"] is None and "gpu_hour_usd" in d["cost"]["reason"]
+
+
+def test_no_metrics_and_no_early_stop_say_so(tmp_path):
+    with Launcher(home=tmp_path / "home") as lx:
+        sweep_id = _sweep(lx, tmp_path, ["COMPLETED", "COMPLETED"], [None, None], early_stop=False)
+        d = lx.report_sweep(sweep_id, refresh=False)
+    assert d["best"] is None and d["metric"] is None
+    assert d["best_reason"] == ("no metric to rank by (the sweep has no early_stop): pass --metric NAME --mode "
+                                "min|max (no element reported a metric with jobside.report(step, NAME=value))")
