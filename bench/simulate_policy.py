@@ -275,6 +275,8 @@ def compare(policies, kinds, seeds, work, nodes, offers, jobs=1, refusals=True):
     out, storms = {}, {}
     for p in policies:
         p.tau = user_interval(nodes, work)
+        if isinstance(p, Launcher):
+            p._spec = None  # its spec carries the interval
     for kind in kinds:
         storm = []
         for seed in range(seeds):
