@@ -4,7 +4,7 @@ over time, launches refused for capacity, and prices that differ and wander.
 Everything here is drawn from fixed seeds before any policy runs, so every policy meets the
 same preemptions, the same full zones and the same prices:
 
-* Market: 8 spot zones in 7 regions of 2 clouds priced 30-45% of on-demand ($50/h per node),
+* Market: 8 spot zones in 6 regions of 2 clouds priced 30-45% of on-demand ($50/h per node),
   each price wandering hourly (log AR(1), about +-10%), and 2 on-demand offers ($50/h and $55/h).
 * Interruptions per spot zone: a two-state Markov-modulated Poisson process (calm and storm
   regimes, exponential dwell times), per-zone rates drawn from the trace kind's ranges,

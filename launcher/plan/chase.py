@@ -23,6 +23,8 @@ two rates: a zone is as risky as its worst recent evidence says. A burst of pree
 raises the rate within one or two of them; once the job has left, the short memory fades
 within hours and the zone is back to its long-run rate. This is what a placement
 cool-down approximates, with a length that follows the evidence instead of a fixed one.
+(``bench/simulate_policy.py``: worth about a point of cost either way, +1.2 where nothing
+else signals a storm, -0.5 where refused launches already do; see the README.)
 
 Capacity failures (a launch refused with no capacity) are evidence of a different
 thing and enter the model separately. They lose no work and bill nothing, so counting
