@@ -15,6 +15,17 @@ one), because per-zone spot rates differ from any default by an order of magnitu
 Evidence fades with ``half_life_hours`` (24 h by default): preemptions come in storms
 that last hours, so what happened yesterday says little about the zone now.
 
+A day's memory is too slow for the storm itself: two preemptions in the last half hour
+after twenty calm node-hours average out to an unremarkable rate. So the same evidence is
+also read with a short memory (``recent_half_life_hours``, 2 h) and a weak prior (a
+quarter of an event, ``RECENT_PRIOR_EVENTS``), and the planner uses the larger of the
+two rates: a zone is as risky as its worst recent evidence says. A burst of preemptions
+raises the rate within one or two of them; once the job has left, the short memory fades
+within hours and the zone is back to its long-run rate. This is what a placement
+cool-down approximates, with a length that follows the evidence instead of a fixed one.
+(``bench/simulate_policy.py``: worth about a point of cost either way, +1.2 where nothing
+else signals a storm, -0.5 where refused launches already do; see the README.)
+
 Capacity failures (a launch refused with no capacity) are evidence of a different
 thing and enter the model separately. They lose no work and bill nothing, so counting
 them as interruptions would price a full zone as if it destroyed work; ignoring them
@@ -35,12 +46,14 @@ passes the observations and their ages (``launcher.plan.observed`` keeps them).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterable
+from typing import Iterable, Optional
 
 from .offers import Offer
 
 DEFAULT_PRIOR_EVENTS = 1.0
 DEFAULT_HALF_LIFE_HOURS = 24.0
+DEFAULT_RECENT_HALF_LIFE_HOURS = 2.0  # the short memory that sees a storm (0: off)
+RECENT_PRIOR_EVENTS = 0.25
 CAPACITY_PRIOR_FAILURE = 0.05     # prior probability that a launch is refused for capacity
 CAPACITY_PRIOR_TRIES = 2.0        # ... worth this many launches of evidence
 DEFAULT_CAPACITY_RETRY_HOURS = 10 / 60  # a refused provisioning attempt (SkyPilot tries, fails, moves on)
@@ -100,6 +113,17 @@ def posterior_rate(prior_rate: float, node_hours: float, events: float,
     return (prior_events + events) / (prior_events / prior_rate + node_hours)
 
 
+def chased_rate(prior_rate: float, long: Evidence, recent: Optional[Evidence],
+                prior_events: float = DEFAULT_PRIOR_EVENTS,
+                recent_prior_events: float = RECENT_PRIOR_EVENTS) -> float:
+    """The rate the planner uses: the long-memory posterior, or the short-memory one when
+    recent evidence says more (a storm under way)."""
+    rate = posterior_rate(prior_rate, long.node_hours, long.events, prior_events)
+    if recent is not None and recent.has_exposure:
+        rate = max(rate, posterior_rate(prior_rate, recent.node_hours, recent.events, recent_prior_events))
+    return rate
+
+
 def capacity_failure_probability(failures: float, launches: float) -> float:
     """Posterior mean of the chance a launch here is refused for capacity (Beta-Binomial)."""
     a = CAPACITY_PRIOR_FAILURE * CAPACITY_PRIOR_TRIES + failures
@@ -140,11 +164,15 @@ def matcher(ev: dict[tuple, Evidence]):
 def apply_observations(offers: Iterable[Offer], observations: Iterable[Observation],
                        prior_events: float = DEFAULT_PRIOR_EVENTS,
                        half_life_hours: float = DEFAULT_HALF_LIFE_HOURS,
-                       capacity_retry_hours: float = DEFAULT_CAPACITY_RETRY_HOURS) -> list[Offer]:
+                       capacity_retry_hours: float = DEFAULT_CAPACITY_RETRY_HOURS,
+                       recent_half_life_hours: float = DEFAULT_RECENT_HALF_LIFE_HOURS) -> list[Offer]:
     """The offers with their preemption rates replaced by the posterior where there is
-    evidence of running there (``rate_source`` "observed"), and the expected time lost to
-    capacity failures added to their wait where launches were tried."""
+    evidence of running there (``rate_source`` "observed"; ``chased_rate``: the larger of
+    the long- and short-memory posteriors), and the expected time lost to capacity
+    failures added to their wait where launches were tried."""
+    observations = list(observations)
     find = matcher(gather(observations, half_life_hours))
+    recent = matcher(gather(observations, recent_half_life_hours)) if recent_half_life_hours > 0 else None
     out = []
     for o in offers:
         e = find(o.key)
@@ -153,7 +181,8 @@ def apply_observations(offers: Iterable[Offer], observations: Iterable[Observati
             continue
         changes: dict = {"capacity_failures": e.capacity_failures, "launch_tries": e.launches}
         if e.has_exposure:
-            changes.update(preemption_rate=posterior_rate(o.preemption_rate, e.node_hours, e.events, prior_events),
+            rate = chased_rate(o.preemption_rate, e, recent(o.key) if recent else None, prior_events)
+            changes.update(preemption_rate=rate,
                            rate_source="observed", rate_events=e.events, rate_node_hours=e.node_hours)
         if e.capacity_failures > 0:
             changes["queue_wait_hours"] = o.queue_wait_hours + capacity_wait_hours(

@@ -93,9 +93,10 @@ def test_bad_kinds_and_keys_are_refused(store):
 def test_evidence_decays_with_age(store):
     offer = plan(spec(["aws"]), make_config(Path(store.home).parent, SPOT)).best.offer
     record(store, AZ1, 2.0, 4, "preempted", NOW)
-    fresh = apply_observations([offer], load(store, NOW))[0].preemption_rate
-    day_later = apply_observations([offer], load(store, NOW + 24 * H))[0].preemption_rate
-    week_later = apply_observations([offer], load(store, NOW + 7 * 24 * H))[0].preemption_rate
+    def long_memory(now):  # the day-long memory alone (the short one: test_plan_chase_recent.py)
+        return apply_observations([offer], load(store, now), recent_half_life_hours=0)[0].preemption_rate
+
+    fresh, day_later, week_later = long_memory(NOW), long_memory(NOW + 24 * H), long_memory(NOW + 7 * 24 * H)
     assert fresh == pytest.approx(5 / 22)                    # prior 0.05/h worth 1 event (20 node-h)
     assert day_later == pytest.approx(3 / 21)                # half the evidence
     assert fresh > day_later > week_later > offer.preemption_rate * 0.99

@@ -193,7 +193,9 @@ def test_a_zone_that_keeps_preempting_loses_the_top_rank(tmp_path):
     after = plan(s, cfg, observations=seen)
     assert after.best.offer.zone == "use1-az2"
     moved = apply_observations([top], seen)
-    assert moved[0].preemption_rate == pytest.approx(7 / 23)
+    assert moved[0].preemption_rate == pytest.approx(6.25 / 8)      # a fresh burst: the short memory's rate
+    long_only = apply_observations([top], seen, recent_half_life_hours=0)
+    assert long_only[0].preemption_rate == pytest.approx(7 / 23)
     # one stray preemption after a long calm run does not move the job
     calm = plan(s, cfg, observations=[Observation(top.key, node_hours=20.0, events=1)])
     assert calm.best.offer.zone == "use1-az1"
