@@ -234,3 +234,21 @@ def test_the_backend_takes_the_fact_from_the_facts_cache_and_never_probes(tmp_pa
     st = b.status([Handle("slurm", "cl", "j", "7")])[0]
     assert st.extra["source"] == "scontrol --json" and st.exit_code == 3
     assert c.argvs == [["scontrol", "-o", "show", "job"], js.LIVE_ARGV]
+
+
+def test_the_probe_asks_only_a_slurm_that_has_json():
+    from launcher_backends.slurm.probe import json_status_parser
+
+    class Runner:
+        def __init__(self, rc, out, err=""):
+            self.answer, self.argvs = SimpleNamespace(returncode=rc, stdout=out, stderr=err), []
+
+        def run(self, argv, **kw):
+            self.argvs.append(argv)
+            return self.answer
+
+    r = Runner(0, _read("probe.json"))
+    assert json_status_parser(r, (24, 11, 5), 10) == "data_parser/v0.0.42" and r.argvs == [js.PROBE_ARGV]
+    r = Runner(1, "", "scontrol: unrecognized option '--json'\n")  # what 22.05.8 answers
+    assert json_status_parser(r, (22, 5, 8), 10) == "" and r.argvs == []  # not even asked
+    assert json_status_parser(r, (23, 2, 0), 10) == "" and r.argvs == [js.PROBE_ARGV]
