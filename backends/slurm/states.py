@@ -2,7 +2,9 @@
 
 Text formats (``scontrol -o show job``, ``squeue -o``, ``sacct -P``) are the
 portable baseline: they read the same on 22.05 and 24.11, unlike ``--json``
-(22.05's ``squeue --json`` ignores ``-j``/``-t``; ``scontrol --json`` is 23.02+).
+(22.05's ``squeue --json`` ignores ``-j``/``-t``; ``scontrol --json`` is 23.02+). Where the
+probe found ``scontrol --json``, json_status.py reads its records into the same values and
+maps them with the same ``job_status`` / ``run_status``.
 """
 
 from __future__ import annotations
