@@ -176,7 +176,7 @@ class Cluster:
     def run(self, argv, check=False, **kw):
         self.argvs.append(list(argv))
         out = lambda rc, stdout="", stderr="": SimpleNamespace(returncode=rc, stdout=stdout, stderr=stderr)  # noqa
-        if argv == js.LIVE_ARGV:
+        if argv[:len(js.LIVE_ARGV)] == js.LIVE_ARGV:  # + one id (the snapshot has more: the parser picks)
             return out(0, _read(f"{self.snap}.json")) if self.json_ok else out(0, "banner\n")
         if argv[:2] == ["scontrol", "-o"]:
             return out(0, _read(f"{self.snap}.txt"))
@@ -187,22 +187,31 @@ class Cluster:
         return out(0, json.dumps({"jobs": [sacct_record(99, ["TIMEOUT"], 0)]}))
 
 
-def test_json_path_is_one_command_and_matches_the_text_path():
+def test_json_path_for_one_job_is_one_command_and_matches_the_text_path():
     ids = ["5", "6", "7", "9", "11", "12", "14", "16_2"]
-    c = Cluster("done")
-    got = statuses(c.run, "test", ids, "data_parser/v0.0.42")
-    assert c.argvs == [js.LIVE_ARGV]
     text = statuses(Cluster("done").run, "test", ids, "")
     for i in ids:
+        c = Cluster("done")
+        got = statuses(c.run, "test", [i], "data_parser/v0.0.42")
+        assert c.argvs == [js.LIVE_ARGV + [i]]
         assert got[i].extra.pop("source") == "scontrol --json" and text[i].extra.pop("source") == "scontrol -o"
         assert got[i] == text[i], i
+
+
+def test_a_batch_reads_text_in_one_command_even_where_json_works():
+    """scontrol show job takes one id: a batch reads every job, and ~8x more bytes as JSON."""
+    ids = ["5", "6", "7", "16_2"]
+    c = Cluster("done")
+    got = statuses(c.run, "test", ids, "data_parser/v0.0.42")
+    assert c.argvs == [["scontrol", "-o", "show", "job"]]
+    assert {got[i].extra["source"] for i in ids} == {"scontrol -o"}
 
 
 def test_unreadable_json_falls_back_to_text():
     c = Cluster("done", json_ok=False)
     got = statuses(c.run, "test", ["7"], "data_parser/v0.0.42")
     assert got["7"].extra["source"] == "scontrol -o" and got["7"].exit_code == 3
-    assert c.argvs == [js.LIVE_ARGV, ["scontrol", "-o", "show", "job"]]
+    assert c.argvs == [js.LIVE_ARGV + ["7"], ["scontrol", "-o", "show", "job"]]
 
 
 def test_finished_jobs_past_min_job_age():
@@ -233,7 +242,7 @@ def test_the_backend_takes_the_fact_from_the_facts_cache_and_never_probes(tmp_pa
         {"probed_at": 0, "data": {"json_status": "data_parser/v0.0.42"}}))  # stale: still good for this
     st = b.status([Handle("slurm", "cl", "j", "7")])[0]
     assert st.extra["source"] == "scontrol --json" and st.exit_code == 3
-    assert c.argvs == [["scontrol", "-o", "show", "job"], js.LIVE_ARGV]
+    assert c.argvs == [["scontrol", "-o", "show", "job"], js.LIVE_ARGV + ["7"]]
 
 
 def test_the_probe_asks_only_a_slurm_that_has_json():
