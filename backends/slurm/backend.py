@@ -14,15 +14,14 @@ from launcher.errors import CommandError, LauncherError, SubmitError, TransientE
 from launcher.runner import LocalRunner
 from launcher.spec import JobSpec
 from launcher.staging import helper_zip_bytes, stage_helper_locally
-from launcher.status import JobState, Status
+from launcher.status import Status
 
 from . import nodeguard
-from .array import with_array_tasks
 from . import probe as probe_mod
 from .options import SlurmOptions, SlurmSection
 from .render import HELPER_NAME, render_sbatch
-from .states import (SACCT_FIELDS, parse_sacct, parse_scontrol_oneliners, requeued_run, status_from_sacct,
-                     status_from_scontrol)
+from .states import parse_scontrol_oneliners, requeued_run
+from .status_io import history, statuses
 
 # named in the transport's error for a program missing on the login node
 CLIENT_PROGRAMS = {p: "Slurm's client" for p in ("sbatch", "squeue", "scontrol", "scancel", "sacct", "sinfo",
@@ -260,38 +259,24 @@ class SlurmBackend:
             except LauncherError:
                 pass
 
-    # ---- status: one scontrol call for every handle, sacct for the ones it forgot
+    # ---- status: one scontrol call for every handle (JSON where probed), sacct for the ones it forgot
     def status(self, handles) -> list[Status]:
         if not handles:
             return []
-        ids = [h.native_id for h in handles]
-        r = self._run(["scontrol", "-o", "show", "job"], check=False)
-        if r.returncode != 0 and "Invalid job id" not in r.stderr:
-            raise TransientError(f"scontrol show job failed on {self.runner.where}: {r.stderr.strip()}")
-        live = with_array_tasks(parse_scontrol_oneliners(r.stdout))  # sweep elements: <array>_<index>
-        missing = [i for i in ids if i not in live]
-        past = self._history(missing) if missing else {}
-        out = []
-        for h in handles:
-            if h.native_id in live:
-                out.append(status_from_scontrol(live[h.native_id]))
-            elif h.native_id in past:
-                out.append(status_from_sacct(past[h.native_id]))
-            else:
-                out.append(Status(JobState.UNKNOWN, "", "job no longer known to Slurm (past MinJobAge and no "
-                                                        "accounting record)"))
-        return out
+        found = statuses(self._run, self.runner.where, [h.native_id for h in handles], self._json_parser())
+        return [found[h.native_id] for h in handles]
+
+    def _json_parser(self) -> str:
+        """The probed ``json_status`` fact from the facts cache, of any age (a stale answer
+        costs only a fallback to text); never probes, so a status poll stays one command."""
+        cache = self._home() / "facts" / f"{self.target.name}.json" if self._home() else None
+        try:
+            return (json.loads(cache.read_text())["data"].get("json_status") or "") if cache else ""
+        except (OSError, ValueError, KeyError, AttributeError):
+            return ""
 
     def _history(self, ids) -> dict:
-        """Finished jobs: slurmdbd accounting when there is one, else the jobcomp records
-        (``sacct -c``: one record per run, so a requeued job shows each run)."""
-        argv = ["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", SACCT_FIELDS]
-        r = self._run(argv, check=False)
-        if r.returncode != 0 and "accounting storage is disabled" in (r.stderr + r.stdout).lower():
-            r = self._run(["sacct", "-c", "-n", "-P", "-j", ",".join(ids), "-o", SACCT_FIELDS], check=False)
-        if r.returncode != 0:
-            return {}
-        return parse_sacct(r.stdout)
+        return history(self._run, ids)[0]
 
     def run_history(self, handle: Handle) -> list[dict]:
         """Every run of one job (a requeued job has several): state and nodes of each."""

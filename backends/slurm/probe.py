@@ -78,7 +78,7 @@ def collect(runner, timeout: float = 60) -> dict:
         raise LauncherError(f"cannot reach Slurm on {e.where}: {e}") from None
     except TransientError as e:
         raise LauncherError(f"cannot reach Slurm: {e}") from None
-    parse_version(version_text)  # fails clearly on text that is not a Slurm version
+    version = parse_version(version_text)  # fails clearly on text that is not a Slurm version
     return {
         "slurm_version": re.search(r"\d+\.\d+\.\d+", version_text).group(0),
         "cluster": config.get("ClusterName", ""),
@@ -96,7 +96,22 @@ def collect(runner, timeout: float = 60) -> dict:
         "nodes": nodes,
         "gpu_types": gpu_types(nodes),
         "pyxis": "--container-image" in (srun_help.stdout + srun_help.stderr),
+        "json_status": json_status_parser(runner, version, timeout),
     }
+
+
+def json_status_parser(runner, version: tuple, timeout: float) -> str:
+    """Whether the status path may read ``scontrol --json`` (23.02+): the data parser its
+    answer names (``data_parser/v0.0.42`` on 24.11), else "" (22.05 has no ``--json``)."""
+    from .json_status import PROBE_ARGV, SINCE, probed_parser
+
+    if version < SINCE:
+        return ""
+    try:
+        r = runner.run(PROBE_ARGV, timeout=timeout, check=False)
+    except (CommandError, TransientError):
+        return ""
+    return probed_parser(r.returncode, r.stdout)
 
 
 def pyslurm_note(over_ssh: bool, slurm_version: str) -> str:

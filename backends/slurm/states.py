@@ -2,7 +2,9 @@
 
 Text formats (``scontrol -o show job``, ``squeue -o``, ``sacct -P``) are the
 portable baseline: they read the same on 22.05 and 24.11, unlike ``--json``
-(22.05's ``squeue --json`` ignores ``-j``/``-t``; ``scontrol --json`` is 23.02+).
+(22.05's ``squeue --json`` ignores ``-j``/``-t``; ``scontrol --json`` is 23.02+). Where the
+probe found ``scontrol --json``, json_status.py reads its records into the same values and
+maps them with the same ``job_status`` / ``run_status``.
 """
 
 from __future__ import annotations
@@ -74,24 +76,30 @@ def native_state(raw: str) -> str:
     return raw.split()[0].rstrip("+") if raw else ""
 
 
-def status_from_scontrol(f: dict) -> Status:
-    raw = native_state(f.get("JobState", ""))
+def job_status(raw: str, reason: str, code: Optional[int], restarts: int, nodes: str, start: Optional[float],
+               end: Optional[float], extra: dict) -> Status:
+    """One job record of slurmctld (``scontrol -o show job`` or ``scontrol --json show job``,
+    read into these values) -> Status: a requeued job waiting to run again is REQUEUED, a
+    failure Slurm blames on memory OUT_OF_MEMORY, a failure's reason says what its code means."""
     state = NATIVE.get(raw, JobState.UNKNOWN)
-    reason = f.get("Reason", "")
     reason = "" if reason == "None" else reason
-    restarts = int(f.get("Restarts", "0") or 0)
     if state is JobState.PENDING and restarts and reason in ("BeginTime", "JobHeldAdmin", "None", ""):
         # requeued (preemption, node failure or our own requeue) and waiting to start again
         state = JobState.REQUEUED
     if state is JobState.FAILED and reason == "OutOfMemory":
         state = JobState.OUT_OF_MEMORY
-    reason = _with_meaning(state, reason, _exit(f.get("ExitCode")))
-    return Status(state=state, native_state=raw, reason=reason, exit_code=_exit(f.get("ExitCode")),
-                  nodes=f.get("NodeList", "") if f.get("NodeList") not in ("(null)", None) else "",
-                  restarts=restarts, start_time=_slurm_time(f.get("StartTime")) if raw != "PENDING" else None,
-                  end_time=_slurm_time(f.get("EndTime")) if state.is_terminal else None,
-                  extra={"comment": f.get("Comment", ""), "partition": f.get("Partition", ""),
-                         "requeue": f.get("Requeue", "")})
+    return Status(state=state, native_state=raw, reason=_with_meaning(state, reason, code), exit_code=code,
+                  nodes=nodes, restarts=restarts, start_time=start if raw != "PENDING" else None,
+                  end_time=end if state.is_terminal else None, extra=extra)
+
+
+def status_from_scontrol(f: dict) -> Status:
+    nodes = f.get("NodeList", "") if f.get("NodeList") not in ("(null)", None) else ""
+    return job_status(native_state(f.get("JobState", "")), f.get("Reason", ""), _exit(f.get("ExitCode")),
+                      int(f.get("Restarts", "0") or 0), nodes, _slurm_time(f.get("StartTime")),
+                      _slurm_time(f.get("EndTime")),
+                      {"comment": f.get("Comment", ""), "partition": f.get("Partition", ""),
+                       "requeue": f.get("Requeue", "")})
 
 
 SACCT_FIELDS = "JobIDRaw,State,ExitCode,NodeList,Start,End,Reason,Comment,JobID"
@@ -116,16 +124,21 @@ def parse_sacct(text: str) -> dict[str, list[dict]]:
     return out
 
 
+def run_status(raw: str, reason: str, code: Optional[int], nodes: str, start: Optional[float],
+               end: Optional[float], restarts: int, runs: list) -> Status:
+    """The last run of a finished job as accounting records it (``sacct``, ``sacct -c``,
+    ``sacct --json``, read into these values) -> Status."""
+    state = NATIVE.get(raw, JobState.UNKNOWN)
+    reason = _with_meaning(state, "" if reason in ("None", None) else reason, code)
+    return Status(state=state, native_state=raw, reason=reason, exit_code=code, nodes=nodes, restarts=restarts,
+                  start_time=start, end_time=end, extra={"runs": runs})
+
+
 def status_from_sacct(records: list[dict]) -> Status:
     last = records[-1]
-    raw = native_state(last["State"])
-    state = NATIVE.get(raw, JobState.UNKNOWN)
-    reason = last.get("Reason", "") or ""
-    reason = _with_meaning(state, "" if reason == "None" else reason, _exit(last.get("ExitCode")))
-    return Status(state=state, native_state=raw, reason=reason,
-                  exit_code=_exit(last.get("ExitCode")), nodes=last.get("NodeList", ""),
-                  restarts=len(records) - 1, start_time=_slurm_time(last.get("Start")),
-                  end_time=_slurm_time(last.get("End")), extra={"runs": [r["State"] for r in records]})
+    return run_status(native_state(last["State"]), last.get("Reason", "") or "", _exit(last.get("ExitCode")),
+                      last.get("NodeList", ""), _slurm_time(last.get("Start")), _slurm_time(last.get("End")),
+                      len(records) - 1, [r["State"] for r in records])
 
 
 _PREEMPTED_LINE = re.compile(r"\*\*\* JOB \d+ ON (\S+) CANCELLED AT (\S+) DUE TO PREEMPTION")

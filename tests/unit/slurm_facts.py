@@ -6,6 +6,7 @@ typed H100 GRES and pyxis (built from the same parsers on representative text)."
 from pathlib import Path
 
 from launcher.backend import Facts
+from launcher_backends.slurm.json_status import probed_parser
 from launcher_backends.slurm.probe import gpu_types, parse_nodes, parse_partitions, parse_show_config
 
 DATA = Path(__file__).parent / "data"
@@ -17,7 +18,8 @@ def facts_2205() -> Facts:
     return Facts("testcl", "slurm", {
         "slurm_version": "22.05.8", "cluster": cfg["ClusterName"], "topology_plugin": cfg["TopologyPlugin"],
         "partitions": parse_partitions((DATA / "sinfo_partitions_2205.txt").read_text()),
-        "nodes": nodes, "gpu_types": gpu_types(nodes), "pyxis": False, "max_array_size": int(cfg["MaxArraySize"])})
+        "nodes": nodes, "gpu_types": gpu_types(nodes), "pyxis": False, "max_array_size": int(cfg["MaxArraySize"]),
+        "json_status": ""})
 
 
 def facts_2411() -> Facts:
@@ -27,7 +29,8 @@ def facts_2411() -> Facts:
     return Facts("testcl", "slurm", {
         "slurm_version": cfg["SLURM_VERSION"], "cluster": cfg["ClusterName"], "topology_plugin": cfg["TopologyPlugin"],
         "partitions": parse_partitions((DATA / "sinfo_partitions_2411.txt").read_text()),
-        "nodes": nodes, "gpu_types": gpu_types(nodes), "pyxis": False, "max_array_size": int(cfg["MaxArraySize"])})
+        "nodes": nodes, "gpu_types": gpu_types(nodes), "pyxis": False, "max_array_size": int(cfg["MaxArraySize"]),
+        "json_status": probed_parser(0, (DATA / "json_2411" / "probe.json").read_text())})
 
 
 SINFO_NODES_2411 = "\n".join(f"gpu{i:03d}|gpu|idle|gpu:h100:8(S:0-1)|128|1031000" for i in range(1, 9))
