@@ -23,6 +23,10 @@ tier_result() { # LOG: pytest's last summary line ("== 62 passed in 812.34s ==")
   grep -E '(passed|failed|errors?|deselected|skipped|no tests ran).* in [0-9.]+s' "$1" 2>/dev/null | tail -n 1 | sed -E 's/^=+ //; s/ =+$//'
 }
 
+tier_cpu() { # LOG: "user 3m2.1s sys 0m20.5s", the CPU time of the tier's pytest and its children
+  sed -n 's/^\[scripts\/test\] cpu: //p' "$1" 2>/dev/null | tail -n 1
+}
+
 tier_failures() { # LOG: what to show of a failed tier: its failures and summary, else its tail
   if grep -qE '^=+ (FAILURES|ERRORS) =+$' "$1"; then
     sed -n -E '/^=+ (FAILURES|ERRORS) =+$/,$p' "$1"
@@ -55,7 +59,13 @@ run_tiers() { # TIER...: run them side by side, report each as it ends, then a s
   for t in "$@"; do
     tier_args "$t"
     echo "[scripts/test] pytest ${TIER_ARGS[*]} --durations=25" >"$TIER_LOGS/$t.log"
-    "$VENV/bin/python" -m pytest "${TIER_ARGS[@]}" --durations=25 >>"$TIER_LOGS/$t.log" 2>&1 &
+    (
+      trc=0
+      "$VENV/bin/python" -m pytest "${TIER_ARGS[@]}" --durations=25 || trc=$?
+      times >"$TIER_LOGS/$t.times" # this shell's, then its children's CPU time: pytest's and theirs
+      echo "[scripts/test] cpu: $(sed -n '2s/\([^ ]*\) \(.*\)/user \1 sys \2/p' "$TIER_LOGS/$t.times")"
+      exit "$trc"
+    ) >>"$TIER_LOGS/$t.log" 2>&1 &
     TIER_PID[$t]=$!
     TIER_T0[$t]=$(date +%s)
     tier_of[$!]=$t
@@ -79,8 +89,9 @@ run_tiers() { # TIER...: run them side by side, report each as it ends, then a s
   done
   log "summary ($(($(date +%s) - t0)) s in all, tiers side by side; logs in $TIER_LOGS):"
   for t in "$@"; do
-    printf '[scripts/test]   %-9s %-7s %5s s  %s\n' "$t" "$([[ ${TIER_RC[$t]} == 0 ]] && echo passed || echo FAILED)" \
-      "${TIER_SECS[$t]}" "$(tier_result "$TIER_LOGS/$t.log")" >&2
+    printf '[scripts/test]   %-9s %-7s %5s s  (cpu: %s)  %s\n' "$t" \
+      "$([[ ${TIER_RC[$t]} == 0 ]] && echo passed || echo FAILED)" "${TIER_SECS[$t]}" \
+      "$(tier_cpu "$TIER_LOGS/$t.log")" "$(tier_result "$TIER_LOGS/$t.log")" >&2
   done
   ((${#failed[@]} == 0)) || die "tier(s) failed: ${failed[*]}"
 }
