@@ -7,14 +7,12 @@
 
 TIER_NAMES="unit slurm docker services e2e"
 
-tier_args() { # NAME: the pytest arguments of tier NAME, into TIER_ARGS, and its niceness, TIER_NICE
+tier_args() { # NAME: the pytest arguments of tier NAME, into TIER_ARGS
   local not_e2e='not skypilot_e2e'
-  TIER_NICE=0
   case $1 in
-    # the unit tests only compute (no service, no clock): at nice 5 they take mostly the CPU
-    # the integration tiers leave idle while they wait, and slow down little a test that races
-    # a running job (nice 10 starved them on a machine at load 20: CLI calls hit 60 s timeouts)
-    unit) TIER_ARGS=(tests --ignore=tests/integration) TIER_NICE=5 ;;
+    # (not niced: at nice 10 on a machine at load 20 the unit tier starved, its CLI calls
+    # past their 60 s timeouts; on an idle machine the tiers leave each other room anyway)
+    unit) TIER_ARGS=(tests --ignore=tests/integration) ;;
     slurm) TIER_ARGS=(tests/integration -m "slurm and not docker_slurm and $not_e2e") ;;
     docker) TIER_ARGS=(tests/integration -m "docker_slurm and $not_e2e") ;;
     services) TIER_ARGS=(tests/integration -m "not slurm and $not_e2e") ;;
@@ -62,10 +60,10 @@ run_tiers() { # TIER...: run them side by side, report each as it ends, then a s
   declare -A tier_of
   for t in "$@"; do
     tier_args "$t"
-    echo "[scripts/test] nice -n $TIER_NICE pytest ${TIER_ARGS[*]} --durations=25" >"$TIER_LOGS/$t.log"
+    echo "[scripts/test] pytest ${TIER_ARGS[*]} --durations=25" >"$TIER_LOGS/$t.log"
     (
       trc=0
-      nice -n "$TIER_NICE" "$VENV/bin/python" -m pytest "${TIER_ARGS[@]}" --durations=25 || trc=$?
+      "$VENV/bin/python" -m pytest "${TIER_ARGS[@]}" --durations=25 || trc=$?
       times >"$TIER_LOGS/$t.times" # this shell's, then its children's CPU time: pytest's and theirs
       echo "[scripts/test] cpu: $(sed -n '2s/\([^ ]*\) \(.*\)/user \1 sys \2/p' "$TIER_LOGS/$t.times")"
       exit "$trc"
