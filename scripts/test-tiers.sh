@@ -39,13 +39,17 @@ tier_failures() { # LOG: what to show of a failed tier: its failures and summary
 
 declare -A TIER_PID TIER_T0 TIER_RC TIER_SECS
 
-stop_tiers() {
+stop_tiers() { # SIGNAL: end every tier still running, let their fixtures tear down, then exit
   local t
-  for t in "${!TIER_PID[@]}"; do
-    [[ -n ${TIER_RC[$t]:-} ]] || kill -TERM "${TIER_PID[$t]}" 2>/dev/null || true
-  done
+  # Ctrl-C reached every tier's pytest already (one process group); a TERM only reached this
+  # script: pass it on to each tier's pytest (the children of the tier's subshell), by PID
+  if [[ $1 == TERM ]]; then
+    for t in "${!TIER_PID[@]}"; do
+      [[ -n ${TIER_RC[$t]:-} ]] || pkill -TERM -P "${TIER_PID[$t]}" 2>/dev/null || true
+    done
+  fi
   wait
-  log "interrupted; tier logs in $TIER_LOGS"
+  log "interrupted ($1); tier logs in $TIER_LOGS"
   exit 130
 }
 
@@ -56,7 +60,8 @@ run_tiers() { # TIER...: run them side by side, report each as it ends, then a s
   mkdir -p "$TIER_LOGS"
   t0=$(date +%s)
   log "running the tiers $* side by side (CI=${CI:-}); logs: $TIER_LOGS/<tier>.log"
-  trap stop_tiers INT TERM
+  trap 'stop_tiers INT' INT
+  trap 'stop_tiers TERM' TERM
   declare -A tier_of
   for t in "$@"; do
     tier_args "$t"
@@ -73,14 +78,17 @@ run_tiers() { # TIER...: run them side by side, report each as it ends, then a s
     tier_of[$!]=$t
   done
   while ((${#tier_of[@]})); do
-    p=
-    wait -n -p p "${!tier_of[@]}" && rc=0 || rc=$?
-    [[ -n $p ]] || continue
-    t=${tier_of[$p]}
-    unset "tier_of[$p]"
-    TIER_RC[$t]=$rc
-    TIER_SECS[$t]=$(($(date +%s) - ${TIER_T0[$t]}))
-    log "tier $t: $( ((rc == 0)) && echo passed || echo "FAILED (exit $rc)") in ${TIER_SECS[$t]} s: $(tier_result "$TIER_LOGS/$t.log")"
+    sleep 1 & # (a blocking `wait -n` would hold off the TERM trap until a tier ends)
+    wait $! || true
+    for p in "${!tier_of[@]}"; do
+      kill -0 "$p" 2>/dev/null && continue
+      wait "$p" && rc=0 || rc=$?
+      t=${tier_of[$p]}
+      unset "tier_of[$p]"
+      TIER_RC[$t]=$rc
+      TIER_SECS[$t]=$(($(date +%s) - ${TIER_T0[$t]}))
+      log "tier $t: $( ((rc == 0)) && echo passed || echo "FAILED (exit $rc)") in ${TIER_SECS[$t]} s: $(tier_result "$TIER_LOGS/$t.log")"
+    done
   done
   trap - INT TERM
   for t in "$@"; do
