@@ -10,6 +10,10 @@ import subprocess
 
 import pytest
 
+# its cluster fixture is chosen at run time: mark the module, so `-m docker_slurm` (scripts/test's
+# docker tier) selects it and `-m 'not slurm'` leaves it out
+pytestmark = [pytest.mark.slurm, pytest.mark.docker_slurm]
+
 
 @pytest.fixture(params=["22.05", "24.11"])
 def cluster(request):

@@ -60,8 +60,10 @@ def resumed_steps(log: str) -> list[int]:
 
 
 def test_node_killed_mid_run_resumes_elsewhere_from_the_latest_commit(cli, clean_queue, tmp_path):
-    ref = reference(40, tmp_path)
-    spec, root, result = train_spec(cli, clean_queue, "nodekill", 40, 4, 0.25)
+    # 15 s of training: the kill lands after the commit at step 8 (2 s in) while the job still
+    # runs, with room for status round trips on a machine busy with other test tiers
+    ref = reference(60, tmp_path)
+    spec, root, result = train_spec(cli, clean_queue, "nodekill", 60, 4, 0.25)
     job = cli.launch(spec)
     native = node_of(cli, job)
     wait_commit(cli, root, at_least=8)
@@ -77,8 +79,9 @@ def test_node_killed_mid_run_resumes_elsewhere_from_the_latest_commit(cli, clean
 
 
 def test_preemption_checkpoints_on_signal_and_loses_at_most_one_step(cli, clean_queue, tmp_path):
-    ref = reference(30, tmp_path)
-    spec, root, result = train_spec(cli, clean_queue, "preempt", 30, 1000, 0.4,
+    # 18 s of training: the preempting job is launched (a CLI round trip) while it runs
+    ref = reference(45, tmp_path)
+    spec, root, result = train_spec(cli, clean_queue, "preempt", 45, 1000, 0.4,
                                     resources={"cpus_per_node": 2, "nodes": 1})
     job = cli.launch(spec)
     cli.wait_state(job, "RUNNING")

@@ -270,7 +270,11 @@ def test_node_crash_resumes_elsewhere_from_the_latest_commit_with_an_identical_r
     base = row.mkdir(f"{row.remote_root}/crash-{uuid.uuid4().hex[:8]}")
     train = row.put(f"{base}/train.py", TRAIN.read_text())
     root, result = f"{base}/ckpt", f"{base}/result.json"
-    spec = cli.spec("nodecrash", {"run": f"python3 {train} --steps 60 --every 4 --sleep 0.25 --result {result}",
+    # 30 s of training: the launch and a status round trip over SSH, then the crash, all land
+    # while it runs, with other test tiers beside it (a 15 s job once ended before the test saw
+    # it RUNNING on a loaded machine)
+    steps = 120
+    spec = cli.spec("nodecrash", {"run": f"python3 {train} --steps {steps} --every 4 --sleep 0.25 --result {result}",
                                   "checkpoint": {"root": root}, "resources": {"nodes": 1, "time_limit": "10m"}})
     job = cli.launch(spec, "cl")
     # watched on the cluster itself: a status round trip over SSH to a loaded login node can
@@ -282,7 +286,7 @@ def test_node_crash_resumes_elsewhere_from_the_latest_commit_with_an_identical_r
     node = slurm_cluster.job(native)["NodeList"]
     slurm_cluster.kill_node(node)
     st = cli.wait_state(job, "COMPLETED", timeout=240, interval=1)
-    ref = reference_sha(cli, row, slurm_cluster, job, train, base, 60, tmp_path)
+    ref = reference_sha(cli, row, slurm_cluster, job, train, base, steps, tmp_path)
     assert json.loads(row.read(result))["sha256"] == ref
     states = [a["state"] for a in st["attempts"]]
     # without slurmdbd the jobcomp records (sacct -c) are root-only ("sacct: fatal: open

@@ -1,0 +1,107 @@
+# The tiers of scripts/test (sourced by it; uses its log/die and $VENV): independent pytest
+# sessions run side by side. Each starts the services its tests need (its own netns cluster,
+# docker clusters, sshd, moto: all pick free names, nets and ports, so sessions coexist) and
+# writes its own log. Tiers are directories and markers, never file lists: the three
+# integration tiers split tests/integration completely by marker (docker_slurm / slurm /
+# the rest), so a new test file lands in a tier by itself.
+
+TIER_NAMES="unit slurm docker services e2e"
+
+tier_args() { # NAME: the pytest arguments of tier NAME, into TIER_ARGS
+  local not_e2e='not skypilot_e2e'
+  case $1 in
+    # (not niced: at nice 10 on a machine at load 20 the unit tier starved, its CLI calls
+    # past their 60 s timeouts; on an idle machine the tiers leave each other room anyway)
+    unit) TIER_ARGS=(tests --ignore=tests/integration) ;;
+    slurm) TIER_ARGS=(tests/integration -m "slurm and not docker_slurm and $not_e2e") ;;
+    docker) TIER_ARGS=(tests/integration -m "docker_slurm and $not_e2e") ;;
+    services) TIER_ARGS=(tests/integration -m "not slurm and $not_e2e") ;;
+    e2e) TIER_ARGS=(tests/integration -m skypilot_e2e) ;;
+    *) die "unknown tier '$1' in LAUNCHER_TEST_TIERS (known: $TIER_NAMES, or all)" ;;
+  esac
+}
+
+tier_result() { # LOG: pytest's last summary line ("== 62 passed in 812.34s ==") without the ==
+  grep -E '(passed|failed|errors?|deselected|skipped|no tests ran).* in [0-9.]+s' "$1" 2>/dev/null | tail -n 1 | sed -E 's/^=+ //; s/ =+$//'
+}
+
+tier_cpu() { # LOG: "user 3m2.1s sys 0m20.5s", the CPU time of the tier's pytest and its children
+  sed -n 's/^\[scripts\/test\] cpu: //p' "$1" 2>/dev/null | tail -n 1
+}
+
+tier_failures() { # LOG: what to show of a failed tier: its failures and summary, else its tail
+  if grep -qE '^=+ (FAILURES|ERRORS) =+$' "$1"; then
+    sed -n -E '/^=+ (FAILURES|ERRORS) =+$/,$p' "$1"
+  else
+    tail -n 80 "$1"
+  fi
+}
+
+declare -A TIER_PID TIER_T0 TIER_RC TIER_SECS
+
+stop_tiers() { # SIGNAL: end every tier still running, let their fixtures tear down, then exit
+  local t
+  # Ctrl-C reached every tier's pytest already (one process group); a TERM only reached this
+  # script: pass it on to each tier's pytest (the children of the tier's subshell), by PID
+  if [[ $1 == TERM ]]; then
+    for t in "${!TIER_PID[@]}"; do
+      [[ -n ${TIER_RC[$t]:-} ]] || pkill -TERM -P "${TIER_PID[$t]}" 2>/dev/null || true
+    done
+  fi
+  wait
+  log "interrupted ($1); tier logs in $TIER_LOGS"
+  exit 130
+}
+
+run_tiers() { # TIER...: run them side by side, report each as it ends, then a summary
+  local t p rc=0 failed=() t0
+  for t in "$@"; do tier_args "$t"; done # an unknown name fails before anything starts
+  TIER_LOGS=${LAUNCHER_TEST_LOGS:-$(mktemp -d /tmp/launcher-test-logs.XXXX)}
+  mkdir -p "$TIER_LOGS"
+  t0=$(date +%s)
+  log "running the tiers $* side by side (CI=${CI:-}); logs: $TIER_LOGS/<tier>.log"
+  trap 'stop_tiers INT' INT
+  trap 'stop_tiers TERM' TERM
+  declare -A tier_of
+  for t in "$@"; do
+    tier_args "$t"
+    echo "[scripts/test] pytest ${TIER_ARGS[*]} --durations=25" >"$TIER_LOGS/$t.log"
+    (
+      trc=0
+      "$VENV/bin/python" -m pytest "${TIER_ARGS[@]}" --durations=25 || trc=$?
+      times >"$TIER_LOGS/$t.times" # this shell's, then its children's CPU time: pytest's and theirs
+      echo "[scripts/test] cpu: $(sed -n '2s/\([^ ]*\) \(.*\)/user \1 sys \2/p' "$TIER_LOGS/$t.times")"
+      exit "$trc"
+    ) >>"$TIER_LOGS/$t.log" 2>&1 &
+    TIER_PID[$t]=$!
+    TIER_T0[$t]=$(date +%s)
+    tier_of[$!]=$t
+  done
+  while ((${#tier_of[@]})); do
+    sleep 1 & # (a blocking `wait -n` would hold off the TERM trap until a tier ends)
+    wait $! || true
+    for p in "${!tier_of[@]}"; do
+      kill -0 "$p" 2>/dev/null && continue
+      wait "$p" && rc=0 || rc=$?
+      t=${tier_of[$p]}
+      unset "tier_of[$p]"
+      TIER_RC[$t]=$rc
+      TIER_SECS[$t]=$(($(date +%s) - ${TIER_T0[$t]}))
+      log "tier $t: $( ((rc == 0)) && echo passed || echo "FAILED (exit $rc)") in ${TIER_SECS[$t]} s: $(tier_result "$TIER_LOGS/$t.log")"
+    done
+  done
+  trap - INT TERM
+  for t in "$@"; do
+    [[ ${TIER_RC[$t]} == 0 ]] && continue
+    failed+=("$t")
+    echo "======================== tier $t failed (exit ${TIER_RC[$t]}): $TIER_LOGS/$t.log" >&2
+    tier_failures "$TIER_LOGS/$t.log" >&2
+  done
+  log "summary ($(($(date +%s) - t0)) s in all, tiers side by side; logs in $TIER_LOGS):"
+  for t in "$@"; do
+    printf '[scripts/test]   %-9s %-7s %5s s  (cpu: %s)  %s\n' "$t" \
+      "$([[ ${TIER_RC[$t]} == 0 ]] && echo passed || echo FAILED)" "${TIER_SECS[$t]}" \
+      "$(tier_cpu "$TIER_LOGS/$t.log")" "$(tier_result "$TIER_LOGS/$t.log")" >&2
+  done
+  ((${#failed[@]} == 0)) || die "tier(s) failed: ${failed[*]}"
+}
