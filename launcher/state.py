@@ -159,6 +159,46 @@ class StateStore:
             db.execute("DELETE FROM events WHERE job_id=?", (job_id,))
             db.execute("DELETE FROM jobs WHERE job_id=?", (job_id,))
 
+    def begin_jobs(self, name, target, backend, spec_path, spec_yaml, rows) -> None:
+        """``begin_job`` for many jobs of one spec (ROWS: (job_id, ckpt_root, meta)) in ONE
+        transaction: all of them are recorded SUBMITTING, or none."""
+        now = time.time()
+        with self.tx() as db:
+            db.executemany(
+                "INSERT INTO jobs(job_id,name,target,backend,spec_path,spec_yaml,created,updated,state,ckpt_root,meta)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                [(job_id, name, target, backend, spec_path, spec_yaml, now, now, "SUBMITTING", root,
+                  json.dumps(meta or {})) for job_id, root, meta in rows])
+
+    def forget_jobs(self, job_ids) -> None:
+        """``forget_job`` for many jobs in one transaction."""
+        ids = [(j,) for j in job_ids]
+        with self.tx() as db:
+            for table in ("attempts", "events", "jobs"):
+                db.executemany(f"DELETE FROM {table} WHERE job_id=?", ids)
+
+    def record_submitted(self, target: str, entries, state: str = "PENDING") -> None:
+        """What ``patch_meta`` + ``record_attempt`` (attempt 1) + ``record_event("submitted")``
+        write for each job, for many jobs in ONE transaction. ENTRIES: (job_id, handle_json,
+        native_id, meta changes, event detail)."""
+        from .redact import redact_obj
+
+        now = time.time()
+        attempts, jobs, events = [], [], []
+        with self.tx() as db:
+            for job_id, handle_json, native_id, changes, detail in entries:
+                meta = patched(self._meta(db, job_id), changes)
+                rs = RecoveryState.load(meta)  # a recorded submission reopens the job (record_attempt)
+                meta = patched(meta, replace(rs, closed=False).changes_since(rs))
+                attempts.append((job_id, 1, target, native_id, handle_json, now, state, "", None, "{}"))
+                jobs.append((handle_json, job_state_for(state), target, now, json.dumps(meta), job_id))
+                events.append((job_id, now, "submitted", json.dumps(redact_obj(detail), default=str)))
+            db.executemany(
+                "INSERT OR REPLACE INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,"
+                "resume_step,meta) VALUES(?,?,?,?,?,?,?,?,?,?)", attempts)
+            db.executemany("UPDATE jobs SET handle=?, state=?, target=?, updated=?, meta=? WHERE job_id=?", jobs)
+            db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", events)
+
     # ---- claims: decide -> submit -> record happens for one job in one place at a time
     @property
     def owner(self) -> str:
