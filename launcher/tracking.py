@@ -36,24 +36,33 @@ def refresh(app, jobs) -> dict:
             for r in rows:
                 out[r.job_id] = e
             continue
+        seen = []
         for r, h, st in zip(rows, handles, statuses):
             assert isinstance(st, Status)
             out[r.job_id] = st
-            h0, h = h, _follow_restarts(app, r, h, st)
-            fields = dict(state=st.state.value, reason=st.reason, native_state=st.native_state,
-                          exit_code=st.exit_code)
-            if st.start_time:
-                fields["started"] = st.start_time
-            if st.end_time:
-                fields["ended"] = st.end_time
-            cost = attempt_cost(h, st)
-            if cost is not None:
-                fields["cost_usd"] = cost
-            app.store.update_attempt(r.job_id, h.attempt, **fields)
-            # an open job shows its current attempt; a closed one keeps the state and reason of
-            # the decision that closed it (state.is_open is the one definition)
-            app.store.mirror_state(r.job_id, r.handle if h is h0 else h.to_json(), st.state.value, st.reason)
+            # may ask the scheduler for the run history: before the batch takes the write lock
+            seen.append((r, h, _follow_restarts(app, r, h, st), st))
+        with app.store.batch():  # one transaction for every row this status call updates
+            for r, h0, h, st in seen:
+                _record_status(app.store, r, h0, h, st)
     return out
+
+
+def _record_status(store, r, h0: Handle, h: Handle, st) -> None:
+    """Write one row's status: its attempt's state, reason, times and cost, and (while the job
+    is open) the job's mirrored state."""
+    fields = dict(state=st.state.value, reason=st.reason, native_state=st.native_state, exit_code=st.exit_code)
+    if st.start_time:
+        fields["started"] = st.start_time
+    if st.end_time:
+        fields["ended"] = st.end_time
+    cost = attempt_cost(h, st)
+    if cost is not None:
+        fields["cost_usd"] = cost
+    store.update_attempt(r.job_id, h.attempt, **fields)
+    # an open job shows its current attempt; a closed one keeps the state and reason of
+    # the decision that closed it (state.is_open is the one definition)
+    store.mirror_state(r.job_id, r.handle if h is h0 else h.to_json(), st.state.value, st.reason)
 
 
 def attempt_cost(h: Handle, st, now: Optional[float] = None) -> Optional[float]:
