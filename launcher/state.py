@@ -20,6 +20,7 @@ from typing import Iterator, Optional
 from .errors import LauncherError
 from .recovery.state import RecoveryState, patched
 from .status import FINAL_STATES, is_final, job_state_for
+from .statebulk import BulkWrites
 
 
 def is_open(job: "JobRow") -> bool:
@@ -31,6 +32,19 @@ def is_open(job: "JobRow") -> bool:
 def claim_available(holder: Optional[str], expires: Optional[float], me: str, now: float) -> bool:
     """Pure: may ``me`` take a job's claim held by ``holder`` until ``expires``?"""
     return holder is None or holder == me or expires is None or expires <= now
+
+
+def mirrored_state(row, handle_json: str, state: str) -> Optional[str]:
+    """Pure: the job state ``mirror_state`` writes for an attempt's STATE, given the job's ROW
+    (state, handle, meta as stored), or None when the row keeps its own (gone, superseded by a
+    newer submission, closed, or a burst race deciding first which copy won)."""
+    if row is None or row["handle"] != handle_json:
+        return None
+    rs = RecoveryState.load(json.loads(row["meta"] or "{}"))
+    if is_final(row["state"]) or rs.closed:
+        return None
+    new = job_state_for(state)
+    return None if is_final(new) and rs.racing else new
 
 
 def new_owner() -> str:
@@ -94,7 +108,7 @@ class Claim:
     attempts: list
 
 
-class StateStore:
+class StateStore(BulkWrites):
     def __init__(self, home: Path):
         from .statedb import SCHEMA, open_db, prepare_home
 
@@ -158,46 +172,6 @@ class StateStore:
             db.execute("DELETE FROM attempts WHERE job_id=?", (job_id,))
             db.execute("DELETE FROM events WHERE job_id=?", (job_id,))
             db.execute("DELETE FROM jobs WHERE job_id=?", (job_id,))
-
-    def begin_jobs(self, name, target, backend, spec_path, spec_yaml, rows) -> None:
-        """``begin_job`` for many jobs of one spec (ROWS: (job_id, ckpt_root, meta)) in ONE
-        transaction: all of them are recorded SUBMITTING, or none."""
-        now = time.time()
-        with self.tx() as db:
-            db.executemany(
-                "INSERT INTO jobs(job_id,name,target,backend,spec_path,spec_yaml,created,updated,state,ckpt_root,meta)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                [(job_id, name, target, backend, spec_path, spec_yaml, now, now, "SUBMITTING", root,
-                  json.dumps(meta or {})) for job_id, root, meta in rows])
-
-    def forget_jobs(self, job_ids) -> None:
-        """``forget_job`` for many jobs in one transaction."""
-        ids = [(j,) for j in job_ids]
-        with self.tx() as db:
-            for table in ("attempts", "events", "jobs"):
-                db.executemany(f"DELETE FROM {table} WHERE job_id=?", ids)
-
-    def record_submitted(self, target: str, entries, state: str = "PENDING") -> None:
-        """What ``patch_meta`` + ``record_attempt`` (attempt 1) + ``record_event("submitted")``
-        write for each job, for many jobs in ONE transaction. ENTRIES: (job_id, handle_json,
-        native_id, meta changes, event detail)."""
-        from .redact import redact_obj
-
-        now = time.time()
-        attempts, jobs, events = [], [], []
-        with self.tx() as db:
-            for job_id, handle_json, native_id, changes, detail in entries:
-                meta = patched(self._meta(db, job_id), changes)
-                rs = RecoveryState.load(meta)  # a recorded submission reopens the job (record_attempt)
-                meta = patched(meta, replace(rs, closed=False).changes_since(rs))
-                attempts.append((job_id, 1, target, native_id, handle_json, now, state, "", None, "{}"))
-                jobs.append((handle_json, job_state_for(state), target, now, json.dumps(meta), job_id))
-                events.append((job_id, now, "submitted", json.dumps(redact_obj(detail), default=str)))
-            db.executemany(
-                "INSERT OR REPLACE INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,"
-                "resume_step,meta) VALUES(?,?,?,?,?,?,?,?,?,?)", attempts)
-            db.executemany("UPDATE jobs SET handle=?, state=?, target=?, updated=?, meta=? WHERE job_id=?", jobs)
-            db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", events)
 
     # ---- claims: decide -> submit -> record happens for one job in one place at a time
     @property
@@ -286,13 +260,8 @@ class StateStore:
         now = time.time()
         with self.tx() as db:
             row = db.execute("SELECT state, handle, meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
-            if row is None or row["handle"] != handle_json:
-                return False
-            rs = RecoveryState.load(json.loads(row["meta"] or "{}"))
-            if is_final(row["state"]) or rs.closed:
-                return False
-            new = job_state_for(state)
-            if is_final(new) and rs.racing:
+            new = mirrored_state(row, handle_json, state)
+            if new is None:
                 return False
             db.execute("UPDATE jobs SET state=?, reason=?, updated=? WHERE job_id=?", (new, reason, now, job_id))
             if is_final(new):

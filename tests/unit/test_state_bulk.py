@@ -72,3 +72,41 @@ def test_begin_jobs_is_all_or_nothing_and_forget_jobs_removes_them(tmp_path):
         assert _dump(store) == {"jobs": [], "attempts": [], "events": []}
     finally:
         store.close()
+
+
+def _statuses(store):
+    """Five elements: one running, one completed, one closed before, one with a stale handle, one untouched."""
+    _bulk(store, _rows(5))
+    store.close_job("sw-1-e2", "CANCELLED", "cancelled by user", event="cancelled")
+    h = {r["job_id"]: store.get_job(r["job_id"]).handle for r in _rows(5)}
+    fields = {"state": "RUNNING", "reason": "", "native_state": "RUNNING", "exit_code": None, "started": 5.0}
+    done = {**fields, "state": "COMPLETED", "native_state": "COMPLETED", "exit_code": 0, "ended": 9.0}
+    return [("sw-1-e0", 1, fields, h["sw-1-e0"], "RUNNING", ""),
+            ("sw-1-e1", 1, done, h["sw-1-e1"], "COMPLETED", ""),
+            ("sw-1-e2", 1, fields, h["sw-1-e2"], "RUNNING", ""),
+            ("sw-1-e3", 1, fields, "{\"stale\": 1}", "RUNNING", "")]
+
+
+def test_record_statuses_equals_update_attempt_and_mirror_state(tmp_path):
+    a, b = StateStore(tmp_path / "a"), StateStore(tmp_path / "b")
+    try:
+        for job_id, attempt, fields, handle, state, reason in _statuses(a):
+            a.update_attempt(job_id, attempt, **fields)
+            a.mirror_state(job_id, handle, state, reason)
+        b.record_statuses(_statuses(b))
+        assert _dump(a) == _dump(b)
+        assert [b.get_job(f"sw-1-e{i}").state for i in range(5)] == \
+            ["RUNNING", "COMPLETED", "CANCELLED", "PENDING", "PENDING"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_attempts_of_reads_many_jobs_at_once(tmp_path):
+    store = StateStore(tmp_path / "h")
+    try:
+        _bulk(store, _rows(3))
+        got = store.attempts_of(["sw-1-e0", "sw-1-e2", "nope"])
+        assert got == {"sw-1-e0": store.attempts("sw-1-e0"), "sw-1-e2": store.attempts("sw-1-e2"), "nope": []}
+    finally:
+        store.close()
