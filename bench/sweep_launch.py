@@ -9,7 +9,8 @@
    submitit's ``map_array`` of SIZE calls (pickles + one sbatch --array). ROUNDS of each,
    interleaved; every array is submitted held and cancelled at the end.
 2. ``status`` of the SIZE elements (``Launcher.sweep``, what ``launcher status SWEEP`` prints):
-   its time and how many Slurm commands it ran, counted by wrappers put first on PATH.
+   its time (median of ROUNDS) and how many Slurm commands it ran, counted by wrappers put
+   first on PATH (the first round).
 3. SINGLE_N single ``launch()`` calls against raw ``sbatch`` (bench/launch_vs_sbatch.py).
 
 Figures are printed, never asserted. Targets (issue 13): sweep launch <= 2x raw sbatch;
@@ -115,18 +116,24 @@ def time_sweeps(bc, lx, spec_file: Path, script: Path, ex, size: int, rounds: in
     return {**times, "_sweep_id": out["sweep_id"]}
 
 
-def time_status(bc, lx, sweep_id: str) -> tuple[float, list, float]:
-    """(seconds, Slurm commands run, seconds of one raw `scontrol -o show job`) for the sweep's status."""
+def time_status(bc, lx, sweep_id: str, rounds: int) -> tuple[float, list, float]:
+    """(median seconds, Slurm commands of one status, seconds of one raw `scontrol -o show job`)
+    for ROUNDS of the sweep's status; the first counts the Slurm commands (PATH wrappers)."""
     wrappers, log = path_wrappers(bc)
     old = os.environ["PATH"]
     os.environ["PATH"] = f"{wrappers}{os.pathsep}{old}"
     try:
         t = time.perf_counter()
         summary = lx.sweep(sweep_id)
-        took = time.perf_counter() - t
+        took = [time.perf_counter() - t]
     finally:
         os.environ["PATH"] = old
     calls = log.read_text().splitlines() if log.exists() else []
+    for _ in range(rounds - 1):
+        t = time.perf_counter()
+        lx.sweep(sweep_id)
+        took.append(time.perf_counter() - t)
+    took = statistics.median(took)
     assert summary and summary["size"] == sum(summary["counts"].values()), summary
     t = time.perf_counter()
     subprocess.run(["scontrol", "-o", "show", "job"], check=True, capture_output=True, env=bc.cluster.env)
@@ -153,7 +160,7 @@ def main():
                 ex.map_array(_noop, range(2))
             subprocess.run(["sbatch", "--parsable", str(script)], check=True, capture_output=True, env=bc.cluster.env)
             sweeps = time_sweeps(bc, lx, repo / "sweep.yaml", script, ex, a.size, a.rounds)
-            status = time_status(bc, lx, sweeps.pop("_sweep_id"))
+            status = time_status(bc, lx, sweeps.pop("_sweep_id"), a.rounds)
         single = launch_vs_raw(bc, a.single_n) if a.single_n else None
         print(f"cluster: 4 nodes, {slurm_version(bc.cluster)}; load average {os.getloadavg()[0]:.2f}; "
               f"sweep of {a.size} elements, max_parallel {a.parallel}, {a.rounds} rounds each (median)")
@@ -172,7 +179,7 @@ def report(sweeps: dict, status: tuple, single, a, have_submitit: bool) -> None:
         print("submitit map_array: not run (submitit is not installed: pip install 'launcher[bench]')")
     took, calls, raw_status = status
     names = ", ".join(c.split(" ")[0] for c in calls) or "none"
-    print(f"{'status of ' + str(a.size) + ' elements (Launcher.sweep)':<{W}} {took * 1000:8.1f} ms"
+    print(f"{'status of ' + str(a.size) + ' elements (Launcher.sweep, median)':<{W}} {took * 1000:8.1f} ms"
           f"   {len(calls)} Slurm command(s): {names}   (one scheduler call)")
     print(f"{'  one raw scontrol -o show job':<{W}} {raw_status * 1000:8.1f} ms")
     if single:

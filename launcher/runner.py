@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional, Protocol, Sequence
 
 from .errors import CommandError, TransientError
+from .watchdog import WATCHDOG
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,38 @@ class Runner(Protocol):
     def close(self) -> None: ...
 
 
+class _Popen(subprocess.Popen):
+    """A child whose deadline the shared watchdog enforces: waiting for its exit is then one
+    blocking waitpid instead of Python's sleep-polling wait-with-timeout."""
+
+    def wait(self, timeout=None):
+        return super().wait(None if WATCHDOG.watching(self) else timeout)
+
+
+def _run(argv: list, input: Optional[str], timeout: Optional[float], env: dict) -> tuple:
+    """``subprocess.run(argv, input=, capture_output=True, text=True, timeout=, env=)``:
+    (returncode, stdout, stderr); TimeoutExpired when the command outlives TIMEOUT (reading
+    its output is bounded by communicate's own timeout, its exit by the watchdog)."""
+    with _Popen(argv, stdin=subprocess.PIPE if input is not None else None, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True, env=env) as p:
+        if timeout is not None:
+            WATCHDOG.watch(p, timeout)
+        try:
+            out, err = p.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            raise
+        except BaseException:
+            p.kill()
+            raise
+        finally:
+            killed = timeout is not None and WATCHDOG.unwatch(p)
+        if killed:
+            raise subprocess.TimeoutExpired(argv, timeout, out, err)
+        return p.poll(), out, err
+
+
 class LocalRunner:
     """Runs commands on this host. ``env`` extends (never replaces) the process env."""
 
@@ -50,15 +83,14 @@ class LocalRunner:
     def run(self, argv, input=None, timeout=60, check=True, env=None) -> Result:
         full_env = {**os.environ, **self.base_env, **(env or {})}
         try:
-            p = subprocess.run(list(argv), input=input, capture_output=True, text=True,
-                               timeout=timeout, env=full_env)
+            code, out, err = _run(list(argv), input, timeout, full_env)
         except FileNotFoundError:
             raise CommandError(argv, 127, "", f"{argv[0]}: command not found on {self.where}", self.where) from None
         except subprocess.TimeoutExpired:
             raise TransientError(f"command timed out after {timeout:g}s on {self.where}: {' '.join(argv)}") from None
-        r = Result(tuple(argv), p.returncode, p.stdout, p.stderr)
-        if check and p.returncode != 0:
-            raise CommandError(argv, p.returncode, p.stdout, p.stderr, self.where)
+        r = Result(tuple(argv), code, out, err)
+        if check and code != 0:
+            raise CommandError(argv, code, out, err, self.where)
         return r
 
     def put_file(self, path: str, content: bytes, mode: int = 0o644) -> None:

@@ -20,6 +20,7 @@ from typing import Iterator, Optional
 from .errors import LauncherError
 from .recovery.state import RecoveryState, patched
 from .status import FINAL_STATES, is_final, job_state_for
+from .statebulk import BulkWrites
 
 
 def is_open(job: "JobRow") -> bool:
@@ -31,6 +32,19 @@ def is_open(job: "JobRow") -> bool:
 def claim_available(holder: Optional[str], expires: Optional[float], me: str, now: float) -> bool:
     """Pure: may ``me`` take a job's claim held by ``holder`` until ``expires``?"""
     return holder is None or holder == me or expires is None or expires <= now
+
+
+def mirrored_state(row, handle_json: str, state: str) -> Optional[str]:
+    """Pure: the job state ``mirror_state`` writes for an attempt's STATE, given the job's ROW
+    (state, handle, meta as stored), or None when the row keeps its own (gone, superseded by a
+    newer submission, closed, or a burst race deciding first which copy won)."""
+    if row is None or row["handle"] != handle_json:
+        return None
+    rs = RecoveryState.load(json.loads(row["meta"] or "{}"))
+    if is_final(row["state"]) or rs.closed:
+        return None
+    new = job_state_for(state)
+    return None if is_final(new) and rs.racing else new
 
 
 def new_owner() -> str:
@@ -94,7 +108,7 @@ class Claim:
     attempts: list
 
 
-class StateStore:
+class StateStore(BulkWrites):
     def __init__(self, home: Path):
         from .statedb import SCHEMA, open_db, prepare_home
 
@@ -246,13 +260,8 @@ class StateStore:
         now = time.time()
         with self.tx() as db:
             row = db.execute("SELECT state, handle, meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
-            if row is None or row["handle"] != handle_json:
-                return False
-            rs = RecoveryState.load(json.loads(row["meta"] or "{}"))
-            if is_final(row["state"]) or rs.closed:
-                return False
-            new = job_state_for(state)
-            if is_final(new) and rs.racing:
+            new = mirrored_state(row, handle_json, state)
+            if new is None:
                 return False
             db.execute("UPDATE jobs SET state=?, reason=?, updated=? WHERE job_id=?", (new, reason, now, job_id))
             if is_final(new):

@@ -36,24 +36,31 @@ def refresh(app, jobs) -> dict:
             for r in rows:
                 out[r.job_id] = e
             continue
+        known = app.store.attempts_of([r.job_id for r in rows])
+        entries = []
         for r, h, st in zip(rows, handles, statuses):
             assert isinstance(st, Status)
             out[r.job_id] = st
-            h0, h = h, _follow_restarts(app, r, h, st)
-            fields = dict(state=st.state.value, reason=st.reason, native_state=st.native_state,
-                          exit_code=st.exit_code)
-            if st.start_time:
-                fields["started"] = st.start_time
-            if st.end_time:
-                fields["ended"] = st.end_time
-            cost = attempt_cost(h, st)
-            if cost is not None:
-                fields["cost_usd"] = cost
-            app.store.update_attempt(r.job_id, h.attempt, **fields)
-            # an open job shows its current attempt; a closed one keeps the state and reason of
-            # the decision that closed it (state.is_open is the one definition)
-            app.store.mirror_state(r.job_id, r.handle if h is h0 else h.to_json(), st.state.value, st.reason)
+            # may ask the scheduler for the run history: before the write lock is taken
+            entries.append(status_entry(r, h, _follow_restarts(app, r, h, st, known[r.job_id]), st))
+        app.store.record_statuses(entries)  # one transaction for every row of this status call
     return out
+
+
+def status_entry(r, h0: Handle, h: Handle, st) -> tuple:
+    """Pure: what ``StateStore.record_statuses`` writes for one row: its attempt's state,
+    reason, times and cost, and the state mirrored on the job (while it is open)."""
+    fields = dict(state=st.state.value, reason=st.reason, native_state=st.native_state, exit_code=st.exit_code)
+    if st.start_time:
+        fields["started"] = st.start_time
+    if st.end_time:
+        fields["ended"] = st.end_time
+    cost = attempt_cost(h, st)
+    if cost is not None:
+        fields["cost_usd"] = cost
+    # an open job shows its current attempt; a closed one keeps the state and reason of
+    # the decision that closed it (state.is_open is the one definition)
+    return r.job_id, h.attempt, fields, r.handle if h is h0 else h.to_json(), st.state.value, st.reason
 
 
 def attempt_cost(h: Handle, st, now: Optional[float] = None) -> Optional[float]:
@@ -68,13 +75,14 @@ def attempt_cost(h: Handle, st, now: Optional[float] = None) -> Optional[float]:
     return round(float(hourly) * max(0.0, end - start) / 3600.0, 6)
 
 
-def _follow_restarts(app, row, h: Handle, st) -> Handle:
+def _follow_restarts(app, row, h: Handle, st, attempts=None) -> Handle:
     """A scheduler that restarts a job in place (Slurm requeue) keeps its native id: each
     restart becomes a new attempt row, and the finished run's own state (PREEMPTED,
     NODE_FAIL ...) is taken from the scheduler's per-run history where it keeps one."""
     import dataclasses
 
-    same = [a for a in app.store.attempts(row.job_id) if a.native_id == h.native_id]
+    attempts = app.store.attempts(row.job_id) if attempts is None else attempts  # ATTEMPTS: as read before
+    same = [a for a in attempts if a.native_id == h.native_id]
     if not same:
         return h
     first = min(a.attempt for a in same)

@@ -7,6 +7,11 @@ would silently win) is refused naming both lines; nesting deeper than ``MAX_DEPT
 is refused before Python's recursion limit turns it into a traceback; and aliases
 are counted as what they expand to, so a "billion laughs" document is refused while
 it is composed (in time linear in its text), before anything walks the expansion.
+
+When PyYAML has its libyaml binding, the document is scanned and parsed in C and only the
+composing (where those checks live) and constructing stay in Python: the same nodes, marks
+and refusals, several times faster on a big sweep. A document the C parser rejects is parsed
+again by the pure-Python loader, so every error message is the one it has always been.
 """
 
 from __future__ import annotations
@@ -43,13 +48,12 @@ class _Refused(ComposerError):
     pass
 
 
-class StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys, deep nesting and alias bombs while composing."""
+class _StrictComposing:
+    """Composer hooks that refuse duplicate keys, deep nesting and alias bombs while composing."""
 
-    def __init__(self, stream):
-        super().__init__(stream)
-        self._depth = 0
-        self._sizes: dict[int, int] = {}  # id(node) -> its size with aliases expanded
+    _depth = 0
+    _sizes: dict
+
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
@@ -84,6 +88,33 @@ class StrictLoader(yaml.SafeLoader):
             raise _Refused(None, None, f"the document expands to more than {MAX_NODES:,} values "
                                        "(aliases counted as what they repeat): refused", node.start_mark)
         return n
+
+
+class StrictLoader(_StrictComposing, yaml.SafeLoader):
+    """SafeLoader (pure Python) with the strict composing checks."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._sizes = {}  # id(node) -> its size with aliases expanded
+
+
+_C_PARSER = (yaml.cyaml.CParser,) if yaml.__with_libyaml__ else ()  # PyYAML built without libyaml: pure Python
+
+
+class _FastStrictLoader(_StrictComposing, yaml.composer.Composer, *_C_PARSER,
+                        yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+    """The same composer and constructor over libyaml's events (``CParser``)."""
+
+    def __init__(self, stream):
+        _C_PARSER[0].__init__(self, stream)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+        self._sizes = {}
+
+    # the Python composer, not CParser's own (which would skip the checks above)
+    get_single_node = yaml.composer.Composer.get_single_node
+    compose_document = yaml.composer.Composer.compose_document
 
 
 def _no_duplicate_keys(node: MappingNode) -> None:
@@ -125,8 +156,27 @@ def syntax_message(e: yaml.MarkedYAMLError, text: str) -> str:
     return f"YAML syntax error at {where}: {e.problem or e.context}{_source_line(text, mark)}"
 
 
+def _load_fast(text: str):
+    """(node, data) by the libyaml-backed loader, or None when it is missing or refuses the
+    text (the pure-Python loader then gives the error, worded as it always was)."""
+    if not _C_PARSER:
+        return None
+    loader = _FastStrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        return node, (loader.construct_document(node) if node is not None else None)
+    except (yaml.YAMLError, RecursionError):
+        return None
+    finally:
+        loader.dispose()
+
+
 def load_yaml(text: str, source: str):
     """Parse YAML; return (data, line_of) where line_of(path_tuple) -> 'line L' or ''."""
+    fast = _load_fast(text)
+    if fast is not None:
+        node, data = fast
+        return data, _line_finder(node)
     loader = StrictLoader(text)
     try:
         node = loader.get_single_node()
@@ -139,7 +189,10 @@ def load_yaml(text: str, source: str):
         raise SpecError(source, [("", f"nesting too deep (more than {MAX_DEPTH} levels)")]) from None
     finally:
         loader.dispose()
+    return data, _line_finder(node)
 
+
+def _line_finder(node):
     def line_of(path) -> str:
         cur = node
         for i, key in enumerate(path):
@@ -160,4 +213,4 @@ def load_yaml(text: str, source: str):
             return ""
         return f"line {cur.start_mark.line + 1}"
 
-    return data, line_of
+    return line_of

@@ -53,6 +53,14 @@ def element_handle(array: Handle, job_id: str, index: int) -> Handle:
     return replace(array, job_id=job_id, native_id=element_native_id(array_id, index), extra=extra)
 
 
+def submitted_entry(array: Handle, row: dict, target_name: str, sweep_id: str) -> tuple:
+    """Pure: what ``StateStore.record_submitted`` writes for one element once the array is in."""
+    h = element_handle(array, row["job_id"], row["index"])
+    detail = {"target": target_name, "native_id": h.native_id, "attempt": 1, "sweep": sweep_id}
+    changes = {"sweep": {**row["meta"]["sweep"], "array": array.native_id}}
+    return row["job_id"], h.to_json(), h.native_id, changes, detail
+
+
 def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Render the sweep once, record every element, submit the array once. Returns a
     ``launcher.submission.Launched`` whose job id is the sweep id and whose handle is the array's."""
@@ -76,21 +84,15 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
     if note:
         note(f"sweep {sweep_id}: {len(rows)} elements as one job array (LAUNCHER_SWEEP_SEED "
              f"{rows[0]['meta']['sweep']['seed'] if rows else seed}, {source})")
-    for r in rows:
-        store.begin_job(r["job_id"], spec.name, target_name, backend.name, spec_path, spec_text,
-                        ckpt_root=r["ckpt_root"], meta=r["meta"])
+    # every element SUBMITTING before the scheduler is called, in one transaction
+    store.begin_jobs(spec.name, target_name, backend.name, spec_path, spec_text,
+                     [(r["job_id"], r["ckpt_root"], r["meta"]) for r in rows])
     try:
         handle = backend.submit(request)
     except BaseException:
-        for r in rows:
-            store.forget_job(r["job_id"])
+        store.forget_jobs([r["job_id"] for r in rows])
         raise
-    for r in rows:
-        h = element_handle(handle, r["job_id"], r["index"])
-        store.patch_meta(r["job_id"], sweep={**r["meta"]["sweep"], "array": handle.native_id})
-        store.record_attempt(r["job_id"], 1, target_name, h.to_json(), h.native_id, state="PENDING")
-        store.record_event(r["job_id"], "submitted", target=target_name, native_id=h.native_id, attempt=1,
-                           sweep=sweep_id)
+    store.record_submitted(target_name, [submitted_entry(handle, r, target_name, sweep_id) for r in rows])
     return Launched(sweep_id, handle, request)
 
 

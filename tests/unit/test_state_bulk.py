@@ -1,0 +1,112 @@
+"""StateStore's bulk writes for a sweep (begin_jobs, record_submitted, forget_jobs) leave the
+same rows, attempts and events as the one-job-at-a-time writes they replace."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from launcher.backend import Handle
+from launcher.state import StateStore
+from launcher.sweep.launching import element_handle, submitted_entry
+
+SPEC = "name: sw\nrun: 'true'\n"
+ARRAY = Handle(backend="slurm", target="t", job_id="sw-1", native_id="77", attempt=1, extra={})
+
+
+def _rows(n):
+    return [{"job_id": f"sw-1-e{i}", "index": i, "ckpt_root": f"/ck/{i}",
+             "meta": {"seed": i, "sweep": {"id": "sw-1", "index": i, "size": n, "params": {"x": i}}}}
+            for i in range(n)]
+
+
+def _one_by_one(store, rows):
+    for r in rows:
+        store.begin_job(r["job_id"], "sw", "t", "slurm", None, SPEC, ckpt_root=r["ckpt_root"], meta=r["meta"])
+    for r in rows:
+        h = element_handle(ARRAY, r["job_id"], r["index"])
+        store.patch_meta(r["job_id"], sweep={**r["meta"]["sweep"], "array": ARRAY.native_id})
+        store.record_attempt(r["job_id"], 1, "t", h.to_json(), h.native_id, state="PENDING")
+        store.record_event(r["job_id"], "submitted", target="t", native_id=h.native_id, attempt=1, sweep="sw-1")
+
+
+def _bulk(store, rows):
+    store.begin_jobs("sw", "t", "slurm", None, SPEC, [(r["job_id"], r["ckpt_root"], r["meta"]) for r in rows])
+    store.record_submitted("t", [submitted_entry(ARRAY, r, "t", "sw-1") for r in rows])
+
+
+def _dump(store):
+    db = sqlite3.connect(str(store.path))
+    timeless = {"jobs": "job_id,name,target,backend,spec_path,spec_yaml,state,reason,handle,ckpt_root,meta",
+                "attempts": "job_id,attempt,target,native_id,handle,state,reason,resume_step,meta",
+                "events": "job_id,kind,detail"}
+    return {t: db.execute(f"SELECT {cols} FROM {t} ORDER BY job_id, rowid").fetchall() for t, cols in timeless.items()}
+
+
+def test_bulk_writes_equal_the_one_by_one_writes(tmp_path):
+    a, b = StateStore(tmp_path / "a"), StateStore(tmp_path / "b")
+    try:
+        _one_by_one(a, _rows(5))
+        _bulk(b, _rows(5))
+        assert _dump(a) == _dump(b)
+        assert b.get_job("sw-1-e3").meta["sweep"]["array"] == "77"
+        assert [e["kind"] for e in b.events("sw-1-e3")] == ["submitted"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_begin_jobs_is_all_or_nothing_and_forget_jobs_removes_them(tmp_path):
+    store = StateStore(tmp_path / "h")
+    try:
+        rows = _rows(3)
+        store.begin_job("sw-1-e2", "sw", "t", "slurm", None, SPEC)  # a clash makes the whole batch fail
+        with pytest.raises(sqlite3.IntegrityError):
+            store.begin_jobs("sw", "t", "slurm", None, SPEC, [(r["job_id"], r["ckpt_root"], r["meta"]) for r in rows])
+        assert [j.job_id for j in store.list_jobs()] == ["sw-1-e2"]
+        store.forget_jobs(["sw-1-e2"])
+        _bulk(store, rows)
+        assert len(store.list_jobs()) == 3
+        store.forget_jobs([r["job_id"] for r in rows])
+        assert _dump(store) == {"jobs": [], "attempts": [], "events": []}
+    finally:
+        store.close()
+
+
+def _statuses(store):
+    """Five elements: one running, one completed, one closed before, one with a stale handle, one untouched."""
+    _bulk(store, _rows(5))
+    store.close_job("sw-1-e2", "CANCELLED", "cancelled by user", event="cancelled")
+    h = {r["job_id"]: store.get_job(r["job_id"]).handle for r in _rows(5)}
+    fields = {"state": "RUNNING", "reason": "", "native_state": "RUNNING", "exit_code": None, "started": 5.0}
+    done = {**fields, "state": "COMPLETED", "native_state": "COMPLETED", "exit_code": 0, "ended": 9.0}
+    return [("sw-1-e0", 1, fields, h["sw-1-e0"], "RUNNING", ""),
+            ("sw-1-e1", 1, done, h["sw-1-e1"], "COMPLETED", ""),
+            ("sw-1-e2", 1, fields, h["sw-1-e2"], "RUNNING", ""),
+            ("sw-1-e3", 1, fields, "{\"stale\": 1}", "RUNNING", "")]
+
+
+def test_record_statuses_equals_update_attempt_and_mirror_state(tmp_path):
+    a, b = StateStore(tmp_path / "a"), StateStore(tmp_path / "b")
+    try:
+        for job_id, attempt, fields, handle, state, reason in _statuses(a):
+            a.update_attempt(job_id, attempt, **fields)
+            a.mirror_state(job_id, handle, state, reason)
+        b.record_statuses(_statuses(b))
+        assert _dump(a) == _dump(b)
+        assert [b.get_job(f"sw-1-e{i}").state for i in range(5)] == \
+            ["RUNNING", "COMPLETED", "CANCELLED", "PENDING", "PENDING"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_attempts_of_reads_many_jobs_at_once(tmp_path):
+    store = StateStore(tmp_path / "h")
+    try:
+        _bulk(store, _rows(3))
+        got = store.attempts_of(["sw-1-e0", "sw-1-e2", "nope"])
+        assert got == {"sw-1-e0": store.attempts("sw-1-e0"), "sw-1-e2": store.attempts("sw-1-e2"), "nope": []}
+    finally:
+        store.close()
