@@ -76,3 +76,36 @@ def test_hostnames():
     assert hostnames("node[1-3,7],login") == {"node1", "node2", "node3", "node7", "login"}
     assert hostnames("gpu[08-10]") == {"gpu08", "gpu09", "gpu10"}
     assert hostnames("") == set()
+
+
+# a sweep element (array task 5_1, its own job id 7) requeued after its node died
+ELEMENT = KILLED_JOB.replace("JobId=1 ", "JobId=7 ArrayJobId=5 ArrayTaskId=1 ")
+
+
+class ElementCluster:
+    """Answers `scontrol -o show job 5_1` with the task's record (keyed JobId=7), no accounting."""
+
+    where = "the test cluster"
+
+    def __init__(self):
+        self.argvs = []
+
+    def run(self, argv, check=False, **kw):
+        from types import SimpleNamespace
+
+        self.argvs.append(list(argv))
+        out = {"scontrol": ELEMENT, "sinfo": KILLED_DOWN, "grep": KILLED_LOG}.get(argv[0], "")
+        return SimpleNamespace(returncode=0 if out else 1, stdout=out, stderr="" if out else "disabled")
+
+
+def test_a_requeued_sweep_elements_run_history_reads_its_array_task_record():
+    from launcher.backend import Handle
+    from launcher.config import Target
+    from launcher_backends.slurm import SlurmBackend
+    from launcher_backends.slurm.options import SlurmOptions
+
+    c = ElementCluster()
+    b = SlurmBackend(Target("cl", "slurm", SlurmOptions()), runner=c)
+    h = Handle("slurm", "cl", "sw-e1", "5_1", extra={"job_dir": "/jobs/sw"})
+    assert b.run_history(h) == [{"state": "NODE_FAIL", "nodes": "node3"}]
+    assert ["grep", "-a", "-e", "^launcher: start ", "-e", "DUE TO PREEMPTION", "/jobs/sw/slurm-5_1.out"] in c.argvs
