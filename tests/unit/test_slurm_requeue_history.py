@@ -109,3 +109,15 @@ def test_a_requeued_sweep_elements_run_history_reads_its_array_task_record():
     h = Handle("slurm", "cl", "sw-e1", "5_1", extra={"job_dir": "/jobs/sw"})
     assert b.run_history(h) == [{"state": "NODE_FAIL", "nodes": "node3"}]
     assert ["grep", "-a", "-e", "^launcher: start ", "-e", "DUE TO PREEMPTION", "/jobs/sw/slurm-5_1.out"] in c.argvs
+
+
+def test_a_preemption_line_inside_the_last_runs_log_is_a_preemption_however_late_the_requeue():
+    # 22.05, a sweep element that saved on the notice: requeued 5 s after slurmstepd's line
+    job = parse_scontrol_oneliners(JOB.replace("SubmitTime=2026-12-01T17:50:53", "SubmitTime=2026-12-01T17:51:00"))["1"]
+    log = "launcher: start 1 of sw-e1 on node1 (restart 0)\nstep 3\n" + PREEMPTED_LOG
+    assert requeued_run(job, "", log) == {"state": "PREEMPTED", "nodes": "node1"}
+    assert requeued_run(job, "", PREEMPTED_LOG)["state"] == "REQUEUED"  # no start line: the window decides
+    # a preemption of an earlier run does not explain the last one
+    twice = log + "launcher: start 2 of sw-e1 on node2 (restart 1)\nstep 4\n"
+    job2 = dict(job, Restarts="2")
+    assert requeued_run(job2, "", twice)["state"] == "REQUEUED"
