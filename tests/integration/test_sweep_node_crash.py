@@ -113,8 +113,9 @@ def test_a_node_crash_during_one_element_resumes_only_that_element_from_its_own_
     assert json.loads((tmp / "result-1.json").read_text())["sha256"] == ref
     for i in (0, 2):
         _untouched(cli, tmp, sweep_id, ref, i)
-    text = cli.run("status", f"{sweep_id}-e1").stdout
-    assert "NODE_FAIL" in text, text
+    text = cli.run("status", sweep_id).stdout  # the sweep's table says which element ran twice, and why
+    assert "element 1 attempts: 1 NODE_FAIL, 2 COMPLETED" in text.splitlines(), text
+    assert "element 0 attempts" not in text and "element 2 attempts" not in text, text
 
 
 def test_a_preempted_element_loses_at_most_one_step_and_the_others_run_on(clean_queue, tmp_path):
@@ -140,3 +141,5 @@ def test_a_preempted_element_loses_at_most_one_step_and_the_others_run_on(clean_
     assert json.loads((tmp / "result-1.json").read_text())["sha256"] == ref
     for i in (0, 2):
         _untouched(cli, tmp, sweep_id, ref, i)
+    text = cli.run("status", sweep_id).stdout
+    assert "element 1 attempts: 1 PREEMPTED, 2 COMPLETED" in text.splitlines(), text
