@@ -18,6 +18,7 @@ from launcher.status import Status
 
 from . import nodeguard
 from . import probe as probe_mod
+from .array import with_array_tasks
 from .options import SlurmOptions, SlurmSection
 from .render import HELPER_NAME, render_sbatch
 from .states import parse_scontrol_oneliners, requeued_run
@@ -289,8 +290,8 @@ class SlurmBackend:
     def _requeue_history(self, handle: Handle) -> list[dict]:
         """No accounting this user may read: one entry per requeue, the last one explained
         from the job's requeue time, the nodes Slurm set DOWN and the job's own log."""
-        job = parse_scontrol_oneliners(self._run(["scontrol", "-o", "show", "job", handle.native_id],
-                                                 check=False).stdout).get(handle.native_id, {})
+        shown = self._run(["scontrol", "-o", "show", "job", handle.native_id], check=False).stdout
+        job = with_array_tasks(parse_scontrol_oneliners(shown)).get(handle.native_id, {})  # or <array>_<index>
         restarts = int(job.get("Restarts", "0") or 0)
         if not restarts:
             return []

@@ -164,7 +164,8 @@ def requeued_run(job: dict, down_text: str, log_text: str = "", window: float = 
     """What ended a requeued job's last run, from what any user may read when Slurm keeps no
     accounting they can see (no slurmdbd; the jobcomp file is root-only). At a requeue
     slurmctld sets the job's SubmitTime to that second. A preempted run: slurmstepd wrote
-    "*** JOB N ON NODE CANCELLED AT T DUE TO PREEMPTION ***" into the job's log at T. A node
+    "*** JOB N ON NODE CANCELLED AT T DUE TO PREEMPTION ***" into the job's log at T, after
+    that run's start line (or, with no start lines, within WINDOW of the requeue). A node
     failure: a node of that run (the job script's "launcher: start .. on NODES (restart R)"
     line) is DOWN, marked "Not responding" before the requeue (``sinfo -R -N -h -o
     '%H|%N|%E'``: up to SlurmdTimeout before, longer while slurmctld stalls); with no such
@@ -173,11 +174,14 @@ def requeued_run(job: dict, down_text: str, log_text: str = "", window: float = 
     at = _slurm_time(job.get("SubmitTime"))
     if at is None:
         return {"state": "REQUEUED", "nodes": ""}
+    last_run = str(int(job.get("Restarts", "1") or 1) - 1)
+    preempted_on = _preempted_in_run(log_text, last_run)
+    if preempted_on:
+        return {"state": "PREEMPTED", "nodes": preempted_on}
     for m in _PREEMPTED_LINE.finditer(log_text):
         t = _slurm_time(m.group(2))
         if t is not None and abs(t - at) <= window:
             return {"state": "PREEMPTED", "nodes": m.group(1)}
-    last_run = str(int(job.get("Restarts", "1") or 1) - 1)
     ran_on = [hostnames(m.group(1)) for m in _START_LINE.finditer(log_text) if m.group(2) == last_run]
     down = set()
     for line in down_text.splitlines():
@@ -189,6 +193,22 @@ def requeued_run(job: dict, down_text: str, log_text: str = "", window: float = 
     if down:
         return {"state": "NODE_FAIL", "nodes": ",".join(sorted(down))}
     return {"state": "REQUEUED", "nodes": ""}
+
+
+def _preempted_in_run(log_text: str, run: str) -> str:
+    """The node of a preemption line the log holds inside run RUN (after that run's start
+    line, before the next one's), else ''. The job's requeue can follow the line by more
+    than the time window: a preempted task that saves on the notice ends seconds later
+    (5 s measured for a sweep element on 22.05), and only then does slurmctld requeue it."""
+    lines = sorted([(m.start(), "", m.group(2)) for m in _START_LINE.finditer(log_text)]
+                   + [(m.start(), m.group(1), "") for m in _PREEMPTED_LINE.finditer(log_text)])
+    current = None
+    for _, node, started in lines:
+        if not node:
+            current = started
+        elif current == run:
+            return node
+    return ""
 
 
 def parse_version(text: str) -> tuple[int, int, int]:

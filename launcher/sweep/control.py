@@ -60,7 +60,24 @@ def sweep_status(app, sweep_id: str, note=None) -> dict:
         if note:
             note(f"element {i}: metrics not read: {why}")
     return summarize(sweep_id, [Element(r.meta["sweep"]["index"], r.meta["sweep"]["params"]) for r in rows],
-                     **element_facts(rows, read.reports), metric=_metric_of(rows[0]))
+                     **element_facts(rows, read.reports), metric=_metric_of(rows[0]), attempts=_restarted(app, rows))
+
+
+def _restarted(app, rows) -> dict:
+    """{index: [(attempt, state)]} of the elements with more than one attempt (a requeue by the
+    scheduler or a resubmission): only those rows cost a read of their attempts."""
+    return {r.meta["sweep"]["index"]: [(a.attempt, a.state) for a in app.store.attempts(r.job_id)]
+            for r in rows if _attempt_of(r) > 1}
+
+
+def _attempt_of(row) -> int:
+    """The current attempt of ROW, from its handle (1 when it has none)."""
+    import json
+
+    try:
+        return int(json.loads(row.handle or "{}").get("attempt") or 1)
+    except (ValueError, TypeError, AttributeError):
+        return 1
 
 
 def element_facts(rows, reports) -> dict:

@@ -33,11 +33,13 @@ _PLAIN = re.compile(r"^[A-Za-z0-9_.,:/+@%=-]+$")
 def summarize(sweep_id: str, elements: Iterable[Element], states: Mapping[int, str],
               steps: Optional[Mapping[int, Optional[int]]] = None, metric: Optional[str] = None,
               metrics: Optional[Mapping[int, Mapping[str, float]]] = None,
-              stopped: Optional[Mapping[int, Judgement]] = None) -> dict:
+              stopped: Optional[Mapping[int, Judgement]] = None,
+              attempts: Optional[Mapping[int, list]] = None) -> dict:
     """STATES: index -> state (an element without one is PENDING); STEPS: its latest committed or
     reported step; METRICS: the latest value of each metric it reported; STOPPED: index -> the
-    judgement that stopped it (its state is then STOPPED: the scheduler only saw a cancel)."""
-    steps, metrics, stopped = steps or {}, metrics or {}, stopped or {}
+    judgement that stopped it (its state is then STOPPED: the scheduler only saw a cancel);
+    ATTEMPTS: index -> [(attempt, state)] of the elements that ran more than once."""
+    steps, metrics, stopped, attempts = steps or {}, metrics or {}, stopped or {}, attempts or {}
     rows = []
     for e in sorted(elements, key=lambda e: e.index):
         state = STOPPED if e.index in stopped else (states.get(e.index) or "PENDING")
@@ -45,7 +47,8 @@ def summarize(sweep_id: str, elements: Iterable[Element], states: Mapping[int, s
         j = stopped.get(e.index)
         rows.append({"index": e.index, "params": dict(e.params), "state": state, "step": steps.get(e.index),
                      "metric": latest.get(metric) if metric else None, "metrics": latest,
-                     "rung": j.rung if j else None, "reason": j.reason if j else None})
+                     "rung": j.rung if j else None, "reason": j.reason if j else None,
+                     "attempts": [{"attempt": n, "state": st} for n, st in attempts.get(e.index, [])]})
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
@@ -95,4 +98,8 @@ def format_text(summary: dict) -> str:
     for r in summary["elements"]:
         if r["reason"]:
             lines.append(f"element {r['index']} stopped: {_one_line(r['reason'])}")
+    for r in summary["elements"]:
+        if r.get("attempts"):
+            runs = ", ".join(f"{a['attempt']} {a['state']}" for a in r["attempts"])
+            lines.append(f"element {r['index']} attempts: {runs}")
     return "\n".join(lines) + "\n"

@@ -76,3 +76,48 @@ def test_hostnames():
     assert hostnames("node[1-3,7],login") == {"node1", "node2", "node3", "node7", "login"}
     assert hostnames("gpu[08-10]") == {"gpu08", "gpu09", "gpu10"}
     assert hostnames("") == set()
+
+
+# a sweep element (array task 5_1, its own job id 7) requeued after its node died
+ELEMENT = KILLED_JOB.replace("JobId=1 ", "JobId=7 ArrayJobId=5 ArrayTaskId=1 ")
+
+
+class ElementCluster:
+    """Answers `scontrol -o show job 5_1` with the task's record (keyed JobId=7), no accounting."""
+
+    where = "the test cluster"
+
+    def __init__(self):
+        self.argvs = []
+
+    def run(self, argv, check=False, **kw):
+        from types import SimpleNamespace
+
+        self.argvs.append(list(argv))
+        out = {"scontrol": ELEMENT, "sinfo": KILLED_DOWN, "grep": KILLED_LOG}.get(argv[0], "")
+        return SimpleNamespace(returncode=0 if out else 1, stdout=out, stderr="" if out else "disabled")
+
+
+def test_a_requeued_sweep_elements_run_history_reads_its_array_task_record():
+    from launcher.backend import Handle
+    from launcher.config import Target
+    from launcher_backends.slurm import SlurmBackend
+    from launcher_backends.slurm.options import SlurmOptions
+
+    c = ElementCluster()
+    b = SlurmBackend(Target("cl", "slurm", SlurmOptions()), runner=c)
+    h = Handle("slurm", "cl", "sw-e1", "5_1", extra={"job_dir": "/jobs/sw"})
+    assert b.run_history(h) == [{"state": "NODE_FAIL", "nodes": "node3"}]
+    assert ["grep", "-a", "-e", "^launcher: start ", "-e", "DUE TO PREEMPTION", "/jobs/sw/slurm-5_1.out"] in c.argvs
+
+
+def test_a_preemption_line_inside_the_last_runs_log_is_a_preemption_however_late_the_requeue():
+    # 22.05, a sweep element that saved on the notice: requeued 5 s after slurmstepd's line
+    job = parse_scontrol_oneliners(JOB.replace("SubmitTime=2026-12-01T17:50:53", "SubmitTime=2026-12-01T17:51:00"))["1"]
+    log = "launcher: start 1 of sw-e1 on node1 (restart 0)\nstep 3\n" + PREEMPTED_LOG
+    assert requeued_run(job, "", log) == {"state": "PREEMPTED", "nodes": "node1"}
+    assert requeued_run(job, "", PREEMPTED_LOG)["state"] == "REQUEUED"  # no start line: the window decides
+    # a preemption of an earlier run does not explain the last one
+    twice = log + "launcher: start 2 of sw-e1 on node2 (restart 1)\nstep 4\n"
+    job2 = dict(job, Restarts="2")
+    assert requeued_run(job2, "", twice)["state"] == "REQUEUED"

@@ -41,7 +41,7 @@ def test_rows_carry_index_params_state_step_metric_and_are_json():
     assert [r["index"] for r in s["elements"]] == [0, 1, 2, 3]
     assert s["elements"][0] == {"index": 0, "params": {"lr": 1.0e-4, "batch": 32}, "state": "RUNNING",
                                 "step": 300, "metric": 0.25, "metrics": {"loss": 0.25, "acc": 0.5},
-                                "rung": None, "reason": None}
+                                "rung": None, "reason": None, "attempts": []}
     assert s["elements"][1]["step"] is None and s["elements"][1]["metric"] is None
     assert s["elements"][1]["metrics"] == {}
     assert json.loads(json.dumps(s)) == s
@@ -85,3 +85,10 @@ def test_without_early_stop_the_table_shows_every_metric_reported():
     assert lines[1].split() == ["index", "state", "step", "metrics", "params"]
     assert lines[2].split() == ["0", "RUNNING", "40", "acc=0.875", "loss=0.25", "lr=0.0001", "batch=32"]
     assert lines[3].split() == ["1", "PENDING", "-", "-", "lr=0.0001", "batch=64"]
+
+
+def test_an_element_that_ran_more_than_once_lists_its_attempts_with_their_states():
+    s = summarize("sw", ELS, {1: "COMPLETED"}, attempts={1: [(1, "NODE_FAIL"), (2, "COMPLETED")]})
+    assert s["elements"][1]["attempts"] == [{"attempt": 1, "state": "NODE_FAIL"}, {"attempt": 2, "state": "COMPLETED"}]
+    assert s["elements"][0]["attempts"] == []
+    assert "element 1 attempts: 1 NODE_FAIL, 2 COMPLETED" in format_text(s).splitlines()
