@@ -160,6 +160,7 @@ def test_sigkill_mid_checkpoint_posix(tmp_path):
 
 
 @pytest.mark.s3
+@pytest.mark.timeout(1500)  # 50 rounds of two Python starts importing boto3: ~600 s with other tiers beside it
 def test_sigkill_mid_checkpoint_s3(s3_env):
     bucket = s3_env.new_bucket("kill")
     be = Backend("s3://%s/run" % bucket, s3_env, bucket)
