@@ -117,28 +117,56 @@ def check_resume_point(be, env):
         assert f["size"] == len(data) and f["sha256"] == hashlib.sha256(data).hexdigest()
 
 
-def kill_loop(be, lo, hi, seed):
+def start_writer(be, step, attempt):
+    w = subprocess.Popen([sys.executable, "-c", WRITER, str(max(step, 0)), "s3" if be.s3 else "posix", "0"],
+                         env=be.env(LAUNCHER_CKPT_ROOT=be.root, LAUNCHER_ATTEMPT=attempt),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert w.stdout.readline().strip() == b"ready"
+    return w
+
+
+def stop_writer(w):
+    os.kill(w.pid, signal.SIGKILL)
+    w.wait(30)
+    w.stdout.close()
+    w.stderr.close()
+
+
+def save_seconds(be):
+    """How long one whole save takes now (staging, upload, commit), timed on a writer left to
+    commit once: the kill window scales with it, so the kills land mid-save on a busy machine
+    too (with other test tiers beside it an S3 save takes several times longer)."""
+    env = resume_env(be)
+    w = start_writer(be, int(env["LAUNCHER_RESUME_STEP"]), env["LAUNCHER_ATTEMPT"])
+    try:
+        t0 = time.monotonic()
+        assert w.stdout.readline().startswith(b"committed")
+        return time.monotonic() - t0
+    finally:
+        stop_writer(w)
+
+
+def kill_loop(be, lo, hi, seed, adaptive=False):
+    """KILLS rounds: a writer started from the resume point is SIGKILLed LO..HI seconds after it
+    is ready (ADAPTIVE: LO..HI times a save's duration, measured every 10 rounds)."""
     rng = random.Random(seed)
     store = open_store(be.root)
-    last_step, torn_newest, commits = -1, 0, 0
+    last_step, torn_newest, commits, scale = -1, 0, 0, 1.0
     for n in range(KILLS):
+        if adaptive and n % 10 == 0:
+            scale = save_seconds(be)  # its commit is not one of the loop's: the baseline moves
+            last_step = int(resume_env(be)["LAUNCHER_RESUME_STEP"])
         env = resume_env(be)
         check_resume_point(be, env)
         step = int(env["LAUNCHER_RESUME_STEP"])
         assert step >= last_step, "a committed checkpoint disappeared (%d < %d)" % (step, last_step)
         commits += step > last_step
         last_step = step
-        w = subprocess.Popen([sys.executable, "-c", WRITER, str(max(step, 0)), "s3" if be.s3 else "posix", "0"],
-                             env=be.env(LAUNCHER_CKPT_ROOT=be.root, LAUNCHER_ATTEMPT=env["LAUNCHER_ATTEMPT"]),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        w = start_writer(be, step, env["LAUNCHER_ATTEMPT"])
         try:
-            assert w.stdout.readline().strip() == b"ready"
-            time.sleep(rng.uniform(lo, hi))
+            time.sleep(rng.uniform(lo, hi) * scale)
         finally:
-            os.kill(w.pid, signal.SIGKILL)
-            w.wait(30)
-            w.stdout.close()
-            w.stderr.close()
+            stop_writer(w)
         log = []
         latest(store, log=log)                          # newest first: is the newest one torn?
         if log and log[0].state == "torn":
@@ -164,7 +192,7 @@ def test_sigkill_mid_checkpoint_posix(tmp_path):
 def test_sigkill_mid_checkpoint_s3(s3_env):
     bucket = s3_env.new_bucket("kill")
     be = Backend("s3://%s/run" % bucket, s3_env, bucket)
-    kill_loop(be, 0.05, 0.6, seed=int(os.environ.get("CKPT_KILL_SEED", "20261129")))
+    kill_loop(be, 0.1, 1.2, seed=int(os.environ.get("CKPT_KILL_SEED", "20261129")), adaptive=True)
 
 
 def _zombie(be):
