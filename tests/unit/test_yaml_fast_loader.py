@@ -5,7 +5,14 @@ import yaml
 
 from launcher import yamlio
 
-pytestmark = pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML built without libyaml")
+
+
+@pytest.fixture(autouse=True)
+def _libyaml():
+    """PyPI's PyYAML wheels carry libyaml (the fast path); a build without it falls back to
+    the pure-Python loader, which the rest of the suite covers: here that is a failure, not
+    a skip, so a test environment without the fast path cannot pass these silently."""
+    assert yaml.__with_libyaml__, "this PyYAML has no libyaml: install PyYAML from a wheel that carries it"
 
 DOCS = [
     "name: a\nrun: 'true'\nsweep: {grid: {x: [1, 2, 3]}, max_parallel: 2}\n",
