@@ -18,6 +18,7 @@ from launcher_backends.slurm import json_status as js
 from launcher_backends.slurm.options import SlurmOptions
 from launcher_backends.slurm.status_io import statuses
 from tests.fixtures.polling import poll
+from tests.fixtures.recording import RecordingRunner
 
 from .test_slurm_matrix import cli, row, slurm_cluster  # noqa: F401 - the matrix's fixtures
 
@@ -25,18 +26,6 @@ DOCKER_ROWS = pytest.mark.parametrize("slurm_cluster", ["docker-24.11", "docker-
 COMPARED = ("state", "native_state", "reason", "exit_code", "restarts", "nodes")
 
 
-class Recording:
-    """The backend's runner, recording every command that crosses the connection."""
-
-    def __init__(self, inner):
-        self.inner, self.argvs, self.where = inner, [], inner.where
-
-    def run(self, argv, **kw):
-        self.argvs.append(list(argv))
-        return self.inner.run(argv, **kw)
-
-    def close(self):
-        self.inner.close()
 
 
 def native_of(cli, job: str) -> str:
@@ -72,7 +61,7 @@ def test_status_of_finished_and_preempted_jobs_reads_the_same_from_json_and_text
     assert facts["json_status"] == ("data_parser/v0.0.42" if slurm_cluster.version == "24.11" else ""), facts
     options = SlurmOptions(**{k: v for k, v in slurm_cluster.target.items() if k != "backend"})
     backend = SlurmBackend(Target("cl", "slurm", options), app=SimpleNamespace(home=str(cli.home)))
-    recording = Recording(backend.runner)
+    recording = RecordingRunner(backend.runner)
     backend._runner = recording
     handles = [Handle("slurm", "cl", job, native) for job, native in jobs.values()]
     ids = [h.native_id for h in handles]

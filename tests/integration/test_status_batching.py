@@ -8,23 +8,12 @@ from launcher.backend import Handle
 from launcher.config import Target
 from launcher.transport import close_all
 from launcher_backends.slurm import SlurmBackend
+from tests.fixtures.recording import RecordingRunner
 from launcher_backends.slurm.options import SlurmOptions
 
 pytestmark = [pytest.mark.slurm, pytest.mark.sshd]
 
 
-class Counting:
-    """Wraps a runner and counts the commands that cross the connection."""
-
-    def __init__(self, inner):
-        self.inner, self.argvs, self.where = inner, [], inner.where
-
-    def run(self, argv, **kw):
-        self.argvs.append(list(argv))
-        return self.inner.run(argv, **kw)
-
-    def close(self):
-        self.inner.close()
 
 
 def test_polling_sixty_jobs_over_ssh_is_one_command(clean_queue, sshd_server, monkeypatch, tmp_path):
@@ -35,7 +24,7 @@ def test_polling_sixty_jobs_over_ssh_is_one_command(clean_queue, sshd_server, mo
                         ssh_key=str(sshd_server.client_key), known_hosts=str(sshd_server.known_hosts),
                         ssh_config="", ssh_agent=False, slurm_conf=str(clean_queue.conf))
     backend = SlurmBackend(Target("remote", "slurm", opts))
-    counting = Counting(backend.runner)
+    counting = RecordingRunner(backend.runner)
     backend._runner = counting
     handles = [Handle("slurm", "remote", f"j{i}", jid) for i, jid in enumerate(ids)]
     statuses = backend.status(handles)
