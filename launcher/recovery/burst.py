@@ -75,11 +75,9 @@ def step(app, job, spec, status, clock):
 
     to = planned_target(app, spec.model_copy(update={"targets": list(spec.burst.to)})) or spec.burst.to[0]
     with claimed(app.store, job.job_id) as c:
-        if c is None:
-            return Outcome(job.job_id, "claimed", "another watcher is deciding on it")
-        rs = RecoveryState.load(c.job.meta)
-        if rs.burst or c.attempts[-1].attempt != latest.attempt:
-            return Outcome(job.job_id, "claimed", "another watcher acted on it first")
+        rs = burst_state(c, job.job_id, latest)
+        if isinstance(rs, Outcome):
+            return rs
         try:
             handle = resubmit(app, c.job, to, latest.attempt + 1, f"burst: {d.reason}", owner=c.owner)
         except ClaimLost:
@@ -92,6 +90,19 @@ def step(app, job, spec, status, clock):
         app.store.save_recovery(job.job_id, rs, replace(rs, burst=race))
     app.store.record_event(job.job_id, "burst", reason=d.reason, to=to, native_id=handle.native_id)
     return Outcome(job.job_id, "burst", f"{d.reason} -> {to}")
+
+
+def burst_state(c, job_id: str, latest):
+    """Under claim C (None: another watcher holds it): the job's RecoveryState when this
+    watcher may start a burst of its LATEST attempt, else the Outcome saying why not."""
+    from .claims import Outcome
+
+    if c is None:
+        return Outcome(job_id, "claimed", "another watcher is deciding on it")
+    rs = RecoveryState.load(c.job.meta)
+    if rs.burst or c.attempts[-1].attempt != latest.attempt:
+        return Outcome(job_id, "claimed", "another watcher acted on it first")
+    return rs
 
 
 def _predicted_wait(app, job, spec, latest) -> Optional[float]:

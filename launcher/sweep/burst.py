@@ -23,7 +23,7 @@ from typing import Optional
 
 from ..backend import Handle, MeasuresQueueWait, can
 from ..errors import LauncherError
-from ..recovery.burst import should_burst
+from ..recovery.burst import burst_state, should_burst
 from ..recovery.claims import Outcome, claimed
 from ..recovery.state import BurstRace, RecoveryState
 from ..state import ClaimLost
@@ -60,11 +60,9 @@ def step(app, job, spec, status, clock) -> Optional[Outcome]:
     to = planned_target(app, spec.model_copy(update={"targets": list(spec.burst.to), "sweep": None})) \
         or spec.burst.to[0]
     with claimed(app.store, job.job_id) as c:
-        if c is None:
-            return Outcome(job.job_id, "claimed", "another watcher is deciding on it")
-        rs = RecoveryState.load(c.job.meta)
-        if rs.burst or c.attempts[-1].attempt != latest.attempt:
-            return Outcome(job.job_id, "claimed", "another watcher acted on it first")
+        rs = burst_state(c, job.job_id, latest)
+        if isinstance(rs, Outcome):
+            return rs
         race = BurstRace("racing", queued_attempt=latest.attempt, queued_target=job.target,
                          queued_handle=latest.handle, copy_attempt=latest.attempt + 1, copy_target=to)
         app.store.save_recovery(job.job_id, rs, replace(rs, burst=race))

@@ -8,8 +8,8 @@ from launcher.backend import Handle
 from launcher.config import Target
 from launcher.transport import close_all
 from launcher_backends.slurm import SlurmBackend
-from tests.fixtures.recording import RecordingRunner
 from launcher_backends.slurm.options import SlurmOptions
+from tests.fixtures.recording import RecordingRunner
 
 pytestmark = [pytest.mark.slurm, pytest.mark.sshd]
 
