@@ -1,0 +1,97 @@
+"""Per-phase timers for one launch() (bench/launch_vs_sbatch.py --phases): the functions
+launch() calls are wrapped in place, each call's time added to its phase of the current
+launch; what no phase covers is printed as "rest". Bench-only: nothing here is imported
+by the launcher."""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+from contextlib import contextmanager
+
+# (module, attribute) of what launch() calls, looked up at call time
+MODULE_PHASES = (
+    ("launcher.support", "require_supported", "require_supported"),
+    ("launcher.secretenv", "for_launch", "secret env (for_launch)"),
+    ("launcher.launch", "new_job_id", "new_job_id"),
+    ("launcher.identity", "plan_identity", "plan_identity"),
+    ("launcher.provenance.seed", "with_run_env", "with_run_env"),
+    ("launcher.launch", "facts_for", "facts_for"),
+    ("launcher.provenance.record", "capture_launch", "capture_launch (provenance)"),
+    ("launcher.provenance.record", "save_launch", "  save_launch (in batch)"),
+)
+
+
+class Phases:
+    def __init__(self):
+        self.runs: list = []  # one {phase: seconds} per launch (with "total")
+        self._cur = None
+
+    def _wrap(self, fn, label):
+        @functools.wraps(fn)
+        def timed(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                if self._cur is not None:
+                    self._cur[label] = self._cur.get(label, 0.0) + time.perf_counter() - t
+        return timed
+
+    def _wrap_cm(self, cm_fn, label):
+        phases = self
+
+        @contextmanager
+        def timed(*a, **kw):
+            t = time.perf_counter()
+            with cm_fn(*a, **kw):
+                yield
+            if phases._cur is not None:
+                phases._cur[label] = phases._cur.get(label, 0.0) + time.perf_counter() - t
+        return timed
+
+    def install(self, app, target: str) -> None:
+        import importlib
+
+        for mod, attr, label in MODULE_PHASES:
+            m = importlib.import_module(mod)
+            setattr(m, attr, self._wrap(getattr(m, attr), label))
+        store, backend = app.store, app.backend(target)
+        for obj, attr, label in ((store, "job_dir", "store.job_dir"),
+                                 (store, "begin_job", "SUBMITTING commit (begin_job)"),
+                                 (backend, "render", "render"),
+                                 (backend, "submit", "submit (all)"),
+                                 (backend, "_stage_helper", "  stage helper"),
+                                 (backend.runner, "put_file", "  write script"),
+                                 (backend, "_sbatch_once", "  sbatch subprocess")):
+            setattr(obj, attr, self._wrap(getattr(obj, attr), label))
+        store.batch = self._wrap_cm(store.batch, "post-submit batch (one tx)")
+
+    @contextmanager
+    def launch(self):
+        self._cur = {}
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._cur["total"] = time.perf_counter() - t
+            self.runs.append(self._cur)
+            self._cur = None
+
+    def print(self, skip: int = 0) -> None:
+        runs = self.runs[skip:]
+        if not runs:
+            return
+        labels = []
+        for r in runs:
+            labels += [k for k in r if k not in labels]
+        top = [k for k in labels if not k.startswith("  ") and k != "total"]
+        for r in runs:
+            r["rest (launch() itself)"] = r["total"] - sum(r.get(k, 0.0) for k in top)
+        labels = [k for k in labels if k != "total"] + ["rest (launch() itself)", "total"]
+        print(f"\nphases of launch() (ms per launch, n={len(runs)}; indented: part of the line above)")
+        print(f"{'phase':<36} {'median':>8} {'mean':>8}")
+        for k in labels:
+            ms = [r.get(k, 0.0) * 1000 for r in runs]
+            print(f"{k:<36} {statistics.median(ms):8.3f} {statistics.mean(ms):8.3f}")
