@@ -18,8 +18,11 @@ MODULE_PHASES = (
     ("launcher.identity", "plan_identity", "plan_identity"),
     ("launcher.provenance.seed", "with_run_env", "with_run_env"),
     ("launcher.launch", "facts_for", "facts_for"),
-    ("launcher.provenance.record", "capture_launch", "capture_launch (provenance)"),
+    ("launcher.launch", "submit_recorded", "submit (stage, sbatch; draft during it)"),
+    ("launcher.provenance.record", "draft_launch", "  provenance draft (during sbatch)"),
+    ("launcher.provenance.record", "complete_launch", "provenance complete (RUN.json)"),
     ("launcher.provenance.record", "save_launch", "  save_launch (in batch)"),
+    ("launcher.provenance.record", "save_record", "    save_record"),
 )
 
 
@@ -60,11 +63,13 @@ class Phases:
         store, backend = app.store, app.backend(target)
         for obj, attr, label in ((store, "job_dir", "store.job_dir"),
                                  (store, "begin_job", "SUBMITTING commit (begin_job)"),
+                                 (store, "record_attempt", "  record_attempt"),
+                                 (store, "record_event", "  record_event (each)"),
                                  (backend, "render", "render"),
-                                 (backend, "submit", "submit (all)"),
                                  (backend, "_stage_helper", "  stage helper"),
                                  (backend.runner, "put_file", "  write script"),
-                                 (backend, "_sbatch_once", "  sbatch subprocess")):
+                                 (backend.runner, "start", "  start sbatch (fork/exec)"),
+                                 (backend, "_submitted", "  wait for sbatch (after the draft)")):
             setattr(obj, attr, self._wrap(getattr(obj, attr), label))
         store.batch = self._wrap_cm(store.batch, "post-submit batch (one tx)")
 

@@ -48,14 +48,17 @@ class _Popen(subprocess.Popen):
         return super().wait(None if WATCHDOG.watching(self) else timeout)
 
 
-def _run(argv: list, input: Optional[str], timeout: Optional[float], env: dict) -> tuple:
-    """``subprocess.run(argv, input=, capture_output=True, text=True, timeout=, env=)``:
-    (returncode, stdout, stderr); TimeoutExpired when the command outlives TIMEOUT (reading
-    its output is bounded by communicate's own timeout, its exit by the watchdog)."""
-    with _Popen(argv, stdin=subprocess.PIPE if input is not None else None, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True, env=env) as p:
-        if timeout is not None:
-            WATCHDOG.watch(p, timeout)
+def _start(argv: list, input: Optional[str], timeout: Optional[float], env: dict) -> _Popen:
+    """The child of ``_run``, started (its deadline counted from now); ``_finish`` waits for it."""
+    p = _Popen(argv, stdin=subprocess.PIPE if input is not None else None, stdout=subprocess.PIPE,
+               stderr=subprocess.PIPE, text=True, env=env)
+    if timeout is not None:
+        WATCHDOG.watch(p, timeout)
+    return p
+
+
+def _finish(p: _Popen, input: Optional[str], timeout: Optional[float]) -> tuple:
+    with p:
         try:
             out, err = p.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -68,8 +71,35 @@ def _run(argv: list, input: Optional[str], timeout: Optional[float], env: dict) 
         finally:
             killed = timeout is not None and WATCHDOG.unwatch(p)
         if killed:
-            raise subprocess.TimeoutExpired(argv, timeout, out, err)
+            raise subprocess.TimeoutExpired(p.args, timeout, out, err)
         return p.poll(), out, err
+
+
+def _run(argv: list, input: Optional[str], timeout: Optional[float], env: dict) -> tuple:
+    """``subprocess.run(argv, input=, capture_output=True, text=True, timeout=, env=)``:
+    (returncode, stdout, stderr); TimeoutExpired when the command outlives TIMEOUT (reading
+    its output is bounded by communicate's own timeout, its exit by the watchdog)."""
+    return _finish(_start(argv, input, timeout, env), input, timeout)
+
+
+class Started:
+    """A command ``LocalRunner.start`` started: ``wait()`` gives what ``run`` would have
+    returned (or raised); ``kill()`` ends a command nobody will wait for."""
+
+    def __init__(self, runner: "LocalRunner", argv: list, p: _Popen, input: Optional[str],
+                 timeout: Optional[float], check: bool):
+        self._runner, self.argv, self._p, self._input, self._timeout, self._check = \
+            runner, argv, p, input, timeout, check
+
+    def wait(self) -> Result:
+        return self._runner._result(self.argv, self._timeout, self._check,
+                                    lambda: _finish(self._p, self._input, self._timeout))
+
+    def kill(self) -> None:
+        with self._p:
+            self._p.kill()
+            self._p.wait()
+        WATCHDOG.unwatch(self._p)
 
 
 class LocalRunner:
@@ -82,10 +112,26 @@ class LocalRunner:
 
     def run(self, argv, input=None, timeout=60, check=True, env=None) -> Result:
         full_env = {**os.environ, **self.base_env, **(env or {})}
+        return self._result(argv, timeout, check, lambda: _run(list(argv), input, timeout, full_env))
+
+    def start(self, argv, input=None, timeout=60, check=True, env=None) -> Started:
+        """``run`` in two halves: the command starts now and runs while the caller does other
+        work; ``.wait()`` gives its Result (errors as ``run`` raises them)."""
+        full_env = {**os.environ, **self.base_env, **(env or {})}
         try:
-            code, out, err = _run(list(argv), input, timeout, full_env)
+            p = _start(list(argv), input, timeout, full_env)
         except FileNotFoundError:
-            raise CommandError(argv, 127, "", f"{argv[0]}: command not found on {self.where}", self.where) from None
+            raise self._not_found(argv) from None
+        return Started(self, list(argv), p, input, timeout, check)
+
+    def _not_found(self, argv) -> CommandError:
+        return CommandError(argv, 127, "", f"{argv[0]}: command not found on {self.where}", self.where)
+
+    def _result(self, argv, timeout, check, call) -> Result:
+        try:
+            code, out, err = call()
+        except FileNotFoundError:
+            raise self._not_found(argv) from None
         except subprocess.TimeoutExpired:
             raise TransientError(f"command timed out after {timeout:g}s on {self.where}: {' '.join(argv)}") from None
         r = Result(tuple(argv), code, out, err)

@@ -176,6 +176,12 @@ class SlurmBackend:
 
     # ---- submit: all-or-nothing
     def submit(self, request: Request) -> Handle:
+        return self.start_submit(request).wait()
+
+    def start_submit(self, request: Request) -> "PendingSubmit":
+        """``submit`` in two halves (launcher.backend.StartsSubmit): the job is staged and
+        sbatch started now; ``.wait()`` gives the Handle or raises what ``submit`` would.
+        On a login node reached over SSH, sbatch has run (with its retries) when this returns."""
         job_dir = request.meta["job_dir"]
         script = f"{job_dir}/attempt-{request.job.attempt}.sbatch"
         missing = [n for n in request.meta.get("secrets", ()) if n not in os.environ]
@@ -190,8 +196,20 @@ class SlurmBackend:
         except CommandError as e:
             raise SubmitError(f"could not stage the job script on {e.where}: {e}") from None
         argv, stdin = self._sbatch_argv(script, request.meta.get("secrets", ()))
+        if not self.opts.ssh_host and hasattr(self.runner, "start"):
+            started = self.runner.start(argv, input=stdin, timeout=self.opts.command_timeout, check=False)
+            return PendingSubmit(self, request, script, started.wait, started.kill)
         try:
             r = self._sbatch_once(argv, stdin, request.job)
+        except TransientError as e:
+            return PendingSubmit(self, request, script, _raiser(e), lambda: None)
+        return PendingSubmit(self, request, script, lambda: r, lambda: None)
+
+    def _submitted(self, request: Request, script: str, wait) -> Handle:
+        """The Handle of the sbatch that WAIT gives the result of (a Result, or a Handle found
+        by the dedupe token)."""
+        try:
+            r = wait()
         except TransientError:
             # unclear whether sbatch ran: look for our dedupe token before anyone retries
             found = self.find(request.job)
@@ -208,7 +226,7 @@ class SlurmBackend:
             if not native.isdigit():
                 raise SubmitError(f"sbatch printed an unexpected job id {r.stdout!r}")
             return Handle(self.name, self.target.name, request.job.job_id, native, request.job.attempt,
-                          extra={"job_dir": job_dir, "script": script,
+                          extra={"job_dir": request.meta["job_dir"], "script": script,
                                  "hourly_usd": request.meta.get("hourly_usd")})
         except BaseException:
             self._cancel_native(native)
@@ -380,6 +398,26 @@ class SlurmBackend:
             return None
         return Handle(self.name, self.target.name, job.job_id, jid, job.attempt,
                       extra={"job_dir": self.job_dir_for(job), "found_by_token": True})
+
+
+class PendingSubmit:
+    """A started sbatch (SlurmBackend.start_submit): ``wait()`` once for its Handle;
+    ``abandon()`` kills an sbatch nobody will wait for (as an interrupted ``submit`` does)."""
+
+    def __init__(self, backend: SlurmBackend, request: Request, script: str, wait, kill):
+        self._backend, self._request, self._script, self._wait, self._kill = backend, request, script, wait, kill
+
+    def wait(self) -> Handle:
+        return self._backend._submitted(self._request, self._script, self._wait)
+
+    def abandon(self) -> None:
+        self._kill()
+
+
+def _raiser(exc: BaseException):
+    def again():
+        raise exc
+    return again
 
 
 def _with_token(text: str, token: str) -> Optional[str]:
