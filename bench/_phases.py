@@ -29,17 +29,18 @@ MODULE_PHASES = (
 class Phases:
     def __init__(self):
         self.runs: list = []  # one {phase: seconds} per launch (with "total")
+        self.cpus: list = []  # the same in CPU seconds of the launching thread
         self._cur = None
 
     def _wrap(self, fn, label):
         @functools.wraps(fn)
         def timed(*a, **kw):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             try:
                 return fn(*a, **kw)
             finally:
                 if self._cur is not None:
-                    self._cur[label] = self._cur.get(label, 0.0) + time.perf_counter() - t
+                    self._add(label, time.perf_counter() - t, time.thread_time() - c)
         return timed
 
     def _wrap_cm(self, cm_fn, label):
@@ -47,12 +48,16 @@ class Phases:
 
         @contextmanager
         def timed(*a, **kw):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             with cm_fn(*a, **kw):
                 yield
             if phases._cur is not None:
-                phases._cur[label] = phases._cur.get(label, 0.0) + time.perf_counter() - t
+                phases._add(label, time.perf_counter() - t, time.thread_time() - c)
         return timed
+
+    def _add(self, label: str, wall: float, cpu: float) -> None:
+        self._cur[label] = self._cur.get(label, 0.0) + wall
+        self._cpu[label] = self._cpu.get(label, 0.0) + cpu
 
     def install(self, app, target: str) -> None:
         import importlib
@@ -75,13 +80,14 @@ class Phases:
 
     @contextmanager
     def launch(self):
-        self._cur = {}
-        t = time.perf_counter()
+        self._cur, self._cpu = {}, {}
+        t, cpu = time.perf_counter(), time.thread_time()
         try:
             yield
         finally:
-            self._cur["total"] = time.perf_counter() - t
+            self._add("total", time.perf_counter() - t, time.thread_time() - cpu)
             self.runs.append(self._cur)
+            self.cpus.append(self._cpu)
             self._cur = None
 
     def print(self, skip: int = 0) -> None:
@@ -91,12 +97,15 @@ class Phases:
         labels = []
         for r in runs:
             labels += [k for k in r if k not in labels]
+        cpus = self.cpus[skip:]
         top = [k for k in labels if not k.startswith("  ") and k != "total"]
-        for r in runs:
+        for r in runs + cpus:
             r["rest (launch() itself)"] = r["total"] - sum(r.get(k, 0.0) for k in top)
         labels = [k for k in labels if k != "total"] + ["rest (launch() itself)", "total"]
-        print(f"\nphases of launch() (ms per launch, n={len(runs)}; indented: part of the line above)")
-        print(f"{'phase':<36} {'median':>8} {'mean':>8}")
+        print(f"\nphases of launch() (ms per launch, n={len(runs)}; indented: part of the line above;"
+              f" CPU: of the launching thread)")
+        print(f"{'phase':<40} {'median':>8} {'mean':>8} {'CPU med':>8}")
         for k in labels:
             ms = [r.get(k, 0.0) * 1000 for r in runs]
-            print(f"{k:<36} {statistics.median(ms):8.3f} {statistics.mean(ms):8.3f}")
+            cpu = [r.get(k, 0.0) * 1000 for r in cpus]
+            print(f"{k:<40} {statistics.median(ms):8.3f} {statistics.mean(ms):8.3f} {statistics.median(cpu):8.3f}")
