@@ -22,6 +22,7 @@ from .array import with_array_tasks
 from .options import SlurmOptions, SlurmSection
 from .render import HELPER_NAME, render_sbatch
 from .states import parse_scontrol_oneliners, requeued_run
+from .submitting import PendingSubmit, raiser
 from .status_io import history, statuses
 
 # named in the transport's error for a program missing on the login node
@@ -196,41 +197,14 @@ class SlurmBackend:
         except CommandError as e:
             raise SubmitError(f"could not stage the job script on {e.where}: {e}") from None
         argv, stdin = self._sbatch_argv(script, request.meta.get("secrets", ()))
-        if not self.opts.ssh_host and hasattr(self.runner, "start"):
+        if not self.opts.ssh_host and isinstance(self.runner, LocalRunner):
             started = self.runner.start(argv, input=stdin, timeout=self.opts.command_timeout, check=False)
             return PendingSubmit(self, request, script, started.wait, started.kill)
         try:
             r = self._sbatch_once(argv, stdin, request.job)
         except TransientError as e:
-            return PendingSubmit(self, request, script, _raiser(e), lambda: None)
-        return PendingSubmit(self, request, script, lambda: r, lambda: None)
-
-    def _submitted(self, request: Request, script: str, wait) -> Handle:
-        """The Handle of the sbatch that WAIT gives the result of (a Result, or a Handle found
-        by the dedupe token)."""
-        try:
-            r = wait()
-        except TransientError:
-            # unclear whether sbatch ran: look for our dedupe token before anyone retries
-            found = self.find(request.job)
-            if found:
-                return found
-            raise
-        if isinstance(r, Handle):
-            return r
-        if r.returncode != 0:
-            raise SubmitError(f"sbatch rejected the script for {request.job.job_id} (exit {r.returncode}):\n"
-                              f"{r.stderr.strip() or r.stdout.strip()}")
-        native = r.stdout.strip().split(";")[0]
-        try:
-            if not native.isdigit():
-                raise SubmitError(f"sbatch printed an unexpected job id {r.stdout!r}")
-            return Handle(self.name, self.target.name, request.job.job_id, native, request.job.attempt,
-                          extra={"job_dir": request.meta["job_dir"], "script": script,
-                                 "hourly_usd": request.meta.get("hourly_usd")})
-        except BaseException:
-            self._cancel_native(native)
-            raise
+            return PendingSubmit(self, request, script, raiser(e))
+        return PendingSubmit(self, request, script, lambda: r)
 
     def _stage_helper(self, job_dir: str) -> None:
         """On this host, a hard link to the one copy per content hash (launcher.staging);
@@ -398,26 +372,6 @@ class SlurmBackend:
             return None
         return Handle(self.name, self.target.name, job.job_id, jid, job.attempt,
                       extra={"job_dir": self.job_dir_for(job), "found_by_token": True})
-
-
-class PendingSubmit:
-    """A started sbatch (SlurmBackend.start_submit): ``wait()`` once for its Handle;
-    ``abandon()`` kills an sbatch nobody will wait for (as an interrupted ``submit`` does)."""
-
-    def __init__(self, backend: SlurmBackend, request: Request, script: str, wait, kill):
-        self._backend, self._request, self._script, self._wait, self._kill = backend, request, script, wait, kill
-
-    def wait(self) -> Handle:
-        return self._backend._submitted(self._request, self._script, self._wait)
-
-    def abandon(self) -> None:
-        self._kill()
-
-
-def _raiser(exc: BaseException):
-    def again():
-        raise exc
-    return again
 
 
 def _with_token(text: str, token: str) -> Optional[str]:
