@@ -270,8 +270,8 @@ class RunsArrays(Protocol):
 class StartsSubmit(Protocol):
     """``submit`` in two halves: ``start_submit(request)`` stages the job and starts the
     scheduler's submit command; what it returns has ``wait()``, giving exactly what ``submit``
-    would (the Handle, or its error), and ``abandon()``, ending a submit command nobody will
-    wait for. ``launch`` does its provenance work while the scheduler answers."""
+    would (the Handle, or its error). ``launch`` does its provenance work while the scheduler
+    answers."""
 
     def start_submit(self, request: Request) -> Any: ...
 

@@ -161,25 +161,32 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
 
 def submit_recorded(store, backend, request: Request, job_id: str, work) -> tuple:
     """(the backend's Handle for REQUEST, WORK()). WORK runs while the scheduler answers where
-    the backend submits in two halves (StartsSubmit), else after the submission. When the
-    submission fails or is interrupted (in WORK too: the started submit command is ended, as
-    an interrupted ``submit`` is), JOB_ID's SUBMITTING row is removed: nothing was submitted."""
-    started = can(backend, StartsSubmit)
+    the backend submits in two halves (StartsSubmit), else after the submission. A submission
+    that fails removes JOB_ID's SUBMITTING row (nothing was submitted). WORK interrupted while
+    the scheduler answers: the submission is waited for, and when it got through the row stays
+    SUBMITTING for ``watch``/``status`` to adopt by its dedupe token (a launcher killed there)."""
+    if not can(backend, StartsSubmit):
+        handle = _or_forget(store, job_id, lambda: backend.submit(request))
+        return handle, work()
+    pending = _or_forget(store, job_id, lambda: backend.start_submit(request))
     try:
-        if not started:
-            handle = backend.submit(request)
-        else:
-            pending = backend.start_submit(request)
-            try:
-                done = work()
-            except BaseException:
-                pending.abandon()
-                raise
-            handle = pending.wait()
+        done = work()
+    except BaseException:
+        try:
+            _or_forget(store, job_id, pending.wait)
+        except BaseException:  # not submitted: its row is gone; the interrupt is what the caller hears
+            pass
+        raise
+    return _or_forget(store, job_id, pending.wait), done
+
+
+def _or_forget(store, job_id: str, call):
+    """CALL(); when it fails or is interrupted, JOB_ID's SUBMITTING row is removed."""
+    try:
+        return call()
     except BaseException:
         store.forget_job(job_id)
         raise
-    return handle, (done if started else work())
 
 
 def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=(), owner=None) -> Handle:

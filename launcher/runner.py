@@ -84,7 +84,7 @@ def _run(argv: list, input: Optional[str], timeout: Optional[float], env: dict) 
 
 class Started:
     """A command ``LocalRunner.start`` started: ``wait()`` gives what ``run`` would have
-    returned (or raised); ``kill()`` ends a command nobody will wait for."""
+    returned (or raised); an interrupted wait kills the command, as an interrupted ``run`` does."""
 
     def __init__(self, runner: "LocalRunner", argv: list, p: _Popen, input: Optional[str],
                  timeout: Optional[float], check: bool):
@@ -94,12 +94,6 @@ class Started:
     def wait(self) -> Result:
         return self._runner._result(self.argv, self._timeout, self._check,
                                     lambda: _finish(self._p, self._input, self._timeout))
-
-    def kill(self) -> None:
-        with self._p:
-            self._p.kill()
-            self._p.wait()
-        WATCHDOG.unwatch(self._p)
 
 
 class LocalRunner:

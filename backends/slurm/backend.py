@@ -199,7 +199,7 @@ class SlurmBackend:
         argv, stdin = self._sbatch_argv(script, request.meta.get("secrets", ()))
         if not self.opts.ssh_host and isinstance(self.runner, LocalRunner):
             started = self.runner.start(argv, input=stdin, timeout=self.opts.command_timeout, check=False)
-            return PendingSubmit(self, request, script, started.wait, started.kill)
+            return PendingSubmit(self, request, script, started.wait)
         try:
             r = self._sbatch_once(argv, stdin, request.job)
         except TransientError as e:

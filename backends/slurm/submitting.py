@@ -8,19 +8,14 @@ from launcher.errors import SubmitError, TransientError
 
 
 class PendingSubmit:
-    """A started sbatch: ``wait()`` once for its Handle (or the error ``submit`` raises);
-    ``abandon()`` kills an sbatch nobody will wait for, as an interrupted ``submit`` does.
+    """A started sbatch: ``wait()`` once for its Handle (or the error ``submit`` raises).
     WAIT gives sbatch's Result (or a Handle found by the dedupe token)."""
 
-    def __init__(self, backend, request: Request, script: str, wait, kill=None):
-        self._backend, self._request, self._script, self._wait, self._kill = backend, request, script, wait, kill
+    def __init__(self, backend, request: Request, script: str, wait):
+        self._backend, self._request, self._script, self._wait = backend, request, script, wait
 
     def wait(self) -> Handle:
         return submitted(self._backend, self._request, self._script, self._wait)
-
-    def abandon(self) -> None:
-        if self._kill is not None:
-            self._kill()
 
 
 def raiser(exc: BaseException):

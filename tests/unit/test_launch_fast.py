@@ -45,12 +45,6 @@ def test_a_started_command_runs_while_the_caller_works_and_keeps_its_timeout(tmp
         LocalRunner().start(["sleep", "30"], timeout=0.3).wait()
 
 
-def test_a_killed_start_leaves_no_child():
-    started = LocalRunner().start(["sleep", "30"])
-    started.kill()
-    assert started._p.returncode is not None
-
-
 # ---------------------------------------------------------------- launch.submit_recorded
 class TwoHalves:
     """A backend that submits in two halves, recording the order of events."""
@@ -73,9 +67,6 @@ class TwoHalves:
                 if backend.fail_wait:
                     raise TransientError("sbatch timed out")
                 return Handle("fake", "t", "j", "42", 1)
-
-            def abandon(self):
-                backend.log.append("abandon")
         return Pending()
 
 
@@ -114,7 +105,10 @@ def test_a_failed_wait_forgets_the_submitting_row(app):
     assert not [j for j in app.store.list_jobs() if j.job_id == job_id]
 
 
-def test_an_interrupt_in_the_work_ends_the_started_submit_and_forgets_the_row(app):
+@pytest.mark.parametrize("got_through", [True, False])
+def test_an_interrupt_in_the_work_waits_for_the_submission_and_keeps_a_submitted_row(app, got_through):
+    """A launcher interrupted while sbatch runs: a job that reached the scheduler stays
+    SUBMITTING (watch/status adopt it by its dedupe token); one that did not is removed."""
     log = []
     job_id = _submitting(app)
 
@@ -122,9 +116,10 @@ def test_an_interrupt_in_the_work_ends_the_started_submit_and_forgets_the_row(ap
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        submit_recorded(app.store, TwoHalves(log), None, job_id, work)
-    assert log == ["start", "abandon"]
-    assert not [j for j in app.store.list_jobs() if j.job_id == job_id]
+        submit_recorded(app.store, TwoHalves(log, fail_wait=not got_through), None, job_id, work)
+    assert log == ["start", "wait"]
+    rows = [j for j in app.store.list_jobs() if j.job_id == job_id]
+    assert [j.state for j in rows] == (["SUBMITTING"] if got_through else [])
 
 
 # ---------------------------------------------------------------- provenance drafted before the native id
