@@ -45,6 +45,19 @@ def test_a_started_command_runs_while_the_caller_works_and_keeps_its_timeout(tmp
         LocalRunner().start(["sleep", "30"], timeout=0.3).wait()
 
 
+def test_a_command_sees_the_environment_as_it_is_now(monkeypatch):
+    r = LocalRunner(env={"X_BASE": "base"})
+    show = ["sh", "-c", 'echo "$X_LAUNCHFAST_ENV|$X_BASE|$X_CALL"']
+    monkeypatch.setenv("X_LAUNCHFAST_ENV", "one")
+    assert r.run(show).stdout == "one|base|\n"
+    assert r.start(show).wait().stdout == "one|base|\n"  # the kept environment
+    monkeypatch.setenv("X_LAUNCHFAST_ENV", "two")
+    assert r.run(show).stdout == "two|base|\n"
+    assert r.run(show, env={"X_CALL": "call"}).stdout == "two|base|call\n"
+    monkeypatch.delenv("X_LAUNCHFAST_ENV")
+    assert r.start(show).wait().stdout == "|base|\n"
+
+
 # ---------------------------------------------------------------- launch.submit_recorded
 class TwoHalves:
     """A backend that submits in two halves, recording the order of events."""
