@@ -20,6 +20,7 @@ MODULE_PHASES = (
     ("launcher.launch", "facts_for", "facts_for"),
     ("launcher.launch", "submit_recorded", "submit (stage, sbatch; draft during it)"),
     ("launcher.provenance.record", "draft_launch", "  provenance draft (during sbatch)"),
+    ("launcher_backends.slurm.submitting", "submitted", "  wait for sbatch (after the draft)"),
     ("launcher.provenance.record", "complete_launch", "provenance complete (RUN.json)"),
     ("launcher.provenance.record", "save_launch", "  save_launch (in batch)"),
     ("launcher.provenance.record", "save_record", "    save_record"),
@@ -73,8 +74,7 @@ class Phases:
                                  (backend, "render", "render"),
                                  (backend, "_stage_helper", "  stage helper"),
                                  (backend.runner, "put_file", "  write script"),
-                                 (backend.runner, "start", "  start sbatch (fork/exec)"),
-                                 (backend, "_submitted", "  wait for sbatch (after the draft)")):
+                                 (backend.runner, "start", "  start sbatch (fork/exec)")):
             setattr(obj, attr, self._wrap(getattr(obj, attr), label))
         store.batch = self._wrap_cm(store.batch, "post-submit batch (one tx)")
 
