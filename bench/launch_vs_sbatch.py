@@ -1,7 +1,7 @@
 """200 single `launch()` calls against raw `sbatch` of the same script, interleaved in
 one run, on a throw-away test cluster (tests/cluster) that this script starts and stops.
 
-    .venv/bin/python bench/launch_vs_sbatch.py [--n 200] [--profile FILE]
+    .venv/bin/python bench/launch_vs_sbatch.py [--n 200] [--profile FILE] [--phases]
 
 Each round submits one job with a raw `sbatch --parsable SCRIPT` subprocess (SCRIPT is
 what launch() renders for the same spec, written once) and then one job through the
@@ -9,6 +9,10 @@ launch() API in the same process (render + provenance + stage + sbatch + state s
 so a busy machine slows both alike. Jobs are submitted held and cancelled afterwards.
 Figures are printed, never asserted (issue 13 target: launch() at most 1.2x raw sbatch).
 --profile writes a cProfile of the launch() calls (pstats format) and prints its top.
+--phases times the phases of each launch() (bench/_phases.py) and prints their medians.
+The cluster's state and the launcher's home go under $TMPDIR (default /tmp); on a machine
+where /tmp is slow to create files (measured here: 10-20x /var/tmp), TMPDIR=/var/tmp shows
+both sides without it.
 """
 
 from __future__ import annotations
@@ -62,8 +66,9 @@ def interleaved(raw_once, api_once, n: int, warmup: int = 3, prof=None) -> tuple
     return raw, api
 
 
-def launch_vs_raw(bc, n: int, warmup: int = 3, prof=None) -> tuple[list, list]:
-    """(raw sbatch seconds, launch() seconds), N each, on BC (a bench_cluster)."""
+def launch_vs_raw(bc, n: int, warmup: int = 3, prof=None, phases=None) -> tuple[list, list]:
+    """(raw sbatch seconds, launch() seconds), N each, on BC (a bench_cluster); PHASES (a
+    _phases.Phases) times the parts of each launch()."""
     from launcher.app import App
     from launcher.launch import launch
     from launcher.specload import spec_from_text
@@ -82,7 +87,14 @@ def launch_vs_raw(bc, n: int, warmup: int = 3, prof=None) -> tuple[list, list]:
                            env=bc.cluster.env)
 
         def api_once():
-            launch(app, spec, spec_text, str(spec_file), TARGET)
+            if phases is not None:
+                with phases.launch():
+                    launch(app, spec, spec_text, str(spec_file), TARGET)
+            else:
+                launch(app, spec, spec_text, str(spec_file), TARGET)
+
+        if phases is not None:
+            phases.install(app, TARGET)
 
         return interleaved(raw_once, api_once, n, warmup, prof)
     finally:
@@ -103,17 +115,25 @@ def main():
     ap.add_argument("--n", "-n", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--profile", help="write a cProfile of the launch() calls here")
+    ap.add_argument("--phases", action="store_true", help="time the phases of each launch()")
     a = ap.parse_args()
+    phases = None
+    if a.phases:
+        from _phases import Phases
+
+        phases = Phases()
     prof = None
     if a.profile:
         import cProfile
 
         prof = cProfile.Profile()
     with bench_cluster() as bc:
-        raw, api = launch_vs_raw(bc, a.n, a.warmup, prof)
+        raw, api = launch_vs_raw(bc, a.n, a.warmup, prof, phases)
         print(f"cluster: 4 nodes, {slurm_version(bc.cluster)}; n={a.n} each, interleaved; "
               f"load average {os.getloadavg()[0]:.2f}")
         print_ratio(raw, api, a.n)
+        if phases is not None:
+            phases.print(a.warmup)
     if prof is not None:
         import pstats
 

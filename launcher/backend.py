@@ -266,6 +266,16 @@ class RunsArrays(Protocol):
     def runs_arrays(cls, options: dict) -> bool: ...
 
 
+@runtime_checkable
+class StartsSubmit(Protocol):
+    """``submit`` in two halves: ``start_submit(request)`` stages the job and starts the
+    scheduler's submit command; what it returns has ``wait()``, giving exactly what ``submit``
+    would (the Handle, or its error). ``launch`` does its provenance work while the scheduler
+    answers."""
+
+    def start_submit(self, request: Request) -> Any: ...
+
+
 def can(backend: Any, capability: type) -> bool:
     """Whether BACKEND (an instance, or its class for the classmethod capabilities and
     those made of methods only) declares CAPABILITY (one of the protocols above). A yes that

@@ -7,10 +7,11 @@ when submission fails the row is removed again: nothing is recorded as submitted
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Optional
 
-from .backend import Handle, JobRef, MeasuresQueueWait, Request, can
+from .backend import Handle, JobRef, MeasuresQueueWait, Request, StartsSubmit, can
 from .errors import LauncherError
 from .spec import JobSpec
 from .state import new_job_id
@@ -108,7 +109,7 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     and step it resumes, or that --fresh starts over, and the LAUNCHER_SEED it carries;
     the same goes into the job's events ("resumes" / "fresh")."""
     from .identity import plan_identity
-    from .provenance.record import capture_launch, save_launch
+    from .provenance.record import complete_launch, draft_launch, save_launch
     from .provenance.seed import with_run_env
     from .secretenv import for_launch
     from .support import require_supported
@@ -140,18 +141,15 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
         meta["resumes"] = {"run": ident.earlier.run, "step": ident.earlier.step}
     store.begin_job(job_id, spec.name, target_name, backend.name, spec_path, spec_text,
                     ckpt_root=spec.checkpoint.root, meta=meta)
-    try:
-        handle = backend.submit(request)
-    except BaseException:
-        store.forget_job(job_id)
-        raise
-    # provenance (advisory, never raises): the record, and ROOT/.launcher/runs/<job_id>/RUN.json
-    # written before the store's lock is taken; then what the submission produced, ONE transaction
-    # (the SUBMITTING row was made durable before the scheduler was called)
-    captured = capture_launch(app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
-                              target_name=target_name, request=request, handle=handle, seed=seed,
-                              seed_source=ident.seed.source,
-                              continues=ident.event() if (fresh or ident.resumes) else None)
+    # provenance (advisory, never raises): captured while the scheduler answers (submit_recorded);
+    # ROOT/.launcher/runs/<job_id>/RUN.json written once the native id is known, before the store's lock
+    handle, drafted = submit_recorded(store, backend, request, job_id, functools.partial(
+        draft_launch, app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
+        target_name=target_name, request=request, seed=seed, seed_source=ident.seed.source,
+        continues=ident.event() if (fresh or ident.resumes) else None))
+    captured = complete_launch(app, drafted, spec, target_name, job_id, handle)
+    # then what the submission produced, ONE transaction (the SUBMITTING row was made durable
+    # before the scheduler was called)
     with store.batch():
         store.record_attempt(job_id, attempt, target_name, handle.to_json(), handle.native_id, state="PENDING")
         store.record_event(job_id, "submitted", target=target_name, native_id=handle.native_id, attempt=attempt)
@@ -159,6 +157,36 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
             store.record_event(job_id, "fresh" if fresh else "resumes", **ident.event())
         save_launch(store, job_id, captured, seed)
     return Launched(job_id, handle, request)
+
+
+def submit_recorded(store, backend, request: Request, job_id: str, work) -> tuple:
+    """(the backend's Handle for REQUEST, WORK()). WORK runs while the scheduler answers where
+    the backend submits in two halves (StartsSubmit), else after the submission. A submission
+    that fails removes JOB_ID's SUBMITTING row (nothing was submitted). WORK interrupted while
+    the scheduler answers: the submission is waited for, and when it got through the row stays
+    SUBMITTING for ``watch``/``status`` to adopt by its dedupe token (a launcher killed there)."""
+    if not can(backend, StartsSubmit):
+        handle = _or_forget(store, job_id, lambda: backend.submit(request))
+        return handle, work()
+    pending = _or_forget(store, job_id, lambda: backend.start_submit(request))
+    try:
+        done = work()
+    except BaseException:
+        try:
+            _or_forget(store, job_id, pending.wait)
+        except BaseException:  # not submitted: its row is gone; the interrupt is what the caller hears
+            pass
+        raise
+    return _or_forget(store, job_id, pending.wait), done
+
+
+def _or_forget(store, job_id: str, call):
+    """CALL(); when it fails or is interrupted, JOB_ID's SUBMITTING row is removed."""
+    try:
+        return call()
+    except BaseException:
+        store.forget_job(job_id)
+        raise
 
 
 def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=(), owner=None) -> Handle:

@@ -48,14 +48,17 @@ class _Popen(subprocess.Popen):
         return super().wait(None if WATCHDOG.watching(self) else timeout)
 
 
-def _run(argv: list, input: Optional[str], timeout: Optional[float], env: dict) -> tuple:
-    """``subprocess.run(argv, input=, capture_output=True, text=True, timeout=, env=)``:
-    (returncode, stdout, stderr); TimeoutExpired when the command outlives TIMEOUT (reading
-    its output is bounded by communicate's own timeout, its exit by the watchdog)."""
-    with _Popen(argv, stdin=subprocess.PIPE if input is not None else None, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True, env=env) as p:
-        if timeout is not None:
-            WATCHDOG.watch(p, timeout)
+def _start(argv: list, input: Optional[str], timeout: Optional[float], env: dict) -> _Popen:
+    """The child of ``_run``, started (its deadline counted from now); ``_finish`` waits for it."""
+    p = _Popen(argv, stdin=subprocess.PIPE if input is not None else None, stdout=subprocess.PIPE,
+               stderr=subprocess.PIPE, text=True, env=env)
+    if timeout is not None:
+        WATCHDOG.watch(p, timeout)
+    return p
+
+
+def _finish(p: _Popen, input: Optional[str], timeout: Optional[float]) -> tuple:
+    with p:
         try:
             out, err = p.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -68,8 +71,29 @@ def _run(argv: list, input: Optional[str], timeout: Optional[float], env: dict) 
         finally:
             killed = timeout is not None and WATCHDOG.unwatch(p)
         if killed:
-            raise subprocess.TimeoutExpired(argv, timeout, out, err)
+            raise subprocess.TimeoutExpired(p.args, timeout, out, err)
         return p.poll(), out, err
+
+
+def _run(argv: list, input: Optional[str], timeout: Optional[float], env: dict) -> tuple:
+    """``subprocess.run(argv, input=, capture_output=True, text=True, timeout=, env=)``:
+    (returncode, stdout, stderr); TimeoutExpired when the command outlives TIMEOUT (reading
+    its output is bounded by communicate's own timeout, its exit by the watchdog)."""
+    return _finish(_start(argv, input, timeout, env), input, timeout)
+
+
+class Started:
+    """A command ``LocalRunner.start`` started: ``wait()`` gives what ``run`` would have
+    returned (or raised); an interrupted wait kills the command, as an interrupted ``run`` does."""
+
+    def __init__(self, runner: "LocalRunner", argv: list, p: _Popen, input: Optional[str],
+                 timeout: Optional[float], check: bool):
+        self._runner, self.argv, self._p, self._input, self._timeout, self._check = \
+            runner, argv, p, input, timeout, check
+
+    def wait(self) -> Result:
+        return self._runner._result(self.argv, self._timeout, self._check,
+                                    lambda: _finish(self._p, self._input, self._timeout))
 
 
 class LocalRunner:
@@ -79,13 +103,45 @@ class LocalRunner:
 
     def __init__(self, env: Optional[dict] = None):
         self.base_env = dict(env or {})
+        self._env_memo: Optional[tuple] = None  # (os.environ's raw items, the env built from them)
+
+    def _env(self, env: Optional[dict]) -> dict:
+        """This process's environment plus base_env and ENV. Without ENV it is built again only
+        when the environment changed (its raw bytes are compared: decoding every variable
+        on every command costs ~0.1 ms); Popen never changes the dict it is given."""
+        if env:
+            return {**os.environ, **self.base_env, **env}
+        raw = getattr(os.environ, "_data", None)
+        memo = self._env_memo
+        if memo is not None and raw is not None and memo[0] == raw:
+            return memo[1]
+        full = {**os.environ, **self.base_env}
+        if raw is not None:
+            self._env_memo = (dict(raw), full)
+        return full
 
     def run(self, argv, input=None, timeout=60, check=True, env=None) -> Result:
-        full_env = {**os.environ, **self.base_env, **(env or {})}
+        full_env = self._env(env)
+        return self._result(argv, timeout, check, lambda: _run(list(argv), input, timeout, full_env))
+
+    def start(self, argv, input=None, timeout=60, check=True, env=None) -> Started:
+        """``run`` in two halves: the command starts now and runs while the caller does other
+        work; ``.wait()`` gives its Result (errors as ``run`` raises them)."""
+        full_env = self._env(env)
         try:
-            code, out, err = _run(list(argv), input, timeout, full_env)
+            p = _start(list(argv), input, timeout, full_env)
         except FileNotFoundError:
-            raise CommandError(argv, 127, "", f"{argv[0]}: command not found on {self.where}", self.where) from None
+            raise self._not_found(argv) from None
+        return Started(self, list(argv), p, input, timeout, check)
+
+    def _not_found(self, argv) -> CommandError:
+        return CommandError(argv, 127, "", f"{argv[0]}: command not found on {self.where}", self.where)
+
+    def _result(self, argv, timeout, check, call) -> Result:
+        try:
+            code, out, err = call()
+        except FileNotFoundError:
+            raise self._not_found(argv) from None
         except subprocess.TimeoutExpired:
             raise TransientError(f"command timed out after {timeout:g}s on {self.where}: {' '.join(argv)}") from None
         r = Result(tuple(argv), code, out, err)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 
 HELPER_NAME = "launcher_job.pyz"
@@ -28,9 +29,16 @@ _VERIFIED: dict = {}  # shared path -> stat stamp of the file whose content hash
 
 
 def helper_digest(data: bytes) -> str:
-    import hashlib
+    """DATA's sha256; the helper's own bytes (the same object launch after launch) are hashed
+    once per process."""
+    if _DIGESTS and _DIGESTS[0][0] is data:
+        return _DIGESTS[0][1]
+    digest = hashlib.sha256(data).hexdigest()
+    _DIGESTS[:] = [(data, digest)]
+    return digest
 
-    return hashlib.sha256(data).hexdigest()
+
+_DIGESTS: list = []  # [(the bytes object last hashed, its digest)]: kept by identity, bytes are immutable
 
 
 def shared_helper_path(jobs_root: str, data: bytes) -> str:
@@ -51,12 +59,27 @@ def _holds(path: str, data: bytes) -> bool:
         if _VERIFIED.get(path) == key:
             return True
         with open(path, "rb") as f:
-            ok = helper_digest(f.read()) == helper_digest(data)
+            ok = hashlib.sha256(f.read()).hexdigest() == helper_digest(data)
     except OSError:
         return False
     if ok:
         _VERIFIED[path] = key
     return ok
+
+
+def _restamp(path: str, before) -> None:
+    """After our own link to the verified PATH: a link changes only the file's ctime (and
+    link count), so the check stays valid when inode, size and mtime are as verified;
+    otherwise (or when the stat fails) the next use hashes the file again."""
+    try:
+        after = _stat_key(path)
+    except OSError:
+        _VERIFIED.pop(path, None)
+        return
+    if before is not None and after[:4] == before[:4]:
+        _VERIFIED[path] = after
+    else:
+        _VERIFIED.pop(path, None)
 
 
 def _write_aside(path: str, data: bytes) -> str:
@@ -105,12 +128,14 @@ def stage_helper_locally(job_dir: str, data: bytes) -> str:
     os.makedirs(job_dir, exist_ok=True)
     try:
         shared = ensure_shared_helper(os.path.dirname(os.path.abspath(job_dir)), data)
+        before = _VERIFIED.get(shared)
         try:
             os.link(shared, dest)  # a new job's folder: nothing there yet
         except FileExistsError:  # a further attempt in the same folder: replace what is there
             tmp = f"{dest}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
             os.link(shared, tmp)
             os.replace(tmp, dest)
+        _restamp(shared, before)
         return dest
     except OSError:
         pass

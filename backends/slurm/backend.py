@@ -22,6 +22,7 @@ from .array import with_array_tasks
 from .options import SlurmOptions, SlurmSection
 from .render import HELPER_NAME, render_sbatch
 from .states import parse_scontrol_oneliners, requeued_run
+from .submitting import PendingSubmit, raiser
 from .status_io import history, statuses
 
 # named in the transport's error for a program missing on the login node
@@ -176,6 +177,12 @@ class SlurmBackend:
 
     # ---- submit: all-or-nothing
     def submit(self, request: Request) -> Handle:
+        return self.start_submit(request).wait()
+
+    def start_submit(self, request: Request) -> "PendingSubmit":
+        """``submit`` in two halves (launcher.backend.StartsSubmit): the job is staged and
+        sbatch started now; ``.wait()`` gives the Handle or raises what ``submit`` would.
+        On a login node reached over SSH, sbatch has run (with its retries) when this returns."""
         job_dir = request.meta["job_dir"]
         script = f"{job_dir}/attempt-{request.job.attempt}.sbatch"
         missing = [n for n in request.meta.get("secrets", ()) if n not in os.environ]
@@ -190,29 +197,14 @@ class SlurmBackend:
         except CommandError as e:
             raise SubmitError(f"could not stage the job script on {e.where}: {e}") from None
         argv, stdin = self._sbatch_argv(script, request.meta.get("secrets", ()))
+        if not self.opts.ssh_host and isinstance(self.runner, LocalRunner):
+            started = self.runner.start(argv, input=stdin, timeout=self.opts.command_timeout, check=False)
+            return PendingSubmit(self, request, script, started.wait)
         try:
             r = self._sbatch_once(argv, stdin, request.job)
-        except TransientError:
-            # unclear whether sbatch ran: look for our dedupe token before anyone retries
-            found = self.find(request.job)
-            if found:
-                return found
-            raise
-        if isinstance(r, Handle):
-            return r
-        if r.returncode != 0:
-            raise SubmitError(f"sbatch rejected the script for {request.job.job_id} (exit {r.returncode}):\n"
-                              f"{r.stderr.strip() or r.stdout.strip()}")
-        native = r.stdout.strip().split(";")[0]
-        try:
-            if not native.isdigit():
-                raise SubmitError(f"sbatch printed an unexpected job id {r.stdout!r}")
-            return Handle(self.name, self.target.name, request.job.job_id, native, request.job.attempt,
-                          extra={"job_dir": job_dir, "script": script,
-                                 "hourly_usd": request.meta.get("hourly_usd")})
-        except BaseException:
-            self._cancel_native(native)
-            raise
+        except TransientError as e:
+            return PendingSubmit(self, request, script, raiser(e))
+        return PendingSubmit(self, request, script, lambda: r)
 
     def _stage_helper(self, job_dir: str) -> None:
         """On this host, a hard link to the one copy per content hash (launcher.staging);

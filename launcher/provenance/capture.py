@@ -146,10 +146,16 @@ def installed_packages() -> list[str]:
     sorted by canonical name. The same list gives the same hash on any machine. Kept per
     process while no folder of ``sys.path`` changed (an install or uninstall adds or
     removes a ``.dist-info`` folder, which changes its folder's mtime)."""
+    return list(_packages()[0])
+
+
+def _packages() -> tuple:
+    """(the installed ``name==version`` tuple, its sha256), kept while ``path_stamp`` holds."""
     key = path_stamp(sys.path)
     if _PACKAGES.get("key") != key:
-        _PACKAGES.update(key=key, packages=_installed_packages())
-    return list(_PACKAGES["packages"])
+        pkgs = _installed_packages()
+        _PACKAGES.update(key=key, packages=pkgs, sha256=sha256_text("\n".join(pkgs) + "\n"))
+    return _PACKAGES["packages"], _PACKAGES["sha256"]
 
 
 _PACKAGES: dict = {}
@@ -190,11 +196,10 @@ def _installed_packages() -> tuple:
 
 
 def python_env() -> dict:
-    pkgs = installed_packages()
+    pkgs, sha = _packages()  # hashed once per installed set, not once per launch
     return {"version": platform.python_version(), "implementation": platform.python_implementation(),
             "executable": sys.executable, "prefix": sys.prefix,
-            "packages_sha256": sha256_text("\n".join(pkgs) + "\n"), "package_count": len(pkgs),
-            "packages": pkgs}
+            "packages_sha256": sha, "package_count": len(pkgs), "packages": list(pkgs)}
 
 
 # ---------------------------------------------------------------- versions
@@ -339,7 +344,18 @@ def _given(spec_text: str):
 
 
 def _user() -> Optional[str]:
-    try:
-        return getpass.getuser()
-    except Exception:
-        return None
+    """getpass.getuser(), looked up again only when what it reads changes: the environment
+    variables it tries first, else this process's uid (the passwd lookup costs ~0.3 ms)."""
+    key = (os.getuid(), *(os.environ.get(k) for k in ("LOGNAME", "USER", "LNAME", "USERNAME")))
+    hit = _USER.get(key, _USER)
+    if hit is _USER:
+        try:
+            hit = getpass.getuser()
+        except Exception:
+            hit = None
+        _USER.clear()
+        _USER[key] = hit
+    return hit
+
+
+_USER: dict = {}  # (uid, the variables getuser reads) -> the user name

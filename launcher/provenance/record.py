@@ -254,12 +254,42 @@ def capture_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optiona
     """Capture the record and write RUN.json under the checkpoint root; nothing goes to the
     state store yet (``save_launch``), so a slow root (S3) never holds the store's lock.
     Never raises."""
+    draft = draft_launch(app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
+                         target_name=target_name, request=request, handle=handle, seed=seed,
+                         seed_source=seed_source, continues=continues)
+    return complete_launch(app, draft, spec, target_name, job_id, handle)
+
+
+def draft_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
+                 request=None, handle=None, seed=None, seed_source=None, continues=None) -> Captured:
+    """The redacted record, captured before the submission is known (``launch`` does this
+    while the scheduler answers); ``complete_launch`` adds the handle and writes RUN.json.
+    Never raises: an error is kept in the result."""
     try:
         doc = _document(app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
                         target_name=target_name, request=request, handle=handle, seed=seed,
                         seed_source=seed_source, continues=continues)
+        # the table, made outside any transaction: once per open store, never again inside save_launch's batch
+        ensure_table(app.store)
     except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
         return Captured(None, error=f"{type(e).__name__}: {e}")
+    return Captured(doc)
+
+
+def complete_launch(app, draft: Captured, spec, target_name: str, job_id: str, handle=None) -> Captured:
+    """DRAFT with what the submission produced (HANDLE's native id and attempt, redacted like
+    the rest), and RUN.json written under the checkpoint root. Never raises."""
+    if draft.doc is None:
+        return draft
+    doc = draft.doc
+    if handle is not None:
+        try:
+            from ..redact import redact_obj, secret_values
+
+            ids = redact_obj([handle.native_id, handle.attempt], extra_values=secret_values(spec.secrets))
+            doc = {**doc, "native_id": ids[0], "attempt": ids[1]}
+        except Exception as e:  # noqa: BLE001 - as above
+            return Captured(None, error=f"{type(e).__name__}: {e}")
     location, note = None, ""
     if spec.checkpoint.root:
         try:

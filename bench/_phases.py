@@ -1,0 +1,111 @@
+"""Per-phase timers for one launch() (bench/launch_vs_sbatch.py --phases): the functions
+launch() calls are wrapped in place, each call's time added to its phase of the current
+launch; what no phase covers is printed as "rest". Bench-only: nothing here is imported
+by the launcher."""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+from contextlib import contextmanager
+
+# (module, attribute) of what launch() calls, looked up at call time
+MODULE_PHASES = (
+    ("launcher.support", "require_supported", "require_supported"),
+    ("launcher.secretenv", "for_launch", "secret env (for_launch)"),
+    ("launcher.launch", "new_job_id", "new_job_id"),
+    ("launcher.identity", "plan_identity", "plan_identity"),
+    ("launcher.provenance.seed", "with_run_env", "with_run_env"),
+    ("launcher.launch", "facts_for", "facts_for"),
+    ("launcher.launch", "submit_recorded", "submit (stage, sbatch; draft during it)"),
+    ("launcher.provenance.record", "draft_launch", "  provenance draft (during sbatch)"),
+    ("launcher_backends.slurm.submitting", "submitted", "  wait for sbatch (after the draft)"),
+    ("launcher.provenance.record", "complete_launch", "provenance complete (RUN.json)"),
+    ("launcher.provenance.record", "save_launch", "  save_launch (in batch)"),
+    ("launcher.provenance.record", "save_record", "    save_record"),
+)
+
+
+class Phases:
+    def __init__(self):
+        self.runs: list = []  # one {phase: seconds} per launch (with "total")
+        self.cpus: list = []  # the same in CPU seconds of the launching thread
+        self._cur = None
+
+    def _wrap(self, fn, label):
+        @functools.wraps(fn)
+        def timed(*a, **kw):
+            t, c = time.perf_counter(), time.thread_time()
+            try:
+                return fn(*a, **kw)
+            finally:
+                if self._cur is not None:
+                    self._add(label, time.perf_counter() - t, time.thread_time() - c)
+        return timed
+
+    def _wrap_cm(self, cm_fn, label):
+        phases = self
+
+        @contextmanager
+        def timed(*a, **kw):
+            t, c = time.perf_counter(), time.thread_time()
+            with cm_fn(*a, **kw):
+                yield
+            if phases._cur is not None:
+                phases._add(label, time.perf_counter() - t, time.thread_time() - c)
+        return timed
+
+    def _add(self, label: str, wall: float, cpu: float) -> None:
+        self._cur[label] = self._cur.get(label, 0.0) + wall
+        self._cpu[label] = self._cpu.get(label, 0.0) + cpu
+
+    def install(self, app, target: str) -> None:
+        import importlib
+
+        for mod, attr, label in MODULE_PHASES:
+            m = importlib.import_module(mod)
+            setattr(m, attr, self._wrap(getattr(m, attr), label))
+        store, backend = app.store, app.backend(target)
+        for obj, attr, label in ((store, "job_dir", "store.job_dir"),
+                                 (store, "begin_job", "SUBMITTING commit (begin_job)"),
+                                 (store, "record_attempt", "  record_attempt"),
+                                 (store, "record_event", "  record_event (each)"),
+                                 (backend, "render", "render"),
+                                 (backend, "_stage_helper", "  stage helper"),
+                                 (backend.runner, "put_file", "  write script"),
+                                 (backend.runner, "start", "  start sbatch (fork/exec)")):
+            setattr(obj, attr, self._wrap(getattr(obj, attr), label))
+        store.batch = self._wrap_cm(store.batch, "post-submit batch (one tx)")
+
+    @contextmanager
+    def launch(self):
+        self._cur, self._cpu = {}, {}
+        t, cpu = time.perf_counter(), time.thread_time()
+        try:
+            yield
+        finally:
+            self._add("total", time.perf_counter() - t, time.thread_time() - cpu)
+            self.runs.append(self._cur)
+            self.cpus.append(self._cpu)
+            self._cur = None
+
+    def print(self, skip: int = 0) -> None:
+        runs = self.runs[skip:]
+        if not runs:
+            return
+        labels = []
+        for r in runs:
+            labels += [k for k in r if k not in labels]
+        cpus = self.cpus[skip:]
+        top = [k for k in labels if not k.startswith("  ") and k != "total"]
+        for r in runs + cpus:
+            r["rest (launch() itself)"] = r["total"] - sum(r.get(k, 0.0) for k in top)
+        labels = [k for k in labels if k != "total"] + ["rest (launch() itself)", "total"]
+        print(f"\nphases of launch() (ms per launch, n={len(runs)}; indented: part of the line above;"
+              f" CPU: of the launching thread)")
+        print(f"{'phase':<40} {'median':>8} {'mean':>8} {'CPU med':>8}")
+        for k in labels:
+            ms = [r.get(k, 0.0) * 1000 for r in runs]
+            cpu = [r.get(k, 0.0) * 1000 for r in cpus]
+            print(f"{k:<40} {statistics.median(ms):8.3f} {statistics.mean(ms):8.3f} {statistics.median(cpu):8.3f}")

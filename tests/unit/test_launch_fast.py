@@ -1,0 +1,208 @@
+"""What makes one launch() fast keeps its answers right: the submit command started in two
+halves (LocalRunner.start, launch.submit_recorded), the provenance record drafted before
+the native id is known, and the per-process caches of the helper's digest, the package
+list's hash and the user name (each stops trusting itself when its input changes)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+from launcher import staging
+from launcher.backend import Handle, StartsSubmit, can
+from launcher.errors import CommandError, TransientError
+from launcher.launch import submit_recorded
+from launcher.provenance import capture
+from launcher.provenance.record import Captured, complete_launch
+from launcher.redact import MASK
+from launcher.runner import LocalRunner
+from launcher.spec import JobSpec
+
+
+# ---------------------------------------------------------------- LocalRunner.start
+def test_a_started_command_waits_for_the_same_result_as_run():
+    r = LocalRunner(env={"X_LAUNCHFAST": "yes"})
+    started = r.start(["sh", "-c", "cat; echo $X_LAUNCHFAST; echo err >&2; exit 4"], input="in\n", check=False)
+    res = started.wait()
+    assert (res.returncode, res.stdout, res.stderr) == (4, "in\nyes\n", "err\n")
+    with pytest.raises(CommandError):
+        r.start(["sh", "-c", "exit 3"]).wait()
+    with pytest.raises(CommandError, match="command not found on localhost"):
+        r.start(["no-such-command-launchfast"])
+
+
+def test_a_started_command_runs_while_the_caller_works_and_keeps_its_timeout(tmp_path):
+    mark = tmp_path / "mark"
+    started = LocalRunner().start(["sh", "-c", f"echo ran > {mark}"])
+    deadline = time.monotonic() + 10
+    while not mark.exists() and time.monotonic() < deadline:  # the caller's own work, meanwhile
+        time.sleep(0.01)
+    assert mark.read_text() == "ran\n" and started.wait().ok
+    with pytest.raises(TransientError, match="timed out after 0.3s"):
+        LocalRunner().start(["sleep", "30"], timeout=0.3).wait()
+
+
+def test_a_command_sees_the_environment_as_it_is_now(monkeypatch):
+    r = LocalRunner(env={"X_BASE": "base"})
+    show = ["sh", "-c", 'echo "$X_LAUNCHFAST_ENV|$X_BASE|$X_CALL"']
+    monkeypatch.setenv("X_LAUNCHFAST_ENV", "one")
+    assert r.run(show).stdout == "one|base|\n"
+    assert r.start(show).wait().stdout == "one|base|\n"  # the kept environment
+    monkeypatch.setenv("X_LAUNCHFAST_ENV", "two")
+    assert r.run(show).stdout == "two|base|\n"
+    assert r.run(show, env={"X_CALL": "call"}).stdout == "two|base|call\n"
+    monkeypatch.delenv("X_LAUNCHFAST_ENV")
+    assert r.start(show).wait().stdout == "|base|\n"
+
+
+# ---------------------------------------------------------------- launch.submit_recorded
+class TwoHalves:
+    """A backend that submits in two halves, recording the order of events."""
+
+    name = "fake"
+
+    def __init__(self, log, fail_wait=False):
+        self.log, self.fail_wait = log, fail_wait
+
+    def submit(self, request):
+        return self.start_submit(request).wait()
+
+    def start_submit(self, request):
+        self.log.append("start")
+        backend = self
+
+        class Pending:
+            def wait(self):
+                backend.log.append("wait")
+                if backend.fail_wait:
+                    raise TransientError("sbatch timed out")
+                return Handle("fake", "t", "j", "42", 1)
+        return Pending()
+
+
+class OneCall:
+    name = "fake"
+
+    def __init__(self, log):
+        self.log = log
+
+    def submit(self, request):
+        self.log.append("submit")
+        return Handle("fake", "t", "j", "7", 1)
+
+
+def _submitting(app, job_id="j-1"):
+    app.store.begin_job(job_id, "j", "t", "fake", None, "name: j\n")
+    return job_id
+
+
+def test_work_runs_between_start_and_wait(app):
+    log = []
+    assert can(TwoHalves(log), StartsSubmit) and not can(OneCall(log), StartsSubmit)
+    handle, done = submit_recorded(app.store, TwoHalves(log), None, _submitting(app), lambda: log.append("work") or "d")
+    assert (handle.native_id, done, log) == ("42", "d", ["start", "work", "wait"])
+    log.clear()
+    handle, done = submit_recorded(app.store, OneCall(log), None, _submitting(app, "j-2"), lambda: log.append("work") or "d")
+    assert (handle.native_id, done, log) == ("7", "d", ["submit", "work"])  # after the submission, as before
+    assert app.store.get_job("j-1").state == "SUBMITTING"  # recording the attempt is the caller's
+
+
+def test_a_failed_wait_forgets_the_submitting_row(app):
+    log = []
+    job_id = _submitting(app)
+    with pytest.raises(TransientError):
+        submit_recorded(app.store, TwoHalves(log, fail_wait=True), None, job_id, lambda: "d")
+    assert not [j for j in app.store.list_jobs() if j.job_id == job_id]
+
+
+@pytest.mark.parametrize("got_through", [True, False])
+def test_an_interrupt_in_the_work_waits_for_the_submission_and_keeps_a_submitted_row(app, got_through):
+    """A launcher interrupted while sbatch runs: a job that reached the scheduler stays
+    SUBMITTING (watch/status adopt it by its dedupe token); one that did not is removed."""
+    log = []
+    job_id = _submitting(app)
+
+    def work():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        submit_recorded(app.store, TwoHalves(log, fail_wait=not got_through), None, job_id, work)
+    assert log == ["start", "wait"]
+    rows = [j for j in app.store.list_jobs() if j.job_id == job_id]
+    assert [j.state for j in rows] == (["SUBMITTING"] if got_through else [])
+
+
+# ---------------------------------------------------------------- provenance drafted before the native id
+def test_a_draft_is_completed_with_the_handle_redacted_like_the_rest(app, monkeypatch):
+    monkeypatch.setenv("LAUNCHFAST_TOKEN", "Secret-Value-123456789")
+    spec = JobSpec(name="j", run="true")
+    draft = Captured({"run": "j-1", "native_id": None, "attempt": None, "name": "j"})
+    done = complete_launch(app, draft, spec, "local", "j-1", Handle("fake", "t", "j-1", "4242", 2))
+    assert done.doc == {"run": "j-1", "native_id": "4242", "attempt": 2, "name": "j"}
+    odd = complete_launch(app, draft, spec, "local", "j-1", Handle("fake", "t", "j-1", "Secret-Value-123456789", 1))
+    assert odd.doc["native_id"] == MASK
+    failed = Captured(None, error="boom")
+    assert complete_launch(app, failed, spec, "local", "j-1", Handle("fake", "t", "j-1", "1", 1)) is failed
+
+
+# ---------------------------------------------------------------- per-process caches and their invalidation
+def test_the_helper_digest_is_computed_once_per_helper_and_follows_new_bytes(monkeypatch):
+    calls = []
+    real = staging.hashlib.sha256
+    monkeypatch.setattr(staging.hashlib, "sha256", lambda b: calls.append(len(b)) or real(b))
+    monkeypatch.setattr(staging, "_DIGESTS", [])
+    data = b"PK helper v1" * 10
+    first = staging.helper_digest(data)
+    assert staging.helper_digest(data) == first and len(calls) == 1
+    other = b"PK helper v2" * 10
+    assert staging.helper_digest(other) == real(other).hexdigest() != first
+    assert staging.helper_digest(bytes(data)) == first  # equal bytes, another object: hashed again, same answer
+
+
+def test_the_shared_helper_is_not_read_again_after_our_own_link(tmp_path, monkeypatch):
+    data = b"PK helper " * 20
+    jobs = tmp_path / "jobs"
+    staging.stage_helper_locally(str(jobs / "j1"), data)
+    reads = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda p, *a, **k: reads.append(p) or real_open(p, *a, **k))
+    for i in range(2, 5):
+        staging.stage_helper_locally(str(jobs / f"j{i}"), data)
+    assert reads == []  # each link changed the file's ctime, and the cache knew it was ours
+    monkeypatch.setattr("builtins.open", real_open)
+    shared = staging.shared_helper_path(str(jobs), data)
+    os.chmod(shared, 0o644)
+    with open(shared, "r+b") as f:  # tampered after the last link: mtime changes
+        f.write(b"XX")
+    out = staging.stage_helper_locally(str(jobs / "j9"), data)
+    assert open(out, "rb").read() == data == open(shared, "rb").read()
+
+
+def test_the_package_hash_follows_the_package_list(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.setattr(sys, "path", [str(site)])
+    monkeypatch.setattr(capture, "_PACKAGES", {})
+    installed = [("a==1",)]
+    monkeypatch.setattr(capture, "_installed_packages", lambda: installed[0])
+    env = capture.python_env()
+    assert env["packages"] == ["a==1"] and env["packages_sha256"] == capture.sha256_text("a==1\n")
+    installed[0] = ("a==1", "b==2")
+    assert capture.python_env()["packages_sha256"] == env["packages_sha256"]  # no folder changed: kept
+    (site / "b-2.dist-info").mkdir()
+    os.utime(site, ns=(time.time_ns() + 10**9,) * 2)
+    again = capture.python_env()
+    assert again["packages"] == ["a==1", "b==2"] and again["packages_sha256"] == capture.sha256_text("a==1\nb==2\n")
+
+
+def test_the_user_name_follows_the_variables_getuser_reads(monkeypatch):
+    monkeypatch.setattr(capture, "_USER", {})
+    monkeypatch.setenv("LOGNAME", "alice")
+    assert capture._user() == "alice"
+    monkeypatch.setattr(capture.getpass, "getuser", lambda: "not-asked")
+    assert capture._user() == "alice"  # kept
+    monkeypatch.setenv("LOGNAME", "bob")
+    assert capture._user() == "not-asked"  # a variable it reads changed: asked again
