@@ -57,9 +57,8 @@ from launcher.plan.model import expected_run  # noqa: E402
 from launcher.plan.observed import load, observation_of, record  # noqa: E402
 from launcher.specload import parse_spec  # noqa: E402
 from launcher.state import StateStore  # noqa: E402
-from simulate_world import (C, D, HORIZON, ON_DEMAND, PRIOR_OD, PRIOR_SPOT, REFUSED,  # noqa: E402
-                            TRACE_KINDS, SimOffer, Trace, cost_between, has_capacity, make_trace,
-                            market, next_event, price_at, true_rate)
+from simulate_world import (C, D, ON_DEMAND, PRIOR_OD, PRIOR_SPOT, REFUSED,  # noqa: E402
+                            TRACE_KINDS, SimOffer, Trace, make_trace, market, true_rate)
 
 COOLDOWN = 0.5      # recovery.placement_cooldown default (1800 s), hours
 EPOCH = 1.7e9       # simulated hour 0 as a Unix time (state store timestamps)
@@ -77,7 +76,7 @@ def prior(o: SimOffer) -> float:
 
 
 def by_price(tr: Trace, idx, t: float) -> list[int]:
-    return sorted(idx, key=lambda k: (price_at(tr, k, t), k))
+    return sorted(idx, key=lambda k: (tr.price_at(k, t), k))
 
 
 class Policy:
@@ -99,13 +98,13 @@ class Policy:
 
 
 def sim_key(o: SimOffer) -> tuple:
-    return (o.cloud, o.region, o.zone, "8xH100", o.spot)
+    return (o.cloud, o.region, o.zone, o.instance_type, o.spot)
 
 
 def offers_at(tr: Trace, offers, t: float, rate=None) -> list[Offer]:
     return [Offer(backend="skypilot", target=o.name, cloud=o.cloud, region=o.region, zone=o.zone,
-                  instance_type="8xH100", accelerator="H100", accelerator_count=8, vcpus=None,
-                  memory_gib=None, spot=o.spot, hourly_usd=price_at(tr, i, t),
+                  instance_type=o.instance_type, accelerator=o.accelerator, accelerator_count=o.gpus, vcpus=None,
+                  memory_gib=None, spot=o.spot, hourly_usd=tr.price_at(i, t),
                   preemption_rate=(rate or (lambda i, o: prior(o)))(i, o)) for i, o in enumerate(offers)]
 
 
@@ -118,12 +117,12 @@ class Launcher(Policy):
         self.blocked: dict = {}
         self._spec = None
 
-    def spec(self):
-        """The job's spec: the fixed checkpoint interval unless the plan picks it."""
+    def spec(self, o: SimOffer):
+        """The job's spec (on O's accelerator): the fixed checkpoint interval unless the plan picks it."""
         if self._spec is None:
             ck = {} if self.plan_interval else {"checkpoint": {"interval": f"{round(self.tau * 3600)}s"}}
             self._spec = parse_spec({"name": "sim", "run": "true", **ck, "resources": {
-                "nodes": self.nodes, "gpus_per_node": 8, "accelerator": "H100"}})
+                "nodes": self.nodes, "gpus_per_node": o.gpus, "accelerator": o.accelerator}})
         return self._spec
 
     def reset(self):
@@ -161,8 +160,8 @@ class Launcher(Policy):
     def choose(self, tr, offers, t, remaining, last, preempted):
         cands = self.candidates(tr, offers, t)
         open_ = [c for c, o in zip(cands, offers) if self.blocked.get((o.cloud, o.region), -1) <= t]
-        params = PlanParams(work_hours=remaining, checkpoint_cost_hours=C, restart_hours={"skypilot": D})
-        ranked = rank(self.spec(), open_ or cands, params).ranked
+        params = PlanParams(work_hours=remaining, checkpoint_cost_hours=tr.C, restart_hours={"skypilot": tr.D})
+        ranked = rank(self.spec(offers[0]), open_ or cands, params).ranked
         names = [o.name for o in offers]
         tau = ranked[0].interval_hours
         return [names.index(r.offer.target) for r in ranked], (remaining if math.isinf(tau) else tau)
@@ -219,9 +218,9 @@ class OnDemandOnly(Policy):
 def launch(policy, tr, offers, t, order) -> tuple[int | None, float]:
     """Walk the candidates past full zones: (the zone that launched or None, the time)."""
     for k in order:
-        if has_capacity(tr, k, t):
+        if tr.has_capacity(k, t):
             return k, t
-        t += REFUSED
+        t += tr.refused_hours
     policy.refused(offers[order[0]], t)
     return None, t
 
@@ -231,27 +230,27 @@ def run(policy: Policy, tr: Trace, offers: list[SimOffer], work: float, nodes: i
     t, committed, cost = t0, 0.0, 0.0
     last, preempted, restarts = None, False, 0
     while committed < work - 1e-9:
-        if t > HORIZON - 200:
+        if t > tr.horizon:
             return {"cost": math.inf, "hours": math.inf, "restarts": restarts, "end": t}
         order, tau = policy.choose(tr, offers, t, work - committed, last, preempted)
         i, t = launch(policy, tr, offers, t, order)
         if i is None:
             continue
         start, interrupted = t, False
-        up = t + D                       # restart: billed, no progress, can be interrupted too
-        if next_event(tr, i, t) < up:
-            t, interrupted = next_event(tr, i, t), True
+        up = t + tr.D                       # restart: billed, no progress, can be interrupted too
+        if tr.next_event(i, t) < up:
+            t, interrupted = tr.next_event(i, t), True
         else:
             t = up
             while committed < work - 1e-9:
                 seg = min(tau, work - committed)
-                end = t + seg + C
-                e = next_event(tr, i, t)
+                end = t + seg + tr.C
+                e = tr.next_event(i, t)
                 if e < end:
                     t, interrupted = e, True
                     break
                 t, committed = end, committed + seg
-        cost += nodes * cost_between(tr, i, start, t)
+        cost += nodes * tr.cost_between(i, start, t)
         policy.observe(offers[i], nodes * (t - start), interrupted, t)
         last, preempted = i, interrupted
         restarts += interrupted
