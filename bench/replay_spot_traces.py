@@ -82,15 +82,16 @@ def policies(nodes: int, on_demand: bool) -> list[Policy]:
     return out + ([OnDemandOnly()] if on_demand else [])
 
 
-def replay(world, pols, work: float, interval: float, step: float) -> dict:
-    """{policy name: [result per window]}; windows where any policy ran out of trace are dropped."""
+def replay(world, pols, work: float, interval: float, step: float, days=(0.0, math.inf)) -> dict:
+    """{policy name: [result per window]}, windows starting every STEP hours within DAYS (from,
+    to); windows where any policy ran out of trace are dropped."""
     for p in pols:
         p.tau = interval
         if isinstance(p, Launcher):
             p._spec = None
     out = {p.name: [] for p in pols}
-    t0 = 0.0
-    while t0 + work < world.horizon:
+    t0 = days[0] * 24
+    while t0 + work < world.horizon and t0 < days[1] * 24:
         rs = {}
         for p in pols:
             p.reset()
@@ -189,6 +190,8 @@ def main():
     ap.add_argument("--refused", type=float, default=2.0, help="minutes a refused launch takes")
     ap.add_argument("--step", type=float, default=6.0, help="hours between window starts")
     ap.add_argument("--block", type=int, default=8, help="windows per batch for the standard errors")
+    ap.add_argument("--days", default="0:", help="FROM:TO, windows starting in these days of each set "
+                    "(e.g. 0:22 to tune on, 22: to report on)")
     ap.add_argument("--stream", action="store_true", help="also run jobs back to back, one memory per policy")
     ap.add_argument("--on-demand", action="store_true", help="offer on-demand in every region too")
     args = ap.parse_args()
@@ -198,7 +201,7 @@ def main():
     dirs = [d for d in find_sets(args.traces) if wanted is None or d.name in wanted or "all" in wanted]
     if not dirs:
         sys.exit(f"{args.traces}: none of the sets {args.sets} found")
-    print(f"job: 1 x {args.instance}, {args.work:g} h of work, checkpoint {args.checkpoint_cost:g} min every "
+    print(f"job: 1 x {args.instance}, windows starting in days {args.days}, {args.work:g} h of work, checkpoint {args.checkpoint_cost:g} min every "
           f"{args.interval:g} min, restart {args.restart:g} min, refused launch {args.refused:g} min; "
           f"a window every {args.step:g} h")
     lines = []
@@ -209,7 +212,9 @@ def main():
             print(f"{d}: no {args.instance} traces (has {', '.join(ts.instances())}); skipped")
             continue
         w = build(zones, 1, args.checkpoint_cost / 60, args.restart / 60, args.refused / 60, args.on_demand)
-        res = replay(w, policies(1, args.on_demand), args.work, args.interval / 60, args.step)
+        lo, _, hi = args.days.partition(":")
+        res = replay(w, policies(1, args.on_demand), args.work, args.interval / 60, args.step,
+                     (float(lo or 0), float(hi or math.inf)))
         label = f"{ts.name} {args.instance} ({len(zones)} zones, {w.horizon / 24:.0f} days)"
         lines += report(res, label, args.block)
         lines.append(f"never preempted, on the cheapest zone: ${floor_cost(w, args.work, args.interval / 60):.2f}")
