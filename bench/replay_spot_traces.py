@@ -12,6 +12,9 @@ drops to 0, flat AWS prices. The replay loop and the policies are ``bench/simula
   ``launcher.plan.observed`` (``observation_of`` + ``record``, what ``launcher watch`` does)
   and read back with ``load`` + ``apply_observations``; a refused launch is a ``no_capacity``
   row; the region that preempted the job cools down 30 min (``recovery.placement_cooldown``).
+* ``launcher, placement_cooldown 0``: the same without the cool-down; ``launcher, told of every
+  refusal``: also records each zone that refused inside a launch that went on to the next
+  candidate (SkyPilot does not report those today: this row prices that information).
 * ``EAGER_NEXT_REGION``: SkyPilot's default managed-job recovery
   (sky/jobs/recovery_strategy.py ``EagerFailoverStrategyExecutor``): cheapest first; after a
   preemption, relaunch with the region it ran in blocked, and when nothing else launches,
@@ -78,6 +81,7 @@ class Clairvoyant(Policy):
 
 def policies(nodes: int, on_demand: bool) -> list[Policy]:
     out = [TraceLauncher(nodes), TraceLauncher(nodes, cooldown_hours=0.0, name="launcher, placement_cooldown 0"),
+           TraceLauncher(nodes, name="launcher, told of every refusal", every_refusal=True),
            EagerNextRegion(), CheapestFirst(), Clairvoyant()]
     return out + ([OnDemandOnly()] if on_demand else [])
 

@@ -5,6 +5,8 @@
 The world (``bench/simulate_world.py``): 8 spot zones whose interruption hazard switches
 between calm and storm regimes, capacity crunches that refuse launches, wandering prices;
 ``calm`` and ``heavy`` (preemption-heavy) trace kinds. Every policy meets the same traces.
+``bench/replay_spot_traces.py`` runs this loop and these policies over real availability
+traces instead (``bench/trace_world.py``).
 
 Policies (each decides at the start and after every interruption; a launch walks the
 policy's candidate list, best first, past zones that refuse it, as SkyPilot's provisioner
@@ -37,8 +39,7 @@ Two scenarios: one job with an empty state store, and ``--jobs`` jobs run back t
 the same trace (a sweep, one element at a time) sharing one store. Baselines keep no memory.
 
 The target (issue 13): >= 20% cheaper than EAGER_NEXT_REGION on heavy traces, never more
-than 1% worse on calm traces. The numbers printed are whatever the simulation gives.
-"""
+than 1% worse on calm traces."""
 
 from __future__ import annotations
 
@@ -57,13 +58,12 @@ from launcher.plan.model import expected_run  # noqa: E402
 from launcher.plan.observed import load, observation_of, record  # noqa: E402
 from launcher.specload import parse_spec  # noqa: E402
 from launcher.state import StateStore  # noqa: E402
+from simulate_report import BASELINE, LAUNCHER, per_seed, report, summary  # noqa: E402
 from simulate_world import (C, D, ON_DEMAND, PRIOR_OD, PRIOR_SPOT, REFUSED,  # noqa: E402
                             TRACE_KINDS, SimOffer, Trace, make_trace, market, true_rate)
 
 COOLDOWN = 0.5      # recovery.placement_cooldown default (1800 s), hours
 EPOCH = 1.7e9       # simulated hour 0 as a Unix time (state store timestamps)
-BASELINE = "EAGER_NEXT_REGION"
-LAUNCHER = "launcher"
 
 
 def user_interval(nodes: int, work: float) -> float:
@@ -92,6 +92,10 @@ class Policy:
     def refused(self, offer: SimOffer, t: float):
         """A whole launch was refused (every candidate full); OFFER was the first one."""
 
+    def passed(self, offer: SimOffer, t: float):
+        """OFFER refused the launch at T, which went on to the next candidate (SkyPilot's
+        provisioner does that inside one launch and reports none of it today)."""
+
     def choose(self, tr, offers, t, remaining, last, preempted) -> tuple[list[int], float]:
         """Candidates best first, and the checkpoint interval."""
         raise NotImplementedError
@@ -111,8 +115,9 @@ def offers_at(tr: Trace, offers, t: float, rate=None) -> list[Offer]:
 class Launcher(Policy):
     """What `launcher watch` + the planner do (see the module doc)."""
 
-    def __init__(self, nodes, cooldown_hours=COOLDOWN, plan_interval=False, name=LAUNCHER):
+    def __init__(self, nodes, cooldown_hours=COOLDOWN, plan_interval=False, name=LAUNCHER, every_refusal=False):
         self.nodes, self.cooldown, self.plan_interval, self.name = nodes, cooldown_hours, plan_interval, name
+        self.every_refusal = every_refusal  # told of each refused candidate, not only of a whole refused launch
         self._dir = self.store = None
         self.blocked: dict = {}
         self._spec = None
@@ -147,8 +152,13 @@ class Launcher(Policy):
             self._cool(offer, t)
 
     def refused(self, offer, t):
-        record(self.store, sim_key(offer), 0.0, 0, "no_capacity", EPOCH + t * 3600)
+        if not self.every_refusal:
+            record(self.store, sim_key(offer), 0.0, 0, "no_capacity", EPOCH + t * 3600)
         self._cool(offer, t)
+
+    def passed(self, offer, t):
+        if self.every_refusal:
+            record(self.store, sim_key(offer), 0.0, 0, "no_capacity", EPOCH + t * 3600)
 
     def _cool(self, offer, t):
         if self.cooldown > 0:
@@ -220,6 +230,7 @@ def launch(policy, tr, offers, t, order) -> tuple[int | None, float]:
     for k in order:
         if tr.has_capacity(k, t):
             return k, t
+        policy.passed(offers[k], t)
         t += tr.refused_hours
     policy.refused(offers[order[0]], t)
     return None, t
@@ -288,65 +299,6 @@ def compare(policies, kinds, seeds, work, nodes, offers, jobs=1, refusals=True):
         if isinstance(p, Launcher):
             p.close()
     return out, storms
-
-
-def quantile(xs, q):
-    xs = sorted(xs)
-    k = (len(xs) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
-def mean_of(rs, key="cost"):
-    return statistics.mean(r[key] for r in rs)
-
-
-def saving(rs, base) -> list[float]:
-    return [100 * (1 - r["cost"] / b["cost"]) for r, b in zip(rs, base)]
-
-
-def report(res, storms, policies, title):
-    print(f"\n== {title}")
-    for kind in TRACE_KINDS:
-        base = res[(kind, BASELINE)]
-        bc, bh = mean_of(base), mean_of(base, "hours")
-        print(f"\n{kind} traces (spot zones in storm {100 * storms[kind]:.0f}% of the time on average)")
-        print(f"{'policy':<36} {'mean $':>8} {'vs base':>8} {'mean h':>7} {'vs base':>8} {'restarts':>8}  "
-              f"per-trace $ saving vs {BASELINE}: median [p10, p90] (min, max)")
-        for p in policies:
-            rs = res[(kind, p.name)]
-            mc, mh, save = mean_of(rs), mean_of(rs, "hours"), saving(rs, base)
-            print(f"{p.name:<36} {mc:>8,.0f} {100 * (mc / bc - 1):>+7.1f}% {mh:>7.1f} {100 * (mh / bh - 1):>+7.1f}% "
-                  f"{mean_of(rs, 'restarts'):>8.1f}  {statistics.median(save):+5.1f}% "
-                  f"[{quantile(save, 0.1):+5.1f}%, {quantile(save, 0.9):+5.1f}%] ({min(save):+.1f}%, {max(save):+.1f}%)")
-
-
-def per_seed(res, show: int, rows: list[str]):
-    """The first SHOW seeds side by side: $ of the baseline, and each row's $ and saving."""
-    for kind in TRACE_KINDS:
-        base = res[(kind, BASELINE)]
-        print(f"\n{kind}: per seed, $ and saving vs {BASELINE}")
-        print(f"{'seed':>6} {BASELINE:>18} " + " ".join(f"{r[:24]:>24} {'':>7}" for r in rows))
-        for s in range(min(show, len(base))):
-            cells = " ".join(f"{res[(kind, r)][s]['cost']:>24,.0f} {saving(res[(kind, r)], base)[s]:>+6.1f}%"
-                             for r in rows)
-            print(f"{s:>6} {base[s]['cost']:>18,.0f} {cells}")
-        cells = " ".join(f"{mean_of(res[(kind, r)]):>24,.0f} {100 * (1 - mean_of(res[(kind, r)]) / mean_of(base)):>+6.1f}%"
-                         for r in rows)
-        print(f"{'mean':>6} {mean_of(base):>18,.0f} {cells}   (over {len(base)} seeds)")
-
-
-def summary(res, title, name=LAUNCHER):
-    out = []
-    for kind in TRACE_KINDS:
-        lr, br = res[(kind, name)], res[(kind, BASELINE)]
-        save = saving(lr, br)
-        n = len(save)
-        se = statistics.stdev(save) / math.sqrt(n) if n > 1 else 0.0
-        out.append(f"{title}, {kind}: {name} vs {BASELINE}: {100 * (1 - mean_of(lr) / mean_of(br)):+.1f}% cheaper "
-                   f"on average (per-trace mean {statistics.mean(save):+.1f}% +- {se:.1f}% s.e.), median "
-                   f"{statistics.median(save):+.1f}%, worst trace {min(save):+.1f}%")
-    return out
 
 
 def policies_for(nodes: int) -> list[Policy]:
