@@ -147,7 +147,7 @@ def stream_table(res: dict, label: str, block: int) -> list[str]:
 
 def floor_cost(world, work: float, interval: float) -> float:
     """What the job costs on the cheapest spot offer with no preemption at all: one start, checkpoints."""
-    return min(o.base for o in world.offers if o.spot) * (work * (1 + world.C / interval) + world.D)
+    return world.nodes * min(o.base for o in world.offers if o.spot) * (work * (1 + world.C / interval) + world.D)
 
 
 def batch_se(xs: list[float], block: int) -> float:
@@ -187,6 +187,7 @@ def main():
     ap.add_argument("--traces", default=default_root(), help="a spot-traces checkout or one set directory")
     ap.add_argument("--sets", default="aws-02-15-2023,aws-10-26-2022", help="set directory names, comma-separated")
     ap.add_argument("--instance", default="v100_1")
+    ap.add_argument("--nodes", type=int, default=1, help="gang size (the 16-node set counts up to 16 a zone)")
     ap.add_argument("--work", type=float, default=24.0, help="hours of work the job needs")
     ap.add_argument("--interval", type=float, default=30.0, help="checkpoint every this many minutes of work")
     ap.add_argument("--checkpoint-cost", type=float, default=1.0, help="minutes a checkpoint takes")
@@ -205,7 +206,7 @@ def main():
     dirs = [d for d in find_sets(args.traces) if wanted is None or d.name in wanted or "all" in wanted]
     if not dirs:
         sys.exit(f"{args.traces}: none of the sets {args.sets} found")
-    print(f"job: 1 x {args.instance}, windows starting in days {args.days}, {args.work:g} h of work, checkpoint {args.checkpoint_cost:g} min every "
+    print(f"job: {args.nodes} x {args.instance}, windows starting in days {args.days}, {args.work:g} h of work, checkpoint {args.checkpoint_cost:g} min every "
           f"{args.interval:g} min, restart {args.restart:g} min, refused launch {args.refused:g} min; "
           f"a window every {args.step:g} h")
     lines = []
@@ -215,15 +216,15 @@ def main():
         if not zones:
             print(f"{d}: no {args.instance} traces (has {', '.join(ts.instances())}); skipped")
             continue
-        w = build(zones, 1, args.checkpoint_cost / 60, args.restart / 60, args.refused / 60, args.on_demand)
+        w = build(zones, args.nodes, args.checkpoint_cost / 60, args.restart / 60, args.refused / 60, args.on_demand)
         lo, _, hi = args.days.partition(":")
-        res = replay(w, policies(1, args.on_demand), args.work, args.interval / 60, args.step,
+        res = replay(w, policies(args.nodes, args.on_demand), args.work, args.interval / 60, args.step,
                      (float(lo or 0), float(hi or math.inf)))
         label = f"{ts.name} {args.instance} ({len(zones)} zones, {w.horizon / 24:.0f} days)"
         lines += report(res, label, args.block)
         lines.append(f"never preempted, on the cheapest zone: ${floor_cost(w, args.work, args.interval / 60):.2f}")
         if args.stream:
-            lines += stream_table(stream(w, policies(1, args.on_demand), args.work, args.interval / 60), label,
+            lines += stream_table(stream(w, policies(args.nodes, args.on_demand), args.work, args.interval / 60), label,
                                   max(args.block // 2, 2))
     print("\n".join(lines))
 

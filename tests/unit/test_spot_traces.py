@@ -95,3 +95,12 @@ def test_the_launcher_learns_to_leave_flapping_zones_and_eager_does_not():
             assert mine["restarts"] <= 2 < base["restarts"]
             assert mine["cost"] < base["cost"]
     assert all(c["restarts"] == 0 for c in res[r.CLAIRVOYANT])
+
+
+def test_a_gang_needs_as_many_instances_as_nodes():
+    z = spot_traces.ZoneTrace("us-east-2b", "us-east-2", "v100_1", 3600.0, (16, 16, 9, 16, 0, 16), "mem")
+    w = trace_world.build([z], nodes=16)
+    assert [w.has_capacity(0, h + 0.5) for h in range(6)] == [True, True, False, True, False, True]
+    assert w.next_event(0, 0.0) == 2.0 and w.next_event(0, 3.0) == 4.0 and w.next_event(0, 5.0) == 6.0
+    w8 = trace_world.build([z], nodes=8)
+    assert w8.has_capacity(0, 2.5) and w8.next_event(0, 0.0) == 4.0
