@@ -64,19 +64,19 @@ class TraceLauncher(Launcher):
 
 
 class Clairvoyant(Policy):
-    """Knows every zone's future: cheapest zone that stays up for the rest of the job, else the
-    one that stays up longest (a placement bound; it checkpoints like everyone else)."""
+    """Knows every zone's future: the cheapest zone that stays up for the rest of the job, else
+    the one that stays up longest; it waits rather than launch where the capacity ends before one
+    checkpoint is committed (waiting is free). A reference, not an optimum; it checkpoints like
+    everyone else."""
 
     name = CLAIRVOYANT
 
     def choose(self, tr, offers, t, remaining, last, preempted):
         need = t + tr.D + remaining * (1 + tr.C / self.tau) + 1e-6
-
-        def key(k):
-            up = tr.next_event(k, t) if tr.has_capacity(k, t) else t
-            return (not tr.has_capacity(k, t), up < need, tr.price_at(k, t), -up, k)
-
-        return sorted(range(len(offers)), key=key), self.tau
+        useful = t + tr.D + min(self.tau, remaining) + tr.C
+        up = {k: tr.next_event(k, t) for k in range(len(offers)) if tr.has_capacity(k, t)}
+        ok = [k for k, u in up.items() if u >= useful]
+        return sorted(ok, key=lambda k: (up[k] < need, tr.price_at(k, t), -up[k], k)), self.tau
 
 
 def policies(nodes: int, on_demand: bool) -> list[Policy]:

@@ -226,7 +226,10 @@ class OnDemandOnly(Policy):
 
 
 def launch(policy, tr, offers, t, order) -> tuple[int | None, float]:
-    """Walk the candidates past full zones: (the zone that launched or None, the time)."""
+    """Walk the candidates past full zones: (the zone that launched or None, the time).
+    No candidates: the policy waits (a refused launch's time) and decides again."""
+    if not order:
+        return None, t + tr.refused_hours
     for k in order:
         if tr.has_capacity(k, t):
             return k, t
