@@ -5,6 +5,8 @@
 The world (``bench/simulate_world.py``): 8 spot zones whose interruption hazard switches
 between calm and storm regimes, capacity crunches that refuse launches, wandering prices;
 ``calm`` and ``heavy`` (preemption-heavy) trace kinds. Every policy meets the same traces.
+``bench/replay_spot_traces.py`` runs this loop and these policies over real availability
+traces instead (``bench/trace_world.py``).
 
 Policies (each decides at the start and after every interruption; a launch walks the
 policy's candidate list, best first, past zones that refuse it, as SkyPilot's provisioner
@@ -37,8 +39,7 @@ Two scenarios: one job with an empty state store, and ``--jobs`` jobs run back t
 the same trace (a sweep, one element at a time) sharing one store. Baselines keep no memory.
 
 The target (issue 13): >= 20% cheaper than EAGER_NEXT_REGION on heavy traces, never more
-than 1% worse on calm traces. The numbers printed are whatever the simulation gives.
-"""
+than 1% worse on calm traces."""
 
 from __future__ import annotations
 
@@ -57,14 +58,12 @@ from launcher.plan.model import expected_run  # noqa: E402
 from launcher.plan.observed import load, observation_of, record  # noqa: E402
 from launcher.specload import parse_spec  # noqa: E402
 from launcher.state import StateStore  # noqa: E402
-from simulate_world import (C, D, HORIZON, ON_DEMAND, PRIOR_OD, PRIOR_SPOT, REFUSED,  # noqa: E402
-                            TRACE_KINDS, SimOffer, Trace, cost_between, has_capacity, make_trace,
-                            market, next_event, price_at, true_rate)
+from simulate_report import BASELINE, LAUNCHER, per_seed, report, summary  # noqa: E402
+from simulate_world import (C, D, ON_DEMAND, PRIOR_OD, PRIOR_SPOT, REFUSED,  # noqa: E402
+                            TRACE_KINDS, SimOffer, Trace, make_trace, market, true_rate)
 
 COOLDOWN = 0.5      # recovery.placement_cooldown default (1800 s), hours
 EPOCH = 1.7e9       # simulated hour 0 as a Unix time (state store timestamps)
-BASELINE = "EAGER_NEXT_REGION"
-LAUNCHER = "launcher"
 
 
 def user_interval(nodes: int, work: float) -> float:
@@ -77,7 +76,7 @@ def prior(o: SimOffer) -> float:
 
 
 def by_price(tr: Trace, idx, t: float) -> list[int]:
-    return sorted(idx, key=lambda k: (price_at(tr, k, t), k))
+    return sorted(idx, key=lambda k: (tr.price_at(k, t), k))
 
 
 class Policy:
@@ -93,37 +92,42 @@ class Policy:
     def refused(self, offer: SimOffer, t: float):
         """A whole launch was refused (every candidate full); OFFER was the first one."""
 
+    def passed(self, offer: SimOffer, t: float):
+        """OFFER refused the launch at T, which went on to the next candidate (SkyPilot's
+        provisioner does that inside one launch and reports none of it today)."""
+
     def choose(self, tr, offers, t, remaining, last, preempted) -> tuple[list[int], float]:
         """Candidates best first, and the checkpoint interval."""
         raise NotImplementedError
 
 
 def sim_key(o: SimOffer) -> tuple:
-    return (o.cloud, o.region, o.zone, "8xH100", o.spot)
+    return (o.cloud, o.region, o.zone, o.instance_type, o.spot)
 
 
 def offers_at(tr: Trace, offers, t: float, rate=None) -> list[Offer]:
     return [Offer(backend="skypilot", target=o.name, cloud=o.cloud, region=o.region, zone=o.zone,
-                  instance_type="8xH100", accelerator="H100", accelerator_count=8, vcpus=None,
-                  memory_gib=None, spot=o.spot, hourly_usd=price_at(tr, i, t),
+                  instance_type=o.instance_type, accelerator=o.accelerator, accelerator_count=o.gpus, vcpus=None,
+                  memory_gib=None, spot=o.spot, hourly_usd=tr.price_at(i, t),
                   preemption_rate=(rate or (lambda i, o: prior(o)))(i, o)) for i, o in enumerate(offers)]
 
 
 class Launcher(Policy):
     """What `launcher watch` + the planner do (see the module doc)."""
 
-    def __init__(self, nodes, cooldown_hours=COOLDOWN, plan_interval=False, name=LAUNCHER):
+    def __init__(self, nodes, cooldown_hours=COOLDOWN, plan_interval=False, name=LAUNCHER, every_refusal=False):
         self.nodes, self.cooldown, self.plan_interval, self.name = nodes, cooldown_hours, plan_interval, name
+        self.every_refusal = every_refusal  # told of each refused candidate, not only of a whole refused launch
         self._dir = self.store = None
         self.blocked: dict = {}
         self._spec = None
 
-    def spec(self):
-        """The job's spec: the fixed checkpoint interval unless the plan picks it."""
+    def spec(self, o: SimOffer):
+        """The job's spec (on O's accelerator): the fixed checkpoint interval unless the plan picks it."""
         if self._spec is None:
             ck = {} if self.plan_interval else {"checkpoint": {"interval": f"{round(self.tau * 3600)}s"}}
             self._spec = parse_spec({"name": "sim", "run": "true", **ck, "resources": {
-                "nodes": self.nodes, "gpus_per_node": 8, "accelerator": "H100"}})
+                "nodes": self.nodes, "gpus_per_node": o.gpus, "accelerator": o.accelerator}})
         return self._spec
 
     def reset(self):
@@ -148,8 +152,13 @@ class Launcher(Policy):
             self._cool(offer, t)
 
     def refused(self, offer, t):
-        record(self.store, sim_key(offer), 0.0, 0, "no_capacity", EPOCH + t * 3600)
+        if not self.every_refusal:
+            record(self.store, sim_key(offer), 0.0, 0, "no_capacity", EPOCH + t * 3600)
         self._cool(offer, t)
+
+    def passed(self, offer, t):
+        if self.every_refusal:
+            record(self.store, sim_key(offer), 0.0, 0, "no_capacity", EPOCH + t * 3600)
 
     def _cool(self, offer, t):
         if self.cooldown > 0:
@@ -161,8 +170,8 @@ class Launcher(Policy):
     def choose(self, tr, offers, t, remaining, last, preempted):
         cands = self.candidates(tr, offers, t)
         open_ = [c for c, o in zip(cands, offers) if self.blocked.get((o.cloud, o.region), -1) <= t]
-        params = PlanParams(work_hours=remaining, checkpoint_cost_hours=C, restart_hours={"skypilot": D})
-        ranked = rank(self.spec(), open_ or cands, params).ranked
+        params = PlanParams(work_hours=remaining, checkpoint_cost_hours=tr.C, restart_hours={"skypilot": tr.D})
+        ranked = rank(self.spec(offers[0]), open_ or cands, params).ranked
         names = [o.name for o in offers]
         tau = ranked[0].interval_hours
         return [names.index(r.offer.target) for r in ranked], (remaining if math.isinf(tau) else tau)
@@ -217,11 +226,15 @@ class OnDemandOnly(Policy):
 
 
 def launch(policy, tr, offers, t, order) -> tuple[int | None, float]:
-    """Walk the candidates past full zones: (the zone that launched or None, the time)."""
+    """Walk the candidates past full zones: (the zone that launched or None, the time).
+    No candidates: the policy waits (a refused launch's time) and decides again."""
+    if not order:
+        return None, t + tr.refused_hours
     for k in order:
-        if has_capacity(tr, k, t):
+        if tr.has_capacity(k, t):
             return k, t
-        t += REFUSED
+        policy.passed(offers[k], t)
+        t += tr.refused_hours
     policy.refused(offers[order[0]], t)
     return None, t
 
@@ -231,27 +244,27 @@ def run(policy: Policy, tr: Trace, offers: list[SimOffer], work: float, nodes: i
     t, committed, cost = t0, 0.0, 0.0
     last, preempted, restarts = None, False, 0
     while committed < work - 1e-9:
-        if t > HORIZON - 200:
+        if t > tr.horizon:
             return {"cost": math.inf, "hours": math.inf, "restarts": restarts, "end": t}
         order, tau = policy.choose(tr, offers, t, work - committed, last, preempted)
         i, t = launch(policy, tr, offers, t, order)
         if i is None:
             continue
         start, interrupted = t, False
-        up = t + D                       # restart: billed, no progress, can be interrupted too
-        if next_event(tr, i, t) < up:
-            t, interrupted = next_event(tr, i, t), True
+        up = t + tr.D                       # restart: billed, no progress, can be interrupted too
+        if tr.next_event(i, t) < up:
+            t, interrupted = tr.next_event(i, t), True
         else:
             t = up
             while committed < work - 1e-9:
                 seg = min(tau, work - committed)
-                end = t + seg + C
-                e = next_event(tr, i, t)
+                end = t + seg + tr.C
+                e = tr.next_event(i, t)
                 if e < end:
                     t, interrupted = e, True
                     break
                 t, committed = end, committed + seg
-        cost += nodes * cost_between(tr, i, start, t)
+        cost += nodes * tr.cost_between(i, start, t)
         policy.observe(offers[i], nodes * (t - start), interrupted, t)
         last, preempted = i, interrupted
         restarts += interrupted
@@ -289,65 +302,6 @@ def compare(policies, kinds, seeds, work, nodes, offers, jobs=1, refusals=True):
         if isinstance(p, Launcher):
             p.close()
     return out, storms
-
-
-def quantile(xs, q):
-    xs = sorted(xs)
-    k = (len(xs) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
-def mean_of(rs, key="cost"):
-    return statistics.mean(r[key] for r in rs)
-
-
-def saving(rs, base) -> list[float]:
-    return [100 * (1 - r["cost"] / b["cost"]) for r, b in zip(rs, base)]
-
-
-def report(res, storms, policies, title):
-    print(f"\n== {title}")
-    for kind in TRACE_KINDS:
-        base = res[(kind, BASELINE)]
-        bc, bh = mean_of(base), mean_of(base, "hours")
-        print(f"\n{kind} traces (spot zones in storm {100 * storms[kind]:.0f}% of the time on average)")
-        print(f"{'policy':<36} {'mean $':>8} {'vs base':>8} {'mean h':>7} {'vs base':>8} {'restarts':>8}  "
-              f"per-trace $ saving vs {BASELINE}: median [p10, p90] (min, max)")
-        for p in policies:
-            rs = res[(kind, p.name)]
-            mc, mh, save = mean_of(rs), mean_of(rs, "hours"), saving(rs, base)
-            print(f"{p.name:<36} {mc:>8,.0f} {100 * (mc / bc - 1):>+7.1f}% {mh:>7.1f} {100 * (mh / bh - 1):>+7.1f}% "
-                  f"{mean_of(rs, 'restarts'):>8.1f}  {statistics.median(save):+5.1f}% "
-                  f"[{quantile(save, 0.1):+5.1f}%, {quantile(save, 0.9):+5.1f}%] ({min(save):+.1f}%, {max(save):+.1f}%)")
-
-
-def per_seed(res, show: int, rows: list[str]):
-    """The first SHOW seeds side by side: $ of the baseline, and each row's $ and saving."""
-    for kind in TRACE_KINDS:
-        base = res[(kind, BASELINE)]
-        print(f"\n{kind}: per seed, $ and saving vs {BASELINE}")
-        print(f"{'seed':>6} {BASELINE:>18} " + " ".join(f"{r[:24]:>24} {'':>7}" for r in rows))
-        for s in range(min(show, len(base))):
-            cells = " ".join(f"{res[(kind, r)][s]['cost']:>24,.0f} {saving(res[(kind, r)], base)[s]:>+6.1f}%"
-                             for r in rows)
-            print(f"{s:>6} {base[s]['cost']:>18,.0f} {cells}")
-        cells = " ".join(f"{mean_of(res[(kind, r)]):>24,.0f} {100 * (1 - mean_of(res[(kind, r)]) / mean_of(base)):>+6.1f}%"
-                         for r in rows)
-        print(f"{'mean':>6} {mean_of(base):>18,.0f} {cells}   (over {len(base)} seeds)")
-
-
-def summary(res, title, name=LAUNCHER):
-    out = []
-    for kind in TRACE_KINDS:
-        lr, br = res[(kind, name)], res[(kind, BASELINE)]
-        save = saving(lr, br)
-        n = len(save)
-        se = statistics.stdev(save) / math.sqrt(n) if n > 1 else 0.0
-        out.append(f"{title}, {kind}: {name} vs {BASELINE}: {100 * (1 - mean_of(lr) / mean_of(br)):+.1f}% cheaper "
-                   f"on average (per-trace mean {statistics.mean(save):+.1f}% +- {se:.1f}% s.e.), median "
-                   f"{statistics.median(save):+.1f}%, worst trace {min(save):+.1f}%")
-    return out
 
 
 def policies_for(nodes: int) -> list[Policy]:

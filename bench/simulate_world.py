@@ -50,6 +50,9 @@ class SimOffer:
     zone: str
     spot: bool
     base: float
+    instance_type: str = "8xH100"
+    accelerator: str = "H100"
+    gpus: int = 8
 
 
 def market() -> list[SimOffer]:
@@ -73,6 +76,23 @@ class Trace:
     storm_share: list  # per offer: fraction of time in storm (for the report)
     regimes: list      # per offer: [(start, end, per-node rate, stormy)] (the clairvoyant reference reads it)
     full: list         # per offer: per hour, True when launches there are refused
+    C: float = C               # the job's checkpoint cost, restart overhead, a refused launch (hours)
+    D: float = D
+    refused_hours: float = REFUSED
+    horizon: float = HORIZON - 200  # a job still running after this hour gives up (cost inf)
+
+    # What the replay (bench/simulate_policy.py) asks of a world; bench/trace_world.py has the same.
+    def price_at(self, i: int, t: float) -> float:
+        return price_at(self, i, t)
+
+    def has_capacity(self, i: int, t: float) -> bool:
+        return has_capacity(self, i, t)
+
+    def cost_between(self, i: int, a: float, b: float) -> float:
+        return cost_between(self, i, a, b)
+
+    def next_event(self, i: int, t: float) -> float:
+        return next_event(self, i, t)
 
 
 def _zone_events(rng, kind: str, nodes: int):
