@@ -76,7 +76,7 @@ def _array_of(app, rows):
 def cancel_rows(app, rows, array=None, wait_claim_s: float = 30.0) -> dict:
     """Cancel open elements ROWS, under their claims, in a few scheduler calls; ARRAY (a
     Handle) stands for every task of the sweep's array. {job id: CancelReport}."""
-    from ..cancel import CancelReport, close_cancelled, mark_cancelled, next_attempt, to_cancel
+    from ..cancel import CancelReport, close_cancelled, mark_cancelled, to_cancel
 
     store = app.store
     claims, out = _claim_all(store, rows, wait_claim_s)

@@ -32,9 +32,10 @@ def test_cancel_of_a_20_element_sweep_is_a_few_scheduler_calls_and_says_what_eac
     poll("elements 0 and 1 completed, four running", lambda: (lambda c: c.get("COMPLETED") == QUICK and
                                                               c.get("RUNNING") == 4)(cli.status(sweep_id)["counts"]),
          timeout=180, interval=1)
+    array = cli.status(e[0])["attempts"][0]["native_id"].split("_")[0]
     assert "closed as CANCELLED" in cli.run("cancel", sweep_id, "--element", 2).stdout
-    poll("element 2's task gone", lambda: f"_2 " not in cluster.run("squeue", "-h", "-r", "-o", "%i ").stdout,
-         timeout=30)
+    poll("element 2's task gone",
+         lambda: f"{array}_2" not in cluster.run("squeue", "-h", "-r", "-o", "%i").stdout.split(), timeout=30)
 
     log = tmp / "slurm-calls.log"
     p = cli.run("cancel", sweep_id, env={"PATH": _wrappers(cluster, tmp / "wrappers", log)})
@@ -44,7 +45,6 @@ def test_cancel_of_a_20_element_sweep_is_a_few_scheduler_calls_and_says_what_eac
     assert names.count("scontrol") == 1, calls  # the one batched status call
     assert len(calls) <= 5, calls  # + one dedupe listing (squeue, sacct where it is not found)
     (scancel,) = [c for c in calls if c[0] == "scancel"]
-    array = cli.status(e[3])["attempts"][0]["native_id"].split("_")[0]
     assert scancel[1:] == [array], scancel  # the array's id covers every task
 
     out = p.stdout.splitlines()
