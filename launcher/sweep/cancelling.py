@@ -84,7 +84,7 @@ def cancel_rows(app, rows, array=None, wait_claim_s: float = 30.0) -> dict:
         reports = {j: CancelReport(j) for j in claims}
         found = _find_all(app, claims, reports)
         todo = {j: to_cancel(app, c, found.get(j)) for j, c in claims.items()}
-        errors = _cancel_all(app, [h for t in todo.values() for _, h in t], array)
+        errors = _cancel_all(app, [h for t in todo.values() for _, h in t], array if claims else None)
         with store.batch():  # one transaction for every element's close
             for j, c in claims.items():
                 for n, h in todo[j]:
@@ -161,11 +161,12 @@ def _find_all(app, claims: dict, reports: dict) -> dict:
 
 
 def _cancel_all(app, handles, array=None) -> dict:
-    """Cancel HANDLES, the sweep's ARRAY standing for its own tasks (``<array>_<i>``):
+    """Cancel HANDLES, and the sweep's ARRAY (whatever the store knows of its tasks: a task
+    Slurm requeued in place is cancelled too), which stands for its own tasks (``<array>_<i>``):
     {(target, native id): error} of those whose cancel did not go through."""
     from ..backend import CancelsMany, can
 
-    by_target: dict = {}
+    by_target: dict = {array.target: []} if array is not None else {}
     for h in handles:
         by_target.setdefault(h.target, []).append(h)
     errors = {}
@@ -173,7 +174,8 @@ def _cancel_all(app, handles, array=None) -> dict:
         backend = app.backend(target)
         covered = [h for h in hs if array is not None and target == array.target
                    and h.native_id.startswith(f"{array.native_id}_")]
-        send = ([array] if covered else []) + [h for h in hs if h not in covered]
+        send = ([array] if array is not None and target == array.target else []) + \
+            [h for h in hs if h not in covered]
         if can(backend, CancelsMany):
             try:
                 errs = backend.cancel_many(send)
