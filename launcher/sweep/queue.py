@@ -119,15 +119,26 @@ def start_element(app, row_id: str, facts=None) -> Outcome:
         store.patch_meta(row_id, start_at=time.time())  # before SUBMITTING: marks this SUBMITTING as a start
         store.update_job(row_id, state="SUBMITTING")
         try:
-            request = render_element(app, job, 1, facts)
-            handle = app.backend(job.target).submit(request)
+            found = _earlier_start(app, job)
+            handle = found or app.backend(job.target).submit(render_element(app, job, 1, facts))
         except LauncherError as e:
             return _start_failed(app, job, c.owner, e)
+        why = "found by its dedupe token: an earlier start got through" if found else "a slot of max_parallel freed"
         store.record_attempt(row_id, 1, job.target, handle.to_json(), handle.native_id, state="PENDING",
-                             reason="a slot of max_parallel freed", owner=c.owner)
+                             reason=why, owner=c.owner)
         store.record_event(row_id, "submitted", target=job.target, native_id=handle.native_id, attempt=1,
-                           sweep=job.meta["sweep"]["id"], reason="a slot of max_parallel freed")
+                           sweep=job.meta["sweep"]["id"], reason=why, found_existing=found is not None)
     return Outcome(row_id, "started", f"{job.target} id {handle.native_id}")
+
+
+def _earlier_start(app, job):
+    """The job an earlier start of element JOB submitted after all (a start whose launcher was
+    lost, or one slower than its claim), found by its dedupe token; None on a first start."""
+    from ..submission import find_submission
+
+    if job.meta.get("start_at") is None:
+        return None
+    return find_submission(app.backend(job.target), element_job(app, job))
 
 
 def _start_failed(app, job, owner: str, e, event: str = "start_failed", **detail) -> Outcome:

@@ -90,3 +90,27 @@ def test_a_plain_launch_left_submitting_is_not_taken_for_a_queued_start(lx, tmp_
     row = lx.app.store.get_job(f"{sweep_id}-e0")
     assert queue.started_at(row) is None  # launched, not started from the queue
     lx.cancel_sweep(sweep_id)
+
+
+def test_a_start_that_got_through_late_is_adopted_by_the_next_start_not_submitted_twice(lx, tmp_path, monkeypatch):
+    # the start's submission got through but the lookup missed it (slower than the claim): the
+    # element went back to the queue; its next start finds the job by its token and keeps it
+    sweep_id, job_id = interrupted_start(lx, tmp_path, monkeypatch, accept=True)
+    store = lx.app.store
+    c = store.claim(job_id)
+    assert queue.requeue_lost_start(lx.app, c, time.time() + claim_ttl() + 1).action == "start_lost"
+    store.release(job_id, c.owner)
+    poll("the first start's job is found", lambda: queue._earlier_start(lx.app, store.get_job(job_id)), timeout=15,
+         interval=0.1)
+    from launcher_backends.local.backend import LocalBackend
+
+    def never(self, request):
+        raise AssertionError("submitted a second time")
+
+    monkeypatch.setattr(LocalBackend, "submit", never)
+    assert [(x.job_id, x.action) for x in queue.fill(lx.app, sweep_id)] == [(job_id, "started")]
+    monkeypatch.undo()
+    (sub,) = [e for e in store.events(job_id) if e["kind"] == "submitted"]
+    assert sub["found_existing"] is True and "earlier start" in sub["reason"]
+    assert [a.attempt for a in store.attempts(job_id)] == [1]
+    lx.cancel_sweep(sweep_id)
