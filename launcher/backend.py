@@ -143,6 +143,22 @@ class FindsSubmissions(Protocol):
 
 
 @runtime_checkable
+class FindsManySubmissions(Protocol):
+    """Dedupe lookup of many jobs in a few scheduler calls (whatever their number):
+    {``job.dedupe_token``: the scheduler's job} for those of JOBS the scheduler has."""
+
+    def find_many(self, jobs: Sequence[JobRef]) -> dict: ...
+
+
+@runtime_checkable
+class CancelsMany(Protocol):
+    """Cancel many jobs in a few scheduler calls (whatever their number), idempotently like
+    ``cancel``: {native id: error text} for those whose cancel did not go through."""
+
+    def cancel_many(self, handles: Sequence[Handle]) -> dict: ...
+
+
+@runtime_checkable
 class MeasuresQueueWait(Protocol):
     """The backend has a queue; it can tell how long a job of this shape would wait in it.
     Burst (waiting too long here: go elsewhere) applies only to such backends."""

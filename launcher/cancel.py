@@ -95,44 +95,65 @@ def cancel_claimed(app, c, closing: Closing = Closing()) -> CancelReport:
     """Cancel what the scheduler has of claimed job C, then close it as CLOSING says."""
     from .submission import find_submission, job_ref
 
-    store = app.store
-    job, attempts = c.job, c.attempts
+    job = c.job
     report = CancelReport(job.job_id)
     if not is_open(job):
         return finished_report(job)
-    todo: list[tuple[int, Handle]] = []
-    for a in attempts:
-        active = not attempt_ended(a.state)
-        if active and a.handle:
-            todo.append((a.attempt, Handle.from_json(a.handle)))
     # what the scheduler may have that the store does not: a SUBMITTING row's job, or the
     # attempt a watcher submitted right before it died
-    next_attempt = attempts[-1].attempt + 1 if attempts else RecoveryState.load(job.meta).attempt
     try:
-        found = find_submission(app.backend(job.target), job_ref(app, job, next_attempt))
+        found = find_submission(app.backend(job.target), job_ref(app, job, next_attempt(c)))
     except LauncherError as e:
-        report.errors.append(f"attempt {next_attempt}: could not look its dedupe token up: {e}")
+        report.errors.append(f"attempt {next_attempt(c)}: could not look its dedupe token up: {e}")
         found = None
-    if found is not None:
-        todo.append((next_attempt, found))
-        store.record_attempt(job.job_id, next_attempt, job.target, found.to_json(), found.native_id,
-                             state="PENDING", reason="found by its dedupe token while cancelling", owner=c.owner)
+    todo = to_cancel(app, c, found)
     for n, h in todo:
-        label = f"attempt {n} ({h.backend} id {h.native_id})"
         backend = app.backend(h.target)
         try:
             backend.cancel(h)
         except (LauncherError, OSError) as e:
-            report.errors.append(f"{label}: {e}")
+            report.errors.append(f"{attempt_label(n, h)}: {e}")
             continue
-        report.cancelled.append(label)
-        store.update_attempt(job.job_id, n, state="CANCELLED", reason=closing.reason)
+        mark_cancelled(app, c, report, n, h, closing)
         try:
             st = backend.status([h])[0]
         except LauncherError:
             continue
         if st.state.is_active and st.state not in (JobState.COMPLETING, JobState.UNKNOWN):
-            report.still_active.append(f"{label}: {st.state.value}")
+            report.still_active.append(f"{attempt_label(n, h)}: {st.state.value}")
+    return close_cancelled(app, c, report, todo, closing)
+
+
+def next_attempt(c) -> int:
+    """The attempt claimed job C would submit next (its dedupe token may be at the scheduler)."""
+    return c.attempts[-1].attempt + 1 if c.attempts else RecoveryState.load(c.job.meta).attempt
+
+
+def to_cancel(app, c, found: Optional[Handle]) -> list[tuple[int, Handle]]:
+    """(attempt, handle) of every attempt of claimed job C still active, plus FOUND (the job
+    carrying the next attempt's dedupe token, recorded now as that attempt)."""
+    todo = [(a.attempt, Handle.from_json(a.handle)) for a in c.attempts if not attempt_ended(a.state) and a.handle]
+    if found is not None:
+        n, job = next_attempt(c), c.job
+        todo.append((n, found))
+        app.store.record_attempt(job.job_id, n, job.target, found.to_json(), found.native_id,
+                                 state="PENDING", reason="found by its dedupe token while cancelling", owner=c.owner)
+    return todo
+
+
+def attempt_label(n: int, h: Handle) -> str:
+    return f"attempt {n} ({h.backend} id {h.native_id})"
+
+
+def mark_cancelled(app, c, report: CancelReport, n: int, h: Handle, closing: Closing) -> None:
+    report.cancelled.append(attempt_label(n, h))
+    app.store.update_attempt(c.job.job_id, n, state="CANCELLED", reason=closing.reason)
+
+
+def close_cancelled(app, c, report: CancelReport, todo: list, closing: Closing) -> CancelReport:
+    """Close claimed job C as CLOSING says when every cancel in TODO went through (else record
+    the failure: it stays open)."""
+    store, job, attempts = app.store, c.job, c.attempts
     if not todo and not report.errors:
         last = attempts[-1] if attempts else None
         report.note = (f"the scheduler had nothing running for it (attempt {last.attempt} ended {last.state})"

@@ -305,6 +305,18 @@ class SlurmBackend:
         if r.returncode != 0 and "Invalid job id" not in r.stderr and "already completed" not in r.stderr:
             raise CommandError(["scancel", handle.native_id], r.returncode, r.stdout, r.stderr, self.runner.where)
 
+    def cancel_many(self, handles) -> dict:
+        """``cancel`` of every handle in as few scancel calls as the command line allows
+        (one for thousands of ids): {native id: error} for those that did not go through."""
+        from .cancel_many import id_batches, is_job_id, scancel_errors
+
+        ids = [h.native_id for h in handles]
+        errors = {i: "not a Slurm job id" for i in ids if not is_job_id(i)}
+        for batch in id_batches(i for i in ids if is_job_id(i)):
+            r = self._run(["scancel", *batch], check=False)
+            errors.update(scancel_errors(r.returncode, r.stderr, batch))
+        return errors
+
     # ---- logs
     def logs(self, handle: Handle, follow: bool = False, done=None):
         path = f"{handle.extra['job_dir']}/slurm-{handle.native_id}.out"
@@ -361,23 +373,23 @@ class SlurmBackend:
         """The job whose --comment is the dedupe token: slurmctld's table first (every job
         still known, finished ones included until MinJobAge), then slurmdbd's accounting
         where there is one (Comment is stored with AccountingStoreFlags=job_comment)."""
+        return self.find_many([job]).get(job.dedupe_token)
+
+    def find_many(self, jobs) -> dict:
+        """``find`` of every job in JOBS in one squeue (and at most one sacct): {token: Handle}."""
+        from .cancel_many import tokens_in
+
+        want = {j.dedupe_token: j for j in jobs}
+        if not want:
+            return {}
         r = self._run(["squeue", "-h", "-t", "all", "-o", "%i|%k"], check=False)
         if r.returncode != 0:
             raise TransientError(f"squeue failed on {self.runner.where}: {r.stderr.strip()}")
-        jid = _with_token(r.stdout, job.dedupe_token)
-        if jid is None:
+        found = tokens_in(r.stdout, want)
+        if len(found) < len(want):
             r = self._run(["sacct", "-n", "-P", "-X", "-S", "now-30days", "-o", "JobID,Comment"], check=False)
-            jid = _with_token(r.stdout, job.dedupe_token) if r.returncode == 0 else None
-        if jid is None:
-            return None
-        return Handle(self.name, self.target.name, job.job_id, jid, job.attempt,
-                      extra={"job_dir": self.job_dir_for(job), "found_by_token": True})
-
-
-def _with_token(text: str, token: str) -> Optional[str]:
-    """The first job id of ``id|comment`` lines whose comment is the token."""
-    for line in text.splitlines():
-        jid, _, comment = line.partition("|")
-        if comment.strip() == token and jid.strip().split("_")[0].isdigit():
-            return jid.strip()
-    return None
+            if r.returncode == 0:
+                found.update(tokens_in(r.stdout, [t for t in want if t not in found]))
+        return {t: Handle(self.name, self.target.name, want[t].job_id, jid, want[t].attempt,
+                          extra={"job_dir": self.job_dir_for(want[t]), "found_by_token": True})
+                for t, jid in found.items()}

@@ -23,7 +23,7 @@ from ..errors import LauncherError
 from ..launch import resubmit
 from ..submission import find_submission, job_ref, job_spec
 from ..plan.observed import observe_job
-from ..sweep import stopping
+from ..sweep import queue, stopping
 from ..state import ClaimLost, is_open
 from ..status import Status, closes_job
 from ..tracking import refresh
@@ -95,6 +95,8 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time) -> O
             return None  # the launch (or another watcher) recorded it meanwhile
         attempt = RecoveryState.load(job.meta).attempt
         found = find_submission(app.backend(job.target), job_ref(app, job, attempt))
+        if found is None and queue.started_at(job) is not None:  # a queued sweep element's start
+            return queue.requeue_lost_start(app, c, clock())
         r = reconcile_submitting(found is not None, clock() - job.created)
         if r.action == "wait":
             return Outcome(job_id, "waiting", r.reason)

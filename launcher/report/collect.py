@@ -153,10 +153,11 @@ def price_per_hour(app, target: str, spec) -> tuple[Optional[float], str, int]:
 
 
 def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, history: Optional[bool] = None,
-            specs: Optional[dict] = None):
+            specs: Optional[dict] = None, records: Optional[list] = None):
     """(History, JobRow, notes) for JOB (a job id or unique prefix). HISTORY: ask the scheduler
     for its per-run records (default: when refreshing). SPECS: parsed specs by their stored
-    text, shared by the calls for many jobs of one spec (a sweep's elements)."""
+    text, shared by the calls for many jobs of one spec (a sweep's elements). RECORDS: the
+    job's attempt records, when the caller read its root already (under a time bound)."""
     store = app.store
     notes: list = []
     row = store.get_job(job)
@@ -166,7 +167,8 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, hi
     spec = _stored_spec(row, notes, {} if specs is None else specs)
     # per-run scheduler records (Slurm requeues keep one job id for several runs)
     runs = _run_histories(app, rows, notes) if (refresh if history is None else history) else {}
-    records = read_generation_records(row.ckpt_root, row.job_id, notes)
+    if records is None:
+        records = read_generation_records(row.ckpt_root, row.job_id, notes)
     attempts = _attempts_in(app, rows, runs, _match(rows, records), spec)
     if row.ckpt_root and not records:
         notes.append(f"no attempt records of {row.job_id} under {row.ckpt_root}: program starts and save timings "

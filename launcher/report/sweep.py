@@ -28,7 +28,8 @@ The JSON shape (``launcher report SWEEP --json``, ``Launcher.report_sweep``)::
               "goodput_pct"} or null, "best_reason": str or null,
      "elements": [{"index", "job_id", "params", "state", "reason", "attempts", "wall_s", "categories",
                    "goodput_pct", "cost_usd", "cost_complete", "useful_gpu_hours", "final_step",
-                   "metric", "metric_step", "reported"}],
+                   "metric", "metric_step", "reported", "metrics_read"}],
+     "metrics_unread": [index whose root did not answer within $LAUNCHER_STORAGE_TIMEOUT],
      "notes": [str]}
 """
 
@@ -75,6 +76,7 @@ class ElementIn:
     metrics: Mapping = field(default_factory=dict)  # {step: {metric: value}}
     last_step: Optional[int] = None  # the latest committed step the state store knows of
     notes: list = field(default_factory=list)
+    metrics_read: bool = True  # False: its root did not answer in time (its metric is unknown)
 
 
 def choose_metric(metric: Optional[str], mode: Optional[str], early_stop=None, scope: str = "last") \
@@ -152,7 +154,7 @@ def element_row(e: ElementIn, choice: Optional[MetricChoice]) -> dict:
             "cost_usd": cost.get("total_usd"), "cost_complete": bool(cost.get("complete")) if cost else False,
             "useful_gpu_hours": cost.get("useful_gpu_hours") or 0.0,
             "final_step": _final_step(e), "metric": value, "metric_step": at,
-            "reported": e.report is not None}
+            "reported": e.report is not None, "metrics_read": e.metrics_read}
 
 
 def _counts(rows) -> dict:
@@ -218,10 +220,19 @@ def aggregate(sweep_id: str, elements, choice: Optional[MetricChoice] = None, no
     best, why = _best(rows, choice, names)
     out = {"sweep": sweep_id, "size": len(rows), "counts": _counts(rows)}
     out.update(_totals(rows, [e.report for e in elements if e.report]))
+    unread = [e.index for e in elements if not e.metrics_read]
     out.update(cost=_cost(rows), metric=choice.to_dict() if choice else None, reported_metrics=names,
-               best=best, best_reason=why, elements=rows,
-               notes=[*notes, *grouped_notes(elements)])
+               best=best, best_reason=why, elements=rows, metrics_unread=unread,
+               notes=[*notes, *unread_note(unread, best is not None), *grouped_notes(elements)])
     return out
+
+
+def unread_note(unread, ranked: bool) -> list[str]:
+    """The line naming the elements whose roots did not answer in time (none: no line)."""
+    if not unread:
+        return []
+    return [f"metrics of element{'s' if len(unread) > 1 else ''} {index_ranges(unread)} could not be read within "
+            f"$LAUNCHER_STORAGE_TIMEOUT: {'the best element is among the others only' if ranked else 'not ranked'}"]
 
 
 def index_ranges(indices) -> str:

@@ -5,7 +5,11 @@ The open elements are brought up to date in ONE batched status call; each elemen
 report then reads the state store, its checkpoint root's attempt records and, for sweeps
 up to ``HISTORY_MAX`` elements, the scheduler's per-run records of that element (one call
 each: a larger sweep's run times come from the state store, and the report says so).
-Metrics are read from each element's root (``launcher.checkpoint.metrics``).
+Each element's root (its attempt records and the metrics it reported,
+``launcher.checkpoint.metrics``) is read on a worker thread against one deadline
+(``launcher.sweep.reports.read_element_reports``, $LAUNCHER_STORAGE_TIMEOUT as in
+``launcher watch``): a hung NFS mount or S3 endpoint under one element leaves that element
+unranked, and the report names it, instead of hanging.
 """
 
 from __future__ import annotations
@@ -36,8 +40,27 @@ def gather_sweep(app, sweep_id: str, metric: Optional[str] = None, mode: Optiona
     if refresh and not history:
         notes.append(f"{len(rows)} elements: run times are the state store's (the scheduler's per-run records are "
                      f"read for sweeps of up to {HISTORY_MAX} elements)")
-    elements = [_element(app, r, history, now, specs) for r in rows]
+    roots = _read_roots(rows)
+    elements = [_element(app, r, history, now, specs, roots) for r in rows]
     return aggregate(sweep_id, elements, choice, notes=notes)
+
+
+def _read_roots(rows):
+    """Every element root's records and metrics, read within the storage time bound (a
+    ``launcher.sweep.reports.Read`` by element index)."""
+    from ..sweep.reports import read_element_reports
+
+    jobs = {r.ckpt_root: r.job_id for r in rows if r.ckpt_root}
+    roots = {r.meta["sweep"]["index"]: r.ckpt_root for r in rows if r.ckpt_root}
+    return read_element_reports(roots, reader=lambda root: _read_root(root, jobs[root]))
+
+
+def _read_root(root: str, job_id: str) -> dict:
+    from .collect import read_generation_records
+
+    notes: list = []
+    records = read_generation_records(root, job_id, notes)
+    return {"records": records, "metrics": _metrics(root, notes), "notes": notes}
 
 
 def _early_stop(row, specs: dict):
@@ -61,23 +84,28 @@ def _refresh_open(app, rows, notes: list) -> None:
         notes.append(f"status of {len(failed)} element(s) not refreshed: {failed[0]}")
 
 
-def _element(app, row, history: bool, now: Optional[float], specs: dict) -> ElementIn:
+def _element(app, row, history: bool, now: Optional[float], specs: dict, roots) -> ElementIn:
     from . import account
     from .collect import collect
 
     sw = row.meta["sweep"]
-    notes: list = []
+    got = roots.reports.get(sw["index"]) or {}
+    unread = roots.problems.get(sw["index"])
+    notes: list = list(got.get("notes") or [])
+    if unread:
+        notes.append(f"metrics and attempt records not read: {unread}")
     report = None
     try:
-        hist, row, got = collect(app, row.job_id, refresh=False, now=now, history=history, specs=specs)
-        notes += got
+        records = got.get("records") if not unread and row.ckpt_root else ([] if unread else None)
+        hist, row, more = collect(app, row.job_id, refresh=False, now=now, history=history, specs=specs,
+                                  records=records)
+        notes += more
         report = account(hist).to_dict()
     except (LauncherError, OSError, ValueError) as e:
         notes.append(f"no report: {e}")
-    metrics = _metrics(row.ckpt_root, notes)
     return ElementIn(index=sw["index"], params=sw.get("params") or {}, state=row.state, job_id=row.job_id,
-                     reason=row.reason, report=report, metrics=metrics, last_step=row.last_step,
-                     notes=[_generic(n, row) for n in notes])
+                     reason=row.reason, report=report, metrics=got.get("metrics") or {}, last_step=row.last_step,
+                     notes=[_generic(n, row) for n in notes], metrics_read=not unread)
 
 
 def _metrics(root: Optional[str], notes: list) -> dict:

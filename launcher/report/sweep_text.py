@@ -60,7 +60,8 @@ def _table(d: dict) -> list[str]:
     for r in d["elements"]:
         table.append(["*" if r["index"] == best else "", str(r["index"]), r["state"], str(r["attempts"]),
                       _pct(r["goodput_pct"]), _usd(r["cost_usd"]),
-                      "-" if r["final_step"] is None else str(r["final_step"]), _num(r["metric"]),
+                      "-" if r["final_step"] is None else str(r["final_step"]),
+                      _num(r["metric"]) if r.get("metrics_read", True) else "?",
                       params_text(r["params"])])
     widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]
     widths[0] = 1  # the best element's mark, "*"

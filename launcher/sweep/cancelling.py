@@ -1,27 +1,31 @@
-"""``launcher cancel SWEEP [--element N]``: one cancel of the whole array, then each element
-closed and reported for what it was.
+"""``launcher cancel SWEEP [--element N]``: every open element cancelled in a few scheduler
+calls, then each closed and reported for what it was.
 
 The open elements are first brought up to date in ONE batched status call, so an element
 that had finished (or had been cancelled) before is reported as such and left alone (no
-event is written for it). Then the array is cancelled in one call, and every element that
-was open is closed through the ordinary cancel (``launcher.cancel``), which also cancels
-an element's later attempts (an element resubmitted alone is an array of its own). An
-element another launcher closed in between (it saw the array's cancel first) was still
-cancelled by this command, and is reported so.
+event is written for it). Then, holding every open element's claim: one dedupe lookup for
+all of them (``FindsManySubmissions``: the attempt a crashed watcher submitted but never
+recorded), and one cancel of everything the scheduler has (``CancelsMany``: on Slurm one
+``scancel`` naming the sweep's array, which covers its tasks, and each element's later
+attempts; a backend without it cancels each handle). Each element that was cancelled is
+closed CANCELLED with one ``cancelled`` event; one whose cancel failed stays open and says
+why. ``--element N`` is the ordinary single-job cancel of that element.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+from ..cancel import Closing
 from ..errors import LauncherError
 from .launching import sweep_rows
 
 CANCELLED = "CANCELLED"
+CLOSING = Closing()  # by the user
 
 
 def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
-    """Cancel the whole sweep (one cancel of its array) or one ELEMENT: a CancelReport per element."""
+    """Cancel the whole sweep or one ELEMENT: a CancelReport per element."""
     from ..cancel import cancel_job, finished_report
     from ..state import is_open
     from .control import element_id
@@ -36,17 +40,14 @@ def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
         raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")
     queued = cancel_queued(app, sweep_id)  # first, under the sweep's claim: none of them starts meanwhile
     closed_now = {r.job_id for r in queued}
-    rows = _refreshed(app, sweep_id, rows)
-    open_rows = [r for r in rows if is_open(r)]
-    array_note = _cancel_array(app, rows, open_rows)
-    was_open = {r.job_id for r in open_rows}
-    return queued + [_close(app, r, array_note) if r.job_id in was_open else finished_report(r)
-                     for r in rows if r.job_id not in closed_now]
+    rows = [r for r in _refreshed(app, sweep_id, rows) if r.job_id not in closed_now]
+    done = cancel_rows(app, [r for r in rows if is_open(r)], _array_of(app, rows))
+    return queued + [done.get(r.job_id) or finished_report(r) for r in rows]
 
 
 def _refreshed(app, sweep_id: str, rows) -> list:
     """The rows after one batched status call for the open ones (a failing target: as stored;
-    the per-element cancel then finds out)."""
+    the cancel then finds out)."""
     from ..state import is_open
     from ..tracking import refresh
 
@@ -57,34 +58,140 @@ def _refreshed(app, sweep_id: str, rows) -> list:
     return rows
 
 
-def _cancel_array(app, rows, open_rows) -> str:
-    """Cancel the sweep's array in one call; what was cancelled ("" when nothing was sent)."""
+def _array_of(app, rows):
+    """The handle of the sweep's array job (its native id covers every task), or None where
+    the elements are jobs of their own."""
     from ..backend import Handle
 
     from .queue import runs_arrays
 
-    with_handle = [r for r in open_rows if r.handle]
+    with_handle = [r for r in rows if r.handle]
     if not with_handle or not runs_arrays(app.backend(with_handle[0].target)):
-        return ""  # elements that are jobs of their own: each is cancelled below
+        return None
     h = Handle.from_json(with_handle[0].handle)
     array = rows[0].meta["sweep"].get("array") or h.extra.get("sweep_array")
+    return Handle(h.backend, h.target, rows[0].meta["sweep"]["id"], array, 1, dict(h.extra)) if array else None
+
+
+def cancel_rows(app, rows, array=None, wait_claim_s: float = 30.0) -> dict:
+    """Cancel open elements ROWS, under their claims, in a few scheduler calls; ARRAY (a
+    Handle) stands for every task of the sweep's array. {job id: CancelReport}."""
+    from ..cancel import CancelReport, close_cancelled, mark_cancelled, to_cancel
+
+    store = app.store
+    claims, out = _claim_all(store, rows, wait_claim_s)
     try:
-        app.backend(with_handle[0].target).cancel(Handle(h.backend, h.target, rows[0].meta["sweep"]["id"], array,
-                                                         1, dict(h.extra)))
-    except (LauncherError, OSError):
-        return ""  # each element's own cancel below tries again and reports its error
-    return f"the sweep's array ({h.backend} id {array})"
+        reports = {j: CancelReport(j) for j in claims}
+        found = _find_all(app, claims, reports)
+        todo = {j: to_cancel(app, c, found.get(j)) for j, c in claims.items()}
+        errors = _cancel_all(app, [h for t in todo.values() for _, h in t], array if claims else None)
+        with store.batch():  # one transaction for every element's close
+            for j, c in claims.items():
+                for n, h in todo[j]:
+                    err = errors.get((h.target, h.native_id))
+                    if err:
+                        reports[j].errors.append(f"attempt {n} ({h.backend} id {h.native_id}): {err}")
+                    else:
+                        mark_cancelled(app, c, reports[j], n, h, CLOSING)
+                out[j] = close_cancelled(app, c, reports[j], todo[j], CLOSING)
+    finally:
+        for j, c in claims.items():
+            store.release(j, c.owner)
+    return out
 
 
-def _close(app, row, array_note: str):
-    """Close one element that was open before the array's cancel."""
-    from ..cancel import CancelReport, cancel_job
+def _claim_all(store, rows, wait_s: float, poll: float = 0.2) -> tuple[dict, dict]:
+    """({job id: claim} of ROWS still open, {job id: CancelReport} of those another launcher
+    kept acting on for WAIT_S)."""
+    import time
 
-    rep = cancel_job(app, row.job_id, refresh_first=False)
-    if rep.finished_state == CANCELLED and array_note:
-        # closed by another launcher's status refresh after OUR cancel of the array
-        return CancelReport(row.job_id, cancelled=[array_note])
-    return rep
+    from ..cancel import CancelReport, finished_report
+    from ..recovery.claims import claim_ttl
+    from ..state import is_open
+
+    claims, out, left = {}, {}, [r.job_id for r in rows]
+    deadline = time.monotonic() + wait_s
+    while left:
+        for j in list(left):
+            c = store.claim(j, ttl=claim_ttl())
+            if c is not None:
+                left.remove(j)
+                if is_open(c.job):
+                    claims[j] = c
+                else:  # closed by another launcher meanwhile: nothing to do
+                    store.release(j, c.owner)
+                    out[j] = finished_report(c.job)
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(poll)
+    for j in left:
+        holder = store.claim_holder(j)
+        out[j] = CancelReport(j, errors=[f"being acted on by another launcher ({holder[0] if holder else '?'}); "
+                                         "not cancelled: try again in a minute"])
+    return claims, out
+
+
+def _find_all(app, claims: dict, reports: dict) -> dict:
+    """{job id: the job the scheduler has with its next attempt's dedupe token}: one lookup
+    per target where the backend finds many at once (``FindsManySubmissions``)."""
+    from ..backend import FindsManySubmissions, can
+    from ..cancel import next_attempt
+    from ..submission import find_submission, job_ref
+
+    by_target: dict = {}
+    for j, c in claims.items():
+        by_target.setdefault(c.job.target, []).append((j, job_ref(app, c.job, next_attempt(c))))
+    found = {}
+    for target, refs in by_target.items():
+        backend = app.backend(target)
+        try:
+            if can(backend, FindsManySubmissions):
+                got = backend.find_many([r for _, r in refs])
+                found.update({j: got[r.dedupe_token] for j, r in refs if r.dedupe_token in got})
+                continue
+            for j, r in refs:
+                h = find_submission(backend, r)
+                if h is not None:
+                    found[j] = h
+        except LauncherError as e:
+            for j, r in refs:
+                if j not in found:
+                    reports[j].errors.append(f"attempt {r.attempt}: could not look its dedupe token up: {e}")
+    return found
+
+
+def _cancel_all(app, handles, array=None) -> dict:
+    """Cancel HANDLES, and the sweep's ARRAY (whatever the store knows of its tasks: a task
+    Slurm requeued in place is cancelled too), which stands for its own tasks (``<array>_<i>``):
+    {(target, native id): error} of those whose cancel did not go through."""
+    from ..backend import CancelsMany, can
+
+    by_target: dict = {array.target: []} if array is not None else {}
+    for h in handles:
+        by_target.setdefault(h.target, []).append(h)
+    errors = {}
+    for target, hs in by_target.items():
+        backend = app.backend(target)
+        covered = [h for h in hs if array is not None and target == array.target
+                   and h.native_id.startswith(f"{array.native_id}_")]
+        send = ([array] if array is not None and target == array.target else []) + \
+            [h for h in hs if h not in covered]
+        if can(backend, CancelsMany):
+            try:
+                errs = backend.cancel_many(send)
+            except (LauncherError, OSError) as e:
+                errs = {h.native_id: str(e) for h in send}
+        else:
+            errs = {}
+            for h in send:
+                try:
+                    backend.cancel(h)
+                except (LauncherError, OSError) as e:
+                    errs[h.native_id] = str(e)
+        if covered and array.native_id in errs:
+            errs.update({h.native_id: errs[array.native_id] for h in covered})
+        errors.update({(target, i): e for i, e in errs.items()})
+    return errors
 
 
 def cancel_counts(reports) -> dict:

@@ -13,7 +13,10 @@ SWEEP's claim (a row of the claims table keyed ``sweep:<id>``, taken and renewed
 claim), and each element is started under its own job claim, only if it is still QUEUED (a
 cancel takes that claim too). A start marks the row SUBMITTING before submitting, so a
 launcher that dies mid-submit leaves a row that ``launcher watch`` adopts through its dedupe
-token, like an interrupted launch.
+token, like an interrupted launch. The start is marked (``meta["start_at"]``): a start whose
+launcher died before the backend accepted it (no job with its token once the element's claim
+is free and a claim's time has passed since the start) goes back to QUEUED, with a
+``start_lost`` event, and counts as one of the START_TRIES (``lost_start``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 import os
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Iterator, Optional
 
 from ..backend import JobRef, RunsArrays, can
@@ -112,29 +116,79 @@ def start_element(app, row_id: str, facts=None) -> Outcome:
         job = c.job
         if not is_open(job) or job.state != QUEUED:
             return Outcome(row_id, "claimed", f"no longer queued ({job.state})")
+        store.patch_meta(row_id, start_at=time.time())  # before SUBMITTING: marks this SUBMITTING as a start
         store.update_job(row_id, state="SUBMITTING")
         try:
-            request = render_element(app, job, 1, facts)
-            handle = app.backend(job.target).submit(request)
+            found = _earlier_start(app, job)
+            handle = found or app.backend(job.target).submit(render_element(app, job, 1, facts))
         except LauncherError as e:
             return _start_failed(app, job, c.owner, e)
+        why = "found by its dedupe token: an earlier start got through" if found else "a slot of max_parallel freed"
         store.record_attempt(row_id, 1, job.target, handle.to_json(), handle.native_id, state="PENDING",
-                             reason="a slot of max_parallel freed", owner=c.owner)
+                             reason=why, owner=c.owner)
         store.record_event(row_id, "submitted", target=job.target, native_id=handle.native_id, attempt=1,
-                           sweep=job.meta["sweep"]["id"], reason="a slot of max_parallel freed")
+                           sweep=job.meta["sweep"]["id"], reason=why, found_existing=found is not None)
     return Outcome(row_id, "started", f"{job.target} id {handle.native_id}")
 
 
-def _start_failed(app, job, owner: str, e: Exception) -> Outcome:
+def _earlier_start(app, job):
+    """The job an earlier start of element JOB submitted after all (a start whose launcher was
+    lost, or one slower than its claim), found by its dedupe token; None on a first start."""
+    from ..submission import find_submission
+
+    if job.meta.get("start_at") is None:
+        return None
+    return find_submission(app.backend(job.target), element_job(app, job))
+
+
+def _start_failed(app, job, owner: str, e, event: str = "start_failed", **detail) -> Outcome:
+    """One more failed start of JOB: back to QUEUED (with an EVENT), or closed FAILED at START_TRIES."""
     tries = int(job.meta.get("start_failures") or 0) + 1
     app.store.patch_meta(job.job_id, start_failures=tries)
     if tries >= START_TRIES:
         app.store.close_job(job.job_id, "FAILED", f"could not be started ({tries} tries): {e}", owner=owner,
-                            event="start_failed", detail={"error": str(e), "tries": tries, "final": True})
+                            event=event, detail={"error": str(e), "tries": tries, "final": True, **detail})
         return Outcome(job.job_id, "failed", str(e))
     app.store.update_job(job.job_id, state=QUEUED)
-    app.store.record_event(job.job_id, "start_failed", error=str(e), tries=tries)
-    return Outcome(job.job_id, "start_failed", f"{e} (stays queued; try {tries} of {START_TRIES})")
+    app.store.record_event(job.job_id, event, error=str(e), tries=tries, **detail)
+    return Outcome(job.job_id, event, f"{e} (back in the queue; try {tries} of {START_TRIES})")
+
+
+# ---- a start whose launcher died (SUBMITTING, no handle, no job with its dedupe token)
+@dataclass(frozen=True)
+class LostStart:
+    action: str  # "wait" | "requeue" | "fail"
+    reason: str
+
+
+def lost_start(age_s: float, ttl_s: float, tries: int, max_tries: int = START_TRIES) -> LostStart:
+    """Pure: what to do with a queued element left SUBMITTING by a start the backend has no
+    job of (looked up by its dedupe token), AGE_S after the start began. A start holds the
+    element's claim (TTL_S, longer than a submission takes) while it submits, so before TTL_S
+    the submission may still be under way (a starter interrupted by Ctrl-C released the claim
+    early); after it nothing ran: the element goes back to the queue, unless this was its
+    last try (TRIES failed starts before this one)."""
+    if age_s < ttl_s:
+        return LostStart("wait", f"started {age_s:.0f}s ago; the launcher starting it may still be submitting")
+    why = (f"the launcher starting it stopped before the backend accepted it (no job with its dedupe token "
+           f"{age_s:.0f}s after the start): nothing ran")
+    return LostStart("fail" if tries + 1 >= max_tries else "requeue", why)
+
+
+def started_at(job) -> Optional[float]:
+    """When the start of queued element JOB began, if JOB is a row left SUBMITTING by one."""
+    at = job.meta.get("start_at") if job.meta.get("sweep") else None
+    return float(at) if at is not None and job.state == "SUBMITTING" and not job.handle else None
+
+
+def requeue_lost_start(app, c, now: float) -> Outcome:
+    """Under the element's claim C: element C.job was left SUBMITTING by a start and the
+    backend has no job of it (``lost_start``)."""
+    job = c.job
+    d = lost_start(now - started_at(job), claim_ttl(), int(job.meta.get("start_failures") or 0))
+    if d.action == "wait":
+        return Outcome(job.job_id, "waiting", d.reason)
+    return _start_failed(app, job, c.owner, d.reason, event="start_lost", reason=d.reason)
 
 
 # ---- keeping max_parallel

@@ -14,6 +14,12 @@ Each watch pass, after the batched status refresh:
    job) and closes it as STOPPED with the judgement's reason. STOPPED is final: watch never
    resubmits it, and its cancelled attempt is no failure for ``launcher report``. A cancel
    that fails leaves the element open with its stop recorded: the next pass tries again.
+
+An element pending in its array for a slot of ``max_parallel`` (never started) has reported
+nothing, so successive halving does not judge it (``early_stop.judge``): it is not stopped for
+what the others reported; it starts when a slot frees (often a stopped element's) and is
+judged when it reaches the rung. Only an element that reported and then went back to pending
+(a requeue) can be stopped while pending: its pending task is cancelled like a running one.
 """
 
 from __future__ import annotations

@@ -67,4 +67,8 @@ def test_status_of_a_1000_element_sweep_is_one_scheduler_call(clean_queue, tmp_p
     text = cli.run("status", sweep_id, env={"PATH": path}).stdout
     assert f"sweep {sweep_id}: {SIZE} elements" in text, text[:500]
     assert len(log.read_text().splitlines()) == 1
-    cli.run("cancel", sweep_id)
+    log.unlink()  # cancel of the 1,000 elements: a few scheduler calls in all, not a few per element
+    out = cli.run("cancel", sweep_id, env={"PATH": path}).stdout
+    names = [c.split()[0] for c in log.read_text().splitlines()]
+    assert names.count("scancel") == 1 and names.count("scontrol") == 1 and len(names) <= 4, names
+    assert out.splitlines()[-1] == f"sweep {sweep_id}: {SIZE} element(s): {SIZE} cancelled now", out[-300:]

@@ -55,3 +55,33 @@ def test_no_metrics_and_no_early_stop_say_so(tmp_path):
     assert d["best"] is None and d["metric"] is None
     assert d["best_reason"] == ("no metric to rank by (the sweep has no early_stop): pass --metric NAME --mode "
                                 "min|max (no element reported a metric with jobside.report(step, NAME=value))")
+
+
+def test_an_element_whose_root_hangs_is_named_and_the_report_still_comes(tmp_path, monkeypatch):
+    # element 1's root is on an S3 endpoint that accepts connections and never answers: without
+    # the time bound its reads would block for botocore's 4 tries x 60 s
+    from launcher.report.sweep_text import format_sweep_report
+    from tests.integration.test_watch_storage_bound import hang_s3
+
+    monkeypatch.setenv("LAUNCHER_STORAGE_TIMEOUT", "1")
+    with Launcher(home=tmp_path / "home") as lx:
+        sweep_id = _sweep(lx, tmp_path, ["COMPLETED", "COMPLETED", "COMPLETED"], [0.5, 0.1, 0.3])
+        lx.app.store.update_job(element_job_id(sweep_id, 1), ckpt_root="s3://bucket/ck/element-0001")
+        hung = hang_s3(monkeypatch)
+        try:
+            t0 = time.monotonic()
+            d = lx.report_sweep(sweep_id, refresh=False)
+            assert time.monotonic() - t0 < 30
+        finally:
+            hung.close()
+    assert d["metrics_unread"] == [1]
+    assert [e["metric"] for e in d["elements"]] == [0.5, None, 0.3]
+    assert [e["metrics_read"] for e in d["elements"]] == [True, False, True]
+    assert d["best"]["index"] == 2
+    assert ("metrics of element 1 could not be read within $LAUNCHER_STORAGE_TIMEOUT: the best element is among "
+            "the others only") in d["notes"]
+    assert any(n.startswith("element 1: metrics and attempt records not read: no answer from its root within 1s")
+               for n in d["notes"]), d["notes"]
+    text = format_sweep_report(d)
+    row = next(line for line in text.splitlines() if line.split()[:2] == ["1", "COMPLETED"])
+    assert " ? " in row, text

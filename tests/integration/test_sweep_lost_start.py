@@ -1,0 +1,73 @@
+"""A watcher SIGKILLed while it starts a queued sweep element, between the SUBMITTING write and
+the backend's submit (local target, real processes, the real `launcher watch` after it): the
+element goes back to the queue once, with a `start_lost` event saying why, and then runs
+exactly once."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+
+from .launcher_cli import LauncherCLI, job_id_of
+from .test_sweep_local import element_program, intervals
+
+
+def killed_watcher(cli: LauncherCLI) -> subprocess.CompletedProcess:
+    """A watcher whose backend submit SIGKILLs its own process: it dies at the first start of
+    a queued element, right after marking it SUBMITTING (the hook the limbo test uses for a
+    launch, here for a watcher's start)."""
+    code = textwrap.dedent("""
+        import os, signal, time
+        from launcher.app import App
+        from launcher.recovery import watch
+        from launcher_backends.local.backend import LocalBackend
+        LocalBackend.submit = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+        app = App()
+        for _ in range(600):
+            watch.cycle(app)
+            time.sleep(0.1)
+    """)
+    return subprocess.run([sys.executable, "-c", code], env=cli.env, capture_output=True, text=True, timeout=120)
+
+
+def state_of(cli: LauncherCLI, job: str) -> str:
+    """The stored state, read without `status` (which would reconcile the row)."""
+    import sqlite3
+
+    db = sqlite3.connect(cli.home / "state.db")
+    try:
+        return db.execute("SELECT state FROM jobs WHERE job_id=?", (job,)).fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_a_watcher_killed_while_starting_a_queued_element_leaves_it_queued_and_it_runs_once(tmp_path):
+    cli = LauncherCLI(tmp_path)
+    cli.env.update(LAUNCHER_CLAIM_TTL="3", HOLD="0.5")  # the dead watcher's claims expire quickly
+    out = cli.tmp / "out"
+    out.mkdir()
+    spec = cli.spec("lost", {"run": f"{sys.executable} {element_program(cli.tmp)}", "env": {"OUT": str(out)},
+                             "checkpoint": {"root": str(cli.tmp / "ck")},
+                             "sweep": {"points": [{"lr": 0.001}, {"lr": 0.002}], "max_parallel": 1}})
+    sweep_id = job_id_of(cli.run("launch", spec, "--target", "local"))
+    e1 = f"{sweep_id}-e1"
+    p = killed_watcher(cli)  # element 0 completes, then the start of element 1 kills it
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    assert state_of(cli, e1) == "SUBMITTING"
+    assert sorted(intervals(out)) == [0]  # element 1 never ran
+
+    w = cli.run("watch", "--interval", "0.3", timeout=300)
+    assert "no open jobs left" in w.stdout
+    s = json.loads(cli.run("status", sweep_id, "--json").stdout)
+    assert s["counts"] == {"COMPLETED": 2}, s
+    runs = intervals(out)
+    assert sorted(runs) == [0, 1] and all(len(r) == 1 for r in runs.values()), runs  # exactly once
+    st = cli.status(e1)
+    assert [a["attempt"] for a in st["attempts"]] == [1]
+    lost = [e for e in st["events"] if e["kind"] == "start_lost"]
+    assert len(lost) == 1 and "nothing ran" in lost[0]["reason"], st["events"]
+    kinds = [e["kind"] for e in st["events"]]
+    assert kinds.index("start_lost") < kinds.index("submitted")

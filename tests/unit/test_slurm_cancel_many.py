@@ -1,0 +1,52 @@
+"""The pure parts of the Slurm backend's cancel of many jobs in one scancel and dedupe lookup
+of many tokens in one listing (launcher_backends.slurm.cancel_many)."""
+
+from __future__ import annotations
+
+from launcher.backend import CancelsMany, FindsManySubmissions, can
+from launcher_backends.slurm import SlurmBackend
+from launcher_backends.slurm.cancel_many import id_batches, is_job_id, scancel_errors, tokens_in
+
+
+def test_slurm_declares_both_capabilities():
+    assert can(SlurmBackend, CancelsMany) and can(SlurmBackend, FindsManySubmissions)
+
+
+def test_a_thousand_task_ids_are_one_batch_and_a_huge_list_is_split_below_the_cap():
+    ids = [f"12345_{i}" for i in range(1000)]
+    assert id_batches(ids) == [ids]
+    many = [f"{10 ** 9 + i}_{i}" for i in range(20000)]
+    batches = id_batches(many, max_chars=64 * 1024)
+    assert [i for b in batches for i in b] == many and len(batches) > 1
+    assert all(len("scancel") + sum(len(i) + 1 for i in b) <= 64 * 1024 for b in batches)
+
+
+def test_duplicate_ids_are_sent_once():
+    assert id_batches(["7", "7_1", "7", "7_1"]) == [["7", "7_1"]]
+    assert id_batches([]) == []
+
+
+def test_only_job_ids_reach_scancel():
+    assert is_job_id("123") and is_job_id("123_4")
+    for bad in ("", "123_", "1;rm -rf /", "$(x)", "12 13", "-u", "123_4_5", "12\n13"):
+        assert not is_job_id(bad), bad
+
+
+def test_gone_and_finished_jobs_are_no_error_other_errors_are_named_per_id():
+    err = ("scancel: error: Kill job error on job id 5_1: Invalid job id specified\n"
+           "scancel: error: Kill job error on job id 6: Job/step already completing or completed\n"
+           "scancel: error: Kill job error on job id 7: Access/permission denied\n")
+    assert scancel_errors(1, err, ["5_1", "6", "7", "8"]) == {"7": "Access/permission denied"}
+    assert scancel_errors(0, "", ["5", "6"]) == {}
+
+
+def test_a_failure_no_line_names_is_every_ids_error():
+    got = scancel_errors(1, "scancel: error: slurm_receive_msg: Socket timed out on send/recv operation\n",
+                         ["5", "6_2"])
+    assert set(got) == {"5", "6_2"} and all("Socket timed out" in e and "exited 1" in e for e in got.values())
+
+
+def test_tokens_are_found_in_one_listing_first_id_wins():
+    text = "10|launcher:a:1\n11_[0-3%2]|launcher:sw:1\n12|launcher:b:2\n13|launcher:a:1\nx|launcher:c:1\n"
+    assert tokens_in(text, ["launcher:a:1", "launcher:b:2", "launcher:c:1", "launcher:z:1"]) == \
+        {"launcher:a:1": "10", "launcher:b:2": "12"}
