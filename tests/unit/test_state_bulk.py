@@ -1,5 +1,6 @@
-"""StateStore's bulk writes for a sweep (begin_jobs, record_submitted, forget_jobs) leave the
-same rows, attempts and events as the one-job-at-a-time writes they replace."""
+"""StateStore's bulk writes for a sweep (begin_sweep, record_submitted, forget_sweep) leave the
+same jobs (as readers see them), attempts and events as the one-job-at-a-time writes they
+replace, with the sweep's spec stored once."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from launcher.backend import Handle
 from launcher.state import StateStore
-from launcher.sweep.launching import element_handle, submitted_entry
+from launcher.sweep.launching import element_handle, submitted_entries
 
 SPEC = "name: sw\nrun: 'true'\n"
 ARRAY = Handle(backend="slurm", target="t", job_id="sw-1", native_id="77", attempt=1, extra={})
@@ -19,6 +20,12 @@ def _rows(n):
     return [{"job_id": f"sw-1-e{i}", "index": i, "ckpt_root": f"/ck/{i}",
              "meta": {"seed": i, "sweep": {"id": "sw-1", "index": i, "size": n, "params": {"x": i}}}}
             for i in range(n)]
+
+
+def _begin(store, rows):
+    shared = {"sweep": {"id": "sw-1", "size": len(rows)}}
+    store.begin_sweep("sw-1", "sw", "t", "slurm", None, SPEC, shared,
+                      [(r["job_id"], r["ckpt_root"], r["meta"]) for r in rows])
 
 
 def _one_by_one(store, rows):
@@ -32,16 +39,21 @@ def _one_by_one(store, rows):
 
 
 def _bulk(store, rows):
-    store.begin_jobs("sw", "t", "slurm", None, SPEC, [(r["job_id"], r["ckpt_root"], r["meta"]) for r in rows])
-    store.record_submitted("t", [submitted_entry(ARRAY, r, "t", "sw-1") for r in rows])
+    _begin(store, rows)
+    with store.batch():
+        store.share("sw-1", array=ARRAY.native_id)
+        store.record_submitted("t", submitted_entries(ARRAY, rows), detail={"sweep": "sw-1"})
 
 
 def _dump(store):
+    """The jobs as every reader sees them (JobRow, times left out), the attempts and the events."""
     db = sqlite3.connect(str(store.path))
-    timeless = {"jobs": "job_id,name,target,backend,spec_path,spec_yaml,state,reason,handle,ckpt_root,meta",
-                "attempts": "job_id,attempt,target,native_id,handle,state,reason,resume_step,meta",
+    timeless = {"attempts": "job_id,attempt,target,native_id,handle,state,reason,resume_step,meta",
                 "events": "job_id,kind,detail"}
-    return {t: db.execute(f"SELECT {cols} FROM {t} ORDER BY job_id, rowid").fetchall() for t, cols in timeless.items()}
+    jobs = sorted((j.job_id, j.name, j.target, j.backend, j.spec_path, j.spec_yaml, j.state, j.reason, j.handle,
+                   j.ckpt_root, j.meta, j.sweep_id) for j in store.list_jobs())
+    return {"jobs": jobs,
+            **{t: db.execute(f"SELECT {cols} FROM {t} ORDER BY job_id, rowid").fetchall() for t, cols in timeless.items()}}
 
 
 def test_bulk_writes_equal_the_one_by_one_writes(tmp_path):
@@ -52,24 +64,27 @@ def test_bulk_writes_equal_the_one_by_one_writes(tmp_path):
         assert _dump(a) == _dump(b)
         assert b.get_job("sw-1-e3").meta["sweep"]["array"] == "77"
         assert [e["kind"] for e in b.events("sw-1-e3")] == ["submitted"]
+        assert [j.job_id for j in b.sweep_jobs("sw-1")] == [f"sw-1-e{i}" for i in range(5)]
     finally:
         a.close()
         b.close()
 
 
-def test_begin_jobs_is_all_or_nothing_and_forget_jobs_removes_them(tmp_path):
+def test_begin_sweep_is_all_or_nothing_and_forget_sweep_removes_it(tmp_path):
     store = StateStore(tmp_path / "h")
     try:
         rows = _rows(3)
         store.begin_job("sw-1-e2", "sw", "t", "slurm", None, SPEC)  # a clash makes the whole batch fail
         with pytest.raises(sqlite3.IntegrityError):
-            store.begin_jobs("sw", "t", "slurm", None, SPEC, [(r["job_id"], r["ckpt_root"], r["meta"]) for r in rows])
+            _begin(store, rows)
         assert [j.job_id for j in store.list_jobs()] == ["sw-1-e2"]
-        store.forget_jobs(["sw-1-e2"])
+        assert store.db.execute("SELECT count(*) FROM sweeps").fetchone()[0] == 0
+        store.forget_job("sw-1-e2")
         _bulk(store, rows)
         assert len(store.list_jobs()) == 3
-        store.forget_jobs([r["job_id"] for r in rows])
+        store.forget_sweep("sw-1")
         assert _dump(store) == {"jobs": [], "attempts": [], "events": []}
+        assert store.db.execute("SELECT count(*) FROM sweeps").fetchone()[0] == 0
     finally:
         store.close()
 
