@@ -31,7 +31,7 @@ DEFAULT_BUSY_TIMEOUT = 30.0
 
 
 # the tables (``launcher.state`` reads and writes them); created with the file, and again
-# (IF NOT EXISTS) on every open
+# (IF NOT EXISTS) on every open, once ``migrate`` has brought an older store's tables up to it
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
   job_id     TEXT PRIMARY KEY,
@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   sweep_id   TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_sweep ON jobs(sweep_id);
 CREATE TABLE IF NOT EXISTS sweeps (
   sweep_id   TEXT PRIMARY KEY,
   name       TEXT NOT NULL,
