@@ -44,20 +44,22 @@ class BulkWrites:
 
     def record_statuses(self, entries) -> None:
         """``update_attempt`` + ``mirror_state`` for many jobs in ONE transaction (one status
-        call's results). ENTRIES: (job_id, attempt, attempt fields, handle_json, state, reason)."""
+        call's results), writing only what changed (a sweep's poll mostly changes nothing).
+        ENTRIES: (job_id, attempt, attempt fields, handle_json, state, reason)."""
         from .state import is_final, mirrored_state
 
         now = time.time()
         by_cols: dict = {}  # the same columns set: one executemany
         jobs, events = [], []
         with self.tx() as db:
-            rows = _rows(db, "state, handle, meta", [e[0] for e in entries])
+            rows = _rows(db, "state, reason, handle, meta", [e[0] for e in entries])
+            stored = _attempt_fields(db, entries)
             for job_id, attempt, fields, handle_json, state, reason in entries:
-                if fields:
+                if fields and not _same(stored.get((job_id, attempt)), fields):
                     by_cols.setdefault(tuple(fields), []).append((*fields.values(), job_id, attempt))
                 new = mirrored_state(rows.get(job_id), handle_json, state)
-                if new is None:
-                    continue
+                if new is None or (new, reason) == (rows[job_id]["state"], rows[job_id]["reason"]):
+                    continue  # nothing changed: nothing written
                 jobs.append((new, reason, now, job_id))
                 rows[job_id] = {**rows[job_id], "state": new}  # a job listed twice sees its own change
                 if is_final(new):
@@ -91,6 +93,23 @@ def _rows(db, cols: str, job_ids) -> dict:
         q = f"SELECT job_id, {cols} FROM jobs WHERE job_id IN ({','.join('?' * len(chunk))})"
         out.update({r["job_id"]: dict(r) for r in db.execute(q, chunk).fetchall()})
     return out
+
+
+def _attempt_fields(db, entries) -> dict:
+    """{(job id, attempt): the stored values of the attempt columns ENTRIES set}."""
+    cols = sorted({k for e in entries for k in (e[2] or ())})
+    if not cols:
+        return {}
+    out = {}
+    for chunk in _chunks(list(dict.fromkeys(e[0] for e in entries))):
+        q = (f"SELECT job_id, attempt, {', '.join(cols)} FROM attempts "
+             f"WHERE job_id IN ({','.join('?' * len(chunk))})")
+        out.update({(r["job_id"], r["attempt"]): r for r in db.execute(q, chunk).fetchall()})
+    return out
+
+
+def _same(row, fields: dict) -> bool:
+    return row is not None and all(row[k] == v for k, v in fields.items())
 
 
 def _reopened(metas: dict) -> dict:

@@ -118,3 +118,14 @@ class SweepRows:
         found = self.db.execute("SELECT * FROM jobs WHERE sweep_id=?", (sweep_id,)).fetchall()
         rows = [j for j in job_rows(self.db, found) if (j.meta.get("sweep") or {}).get("id") == sweep_id]
         return sorted(rows, key=lambda j: j.meta["sweep"]["index"])
+
+    def is_sweep(self, name: str) -> bool:
+        """Whether NAME is a sweep (its row, or elements recorded before the sweeps table)."""
+        q = "SELECT 1 FROM sweeps WHERE sweep_id=? UNION ALL SELECT 1 FROM jobs WHERE sweep_id=? LIMIT 1"
+        return self.db.execute(q, (name, name)).fetchone() is not None
+
+    def element_states(self, sweep_id: str) -> dict:
+        """{job id: (state, handle)} of SWEEP_ID's elements: what a status refresh changes,
+        read without the rest of each row."""
+        q = "SELECT job_id, state, handle FROM jobs WHERE sweep_id=?"
+        return {r[0]: (r[1], r[2]) for r in self.db.execute(q, (sweep_id,)).fetchall()}

@@ -143,8 +143,8 @@ def fill(app, sweep_id: str, facts=None) -> list[Outcome]:
     from ..submission import job_spec
 
     store = app.store
-    if not any(r.state == QUEUED and is_open(r) for r in sweep_rows(store, sweep_id)):
-        return []
+    if QUEUED not in {state for state, _ in store.element_states(sweep_id).values()}:
+        return []  # no row read in full: a status call of a sweep without queued elements
     with sweep_claim(store, sweep_id) as owner:
         if owner is None:
             return [Outcome(sweep_id, "claimed", "another launcher is starting its queued elements")]

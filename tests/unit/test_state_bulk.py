@@ -125,3 +125,18 @@ def test_attempts_of_reads_many_jobs_at_once(tmp_path):
         assert got == {"sw-1-e0": store.attempts("sw-1-e0"), "sw-1-e2": store.attempts("sw-1-e2"), "nope": []}
     finally:
         store.close()
+
+
+def test_record_statuses_writes_nothing_when_nothing_changed(tmp_path):
+    store = StateStore(tmp_path / "h")
+    try:
+        entries = _statuses(store)
+        store.record_statuses(entries)
+        before, changes = _dump(store), store.db.total_changes
+        store.record_statuses(entries)  # the next poll: the same states
+        assert store.db.total_changes == changes and _dump(store) == before
+        moved = [(*entries[0][:2], {**entries[0][2], "state": "COMPLETED", "ended": 9.0}, entries[0][3], "COMPLETED", "")]
+        store.record_statuses(moved)
+        assert store.get_job("sw-1-e0").state == "COMPLETED" and store.attempts("sw-1-e0")[0].ended == 9.0
+    finally:
+        store.close()

@@ -39,6 +39,7 @@ CREATE INDEX events_job ON events(job_id, id);
 CREATE TABLE claims (job_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL, taken REAL NOT NULL);
 """
 LOSS = [0.4, 0.1, 0.3, 0.2]
+# (sweep ids unlike other tests': launcher.sweep.stopping caches what it read per sweep and element id)
 
 
 def sweep_text(root) -> str:
@@ -54,7 +55,7 @@ def old_store(home, text: str, base: str, states) -> None:
     db.executescript(SCHEMA_1)
     db.execute(f"PRAGMA application_id={APPLICATION_ID}")
     db.execute("PRAGMA user_version=1")
-    for r, state in zip(element_rows("sw-1", spec_from_text(text), 7, base), states):
+    for r, state in zip(element_rows("old-1", spec_from_text(text), 7, base), states):
         h = Handle("fake", "local", r["job_id"], f"100_{r['index']}", 1, {"sweep_array": "100"})
         meta = {**r["meta"], "sweep": {**r["meta"]["sweep"], "array": "100"}}
         db.execute("INSERT INTO jobs(job_id,name,target,backend,spec_path,spec_yaml,created,updated,state,handle,"
@@ -85,10 +86,10 @@ class FakeScheduler:
 # ---------------------------------------------------------------- the new layout
 def test_own_meta_keeps_what_is_the_elements_and_merged_gives_it_back():
     meta = {"spec_base": "/b", "seed": 11, "seed_source": "sweep", "final": True,
-            "sweep": {"id": "sw-1", "index": 3, "size": 4, "params": {"x": 3}, "seed": 7}}
+            "sweep": {"id": "old-1", "index": 3, "size": 4, "params": {"x": 3}, "seed": 7}}
     shared = shared_of(meta)
     own = own_meta(meta, shared)
-    assert own == {"seed": 11, "final": True, "sweep": {"id": "sw-1", "index": 3, "params": {"x": 3}}}
+    assert own == {"seed": 11, "final": True, "sweep": {"id": "old-1", "index": 3, "params": {"x": 3}}}
     assert merged(own, shared) == meta
     assert merged(own, {**shared, "sweep": {**shared["sweep"], "array": "100"}})["sweep"]["array"] == "100"
     assert merged(meta, None) is meta  # a row written before the sweeps table: its own meta
@@ -97,23 +98,23 @@ def test_own_meta_keeps_what_is_the_elements_and_merged_gives_it_back():
 def test_the_spec_is_stored_once_and_every_element_reads_it(tmp_path):
     text = sweep_text(tmp_path / "ck")
     spec = spec_from_text(text)
-    rows = element_rows("sw-1", spec, 7, "/base")
+    rows = element_rows("old-1", spec, 7, "/base")
     store = StateStore(tmp_path / "h")
     try:
-        begin_sweep(store, "sw-1", spec, text, "/base/sw.yaml", "t", "fake", rows)
-        store.share("sw-1", array="100")
+        begin_sweep(store, "old-1", spec, text, "/base/sw.yaml", "t", "fake", rows)
+        store.share("old-1", array="100")
         raw = store.db.execute("SELECT spec_yaml, meta, sweep_id FROM jobs ORDER BY job_id").fetchall()
-        assert [r["spec_yaml"] for r in raw] == [""] * 4 and {r["sweep_id"] for r in raw} == {"sw-1"}
+        assert [r["spec_yaml"] for r in raw] == [""] * 4 and {r["sweep_id"] for r in raw} == {"old-1"}
         assert "spec_base" not in raw[0]["meta"] and '"size"' not in raw[0]["meta"]
         assert [tuple(r) for r in store.db.execute("SELECT spec_yaml, size FROM sweeps")] == [(text, 4)]
-        got = sweep_rows(store, "sw-1")
-        assert [j.job_id for j in got] == [f"sw-1-e{i}" for i in range(4)]
+        got = sweep_rows(store, "old-1")
+        assert [j.job_id for j in got] == [f"old-1-e{i}" for i in range(4)]
         for j, r in zip(got, rows):
             assert j.spec_yaml == text and j.meta == {**r["meta"], "sweep": {**r["meta"]["sweep"], "array": "100"}}
-        assert store.get_job("sw-1-e2") == got[2] and store.claim("sw-1-e2").job == got[2]
+        assert store.get_job("old-1-e2") == got[2] and store.claim("old-1-e2").job == got[2]
         assert job_spec(got[2]).sweep.early_stop.metric == "loss"
-        store.patch_meta("sw-1-e2", final=True)  # a write of the element's own meta keeps the split
-        assert store.get_job("sw-1-e2").meta["sweep"]["size"] == 4
+        store.patch_meta("old-1-e2", final=True)  # a write of the element's own meta keeps the split
+        assert store.get_job("old-1-e2").meta["sweep"]["size"] == 4
     finally:
         store.close()
 
@@ -136,9 +137,9 @@ def test_an_old_store_is_migrated_in_place_and_its_elements_keep_their_own_spec(
     try:
         db = store.db
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-        assert [r[0] for r in db.execute("SELECT sweep_id FROM jobs ORDER BY job_id")] == ["sw-1"] * 4
+        assert [r[0] for r in db.execute("SELECT sweep_id FROM jobs ORDER BY job_id")] == ["old-1"] * 4
         assert db.execute("SELECT count(*) FROM sweeps").fetchone()[0] == 0  # nothing rewritten
-        rows = sweep_rows(store, "sw-1")
+        rows = sweep_rows(store, "old-1")
         assert [j.meta["sweep"]["index"] for j in rows] == [0, 1, 2, 3]
         assert all(j.spec_yaml == text and j.meta["sweep"]["array"] == "100" for j in rows)
         assert job_spec(rows[1]).sweep.size == 4 and rows[1].meta["spec_base"] == "/base"
@@ -146,7 +147,7 @@ def test_an_old_store_is_migrated_in_place_and_its_elements_keep_their_own_spec(
         store.close()
     again = StateStore(tmp_path / "h")  # a second open finds it migrated
     try:
-        assert len(sweep_rows(again, "sw-1")) == 4
+        assert len(sweep_rows(again, "old-1")) == 4
     finally:
         again.close()
 
@@ -167,20 +168,20 @@ def old_rig(launcher_env, tmp_path):
 
 def test_watch_decides_on_an_old_stores_elements_from_their_own_spec(old_rig):
     app, fake = old_rig
-    record(app.store, "sw-1", EarlyStop(metric="loss", mode="min", keep=0.5, rungs=[10, 20]),
+    record(app.store, "old-1", EarlyStop(metric="loss", mode="min", keep=0.5, rungs=[10, 20]),
            {i: {10: {"loss": v}} for i, v in enumerate(LOSS)})  # rung 10 stops 0 and 2
     fake.states["100_1"] = JobState.COMPLETED
     out = watch.cycle(app)
     assert sorted((o.job_id, o.action) for o in out if o.action in ("stopped", "done")) == [
-        ("sw-1-e0", "stopped"), ("sw-1-e1", "done"), ("sw-1-e2", "stopped")]
+        ("old-1-e0", "stopped"), ("old-1-e1", "done"), ("old-1-e2", "stopped")]
     assert sorted(fake.cancelled) == ["100_0", "100_2"]
-    assert [r.state for r in sweep_rows(app.store, "sw-1")] == [STOPPED, "COMPLETED", STOPPED, "RUNNING"]
+    assert [r.state for r in sweep_rows(app.store, "old-1")] == [STOPPED, "COMPLETED", STOPPED, "RUNNING"]
 
 
 def test_status_of_an_old_stores_sweep_reads_its_rows_and_metric(old_rig):
     app, fake = old_rig
     fake.states["100_3"] = JobState.COMPLETED
-    s = sweep_status(app, "sw-1")
+    s = sweep_status(app, "old-1")
     assert s["size"] == 4 and s["metric"] == "loss"
     assert s["counts"] == {"RUNNING": 3, "COMPLETED": 1}
     assert [e["params"] for e in s["elements"]] == [{"x": i} for i in range(4)]
