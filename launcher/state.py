@@ -39,13 +39,15 @@ def mirrored_state(row, handle_json: str, state: str) -> Optional[str]:
     """Pure: the job state ``mirror_state`` writes for an attempt's STATE, given the job's ROW
     (state, handle, meta as stored), or None when the row keeps its own (gone, superseded by a
     newer submission, closed, or a burst race deciding first which copy won)."""
-    if row is None or row["handle"] != handle_json:
+    if row is None or row["handle"] != handle_json or is_final(row["state"]):
         return None
-    rs = RecoveryState.load(json.loads(row["meta"] or "{}"))
-    if is_final(row["state"]) or rs.closed:
+    text = row["meta"] or "{}"
+    # only a meta naming a closing or a burst race is parsed (1,000 sweep elements a poll)
+    rs = RecoveryState.load(json.loads(text)) if '"final"' in text or '"burst"' in text else None
+    if rs is not None and rs.closed:
         return None
     new = job_state_for(state)
-    return None if is_final(new) and rs.racing else new
+    return None if is_final(new) and rs is not None and rs.racing else new
 
 
 def new_owner() -> str:

@@ -78,7 +78,9 @@ class BulkWrites:
         for chunk in _chunks(list(out)):
             q = f"SELECT * FROM attempts WHERE job_id IN ({','.join('?' * len(chunk))}) ORDER BY job_id, attempt"
             for r in self.db.execute(q, chunk).fetchall():
-                out[r["job_id"]].append(AttemptRow(**{**dict(r), "meta": json.loads(r["meta"] or "{}")}))
+                meta = r["meta"]
+                out[r["job_id"]].append(AttemptRow(**{**dict(r), "meta": json.loads(meta) if meta and meta != "{}"
+                                                      else {}}))
         return out
 
 

@@ -114,6 +114,8 @@ def element_facts(rows, reports) -> dict:
 def _metric_of(row) -> Optional[str]:
     from .stopping import early_stop_of
 
+    if "early_stop" not in row.spec_yaml:  # no such section: the spec (1,000 values) is not parsed
+        return None
     cfg = early_stop_of(row)
     return cfg.metric if cfg else None
 
