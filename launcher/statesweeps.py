@@ -119,6 +119,39 @@ class SweepRows:
         rows = [j for j in job_rows(self.db, found) if (j.meta.get("sweep") or {}).get("id") == sweep_id]
         return sorted(rows, key=lambda j: j.meta["sweep"]["index"])
 
+    def record_array_submitted(self, sweep_id: str, target: str, layout, detail: dict, state: str = "PENDING") -> bool:
+        """What ``record_submitted`` writes for every element of SWEEP_ID, put together by SQL
+        from each element's job id (LAYOUT: ``launcher.sweep.launching.ArrayLayout``): no
+        Python object per element. False (nothing written) when an element's native id would
+        be redacted: the caller then writes them one by one."""
+        from .redact import _masks, redact_obj, redact_text
+        from .statebulk import _reopened
+        from .status import job_state_for
+
+        masks = _masks(())
+        joined = "\n".join(layout.native_ids)
+        if redact_text(joined, _masks_=masks) != joined:
+            return False
+        mark = "\x01native\x01"
+        common = redact_obj({"target": target, "native_id": mark, "attempt": 1, **detail}, _masks_=masks)
+        d0, d1 = json.dumps(common, default=str).split(json.dumps(mark))
+        h0, h1, h2 = layout.handle_pieces
+        pre, at, now = layout.native_prefix, layout.index_at, time.time()
+        with self.tx() as db:
+            db.execute("UPDATE jobs SET handle = ? || job_id || ? || substr(job_id, ?) || ?, state=?, target=?, "
+                       "updated=? WHERE sweep_id=?", (h0, h1, at, h2, job_state_for(state), target, now, sweep_id))
+            db.execute("INSERT OR REPLACE INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,"
+                       "resume_step,meta) SELECT job_id, 1, ?, ? || substr(job_id, ?), handle, ?, ?, '', NULL, '{}' "
+                       "FROM jobs WHERE sweep_id=?", (target, pre, at, now, state, sweep_id))
+            db.execute("INSERT INTO events(job_id,ts,kind,detail) SELECT job_id, ?, 'submitted', "
+                       "? || '\"' || ? || substr(job_id, ?) || '\"' || ? FROM jobs WHERE sweep_id=?",
+                       (now, d0, pre, at, d1, sweep_id))
+            found = db.execute("SELECT job_id, meta FROM jobs WHERE sweep_id=? AND meta LIKE '%\"final\"%'",
+                               (sweep_id,)).fetchall()
+            db.executemany("UPDATE jobs SET meta=? WHERE job_id=?",
+                           [(m, j) for j, m in _reopened({r[0]: r[1] for r in found}).items()])
+        return True
+
     def is_sweep(self, name: str) -> bool:
         """Whether NAME is a sweep (its row, or elements recorded before the sweeps table)."""
         q = "SELECT 1 FROM sweeps WHERE sweep_id=? UNION ALL SELECT 1 FROM jobs WHERE sweep_id=? LIMIT 1"

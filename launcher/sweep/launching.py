@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
+import re
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..backend import Handle, JobRef
@@ -52,6 +53,38 @@ def element_handle(array: Handle, job_id: str, index: int) -> Handle:
     array_id = array.native_id.split("_")[0]
     extra = {**array.extra, "sweep_array": array_id}
     return replace(array, job_id=job_id, native_id=element_native_id(array_id, index), extra=extra)
+
+
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_.:@+-]+")
+
+
+@dataclass(frozen=True)
+class ArrayLayout:
+    """How each element's handle and native id follow from its job id ``<sweep id>-e<index>``,
+    for ``StateStore.record_array_submitted`` (SQL puts every element's texts together)."""
+
+    handle_pieces: tuple  # an element's handle JSON = [0] + job id + [1] + index + [2]
+    index_at: int  # where the index begins in an element's job id (from 1, as SQL's substr counts)
+    native_prefix: str  # an element's native id = native_prefix + index
+    native_ids: list  # every element's native id (their redaction is checked once)
+
+
+def array_layout(array: Handle, sweep_id: str, rows: list) -> Optional[ArrayLayout]:
+    """Pure: the ``ArrayLayout`` of the elements ROWS of the ARRAY just submitted, or None when
+    an id holds a character JSON would escape (then each element's texts are made in Python)."""
+    array_id = array.native_id.split("_")[0]
+    if not (_PLAIN_ID.fullmatch(sweep_id) and _PLAIN_ID.fullmatch(array_id)):
+        return None
+    job_mark, index_mark = "\x01job\x01", "\x01index\x01"
+    text = element_handle(array, job_mark, index_mark).to_json()
+    jq, iq = json.dumps(job_mark)[1:-1], json.dumps(index_mark)[1:-1]
+    if text.count(jq) != 1 or text.count(iq) != 1 or text.index(jq) > text.index(iq):
+        return None
+    head, rest = text.split(jq)
+    middle, tail = rest.split(iq)
+    prefix = element_native_id(array_id, "")
+    return ArrayLayout((head, middle, tail), len(element_job_id(sweep_id, "")) + 1, prefix,
+                       [prefix + str(r["index"]) for r in rows])
 
 
 def submitted_entries(array: Handle, rows: list) -> list[tuple]:
@@ -98,10 +131,19 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
     except BaseException:
         store.forget_sweep(sweep_id)
         raise
-    with store.batch():  # one transaction: the array's id (once) and every element's attempt
-        store.share(sweep_id, array=handle.native_id)
-        store.record_submitted(target_name, submitted_entries(handle, rows), detail={"sweep": sweep_id})
+    record_array(store, sweep_id, target_name, handle, rows)
     return Launched(sweep_id, handle, request)
+
+
+def record_array(store, sweep_id: str, target_name: str, array: Handle, rows: list) -> None:
+    """Record the submitted ARRAY for every element ROW in ONE transaction: the array's id
+    (once, on the sweep) and each element's handle, attempt and "submitted" event."""
+    detail = {"sweep": sweep_id}
+    with store.batch():
+        store.share(sweep_id, array=array.native_id)
+        layout = array_layout(array, sweep_id, rows)
+        if layout is None or not store.record_array_submitted(sweep_id, target_name, layout, detail):
+            store.record_submitted(target_name, submitted_entries(array, rows), detail=detail)
 
 
 def begin_sweep(store, sweep_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
