@@ -41,7 +41,11 @@ class Element:
     params: dict  # name -> value (bool, int, float or str), in the spec's order
 
     def params_json(self) -> str:
-        return json.dumps(self.params, ensure_ascii=False, separators=(",", ":"))
+        return _PARAMS_JSON(self.params)
+
+
+# one encoder for every element (json.dumps with options makes a new one per call)
+_PARAMS_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def elements(sweep: SweepSpec) -> list[Element]:
