@@ -146,14 +146,16 @@ def profile_launch(lx, spec_file: Path, top: int) -> None:
     import cProfile
     import pstats
 
-    for what, call in (("launch", lambda: lx.launch(str(spec_file), target=TARGET).job_id),
-                       ("status", lambda: lx.sweep(sweep_id))):
+    def profiled(what: str, call):
         prof = cProfile.Profile()
         got = prof.runcall(call)
-        sweep_id = got if what == "launch" else sweep_id
         print(f"---- profile of one sweep {what}")
         for key in ("cumulative", "tottime"):
             pstats.Stats(prof).sort_stats(key).print_stats(top)
+        return got
+
+    sweep_id = profiled("launch", lambda: lx.launch(str(spec_file), target=TARGET).job_id)
+    profiled("status", lambda: lx.sweep(sweep_id))
 
 
 def main():
