@@ -4,7 +4,8 @@ Three tables (schema: ``launcher.statedb``): ``jobs`` (one row per launched spec
 ``attempts`` (one row per submission or restart: native id, state, reason, resume step,
 cost) and ``events`` (every decision with its reason). Secrets never reach this file: the
 spec stores secret *names* only, and ``record_event`` redacts known patterns. Recovery's
-own state rides in ``jobs.meta`` (``launcher.recovery.state.RecoveryState``).
+own state rides in ``jobs.meta`` (``launcher.recovery.state.RecoveryState``). A sweep's spec
+is stored once, in ``sweeps``, and its elements' job rows refer to it (``launcher.statesweeps``).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ class BulkWrites:
         details = dumps_varying(common, {"native_id": shown}, default=str)
         job_state = job_state_for(state)
         with self.tx() as db:
-            metas = _reopened(_column(db, "meta", ids))
+            metas = reopened(_column(db, "meta", ids))
             db.executemany(
                 "INSERT OR REPLACE INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,"
                 "resume_step,meta) VALUES(?,1,?,?,?,?,?,'',NULL,'{}')",
@@ -114,7 +114,7 @@ def _same(row, fields: dict) -> bool:
     return row is not None and all(row[k] == v for k, v in fields.items())
 
 
-def _reopened(metas: dict) -> dict:
+def reopened(metas: dict) -> dict:
     """{job id: meta text} of the jobs closed meanwhile (METAS: {job id: meta text}), reopened:
     a recorded submission is the truth (as ``record_attempt`` does). Only a meta that names
     the closing key is parsed."""

@@ -125,7 +125,7 @@ class SweepRows:
         Python object per element. False (nothing written) when an element's native id would
         be redacted: the caller then writes them one by one."""
         from .redact import _masks, redact_obj, redact_text
-        from .statebulk import _reopened
+        from .statebulk import reopened
         from .status import job_state_for
 
         masks = _masks(())
@@ -134,7 +134,10 @@ class SweepRows:
             return False
         mark = "\x01native\x01"
         common = redact_obj({"target": target, "native_id": mark, "attempt": 1, **detail}, _masks_=masks)
-        d0, d1 = json.dumps(common, default=str).split(json.dumps(mark))
+        pieces = json.dumps(common, default=str).split(json.dumps(mark))
+        if len(pieces) != 2:  # the detail holds the marker's text: nothing to put an id between
+            return False
+        d0, d1 = pieces
         h0, h1, h2 = layout.handle_pieces
         pre, at, now = layout.native_prefix, layout.index_at, time.time()
         with self.tx() as db:
@@ -149,7 +152,7 @@ class SweepRows:
             found = db.execute("SELECT job_id, meta FROM jobs WHERE sweep_id=? AND meta LIKE '%\"final\"%'",
                                (sweep_id,)).fetchall()
             db.executemany("UPDATE jobs SET meta=? WHERE job_id=?",
-                           [(m, j) for j, m in _reopened({r[0]: r[1] for r in found}).items()])
+                           [(m, j) for j, m in reopened({r[0]: r[1] for r in found}).items()])
         return True
 
     def is_sweep(self, name: str) -> bool:
