@@ -140,12 +140,32 @@ def time_status(bc, lx, sweep_id: str, rounds: int) -> tuple[float, list, float]
     return took, calls, time.perf_counter() - t
 
 
+def profile_launch(lx, spec_file: Path, top: int) -> None:
+    """cProfile one more sweep launch, then its status; print the TOP costliest functions of
+    each (cumulative, then own time)."""
+    import cProfile
+    import pstats
+
+    def profiled(what: str, call):
+        prof = cProfile.Profile()
+        got = prof.runcall(call)
+        print(f"---- profile of one sweep {what}")
+        for key in ("cumulative", "tottime"):
+            pstats.Stats(prof).sort_stats(key).print_stats(top)
+        return got
+
+    sweep_id = profiled("launch", lambda: lx.launch(str(spec_file), target=TARGET).job_id)
+    profiled("status", lambda: lx.sweep(sweep_id))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, default=1000)
     ap.add_argument("--parallel", type=int, default=100, help="max_parallel / array_parallelism")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--single-n", type=int, default=200, help="single launch() calls (0: skip)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also cProfile one more sweep launch and print its N costliest functions (cumulative)")
     a = ap.parse_args()
     with bench_cluster() as bc:
         from launcher.api import Launcher
@@ -161,6 +181,8 @@ def main():
             subprocess.run(["sbatch", "--parsable", str(script)], check=True, capture_output=True, env=bc.cluster.env)
             sweeps = time_sweeps(bc, lx, repo / "sweep.yaml", script, ex, a.size, a.rounds)
             status = time_status(bc, lx, sweeps.pop("_sweep_id"), a.rounds)
+            if a.profile:
+                profile_launch(lx, repo / "sweep.yaml", a.profile)
         single = launch_vs_raw(bc, a.single_n) if a.single_n else None
         print(f"cluster: 4 nodes, {slurm_version(bc.cluster)}; load average {os.getloadavg()[0]:.2f}; "
               f"sweep of {a.size} elements, max_parallel {a.parallel}, {a.rounds} rounds each (median)")

@@ -4,7 +4,8 @@ Three tables (schema: ``launcher.statedb``): ``jobs`` (one row per launched spec
 ``attempts`` (one row per submission or restart: native id, state, reason, resume step,
 cost) and ``events`` (every decision with its reason). Secrets never reach this file: the
 spec stores secret *names* only, and ``record_event`` redacts known patterns. Recovery's
-own state rides in ``jobs.meta`` (``launcher.recovery.state.RecoveryState``).
+own state rides in ``jobs.meta`` (``launcher.recovery.state.RecoveryState``). A sweep's spec
+is stored once, in ``sweeps``, and its elements' job rows refer to it (``launcher.statesweeps``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .errors import LauncherError
 from .recovery.state import RecoveryState, patched
 from .status import FINAL_STATES, is_final, job_state_for
 from .statebulk import BulkWrites
+from .statesweeps import SweepRows, job_rows
 
 
 def is_open(job: "JobRow") -> bool:
@@ -38,13 +40,15 @@ def mirrored_state(row, handle_json: str, state: str) -> Optional[str]:
     """Pure: the job state ``mirror_state`` writes for an attempt's STATE, given the job's ROW
     (state, handle, meta as stored), or None when the row keeps its own (gone, superseded by a
     newer submission, closed, or a burst race deciding first which copy won)."""
-    if row is None or row["handle"] != handle_json:
+    if row is None or row["handle"] != handle_json or is_final(row["state"]):
         return None
-    rs = RecoveryState.load(json.loads(row["meta"] or "{}"))
-    if is_final(row["state"]) or rs.closed:
+    text = row["meta"] or "{}"
+    # only a meta naming a closing or a burst race is parsed (1,000 sweep elements a poll)
+    rs = RecoveryState.load(json.loads(text)) if '"final"' in text or '"burst"' in text else None
+    if rs is not None and rs.closed:
         return None
     new = job_state_for(state)
-    return None if is_final(new) and rs.racing else new
+    return None if is_final(new) and rs is not None and rs.racing else new
 
 
 def new_owner() -> str:
@@ -76,6 +80,7 @@ class JobRow:
     ckpt_root: Optional[str]
     last_step: Optional[int]
     meta: dict
+    sweep_id: Optional[str] = None  # the sweep this job is an element of (``launcher.statesweeps``)
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ class Claim:
     attempts: list
 
 
-class StateStore(BulkWrites):
+class StateStore(BulkWrites, SweepRows):
     def __init__(self, home: Path):
         from .statedb import SCHEMA, open_db, prepare_home
 
@@ -158,13 +163,13 @@ class StateStore(BulkWrites):
 
     # ---- jobs
     def begin_job(self, job_id, name, target, backend, spec_path, spec_yaml, ckpt_root=None, meta=None):
-        now = time.time()
+        now, sweep_id = time.time(), ((meta or {}).get("sweep") or {}).get("id")
         with self.tx() as db:
             db.execute(
-                "INSERT INTO jobs(job_id,name,target,backend,spec_path,spec_yaml,created,updated,state,ckpt_root,meta)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO jobs(job_id,name,target,backend,spec_path,spec_yaml,created,updated,state,ckpt_root,meta,"
+                "sweep_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
                 (job_id, name, target, backend, spec_path, spec_yaml, now, now, "SUBMITTING", ckpt_root,
-                 json.dumps(meta or {})))
+                 json.dumps(meta or {}), sweep_id))
 
     def forget_job(self, job_id: str) -> None:
         """Remove a job whose submission failed: nothing is recorded as submitted."""
@@ -199,7 +204,8 @@ class StateStore(BulkWrites):
             db.execute("INSERT OR REPLACE INTO claims(job_id,owner,expires,taken) VALUES(?,?,?,?)",
                        (job_id, owner, now + ttl, now))
             attempts = self._attempts(db, job_id)
-        return Claim(owner, now + ttl, _job(row), attempts)
+            job = job_rows(db, [row])[0]
+        return Claim(owner, now + ttl, job, attempts)
 
     def release(self, job_id: str, owner: Optional[str] = None) -> None:
         with self.tx() as db:
@@ -344,11 +350,11 @@ class StateStore(BulkWrites):
                 raise LauncherError(f"job id '{job_id}' is ambiguous: " + ", ".join(r["job_id"] for r in rows[:10]))
             else:
                 raise LauncherError(f"no job '{job_id}' in {self.path} (see `launcher status`)")
-        return _job(row)
+        return job_rows(self.db, [row])[0]
 
     def list_jobs(self, active_only: bool = False, limit: int = 1000) -> list[JobRow]:
         q = "SELECT * FROM jobs ORDER BY created DESC LIMIT ?"
-        rows = [_job(r) for r in self.db.execute(q, (limit,)).fetchall()]
+        rows = job_rows(self.db, self.db.execute(q, (limit,)).fetchall())
         return [r for r in rows if is_open(r)] if active_only else rows
 
     def attempts(self, job_id: str) -> list[AttemptRow]:
@@ -364,7 +370,7 @@ class StateStore(BulkWrites):
 
     def jobs_sharing_root(self, ckpt_root: str) -> list[JobRow]:
         rows = self.db.execute("SELECT * FROM jobs WHERE ckpt_root=? ORDER BY created", (ckpt_root,)).fetchall()
-        return [_job(r) for r in rows]
+        return job_rows(self.db, rows)
 
     def latest_attempt(self, job_id: str) -> Optional[AttemptRow]:
         a = self.attempts(job_id)
@@ -381,12 +387,6 @@ class StateStore(BulkWrites):
     def events(self, job_id: str) -> list[dict]:
         rows = self.db.execute("SELECT ts,kind,detail FROM events WHERE job_id=? ORDER BY id", (job_id,)).fetchall()
         return [{"ts": r["ts"], "kind": r["kind"], **json.loads(r["detail"])} for r in rows]
-
-
-def _job(row) -> JobRow:
-    d = dict(row)
-    d["meta"] = json.loads(d.get("meta") or "{}")
-    return JobRow(**d)
 
 
 def new_job_id(name: str) -> str:

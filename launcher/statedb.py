@@ -25,13 +25,13 @@ from typing import Callable, Optional
 from .errors import StateStoreError
 
 APPLICATION_ID = 0x4C4E4348  # "LNCH"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the sweeps table, and jobs.sweep_id (``migrate``)
 HEADER = b"SQLite format 3\x00"
 DEFAULT_BUSY_TIMEOUT = 30.0
 
 
 # the tables (``launcher.state`` reads and writes them); created with the file, and again
-# (IF NOT EXISTS) on every open
+# (IF NOT EXISTS) on every open, once ``migrate`` has brought an older store's tables up to it
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
   job_id     TEXT PRIMARY KEY,
@@ -47,9 +47,20 @@ CREATE TABLE IF NOT EXISTS jobs (
   handle     TEXT,
   ckpt_root  TEXT,
   last_step  INTEGER,
-  meta       TEXT NOT NULL DEFAULT '{}'
+  meta       TEXT NOT NULL DEFAULT '{}',
+  sweep_id   TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_sweep ON jobs(sweep_id);
+CREATE TABLE IF NOT EXISTS sweeps (
+  sweep_id   TEXT PRIMARY KEY,
+  name       TEXT NOT NULL,
+  spec_path  TEXT,
+  spec_yaml  TEXT NOT NULL,
+  size       INTEGER NOT NULL,
+  created    REAL NOT NULL,
+  meta       TEXT NOT NULL DEFAULT '{}'
+);
 CREATE TABLE IF NOT EXISTS attempts (
   job_id       TEXT NOT NULL REFERENCES jobs(job_id) ON DELETE CASCADE,
   attempt      INTEGER NOT NULL,
@@ -236,6 +247,9 @@ def open_db(path: Path, schema: str) -> StoreConnection:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA foreign_keys=ON")
+        from .statemigrate import migrate
+
+        migrate(db)
     except BaseException:
         db.close()
         raise

@@ -82,9 +82,16 @@ def sweep_table(spec: JobSpec, job: JobRef) -> str:
     sweep_id = job.sweep_id or job.job_id
     out = [f"# launcher sweep table of {comment_text(sweep_id)}: {len(els)} elements; line 2 + i exports "
            f"element i's variables (bash, every value quoted)"]
+    quoted: dict = {}  # the values every line repeats (sweep id, size, seed) are quoted once
     for e in els:
         env = element_env(sweep_id, e, len(els), seed, spec.checkpoint.root)
-        out.append("export " + " ".join(f"{k}={line_quote(v)}" for k, v in env.items()))
+        parts = []
+        for k, v in env.items():
+            q = quoted.get(v)
+            if q is None:
+                q = quoted[v] = line_quote(v)
+            parts.append(f"{k}={q}")
+        out.append("export " + " ".join(parts))
     return "\n".join(out) + "\n"
 
 

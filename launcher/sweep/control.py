@@ -20,7 +20,7 @@ from .summary import summarize
 
 
 def is_sweep(app, name: str) -> bool:
-    return bool(sweep_rows(app.store, name)) if (app.home / "state.db").exists() else False
+    return app.store.is_sweep(name) if (app.home / "state.db").exists() else False
 
 
 def element_id(app, sweep_id: str, index: int) -> str:
@@ -36,7 +36,8 @@ def element_id(app, sweep_id: str, index: int) -> str:
 
 def sweep_status(app, sweep_id: str, note=None) -> dict:
     """The summary of ``launcher.sweep.summary`` for SWEEP_ID, its open elements refreshed first
-    and every element's reports read (bounded: a root that does not answer shows no metric)."""
+    and every element's reports read (bounded: a root that does not answer shows no metric).
+    The element rows are read once; after the refresh, only their states."""
     from ..state import is_open
     from ..tracking import refresh
 
@@ -54,13 +55,24 @@ def sweep_status(app, sweep_id: str, note=None) -> dict:
     except LauncherError as e:
         if note:
             note(f"sweep {sweep_id}: queued elements not started: {e}")
-    rows = sweep_rows(app.store, sweep_id)
+    rows = with_states(rows, app.store.element_states(sweep_id))
     read = read_element_reports({r.meta["sweep"]["index"]: r.ckpt_root for r in rows if r.ckpt_root})
     for i, why in sorted(read.problems.items()):
         if note:
             note(f"element {i}: metrics not read: {why}")
     return summarize(sweep_id, [Element(r.meta["sweep"]["index"], r.meta["sweep"]["params"]) for r in rows],
                      **element_facts(rows, read.reports), metric=_metric_of(rows[0]), attempts=_restarted(app, rows))
+
+
+def with_states(rows, states: dict) -> list:
+    """Pure: ROWS with the (state, handle) STATES read after a refresh (a row not in STATES as it was)."""
+    from dataclasses import replace
+
+    out = []
+    for r in rows:
+        now = states.get(r.job_id, (r.state, r.handle))
+        out.append(r if now == (r.state, r.handle) else replace(r, state=now[0], handle=now[1]))
+    return out
 
 
 def _restarted(app, rows) -> dict:
@@ -102,6 +114,8 @@ def element_facts(rows, reports) -> dict:
 def _metric_of(row) -> Optional[str]:
     from .stopping import early_stop_of
 
+    if "early_stop" not in row.spec_yaml:  # no such section: the spec (1,000 values) is not parsed
+        return None
     cfg = early_stop_of(row)
     return cfg.metric if cfg else None
 

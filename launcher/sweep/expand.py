@@ -21,6 +21,7 @@ object, types kept), ``LAUNCHER_SEED`` (the element's seed, see ``element_seed``
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -40,7 +41,11 @@ class Element:
     params: dict  # name -> value (bool, int, float or str), in the spec's order
 
     def params_json(self) -> str:
-        return json.dumps(self.params, ensure_ascii=False, separators=(",", ":"))
+        return _PARAMS_JSON(self.params)
+
+
+# one encoder for every element (json.dumps with options makes a new one per call)
+_PARAMS_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def elements(sweep: SweepSpec) -> list[Element]:
@@ -82,6 +87,7 @@ def draw(space: dict, seed: int, index: int) -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=16384)  # the table and the element rows of one launch ask for the same
 def element_seed(sweep_seed: int, index: int) -> int:
     """The element's LAUNCHER_SEED: the first 31 bits of sha256("launcher-sweep-seed:<sweep seed>:<index>").
     Stable across Python versions and machines; distinct elements get unrelated seeds."""

@@ -11,8 +11,10 @@ the rows are written as SUBMITTING first and removed again when sbatch fails.
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import replace
+import re
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..backend import Handle, JobRef
@@ -53,12 +55,50 @@ def element_handle(array: Handle, job_id: str, index: int) -> Handle:
     return replace(array, job_id=job_id, native_id=element_native_id(array_id, index), extra=extra)
 
 
-def submitted_entry(array: Handle, row: dict, target_name: str, sweep_id: str) -> tuple:
-    """Pure: what ``StateStore.record_submitted`` writes for one element once the array is in."""
-    h = element_handle(array, row["job_id"], row["index"])
-    detail = {"target": target_name, "native_id": h.native_id, "attempt": 1, "sweep": sweep_id}
-    changes = {"sweep": {**row["meta"]["sweep"], "array": array.native_id}}
-    return row["job_id"], h.to_json(), h.native_id, changes, detail
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_.:@+-]+")
+
+
+@dataclass(frozen=True)
+class ArrayLayout:
+    """How each element's handle and native id follow from its job id ``<sweep id>-e<index>``,
+    for ``StateStore.record_array_submitted`` (SQL puts every element's texts together)."""
+
+    handle_pieces: tuple  # an element's handle JSON = [0] + job id + [1] + index + [2]
+    index_at: int  # where the index begins in an element's job id (from 1, as SQL's substr counts)
+    native_prefix: str  # an element's native id = native_prefix + index
+    native_ids: list  # every element's native id (their redaction is checked once)
+
+
+def array_layout(array: Handle, sweep_id: str, rows: list) -> Optional[ArrayLayout]:
+    """Pure: the ``ArrayLayout`` of the elements ROWS of the ARRAY just submitted, or None when
+    an id holds a character JSON would escape (then each element's texts are made in Python)."""
+    array_id = array.native_id.split("_")[0]
+    if not (_PLAIN_ID.fullmatch(sweep_id) and _PLAIN_ID.fullmatch(array_id)):
+        return None
+    job_mark, index_mark = "\x01job\x01", "\x01index\x01"
+    text = element_handle(array, job_mark, index_mark).to_json()
+    jq, iq = json.dumps(job_mark)[1:-1], json.dumps(index_mark)[1:-1]
+    if text.count(jq) != 1 or text.count(iq) != 1 or text.index(jq) > text.index(iq):
+        return None
+    head, rest = text.split(jq)
+    middle, tail = rest.split(iq)
+    prefix = element_native_id(array_id, "")
+    return ArrayLayout((head, middle, tail), len(element_job_id(sweep_id, "")) + 1, prefix,
+                       [prefix + str(r["index"]) for r in rows])
+
+
+def submitted_entries(array: Handle, rows: list) -> list[tuple]:
+    """Pure: (job id, handle JSON, native id) of each element ROW once the ARRAY is in, for
+    ``StateStore.record_submitted``: each JSON is ``element_handle(...).to_json()``, the
+    handle dumped once for the whole sweep."""
+    from ..jsonrows import dumps_varying
+
+    h = element_handle(array, "", 0)
+    array_id = h.extra["sweep_array"]
+    ids = [r["job_id"] for r in rows]
+    native = [element_native_id(array_id, r["index"]) for r in rows]
+    texts = dumps_varying(json.loads(h.to_json()), {"job_id": ids, "native_id": native}, sort_keys=True)
+    return list(zip(ids, texts, native))
 
 
 def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
@@ -84,25 +124,41 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
     if note:
         note(f"sweep {sweep_id}: {len(rows)} elements as one job array (LAUNCHER_SWEEP_SEED "
              f"{rows[0]['meta']['sweep']['seed'] if rows else seed}, {source})")
-    # every element SUBMITTING before the scheduler is called, in one transaction
-    store.begin_jobs(spec.name, target_name, backend.name, spec_path, spec_text,
-                     [(r["job_id"], r["ckpt_root"], r["meta"]) for r in rows])
+    # the sweep (its spec once) and every element SUBMITTING before the scheduler is called, in one transaction
+    begin_sweep(store, sweep_id, spec, spec_text, spec_path, target_name, backend.name, rows)
     try:
         handle = backend.submit(request)
     except BaseException:
-        store.forget_jobs([r["job_id"] for r in rows])
+        store.forget_sweep(sweep_id)
         raise
-    store.record_submitted(target_name, [submitted_entry(handle, r, target_name, sweep_id) for r in rows])
+    record_array(store, sweep_id, target_name, handle, rows)
     return Launched(sweep_id, handle, request)
+
+
+def record_array(store, sweep_id: str, target_name: str, array: Handle, rows: list) -> None:
+    """Record the submitted ARRAY for every element ROW in ONE transaction: the array's id
+    (once, on the sweep) and each element's handle, attempt and "submitted" event."""
+    detail = {"sweep": sweep_id}
+    with store.batch():
+        store.share(sweep_id, array=array.native_id)
+        layout = array_layout(array, sweep_id, rows)
+        if layout is None or not store.record_array_submitted(sweep_id, target_name, layout, detail):
+            store.record_submitted(target_name, submitted_entries(array, rows), detail=detail)
+
+
+def begin_sweep(store, sweep_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
+                backend_name: str, rows: list) -> None:
+    """Record SWEEP_ID (its spec once) and its element ROWS (``element_rows``) SUBMITTING."""
+    from ..statesweeps import shared_of
+
+    shared = shared_of(rows[0]["meta"]) if rows else {}
+    store.begin_sweep(sweep_id, spec.name, target_name, backend_name, spec_path, spec_text, shared,
+                      [(r["job_id"], r["ckpt_root"], r["meta"]) for r in rows])
 
 
 def sweep_rows(store, sweep_id: str) -> list:
     """The element rows of SWEEP_ID in index order (empty when no such sweep)."""
-    from ..state import _job
-
-    found = store.db.execute("SELECT * FROM jobs WHERE job_id LIKE ?", (f"{sweep_id}-e%",)).fetchall()
-    rows = [j for j in map(_job, found) if (j.meta.get("sweep") or {}).get("id") == sweep_id]
-    return sorted(rows, key=lambda j: j.meta["sweep"]["index"])
+    return store.sweep_jobs(sweep_id)
 
 
 def element_ref(app, row, attempt: int) -> JobRef:

@@ -33,7 +33,7 @@ from ..errors import LauncherError
 from ..recovery.claims import Outcome, claim_ttl, claimed
 from ..state import claim_available, is_open, new_job_id
 from ..status import QUEUED
-from .launching import element_rows, sweep_rows
+from .launching import begin_sweep, element_rows, sweep_rows
 from .separate import element_spec_of, to_start
 
 START_TRIES = 3  # a queued element whose submission failed this often is closed FAILED
@@ -197,8 +197,8 @@ def fill(app, sweep_id: str, facts=None) -> list[Outcome]:
     from ..submission import job_spec
 
     store = app.store
-    if not any(r.state == QUEUED and is_open(r) for r in sweep_rows(store, sweep_id)):
-        return []
+    if QUEUED not in {state for state, _ in store.element_states(sweep_id).values()}:
+        return []  # no row read in full: a status call of a sweep without queued elements
     with sweep_claim(store, sweep_id) as owner:
         if owner is None:
             return [Outcome(sweep_id, "claimed", "another launcher is starting its queued elements")]
@@ -251,14 +251,11 @@ def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_
     if note:
         note(f"sweep {sweep_id}: {len(rows)} elements as separate jobs, at most {limit or len(rows)} at once "
              f"(LAUNCHER_SWEEP_SEED {rows[0]['meta']['sweep']['seed']}, {source})")
-    for r in rows:
-        store.begin_job(r["job_id"], spec.name, target_name, backend.name, spec_path, spec_text,
-                        ckpt_root=r["ckpt_root"], meta=r["meta"])
+    begin_sweep(store, sweep_id, spec, spec_text, spec_path, target_name, backend.name, rows)  # the spec once
     try:
         handle = backend.submit(request)
     except BaseException:
-        for r in rows:
-            store.forget_job(r["job_id"])
+        store.forget_sweep(sweep_id)
         raise
     store.record_attempt(job0.job_id, 1, target_name, handle.to_json(), handle.native_id, state="PENDING")
     store.record_event(job0.job_id, "submitted", target=target_name, native_id=handle.native_id, attempt=1,

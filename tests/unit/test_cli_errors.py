@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 from launcher.cli import main
 from launcher.errors import (EXIT_INSTALL, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_STATE, EXIT_USAGE)
+from launcher.statedb import SCHEMA_VERSION
 from tests.integration.launcher_cli import submitted_job
 from tests.fixtures.policy import service_unavailable
 
@@ -149,7 +150,7 @@ def test_a_new_store_is_private_and_stamped(env_home):
     assert oct(db.stat().st_mode & 0o777) == "0o600" and oct(db.parent.stat().st_mode & 0o777) == "0o700"
     c = sqlite3.connect(db)
     assert c.execute("PRAGMA application_id").fetchone()[0] == 0x4C4E4348
-    assert c.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert c.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert [f.name for f in db.parent.iterdir() if f.name.startswith(".state.db")] == []
 
 

@@ -1,5 +1,6 @@
-"""StateStore's bulk writes for a sweep (begin_jobs, record_submitted, forget_jobs) leave the
-same rows, attempts and events as the one-job-at-a-time writes they replace."""
+"""StateStore's bulk writes for a sweep (begin_sweep, record_submitted, forget_sweep) leave the
+same jobs (as readers see them), attempts and events as the one-job-at-a-time writes they
+replace, with the sweep's spec stored once."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 from launcher.backend import Handle
 from launcher.state import StateStore
-from launcher.sweep.launching import element_handle, submitted_entry
+from launcher.state import is_open
+from launcher.sweep.launching import array_layout, element_handle, submitted_entries
 
 SPEC = "name: sw\nrun: 'true'\n"
 ARRAY = Handle(backend="slurm", target="t", job_id="sw-1", native_id="77", attempt=1, extra={})
@@ -19,6 +21,12 @@ def _rows(n):
     return [{"job_id": f"sw-1-e{i}", "index": i, "ckpt_root": f"/ck/{i}",
              "meta": {"seed": i, "sweep": {"id": "sw-1", "index": i, "size": n, "params": {"x": i}}}}
             for i in range(n)]
+
+
+def _begin(store, rows):
+    shared = {"sweep": {"id": "sw-1", "size": len(rows)}}
+    store.begin_sweep("sw-1", "sw", "t", "slurm", None, SPEC, shared,
+                      [(r["job_id"], r["ckpt_root"], r["meta"]) for r in rows])
 
 
 def _one_by_one(store, rows):
@@ -32,16 +40,21 @@ def _one_by_one(store, rows):
 
 
 def _bulk(store, rows):
-    store.begin_jobs("sw", "t", "slurm", None, SPEC, [(r["job_id"], r["ckpt_root"], r["meta"]) for r in rows])
-    store.record_submitted("t", [submitted_entry(ARRAY, r, "t", "sw-1") for r in rows])
+    _begin(store, rows)
+    with store.batch():
+        store.share("sw-1", array=ARRAY.native_id)
+        store.record_submitted("t", submitted_entries(ARRAY, rows), detail={"sweep": "sw-1"})
 
 
 def _dump(store):
+    """The jobs as every reader sees them (JobRow, times left out), the attempts and the events."""
     db = sqlite3.connect(str(store.path))
-    timeless = {"jobs": "job_id,name,target,backend,spec_path,spec_yaml,state,reason,handle,ckpt_root,meta",
-                "attempts": "job_id,attempt,target,native_id,handle,state,reason,resume_step,meta",
+    timeless = {"attempts": "job_id,attempt,target,native_id,handle,state,reason,resume_step,meta",
                 "events": "job_id,kind,detail"}
-    return {t: db.execute(f"SELECT {cols} FROM {t} ORDER BY job_id, rowid").fetchall() for t, cols in timeless.items()}
+    jobs = sorted((j.job_id, j.name, j.target, j.backend, j.spec_path, j.spec_yaml, j.state, j.reason, j.handle,
+                   j.ckpt_root, j.meta, j.sweep_id) for j in store.list_jobs())
+    return {"jobs": jobs,
+            **{t: db.execute(f"SELECT {cols} FROM {t} ORDER BY job_id, rowid").fetchall() for t, cols in timeless.items()}}
 
 
 def test_bulk_writes_equal_the_one_by_one_writes(tmp_path):
@@ -52,24 +65,27 @@ def test_bulk_writes_equal_the_one_by_one_writes(tmp_path):
         assert _dump(a) == _dump(b)
         assert b.get_job("sw-1-e3").meta["sweep"]["array"] == "77"
         assert [e["kind"] for e in b.events("sw-1-e3")] == ["submitted"]
+        assert [j.job_id for j in b.sweep_jobs("sw-1")] == [f"sw-1-e{i}" for i in range(5)]
     finally:
         a.close()
         b.close()
 
 
-def test_begin_jobs_is_all_or_nothing_and_forget_jobs_removes_them(tmp_path):
+def test_begin_sweep_is_all_or_nothing_and_forget_sweep_removes_it(tmp_path):
     store = StateStore(tmp_path / "h")
     try:
         rows = _rows(3)
         store.begin_job("sw-1-e2", "sw", "t", "slurm", None, SPEC)  # a clash makes the whole batch fail
         with pytest.raises(sqlite3.IntegrityError):
-            store.begin_jobs("sw", "t", "slurm", None, SPEC, [(r["job_id"], r["ckpt_root"], r["meta"]) for r in rows])
+            _begin(store, rows)
         assert [j.job_id for j in store.list_jobs()] == ["sw-1-e2"]
-        store.forget_jobs(["sw-1-e2"])
+        assert store.db.execute("SELECT count(*) FROM sweeps").fetchone()[0] == 0
+        store.forget_job("sw-1-e2")
         _bulk(store, rows)
         assert len(store.list_jobs()) == 3
-        store.forget_jobs([r["job_id"] for r in rows])
+        store.forget_sweep("sw-1")
         assert _dump(store) == {"jobs": [], "attempts": [], "events": []}
+        assert store.db.execute("SELECT count(*) FROM sweeps").fetchone()[0] == 0
     finally:
         store.close()
 
@@ -110,3 +126,71 @@ def test_attempts_of_reads_many_jobs_at_once(tmp_path):
         assert got == {"sw-1-e0": store.attempts("sw-1-e0"), "sw-1-e2": store.attempts("sw-1-e2"), "nope": []}
     finally:
         store.close()
+
+
+def test_record_statuses_writes_nothing_when_nothing_changed(tmp_path):
+    store = StateStore(tmp_path / "h")
+    try:
+        entries = _statuses(store)
+        store.record_statuses(entries)
+        before, changes = _dump(store), store.db.total_changes
+        store.record_statuses(entries)  # the next poll: the same states
+        assert store.db.total_changes == changes and _dump(store) == before
+        moved = [(*entries[0][:2], {**entries[0][2], "state": "COMPLETED", "ended": 9.0}, entries[0][3], "COMPLETED", "")]
+        store.record_statuses(moved)
+        assert store.get_job("sw-1-e0").state == "COMPLETED" and store.attempts("sw-1-e0")[0].ended == 9.0
+    finally:
+        store.close()
+
+
+def _by_sql(store, rows, array=ARRAY, sweep_id="sw-1"):
+    _begin(store, rows)
+    with store.batch():
+        store.share(sweep_id, array=array.native_id)
+        layout = array_layout(array, sweep_id, rows)
+        return store.record_array_submitted(sweep_id, "t", layout, {"sweep": sweep_id})
+
+
+def test_the_array_submission_put_together_by_sql_equals_the_one_by_one_writes(tmp_path):
+    a, b = StateStore(tmp_path / "a"), StateStore(tmp_path / "b")
+    try:
+        _one_by_one(a, _rows(12))
+        assert _by_sql(b, _rows(12))
+        assert _dump(a) == _dump(b)
+        h = Handle.from_json(b.get_job("sw-1-e11").handle)
+        assert h == element_handle(ARRAY, "sw-1-e11", 11) and h.native_id == "77_11"
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_closed_element_is_reopened_by_the_recorded_submission(tmp_path):
+    store = StateStore(tmp_path / "h")
+    try:
+        rows = _rows(3)
+        _begin(store, rows)
+        store.close_job("sw-1-e1", "FAILED", "limbo: not found")  # a watcher gave up on it meanwhile
+        assert store.record_array_submitted("sw-1", "t", array_layout(ARRAY, "sw-1", rows), {"sweep": "sw-1"})
+        assert [j.state for j in store.sweep_jobs("sw-1")] == ["PENDING"] * 3
+        assert all(is_open(j) for j in store.sweep_jobs("sw-1"))
+    finally:
+        store.close()
+
+
+def test_a_native_id_that_would_be_redacted_is_left_to_the_one_by_one_writes(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_API_TOKEN", "a1b2c3d4e5_1")  # masked wherever it appears: here, element 1's native id
+    store = StateStore(tmp_path / "h")
+    try:
+        rows = _rows(3)
+        odd = Handle(backend="slurm", target="t", job_id="sw-1", native_id="a1b2c3d4e5", attempt=1, extra={})
+        assert array_layout(odd, "sw-1", rows) is not None
+        assert not _by_sql(store, rows, odd)
+        assert store.db.execute("SELECT count(*) FROM attempts").fetchone()[0] == 0  # nothing written
+    finally:
+        store.close()
+
+
+def test_ids_json_would_escape_get_no_sql_layout():
+    rows = _rows(2)
+    assert array_layout(Handle("slurm", "t", "x", 'a"b', 1, {}), "sw-1", rows) is None
+    assert array_layout(ARRAY, 'sw"1', rows) is None
