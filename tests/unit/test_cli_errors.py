@@ -328,7 +328,11 @@ def test_ctrl_c_while_following_says_the_job_keeps_running(env_home, how):
         argv = [LAUNCHER, "logs", "-f", job]
     else:
         argv = [LAUNCHER, "launch", "--follow", str(env_home["spec"])]
-    proc = subprocess.Popen(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C's default action in the child even where this test runs with SIGINT ignored (a
+    # background job of a non-interactive shell inherits SIG_IGN, and Python then never raises
+    # KeyboardInterrupt: the follow would run to the job's end)
+    proc = subprocess.Popen(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout.readline().strip() == "started"
         proc.send_signal(signal.SIGINT)
