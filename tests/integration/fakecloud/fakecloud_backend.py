@@ -136,6 +136,29 @@ class FakeCloudBackend(LocalBackend):
         return dataclasses.replace(h, extra={**h.extra, "infra": p.get("infra"), "region": region,
                                              "use_spot": bool(p.get("use_spot")), "hourly_usd": p.get("hourly_usd")})
 
+    # ---- StartsSubmit: the "cloud API call" is made when the submission starts; wait() hands
+    # back its Handle or raises its error, exactly as submit() would
+    def start_submit(self, request: Request) -> "_Started":
+        try:
+            return _Started(self.submit(request), None)
+        except Exception as e:  # noqa: BLE001 - handed to wait(), which raises it
+            return _Started(None, e)
+
+    # ---- FindsManySubmissions: one lookup per job (its marker file), the same answer as find()
+    def find_many(self, jobs) -> dict:
+        found = {j.dedupe_token: self.find(j) for j in jobs}
+        return {t: h for t, h in found.items() if h is not None}
+
+    # ---- CancelsMany: cancel() of each, idempotent; {native id: error} for those that failed
+    def cancel_many(self, handles) -> dict:
+        errors = {}
+        for h in handles:
+            try:
+                self.cancel(h)
+            except OSError as e:
+                errors[h.native_id] = str(e)
+        return errors
+
     def status(self, handles):
         out = []
         for h, st in zip(handles, super().status(handles)):
@@ -144,3 +167,16 @@ class FakeCloudBackend(LocalBackend):
             out.append(dataclasses.replace(st, extra={**st.extra, "cloud": self.name,
                                                       "region": h.extra.get("region")}))
         return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Started:
+    """A submission start_submit made: wait() gives its Handle or raises its error."""
+
+    handle: Optional[Handle]
+    error: Optional[Exception]
+
+    def wait(self) -> Handle:
+        if self.error is not None:
+            raise self.error
+        return self.handle
