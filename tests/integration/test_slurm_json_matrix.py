@@ -50,6 +50,9 @@ def launch_four(cli, slurm_cluster) -> dict:
     slurm_cluster.wait(natives["completed"], "COMPLETED", timeout=120)
     slurm_cluster.wait(natives["failed"], "FAILED", timeout=120)
     slurm_cluster.wait(natives["timeout"], "TIMEOUT", timeout=240, interval=2)  # enforced on a ~30 s timer
+    # the requeue has settled: a requeued job passes through COMPLETING (its first run being
+    # cleaned up, Restarts already 1) before it is PENDING again; at load that took > 100 s on 22.05
+    slurm_cluster.wait(natives["preempted"], lambda j: j.get("JobState") != "COMPLETING", timeout=180, interval=1)
     return {k: (jobs[k], natives[k]) for k in jobs}
 
 
