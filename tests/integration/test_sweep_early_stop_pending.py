@@ -15,10 +15,9 @@ import textwrap
 
 import pytest
 
-from launcher.checkpoint.metrics import read_metrics
 from tests.fixtures.polling import poll
 
-from .launcher_cli import LauncherCLI
+from .test_sweep_early_stop_slurm import _reached, launch_gated_sweep
 from .test_sweep_status_one_call import _wrappers
 
 pytestmark = pytest.mark.slurm
@@ -44,21 +43,9 @@ PROGRAM = textwrap.dedent("""
 
 
 def _setup(cluster, tmp_path, size: int, max_parallel: int):
-    tmp = cluster.shared_dir / f"sweepesp-{tmp_path.name}"  # seen by every node
-    tmp.mkdir()
-    cli = LauncherCLI(tmp, cluster)
-    (tmp / "prog.py").write_text(PROGRAM)
-    spec = cli.spec("esp", {"run": ["python3", "-I", "-S", str(tmp / "prog.py"), str(tmp)], "workdir": str(tmp),
-                            "resources": {"time_limit": "10m"}, "checkpoint": {"root": str(tmp / "ck")},
-                            "sweep": {"points": [{"x": i} for i in range(size)], "max_parallel": max_parallel,
-                                      "early_stop": {"metric": "loss", "mode": "min", "keep": 0.5, "rungs": [10]}}})
-    sweep_id = cli.run("launch", spec, "--target", "testcl").stdout.split(":")[0].strip()
-    array = cli.status(f"{sweep_id}-e0")["attempts"][0]["native_id"].split("_")[0]
-    return cli, tmp, sweep_id, array
-
-
-def _reached(tmp, elements) -> bool:
-    return all(max(read_metrics(str(tmp / "ck" / f"element-{i:04d}")) or [0]) >= 10 for i in elements)
+    return launch_gated_sweep(cluster, tmp_path, "esp", PROGRAM, {
+        "points": [{"x": i} for i in range(size)], "max_parallel": max_parallel,
+        "early_stop": {"metric": "loss", "mode": "min", "keep": 0.5, "rungs": [10]}})
 
 
 def _starts(tmp) -> list[str]:
@@ -79,7 +66,7 @@ def test_a_pending_element_is_not_judged_and_is_judged_when_it_reaches_the_rung(
     cluster = clean_queue
     cli, tmp, sweep_id, array = _setup(cluster, tmp_path, 3, 2)
     e = [f"{sweep_id}-e{i}" for i in range(3)]
-    poll("elements 0 and 1 at rung 10", lambda: _reached(tmp, (0, 1)), timeout=240, interval=1)
+    poll("elements 0 and 1 at rung 10", lambda: _reached(tmp, 10, (0, 1)), timeout=240, interval=1)
     assert _starts(tmp) == ["start 0", "start 1"]  # element 2 waits for a slot: never started
     assert cli.status(e[2])["state"] == "PENDING"
 
@@ -90,7 +77,7 @@ def test_a_pending_element_is_not_judged_and_is_judged_when_it_reaches_the_rung(
     # the stopped element's slot starts element 2; at the rung it is ranked with 0 and 1
     poll("element 2 started", lambda: "start 2" in _starts(tmp), timeout=120, interval=1)
     (tmp / "go-2").touch()
-    poll("element 2 at rung 10", lambda: _reached(tmp, (2,)), timeout=120, interval=1)
+    poll("element 2 at rung 10", lambda: _reached(tmp, 10, (2,)), timeout=120, interval=1)
     out = cli.run("watch", "--once").stdout
     (j,) = _events(cli, e[2], "early_stop")
     assert not j["stop"] and j["rank"] == 2 and j["population"] == 3 and j["kept"] == 2, j
@@ -109,7 +96,7 @@ def test_a_pending_element_with_a_stop_is_cancelled_through_the_backend_and_neve
     cluster = clean_queue
     cli, tmp, sweep_id, array = _setup(cluster, tmp_path, 2, 2)
     e = [f"{sweep_id}-e{i}" for i in range(2)]
-    poll("both elements at rung 10", lambda: _reached(tmp, (0, 1)), timeout=240, interval=1)
+    poll("both elements at rung 10", lambda: _reached(tmp, 10, (0, 1)), timeout=240, interval=1)
     cluster.run("scontrol", "requeuehold", f"{array}_1")  # element 1 goes back to pending, held
     poll("element 1 pending", lambda: _task_states(cluster).get(f"{array}_1") == "PENDING", timeout=60, interval=1,
          detail=lambda: str(_task_states(cluster)))

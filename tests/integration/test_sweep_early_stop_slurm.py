@@ -38,6 +38,21 @@ PROGRAM = textwrap.dedent("""
 """)
 
 
+def launch_gated_sweep(cluster, tmp_path, name: str, program: str, sweep: dict):
+    """Launch PROGRAM (given its gate folder as argv[1]) as sweep NAME with SWEEP on the test
+    cluster, its folder on storage every node sees: (cli, folder, sweep id, array job id)."""
+    tmp = cluster.shared_dir / f"sweep{name}-{tmp_path.name}"
+    tmp.mkdir()
+    cli = LauncherCLI(tmp, cluster)
+    (tmp / "prog.py").write_text(program)
+    spec = cli.spec(name, {"run": ["python3", "-I", "-S", str(tmp / "prog.py"), str(tmp)], "workdir": str(tmp),
+                           "resources": {"time_limit": "10m"}, "checkpoint": {"root": str(tmp / "ck")},
+                           "sweep": sweep})
+    sweep_id = cli.run("launch", spec, "--target", "testcl").stdout.split(":")[0].strip()
+    array = cli.status(f"{sweep_id}-e0")["attempts"][0]["native_id"].split("_")[0]
+    return cli, tmp, sweep_id, array
+
+
 def _reached(tmp, step: int, elements) -> bool:
     return all(max(read_metrics(str(tmp / "ck" / f"element-{i:04d}")) or [0]) >= step for i in elements)
 
@@ -52,17 +67,9 @@ def _queued(cluster) -> list:
 
 def test_watch_stops_the_worst_elements_at_each_rung_and_the_best_completes(clean_queue, tmp_path):
     cluster = clean_queue
-    tmp = cluster.shared_dir / f"sweepes-{tmp_path.name}"  # seen by every node
-    tmp.mkdir()
-    cli = LauncherCLI(tmp, cluster)
-    (tmp / "prog.py").write_text(PROGRAM)
-    spec = cli.spec("es", {"run": ["python3", "-I", "-S", str(tmp / "prog.py"), str(tmp)], "workdir": str(tmp),
-                           "resources": {"time_limit": "10m"}, "checkpoint": {"root": str(tmp / "ck")},
-                           "sweep": {"grid": {"x": [0, 1, 2, 3]}, "max_parallel": 4,
-                                     "early_stop": {"metric": "loss", "mode": "min", "keep": 0.5,
-                                                    "rungs": [10, 20]}}})
-    sweep_id = cli.run("launch", spec, "--target", "testcl").stdout.split(":")[0].strip()
-    array = cli.status(f"{sweep_id}-e0")["attempts"][0]["native_id"].split("_")[0]
+    cli, tmp, sweep_id, array = launch_gated_sweep(cluster, tmp_path, "es", PROGRAM, {
+        "grid": {"x": [0, 1, 2, 3]}, "max_parallel": 4,
+        "early_stop": {"metric": "loss", "mode": "min", "keep": 0.5, "rungs": [10, 20]}})
 
     # rung 10: every element reported step 10 and waits at its gate
     poll("every element at rung 10", lambda: _reached(tmp, 10, range(4)), timeout=240, interval=1)
