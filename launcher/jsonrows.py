@@ -4,6 +4,20 @@ their "submitted" events), with the common part dumped once."""
 from __future__ import annotations
 
 import json
+from typing import Optional
+
+
+def split_at(text: str, marks: list) -> Optional[list]:
+    """TEXT cut at each of MARKS, which must each occur exactly once and in this order: the
+    len(MARKS) + 1 pieces around them, or None."""
+    pieces, at = [], 0
+    for m in marks:
+        pos = text.find(m, at)
+        if pos < 0 or text.count(m) != 1:
+            return None
+        pieces.append(text[at:pos])
+        at = pos + len(m)
+    return pieces + [text[at:]]
 
 
 def dumps_varying(obj: dict, varying: dict, **kw) -> list[str]:
@@ -14,19 +28,11 @@ def dumps_varying(obj: dict, varying: dict, **kw) -> list[str]:
     keys = list(varying)
     n = len(varying[keys[0]]) if keys else 0
     ascii_ = kw.get("ensure_ascii", True)
-    marks = {k: f"\x00varying {i}\x00" for i, k in enumerate(keys)}
-    text = json.dumps({**obj, **marks}, **kw)
-    spots = [(text.find(json.dumps(m, ensure_ascii=ascii_)), k) for k, m in marks.items()]
-    if any(text.count(json.dumps(marks[k], ensure_ascii=ascii_)) != 1 for k in keys):
+    marks = {k: json.dumps(f"\x00varying {i}\x00", ensure_ascii=ascii_) for i, k in enumerate(keys)}
+    text = json.dumps({**obj, **{k: json.loads(m) for k, m in marks.items()}}, **kw)
+    order = sorted(keys, key=lambda k: text.find(marks[k]))
+    pieces = split_at(text, [marks[k] for k in order])
+    if pieces is None:
         return [json.dumps({**obj, **{k: varying[k][i] for k in keys}}, **kw) for i in range(n)]
-    spots.sort()
-    pieces, at = [], 0
-    for pos, k in spots:
-        pieces.append(text[at:pos])
-        at = pos + len(json.dumps(marks[k], ensure_ascii=ascii_))
-    tail = text[at:]
-    columns = [[json.dumps(v, ensure_ascii=ascii_) for v in varying[k]] for _, k in spots]
-    out = []
-    for values in zip(*columns):
-        out.append("".join(p + v for p, v in zip(pieces, values)) + tail)
-    return out
+    columns = [[json.dumps(v, ensure_ascii=ascii_) for v in varying[k]] for k in order]
+    return ["".join(p + v for p, v in zip(pieces, values)) + pieces[-1] for values in zip(*columns)]

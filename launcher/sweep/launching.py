@@ -77,11 +77,12 @@ def array_layout(array: Handle, sweep_id: str, rows: list) -> Optional[ArrayLayo
         return None
     job_mark, index_mark = "\x01job\x01", "\x01index\x01"
     text = element_handle(array, job_mark, index_mark).to_json()
-    jq, iq = json.dumps(job_mark)[1:-1], json.dumps(index_mark)[1:-1]
-    if text.count(jq) != 1 or text.count(iq) != 1 or text.index(jq) > text.index(iq):
+    from ..jsonrows import split_at
+
+    pieces = split_at(text, [json.dumps(job_mark)[1:-1], json.dumps(index_mark)[1:-1]])
+    if pieces is None:
         return None
-    head, rest = text.split(jq)
-    middle, tail = rest.split(iq)
+    head, middle, tail = pieces
     prefix = element_native_id(array_id, "")
     return ArrayLayout((head, middle, tail), len(element_job_id(sweep_id, "")) + 1, prefix,
                        [prefix + str(r["index"]) for r in rows])
