@@ -22,8 +22,8 @@ MODULE_PHASES = (
     ("launcher.provenance.record", "draft_launch", "  provenance draft (during sbatch)"),
     ("launcher_backends.slurm.submitting", "submitted", "  wait for sbatch (after the draft)"),
     ("launcher.provenance.record", "complete_launch", "provenance complete (RUN.json)"),
-    ("launcher.provenance.record", "save_launch", "  save_launch (in batch)"),
-    ("launcher.provenance.record", "save_record", "    save_record"),
+    ("launcher.provenance.record", "store_writes", "provenance rows (store_writes)"),
+    ("launcher.launch", "record_launched", "record the submission (one tx)"),
 )
 
 
@@ -44,18 +44,6 @@ class Phases:
                     self._add(label, time.perf_counter() - t, time.thread_time() - c)
         return timed
 
-    def _wrap_cm(self, cm_fn, label):
-        phases = self
-
-        @contextmanager
-        def timed(*a, **kw):
-            t, c = time.perf_counter(), time.thread_time()
-            with cm_fn(*a, **kw):
-                yield
-            if phases._cur is not None:
-                phases._add(label, time.perf_counter() - t, time.thread_time() - c)
-        return timed
-
     def _add(self, label: str, wall: float, cpu: float) -> None:
         self._cur[label] = self._cur.get(label, 0.0) + wall
         self._cpu[label] = self._cpu.get(label, 0.0) + cpu
@@ -69,14 +57,12 @@ class Phases:
         store, backend = app.store, app.backend(target)
         for obj, attr, label in ((store, "job_dir", "store.job_dir"),
                                  (store, "begin_job", "SUBMITTING commit (begin_job)"),
-                                 (store, "record_attempt", "  record_attempt"),
-                                 (store, "record_event", "  record_event (each)"),
+                                 (store, "record_submission", "  record_submission"),
                                  (backend, "render", "render"),
                                  (backend, "_stage_helper", "  stage helper"),
                                  (backend.runner, "put_file", "  write script"),
                                  (backend.runner, "start", "  start sbatch (fork/exec)")):
             setattr(obj, attr, self._wrap(getattr(obj, attr), label))
-        store.batch = self._wrap_cm(store.batch, "post-submit batch (one tx)")
 
     @contextmanager
     def launch(self):

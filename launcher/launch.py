@@ -109,7 +109,7 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     and step it resumes, or that --fresh starts over, and the LAUNCHER_SEED it carries;
     the same goes into the job's events ("resumes" / "fresh")."""
     from .identity import plan_identity
-    from .provenance.record import complete_launch, draft_launch, save_launch
+    from .provenance.record import complete_launch, draft_launch, store_writes
     from .provenance.seed import with_run_env
     from .secretenv import for_launch
     from .support import require_supported
@@ -149,14 +149,31 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
         continues=ident.event() if (fresh or ident.resumes) else None))
     captured = complete_launch(app, drafted, spec, target_name, job_id, handle)
     # then what the submission produced, ONE transaction (the SUBMITTING row was made durable
-    # before the scheduler was called)
-    with store.batch():
-        store.record_attempt(job_id, attempt, target_name, handle.to_json(), handle.native_id, state="PENDING")
-        store.record_event(job_id, "submitted", target=target_name, native_id=handle.native_id, attempt=attempt)
-        if fresh or ident.resumes:
-            store.record_event(job_id, "fresh" if fresh else "resumes", **ident.event())
-        save_launch(store, job_id, captured, seed)
+    # before the scheduler was called): the attempt, its events, the provenance record
+    events = [("submitted", {"target": target_name, "native_id": handle.native_id, "attempt": attempt})]
+    if fresh or ident.resumes:
+        events.append(("fresh" if fresh else "resumes", ident.event()))
+    record_launched(store, job_id, attempt, target_name, handle, events, store_writes(job_id, captured, seed))
     return Launched(job_id, handle, request)
+
+
+def record_launched(store, job_id: str, attempt: int, target_name: str, handle: Handle, events: list,
+                    provenance) -> None:
+    """Record a submitted launch: its attempt, EVENTS and PROVENANCE (``StoreWrites``) in one
+    transaction. Provenance never fails a launch: when that transaction fails, the launch is
+    recorded again without the record, with a ``provenance_error`` event (a store that cannot
+    record the launch at all raises)."""
+    from .provenance.record import failed_writes
+
+    args = (job_id, attempt, target_name, handle.to_json(), handle.native_id)
+    try:
+        store.record_submission(*args, events=events + list(provenance.events), also=provenance.statements)
+    except Exception as e:  # noqa: BLE001 - retried below without what may have caused it
+        if not provenance.statements:
+            raise
+        provenance = failed_writes(job_id, f"{type(e).__name__}: {e}")
+        store.record_submission(*args, events=events + list(provenance.events))
+    provenance.warn()
 
 
 def submit_recorded(store, backend, request: Request, job_id: str, work) -> tuple:
@@ -209,8 +226,9 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
             handle = existing  # an earlier try of this very submission got through: never submit twice
         else:
             handle = backend.submit(backend.render(spec, facts_for(app, spec, target_name), job))
-    app.store.record_attempt(job_row.job_id, attempt, target_name, handle.to_json(), handle.native_id,
-                             state="PENDING", reason=reason, owner=owner)
-    app.store.record_event(job_row.job_id, "resubmitted", target=target_name, attempt=attempt,
-                           native_id=handle.native_id, reason=reason, found_existing=existing is not None)
+    app.store.record_submission(job_row.job_id, attempt, target_name, handle.to_json(), handle.native_id,
+                                state="PENDING", reason=reason, owner=owner, events=[(
+                                    "resubmitted", {"target": target_name, "attempt": attempt,
+                                                    "native_id": handle.native_id, "reason": reason,
+                                                    "found_existing": existing is not None})])
     return handle

@@ -278,7 +278,20 @@ class StateStore(BulkWrites, SweepRows):
 
     def record_attempt(self, job_id, attempt, target, handle_json, native_id, state="PENDING",
                        reason="", resume_step=None, meta=None, owner: Optional[str] = None):
+        self.record_submission(job_id, attempt, target, handle_json, native_id, state=state, reason=reason,
+                               resume_step=resume_step, meta=meta, owner=owner)
+
+    def record_submission(self, job_id, attempt, target, handle_json, native_id, state="PENDING",
+                          reason="", resume_step=None, meta=None, owner: Optional[str] = None,
+                          events=(), also=()) -> None:
+        """A submission's attempt, the job row pointing at it, ``record_event(kind, **detail)``
+        for each (kind, detail) of EVENTS, and ALSO ((sql, params) of other tables, such as
+        the provenance record), in ONE transaction. While OWNER is given, only while its claim
+        on the job holds (ClaimLost)."""
+        from .statebulk import reopened
+
         now = time.time()
+        rows = [_event_row(job_id, kind, detail, now) for kind, detail in events]  # redacted before the lock
         with self.tx() as db:
             self._check_claim(db, job_id, owner)
             db.execute(
@@ -288,11 +301,15 @@ class StateStore(BulkWrites, SweepRows):
                  json.dumps(meta or {})))
             # a recorded submission is the truth: it reopens a job closed meanwhile (a launch
             # slower than the SUBMITTING grace); every other writer holds the job's claim
-            meta = self._meta(db, job_id)
-            rs = RecoveryState.load(meta)
-            meta = patched(meta, replace(rs, closed=False).changes_since(rs))
-            db.execute("UPDATE jobs SET handle=?, state=?, target=?, updated=?, meta=? WHERE job_id=?",
-                       (handle_json, job_state_for(state), target, now, json.dumps(meta), job_id))
+            text = db.execute("SELECT meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            meta_text = reopened({job_id: text["meta"]} if text else {}).get(job_id)
+            sets = "handle=?, state=?, target=?, updated=?" + (", meta=?" if meta_text else "")
+            values = [handle_json, job_state_for(state), target, now] + ([meta_text] if meta_text else [])
+            db.execute(f"UPDATE jobs SET {sets} WHERE job_id=?", (*values, job_id))
+            if rows:
+                db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", rows)
+            for sql, params in also:
+                db.execute(sql, params)
 
     def update_attempt(self, job_id, attempt, **fields):
         if not fields:
@@ -378,15 +395,20 @@ class StateStore(BulkWrites, SweepRows):
 
     # ---- events
     def record_event(self, job_id: str, kind: str, **detail) -> None:
-        from .redact import redact_obj
-
+        row = _event_row(job_id, kind, detail, time.time())
         with self.tx() as db:
-            db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
-                       (job_id, time.time(), kind, json.dumps(redact_obj(detail), default=str)))
+            db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", row)
 
     def events(self, job_id: str) -> list[dict]:
         rows = self.db.execute("SELECT ts,kind,detail FROM events WHERE job_id=? ORDER BY id", (job_id,)).fetchall()
         return [{"ts": r["ts"], "kind": r["kind"], **json.loads(r["detail"])} for r in rows]
+
+
+def _event_row(job_id: str, kind: str, detail: dict, ts: float) -> tuple:
+    """An events row: DETAIL redacted (known secret values and shapes never reach the store)."""
+    from .redact import redact_obj
+
+    return (job_id, ts, kind, json.dumps(redact_obj(detail), default=str))
 
 
 def new_job_id(name: str) -> str:

@@ -14,6 +14,7 @@ declares no ``spec_fields`` is taken to honour every request (nothing is known a
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
@@ -46,11 +47,16 @@ def requested(spec) -> dict[str, object]:
     for path in REQUESTS:
         section, _, key = path.rpartition(".")
         owner = getattr(spec, section) if section else spec
-        model = type(owner)
         value = getattr(owner, key)
-        if value != model.model_fields[key].get_default(call_default_factory=True):
+        if value != _default(type(owner), key):
             out[path] = value
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _default(model, key: str):
+    """MODEL's default for field KEY, made once (only compared, never handed out)."""
+    return model.model_fields[key].get_default(call_default_factory=True)
 
 
 def unsupported(spec, backend_cls) -> list[Unsupported]:

@@ -40,19 +40,23 @@ def write_atomic(path, data, mode: int = 0o644, durable: bool = False) -> None:
     and the directory. Parent directories are created. The one atomic file write for local
     files outside a checkpoint (scripts, caches, records); checkpoint data goes through the
     stores, which also refuse links."""
-    import tempfile
-
     path = os.fspath(path)
     d = os.path.dirname(path) or "."
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".tmp-")
+    # hidden, beside PATH, unique (O_EXCL: never a file someone else made)
+    tmp = os.path.join(d, f".{os.path.basename(path)}.tmp-{os.getpid()}-{os.urandom(6).hex()}")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    try:
+        fd = os.open(tmp, flags, 0o600)
+    except FileNotFoundError:  # its folder does not exist yet
+        os.makedirs(d, exist_ok=True)
+        fd = os.open(tmp, flags, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            os.fchmod(f.fileno(), mode)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())
-        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..checkpoint.contract import META_DIR
+from ..jsonrows import Template
 from ..redact import is_secret_name
 
 TABLE = """
@@ -122,8 +123,11 @@ def _redacted_strings(values: tuple, masks: tuple) -> tuple:
     return tuple(redact_obj(list(values), _masks_=list(masks)))
 
 
+DUMP_OPTIONS = {"indent": 1, "sort_keys": False, "default": str}  # RUN.json's and the store's text
+
+
 def to_bytes(doc: dict) -> bytes:
-    return (json.dumps(doc, indent=1, sort_keys=False, default=str) + "\n").encode()
+    return (json.dumps(doc, **DUMP_OPTIONS) + "\n").encode()
 
 
 # ---------------------------------------------------------------- state store
@@ -139,11 +143,13 @@ def ensure_table(store) -> None:
         pass
 
 
+INSERT_RECORD = "INSERT OR REPLACE INTO provenance(job_id, created, location, record) VALUES(?,?,?,?)"
+
+
 def save_record(store, job_id: str, doc: dict, location: Optional[str]) -> None:
     ensure_table(store)
     with store.tx() as db:
-        db.execute("INSERT OR REPLACE INTO provenance(job_id, created, location, record) VALUES(?,?,?,?)",
-                   (job_id, time.time(), location, json.dumps(doc, default=str)))
+        db.execute(INSERT_RECORD, (job_id, time.time(), location, json.dumps(doc, default=str)))
 
 
 def load_record(store, job_id: str) -> Optional[dict]:
@@ -241,12 +247,19 @@ def _document(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str
 
 @dataclass
 class Captured:
-    """A run's redacted record and where its RUN.json went (or the error that stopped the capture)."""
+    """A run's redacted record and where its RUN.json went (or the error that stopped the capture).
+    TEXT: the record as RUN.json holds it; a draft holds instead TEMPLATE, its text with holes
+    for what only the submission knows (``complete_launch`` fills them)."""
 
     doc: Optional[dict]
     location: Optional[str] = None
     note: str = ""
     error: str = ""
+    text: Optional[str] = None
+    template: Optional[object] = None  # launcher.jsonrows.Template
+
+
+SUBMISSION_KEYS = ("native_id", "attempt")  # what complete_launch adds to a draft
 
 
 def capture_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
@@ -271,9 +284,10 @@ def draft_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[
                         seed_source=seed_source, continues=continues)
         # the table, made outside any transaction: once per open store, never again inside save_launch's batch
         ensure_table(app.store)
+        template = Template.of(doc, SUBMISSION_KEYS, **DUMP_OPTIONS)  # dumped now, while the scheduler answers
     except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
         return Captured(None, error=f"{type(e).__name__}: {e}")
-    return Captured(doc)
+    return Captured(doc, template=template)
 
 
 def complete_launch(app, draft: Captured, spec, target_name: str, job_id: str, handle=None) -> Captured:
@@ -282,50 +296,84 @@ def complete_launch(app, draft: Captured, spec, target_name: str, job_id: str, h
     if draft.doc is None:
         return draft
     doc = draft.doc
-    if handle is not None:
-        try:
+    try:
+        if handle is not None:
             from ..redact import redact_obj, secret_values
 
             ids = redact_obj([handle.native_id, handle.attempt], extra_values=secret_values(spec.secrets))
-            doc = {**doc, "native_id": ids[0], "attempt": ids[1]}
-        except Exception as e:  # noqa: BLE001 - as above
-            return Captured(None, error=f"{type(e).__name__}: {e}")
+            doc = {**doc, **dict(zip(SUBMISSION_KEYS, ids))}
+        # what RUN.json and the store keep: the draft's text with the submission filled in
+        text = (draft.template.fill({k: doc.get(k) for k in SUBMISSION_KEYS}) if draft.template is not None
+                else json.dumps(doc, **DUMP_OPTIONS)) + "\n"
+    except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
+        return Captured(None, error=f"{type(e).__name__}: {e}")
     location, note = None, ""
     if spec.checkpoint.root:
         try:
-            location, note = write_run_json(app, target_name, spec.checkpoint.root, job_id, to_bytes(doc))
+            location, note = write_run_json(app, target_name, spec.checkpoint.root, job_id, text.encode())
         except Exception as e:  # the root may be unreachable right now: the store keeps the record
             note = f"could not write RUN.json under {spec.checkpoint.root}: {type(e).__name__}: {e}"
-    return Captured(doc, location, note)
+    return Captured(doc, location, note, text=text)
 
 
 def save_launch(store, job_id: str, captured: Captured, seed=None) -> Optional[dict]:
     """Keep a captured record in the state store, with its ``provenance`` event (or a
     ``provenance_error`` event, printed as a warning too). Never raises."""
+    writes = store_writes(job_id, captured, seed)
     try:
-        if captured.doc is None:
-            raise _CaptureFailed(captured.error)
-        doc = captured.doc
-        save_record(store, job_id, doc, captured.location)
-        code = doc.get("code") or {}
-        store.record_event(job_id, "provenance", run_json=captured.location, note=captured.note or None,
-                           commit=code.get("commit"), dirty=code.get("dirty"), seed=seed,
-                           packages_sha256=(doc.get("python") or {}).get("packages_sha256"))
-        if captured.note:
-            print(f"warning: {captured.note}", file=sys.stderr)
-        return doc
+        with store.batch():
+            if writes.statements:
+                ensure_table(store)
+            for sql, params in writes.statements:
+                store.db.execute(sql, params)
+            for kind, detail in writes.events:
+                store.record_event(job_id, kind, **detail)
     except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
-        error = str(e) if isinstance(e, _CaptureFailed) else f"{type(e).__name__}: {e}"
+        writes = failed_writes(job_id, f"{type(e).__name__}: {e}")
         try:
-            store.record_event(job_id, "provenance_error", error=error)
+            store.record_event(job_id, *writes.events[0])
         except Exception:
             pass
-        print(f"warning: could not record the provenance of {job_id}: {error}", file=sys.stderr)
-        return None
+    writes.warn()
+    return captured.doc if writes.statements else None
 
 
-class _CaptureFailed(Exception):
-    pass
+@dataclass(frozen=True)
+class StoreWrites:
+    """What keeping a captured record writes to the state store, for the caller to write in
+    the transaction that records the submission: the provenance row ((sql, params)), its
+    event ((kind, detail)), and the warning to print once it is written."""
+
+    statements: tuple
+    events: tuple
+    warning: str = ""
+
+    def warn(self) -> None:
+        if self.warning:
+            print(self.warning, file=sys.stderr)
+
+
+def store_writes(job_id: str, captured: Captured, seed=None) -> StoreWrites:
+    """The writes that keep CAPTURED (the ``provenance`` row and event), or, for a capture
+    that failed, its ``provenance_error`` event. Never raises."""
+    if captured.doc is None:
+        return failed_writes(job_id, captured.error)
+    try:
+        doc = captured.doc
+        code = doc.get("code") or {}
+        text = captured.text if captured.text is not None else to_bytes(doc).decode()
+        row = (INSERT_RECORD, (job_id, time.time(), captured.location, text))
+        event = ("provenance", {"run_json": captured.location, "note": captured.note or None,
+                                "commit": code.get("commit"), "dirty": code.get("dirty"), "seed": seed,
+                                "packages_sha256": (doc.get("python") or {}).get("packages_sha256")})
+        return StoreWrites((row,), (event,), f"warning: {captured.note}" if captured.note else "")
+    except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
+        return failed_writes(job_id, f"{type(e).__name__}: {e}")
+
+
+def failed_writes(job_id: str, error: str) -> StoreWrites:
+    return StoreWrites((), (("provenance_error", {"error": error}),),
+                       f"warning: could not record the provenance of {job_id}: {error}")
 
 
 def record_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,

@@ -101,7 +101,7 @@ def test_a_watch_killed_between_submit_and_record_is_adopted_not_submitted_again
     def killed(*a, **k):  # the watch dies right after the job started, before it wrote anything
         raise KeyboardInterrupt("watch killed mid-recovery")
 
-    monkeypatch.setattr(app.store, "record_attempt", killed)
+    monkeypatch.setattr(app.store, "record_submission", killed)
     with pytest.raises(KeyboardInterrupt):
         watch.cycle(app)
     app.close()

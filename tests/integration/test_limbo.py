@@ -27,7 +27,7 @@ def killed_launch(cli, when: str) -> str:
         from launcher.specload import load_spec
         app = App()
         if {when!r} == "after_submit":
-            app.store.record_attempt = lambda *a, **k: os._exit(137)
+            app.store.record_submission = lambda *a, **k: os._exit(137)
         else:
             app.backend("local").submit = lambda *a, **k: os._exit(137)
         text = open({str(spec)!r}).read()

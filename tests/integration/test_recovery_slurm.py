@@ -143,16 +143,16 @@ def test_killed_watch_never_submits_a_job_twice(cli, clean_queue, monkeypatch):
     monkeypatch.setenv("LAUNCHER_CONFIG", str(cli.config))
     monkeypatch.setenv("SLURM_CONF", str(clean_queue.conf))
     app = App()
-    real = app.store.record_attempt
+    real = app.store.record_submission
 
     def killed(*a, **k):  # the watch dies right after sbatch returned, before it wrote anything
         raise KeyboardInterrupt("watch killed mid-recovery")
 
-    monkeypatch.setattr(app.store, "record_attempt", killed)
+    monkeypatch.setattr(app.store, "record_submission", killed)
     with pytest.raises(KeyboardInterrupt):
         watch.cycle(app)
     app.close()
-    monkeypatch.setattr(app.store, "record_attempt", real)
+    monkeypatch.setattr(app.store, "record_submission", real)
     app2 = App()
     outcomes = watch.cycle(app2)
     app2.close()

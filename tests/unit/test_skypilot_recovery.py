@@ -162,10 +162,10 @@ def test_a_launch_that_died_before_recording_is_adopted_by_its_cluster_name(rig)
     def killed(*a, **k):
         raise KeyboardInterrupt("launch killed after SkyPilot accepted it")
 
-    app.store.record_attempt = killed
+    app.store.record_submission = killed
     with pytest.raises(KeyboardInterrupt):
         launch(app, spec, text, None, "sky")
-    del app.store.record_attempt
+    del app.store.record_submission
     (job,) = app.store.list_jobs()
     assert job.state == "SUBMITTING" and not job.handle
     (o,) = watch.reconcile(app, clock)
