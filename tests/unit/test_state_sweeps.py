@@ -39,7 +39,6 @@ CREATE INDEX events_job ON events(job_id, id);
 CREATE TABLE claims (job_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL, taken REAL NOT NULL);
 """
 LOSS = [0.4, 0.1, 0.3, 0.2]
-# (sweep ids unlike other tests': launcher.sweep.stopping caches what it read per sweep and element id)
 
 
 def sweep_text(root) -> str:
