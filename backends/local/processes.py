@@ -55,20 +55,31 @@ def signal_group(pid: int, sig: int) -> Optional[str]:
     return None
 
 
-def group_exists(pgid: int) -> bool:
-    """Whether process group PGID still has a member we may signal. Its number is not reused
-    while it does, so once our leader was seen alive, the group that remains is the job's
-    (a job that ignores its notice outlives a leader that does not)."""
-    try:
-        os.killpg(pgid, 0)
-    except OSError:
-        return False
-    return True
+def live_groups(pgids) -> set:
+    """Those of process groups PGIDS that still have a member that is not a zombie (one pass
+    over /proc for all of them). A group's number is not reused while it has any member, so
+    once our leader was seen alive the group that remains is the job's (a job that ignores its
+    notice outlives its leader, which does not). Zombies do not count: an init that reaps
+    late (a container's) would otherwise hold every cancel for the whole grace period."""
+    want, out = set(pgids), set()
+    if not want:
+        return out
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        if fields[0] != "Z" and int(fields[2]) in want:
+            out.add(int(fields[2]))
+    return out
 
 
 def stop_groups(groups: Mapping[str, tuple], grace_s: Optional[float] = None, poll: float = 0.05,
                 is_alive: Callable[[int, Optional[int]], bool] = alive,
-                exists: Callable[[int], bool] = group_exists) -> dict:
+                live: Callable[[set], set] = live_groups) -> dict:
     """Stop every job of GROUPS ({key: (leader pid, its start ticks)}): SIGTERM the group of
     each leader still alive (IS_ALIVE: ours, not a reused pid), wait until every such group is
     gone or GRACE_S (default ``GRACE_S``) has passed (one wait for all), SIGKILL the groups
@@ -85,10 +96,11 @@ def stop_groups(groups: Mapping[str, tuple], grace_s: Optional[float] = None, po
                 errors[key] = err
             else:
                 waiting[key] = (pid, ticks)
-    running = lambda pid, ticks: is_alive(pid, ticks) or exists(pid)  # noqa: E731 - the leader reaped first
     deadline = time.monotonic() + grace_s
     while waiting:
-        waiting = {k: p for k, p in waiting.items() if running(*p)}
+        leaders = {k: p for k, p in waiting.items() if is_alive(*p)}  # first: reaps a leader that is our child
+        groups = live({pid for k, (pid, _) in waiting.items() if k not in leaders})
+        waiting = {k: p for k, p in waiting.items() if k in leaders or p[0] in groups}
         if not waiting or time.monotonic() >= deadline:
             break
         time.sleep(poll)

@@ -39,7 +39,7 @@ def test_every_live_group_is_termed_once_and_those_left_after_the_grace_are_kill
 
     monkeypatch.setattr(processes.os, "killpg", kill)
     errs = processes.stop_groups({"a": (101, 1), "b": (102, 1), "c": (103, 1)}, grace_s=0.2, poll=0.01,
-                                 is_alive=lambda pid, ticks: table[pid], exists=lambda pid: table[pid])
+                                 is_alive=lambda pid, ticks: table[pid], live=lambda pids: {p for p in pids if table[p]})
     assert errs == {}
     assert sent == [(101, signal.SIGTERM), (102, signal.SIGTERM), (102, signal.SIGKILL)]
 
@@ -53,7 +53,7 @@ def test_a_group_that_outlives_its_leader_is_waited_for_and_killed(monkeypatch):
         up, leader["up"] = leader["up"], False  # the leader dies on its notice; its job ignores it
         return up
 
-    processes.stop_groups({"a": (101, 1)}, grace_s=0.1, poll=0.01, is_alive=is_alive, exists=lambda pid: True)
+    processes.stop_groups({"a": (101, 1)}, grace_s=0.1, poll=0.01, is_alive=is_alive, live=set)
     assert sent == [signal.SIGTERM, signal.SIGKILL]
 
 
@@ -65,9 +65,23 @@ def test_a_group_that_cannot_be_signalled_is_that_ids_error_alone(monkeypatch):
 
     monkeypatch.setattr(processes.os, "killpg", kill)
     errs = processes.stop_groups({"7": (7, None), "8": (8, None), "0": (0, None)}, grace_s=0,
-                                 is_alive=lambda pid, ticks: True, exists=lambda pid: False)
+                                 is_alive=lambda pid, ticks: True, live=lambda pids: set())
     assert set(errs) == {"7", "0"}
     assert "Operation not permitted" in errs["7"] and "not a job's process id" in errs["0"]
+
+
+def test_a_group_whose_only_members_are_zombies_is_not_live():
+    import os
+    import subprocess
+
+    p = subprocess.Popen(["true"], start_new_session=True)  # a group of its own, not reaped yet
+    try:
+        poll("a zombie", lambda: open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z",
+             timeout=10, interval=0.01)
+        assert processes.live_groups({p.pid, os.getpgrp()}) == {os.getpgrp()}
+    finally:
+        p.wait()
+    assert processes.live_groups(set()) == set()
 
 
 def test_the_local_backend_declares_cancels_many():
@@ -94,8 +108,7 @@ def test_a_job_that_ignores_its_notice_is_killed_after_the_one_grace_period(app,
     assert backend.cancel_many([stubborn.handle, quick.handle]) == {}
     assert [s.state for s in backend.status([stubborn.handle, quick.handle])] == [JobState.CANCELLED] * 2
     # the whole group is gone, not only its leader (the supervisor, which dies on the notice)
-    poll("the stubborn job's group gone", lambda: not processes.group_exists(int(stubborn.handle.native_id)),
-         timeout=10, interval=0.05)
+    assert processes.live_groups({int(stubborn.handle.native_id)}) == set()
 
 
 def test_a_bad_handle_is_its_own_error_and_the_others_are_cancelled(app, tmp_path):
@@ -143,6 +156,6 @@ def test_cancel_of_a_local_sweep_stops_its_running_elements_in_one_call(lx, tmp_
     assert calls == [sorted(h.native_id for h in running)]
     assert cancel_counts(reports) == {"cancelled": 4, "already_cancelled": 0, "already_finished": 0, "failed": 0}
     assert [r.state for r in sweep_rows(lx.app.store, sweep_id)] == ["CANCELLED"] * 4
-    assert not any(processes.group_exists(int(h.native_id)) for h in running)
+    assert processes.live_groups({int(h.native_id) for h in running}) == set()
     for r in rows[:2]:
         assert [e["kind"] for e in lx.app.store.events(r.job_id)].count("cancelled") == 1
