@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -14,10 +13,12 @@ from pydantic import BaseModel, ConfigDict
 
 from launcher.backend import Facts, Handle, JobRef, Request, iter_file
 from launcher.config import Target
-from launcher.errors import SubmitError
+from launcher.errors import LauncherError, SubmitError
 from launcher.runner import LocalRunner
 from launcher.spec import JobSpec
 from launcher.status import JobState, Status
+
+from .processes import alive, proc_start_ticks, stop_groups
 
 OUTPUT = "output.log"
 EXIT_CHECKPOINTED = 75  # EX_TEMPFAIL: the job-side contract's "saved on notice, restart me"
@@ -130,7 +131,7 @@ class LocalBackend:
             raise SubmitError(f"could not start the local job: {e}") from None
         finally:
             log.close()
-        started = _proc_start_ticks(proc.pid)
+        started = proc_start_ticks(proc.pid)
         return Handle(self.name, self.target.name, request.job.job_id, str(proc.pid), request.job.attempt,
                       extra={"job_dir": str(job_dir), "start_ticks": started, "submitted": time.time()})
 
@@ -142,8 +143,7 @@ class LocalBackend:
         pid = int(h.native_id)
         job_dir = Path(h.extra["job_dir"])
         exit_file = job_dir / f"exit-{h.attempt}"
-        alive = _alive(pid, h.extra.get("start_ticks"))
-        if alive:
+        if alive(pid, h.extra.get("start_ticks")):
             return Status(JobState.RUNNING, native_state="running", reason="", start_time=h.extra.get("submitted"))
         if exit_file.exists():
             try:
@@ -167,25 +167,29 @@ class LocalBackend:
         return Status(JobState.FAILED, "vanished", "the job's processes are gone and left no exit status "
                                                    "(killed, or the machine restarted)")
 
-    # ---- cancel (idempotent)
+    # ---- cancel (idempotent), of one job or many at once (CancelsMany)
     def cancel(self, handle: Handle) -> None:
-        job_dir = Path(handle.extra["job_dir"])
-        (job_dir / f"cancelled-{handle.attempt}").touch()
-        pid = int(handle.native_id)
-        if not _alive(pid, handle.extra.get("start_ticks")):
-            return
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        deadline = time.time() + 10
-        while time.time() < deadline and _alive(pid, handle.extra.get("start_ticks")):
-            time.sleep(0.05)
-        if _alive(pid, handle.extra.get("start_ticks")):
+        err = self.cancel_many([handle]).get(handle.native_id)
+        if err:
+            raise LauncherError(f"cancel of local job {handle.job_id} (pid {handle.native_id}): {err}")
+
+    def cancel_many(self, handles) -> dict:
+        """Mark each job cancelled (its status then says so), SIGTERM every one still running,
+        wait once for all of them (GRACE_S at most), SIGKILL those left. {native id: error}."""
+        errors, groups = {}, {}
+        for h in handles:
             try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+                pid, job_dir = int(h.native_id), Path(h.extra["job_dir"])
+            except (KeyError, TypeError, ValueError):
+                errors[h.native_id] = "not a local job's handle (expected a process id and its job folder)"
+                continue
+            try:
+                (job_dir / f"cancelled-{h.attempt}").touch()
+            except OSError as e:
+                errors[h.native_id] = f"could not mark it cancelled in {job_dir}: {e.strerror or e}"
+                continue
+            groups[h.native_id] = (pid, h.extra.get("start_ticks"))
+        return {**errors, **stop_groups(groups)}
 
     def logs(self, handle: Handle, follow: bool = False, done=None):
         path = Path(handle.extra["job_dir"]) / OUTPUT
@@ -253,29 +257,3 @@ def _job_environ(secret_names) -> dict:
     if missing:
         raise SubmitError(f"secrets {missing} are listed in the spec but not set in this environment")
     return env
-
-
-def _proc_start_ticks(pid: int) -> Optional[int]:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _alive(pid: int, start_ticks: Optional[int]) -> bool:
-    """True while *our* process runs: guards against PID reuse with the start time."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    if fields[0] == "Z":
-        try:  # our own child finished: reap it so it does not linger as a zombie
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        return False
-    if start_ticks is not None and int(fields[19]) != start_ticks:
-        return False
-    return True

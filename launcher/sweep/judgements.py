@@ -37,9 +37,15 @@ def stop_of(meta: dict) -> Optional[Judgement]:
     return next((j for j in judgements_of(meta) if j.stop), None)
 
 
+# a sweep's element rows, found by the indexed ``jobs.sweep_id`` (``launcher.statesweeps``);
+# rows written before that column had it filled when their store was migrated (``statemigrate``)
+ELEMENTS_SQL = "SELECT job_id, state, meta FROM jobs WHERE sweep_id=?"
+
+
 def _elements(db, sweep_id: str) -> dict:
-    """index -> (job id, state, meta) of SWEEP_ID's element rows, read inside the transaction."""
-    found = db.execute("SELECT job_id, state, meta FROM jobs WHERE job_id LIKE ?", (f"{sweep_id}-e%",)).fetchall()
+    """index -> (job id, state, meta) of SWEEP_ID's element rows, read inside the transaction
+    (each row's own meta, as stored: what ``record`` writes back)."""
+    found = db.execute(ELEMENTS_SQL, (sweep_id,)).fetchall()
     out = {}
     for r in found:
         meta = json.loads(r["meta"] or "{}")

@@ -13,10 +13,13 @@ SWEEP's claim (a row of the claims table keyed ``sweep:<id>``, taken and renewed
 claim), and each element is started under its own job claim, only if it is still QUEUED (a
 cancel takes that claim too). A start marks the row SUBMITTING before submitting, so a
 launcher that dies mid-submit leaves a row that ``launcher watch`` adopts through its dedupe
-token, like an interrupted launch. The start is marked (``meta["start_at"]``): a start whose
-launcher died before the backend accepted it (no job with its token once the element's claim
-is free and a claim's time has passed since the start) goes back to QUEUED, with a
-``start_lost`` event, and counts as one of the START_TRIES (``lost_start``).
+token, like an interrupted launch. The start is marked (``meta["start_at"]``), and while its
+lookup and submission run the starter keeps the element's claim alive (``keepalive``: renewed
+every TTL/3, each renewal noted as ``meta["start_seen"]``), so a start slower than the claim's
+TTL is never taken for a lost one. A start whose launcher died before the backend accepted it
+(no job with its token once the element's claim is free and a claim's time has passed since
+the starter was last seen) goes back to QUEUED, with a ``start_lost`` event, and counts as one
+of the START_TRIES (``lost_start``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..errors import LauncherError
 from ..recovery.claims import Outcome, claim_ttl, claimed
 from ..state import claim_available, is_open, new_job_id
 from ..status import QUEUED
+from .keepalive import kept_alive
 from .launching import begin_sweep, element_rows, sweep_rows
 from .separate import element_spec_of, to_start
 
@@ -116,11 +120,12 @@ def start_element(app, row_id: str, facts=None) -> Outcome:
         job = c.job
         if not is_open(job) or job.state != QUEUED:
             return Outcome(row_id, "claimed", f"no longer queued ({job.state})")
-        store.patch_meta(row_id, start_at=time.time())  # before SUBMITTING: marks this SUBMITTING as a start
+        store.patch_meta(row_id, start_at=time.time(), start_seen=None)  # before SUBMITTING: marks it a start
         store.update_job(row_id, state="SUBMITTING")
         try:
-            found = _earlier_start(app, job)
-            handle = found or app.backend(job.target).submit(render_element(app, job, 1, facts))
+            with kept_alive(store, row_id, c.owner, claim_ttl(), _still_starting):  # a lookup or submit > TTL
+                found = _earlier_start(app, job)
+                handle = found or app.backend(job.target).submit(render_element(app, job, 1, facts))
         except LauncherError as e:
             return _start_failed(app, job, c.owner, e)
         why = "found by its dedupe token: an earlier start got through" if found else "a slot of max_parallel freed"
@@ -129,6 +134,11 @@ def start_element(app, row_id: str, facts=None) -> Outcome:
         store.record_event(row_id, "submitted", target=job.target, native_id=handle.native_id, attempt=1,
                            sweep=job.meta["sweep"]["id"], reason=why, found_existing=found is not None)
     return Outcome(row_id, "started", f"{job.target} id {handle.native_id}")
+
+
+def _still_starting(own_store, job_id: str) -> None:
+    """A renewal of a start's claim: the starter is alive and still submitting (``start_seen``)."""
+    own_store.patch_meta(job_id, start_seen=time.time())
 
 
 def _earlier_start(app, job):
@@ -163,15 +173,15 @@ class LostStart:
 
 def lost_start(age_s: float, ttl_s: float, tries: int, max_tries: int = START_TRIES) -> LostStart:
     """Pure: what to do with a queued element left SUBMITTING by a start the backend has no
-    job of (looked up by its dedupe token), AGE_S after the start began. A start holds the
-    element's claim (TTL_S, longer than a submission takes) while it submits, so before TTL_S
-    the submission may still be under way (a starter interrupted by Ctrl-C released the claim
-    early); after it nothing ran: the element goes back to the queue, unless this was its
-    last try (TRIES failed starts before this one)."""
+    job of (looked up by its dedupe token), AGE_S after the starter's last sign of life (the
+    start, or its latest claim renewal: a starter renews the element's claim, TTL_S, while it
+    submits, however long that takes). Before TTL_S the submission may still be under way (a
+    starter interrupted by Ctrl-C released the claim early); after it nothing ran: the element
+    goes back to the queue, unless this was its last try (TRIES failed starts before this one)."""
     if age_s < ttl_s:
-        return LostStart("wait", f"started {age_s:.0f}s ago; the launcher starting it may still be submitting")
+        return LostStart("wait", f"its starter was last seen {age_s:.0f}s ago and may still be submitting")
     why = (f"the launcher starting it stopped before the backend accepted it (no job with its dedupe token "
-           f"{age_s:.0f}s after the start): nothing ran")
+           f"{age_s:.0f}s after it was last seen submitting): nothing ran")
     return LostStart("fail" if tries + 1 >= max_tries else "requeue", why)
 
 
@@ -181,11 +191,21 @@ def started_at(job) -> Optional[float]:
     return float(at) if at is not None and job.state == "SUBMITTING" and not job.handle else None
 
 
+def last_seen(job) -> Optional[float]:
+    """Pure: the last sign of life of the start of JOB (``started_at``, or the latest renewal
+    of its claim recorded while it submitted, ``start_seen``); None when JOB is no such row."""
+    at = started_at(job)
+    seen = job.meta.get("start_seen")
+    if at is None or not isinstance(seen, (int, float)):
+        return at
+    return max(at, float(seen))
+
+
 def requeue_lost_start(app, c, now: float) -> Outcome:
     """Under the element's claim C: element C.job was left SUBMITTING by a start and the
     backend has no job of it (``lost_start``)."""
     job = c.job
-    d = lost_start(now - started_at(job), claim_ttl(), int(job.meta.get("start_failures") or 0))
+    d = lost_start(now - last_seen(job), claim_ttl(), int(job.meta.get("start_failures") or 0))
     if d.action == "wait":
         return Outcome(job.job_id, "waiting", d.reason)
     return _start_failed(app, job, c.owner, d.reason, event="start_lost", reason=d.reason)

@@ -24,6 +24,7 @@ judged when it reaches the rung. Only an element that reported and then went bac
 
 from __future__ import annotations
 
+import weakref
 from typing import Optional
 
 from ..errors import LauncherError
@@ -35,19 +36,33 @@ from .judgements import judgements_of, record, stop_of
 from .launching import element_job_id, sweep_rows
 from .reports import read_element_reports
 
-_configs: dict = {}  # sweep id -> its EarlyStop (or None): a sweep's spec never changes
-_settled: dict = {}  # job id -> reports of an element that had ended when they were read
+CONFIGS_KEPT = 64  # parsed early-stop sections kept per process (one per sweep a watcher follows)
+_configs: dict = {}  # spec text -> its EarlyStop (or None): a function of the text alone, so safe to share
+# store -> {(job id, handle): reports of an element that had ended when they were read}: scoped to the
+# store (two stores in one process never see each other's), and to the attempt (a reopened element's
+# next attempt reports anew)
+_settled: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def early_stop_of(row):
     """The ``sweep.early_stop`` section of the spec element ROW was launched with (None: none)."""
-    sweep_id = row.meta["sweep"]["id"]
-    if sweep_id not in _configs:
+    text = row.spec_yaml
+    if text not in _configs:
         from ..specload import spec_from_text
 
-        spec = spec_from_text(row.spec_yaml, row.spec_path or row.job_id)
-        _configs[sweep_id] = spec.sweep.early_stop if spec.sweep else None
-    return _configs[sweep_id]
+        spec = spec_from_text(text, row.spec_path or row.job_id)
+        if len(_configs) >= CONFIGS_KEPT:
+            _configs.clear()
+        _configs[text] = spec.sweep.early_stop if spec.sweep else None
+    return _configs[text]
+
+
+def settled_of(store) -> dict:
+    """STORE's {(job id, handle): reports} of ended elements (read once: they report no more)."""
+    got = _settled.get(store)
+    if got is None:
+        got = _settled[store] = {}
+    return got
 
 
 def judge_sweeps(app, jobs) -> list[Outcome]:
@@ -74,11 +89,12 @@ def judge_sweep(app, sweep_id: str) -> list[Outcome]:
     if cfg is None:
         return []
     todo = {r.meta["sweep"]["index"]: r for r in rows if r.ckpt_root and _unsettled(r, cfg.rungs)}
-    cached = {i: _settled[r.job_id] for i, r in todo.items() if r.job_id in _settled}
+    settled = settled_of(app.store)
+    cached = {i: settled[(r.job_id, r.handle)] for i, r in todo.items() if (r.job_id, r.handle) in settled}
     read = read_element_reports({i: r.ckpt_root for i, r in todo.items() if i not in cached})
     for i, reports in read.reports.items():
         if not is_open(todo[i]):  # ended before the read began: its reports are complete
-            _settled[todo[i].job_id] = reports
+            settled[(todo[i].job_id, todo[i].handle)] = reports
     out = [Outcome(element_job_id(sweep_id, i), "waiting", f"early stop: {why}")
            for i, why in sorted(read.problems.items())]
     for j in record(app.store, sweep_id, cfg, {**read.reports, **cached}):

@@ -71,3 +71,60 @@ def test_a_watcher_killed_while_starting_a_queued_element_leaves_it_queued_and_i
     assert len(lost) == 1 and "nothing ran" in lost[0]["reason"], st["events"]
     kinds = [e["kind"] for e in st["events"]]
     assert kinds.index("start_lost") < kinds.index("submitted")
+
+
+def slow_watcher(cli: LauncherCLI, delay: float) -> subprocess.Popen:
+    """A watcher whose backend takes DELAY seconds (several claim TTLs) to accept each start,
+    watching until no job is open."""
+    code = textwrap.dedent(f"""
+        import time
+        from launcher.app import App
+        from launcher.recovery import watch
+        from launcher_backends.local.backend import LocalBackend
+        real = LocalBackend.submit
+        def slow(self, request):
+            time.sleep({delay!r})
+            return real(self, request)
+        LocalBackend.submit = slow
+        app = App()
+        for _ in range(1200):
+            watch.cycle(app)
+            if not app.store.open_jobs():
+                break
+            time.sleep(0.1)
+    """)
+    return subprocess.Popen([sys.executable, "-c", code], env=cli.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def test_a_start_slower_than_the_claim_ttl_is_not_taken_over_by_another_watcher_and_runs_once(tmp_path):
+    from tests.fixtures.polling import poll
+
+    from .launcher_cli import start_watcher, stop_watchers
+
+    cli = LauncherCLI(tmp_path)
+    cli.env.update(LAUNCHER_CLAIM_TTL="1", HOLD="0.5")  # the start below takes 4 TTLs
+    out = cli.tmp / "out"
+    out.mkdir()
+    spec = cli.spec("slow", {"run": f"{sys.executable} {element_program(cli.tmp)}", "env": {"OUT": str(out)},
+                             "checkpoint": {"root": str(cli.tmp / "ck")},
+                             "sweep": {"points": [{"lr": 0.001}, {"lr": 0.002}], "max_parallel": 1}})
+    sweep_id = job_id_of(cli.run("launch", spec, "--target", "local"))
+    e1 = f"{sweep_id}-e1"
+    slow = slow_watcher(cli, delay=4.0)  # starts element 1 once element 0 completes
+    procs = []
+    try:
+        poll("element 1's start is under way", lambda: state_of(cli, e1) == "SUBMITTING", timeout=60, interval=0.05)
+        procs.append(start_watcher(cli, 0, interval=0.2))  # a real watcher looks at it all along
+        assert procs[0].wait(timeout=300) == 0, (cli.tmp / "watch0.log").read_text()
+        assert slow.wait(timeout=120) == 0, slow.stdout.read()
+    finally:
+        stop_watchers([slow, *procs])
+    assert "no open jobs left" in (cli.tmp / "watch0.log").read_text()
+    s = json.loads(cli.run("status", sweep_id, "--json").stdout)
+    assert s["counts"] == {"COMPLETED": 2}, s
+    runs = intervals(out)
+    assert sorted(runs) == [0, 1] and all(len(r) == 1 for r in runs.values()), runs  # exactly once
+    st = cli.status(e1)
+    assert [a["attempt"] for a in st["attempts"]] == [1]
+    assert not [e for e in st["events"] if e["kind"] == "start_lost"], st["events"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from launcher.backend import (ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost,
+from launcher.backend import (CancelsMany, ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost,
                               KeepsRunHistory, MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, RunsArrays, can)
 from launcher.config import Target
 from launcher_backends.local.backend import LocalBackend
@@ -10,12 +10,12 @@ from launcher_backends.skypilot.backend import SkyPilotBackend
 from launcher_backends.slurm.backend import SlurmBackend
 
 EXPECTED = {
-    LocalBackend: {FindsSubmissions, HasSubmitHost, PricesOffers},
+    LocalBackend: {FindsSubmissions, HasSubmitHost, PricesOffers, CancelsMany},
     SlurmBackend: {FindsSubmissions, MeasuresQueueWait, KeepsRunHistory, HasSubmitHost, ReportsVersion,
-                   RemoteWorkdir, PricesOffers, Closes, RunsArrays},
+                   RemoteWorkdir, PricesOffers, Closes, RunsArrays, CancelsMany},
     SkyPilotBackend: {FindsSubmissions, ChoosesPlacement, ReportsVersion, PricesOffers, ChecksInstall, Closes},
 }
-ALL = (ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost, KeepsRunHistory,
+ALL = (CancelsMany, ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost, KeepsRunHistory,
        MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, RunsArrays)
 
 

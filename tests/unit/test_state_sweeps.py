@@ -39,7 +39,6 @@ CREATE INDEX events_job ON events(job_id, id);
 CREATE TABLE claims (job_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL, taken REAL NOT NULL);
 """
 LOSS = [0.4, 0.1, 0.3, 0.2]
-# (sweep ids unlike other tests': launcher.sweep.stopping caches what it read per sweep and element id)
 
 
 def sweep_text(root) -> str:
@@ -150,6 +149,22 @@ def test_an_old_store_is_migrated_in_place_and_its_elements_keep_their_own_spec(
         assert len(sweep_rows(again, "old-1")) == 4
     finally:
         again.close()
+
+
+def test_early_stop_judges_an_old_stores_elements_found_by_the_sweep_id_the_migration_filled(tmp_path):
+    text = sweep_text(tmp_path / "ck")
+    old_store(tmp_path / "h", text, "/base", ["RUNNING", "RUNNING", "COMPLETED", "RUNNING"])
+    store = StateStore(tmp_path / "h")
+    try:
+        made = record(store, "old-1", EarlyStop(metric="loss", mode="min", keep=0.5, rungs=[10, 20]),
+                      {i: {10: {"loss": v}} for i, v in enumerate(LOSS)})
+        assert sorted((j.index, j.stop) for j in made) == [(0, True), (1, False), (2, False), (3, False)]
+        raw = store.db.execute("SELECT spec_yaml, meta FROM jobs WHERE sweep_id='old-1' ORDER BY job_id").fetchall()
+        assert all(r["spec_yaml"] == text for r in raw)  # the old rows keep their own spec and meta
+        assert all(json.loads(r["meta"])["spec_base"] == "/base" for r in raw)
+        assert [len(json.loads(r["meta"])["early_stop"]["judgements"]) for r in raw] == [1, 1, 1, 1]
+    finally:
+        store.close()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from launcher.backend import Handle
 from launcher.state import StateStore
 from launcher.status import STOPPED
 from launcher.sweep.control import element_facts
-from launcher.sweep.judgements import judgements_of, record, stop_of
+from launcher.sweep.judgements import ELEMENTS_SQL, judgements_of, record, stop_of
 from launcher.sweep.launching import element_rows, sweep_rows
 from launcher.sweep.spec import EarlyStop
 from launcher.specload import spec_from_text
@@ -74,6 +74,21 @@ def test_judgements_of_another_sweep_are_not_mixed_in(store, tmp_path):
     record(store, "sw-1", CFG, reports_at(10))
     assert all(not judgements_of(r.meta) for r in sweep_rows(store, "sw-10"))
     assert len(record(store, "sw-10", CFG, reports_at(10))) == 4
+
+
+def test_a_sweeps_elements_are_found_through_the_sweep_id_index_not_a_scan(store, tmp_path):
+    make_sweep(store, tmp_path)
+    plan = " ".join(r[-1] for r in store.db.execute("EXPLAIN QUERY PLAN " + ELEMENTS_SQL, ("sw-1",)).fetchall())
+    assert "USING INDEX jobs_sweep" in plan and "SCAN" not in plan
+
+
+def test_a_row_of_another_sweep_whose_id_only_looks_like_an_element_is_not_judged(store, tmp_path):
+    """(A job-id LIKE pattern is case-insensitive and its '_' matches any character: sw_1's
+    pattern matches SWx1's rows, which only each row's meta told apart.)"""
+    make_sweep(store, tmp_path, "SWx1")
+    make_sweep(store, tmp_path, "sw_1")
+    assert len(record(store, "sw_1", CFG, reports_at(10))) == 4
+    assert all(not judgements_of(r.meta) for r in sweep_rows(store, "SWx1"))
 
 
 def test_three_watchers_at_once_record_each_judgement_once(store, tmp_path):

@@ -149,15 +149,7 @@ class FakeCloudBackend(LocalBackend):
         found = {j.dedupe_token: self.find(j) for j in jobs}
         return {t: h for t, h in found.items() if h is not None}
 
-    # ---- CancelsMany: cancel() of each, idempotent; {native id: error} for those that failed
-    def cancel_many(self, handles) -> dict:
-        errors = {}
-        for h in handles:
-            try:
-                self.cancel(h)
-            except OSError as e:
-                errors[h.native_id] = str(e)
-        return errors
+    # ---- CancelsMany: the local backend's (one grace period for all), inherited
 
     def status(self, handles):
         out = []

@@ -1,0 +1,72 @@
+"""Keeping a job's claim alive while a slow call made under it runs (a submission slower than
+the claim's TTL: a SkyPilot launch that provisions, a scheduler that answers late).
+
+A claim expires TTL seconds after it was taken, so that a crashed holder's jobs are taken over.
+A holder that is alive but waiting on its backend must therefore renew it, or another watcher
+takes the job over mid-call and decides on it without knowing a submission is under way (a
+queued element's start would be judged lost and started again). ``kept_alive`` renews the
+claim every TTL/3 from a daemon thread with a store connection of its own (SQLite connections
+are not shared between threads) opened only once a renewal is due: a call that ends within
+TTL/3 costs one thread and no store work. Each renewal also calls ``on_renew(that store,
+job id)`` (a start records there that its starter is still alive). The thread dies with the
+process: a killed holder's claim expires as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Optional
+
+from ..errors import LauncherError
+
+
+@dataclass
+class Keeping:
+    """What the renewals did: how many, and whether the claim was found taken over (lost)."""
+
+    renewals: int = 0
+    lost: bool = False
+    errors: list = field(default_factory=list)  # renewals that failed (a locked store): retried
+
+
+def renewal_interval(ttl: float) -> float:
+    """Pure: seconds between renewals of a claim of TTL seconds (three chances before it expires)."""
+    return max(0.01, float(ttl) / 3.0)
+
+
+@contextmanager
+def kept_alive(store, job_id: str, owner: str, ttl: float,
+               on_renew: Optional[Callable] = None) -> Iterator[Keeping]:
+    """Renew OWNER's claim of JOB_ID (for TTL seconds each time) until the block ends."""
+    keeping, stop = Keeping(), threading.Event()
+    t = threading.Thread(target=_renew, args=(store.home, job_id, owner, ttl, on_renew, keeping, stop),
+                         name=f"launcher-claim-{job_id}", daemon=True)
+    t.start()
+    try:
+        yield keeping
+    finally:
+        stop.set()
+        t.join()
+
+
+def _renew(home, job_id: str, owner: str, ttl: float, on_renew, keeping: Keeping, stop: threading.Event) -> None:
+    from ..state import StateStore
+
+    own = None
+    try:
+        while not stop.wait(renewal_interval(ttl)):
+            try:
+                own = own or StateStore(home)
+                if own.claim(job_id, ttl=ttl, owner=owner) is None:  # taken over (we were frozen) or gone
+                    keeping.lost = True
+                    return
+                keeping.renewals += 1
+                if on_renew is not None:
+                    on_renew(own, job_id)
+            except LauncherError as e:  # the store is busy or failing: the next tick tries again
+                keeping.errors.append(str(e))
+    finally:
+        if own is not None:
+            own.close()
