@@ -211,24 +211,36 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
 
     The caller holds the job's claim (``owner``): the attempt is recorded only while that
     claim is still ours. The dedupe token is looked up first, so an attempt that an
-    earlier (crashed) holder of the claim submitted is adopted, never submitted twice."""
-    if job_row.meta.get("sweep"):  # one element of a sweep: resubmitted alone
-        from .sweep.launching import resubmit_element
+    earlier (crashed) holder of the claim submitted is adopted, never submitted twice. While
+    the lookup and the submission run, the claim is kept alive (a submission slower than the
+    claim's TTL is not taken over by another watcher meanwhile)."""
+    from contextlib import nullcontext
 
-        handle, found = resubmit_element(app, job_row, target_name, attempt)
-        existing = handle if found else None
-    else:
-        spec = job_spec(job_row)
-        backend = app.backend(target_name)
-        job = job_ref(app, job_row, attempt, avoid=avoid)
-        existing = find_submission(backend, job)
-        if existing is not None:
-            handle = existing  # an earlier try of this very submission got through: never submit twice
-        else:
-            handle = backend.submit(backend.render(spec, facts_for(app, spec, target_name), job))
+    from .recovery.claims import claim_ttl
+    from .recovery.keepalive import kept_alive
+
+    with (kept_alive(app.store, job_row.job_id, owner, claim_ttl()) if owner else nullcontext()):
+        handle, existing = _submit_again(app, job_row, target_name, attempt, avoid)
     app.store.record_submission(job_row.job_id, attempt, target_name, handle.to_json(), handle.native_id,
                                 state="PENDING", reason=reason, owner=owner, events=[(
                                     "resubmitted", {"target": target_name, "attempt": attempt,
                                                     "native_id": handle.native_id, "reason": reason,
                                                     "found_existing": existing is not None})])
     return handle
+
+
+def _submit_again(app, job_row, target_name: str, attempt: int, avoid) -> tuple:
+    """(the Handle of JOB_ROW's attempt ATTEMPT, the same Handle when an earlier try of it was
+    found by its dedupe token, else None)."""
+    if job_row.meta.get("sweep"):  # one element of a sweep: resubmitted alone
+        from .sweep.launching import resubmit_element
+
+        handle, found = resubmit_element(app, job_row, target_name, attempt)
+        return handle, (handle if found else None)
+    spec = job_spec(job_row)
+    backend = app.backend(target_name)
+    job = job_ref(app, job_row, attempt, avoid=avoid)
+    existing = find_submission(backend, job)
+    if existing is not None:
+        return existing, existing  # an earlier try of this very submission got through: never submitted twice
+    return backend.submit(backend.render(spec, facts_for(app, spec, target_name), job)), None

@@ -14,7 +14,7 @@ claim), and each element is started under its own job claim, only if it is still
 cancel takes that claim too). A start marks the row SUBMITTING before submitting, so a
 launcher that dies mid-submit leaves a row that ``launcher watch`` adopts through its dedupe
 token, like an interrupted launch. The start is marked (``meta["start_at"]``), and while its
-lookup and submission run the starter keeps the element's claim alive (``keepalive``: renewed
+lookup and submission run the starter keeps the element's claim alive (``recovery.keepalive``: renewed
 every TTL/3, each renewal noted as ``meta["start_seen"]``), so a start slower than the claim's
 TTL is never taken for a lost one. A start whose launcher died before the backend accepted it
 (no job with its token once the element's claim is free and a claim's time has passed since
@@ -36,7 +36,7 @@ from ..errors import LauncherError
 from ..recovery.claims import Outcome, claim_ttl, claimed
 from ..state import claim_available, is_open, new_job_id
 from ..status import QUEUED
-from .keepalive import kept_alive
+from ..recovery.keepalive import kept_alive
 from .launching import begin_sweep, element_rows, sweep_rows
 from .separate import element_spec_of, to_start
 

@@ -1,4 +1,4 @@
-"""A queued element's start slower than the claim's TTL (``launcher.sweep.keepalive``): the
+"""A queued element's start slower than the claim's TTL (``launcher.recovery.keepalive``): the
 starter keeps the element's claim alive while it submits, so no other watcher takes it over and
 judges the start lost; a lost start is judged from the starter's last sign of life."""
 
@@ -13,7 +13,7 @@ from launcher.recovery.claims import claim_ttl
 from launcher.state import StateStore
 from launcher.status import QUEUED
 from launcher.sweep import queue
-from launcher.sweep.keepalive import kept_alive, renewal_interval
+from launcher.recovery.keepalive import kept_alive, renewal_interval
 from tests.fixtures.polling import poll
 
 from .test_sweep_lost_start import interrupted_start
