@@ -30,11 +30,14 @@ class Watchdog:
     def watch(self, proc, timeout: float) -> None:
         """Kill PROC if it still runs TIMEOUT seconds from now (until ``unwatch``)."""
         with self._cond:
-            self._deadlines[proc] = time.monotonic() + timeout
+            deadline = time.monotonic() + timeout
+            sooner = not self._deadlines or deadline < min(self._deadlines.values())
+            self._deadlines[proc] = deadline
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="launcher-watchdog", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            elif sooner:  # woken only when it must wake earlier: no thread switch per command
+                self._cond.notify()
 
     def unwatch(self, proc) -> bool:
         """Stop watching PROC; True when the watchdog killed it for passing its deadline."""

@@ -36,3 +36,28 @@ def test_many_calls_share_one_watchdog_thread():
         r.run(["true"], timeout=30)
     assert threading.active_count() == before
     assert sum(t.name == "launcher-watchdog" for t in threading.enumerate()) == 1
+
+
+def test_a_shorter_deadline_added_after_a_longer_one_is_still_enforced():
+    """The watchdog is woken only for a deadline sooner than those it waits for: a short
+    command started while a long one is watched is still killed at its own deadline."""
+    import subprocess
+    import time
+
+    from launcher.watchdog import Watchdog
+
+    dog = Watchdog()
+    long_one = subprocess.Popen(["sleep", "30"])
+    short_one = subprocess.Popen(["sleep", "30"])
+    try:
+        dog.watch(long_one, 60)
+        time.sleep(0.3)  # the watchdog now sleeps until the long deadline
+        t = time.monotonic()
+        dog.watch(short_one, 0.3)
+        short_one.wait(timeout=20)
+        assert time.monotonic() - t < 20 and dog.unwatch(short_one)
+        assert long_one.poll() is None and not dog.unwatch(long_one)
+    finally:
+        for p in (long_one, short_one):
+            p.kill()
+            p.wait()
