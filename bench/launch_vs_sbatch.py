@@ -10,9 +10,11 @@ so a busy machine slows both alike. Jobs are submitted held and cancelled afterw
 Figures are printed, never asserted (issue 13 target: launch() at most 1.2x raw sbatch).
 --profile writes a cProfile of the launch() calls (pstats format) and prints its top.
 --phases times the phases of each launch() (bench/_phases.py) and prints their medians.
-The cluster's state and the launcher's home go under $TMPDIR (default /tmp); on a machine
-where /tmp is slow to create files (measured here: 10-20x /var/tmp), TMPDIR=/var/tmp shows
-both sides without it.
+The cluster's state and the launcher's home go under $TMPDIR (default /tmp). Each launch
+makes a job folder and two files there; the header prints what a mkdir and a file create
+cost on that file system at the time of the run (on this machine's one ext4 disk it moved
+between 0.05 and 1 ms from hour to hour, and /tmp and /var/tmp swapped places): pick the
+faster one with TMPDIR to see the launcher's own work.
 """
 
 from __future__ import annotations
@@ -101,6 +103,29 @@ def launch_vs_raw(bc, n: int, warmup: int = 3, prof=None, phases=None) -> tuple[
         app.close()
 
 
+def fs_costs(where: Path, n: int = 100) -> tuple[float, float]:
+    """Median ms of a mkdir and of a file create+write under WHERE: what each launch pays per
+    job folder and per file (raw sbatch here reuses one script), which varies by file system
+    and, on one ext4 disk, from hour to hour (measured here: 0.05 to 1 ms)."""
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(dir=where, prefix="fs-"))
+    dirs, files = [], []
+    try:
+        for i in range(n):
+            t = time.perf_counter()
+            (d / f"d{i}").mkdir()
+            dirs.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            (d / f"d{i}" / "f").write_bytes(b"x" * 3000)
+            files.append(time.perf_counter() - t)
+    finally:
+        import shutil
+
+        shutil.rmtree(d, ignore_errors=True)
+    return statistics.median(dirs) * 1000, statistics.median(files) * 1000
+
+
 def print_ratio(raw, api, n: int) -> None:
     print(f"{'per job (ms)':<34} {'mean':>8} {'median':>8} {'p95':>8}")
     for label, s in (("raw sbatch (subprocess)", raw), ("launch() API, one process", api)):
@@ -129,8 +154,10 @@ def main():
         prof = cProfile.Profile()
     with bench_cluster() as bc:
         raw, api = launch_vs_raw(bc, a.n, a.warmup, prof, phases)
+        mkdir_ms, create_ms = fs_costs(bc.tmp)
         print(f"cluster: 4 nodes, {slurm_version(bc.cluster)}; n={a.n} each, interleaved; "
-              f"load average {os.getloadavg()[0]:.2f}")
+              f"load average {os.getloadavg()[0]:.2f}; file system under {bc.tmp.parent}: "
+              f"mkdir {mkdir_ms:.2f} ms, file create {create_ms:.2f} ms")
         print_ratio(raw, api, a.n)
         if phases is not None:
             phases.print(a.warmup)
