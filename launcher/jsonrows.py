@@ -42,13 +42,15 @@ class Template:
         self.pieces, self.order, self.ensure_ascii = pieces, order, ensure_ascii
 
     @classmethod
-    def of(cls, obj: dict, keys, **kw) -> Optional["Template"]:
+    def of(cls, obj: dict, keys, dumps=None, **kw) -> Optional["Template"]:
         """OBJ dumped with a hole in each of KEYS, or None when a hole cannot be told apart
-        (OBJ holds the marker text)."""
+        (OBJ holds the marker text). DUMPS: what makes the text (default ``json.dumps(obj, **KW)``;
+        it must give the same text)."""
         keys = list(keys)
         ascii_ = kw.get("ensure_ascii", True)
         marks = {k: json.dumps(f"\x00varying {i}\x00", ensure_ascii=ascii_) for i, k in enumerate(keys)}
-        text = json.dumps({**obj, **{k: json.loads(m) for k, m in marks.items()}}, **kw)
+        holed = {**obj, **{k: json.loads(m) for k, m in marks.items()}}
+        text = dumps(holed) if dumps is not None else json.dumps(holed, **kw)
         order = sorted(keys, key=lambda k: text.find(marks[k]))
         pieces = split_at(text, [marks[k] for k in order])
         return None if pieces is None else cls(pieces, order, ascii_)

@@ -111,8 +111,10 @@ def redact_record(doc: dict, secret_names=()) -> dict:
     out: dict = {}
     for k, v in doc.items():
         out[k] = _memo(("redacted", prints[k], k, masks), lambda: redact_obj({k: v}, _masks_=list(masks))[k])
-    if packages is not None:
-        out["python"] = {**out["python"], "packages": list(_redacted_strings(tuple(packages), masks))}
+    if packages is not None:  # the same section object launch after launch (dump_record keeps its text)
+        listed, python_print = tuple(packages), prints.get("python")
+        out["python"] = _memo(("python", python_print, masks, listed),
+                              lambda: {**out["python"], "packages": list(_redacted_strings(listed, masks))})
     return out
 
 
@@ -128,6 +130,35 @@ DUMP_OPTIONS = {"indent": 1, "sort_keys": False, "default": str}  # RUN.json's a
 
 def to_bytes(doc: dict) -> bytes:
     return (json.dumps(doc, **DUMP_OPTIONS) + "\n").encode()
+
+
+_DUMPED: dict = {}  # (key, id(section)) -> (section, its text): redact_record hands out its memoized sections
+
+
+def dump_record(doc: dict) -> str:
+    """``json.dumps(DOC, **DUMP_OPTIONS)``, with the text of each section that ``redact_record``
+    kept from an earlier launch (the very same object) taken from then: indented JSON is
+    made by Python's slow encoder, and most of a record is the same launch after launch."""
+    if not all(isinstance(k, str) for k in doc):
+        return json.dumps(doc, **DUMP_OPTIONS)
+    parts = []
+    for k, v in doc.items():
+        hit = _DUMPED.get((k, id(v))) if isinstance(v, (dict, list)) else None
+        if hit is not None and hit[0] is v:
+            text = hit[1]
+        else:
+            text = json.dumps(v, **DUMP_OPTIONS).replace("\n", "\n ")  # one level deeper
+            if isinstance(v, (dict, list)) and _is_kept(k, v):
+                if len(_DUMPED) >= _MEMO_MAX:
+                    _DUMPED.clear()
+                _DUMPED[(k, id(v))] = (v, text)  # holding V: its id is not reused while kept
+        parts.append(f" {json.dumps(k)}: {text}")
+    return "{\n" + ",\n".join(parts) + "\n}" if parts else "{}"
+
+
+def _is_kept(key: str, value) -> bool:
+    """Is VALUE a section redact_record keeps between launches (handed out again as is)?"""
+    return key in STATIC_SECTIONS and any(v is value for v in _MEMO.values())
 
 
 # ---------------------------------------------------------------- state store
@@ -284,7 +315,7 @@ def draft_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[
                         seed_source=seed_source, continues=continues)
         # the table, made outside any transaction: once per open store, never again inside save_launch's batch
         ensure_table(app.store)
-        template = Template.of(doc, SUBMISSION_KEYS, **DUMP_OPTIONS)  # dumped now, while the scheduler answers
+        template = Template.of(doc, SUBMISSION_KEYS, dumps=dump_record, **DUMP_OPTIONS)  # now, while sbatch runs
     except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
         return Captured(None, error=f"{type(e).__name__}: {e}")
     return Captured(doc, template=template)

@@ -101,3 +101,22 @@ def test_a_doc_holding_the_marker_text_is_dumped_plainly(app):
     done = complete_launch(app, Captured(doc), JobSpec(name="j", run="true"), "local", "j",
                            Handle("b", "t", "j", "9", 1))
     assert done.text == to_bytes({**doc, "native_id": "9", "attempt": 1}).decode()
+
+
+def test_a_record_dumped_by_sections_is_exactly_the_plain_dump_launch_after_launch(app, tmp_path, monkeypatch):
+    from launcher.provenance.record import dump_record, draft_launch
+
+    monkeypatch.chdir(tmp_path)
+    spec = JobSpec(name="j", run="true", env={"A": "é\n\u2028"})
+    texts = []
+    for job_id in ("j-1", "j-2", "j-3"):  # the second and third reuse the kept sections' text
+        draft = draft_launch(app, job_id=job_id, spec=spec, spec_text="name: j\nrun: 'true'\n", spec_path=None,
+                             target_name="local", seed=7)
+        assert draft.doc is not None and draft.template is not None
+        assert dump_record(draft.doc) == json.dumps(draft.doc, **DUMP_OPTIONS)
+        done = complete_launch(app, draft, spec, "local", job_id, Handle("local", "local", job_id, "99", 1))
+        assert done.text == to_bytes(done.doc).decode()
+        texts.append(done.text)
+    assert len(set(texts)) == 3
+    odd = {"a": {}, "b": [], "c": [1, {"d": "x\ny"}], "e": None, "f": object()}
+    assert dump_record(odd) == json.dumps(odd, **DUMP_OPTIONS) and dump_record({}) == "{}"
