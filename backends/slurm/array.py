@@ -21,7 +21,9 @@ import shlex
 from launcher.backend import Facts, JobRef
 from launcher.errors import CapabilityError
 from launcher.spec import JobSpec
-from launcher.sweep.expand import element_env, elements, sweep_seed_of
+from launcher.sweep.expand import Element, element_root, element_seeds, elements, env_value, json_scalar, \
+    sweep_seed_of
+from launcher.sweep.spec import param_env_name
 from launcher.templating import comment_text
 
 TABLE_NAME = "sweep.sh"
@@ -80,19 +82,39 @@ def sweep_table(spec: JobSpec, job: JobRef) -> str:
     els = elements(spec.sweep)
     seed = sweep_seed_of(spec, job.seed)
     sweep_id = job.sweep_id or job.job_id
-    out = [f"# launcher sweep table of {comment_text(sweep_id)}: {len(els)} elements; line 2 + i exports "
-           f"element i's variables (bash, every value quoted)"]
-    quoted: dict = {}  # the values every line repeats (sweep id, size, seed) are quoted once
-    for e in els:
-        env = element_env(sweep_id, e, len(els), seed, spec.checkpoint.root)
-        parts = []
-        for k, v in env.items():
-            q = quoted.get(v)
-            if q is None:
-                q = quoted[v] = line_quote(v)
-            parts.append(f"{k}={q}")
-        out.append("export " + " ".join(parts))
-    return "\n".join(out) + "\n"
+    line = export_line(sweep_id, len(els), seed, spec.checkpoint.root)
+    head = (f"# launcher sweep table of {comment_text(sweep_id)}: {len(els)} elements; line 2 + i exports "
+            f"element i's variables (bash, every value quoted)")
+    return "\n".join([head, *map(line, els)]) + "\n"
+
+
+def export_line(sweep_id: str, size: int, sweep_seed: int, root):
+    """Pure: a function from an element (index 0 to SIZE-1) to its table line: ``export`` and,
+    in ``element_env``'s order, each variable as NAME=<line_quote(value)>. What every line
+    repeats (sweep id, size, seed) is quoted once, and each parameter value once per sweep;
+    an index and a seed are digits, which ``line_quote`` leaves as they are."""
+    common = f"export LAUNCHER_SWEEP_ID={line_quote(sweep_id)} LAUNCHER_SWEEP_INDEX="
+    size_part = f" LAUNCHER_SWEEP_SIZE={line_quote(str(size))}"
+    seed_part = f" LAUNCHER_SWEEP_SEED={line_quote(str(int(sweep_seed)))} LAUNCHER_SEED="
+    seeds = element_seeds(sweep_seed, size)
+    pieces: dict = {}  # (name, type, value as text) -> (its assignment, its "name":value in LAUNCHER_PARAMS)
+
+    def piece(name, value):
+        key = (name, type(value), env_value(value))
+        got = pieces.get(key)
+        if got is None:
+            got = pieces[key] = (f" {param_env_name(name)}={line_quote(key[2])}",
+                                 f"{json_scalar(name)}:{json_scalar(value)}")
+        return got
+
+    def line(e: Element) -> str:
+        parts = [piece(n, v) for n, v in e.params.items()]
+        ckpt = element_root(root, e.index) if root else None
+        return "".join((common, str(e.index), size_part, *[p[0] for p in parts],
+                        " LAUNCHER_PARAMS=", line_quote("{" + ",".join([p[1] for p in parts]) + "}"),
+                        seed_part, str(seeds[e.index]),
+                        f" LAUNCHER_CKPT_ROOT={line_quote(ckpt)}" if ckpt else ""))
+    return line
 
 
 def sweep_context(spec: JobSpec, job: JobRef) -> tuple[dict, tuple]:
