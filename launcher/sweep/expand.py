@@ -48,19 +48,20 @@ class Element:
 params_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # LAUNCHER_PARAMS of PARAMS
 
 
-def json_scalar(value) -> str:
-    """A parameter value (bool, int, finite float or str) as ``params_json`` writes it, without
-    an encoder call: what a sweep table writes once per distinct value."""
+def json_scalar(value, ensure_ascii: bool = False) -> str:
+    """A parameter value (bool, int, finite float or str) as ``params_json`` (or, with
+    ENSURE_ASCII, ``json.dumps``) writes it, without an encoder call."""
     if value is True or value is False:
         return "true" if value else "false"
     if isinstance(value, int):
         return int.__repr__(value)
     if isinstance(value, float):
         return float.__repr__(value)
-    return _encode_string(value)
+    return (_encode_ascii if ensure_ascii else _encode_string)(value)
 
 
 _encode_string = json.encoder.encode_basestring  # the encoder's own, with ensure_ascii=False
+_encode_ascii = json.encoder.encode_basestring_ascii
 
 
 def elements(sweep: SweepSpec) -> list[Element]:
