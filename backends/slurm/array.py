@@ -22,7 +22,7 @@ from launcher.backend import Facts, JobRef
 from launcher.errors import CapabilityError
 from launcher.spec import JobSpec
 from launcher.sweep.expand import Element, element_root, element_seeds, elements, env_value, json_scalar, \
-    sweep_seed_of
+    sweep_seed_of, value_id
 from launcher.sweep.spec import param_env_name
 from launcher.templating import comment_text
 
@@ -91,27 +91,30 @@ def sweep_table(spec: JobSpec, job: JobRef) -> str:
 def export_line(sweep_id: str, size: int, sweep_seed: int, root):
     """Pure: a function from an element (index 0 to SIZE-1) to its table line: ``export`` and,
     in ``element_env``'s order, each variable as NAME=<line_quote(value)>. What every line
-    repeats (sweep id, size, seed) is quoted once, and each parameter value once per sweep;
-    an index and a seed are digits, which ``line_quote`` leaves as they are."""
+    repeats (sweep id, size, seed) is quoted once, and each parameter value once per sweep.
+    An index and a seed are digits, which ``line_quote`` leaves as they are; LAUNCHER_PARAMS
+    is JSON (never a raw line break, always a '{'), which it single-quotes: its pieces are
+    escaped for that once each."""
     common = f"export LAUNCHER_SWEEP_ID={line_quote(sweep_id)} LAUNCHER_SWEEP_INDEX="
     size_part = f" LAUNCHER_SWEEP_SIZE={line_quote(str(size))}"
-    seed_part = f" LAUNCHER_SWEEP_SEED={line_quote(str(int(sweep_seed)))} LAUNCHER_SEED="
+    seed_part = f"}}' LAUNCHER_SWEEP_SEED={line_quote(str(int(sweep_seed)))} LAUNCHER_SEED="
     seeds = element_seeds(sweep_seed, size)
-    pieces: dict = {}  # (name, type, value as text) -> (its assignment, its "name":value in LAUNCHER_PARAMS)
+    pieces: dict = {}  # value_id -> (its assignment, its "name":value in LAUNCHER_PARAMS, quoted)
 
     def piece(name, value):
-        key = (name, type(value), env_value(value))
-        got = pieces.get(key)
+        got = pieces.get(value_id(name, value))
         if got is None:
-            got = pieces[key] = (f" {param_env_name(name)}={line_quote(key[2])}",
-                                 f"{json_scalar(name)}:{json_scalar(value)}")
+            text = env_value(value)
+            got = pieces[value_id(name, value)] = (
+                f" {param_env_name(name)}={line_quote(text)}",
+                f"{json_scalar(name)}:{json_scalar(value)}".replace("'", "'\"'\"'"))
         return got
 
     def line(e: Element) -> str:
         parts = [piece(n, v) for n, v in e.params.items()]
         ckpt = element_root(root, e.index) if root else None
         return "".join((common, str(e.index), size_part, *[p[0] for p in parts],
-                        " LAUNCHER_PARAMS=", line_quote("{" + ",".join([p[1] for p in parts]) + "}"),
+                        " LAUNCHER_PARAMS='{", ",".join([p[1] for p in parts]),
                         seed_part, str(seeds[e.index]),
                         f" LAUNCHER_CKPT_ROOT={line_quote(ckpt)}" if ckpt else ""))
     return line

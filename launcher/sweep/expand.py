@@ -48,6 +48,12 @@ class Element:
 params_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # LAUNCHER_PARAMS of PARAMS
 
 
+def value_id(name: str, value) -> tuple:
+    """A key telling parameter values apart as they are written (1, 1.0, true; 0.0, -0.0)."""
+    cls = value.__class__
+    return (name, cls, float.__repr__(value) if cls is float else value)
+
+
 def json_scalar(value, ensure_ascii: bool = False) -> str:
     """A parameter value (bool, int, finite float or str) as ``params_json`` (or, with
     ENSURE_ASCII, ``json.dumps``) writes it, without an encoder call."""

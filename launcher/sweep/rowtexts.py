@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
-from .expand import element_root, element_seeds, elements, json_scalar, sweep_seed_of
+from .expand import element_root, element_seeds, elements, json_scalar, sweep_seed_of, value_id
 
 
 class ElementText(NamedTuple):
@@ -42,10 +42,9 @@ def element_texts(sweep_id: str, spec, seed: int, spec_base: str) -> tuple[dict,
     pieces: dict = {}  # (name, type, value) -> '"name": value'
 
     def piece(name, value):
-        key = (name, type(value), value if not isinstance(value, float) else float.__repr__(value))
-        got = pieces.get(key)
+        got = pieces.get(value_id(name, value))
         if got is None:
-            got = pieces[key] = f"{json_scalar(name, True)}: {json_scalar(value, True)}"
+            got = pieces[value_id(name, value)] = f"{json_scalar(name, True)}: {json_scalar(value, True)}"
         return got
 
     out = []
