@@ -37,20 +37,18 @@ def element_texts(sweep_id: str, spec, seed: int, spec_base: str) -> tuple[dict,
     sweep_seed = sweep_seed_of(spec, seed)
     seeds = element_seeds(sweep_seed, len(els))
     root = spec.checkpoint.root
-    head = '{"seed": '
+    job = element_job_id(sweep_id, "")  # + index
     mid = f', "sweep": {{"id": {json.dumps(sweep_id)}, "index": '
-    pieces: dict = {}  # (name, type, value) -> '"name": value'
-
-    def piece(name, value):
-        got = pieces.get(value_id(name, value))
-        if got is None:
-            got = pieces[value_id(name, value)] = f"{json_scalar(name, True)}: {json_scalar(value, True)}"
-        return got
-
+    pieces: dict = {}  # value_id -> '"name": value'
     out = []
     for e in els:
-        params = ", ".join([piece(n, v) for n, v in e.params.items()])
-        text = f'{head}{seeds[e.index]}{mid}{e.index}, "params": {{{params}}}}}}}'
-        out.append(ElementText(element_job_id(sweep_id, e.index), e.index,
-                               element_root(root, e.index) if root else None, text))
+        parts = []
+        for name, value in e.params.items():
+            got = pieces.get(value_id(name, value))
+            if got is None:
+                got = pieces[value_id(name, value)] = f"{json_scalar(name, True)}: {json_scalar(value, True)}"
+            parts.append(got)
+        i = e.index
+        out.append(ElementText(job + str(i), i, element_root(root, i) if root else None,
+                               f'{{"seed": {seeds[i]}{mid}{i}, "params": {{{", ".join(parts)}}}}}}}'))
     return shared_meta(sweep_id, len(els), sweep_seed, spec_base), out
