@@ -14,8 +14,9 @@
 3. SINGLE_N single ``launch()`` calls against raw ``sbatch`` (bench/launch_vs_sbatch.py).
 
 --phases times the steps of each launcher sweep launch (bench/_phases.py: the functions it
-calls wrapped in place) and prints their medians. Figures are printed, never asserted. Targets (issue 13): sweep launch <= 2x raw sbatch;
-status = one scheduler call; launch() <= 1.2x raw sbatch.
+calls wrapped in place) and prints their medians. Figures are printed, never asserted.
+Targets (issue 13): sweep launch <= 2x raw sbatch; status = one scheduler call; launch()
+<= 1.2x raw sbatch.
 """
 
 from __future__ import annotations

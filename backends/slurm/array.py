@@ -101,22 +101,20 @@ def export_line(sweep_id: str, size: int, sweep_seed: int, root):
     seeds = element_seeds(sweep_seed, size)
     pieces: dict = {}  # value_id -> (its assignment, its "name":value in LAUNCHER_PARAMS, quoted)
 
-    def piece(name, value):
-        got = pieces.get(value_id(name, value))
-        if got is None:
-            text = env_value(value)
-            got = pieces[value_id(name, value)] = (
-                f" {param_env_name(name)}={line_quote(text)}",
-                f"{json_scalar(name)}:{json_scalar(value)}".replace("'", "'\"'\"'"))
-        return got
-
     def line(e: Element) -> str:
-        parts = [piece(n, v) for n, v in e.params.items()]
-        ckpt = element_root(root, e.index) if root else None
-        return "".join((common, str(e.index), size_part, *[p[0] for p in parts],
-                        " LAUNCHER_PARAMS='{", ",".join([p[1] for p in parts]),
-                        seed_part, str(seeds[e.index]),
-                        f" LAUNCHER_CKPT_ROOT={line_quote(ckpt)}" if ckpt else ""))
+        assign, js = [], []
+        for name, value in e.params.items():
+            got = pieces.get(value_id(name, value))
+            if got is None:
+                got = pieces[value_id(name, value)] = (
+                    f" {param_env_name(name)}={line_quote(env_value(value))}",
+                    f"{json_scalar(name)}:{json_scalar(value)}".replace("'", "'\"'\"'"))
+            assign.append(got[0])
+            js.append(got[1])
+        i = e.index
+        ckpt = element_root(root, i) if root else None
+        return (f"{common}{i}{size_part}{''.join(assign)} LAUNCHER_PARAMS='{{{','.join(js)}{seed_part}{seeds[i]}"
+                + (f" LAUNCHER_CKPT_ROOT={line_quote(ckpt)}" if ckpt else ""))
     return line
 
 

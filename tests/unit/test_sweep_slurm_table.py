@@ -38,8 +38,8 @@ SWEEPS = [
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
-@pytest.mark.parametrize("extra", [{}, {"checkpoint": {"root": "/ck dir/it's"}}, {"checkpoint": {"root": "s3://bucket-x/p/"}},
-                                   {"seed": 12}])
+@pytest.mark.parametrize("extra", [{}, {"checkpoint": {"root": "/ck dir/it's"}},
+                                   {"checkpoint": {"root": "s3://bucket-x/p/"}}, {"seed": 12}])
 def test_the_table_is_each_elements_environment_quoted(sweep, extra):
     spec = parse_spec({"name": "sw", "run": "true", "sweep": sweep, **extra})
     for job in (JobRef("sw-1", 1, "/j", seed=5), JobRef("sw-1-e3", 2, "/j", seed=None, sweep_id="sw 'odd'")):
