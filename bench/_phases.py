@@ -28,7 +28,8 @@ MODULE_PHASES = (
 
 
 class Phases:
-    def __init__(self):
+    def __init__(self, module_phases=MODULE_PHASES, title: str = "launch()"):
+        self.module_phases, self.title = module_phases, title
         self.runs: list = []  # one {phase: seconds} per launch (with "total")
         self.cpus: list = []  # the same in CPU seconds of the launching thread
         self._cur = None
@@ -48,13 +49,19 @@ class Phases:
         self._cur[label] = self._cur.get(label, 0.0) + wall
         self._cpu[label] = self._cpu.get(label, 0.0) + cpu
 
-    def install(self, app, target: str) -> None:
+    def install(self, app, target: str, objects=None) -> None:
+        """Wrap the module functions, and (OBJ, ATTR, LABEL) of OBJECTS(store, backend) when
+        given, else launch()'s methods of the store and backend."""
         import importlib
 
-        for mod, attr, label in MODULE_PHASES:
+        for mod, attr, label in self.module_phases:
             m = importlib.import_module(mod)
             setattr(m, attr, self._wrap(getattr(m, attr), label))
         store, backend = app.store, app.backend(target)
+        if objects is not None:
+            for obj, attr, label in objects(store, backend):
+                setattr(obj, attr, self._wrap(getattr(obj, attr), label))
+            return
         for obj, attr, label in ((store, "job_dir", "store.job_dir"),
                                  (store, "begin_job", "SUBMITTING commit (begin_job)"),
                                  (store, "record_submission", "  record_submission"),
@@ -85,10 +92,11 @@ class Phases:
             labels += [k for k in r if k not in labels]
         cpus = self.cpus[skip:]
         top = [k for k in labels if not k.startswith("  ") and k != "total"]
+        rest = f"rest ({self.title} itself)"
         for r in runs + cpus:
-            r["rest (launch() itself)"] = r["total"] - sum(r.get(k, 0.0) for k in top)
-        labels = [k for k in labels if k != "total"] + ["rest (launch() itself)", "total"]
-        print(f"\nphases of launch() (ms per launch, n={len(runs)}; indented: part of the line above;"
+            r[rest] = r["total"] - sum(r.get(k, 0.0) for k in top)
+        labels = [k for k in labels if k != "total"] + [rest, "total"]
+        print(f"\nphases of {self.title} (ms per launch, n={len(runs)}; indented: part of the line above;"
               f" CPU: of the launching thread)")
         print(f"{'phase':<40} {'median':>8} {'mean':>8} {'CPU med':>8}")
         for k in labels:

@@ -1,7 +1,7 @@
 """Issue 13's benchmark table, side by side in one run, on a throw-away test cluster
 (tests/cluster) that this script starts and stops:
 
-    .venv/bin/python bench/sweep_launch.py [--size 1000] [--rounds 3] [--single-n 200]
+    .venv/bin/python bench/sweep_launch.py [--size 1000] [--rounds 3] [--single-n 200] [--phases]
 
 1. Launching a SIZE-element sweep through ``launcher.api.Launcher`` (one sbatch --array plus
    a job row per element) against raw ``sbatch`` of the very script launcher renders for it
@@ -13,8 +13,10 @@
    first on PATH (the first round).
 3. SINGLE_N single ``launch()`` calls against raw ``sbatch`` (bench/launch_vs_sbatch.py).
 
-Figures are printed, never asserted. Targets (issue 13): sweep launch <= 2x raw sbatch;
-status = one scheduler call; launch() <= 1.2x raw sbatch.
+--phases times the steps of each launcher sweep launch (bench/_phases.py: the functions it
+calls wrapped in place) and prints their medians. Figures are printed, never asserted.
+Targets (issue 13): sweep launch <= 2x raw sbatch; status = one scheduler call; launch()
+<= 1.2x raw sbatch.
 """
 
 from __future__ import annotations
@@ -33,6 +35,40 @@ from launch_vs_sbatch import launch_vs_raw, stats
 
 W = 52  # the label column
 SLURM_COMMANDS = ("sbatch", "squeue", "scontrol", "sacct", "sinfo", "scancel")
+
+
+# (module, attribute, label) of what a sweep launch calls, looked up at call time; indented: part of the line above
+SWEEP_PHASES = (
+    ("launcher.specinput", "spec_input", "parse the spec (spec_input)"),
+    ("launcher.specload", "load_yaml", "  YAML (load_yaml)"),
+    ("launcher.specload", "parse_spec", "  validate (parse_spec)"),
+    ("launcher.spec", "resolve_paths", "  resolve_paths"),
+    ("launcher.launch", "pick_target", "pick_target"),
+    ("launcher.specinput", "require_local_workdir", "require_local_workdir"),
+    ("launcher.support", "require_supported", "require_supported"),
+    ("launcher.secretenv", "for_launch", "secret env (for_launch)"),
+    ("launcher.sweep.launching", "new_job_id", "new_job_id"),
+    ("launcher.submission", "facts_for", "facts_for"),
+    ("launcher_backends.slurm.array", "sweep_table", "  the sweep table"),
+    ("launcher_backends.slurm.render", "render_template", "  the script template"),
+    ("launcher.sweep.launching", "element_texts", "element rows (element_texts)"),
+    ("launcher_backends.slurm.submitting", "submitted", "  wait for sbatch"),
+    ("launcher.sweep.launching", "record_array", "adopting transaction (record_array)"),
+    ("launcher.sweep.launching", "array_layout", "  array_layout"),
+)
+
+
+def sweep_objects(store, backend):
+    """(object, method, label) of the store's and backend's steps of a sweep launch."""
+    return ((store, "job_dir", "store.job_dir"),
+            (backend, "render", "render"),
+            (store, "begin_sweep_texts", "SUBMITTING transaction (begin_sweep_texts)"),
+            (backend, "submit", "submit (stage, sbatch)"),
+            (backend, "_stage_helper", "  stage helper"),
+            (backend.runner, "put_file", "  write table and script"),
+            (backend.runner, "start", "  start sbatch (fork/exec)"),
+            (store, "share", "  share (the array id)"),
+            (store, "record_array_submitted", "  record_array_submitted"))
 
 
 def _noop(i):
@@ -90,13 +126,18 @@ def path_wrappers(bc) -> tuple[Path, Path]:
     return d, log
 
 
-def time_sweeps(bc, lx, spec_file: Path, script: Path, ex, size: int, rounds: int) -> dict:
-    """{row: [seconds]} for ROUNDS of each way of launching the sweep, interleaved."""
+def time_sweeps(bc, lx, spec_file: Path, script: Path, ex, size: int, rounds: int, phases=None) -> dict:
+    """{row: [seconds]} for ROUNDS of each way of launching the sweep, interleaved; PHASES (a
+    _phases.Phases) times the steps of each launcher launch."""
     def raw():
         subprocess.run(["sbatch", "--parsable", str(script)], check=True, capture_output=True, env=bc.cluster.env)
 
     def launcher():
-        out["sweep_id"] = lx.launch(str(spec_file), target=TARGET).job_id
+        if phases is None:
+            out["sweep_id"] = lx.launch(str(spec_file), target=TARGET).job_id
+            return
+        with phases.launch():
+            out["sweep_id"] = lx.launch(str(spec_file), target=TARGET).job_id
 
     def sub():
         jobs = ex.map_array(_noop, range(size))
@@ -166,7 +207,13 @@ def main():
     ap.add_argument("--single-n", type=int, default=200, help="single launch() calls (0: skip)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="also cProfile one more sweep launch and print its N costliest functions (cumulative)")
+    ap.add_argument("--phases", action="store_true", help="time the steps of each launcher sweep launch")
     a = ap.parse_args()
+    phases = None
+    if a.phases:
+        from _phases import Phases
+
+        phases = Phases(SWEEP_PHASES, title="a sweep launch")
     with bench_cluster() as bc:
         from launcher.api import Launcher
 
@@ -176,10 +223,12 @@ def main():
         ex = submitit_executor(bc, a.parallel)
         with Launcher() as lx:
             lx.launch(str(repo / "small.yaml"), target=TARGET)  # first use: imports, probe, helper zip
+            if phases is not None:
+                phases.install(lx.app, TARGET, sweep_objects)
             if ex is not None:
                 ex.map_array(_noop, range(2))
             subprocess.run(["sbatch", "--parsable", str(script)], check=True, capture_output=True, env=bc.cluster.env)
-            sweeps = time_sweeps(bc, lx, repo / "sweep.yaml", script, ex, a.size, a.rounds)
+            sweeps = time_sweeps(bc, lx, repo / "sweep.yaml", script, ex, a.size, a.rounds, phases)
             status = time_status(bc, lx, sweeps.pop("_sweep_id"), a.rounds)
             if a.profile:
                 profile_launch(lx, repo / "sweep.yaml", a.profile)
@@ -187,6 +236,8 @@ def main():
         print(f"cluster: 4 nodes, {slurm_version(bc.cluster)}; load average {os.getloadavg()[0]:.2f}; "
               f"sweep of {a.size} elements, max_parallel {a.parallel}, {a.rounds} rounds each (median)")
         report(sweeps, status, single, a, ex is not None)
+        if phases is not None:
+            phases.print()
 
 
 def report(sweeps: dict, status: tuple, single, a, have_submitit: bool) -> None:

@@ -84,6 +84,12 @@ class SweepRows:
     def begin_sweep(self, sweep_id, name, target, backend, spec_path, spec_yaml, shared: dict, rows) -> None:
         """Record the sweep (its spec and SHARED meta, once) and every element of it SUBMITTING
         (ROWS: (job_id, ckpt_root, meta as readers see it)), in ONE transaction: all or none."""
+        self.begin_sweep_texts(sweep_id, name, target, backend, spec_path, spec_yaml, shared,
+                               [(job_id, root, json.dumps(own_meta(meta, shared))) for job_id, root, meta in rows])
+
+    def begin_sweep_texts(self, sweep_id, name, target, backend, spec_path, spec_yaml, shared: dict, rows) -> None:
+        """``begin_sweep`` with each element's meta given as stored (ROWS: (job_id, ckpt_root,
+        ``json.dumps(own_meta(meta, SHARED))``), as ``launcher.sweep.rowtexts`` writes them)."""
         now = time.time()
         with self.tx() as db:
             db.execute("INSERT INTO sweeps(sweep_id,name,spec_path,spec_yaml,size,created,meta) VALUES(?,?,?,?,?,?,?)",
@@ -91,8 +97,8 @@ class SweepRows:
             db.executemany(
                 "INSERT INTO jobs(job_id,name,target,backend,spec_path,spec_yaml,created,updated,state,ckpt_root,meta,"
                 "sweep_id) VALUES(?,?,?,?,?,'',?,?,'SUBMITTING',?,?,?)",
-                [(job_id, name, target, backend, spec_path, now, now, root, json.dumps(own_meta(meta, shared)),
-                  sweep_id) for job_id, root, meta in rows])
+                [(job_id, name, target, backend, spec_path, now, now, root, meta, sweep_id)
+                 for job_id, root, meta in rows])
 
     def forget_sweep(self, sweep_id: str) -> None:
         """Remove a sweep whose submission failed: its row, its elements and anything of theirs."""

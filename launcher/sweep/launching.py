@@ -20,6 +20,7 @@ from typing import Optional
 from ..backend import Handle, JobRef
 from ..state import new_job_id
 from .expand import element_root, element_seed, elements, sweep_seed_of
+from .rowtexts import element_texts
 
 ELEMENT_ID = "{sweep_id}-e{index}"
 
@@ -121,18 +122,19 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
     job = JobRef(job_id=sweep_id, attempt=1, job_dir=str(store.job_dir(sweep_id)), seed=seed)
     request = backend.render(spec, facts_for(app, spec, target_name), job)  # errors: nothing recorded yet
     base = os.path.dirname(spec_path) if spec_path else os.getcwd()
-    rows = element_rows(sweep_id, spec, seed, base)
+    shared, texts = element_texts(sweep_id, spec, seed, base)  # what element_rows gives, as stored
     if note:
-        note(f"sweep {sweep_id}: {len(rows)} elements as one job array (LAUNCHER_SWEEP_SEED "
-             f"{rows[0]['meta']['sweep']['seed'] if rows else seed}, {source})")
+        note(f"sweep {sweep_id}: {len(texts)} elements as one job array (LAUNCHER_SWEEP_SEED "
+             f"{shared['sweep']['seed']}, {source})")
     # the sweep (its spec once) and every element SUBMITTING before the scheduler is called, in one transaction
-    begin_sweep(store, sweep_id, spec, spec_text, spec_path, target_name, backend.name, rows)
+    store.begin_sweep_texts(sweep_id, spec.name, target_name, backend.name, spec_path, spec_text, shared,
+                            [(t.job_id, t.ckpt_root, t.meta) for t in texts])
     try:
         handle = backend.submit(request)
     except BaseException:
         store.forget_sweep(sweep_id)
         raise
-    record_array(store, sweep_id, target_name, handle, rows)
+    record_array(store, sweep_id, target_name, handle, [{"job_id": t.job_id, "index": t.index} for t in texts])
     return Launched(sweep_id, handle, request)
 
 
