@@ -29,6 +29,7 @@ from launcher.status import JobState, Status
 
 from . import limits, states
 from .client import ClusterUnavailable, SkyClient
+from .client import short_error as _short
 from .finals import FinalStates
 from .names import cluster_name, task_name
 from .options import SkyPilotOptions, SkyPilotSection, split_infra
@@ -51,11 +52,6 @@ def is_transient(e: BaseException) -> bool:
     if isinstance(e, RuntimeError) and "API server" in str(e):
         return True
     return any(c.__name__ in _TRANSIENT_NAMES for c in type(e).__mro__)
-
-
-def _short(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return f"{type(e).__name__}: {text[:300]}"
 
 
 class SkyPilotBackend:
@@ -317,21 +313,21 @@ class SkyPilotBackend:
 
     # ---- cancel (idempotent)
     def cancel(self, handle: Handle) -> None:
-        client = self.client
-        rid = handle.extra.get("request_id")
-        try:
-            if rid:  # a launch still provisioning would otherwise bring the cluster up after the down
-                client.cancel_request(rid)
-            if handle.extra.get("managed"):
-                client.jobs_cancel(handle.extra.get("task_name") or handle.native_id)
-            else:
-                client.down(handle.native_id)
-        except LauncherError:
-            raise
-        except Exception as e:
-            raise TransientError(f"could not cancel {handle.native_id} through SkyPilot ({_short(e)})") from e
-        if self._finals.get(handle) is None:
-            self._finals.put(handle, Status(JobState.CANCELLED, native_state="CANCELLED", reason="cancelled"))
+        errors = self.cancel_many([handle])
+        if errors:
+            raise TransientError(f"could not cancel {handle.native_id} through SkyPilot ({errors[handle.native_id]})")
+
+    def cancel_many(self, handles: Sequence[Handle]) -> dict:
+        """Cancel HANDLES in a few API calls (launcher.backend.CancelsMany): their launch
+        requests in one, then every teardown (or managed job's cancel) fired before any is
+        waited for. {native id: error} of those whose cancel did not go through."""
+        from .cancelling import cancel_many
+
+        errors = cancel_many(self.client, handles)
+        for h in handles:
+            if h.native_id not in errors and self._finals.get(h) is None:
+                self._finals.put(h, Status(JobState.CANCELLED, native_state="CANCELLED", reason="cancelled"))
+        return errors
 
     # ---- logs
     def logs(self, handle: Handle, follow: bool = False, done: Optional[Callable[[], bool]] = None,

@@ -106,6 +106,8 @@ class SkyClient(Protocol):
 
     def cancel_request(self, request_id: str) -> None: ...
 
+    def cancel_requests(self, request_ids: Sequence[str]) -> None: ...
+
     def pending_launches(self) -> list[PendingLaunch]: ...
 
     def status(self, cluster_names: Sequence[str]) -> list[ClusterRecord]: ...
@@ -114,11 +116,15 @@ class SkyClient(Protocol):
 
     def down(self, cluster_name: str) -> None: ...
 
+    def down_many(self, cluster_names: Sequence[str]) -> dict[str, str]: ...
+
     def tail_logs(self, cluster_name: str, job_id: Optional[int], follow: bool) -> Iterator[str]: ...
 
     def jobs_queue(self, names: Sequence[str]) -> list[ManagedJob]: ...
 
     def jobs_cancel(self, name: str) -> None: ...
+
+    def jobs_cancel_many(self, names: Sequence[str]) -> dict[str, str]: ...
 
     def jobs_tail_logs(self, name: str, follow: bool) -> Iterator[str]: ...
 
@@ -198,6 +204,12 @@ class SdkClient:
         sky = self._sky()
         sky.get(sky.api_cancel(request_id, silent=True))
 
+    def cancel_requests(self, request_ids):
+        """Cancel many requests in ONE call to the API server (idempotent: finished ones stay)."""
+        if request_ids:
+            sky = self._sky()
+            sky.get(sky.api_cancel(list(request_ids), silent=True))
+
     _LAUNCHES = {"sky.launch": False, "sky.jobs.launch": True}
 
     def pending_launches(self):
@@ -273,6 +285,15 @@ class SdkClient:
         except exceptions.ClusterDoesNotExist:
             pass
 
+    def down_many(self, cluster_names):
+        """Tear down many clusters: every request fired first, then each waited for (the
+        downs run side by side on the API server, not one after the other). {name: error} of
+        those that failed; a cluster that does not exist is torn down already."""
+        sky = self._sky()
+        from sky import exceptions
+
+        return _fire_then_wait(sky, cluster_names, lambda n: sky.down(n), (exceptions.ClusterDoesNotExist,))
+
     def tail_logs(self, cluster_name, job_id, follow):
         sky = self._sky()
         for chunk in sky.tail_logs(cluster_name, job_id, follow, preload_content=False):
@@ -308,6 +329,11 @@ class SdkClient:
         sky = self._sky()
         sky.get(sky.jobs.cancel(name=name))  # "No job to cancel" is not an error in SkyPilot
 
+    def jobs_cancel_many(self, names):
+        """``jobs_cancel`` of many managed jobs, every request fired first, then each waited for."""
+        sky = self._sky()
+        return _fire_then_wait(sky, names, lambda n: sky.jobs.cancel(name=n), ())
+
     def jobs_tail_logs(self, name, follow):
         sky = self._sky()
         stream = sky.jobs.tail_logs(name=name, follow=follow, preload_content=False)
@@ -322,3 +348,30 @@ class SdkClient:
         from sky.client import sdk
 
         return [str(c) for c in sky.get(sdk.enabled_clouds())]
+
+
+def short_error(e: BaseException) -> str:
+    """An error in one line: its class and the first 300 characters of its text."""
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:300]}"
+
+
+def _fire_then_wait(sky, names: Sequence[str], start, gone: tuple) -> dict[str, str]:
+    """{name: error} of START(name) for every name, all started before any is waited for;
+    errors of the GONE classes mean there was nothing left to do."""
+    started, errors = {}, {}
+    for name in dict.fromkeys(names):
+        try:
+            started[name] = start(name)
+        except gone:
+            pass
+        except Exception as e:  # noqa: BLE001 - reported per name
+            errors[name] = short_error(e)
+    for name, rid in started.items():
+        try:
+            sky.get(rid)
+        except gone:
+            pass
+        except Exception as e:  # noqa: BLE001 - reported per name
+            errors[name] = short_error(e)
+    return errors

@@ -137,6 +137,13 @@ class FakeSkyClient:
         if req is not None and req.status in ("PENDING", "WAITING", "RUNNING"):
             self.reqs[request_id] = replace(req, status="CANCELLED")
 
+    def cancel_requests(self, request_ids):
+        self._enter("cancel_requests")
+        for rid in request_ids:
+            req = self.reqs.get(rid)
+            if req is not None and req.status in ("PENDING", "WAITING", "RUNNING"):
+                self.reqs[rid] = replace(req, status="CANCELLED")
+
     def pending_launches(self):
         self._enter("pending_launches")
         return [PendingLaunch(la.request_id, la.managed, "" if la.managed else la.cluster_name,
@@ -163,6 +170,13 @@ class FakeSkyClient:
         self.clusters.pop(cluster_name, None)
         self.cluster_jobs.pop(cluster_name, None)
 
+    def down_many(self, cluster_names):
+        self._enter("down_many")
+        for name in cluster_names:
+            self.clusters.pop(name, None)
+            self.cluster_jobs.pop(name, None)
+        return {}
+
     def tail_logs(self, cluster_name, job_id, follow) -> Iterator[str]:
         self._enter("tail_logs")
         text = self.logs.get(cluster_name, "")
@@ -175,6 +189,15 @@ class FakeSkyClient:
 
     def jobs_cancel(self, name):
         self._enter("jobs_cancel")
+        self._cancel_managed(name)
+
+    def jobs_cancel_many(self, names):
+        self._enter("jobs_cancel_many")
+        for name in names:
+            self._cancel_managed(name)
+        return {}
+
+    def _cancel_managed(self, name):
         for j in list(self.managed.values()):
             if j.name == name and j.status not in ("SUCCEEDED", "CANCELLED", "FAILED", "FAILED_SETUP",
                                                    "FAILED_PRECHECKS", "FAILED_NO_RESOURCE", "FAILED_CONTROLLER"):

@@ -2,7 +2,7 @@
 
 What this proves with the real server: submit refuses when no cloud is enabled; a launch
 SkyPilot fails is read back from its request (error class and message) as a terminal
-state; cancel is idempotent on a cluster that never came up; a managed job is found by
+state; cancel (one, or many at once) is idempotent on a cluster that never came up; a managed job is found by
 its name and its SkyPilot failure is mapped with SkyPilot's reason; secret values of a
 plain launch leave no trace in SkyPilot's state; and a stopped server is a transient
 error, not a failed job. Launching onto real nodes is the opt-in skypilot_e2e tier.
@@ -120,6 +120,9 @@ SCENARIO = """
     st, seen = poll(mh, 240)
     out["managed"] = {"status": st.to_dict(), "seen": seen, "native_id": mh.native_id}
     b.cancel(mh)
+    # a sweep's cancel: every launch request in one call, teardowns and managed cancels side by side
+    out["cancel_many"] = b.cancel_many([h, mh])
+    out["after_cancel_many"] = [s.state.name for s in b.status([h, mh])]
     print(json.dumps(out, default=str))
 """
 
@@ -148,6 +151,11 @@ def test_find_does_not_invent_a_cluster_that_never_came_up(scenario):
 
 def test_cancel_is_idempotent_on_a_cluster_that_never_existed_and_keeps_the_outcome(scenario):
     assert scenario["after_cancel"]["state"] == "FAILED"
+
+
+def test_cancelling_many_at_once_is_idempotent_and_keeps_the_outcomes(scenario):
+    assert scenario["cancel_many"] == {}
+    assert scenario["after_cancel_many"] == ["FAILED", "FAILED"]
 
 
 def test_a_managed_job_is_found_by_name_and_its_failure_keeps_skypilots_reason(scenario):

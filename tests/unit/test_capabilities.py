@@ -13,7 +13,7 @@ EXPECTED = {
     LocalBackend: {FindsSubmissions, HasSubmitHost, PricesOffers, CancelsMany},
     SlurmBackend: {FindsSubmissions, MeasuresQueueWait, KeepsRunHistory, HasSubmitHost, ReportsVersion,
                    RemoteWorkdir, PricesOffers, Closes, RunsArrays, CancelsMany},
-    SkyPilotBackend: {FindsSubmissions, ChoosesPlacement, ReportsVersion, PricesOffers, ChecksInstall, Closes},
+    SkyPilotBackend: {CancelsMany, FindsSubmissions, ChoosesPlacement, ReportsVersion, PricesOffers, ChecksInstall, Closes},
 }
 ALL = (CancelsMany, ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost, KeepsRunHistory,
        MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, RunsArrays)

@@ -272,7 +272,7 @@ def test_cancel_stops_a_launch_in_flight_and_tears_the_cluster_down(tmp_path):
     h = backend.submit(req)
     backend.cancel(h)
     assert fake.reqs[h.extra["request_id"]].status == "CANCELLED"
-    assert "down" in fake.calls
+    assert "down_many" in fake.calls
     assert backend.status([h])[0].state == JobState.CANCELLED
 
 
@@ -297,7 +297,7 @@ def test_cancel_of_a_managed_job_cancels_it_by_name(tmp_path):
 def test_cancel_that_cannot_reach_skypilot_is_transient(tmp_path):
     backend, fake, req = make(tmp_path)
     h = backend.submit(req)
-    fake.fail("down", ApiServerConnectionError("Could not connect"))
+    fake.fail("down_many", ApiServerConnectionError("Could not connect"))
     with pytest.raises(TransientError):
         backend.cancel(h)
     assert h.native_id in fake.clusters
@@ -395,3 +395,47 @@ def test_submit_stages_every_local_file_the_task_mounts_before_launching(tmp_pat
     import zipfile
 
     assert "launcher/jobside/api.py" in zipfile.ZipFile(local[0]).namelist()
+
+
+# ---- cancel many (a sweep's elements): a few API calls, teardowns side by side
+class _Recording:
+    """The ``sky`` module as SkyClient uses it for teardowns: each call returns a request id
+    at once; ``get`` waits for one. Records the order."""
+
+    def __init__(self, failing=()):
+        self.log, self.failing = [], set(failing)
+
+    def down(self, name):
+        self.log.append(f"down {name}")
+        return f"rid-{name}"
+
+    def get(self, rid):
+        self.log.append(f"get {rid}")
+        if rid.removeprefix("rid-") in self.failing:
+            raise RuntimeError("provider said no")
+
+
+def test_every_teardown_is_fired_before_any_is_waited_for(monkeypatch):
+    from launcher_backends.skypilot.client import SdkClient
+
+    sky = _Recording(failing={"c2"})
+    client = SdkClient()
+    monkeypatch.setattr(client, "_sky", lambda: sky)
+    errors = client.down_many(["c1", "c2", "c3", "c1"])
+    assert sky.log == ["down c1", "down c2", "down c3", "get rid-c1", "get rid-c2", "get rid-c3"]
+    assert list(errors) == ["c2"] and "provider said no" in errors["c2"]
+
+
+def test_cancel_many_cancels_launches_in_one_call_and_reports_per_job(tmp_path):
+    fake = FakeSkyClient(auto_provision=False)
+    hs = []
+    for n in (1, 2, 3):  # a sweep's elements: one cluster each, still provisioning
+        backend, _, req = make(tmp_path, fake=fake, job_id=f"sw-e{n}")
+        hs.append(backend.submit(req))
+    fake.calls.clear()
+    assert backend.cancel_many(hs) == {}
+    assert fake.calls == ["cancel_requests", "down_many"]
+    assert {fake.reqs[h.extra["request_id"]].status for h in hs} == {"CANCELLED"}
+    assert [s.state for s in backend.status(hs)] == [JobState.CANCELLED] * 3
+    fake.fail("down_many", ApiServerConnectionError("Could not connect"))
+    assert set(backend.cancel_many(hs)) == {h.native_id for h in hs}
