@@ -133,6 +133,9 @@ def print_ratio(raw, api, n: int) -> None:
     r, l = stats(raw), stats(api)
     print(f"{'ratio launch() / raw sbatch':<34} {l[0] / r[0]:7.2f}x {l[1] / r[1]:7.2f}x {l[2] / r[2]:7.2f}x"
           f"   (n={n} each; target <= 1.2x)")
+    own = sorted((a - b) * 1000 for a, b in zip(api, raw))  # the pairs ran back to back
+    print(f"{'launcher own work (launch - raw)':<34} {statistics.mean(own):8.2f} {statistics.median(own):8.2f} "
+          f"{own[max(0, int(len(own) * 0.95) - 1)]:8.2f}   (each launch() minus the raw sbatch run beside it)")
 
 
 def main():
