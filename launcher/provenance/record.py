@@ -362,7 +362,8 @@ def save_launch(store, job_id: str, captured: Captured, seed=None) -> Optional[d
     except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
         writes = failed_writes(job_id, f"{type(e).__name__}: {e}")
         try:
-            store.record_event(job_id, *writes.events[0])
+            for kind, detail in writes.events:
+                store.record_event(job_id, kind, **detail)
         except Exception:
             pass
     writes.warn()

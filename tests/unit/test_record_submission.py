@@ -120,3 +120,16 @@ def test_a_record_dumped_by_sections_is_exactly_the_plain_dump_launch_after_laun
     assert len(set(texts)) == 3
     odd = {"a": {}, "b": [], "c": [1, {"d": "x\ny"}], "e": None, "f": object()}
     assert dump_record(odd) == json.dumps(odd, **DUMP_OPTIONS) and dump_record({}) == "{}"
+
+
+def test_a_record_that_cannot_be_kept_by_save_launch_leaves_its_error_event(store, monkeypatch, capsys):
+    """The sweep path (``save_launch``): a provenance row that cannot be written is replaced
+    by a ``provenance_error`` event naming why, and a warning."""
+    from launcher.provenance import record
+
+    job = _job(store)
+    monkeypatch.setattr(record, "INSERT_RECORD", "INSERT INTO no_such_table VALUES(?,?,?,?)")
+    assert record.save_launch(store, job, Captured({"run": job}, text="{}\n"), seed=3) is None
+    (event,) = store.events(job)
+    assert event["kind"] == "provenance_error" and "no_such_table" in event["error"]
+    assert "could not record the provenance" in capsys.readouterr().err
