@@ -44,16 +44,33 @@ def state_of(cli: LauncherCLI, job: str) -> str:
         db.close()
 
 
-def test_a_watcher_killed_while_starting_a_queued_element_leaves_it_queued_and_it_runs_once(tmp_path):
+def two_point_sweep(tmp_path, name: str, ttl: str) -> tuple:
+    """(cli, sweep id, element 1's job id, the folder its elements record their runs in) of a
+    launched 2-element local sweep running one element at a time, with claims lasting TTL s."""
     cli = LauncherCLI(tmp_path)
-    cli.env.update(LAUNCHER_CLAIM_TTL="3", HOLD="0.5")  # the dead watcher's claims expire quickly
+    cli.env.update(LAUNCHER_CLAIM_TTL=ttl, HOLD="0.5")
     out = cli.tmp / "out"
     out.mkdir()
-    spec = cli.spec("lost", {"run": f"{sys.executable} {element_program(cli.tmp)}", "env": {"OUT": str(out)},
-                             "checkpoint": {"root": str(cli.tmp / "ck")},
-                             "sweep": {"points": [{"lr": 0.001}, {"lr": 0.002}], "max_parallel": 1}})
+    spec = cli.spec(name, {"run": f"{sys.executable} {element_program(cli.tmp)}", "env": {"OUT": str(out)},
+                           "checkpoint": {"root": str(cli.tmp / "ck")},
+                           "sweep": {"points": [{"lr": 0.001}, {"lr": 0.002}], "max_parallel": 1}})
     sweep_id = job_id_of(cli.run("launch", spec, "--target", "local"))
-    e1 = f"{sweep_id}-e1"
+    return cli, sweep_id, f"{sweep_id}-e1", out
+
+
+def both_ran_once(cli: LauncherCLI, sweep_id: str, e1: str, out) -> dict:
+    """Both elements COMPLETED, each run exactly once, element 1 in one attempt: its status."""
+    s = json.loads(cli.run("status", sweep_id, "--json").stdout)
+    assert s["counts"] == {"COMPLETED": 2}, s
+    runs = intervals(out)
+    assert sorted(runs) == [0, 1] and all(len(r) == 1 for r in runs.values()), runs  # exactly once
+    st = cli.status(e1)
+    assert [a["attempt"] for a in st["attempts"]] == [1]
+    return st
+
+
+def test_a_watcher_killed_while_starting_a_queued_element_leaves_it_queued_and_it_runs_once(tmp_path):
+    cli, sweep_id, e1, out = two_point_sweep(tmp_path, "lost", ttl="3")  # the dead watcher's claims expire quickly
     p = killed_watcher(cli)  # element 0 completes, then the start of element 1 kills it
     assert p.returncode == -signal.SIGKILL, p.stderr
     assert state_of(cli, e1) == "SUBMITTING"
@@ -61,12 +78,7 @@ def test_a_watcher_killed_while_starting_a_queued_element_leaves_it_queued_and_i
 
     w = cli.run("watch", "--interval", "0.3", timeout=300)
     assert "no open jobs left" in w.stdout
-    s = json.loads(cli.run("status", sweep_id, "--json").stdout)
-    assert s["counts"] == {"COMPLETED": 2}, s
-    runs = intervals(out)
-    assert sorted(runs) == [0, 1] and all(len(r) == 1 for r in runs.values()), runs  # exactly once
-    st = cli.status(e1)
-    assert [a["attempt"] for a in st["attempts"]] == [1]
+    st = both_ran_once(cli, sweep_id, e1, out)
     lost = [e for e in st["events"] if e["kind"] == "start_lost"]
     assert len(lost) == 1 and "nothing ran" in lost[0]["reason"], st["events"]
     kinds = [e["kind"] for e in st["events"]]
@@ -102,15 +114,7 @@ def test_a_start_slower_than_the_claim_ttl_is_not_taken_over_by_another_watcher_
 
     from .launcher_cli import start_watcher, stop_watchers
 
-    cli = LauncherCLI(tmp_path)
-    cli.env.update(LAUNCHER_CLAIM_TTL="1", HOLD="0.5")  # the start below takes 4 TTLs
-    out = cli.tmp / "out"
-    out.mkdir()
-    spec = cli.spec("slow", {"run": f"{sys.executable} {element_program(cli.tmp)}", "env": {"OUT": str(out)},
-                             "checkpoint": {"root": str(cli.tmp / "ck")},
-                             "sweep": {"points": [{"lr": 0.001}, {"lr": 0.002}], "max_parallel": 1}})
-    sweep_id = job_id_of(cli.run("launch", spec, "--target", "local"))
-    e1 = f"{sweep_id}-e1"
+    cli, sweep_id, e1, out = two_point_sweep(tmp_path, "slow", ttl="1")  # the start below takes 4 TTLs
     slow = slow_watcher(cli, delay=4.0)  # starts element 1 once element 0 completes
     procs = []
     try:
@@ -121,10 +125,5 @@ def test_a_start_slower_than_the_claim_ttl_is_not_taken_over_by_another_watcher_
     finally:
         stop_watchers([slow, *procs])
     assert "no open jobs left" in (cli.tmp / "watch0.log").read_text()
-    s = json.loads(cli.run("status", sweep_id, "--json").stdout)
-    assert s["counts"] == {"COMPLETED": 2}, s
-    runs = intervals(out)
-    assert sorted(runs) == [0, 1] and all(len(r) == 1 for r in runs.values()), runs  # exactly once
-    st = cli.status(e1)
-    assert [a["attempt"] for a in st["attempts"]] == [1]
+    st = both_ran_once(cli, sweep_id, e1, out)
     assert not [e for e in st["events"] if e["kind"] == "start_lost"], st["events"]
