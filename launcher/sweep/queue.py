@@ -129,10 +129,11 @@ def start_element(app, row_id: str, facts=None) -> Outcome:
         except LauncherError as e:
             return _start_failed(app, job, c.owner, e)
         why = "found by its dedupe token: an earlier start got through" if found else "a slot of max_parallel freed"
-        store.record_attempt(row_id, 1, job.target, handle.to_json(), handle.native_id, state="PENDING",
-                             reason=why, owner=c.owner)
-        store.record_event(row_id, "submitted", target=job.target, native_id=handle.native_id, attempt=1,
-                           sweep=job.meta["sweep"]["id"], reason=why, found_existing=found is not None)
+        store.record_submission(row_id, 1, job.target, handle.to_json(), handle.native_id, state="PENDING",
+                                reason=why, owner=c.owner, events=[("submitted", {
+                                    "target": job.target, "native_id": handle.native_id, "attempt": 1,
+                                    "sweep": job.meta["sweep"]["id"], "reason": why,
+                                    "found_existing": found is not None})])
     return Outcome(row_id, "started", f"{job.target} id {handle.native_id}")
 
 
@@ -277,9 +278,9 @@ def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_
     except BaseException:
         store.forget_sweep(sweep_id)
         raise
-    store.record_attempt(job0.job_id, 1, target_name, handle.to_json(), handle.native_id, state="PENDING")
-    store.record_event(job0.job_id, "submitted", target=target_name, native_id=handle.native_id, attempt=1,
-                       sweep=sweep_id)
+    store.record_submission(job0.job_id, 1, target_name, handle.to_json(), handle.native_id, state="PENDING",
+                            events=[("submitted", {"target": target_name, "native_id": handle.native_id,
+                                                   "attempt": 1, "sweep": sweep_id})])
     queue_rows(store, [r["job_id"] for r in rows[1:]], f"waits for a slot (max_parallel {limit})")
     fill(app, sweep_id, facts)
     return Launched(sweep_id, handle, request)
