@@ -12,18 +12,18 @@ from contextlib import contextmanager
 
 # (module, attribute) of what launch() calls, looked up at call time
 MODULE_PHASES = (
-    ("launcher.support", "require_supported", "require_supported"),
-    ("launcher.secretenv", "for_launch", "secret env (for_launch)"),
-    ("launcher.launch", "new_job_id", "new_job_id"),
-    ("launcher.identity", "plan_identity", "plan_identity"),
+    ("launcher.backend.support", "require_supported", "require_supported"),
+    ("launcher.spec.secretenv", "for_launch", "secret env (for_launch)"),
+    ("launcher.launching.launch", "new_job_id", "new_job_id"),
+    ("launcher.launching.identity", "plan_identity", "plan_identity"),
     ("launcher.provenance.seed", "with_run_env", "with_run_env"),
-    ("launcher.launch", "facts_for", "facts_for"),
-    ("launcher.launch", "submit_recorded", "submit (stage, sbatch; draft during it)"),
+    ("launcher.launching.launch", "facts_for", "facts_for"),
+    ("launcher.launching.launch", "submit_recorded", "submit (stage, sbatch; draft during it)"),
     ("launcher.provenance.record", "draft_launch", "  provenance draft (during sbatch)"),
     ("launcher_backends.slurm.submitting", "submitted", "  wait for sbatch (after the draft)"),
     ("launcher.provenance.record", "complete_launch", "provenance complete (RUN.json)"),
     ("launcher.provenance.record", "store_writes", "provenance rows (store_writes)"),
-    ("launcher.launch", "record_launched", "record the submission (one tx)"),
+    ("launcher.launching.launch", "record_launched", "record the submission (one tx)"),
 )
 
 

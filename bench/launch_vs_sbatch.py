@@ -36,8 +36,8 @@ def stats(samples):
 
 def raw_script(app, spec, tmp: Path) -> Path:
     """The sbatch script launch() submits for SPEC, rendered once (its job dir made)."""
-    from launcher.backend import JobRef
-    from launcher.submission import facts_for
+    from launcher.backend.protocols import JobRef
+    from launcher.launching.submission import facts_for
 
     job_dir = tmp / "rawjob"
     job_dir.mkdir()
@@ -71,9 +71,9 @@ def interleaved(raw_once, api_once, n: int, warmup: int = 3, prof=None) -> tuple
 def launch_vs_raw(bc, n: int, warmup: int = 3, prof=None, phases=None) -> tuple[list, list]:
     """(raw sbatch seconds, launch() seconds), N each, on BC (a bench_cluster); PHASES (a
     _phases.Phases) times the parts of each launch()."""
-    from launcher.app import App
-    from launcher.launch import launch
-    from launcher.specload import spec_from_text
+    from launcher.api.context import App
+    from launcher.launching.launch import launch
+    from launcher.backend.sections import spec_from_text
 
     spec_text = "name: bench\nrun: 'true'\nslurm: {extra: ['--hold']}\n"
     # the spec lives in a git work tree, as a real project's does

@@ -21,8 +21,8 @@ if str(ROOT) not in sys.path:
 
 
 def start(app, n: int, exit_s: float, tag: str) -> list:
-    from launcher.launch import launch
-    from launcher.specload import spec_from_text
+    from launcher.launching.launch import launch
+    from launcher.backend.sections import spec_from_text
 
     ready = Path(tempfile.mkdtemp(prefix="ready-"))
     run = f"trap 'sleep {exit_s}; exit 0' TERM; touch {ready}/$LAUNCHER_JOB_ID; while true; do sleep 0.05; done"
@@ -45,7 +45,7 @@ def main() -> None:
     ap.add_argument("--exit-s", type=float, default=0.5)
     a = ap.parse_args()
     os.environ["LAUNCHER_HOME"] = tempfile.mkdtemp(prefix="bench-cancel-")
-    from launcher.app import App
+    from launcher.api.context import App
 
     app = App()
     backend = app.backend("local")

@@ -56,8 +56,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from launcher.plan import Offer, PlanParams, apply_observations, rank  # noqa: E402
 from launcher.plan.model import expected_run  # noqa: E402
 from launcher.plan.observed import load, observation_of, record  # noqa: E402
-from launcher.specload import parse_spec  # noqa: E402
-from launcher.state import StateStore  # noqa: E402
+from launcher.backend.sections import parse_spec  # noqa: E402
+from launcher.state.store import StateStore  # noqa: E402
 from simulate_report import BASELINE, LAUNCHER, per_seed, report, summary  # noqa: E402
 from simulate_world import (C, D, ON_DEMAND, PRIOR_OD, PRIOR_SPOT, REFUSED,  # noqa: E402
                             TRACE_KINDS, SimOffer, Trace, make_trace, market, true_rate)

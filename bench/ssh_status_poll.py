@@ -29,8 +29,8 @@ def main():
     ap.add_argument("-n", type=int, default=1000)
     ap.add_argument("--per-job-sample", type=int, default=50)
     a = ap.parse_args()
-    from launcher.backend import Handle
-    from launcher.config import Target
+    from launcher.backend.protocols import Handle
+    from launcher.backend.config import Target
     from launcher_backends.slurm import SlurmBackend
     from launcher_backends.slurm.options import SlurmOptions
 

@@ -50,9 +50,9 @@ def main():
                            capture_output=True, env=cluster.env)
             raw.append(time.perf_counter() - t)
 
-        from launcher.app import App
-        from launcher.launch import launch
-        from launcher.specload import spec_from_text
+        from launcher.api.context import App
+        from launcher.launching.launch import launch
+        from launcher.backend.sections import spec_from_text
 
         app = App()
         spec = spec_from_text(spec_text)

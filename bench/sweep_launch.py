@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/sweep_launch.py [--size 1000] [--rounds 3] [--single-n 200] [--phases]
 
-1. Launching a SIZE-element sweep through ``launcher.api.Launcher`` (one sbatch --array plus
+1. Launching a SIZE-element sweep through ``launcher.api.facade.Launcher`` (one sbatch --array plus
    a job row per element) against raw ``sbatch`` of the very script launcher renders for it
    (its ``#SBATCH --array=0-(SIZE-1)%P`` line and sweep table written once), and against
    submitit's ``map_array`` of SIZE calls (pickles + one sbatch --array). ROUNDS of each,
@@ -39,16 +39,16 @@ SLURM_COMMANDS = ("sbatch", "squeue", "scontrol", "sacct", "sinfo", "scancel")
 
 # (module, attribute, label) of what a sweep launch calls, looked up at call time; indented: part of the line above
 SWEEP_PHASES = (
-    ("launcher.specinput", "spec_input", "parse the spec (spec_input)"),
-    ("launcher.specload", "load_yaml", "  YAML (load_yaml)"),
-    ("launcher.specload", "parse_spec", "  validate (parse_spec)"),
-    ("launcher.spec", "resolve_paths", "  resolve_paths"),
-    ("launcher.launch", "pick_target", "pick_target"),
-    ("launcher.specinput", "require_local_workdir", "require_local_workdir"),
-    ("launcher.support", "require_supported", "require_supported"),
-    ("launcher.secretenv", "for_launch", "secret env (for_launch)"),
+    ("launcher.launching.specinput", "spec_input", "parse the spec (spec_input)"),
+    ("launcher.backend.sections", "load_yaml", "  YAML (load_yaml)"),
+    ("launcher.backend.sections", "parse_spec", "  validate (parse_spec)"),
+    ("launcher.spec.model", "resolve_paths", "  resolve_paths"),
+    ("launcher.launching.launch", "pick_target", "pick_target"),
+    ("launcher.launching.specinput", "require_local_workdir", "require_local_workdir"),
+    ("launcher.backend.support", "require_supported", "require_supported"),
+    ("launcher.spec.secretenv", "for_launch", "secret env (for_launch)"),
     ("launcher.sweep.launching", "new_job_id", "new_job_id"),
-    ("launcher.submission", "facts_for", "facts_for"),
+    ("launcher.launching.submission", "facts_for", "facts_for"),
     ("launcher_backends.slurm.array", "sweep_table", "  the sweep table"),
     ("launcher_backends.slurm.render", "render_template", "  the script template"),
     ("launcher.sweep.launching", "element_texts", "element rows (element_texts)"),
@@ -82,10 +82,10 @@ def sweep_spec(size: int, parallel: int) -> str:
 
 def raw_array_script(bc, spec_text: str) -> Path:
     """The sbatch script (and sweep table) launcher submits for the sweep, written once."""
-    from launcher.app import App
-    from launcher.backend import JobRef
-    from launcher.specload import spec_from_text
-    from launcher.submission import facts_for
+    from launcher.api.context import App
+    from launcher.backend.protocols import JobRef
+    from launcher.backend.sections import spec_from_text
+    from launcher.launching.submission import facts_for
 
     job_dir = bc.tmp / "raw-sweep"
     job_dir.mkdir()
@@ -144,7 +144,7 @@ def time_sweeps(bc, lx, spec_file: Path, script: Path, ex, size: int, rounds: in
         assert len(jobs) == size
 
     out: dict = {}
-    ways = {"raw sbatch --array": raw, "launcher.api.Launcher.launch": launcher}
+    ways = {"raw sbatch --array": raw, "launcher.api.facade.Launcher.launch": launcher}
     if ex is not None:
         ways["submitit map_array"] = sub
     times: dict = {k: [] for k in ways}
@@ -215,7 +215,7 @@ def main():
 
         phases = Phases(SWEEP_PHASES, title="a sweep launch")
     with bench_cluster() as bc:
-        from launcher.api import Launcher
+        from launcher.api.facade import Launcher
 
         spec_text = sweep_spec(a.size, a.parallel)
         repo = bc.git_repo("sweeprepo", {"sweep.yaml": spec_text, "small.yaml": sweep_spec(2, 2)})

@@ -1,6 +1,6 @@
 """The ``launcher`` command: the group, its global options and its one error boundary.
 Each verb is its own module in ``launcher.commands`` (argument parsing and printing;
-the work is ``launcher.api.Launcher``'s). Only click, pyyaml, jinja2 and pydantic are
+the work is ``launcher.api.facade.Launcher``'s). Only click, pyyaml, jinja2 and pydantic are
 imported on the paths ``--help``, ``render``, ``validate`` and ``status``; cloud SDKs
 and paramiko load inside the backend that needs them."""
 
@@ -10,16 +10,16 @@ import sys
 
 import click
 
-from . import __version__
+from launcher import __version__
 
 
 class LauncherGroup(click.Group):
     """The CLI's one error boundary: any failure becomes one clear line on stderr and an exit
-    code from the table in launcher.errors (README, "Exit codes"); never a traceback unless
+    code from the table in launcher.core.errors (README, "Exit codes"); never a traceback unless
     --debug (or LAUNCHER_DEBUG=1) asks for it."""
 
     def invoke(self, ctx):
-        from .errors import EXIT_INTERRUPTED, describe
+        from launcher.core.errors import EXIT_INTERRUPTED, describe
 
         try:
             return super().invoke(ctx)
@@ -66,7 +66,7 @@ def main(debug):
 
 
 def _register_feature_commands():
-    from .commands import register_all
+    from launcher.commands import register_all
 
     register_all(main)
 

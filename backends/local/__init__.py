@@ -2,6 +2,6 @@
 with the same env and checkpoint contract as every other backend. It is the
 built-in default target, so the quickstart needs no cluster and no config."""
 
-from .backend import LocalBackend
+from launcher_backends.local.backend import LocalBackend
 
 __all__ = ["LocalBackend"]

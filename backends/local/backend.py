@@ -11,14 +11,14 @@ from typing import ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from launcher.backend import Facts, Handle, JobRef, Request, iter_file
-from launcher.config import Target
-from launcher.errors import LauncherError, SubmitError
-from launcher.runner import LocalRunner
-from launcher.spec import JobSpec
-from launcher.status import JobState, Status
+from launcher.backend.protocols import Facts, Handle, JobRef, Request, iter_file
+from launcher.backend.config import Target
+from launcher.core.errors import LauncherError, SubmitError
+from launcher.transport.runner import LocalRunner
+from launcher.spec.model import JobSpec
+from launcher.core.status import JobState, Status
 
-from .processes import alive, proc_start_ticks, stop_groups
+from launcher_backends.local.processes import alive, proc_start_ticks, stop_groups
 
 OUTPUT = "output.log"
 EXIT_CHECKPOINTED = 75  # EX_TEMPFAIL: the job-side contract's "saved on notice, restart me"
@@ -46,7 +46,7 @@ class LocalBackend:
     @classmethod
     def unsupported(cls, spec: JobSpec) -> list:
         """Resources this machine does not have."""
-        from launcher.support import Unsupported, size_text
+        from launcher.backend.support import Unsupported, size_text
 
         r, out = spec.resources, []
         have = {"resources.cpus_per_node": (r.cpus_per_node, os.cpu_count(), lambda n: f"{n} CPUs"),
@@ -93,7 +93,7 @@ class LocalBackend:
 
     # ---- render (pure)
     def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:
-        from launcher.templating import contract_context, render_template  # jinja2: not for `validate`
+        from launcher.backend.templating import contract_context, render_template  # jinja2: not for `validate`
 
         python = facts.get("python") or "python3"
         ctx = {**contract_context(spec, job, f"{_q(python)} -m launcher.jobside"),
@@ -109,7 +109,7 @@ class LocalBackend:
         script = job_dir / f"attempt-{request.job.attempt}.sh"
         script.write_text(request.text)
         script.chmod(0o700)
-        from launcher.staging import HELPER_NAME, helper_zip_bytes
+        from launcher.backend.staging import HELPER_NAME, helper_zip_bytes
 
         (job_dir / HELPER_NAME).write_bytes(helper_zip_bytes())
         exit_file = job_dir / f"exit-{request.job.attempt}"
@@ -158,7 +158,7 @@ class LocalBackend:
                               rc, end_time=end)
             if (job_dir / f"cancelled-{h.attempt}").exists():
                 return Status(JobState.CANCELLED, "killed", "cancelled by user", rc, end_time=end)
-            from launcher.exitcodes import explain
+            from launcher.core.exitcodes import explain
 
             return Status(JobState.FAILED, "signaled" if rc is not None and rc > 128 else "exited", explain(rc),
                           rc, end_time=end)

@@ -1,5 +1,5 @@
 """SkyPilot backend (entry point ``skypilot``). Importing it does not import SkyPilot."""
 
-from .backend import INSTALL_HINT, SkyPilotBackend
+from launcher_backends.skypilot.backend import INSTALL_HINT, SkyPilotBackend
 
 __all__ = ["SkyPilotBackend", "INSTALL_HINT"]

@@ -19,22 +19,22 @@ import time
 from pathlib import Path
 from typing import Callable, ClassVar, Iterator, Optional, Sequence
 
-from launcher.backend import Facts, Handle, JobRef, Request
+from launcher.backend.protocols import Facts, Handle, JobRef, Request
 from launcher.checkpoint.posix_io import write_atomic
-from launcher.config import Target
-from launcher.errors import (BackendUnavailable, CapabilityError, ConfigError, LauncherError, SubmitError,
+from launcher.backend.config import Target
+from launcher.core.errors import (BackendUnavailable, CapabilityError, ConfigError, LauncherError, SubmitError,
                              TransientError)
-from launcher.spec import JobSpec
-from launcher.status import JobState, Status
+from launcher.spec.model import JobSpec
+from launcher.core.status import JobState, Status
 
-from . import limits, states
-from .client import ClusterUnavailable, SkyClient
-from .client import short_error as _short
-from .finals import FinalStates
-from .names import cluster_name, task_name
-from .options import SkyPilotOptions, SkyPilotSection, split_infra
-from .placement import ranked_placements, without_avoided
-from .render import RenderOptions, render_task
+from launcher_backends.skypilot import limits, states
+from launcher_backends.skypilot.client import ClusterUnavailable, SkyClient
+from launcher_backends.skypilot.client import short_error as _short
+from launcher_backends.skypilot.finals import FinalStates
+from launcher_backends.skypilot.names import cluster_name, task_name
+from launcher_backends.skypilot.options import SkyPilotOptions, SkyPilotSection, split_infra
+from launcher_backends.skypilot.placement import ranked_placements, without_avoided
+from launcher_backends.skypilot.render import RenderOptions, render_task
 
 INSTALL_HINT = "pip install 'launcher[skypilot]'"
 
@@ -103,7 +103,7 @@ class SkyPilotBackend:
             problem = self.available()
             if problem:
                 raise BackendUnavailable(problem)
-            from .client import SdkClient
+            from launcher_backends.skypilot.client import SdkClient
 
             self._client = SdkClient()
         return self._client
@@ -121,13 +121,13 @@ class SkyPilotBackend:
     # ---- pricing (PricesOffers): catalogs and price files, never importing sky
     @classmethod
     def offers(cls, spec: JobSpec, context) -> list:
-        from .offers import skypilot_offers
+        from launcher_backends.skypilot.offers import skypilot_offers
 
         return skypilot_offers(spec, context, cls.restart_hours)
 
     @classmethod
     def offer_key(cls, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]:
-        from .offers import offer_key
+        from launcher_backends.skypilot.offers import offer_key
 
         return offer_key(target, handle_extra, status_extra)
 
@@ -207,13 +207,13 @@ class SkyPilotBackend:
         names = request.meta.get("stage") or []
         if not names:
             return
-        from .render import HANDOFF_NAME, HELPER_NAME
+        from launcher_backends.skypilot.render import HANDOFF_NAME, HELPER_NAME
 
         job_dir = Path(request.job.job_dir)
         job_dir.mkdir(parents=True, exist_ok=True)
         for name in names:
             if name == HELPER_NAME:
-                from launcher.staging import helper_zip_bytes
+                from launcher.backend.staging import helper_zip_bytes
 
                 data = helper_zip_bytes()
             elif name == HANDOFF_NAME:
@@ -318,10 +318,10 @@ class SkyPilotBackend:
             raise TransientError(f"could not cancel {handle.native_id} through SkyPilot ({errors[handle.native_id]})")
 
     def cancel_many(self, handles: Sequence[Handle]) -> dict:
-        """Cancel HANDLES in a few API calls (launcher.backend.CancelsMany): their launch
+        """Cancel HANDLES in a few API calls (launcher.backend.protocols.CancelsMany): their launch
         requests in one, then every teardown (or managed job's cancel) fired before any is
         waited for. {native id: error} of those whose cancel did not go through."""
-        from .cancelling import cancel_many
+        from launcher_backends.skypilot.cancelling import cancel_many
 
         errors = cancel_many(self.client, handles)
         for h in handles:

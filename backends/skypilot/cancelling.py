@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from launcher.backend import Handle
-from launcher.errors import LauncherError
+from launcher.backend.protocols import Handle
+from launcher.core.errors import LauncherError
 
-from .client import SkyClient, short_error
+from launcher_backends.skypilot.client import SkyClient, short_error
 
 
 def job_name(h: Handle) -> str:

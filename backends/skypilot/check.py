@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from launcher.errors import CapabilityError, ConfigError
+from launcher.core.errors import CapabilityError, ConfigError
 
 # Clouds whose feature checks SSH into the cluster or call an API: never at validation time.
 _DYNAMIC = ("slurm", "kubernetes", "ssh")
@@ -171,7 +171,7 @@ def main(argv=None) -> int:
     """Validate task files in this (fresh) process: one JSON line per file, exit 1 if any failed."""
     import argparse
 
-    from launcher.errors import LauncherError
+    from launcher.core.errors import LauncherError
 
     ap = argparse.ArgumentParser(prog="python -m launcher_backends.skypilot.check")
     ap.add_argument("files", nargs="+")

@@ -161,12 +161,12 @@ class SdkClient:
 
     def task(self, task_yaml_text: str, secrets: Mapping[str, str]):
         """The sky.Task for a rendered task; secret values are merged in memory only."""
-        from . import check
+        from launcher_backends.skypilot import check
 
         return check.load_task(task_yaml_text, secrets)
 
     def check(self, task_yaml_text, secrets):
-        from . import check
+        from launcher_backends.skypilot import check
 
         task = check.load_task(task_yaml_text, secrets)
         checked = check.check_task(task)

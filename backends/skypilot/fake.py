@@ -13,7 +13,7 @@ import itertools
 from dataclasses import dataclass, replace
 from typing import Iterator, Optional
 
-from .client import (CheckResult, ClusterJob, ClusterRecord, ClusterUnavailable, ManagedJob, PendingLaunch,
+from launcher_backends.skypilot.client import (CheckResult, ClusterJob, ClusterRecord, ClusterUnavailable, ManagedJob, PendingLaunch,
                      RequestRecord)
 
 

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from launcher.backend import Handle
+from launcher.backend.protocols import Handle
 from launcher.checkpoint.posix_io import write_atomic
-from launcher.status import Status
+from launcher.core.status import Status
 
 
 class FinalStates:

@@ -1,13 +1,13 @@
-"""What a SkyPilot task cannot do with a spec (``launcher.support.Unsupported`` items): render
+"""What a SkyPilot task cannot do with a spec (``launcher.backend.support.Unsupported`` items): render
 refuses ``task_limits``; ``launcher validate``, render, launch and the planner refuse all of
 ``unsupported`` through ``SkyPilotBackend.unsupported``."""
 
 from __future__ import annotations
 
-from launcher.spec import JobSpec
-from launcher.support import Unsupported
+from launcher.spec.model import JobSpec
+from launcher.backend.support import Unsupported
 
-from .options import SkyPilotSection
+from launcher_backends.skypilot.options import SkyPilotSection
 
 
 def unsupported(spec: JobSpec) -> list[Unsupported]:
@@ -25,7 +25,7 @@ def topology_limits(spec: JobSpec) -> list[Unsupported]:
 
 
 def task_limits(spec: JobSpec) -> list[Unsupported]:
-    """What a spec asks that a SkyPilot task cannot express (launcher.support.Unsupported items)."""
+    """What a spec asks that a SkyPilot task cannot express (launcher.backend.support.Unsupported items)."""
     r, out = spec.resources, []
     section = spec.section(SkyPilotSection)
     if section.job_recovery is not None and not section.managed:

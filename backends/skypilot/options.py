@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from launcher.spec import Section
+from launcher.spec.model import Section
 
 KNOWN_CLOUDS = (
     "aws", "azure", "gcp", "ibm", "lambda", "scp", "oci", "kubernetes", "runpod", "vast", "vsphere",

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from launcher.errors import ConfigError, TransientError
+from launcher.core.errors import ConfigError, TransientError
 
-from .options import Placement, split_infra
+from launcher_backends.skypilot.options import Placement, split_infra
 
 
 def without_avoided(placements: list[Placement], avoid) -> list[Placement]:

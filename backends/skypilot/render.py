@@ -25,17 +25,17 @@ from typing import Optional, Sequence
 
 import yaml
 
-from launcher.backend import JobRef
-from launcher.errors import CapabilityError
-from launcher.spec import JobSpec
+from launcher.backend.protocols import JobRef
+from launcher.core.errors import CapabilityError
+from launcher.spec.model import JobSpec
 
-from .limits import task_limits
-from .names import cluster_name, task_name
-from .options import Placement, SkyPilotSection
+from launcher_backends.skypilot.limits import task_limits
+from launcher_backends.skypilot.names import cluster_name, task_name
+from launcher_backends.skypilot.options import Placement, SkyPilotSection
 
 CKPT_MOUNT = "/launcher-ckpt"  # where an s3:// checkpoint bucket is mounted on every node
 # Staged by submit into the job dir on the submit host, copied by SkyPilot to every node:
-HELPER_NAME = "launcher_job.pyz"  # the job-side helper zipapp (launcher.staging)
+HELPER_NAME = "launcher_job.pyz"  # the job-side helper zipapp (launcher.backend.staging)
 HANDOFF_NAME = "skypilot_handoff.py"  # node 0 -> other nodes hand-off of the resume point (handoff.py)
 REMOTE_DIR = "~/.launcher"
 MASTER_PORT = "29500"

@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from launcher.status import JobState, Status
+from launcher.core.status import JobState, Status
 
-from .client import ClusterJob, ClusterRecord, ClusterUnavailable, ManagedJob, RequestRecord
+from launcher_backends.skypilot.client import ClusterJob, ClusterRecord, ClusterUnavailable, ManagedJob, RequestRecord
 
 S = JobState
 

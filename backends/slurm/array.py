@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import shlex
 
-from launcher.backend import Facts, JobRef
-from launcher.errors import CapabilityError
-from launcher.spec import JobSpec
+from launcher.backend.protocols import Facts, JobRef
+from launcher.core.errors import CapabilityError
+from launcher.spec.model import JobSpec
 from launcher.sweep.expand import Element, element_root, element_seeds, elements, env_value, json_scalar, \
     sweep_seed_of, value_id
 from launcher.sweep.spec import param_env_name
-from launcher.templating import comment_text
+from launcher.backend.templating import comment_text
 
 TABLE_NAME = "sweep.sh"
 SELF_REF = '"$SLURM_JOB_ID"'  # how a plain job's script names its own job

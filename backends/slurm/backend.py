@@ -8,22 +8,22 @@ from pathlib import Path
 from typing import ClassVar, Optional
 
 from launcher.checkpoint.posix_io import write_atomic
-from launcher.backend import Facts, Handle, JobRef, Request, iter_file
-from launcher.config import Target
-from launcher.errors import CommandError, LauncherError, SubmitError, TransientError
-from launcher.runner import LocalRunner
-from launcher.spec import JobSpec
-from launcher.staging import helper_zip_bytes, stage_helper_locally
-from launcher.status import Status
+from launcher.backend.protocols import Facts, Handle, JobRef, Request, iter_file
+from launcher.backend.config import Target
+from launcher.core.errors import CommandError, LauncherError, SubmitError, TransientError
+from launcher.transport.runner import LocalRunner
+from launcher.spec.model import JobSpec
+from launcher.backend.staging import helper_zip_bytes, stage_helper_locally
+from launcher.core.status import Status
 
-from . import nodeguard
-from . import probe as probe_mod
-from .array import with_array_tasks
-from .options import SlurmOptions, SlurmSection
-from .render import HELPER_NAME, render_sbatch
-from .states import parse_scontrol_oneliners, requeued_run
-from .submitting import PendingSubmit, raiser
-from .status_io import history, statuses
+from launcher_backends.slurm import nodeguard
+from launcher_backends.slurm import probe as probe_mod
+from launcher_backends.slurm.array import with_array_tasks
+from launcher_backends.slurm.options import SlurmOptions, SlurmSection
+from launcher_backends.slurm.render import HELPER_NAME, render_sbatch
+from launcher_backends.slurm.states import parse_scontrol_oneliners, requeued_run
+from launcher_backends.slurm.submitting import PendingSubmit, raiser
+from launcher_backends.slurm.status_io import history, statuses
 
 # named in the transport's error for a program missing on the login node
 CLIENT_PROGRAMS = {p: "Slurm's client" for p in ("sbatch", "squeue", "scontrol", "scancel", "sacct", "sinfo",
@@ -52,7 +52,7 @@ class SlurmBackend:
     @classmethod
     def unsupported(cls, spec: JobSpec) -> list:
         """Requests the sbatch script would drop because another field is missing."""
-        from launcher.support import Unsupported
+        from launcher.backend.support import Unsupported
 
         r, t, out = spec.resources, spec.topology, []
         if r.accelerator and not r.gpus_per_node:
@@ -74,13 +74,13 @@ class SlurmBackend:
     # ---- pricing (PricesOffers): one offer per partition
     @classmethod
     def offers(cls, spec: JobSpec, context) -> list:
-        from .offers import slurm_offers
+        from launcher_backends.slurm.offers import slurm_offers
 
         return slurm_offers(spec, context, cls.restart_hours)
 
     @classmethod
     def offer_key(cls, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]:
-        from .offers import offer_key
+        from launcher_backends.slurm.offers import offer_key
 
         return offer_key(target, handle_extra, status_extra)
 
@@ -180,7 +180,7 @@ class SlurmBackend:
         return self.start_submit(request).wait()
 
     def start_submit(self, request: Request) -> "PendingSubmit":
-        """``submit`` in two halves (launcher.backend.StartsSubmit): the job is staged and
+        """``submit`` in two halves (launcher.backend.protocols.StartsSubmit): the job is staged and
         sbatch started now; ``.wait()`` gives the Handle or raises what ``submit`` would.
         On a login node reached over SSH, sbatch has run (with its retries) when this returns."""
         job_dir = request.meta["job_dir"]
@@ -207,7 +207,7 @@ class SlurmBackend:
         return PendingSubmit(self, request, script, lambda: r)
 
     def _stage_helper(self, job_dir: str) -> None:
-        """On this host, a hard link to the one copy per content hash (launcher.staging);
+        """On this host, a hard link to the one copy per content hash (launcher.backend.staging);
         over SSH, the helper is put into the job dir."""
         data = helper_zip_bytes(JOBSIDE_COMMANDS)
         if isinstance(self.runner, LocalRunner):
@@ -233,7 +233,7 @@ class SlurmBackend:
             return self._run(argv, input=stdin, check=False)
         from launcher.transport.errors import may_have_run
 
-        from .retry import retry_unstarted
+        from launcher_backends.slurm.retry import retry_unstarted
 
         try:
             return retry_unstarted(lambda: self._run(argv, input=stdin, check=False))
@@ -308,7 +308,7 @@ class SlurmBackend:
     def cancel_many(self, handles) -> dict:
         """``cancel`` of every handle in as few scancel calls as the command line allows
         (one for thousands of ids): {native id: error} for those that did not go through."""
-        from .cancel_many import id_batches, is_job_id, scancel_errors
+        from launcher_backends.slurm.cancel_many import id_batches, is_job_id, scancel_errors
 
         ids = [h.native_id for h in handles]
         errors = {i: "not a Slurm job id" for i in ids if not is_job_id(i)}
@@ -342,12 +342,12 @@ class SlurmBackend:
     # ---- queue wait: what the planner and burst need to know about this cluster's queue
     def queue_wait(self, spec: JobSpec, exclude_job: Optional[str] = None):
         """Expected wait before a job of this shape starts on its partition (a
-        launcher.backend.QueueEstimate whose queue is the partition), from ``squeue --start``,
+        launcher.backend.protocols.QueueEstimate whose queue is the partition), from ``squeue --start``,
         else the pending work ahead in the partition; None when Slurm says nothing.
         ``exclude_job`` leaves one of our own queued jobs out of the work ahead of itself."""
         import dataclasses
 
-        from .queue import SINFO_NODES_FORMAT, SQUEUE_JOBS_FORMAT, SQUEUE_START_FORMAT, estimate_queue_wait
+        from launcher_backends.slurm.queue import SINFO_NODES_FORMAT, SQUEUE_JOBS_FORMAT, SQUEUE_START_FORMAT, estimate_queue_wait
 
         partition = spec.section(SlurmSection).partition or self.opts.partition or self._default_partition()
         if not partition:
@@ -377,7 +377,7 @@ class SlurmBackend:
 
     def find_many(self, jobs) -> dict:
         """``find`` of every job in JOBS in one squeue (and at most one sacct): {token: Handle}."""
-        from .cancel_many import tokens_in
+        from launcher_backends.slurm.cancel_many import tokens_in
 
         want = {j.dedupe_token: j for j in jobs}
         if not want:

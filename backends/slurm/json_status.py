@@ -26,10 +26,10 @@ import json
 import re
 from typing import Optional
 
-from launcher.status import Status
+from launcher.core.status import Status
 
-from .array import task_ids
-from .states import job_status, native_state, run_status
+from launcher_backends.slurm.array import task_ids
+from launcher_backends.slurm.states import job_status, native_state, run_status
 
 SINCE = (23, 2, 0)
 # a job id no cluster hands out soon (the highest id is 0x3FFFFFF): the probe's answer has no job in it

@@ -16,7 +16,7 @@ from launcher.plan.context import OfferContext
 from launcher.plan.offers import Offer
 from launcher.plan.rates import rate_and_source
 
-from .options import SlurmSection
+from launcher_backends.slurm.options import SlurmSection
 
 RATE_KEY = "slurm"  # the key of Slurm targets in the config's preemption_rates
 

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 from pydantic import AfterValidator, ConfigDict, Field, field_validator
 
-from launcher.spec import Section
+from launcher.spec.model import Section
 from launcher.transport.sshconfig import SSHTargetOptions
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Optional
 
-from launcher.backend import QueueEstimate  # hours (inf: it cannot start), source: how it was obtained
+from launcher.backend.protocols import QueueEstimate  # hours (inf: it cannot start), source: how it was obtained
 
 SQUEUE_JOBS_FORMAT = "%i|%P|%T|%D|%l|%L|%Q"     # id, partition, state, nodes, limit, time left, priority
 SINFO_NODES_FORMAT = "%N|%R|%T"                  # node, partition, state (the probe's longer format works too)

@@ -9,17 +9,17 @@ from __future__ import annotations
 import re
 import shlex
 
-from launcher.backend import Facts, JobRef, Request
-from launcher.errors import CapabilityError
-from launcher.spec import JobSpec
-from launcher.templating import contract_context, render_template
-from launcher.units import format_mebibytes, format_slurm_time
+from launcher.backend.protocols import Facts, JobRef, Request
+from launcher.core.errors import CapabilityError
+from launcher.spec.model import JobSpec
+from launcher.backend.templating import contract_context, render_template
+from launcher.spec.units import format_mebibytes, format_slurm_time
 
-from .array import ELEMENT_LOG_PATTERN, ELEMENT_SELF_REF, LOG_PATTERN, SELF_REF, array_directive, sweep_context
-from .options import SlurmSection
-from .states import parse_version
+from launcher_backends.slurm.array import ELEMENT_LOG_PATTERN, ELEMENT_SELF_REF, LOG_PATTERN, SELF_REF, array_directive, sweep_context
+from launcher_backends.slurm.options import SlurmSection
+from launcher_backends.slurm.states import parse_version
 
-from launcher.staging import HELPER_NAME  # noqa: E402  (re-exported for the backend)
+from launcher.backend.staging import HELPER_NAME  # noqa: E402  (re-exported for the backend)
 
 
 def job_name(spec_name: str) -> str:

@@ -13,7 +13,7 @@ import re
 import time
 from typing import Optional
 
-from launcher.status import JobState, Status
+from launcher.core.status import JobState, Status
 
 NATIVE = {
     "PENDING": JobState.PENDING, "CONFIGURING": JobState.PENDING, "RUNNING": JobState.RUNNING,
@@ -66,7 +66,7 @@ def _with_meaning(state: JobState, reason: str, code: Optional[int]) -> str:
     """A failed job's reason says what its exit status means ("NonZeroExitCode" alone does not)."""
     if state is not JobState.FAILED or not code:
         return reason
-    from launcher.exitcodes import explain
+    from launcher.core.exitcodes import explain
 
     return f"{reason}: {explain(code)}" if reason else explain(code)
 

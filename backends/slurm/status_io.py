@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from launcher.errors import TransientError
-from launcher.status import JobState, Status
+from launcher.core.errors import TransientError
+from launcher.core.status import JobState, Status
 
-from . import json_status
-from .array import with_array_tasks
-from .states import SACCT_FIELDS, parse_sacct, parse_scontrol_oneliners, status_from_sacct, status_from_scontrol
+from launcher_backends.slurm import json_status
+from launcher_backends.slurm.array import with_array_tasks
+from launcher_backends.slurm.states import SACCT_FIELDS, parse_sacct, parse_scontrol_oneliners, status_from_sacct, status_from_scontrol
 
 GONE = "job no longer known to Slurm (past MinJobAge and no accounting record)"
 

@@ -3,8 +3,8 @@ and turning what it printed into a Handle, all-or-nothing."""
 
 from __future__ import annotations
 
-from launcher.backend import Handle, Request
-from launcher.errors import SubmitError, TransientError
+from launcher.backend.protocols import Handle, Request
+from launcher.core.errors import SubmitError, TransientError
 
 
 class PendingSubmit:

@@ -8,15 +8,15 @@ launcher and its dependencies are not installed. It must never import anything f
 See ``launcher.checkpoint.contract`` for the layout under ROOT and the rules.
 """
 
-from .attempts import read_attempt, start_generation, write_attempt
-from .contract import (COMMIT, GENERATIONS, META_DIR, QUARANTINE, Generations, attempt_key, bump_generation,
+from launcher.checkpoint.attempts import read_attempt, start_generation, write_attempt
+from launcher.checkpoint.contract import (COMMIT, GENERATIONS, META_DIR, QUARANTINE, Generations, attempt_key, bump_generation,
                        build_manifest, check_fence, commit, parse_manifest, parse_step_dir, read_generations,
                        step_dir)
-from .discovery import COMMITTED, STALE, TORN, Entry, latest, scan
-from .errors import (AlreadyCommitted, CheckpointError, Conflict, ManifestError, RootUnavailable,
+from launcher.checkpoint.discovery import COMMITTED, STALE, TORN, Entry, latest, scan
+from launcher.checkpoint.errors import (AlreadyCommitted, CheckpointError, Conflict, ManifestError, RootUnavailable,
                      Superseded, UnsafePath)
-from .gc import gc, plan_gc
-from .store import LocalStore, S3Store, is_s3, open_store
+from launcher.checkpoint.gc import gc, plan_gc
+from launcher.checkpoint.store import LocalStore, S3Store, is_s3, open_store
 
 __all__ = [
     "COMMIT", "GENERATIONS", "META_DIR", "QUARANTINE", "COMMITTED", "STALE", "TORN",

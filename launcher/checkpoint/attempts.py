@@ -33,9 +33,9 @@ import subprocess
 import sys
 import time
 
-from .contract import attempt_key, bump_generation, now_iso, read_generations
-from .discovery import latest
-from .errors import CheckpointError, Conflict
+from launcher.checkpoint.contract import attempt_key, bump_generation, now_iso, read_generations
+from launcher.checkpoint.discovery import latest
+from launcher.checkpoint.errors import CheckpointError, Conflict
 
 _SCHED_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_RESTART_COUNT", "SLURM_JOB_NODELIST",
                "SKYPILOT_TASK_ID", "SKYPILOT_CLUSTER_INFO", "LAUNCHER_JOB_ID")

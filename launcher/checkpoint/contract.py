@@ -36,7 +36,7 @@ import json
 import re
 import socket
 
-from .errors import AlreadyCommitted, CheckpointError, Conflict, ManifestError, Superseded
+from launcher.checkpoint.errors import AlreadyCommitted, CheckpointError, Conflict, ManifestError, Superseded
 
 COMMIT = "COMMIT.json"
 GENERATIONS = "GENERATIONS.json"

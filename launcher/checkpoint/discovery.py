@@ -29,8 +29,8 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .contract import COMMIT, parse_manifest, parse_step_dir, read_generations
-from .errors import CheckpointError, ManifestError, UnsafePath
+from launcher.checkpoint.contract import COMMIT, parse_manifest, parse_step_dir, read_generations
+from launcher.checkpoint.errors import CheckpointError, ManifestError, UnsafePath
 
 COMMITTED, TORN, STALE = "committed", "torn", "stale"
 

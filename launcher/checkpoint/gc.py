@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import datetime
 
-from .contract import COMMIT, QUARANTINE, read_generations
-from .discovery import COMMITTED, STALE, TORN, scan
-from .errors import CheckpointError
+from launcher.checkpoint.contract import COMMIT, QUARANTINE, read_generations
+from launcher.checkpoint.discovery import COMMITTED, STALE, TORN, scan
+from launcher.checkpoint.errors import CheckpointError
 
 
 def _stamp() -> str:

@@ -26,8 +26,8 @@ import math
 import numbers
 import re
 
-from .contract import META_DIR, MAX_MANIFEST_BYTES, read_generations
-from .store import open_store
+from launcher.checkpoint.contract import META_DIR, MAX_MANIFEST_BYTES, read_generations
+from launcher.checkpoint.store import open_store
 
 METRICS_DIR = META_DIR + "/metrics"
 MAX_METRICS_BYTES = MAX_MANIFEST_BYTES  # per generation file; the writer refuses to grow past it

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import stat as _stat
 
-from .contract import unsafe_rel_path
-from .errors import CheckpointError, UnsafePath
+from launcher.checkpoint.contract import unsafe_rel_path
+from launcher.checkpoint.errors import CheckpointError, UnsafePath
 
 _CHUNK = 1 << 20
 

@@ -9,9 +9,9 @@ import hashlib
 import os
 import stat as _stat
 
-from .contract import MAX_MANIFEST_BYTES, unsafe_rel_path
-from .errors import CheckpointError, RootUnavailable, UnsafePath
-from .posix_io import (_CHUNK, _CLOEXEC, _DIR_FLAGS, _NONBLOCK, _READ_FLAGS, MAX_DEPTH, _ioerror,
+from launcher.checkpoint.contract import MAX_MANIFEST_BYTES, unsafe_rel_path
+from launcher.checkpoint.errors import CheckpointError, RootUnavailable, UnsafePath
+from launcher.checkpoint.posix_io import (_CHUNK, _CLOEXEC, _DIR_FLAGS, _NONBLOCK, _READ_FLAGS, MAX_DEPTH, _ioerror,
                        kind_of)
 
 

@@ -9,9 +9,9 @@ import hashlib
 import os
 import stat as _stat
 
-from .errors import CheckpointError, Conflict, UnsafePath
-from .posix_io import _CLOEXEC, _DIR_FLAGS, _NOFOLLOW, _NONBLOCK, _READ_FLAGS, _fsync_fd, _ioerror, kind_of
-from .posix_read import PosixReads
+from launcher.checkpoint.errors import CheckpointError, Conflict, UnsafePath
+from launcher.checkpoint.posix_io import _CLOEXEC, _DIR_FLAGS, _NOFOLLOW, _NONBLOCK, _READ_FLAGS, _fsync_fd, _ioerror, kind_of
+from launcher.checkpoint.posix_read import PosixReads
 
 
 class LocalStore(PosixReads):

@@ -8,9 +8,9 @@ import hashlib
 import os
 import threading
 
-from .contract import MAX_MANIFEST_BYTES
-from .errors import CheckpointError, Conflict, RootUnavailable, UnsafePath
-from .posix_io import _CHUNK, local_files, safe_join
+from launcher.checkpoint.contract import MAX_MANIFEST_BYTES
+from launcher.checkpoint.errors import CheckpointError, Conflict, RootUnavailable, UnsafePath
+from launcher.checkpoint.posix_io import _CHUNK, local_files, safe_join
 
 
 class S3Store:

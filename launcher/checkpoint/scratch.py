@@ -27,7 +27,7 @@ import stat as _stat
 import tempfile
 import time
 
-from .errors import CheckpointError
+from launcher.checkpoint.errors import CheckpointError
 
 OWNER = "owner.json"
 DATA = "data"

@@ -29,9 +29,9 @@ Every S3 request is counted in ``S3Store.requests`` (by operation name).
 
 from __future__ import annotations
 
-from .errors import RootUnavailable
-from .posix_store import LocalStore
-from .s3_store import S3Store
+from launcher.checkpoint.errors import RootUnavailable
+from launcher.checkpoint.posix_store import LocalStore
+from launcher.checkpoint.s3_store import S3Store
 
 def is_s3(root: str) -> bool:
     return str(root).startswith("s3://")

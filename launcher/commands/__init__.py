@@ -1,7 +1,7 @@
 """The CLI's verbs, one module per verb (``launcher.cli`` only assembles them).
 
 Each module defines click commands and a ``register(group)`` function; it parses
-arguments and prints, and leaves the work to ``launcher.api.Launcher`` (``common``
+arguments and prints, and leaves the work to ``launcher.api.facade.Launcher`` (``common``
 holds what the verbs share). Modules are imported when the CLI starts, so they must
 keep heavy imports inside the command functions. A new verb: a module here, and its
 name in MODULES.

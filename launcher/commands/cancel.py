@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import launcher_of, to_stderr
+from launcher.commands.common import launcher_of, to_stderr
 
 
 @click.command()
@@ -14,8 +14,8 @@ from .common import launcher_of, to_stderr
 def cancel(ctx, job, element):
     """Cancel what the scheduler has for a job (or a sweep, or one element of it), and say
     what that was (idempotent)."""
-    from ..cancel import CancelFailed
-    from ..errors import EXIT_FAILED
+    from launcher.launching.cancel import CancelFailed
+    from launcher.core.errors import EXIT_FAILED
 
     lx = launcher_of(ctx)
     if element is not None or lx.is_sweep(job):
@@ -23,7 +23,7 @@ def cancel(ctx, job, element):
         for r in reports:
             _print(r)
         if element is None:
-            from ..sweep.cancelling import summary_line
+            from launcher.sweep.cancelling import summary_line
 
             click.echo(summary_line(job, reports))
         if any(not r.ok for r in reports):

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from .common import launcher_of
+from launcher.commands.common import launcher_of
 
 _HELP = """List every checkpoint under ROOT (a directory or s3://bucket/prefix), newest
 first, with its state and the reason:

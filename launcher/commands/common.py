@@ -14,8 +14,8 @@ def to_stderr(line: str) -> None:
 
 
 def launcher_of(ctx, note=to_stderr):
-    """The invocation's ``launcher.api.Launcher`` (created on first use, closed with ``ctx``)."""
-    from ..api import Launcher
+    """The invocation's ``launcher.api.facade.Launcher`` (created on first use, closed with ``ctx``)."""
+    from launcher.api.facade import Launcher
 
     if ctx.obj is None:
         ctx.obj = Launcher(note=note)

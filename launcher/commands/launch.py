@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .common import FRESH_HELP, launcher_of, stream, to_stderr
+from launcher.commands.common import FRESH_HELP, launcher_of, stream, to_stderr
 
 
 @click.command()
@@ -32,7 +32,7 @@ def launch(ctx, file, target, follow, fresh):
 
 def _refuse_sweep(file) -> None:
     """--follow streams one job's log; a sweep has one per element: refused before submitting."""
-    from ..specinput import spec_input
+    from launcher.launching.specinput import spec_input
 
     sweep = spec_input(file).spec.sweep
     if sweep is not None:
@@ -43,8 +43,8 @@ def _refuse_sweep(file) -> None:
 
 
 def _follow(lx, job_id) -> int:
-    from ..results import exit_status
-    from ..errors import EXIT_INTERRUPTED
+    from launcher.api.results import exit_status
+    from launcher.core.errors import EXIT_INTERRUPTED
 
     logs = lx.logs(job_id, follow=True)
     if not stream(logs, job_id):

@@ -6,8 +6,8 @@ import json
 
 import click
 
-from ..errors import LauncherError
-from .common import launcher_of
+from launcher.core.errors import LauncherError
+from launcher.commands.common import launcher_of
 
 
 @click.command("lineage")
@@ -22,7 +22,7 @@ def lineage(ctx, checkpoint, as_json, show_spec):
     Read from the checkpoint root only (COMMIT.json's run, ROOT/.launcher/runs/<run>/RUN.json,
     the attempt records, GENERATIONS.json), so it works after the job finished and on
     another machine; the local state store is only a fallback for a missing RUN.json."""
-    from ..provenance.lineage import format_lineage
+    from launcher.provenance.lineage import format_lineage
 
     d = launcher_of(ctx).lineage(checkpoint)
     if show_spec:
@@ -48,7 +48,7 @@ def diff(ctx, run_a, run_b, as_json):
 
     RUN_A and RUN_B are job ids (or unique prefixes) in the state store, RUN.json files,
     or checkpoints (directory, root or s3:// URL: the run that wrote it)."""
-    from ..provenance.diff import format_diff
+    from launcher.provenance.diff import format_diff
 
     d = launcher_of(ctx).diff(run_a, run_b)
     if as_json:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .common import launcher_of
+from launcher.commands.common import launcher_of
 
 
 @click.command()

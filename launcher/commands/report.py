@@ -7,7 +7,7 @@ import json
 
 import click
 
-from .common import launcher_of
+from launcher.commands.common import launcher_of
 
 _HELP = """Where JOB's wall time went, from its first submission to the end of its
 last attempt (now, if it is still open). The categories add up to the wall time:
@@ -66,7 +66,7 @@ def report(ctx, job, as_json, plot_path, no_refresh, metric, mode, scope):
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))
         return
-    from ..report.text import format_report
+    from launcher.report.text import format_report
 
     click.echo(format_report(d), nl=False)
     if plot_path:
@@ -80,7 +80,7 @@ def _sweep(lx, sweep, as_json, plot_path, refresh, metric, mode, scope) -> None:
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))
         return
-    from ..report.sweep_text import format_sweep_report
+    from launcher.report.sweep_text import format_sweep_report
 
     click.echo(format_sweep_report(d), nl=False)
 

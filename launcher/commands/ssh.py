@@ -19,9 +19,9 @@ import click
 def trust(ctx, name, yes):
     """Show the SSH host key and SHA256 fingerprint of target NAME (and of its ProxyJump
     hosts), and record them in known_hosts after confirmation."""
-    from ..app import App
-    from ..errors import ConfigError
-    from ..transport import trust_host_keys
+    from launcher.api.context import App
+    from launcher.core.errors import ConfigError
+    from launcher.transport import trust_host_keys
 
     root = ctx.find_root()
     app = root.obj if isinstance(root.obj, App) else App()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import launcher_of
+from launcher.commands.common import launcher_of
 
 
 @click.command()
@@ -14,7 +14,7 @@ from .common import launcher_of
 @click.pass_context
 def status(ctx, job, as_json, show_all):
     """Show jobs (or one job with every attempt, its reason and last committed step)."""
-    from .. import status_view as view
+    from launcher.launching import status_view as view
 
     lx = launcher_of(ctx)  # reconcile and refresh notes go to stderr
     if job:
@@ -22,7 +22,7 @@ def status(ctx, job, as_json, show_all):
         if sweep is not None:
             import json
 
-            from ..sweep.summary import format_text
+            from launcher.sweep.summary import format_text
 
             click.echo(json.dumps(sweep, indent=2) if as_json else format_text(sweep).rstrip("\n"))
             return

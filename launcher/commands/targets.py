@@ -6,7 +6,7 @@ import json
 
 import click
 
-from .common import launcher_of
+from launcher.commands.common import launcher_of
 
 
 @click.group(invoke_without_command=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import launcher_of
+from launcher.commands.common import launcher_of
 
 
 @click.command()
@@ -14,7 +14,7 @@ from .common import launcher_of
 def watch(ctx, interval, once):
     """Recover every open job: one batched status call per target per cycle; every
     decision is recorded with its reason (see `launcher status JOB`)."""
-    from ..recovery.watch import run
+    from launcher.recovery.watch import run
 
     lx = launcher_of(ctx)  # closed when the command ends
     try:

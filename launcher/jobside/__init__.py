@@ -35,14 +35,14 @@ launcher-staging-<uid>/<root hash>/; default $TMPDIR), LAUNCHER_HEARTBEAT_SECOND
 (see start_heartbeat; 0 turns the heartbeat off).
 """
 
-from .api import commit, restore, save
-from .cli import main
-from .env import ckpt_root, generation, latest_committed, resume_from, resume_step
-from .heartbeat import start_heartbeat
-from .metrics import report
-from .signals import (EXIT_PREEMPTED, EXIT_SUPERSEDED, clear_preemption, install_preemption_handler,
+from launcher.jobside.api import commit, restore, save
+from launcher.jobside.cli import main
+from launcher.jobside.env import ckpt_root, generation, latest_committed, resume_from, resume_step
+from launcher.jobside.heartbeat import start_heartbeat
+from launcher.jobside.metrics import report
+from launcher.jobside.signals import (EXIT_PREEMPTED, EXIT_SUPERSEDED, clear_preemption, install_preemption_handler,
                       preempt_signals, preemption_requested, stand_down)
-from .zipapp import stage_zip
+from launcher.jobside.zipapp import stage_zip
 
 __all__ = ["EXIT_PREEMPTED", "EXIT_SUPERSEDED", "stand_down", "save", "commit", "restore", "resume_step",
            "resume_from", "generation", "ckpt_root", "latest_committed", "install_preemption_handler",

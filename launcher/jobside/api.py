@@ -15,9 +15,9 @@ from launcher.checkpoint import (COMMIT, AlreadyCommitted, CheckpointError, Supe
 from launcher.checkpoint import scratch as _scratch
 from launcher.checkpoint.contract import now_iso, parse_step_dir
 
-from .env import PROG, ckpt_root, env_int, generation as _current_generation, resume_from, store_for
-from .heartbeat import auto_heartbeat
-from .signals import PREEMPT, preemption_requested
+from launcher.jobside.env import PROG, ckpt_root, env_int, generation as _current_generation, resume_from, store_for
+from launcher.jobside.heartbeat import auto_heartbeat
+from launcher.jobside.signals import PREEMPT, preemption_requested
 
 
 # ---------------------------------------------------------------- attempt record

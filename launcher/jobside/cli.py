@@ -55,8 +55,8 @@ from launcher.checkpoint import (CheckpointError, RootUnavailable, gc as _gc, la
                                  start_generation)
 from launcher.checkpoint import scratch as _scratch
 
-from .env import PROG, ckpt_root, env_int
-from .zipapp import stage_zip
+from launcher.jobside.env import PROG, ckpt_root, env_int
+from launcher.jobside.zipapp import stage_zip
 
 
 def export_lines(env) -> str:

@@ -11,7 +11,7 @@ import time
 from launcher.checkpoint import META_DIR, open_store
 from launcher.checkpoint.contract import now_iso
 
-from .env import env_int
+from launcher.jobside.env import env_int
 
 _HEARTBEAT = {"thread": None}
 

@@ -13,7 +13,7 @@ import sys
 from launcher.checkpoint.contract import now_iso
 from launcher.checkpoint.metrics import MAX_METRICS_BYTES, check_report, encode_report, metrics_key
 
-from .env import PROG, ckpt_root, generation as _current_generation, store_for
+from launcher.jobside.env import PROG, ckpt_root, generation as _current_generation, store_for
 
 _FILES = {}  # (root, generation) -> {"lines": stored lines (None: not read yet), "pending": not yet stored}
 

@@ -9,7 +9,7 @@ import signal
 import sys
 import time
 
-from .heartbeat import auto_heartbeat
+from launcher.jobside.heartbeat import auto_heartbeat
 
 EXIT_PREEMPTED = 75  # the program saved a checkpoint on a preemption notice and wants a restart
 EXIT_SUPERSEDED = 3  # a newer attempt of this job is running: this one is a zombie

@@ -17,11 +17,11 @@ Public API (what ``launcher plan``, ``launcher launch`` and the SkyPilot backend
 Nothing here imports SkyPilot or paramiko; boto3 only for live spot prices.
 """
 
-from .chase import Observation, apply_observations
-from .offers import Offer, resource_mismatch
-from .ranking import PlanParams, PlanResult, PlanRow, params_for, rank
-from .context import Gathered, OfferContext
-from .sources import gather_offers, plan
+from launcher.plan.chase import Observation, apply_observations
+from launcher.plan.offers import Offer, resource_mismatch
+from launcher.plan.ranking import PlanParams, PlanResult, PlanRow, params_for, rank
+from launcher.plan.context import Gathered, OfferContext
+from launcher.plan.sources import gather_offers, plan
 
 __all__ = [
     "Gathered", "Observation", "Offer", "OfferContext", "PlanParams", "PlanResult", "PlanRow",

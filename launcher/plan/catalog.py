@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ..errors import ConfigError
+from launcher.core.errors import ConfigError
 
 REQUIRED = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "Region")
 OPTIONAL = ("SpotPrice", "AvailabilityZone")

@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Optional
 
-from .offers import Offer
+from launcher.plan.offers import Offer
 
 DEFAULT_PRIOR_EVENTS = 1.0
 DEFAULT_HALF_LIFE_HOURS = 24.0

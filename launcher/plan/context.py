@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional
 
-from .offers import Offer
-from .prices import PriceBook
+from launcher.plan.offers import Offer
+from launcher.plan.prices import PriceBook
 
 
 @dataclass
@@ -26,7 +26,7 @@ class OfferContext:
     target: str                        # the target's name in the user's config
     options: Mapping                   # its config keys, as written (``backend`` included)
     price_book: PriceBook
-    rates: Any = None                  # the config's preemption_rates (launcher.config.PreemptionDefaults)
+    rates: Any = None                  # the config's preemption_rates (launcher.backend.config.PreemptionDefaults)
     catalog_dir: Any = None            # SkyPilot-format catalog CSVs (launcher.plan.catalog)
     queue_waits: Mapping = field(default_factory=dict)  # {target or (target, queue): hours} measured
     live_spot: bool = False            # ask clouds for current spot prices (--live-spot-prices)

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from .chase import Observation
+from launcher.plan.chase import Observation
 
 TABLE = """
 CREATE TABLE IF NOT EXISTS spot_observations (
@@ -117,9 +117,9 @@ def attempt_key(backend: str, target: str, handle_extra: dict, status_extra: dic
                 registry=None) -> Optional[tuple]:
     """The offer key an attempt ran on, as its backend says (``PricesOffers.offer_key``), or
     None when it cannot be told (a backend that does not price itself, or is not installed)."""
-    from ..backend import PricesOffers, can
-    from ..errors import LauncherError
-    from ..registry import default_registry
+    from launcher.backend.protocols import PricesOffers, can
+    from launcher.core.errors import LauncherError
+    from launcher.backend.registry import default_registry
 
     try:
         cls = (registry or default_registry()).load(backend, check=False)
@@ -214,7 +214,7 @@ def _nodes(job_row, h_extra: dict) -> int:
     if n:
         return int(n)
     try:
-        from ..specload import spec_from_text
+        from launcher.backend.sections import spec_from_text
 
         return int(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id).resources.nodes)
     except Exception:  # an unreadable spec: count one node rather than lose the observation

@@ -35,10 +35,10 @@ from typing import Annotated, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from .. import units
-from ..validation import validate_model
-from ..yamlio import load_yaml, read_text
-from .catalog import CatalogRow
+from launcher.spec import units
+from launcher.spec.validation import validate_model
+from launcher.spec.yamlio import load_yaml, read_text
+from launcher.plan.catalog import CatalogRow
 
 
 def _duration(v):

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Iterable, Mapping, Optional
 
-from ..support import offer_filter
-from .model import INF, RunEstimate, expected_run
-from .offers import Offer, make_matcher
+from launcher.backend.support import offer_filter
+from launcher.plan.model import INF, RunEstimate, expected_run
+from launcher.plan.offers import Offer, make_matcher
 
 @dataclass(frozen=True)
 class PlanParams:

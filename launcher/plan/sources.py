@@ -1,5 +1,5 @@
 """Offers for a spec from the user's configured targets: each target's backend prices
-itself (``launcher.backend.PricesOffers``); this module only asks them.
+itself (``launcher.backend.protocols.PricesOffers``); this module only asks them.
 
 Config keys read here: ``catalog_dir`` (default ``~/.sky/catalogs/v8``; relative to the
 config file), ``price_files``, ``preemption_rates`` (``spot`` / ``on_demand``: cloud ->
@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
-from ..config import LOCAL_TARGET
-from .chase import Observation, apply_observations
-from .context import Gathered, OfferContext
-from .prices import PriceBook, load_price_book
+from launcher.backend.config import LOCAL_TARGET
+from launcher.plan.chase import Observation, apply_observations
+from launcher.plan.context import Gathered, OfferContext
+from launcher.plan.prices import PriceBook, load_price_book
 
 __all__ = ["Gathered", "OfferContext", "gather_offers", "plan", "target_names"]
 
@@ -36,14 +36,14 @@ def gather_offers(spec, config, *, targets: Optional[Iterable[str]] = None, cata
     """Every offer the spec's targets (or all configured targets) have, priced.
 
     ``queue_waits``: ``{target or (target, queue): hours}`` measured by backends with a
-    queue (``launcher.launch.queue_waits``). ``observations``: past attempts, for spot
+    queue (``launcher.launching.launch.queue_waits``). ``observations``: past attempts, for spot
     chasing; ``store``: a StateStore whose recorded attempts (``launcher.plan.observed``,
     fed by ``launcher watch``) are added to them. ``registry``: where backends are found
     (default: the ``launcher.backends`` entry points).
     """
-    from ..backend import PricesOffers, can
-    from ..errors import LauncherError
-    from ..registry import default_registry
+    from launcher.backend.protocols import PricesOffers, can
+    from launcher.core.errors import LauncherError
+    from launcher.backend.registry import default_registry
 
     registry = registry or default_registry()
     names = target_names(spec, config, targets)
@@ -69,7 +69,7 @@ def gather_offers(spec, config, *, targets: Optional[Iterable[str]] = None, cata
         g.offers.extend(cls.offers(spec, shared.for_target(n, raw)))
     observations = list(observations)
     if store is not None:
-        from .observed import load
+        from launcher.plan.observed import load
 
         observations += load(store)
     if observations:
@@ -79,7 +79,7 @@ def gather_offers(spec, config, *, targets: Optional[Iterable[str]] = None, cata
 
 def plan(spec, config, params=None, **gather_kw):
     """Gather the configured offers and rank them: what ``launcher plan`` prints."""
-    from .ranking import rank
+    from launcher.plan.ranking import rank
 
     got = gather_offers(spec, config, **gather_kw)
     return rank(spec, got.offers, params).with_notes(got.notes)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Iterable, Mapping, Optional
 
-from ..errors import LauncherError
+from launcher.core.errors import LauncherError
 
 
 class SpotPriceError(LauncherError):

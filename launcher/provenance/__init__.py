@@ -1,6 +1,6 @@
 """Run provenance: what produced a run, and therefore each of its checkpoints.
 
-At launch (``launcher.launch.launch``) one record per run is captured and kept in two
+At launch (``launcher.launching.launch.launch``) one record per run is captured and kept in two
 places:
 
 * the state store, table ``provenance`` (job_id, created, record JSON), and
@@ -16,7 +16,7 @@ remote URL without credentials), the Python environment (every installed
 distribution and the hash of that list), the launcher's and the backend's versions,
 the container image (digest where resolvable without network, else null with the
 reason), the seed exported to the job as ``LAUNCHER_SEED`` and the *names* of the
-secrets. Everything is passed through ``launcher.redact`` before it is written.
+secrets. Everything is passed through ``launcher.core.redact`` before it is written.
 
 Inside the job, the job-side helper adds what only the node knows (hostname, Python,
 GPU driver / CUDA, NCCL) to the per-generation attempt record
@@ -26,7 +26,7 @@ This package is imported by ``launch`` only; nothing here runs on ``--help`` or
 ``render``.
 """
 
-from .seed import choose_seed, with_seed
+from launcher.provenance.seed import choose_seed, with_seed
 
 FORMAT = "launcher-run/v1"
 
@@ -35,6 +35,6 @@ __all__ = ["FORMAT", "choose_seed", "with_seed", "record_launch"]
 
 def record_launch(*args, **kwargs):
     """See ``launcher.provenance.record.record_launch`` (imported lazily)."""
-    from .record import record_launch as _record_launch
+    from launcher.provenance.record import record_launch as _record_launch
 
     return _record_launch(*args, **kwargs)

@@ -131,7 +131,7 @@ def _remote(out: dict, path: str) -> None:
 
 def code_identity(path: Optional[str]) -> dict:
     """``git_identity``, reused between launches while the work tree is unchanged (gitcache)."""
-    from .gitcache import cached_identity
+    from launcher.provenance.gitcache import cached_identity
 
     return cached_identity(path, git_identity)
 
@@ -220,7 +220,7 @@ def versions(backend_name: str, facts_data: Optional[dict], backend_version: Opt
     """The launcher's version, the backend's (what it reports, ``ReportsVersion``; else the
     probed facts' ``version``), and, kept for comparing runs, Slurm's from the probed facts
     and SkyPilot's if installed (read from its metadata: ``sky`` is never imported)."""
-    from .. import __version__
+    from launcher import __version__
 
     facts_data = facts_data or {}
     if backend_version is None:
@@ -291,7 +291,7 @@ def capture(*, job_id: str, spec, spec_text: str, spec_path: Optional[str], targ
             environ=None, backend_version: Optional[str] = None) -> dict:
     """The provenance record of one run (not yet redacted: ``record`` redacts it).
     BACKEND_VERSION: what the backend says runs its jobs (``ReportsVersion``)."""
-    from . import FORMAT
+    from launcher.provenance import FORMAT
 
     environ = os.environ if environ is None else environ
     t0 = time.monotonic()

@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from ..errors import LauncherError
+from launcher.core.errors import LauncherError
 
 
 def split_checkpoint(path: str) -> tuple[str, Optional[str]]:
     """(ROOT, step directory name or None) for a checkpoint directory or a root."""
-    from ..checkpoint.contract import parse_step_dir
-    from ..checkpoint.store import is_s3
+    from launcher.checkpoint.contract import parse_step_dir
+    from launcher.checkpoint.store import is_s3
 
     p = path.rstrip("/")
     if not is_s3(p):
@@ -35,15 +35,15 @@ def _state_store_record(run_id: str, home=None) -> tuple[Optional[dict], Optiona
     """The run's record from the local state store, if one exists (never creates it)."""
     from pathlib import Path
 
-    from ..config import launcher_home
+    from launcher.backend.config import launcher_home
 
     home = Path(home) if home else launcher_home()
     if not (home / "state.db").exists():
         return None, None
     try:
-        from ..state import StateStore
+        from launcher.state.store import StateStore
 
-        from .record import load_record
+        from launcher.provenance.record import load_record
 
         st = StateStore(home)
         try:
@@ -78,7 +78,7 @@ def lineage(path: str, home=None, max_hops: int = 10000) -> dict:
 
 def _open_root(root: str) -> tuple:
     """(store, generations, scanned entries) of a checkpoint root; CheckpointError becomes LauncherError."""
-    from ..checkpoint import CheckpointError, open_store, read_generations, scan
+    from launcher.checkpoint import CheckpointError, open_store, read_generations, scan
 
     try:
         store = open_store(root)
@@ -108,7 +108,7 @@ def _pick_entry(store, root: str, name: Optional[str], entries, by_name: dict):
 
 def _read_attempt(store, generation) -> Optional[dict]:
     """The attempt record of a generation, or None when it is missing or unreadable."""
-    from ..checkpoint import read_attempt
+    from launcher.checkpoint import read_attempt
 
     try:
         return read_attempt(store, generation)
@@ -131,7 +131,7 @@ def _run_of(store, gens, e) -> tuple[Optional[str], str]:
 
 def _run_record(store, run_id: str, home) -> tuple[Optional[dict], Optional[str]]:
     """(the run's RUN.json, its location), falling back to the local state store."""
-    from .record import read_run_json
+    from launcher.provenance.record import read_run_json
 
     try:
         record, location = read_run_json(store.root, run_id)
@@ -146,7 +146,7 @@ def _run_record(store, run_id: str, home) -> tuple[Optional[dict], Optional[str]
 
 def _ancestry(store, gens, entry, by_name: dict, max_hops: int) -> list[dict]:
     """This checkpoint's generation resumed from X, whose generation resumed from Y ..."""
-    from ..checkpoint import parse_step_dir
+    from launcher.checkpoint import parse_step_dir
 
     ancestry = []
     cur = entry

@@ -6,7 +6,7 @@
 * Checkpoint root: ``ROOT/.launcher/runs/<job_id>/RUN.json``. The ``.launcher`` folder
   is the contract's metadata folder, invisible to checkpoint discovery and gc.
 
-Both copies hold the same JSON document, redacted with ``launcher.redact`` (the values
+Both copies hold the same JSON document, redacted with ``launcher.core.redact`` (the values
 of the spec's secrets and of every secret-looking variable of the launching
 environment, plus known credential shapes) before anything is written.
 """
@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from ..checkpoint.contract import META_DIR
-from ..jsonrows import Template
-from ..redact import is_secret_name
+from launcher.checkpoint.contract import META_DIR
+from launcher.core.jsonrows import Template
+from launcher.core.redact import is_secret_name
 
 TABLE = """
 CREATE TABLE IF NOT EXISTS provenance (
@@ -95,7 +95,7 @@ def redact_record(doc: dict, secret_names=()) -> dict:
     """Mask the values of the spec's secrets and of every secret-looking variable of this
     environment, values written under secret-looking keys, and known credential shapes.
     Section by section (a dict's keys are redacted independently), unchanged sections once."""
-    from ..redact import _masks, redact_obj, secret_values
+    from launcher.core.redact import _masks, redact_obj, secret_values
 
     python = doc.get("python")
     packages = None
@@ -120,7 +120,7 @@ def redact_record(doc: dict, secret_names=()) -> dict:
 
 @functools.lru_cache(maxsize=4)
 def _redacted_strings(values: tuple, masks: tuple) -> tuple:
-    from ..redact import redact_obj
+    from launcher.core.redact import redact_obj
 
     return tuple(redact_obj(list(values), _masks_=list(masks)))
 
@@ -203,14 +203,14 @@ def write_run_json(app, target_name: str, root: str, job_id: str, data: bytes) -
     target's SSH runner (atomic put_file) for a cluster reached over SSH (HasSubmitHost);
     a POSIX root of any other backend (a cloud VM's disk) is not reachable from here and
     is skipped."""
-    from ..checkpoint.store import is_s3, open_store
+    from launcher.checkpoint.store import is_s3, open_store
 
     key = run_key(job_id)
     if is_s3(root):
         store = open_store(root)
         store.put(key, data)
         return store.url(key), ""
-    from ..backend import HasSubmitHost, can
+    from launcher.backend.protocols import HasSubmitHost, can
 
     backend = app.backend(target_name)
     runner = backend.runner if can(backend, HasSubmitHost) else None  # local subprocess or SSH
@@ -229,7 +229,7 @@ def write_run_json(app, target_name: str, root: str, job_id: str, data: bytes) -
 
 def read_run_json(root: str, run_id: str) -> tuple[Optional[dict], str]:
     """(record, location) of RUN_ID under ROOT, or (None, location) if absent."""
-    from ..checkpoint.store import open_store
+    from launcher.checkpoint.store import open_store
 
     store = open_store(root)
     key = run_key(run_id)
@@ -245,7 +245,7 @@ def read_run_json(root: str, run_id: str) -> tuple[Optional[dict], str]:
 
 def list_runs(root: str) -> list[str]:
     """Run ids with a RUN.json under ROOT (POSIX roots: a directory listing; S3: a prefix listing)."""
-    from ..checkpoint.store import open_store
+    from launcher.checkpoint.store import open_store
 
     store = open_store(root)
     try:
@@ -259,8 +259,8 @@ def list_runs(root: str) -> list[str]:
 def _document(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
               request=None, handle=None, seed=None, seed_source=None, continues=None) -> dict:
     """The redacted provenance record (capture + redact; no writes)."""
-    from ..backend import Facts, ReportsVersion, can
-    from .capture import capture
+    from launcher.backend.protocols import Facts, ReportsVersion, can
+    from launcher.provenance.capture import capture
 
     backend = app.backend(target_name)
     try:
@@ -287,7 +287,7 @@ class Captured:
     note: str = ""
     error: str = ""
     text: Optional[str] = None
-    template: Optional[object] = None  # launcher.jsonrows.Template
+    template: Optional[object] = None  # launcher.core.jsonrows.Template
 
 
 SUBMISSION_KEYS = ("native_id", "attempt")  # what complete_launch adds to a draft
@@ -329,7 +329,7 @@ def complete_launch(app, draft: Captured, spec, target_name: str, job_id: str, h
     doc = draft.doc
     try:
         if handle is not None:
-            from ..redact import redact_obj, secret_values
+            from launcher.core.redact import redact_obj, secret_values
 
             ids = redact_obj([handle.native_id, handle.attempt], extra_values=secret_values(spec.secrets))
             doc = {**doc, **dict(zip(SUBMISSION_KEYS, ids))}
@@ -412,7 +412,7 @@ def record_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional
                   request=None, handle=None, seed=None, seed_source=None, continues=None) -> Optional[dict]:
     """Capture and keep the provenance of a launched run. Advisory: never raises (a failure
     is recorded as a ``provenance_error`` event and printed as a warning). CONTINUES: what
-    the run resumes (or, launched with --fresh, supersedes), as ``launcher.identity`` saw it."""
+    the run resumes (or, launched with --fresh, supersedes), as ``launcher.launching.identity`` saw it."""
     captured = capture_launch(app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
                               target_name=target_name, request=request, handle=handle, seed=seed,
                               seed_source=seed_source, continues=continues)

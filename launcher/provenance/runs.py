@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 
-from ..errors import LauncherError
+from launcher.core.errors import LauncherError
 
 
 def load_run(app, ref: str) -> dict:
     """A run's record from: a RUN.json file, a checkpoint (directory, root or s3:// URL), or a
     job id (or unique prefix) in APP's state store."""
-    from ..checkpoint.store import is_s3
+    from launcher.checkpoint.store import is_s3
 
     if os.path.isfile(ref):
         try:
@@ -23,13 +23,13 @@ def load_run(app, ref: str) -> dict:
             raise LauncherError(f"{ref}: not a RUN.json record")
         return doc
     if is_s3(ref) or os.path.isdir(ref):
-        from .lineage import lineage
+        from launcher.provenance.lineage import lineage
 
         d = lineage(ref, home=app.home)
         if not d.get("run"):
             raise LauncherError(f"{ref}: no run record found (run {d.get('run_id') or 'unknown'})")
         return d["run"]
-    from .record import load_record
+    from launcher.provenance.record import load_record
 
     row = app.store.get_job(ref)
     doc = load_record(app.store, row.job_id)

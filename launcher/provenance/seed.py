@@ -29,7 +29,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..errors import LauncherError
+from launcher.core.errors import LauncherError
 
 ENV = "LAUNCHER_SEED"
 FRESH_ENV = "LAUNCHER_FRESH"  # "1": the job was launched with --fresh (read by the job-side resume-env)

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from ..backend import Handle, MeasuresQueueWait, can
-from ..errors import LauncherError
-from ..state import ClaimLost
-from ..status import JobState
-from .state import BurstRace, RecoveryState
+from launcher.backend.protocols import Handle, MeasuresQueueWait, can
+from launcher.core.errors import LauncherError
+from launcher.state.store import ClaimLost
+from launcher.core.status import JobState
+from launcher.recovery.state import BurstRace, RecoveryState
 
 
 @dataclass(frozen=True)
@@ -45,11 +45,11 @@ def should_burst(state: JobState, pending_since: float, now: float, after: Optio
 def step(app, job, spec, status, clock):
     """One burst step for one job in a watch cycle. Returns an Outcome, or None when the
     job is not bursting (the normal recovery handling then applies)."""
-    from .claims import Outcome
+    from launcher.recovery.claims import Outcome
 
-    from .claims import claimed
+    from launcher.recovery.claims import claimed
 
-    from ..sweep import burst as element_burst
+    from launcher.sweep import burst as element_burst
 
     if element_burst.applies(app, job):  # an element of an array: taken out of it, no race
         return element_burst.step(app, job, spec, status, clock)
@@ -71,7 +71,7 @@ def step(app, job, spec, status, clock):
                      _predicted_wait(app, job, spec, latest))
     if not d.go:
         return None
-    from ..launch import planned_target, resubmit
+    from launcher.launching.launch import planned_target, resubmit
 
     to = planned_target(app, spec.model_copy(update={"targets": list(spec.burst.to)})) or spec.burst.to[0]
     with claimed(app.store, job.job_id) as c:
@@ -95,7 +95,7 @@ def step(app, job, spec, status, clock):
 def burst_state(c, job_id: str, latest):
     """Under claim C (None: another watcher holds it): the job's RecoveryState when this
     watcher may start a burst of its LATEST attempt, else the Outcome saying why not."""
-    from .claims import Outcome
+    from launcher.recovery.claims import Outcome
 
     if c is None:
         return Outcome(job_id, "claimed", "another watcher is deciding on it")
@@ -118,7 +118,7 @@ def _predicted_wait(app, job, spec, latest) -> Optional[float]:
 
 def _race(app, job, rs: RecoveryState):
     """Both copies exist: the first one running wins; the other is cancelled."""
-    from .claims import Outcome
+    from launcher.recovery.claims import Outcome
 
     store = app.store
     race = rs.burst

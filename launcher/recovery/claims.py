@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
-from ..errors import LauncherError
+from launcher.core.errors import LauncherError
 
 CLAIM_TTL_S = 120.0  # longer than a submission takes; a crashed holder's claim is taken over after it
 

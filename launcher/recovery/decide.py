@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional, Union
 
-from ..backend import Handle
-from ..status import GAVE_UP, SUPERSEDED, JobState, attempt_ended
-from . import takeover
-from ..state import is_open
-from .policy import (Budgets, Done, Event, FailureClass, GiveUp, PastFailure, Retry, Superseded, abandoned, classify,
+from launcher.backend.protocols import Handle
+from launcher.core.status import GAVE_UP, SUPERSEDED, JobState, attempt_ended
+from launcher.recovery import takeover
+from launcher.state.store import is_open
+from launcher.recovery.policy import (Budgets, Done, Event, FailureClass, GiveUp, PastFailure, Retry, Superseded, abandoned, classify,
                      decide)
-from .progress import Progress
-from .state import RecoveryState
+from launcher.recovery.progress import Progress
+from launcher.recovery.state import RecoveryState
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional
 
-from ..errors import LauncherError
+from launcher.core.errors import LauncherError
 
 
 @dataclass
@@ -52,7 +52,7 @@ def kept_alive(store, job_id: str, owner: str, ttl: float,
 
 
 def _renew(home, job_id: str, owner: str, ttl: float, on_renew, keeping: Keeping, stop: threading.Event) -> None:
-    from ..state import StateStore
+    from launcher.state.store import StateStore
 
     own = None
     try:

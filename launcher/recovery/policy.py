@@ -14,8 +14,8 @@ import enum
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from ..spec import Recovery
-from ..status import JobState
+from launcher.spec.model import Recovery
+from launcher.core.status import JobState
 
 
 class FailureClass(str, enum.Enum):

@@ -79,7 +79,7 @@ def _run(root: str, box: dict) -> None:
 
 def read_progress_now(root: str) -> Progress:
     """The unbounded read (blocks as long as the storage does)."""
-    from ..checkpoint import CheckpointError, latest, open_store, read_generations
+    from launcher.checkpoint import CheckpointError, latest, open_store, read_generations
 
     try:
         store = open_store(root)

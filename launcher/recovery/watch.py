@@ -2,7 +2,7 @@
 
 Each cycle first reconciles job rows left in SUBMITTING (a launch that died between the
 scheduler's accept and the state write), then, for every open job: refresh (one batched
-status call per target, ``launcher.tracking``) -> decide (pure, ``launcher.recovery.decide``,
+status call per target, ``launcher.launching.tracking``) -> decide (pure, ``launcher.recovery.decide``,
 on the job's typed ``RecoveryState``, its status and the clock) -> apply (here: resubmit
 after its delay, close the job with the reason, record what was learned).
 
@@ -19,20 +19,20 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional
 
-from ..errors import LauncherError
-from ..launch import resubmit
-from ..submission import find_submission, job_ref, job_spec
-from ..plan.observed import observe_job
-from ..sweep import queue, stopping
-from ..state import ClaimLost, is_open
-from ..status import Status, closes_job
-from ..tracking import refresh
-from . import burst, takeover
-from .claims import Outcome, claimed
-from .decide import Action, Close, Facts, Note, on_ended, on_status, settled
-from .policy import reconcile_submitting
-from .progress import read_progress
-from .state import RecoveryState
+from launcher.core.errors import LauncherError
+from launcher.launching.launch import resubmit
+from launcher.launching.submission import find_submission, job_ref, job_spec
+from launcher.plan.observed import observe_job
+from launcher.sweep import queue, stopping
+from launcher.state.store import ClaimLost, is_open
+from launcher.core.status import Status, closes_job
+from launcher.launching.tracking import refresh
+from launcher.recovery import burst, takeover
+from launcher.recovery.claims import Outcome, claimed
+from launcher.recovery.decide import Action, Close, Facts, Note, on_ended, on_status, settled
+from launcher.recovery.policy import reconcile_submitting
+from launcher.recovery.progress import read_progress
+from launcher.recovery.state import RecoveryState
 
 def open_jobs(store) -> list:
     """Open jobs that reached a scheduler (SUBMITTING rows are reconciled separately)."""
@@ -56,7 +56,7 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks=()) -> list[Outcome
             o = Outcome(job.job_id, "control_plane", str(e))
         if o is not None:
             outcomes.append(o)
-    from ..sweep.queue import fill_all
+    from launcher.sweep.queue import fill_all
 
     outcomes.extend(fill_all(app))  # sweep elements queued by the launcher: start as slots free
     for hook in hooks:  # e.g. spot burst: sees the same refreshed jobs, same cycle

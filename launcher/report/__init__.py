@@ -10,7 +10,7 @@ imported only there: ``pip install 'launcher[plot]'``).
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .accounting import CATEGORIES, LABELS, Accounting, AttemptIn, History, Save, account
+from launcher.report.accounting import CATEGORIES, LABELS, Accounting, AttemptIn, History, Save, account
 
 __all__ = ["CATEGORIES", "LABELS", "Accounting", "AttemptIn", "History", "JobReport", "Save", "account", "build",
            "gather"]
@@ -38,7 +38,7 @@ class JobReport:
 
 def gather(app, job: str, refresh: bool = True, now=None) -> JobReport:
     """The report of JOB: the state store, the scheduler's records and the checkpoint root."""
-    from .collect import collect
+    from launcher.report.collect import collect
 
     hist, row, notes = collect(app, job, refresh=refresh, now=now)
     return JobReport(account(hist), row, notes)

@@ -40,8 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..status import JobState
-from .summary import checkpoint_interval, cost_summary
+from launcher.core.status import JobState
+from launcher.report.summary import checkpoint_interval, cost_summary
 
 CATEGORIES = ("queue_wait", "provisioning", "useful_compute", "checkpoint_overhead", "lost_work",
               "restart_overhead")

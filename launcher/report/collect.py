@@ -23,7 +23,7 @@ import json
 import time
 from typing import Optional
 
-from .accounting import ACTIVE, AttemptIn, History, Save
+from launcher.report.accounting import ACTIVE, AttemptIn, History, Save
 
 
 def iso_ts(v) -> Optional[float]:
@@ -51,8 +51,8 @@ def read_generation_records(root: Optional[str], job_id: str, notes: list) -> li
     """Every ROOT/.launcher/attempts/g<G>.json written by JOB_ID, oldest generation first."""
     if not root:
         return []
-    from ..checkpoint import CheckpointError, open_store, read_attempt, read_generations
-    from ..jobside.heartbeat import heartbeat_key
+    from launcher.checkpoint import CheckpointError, open_store, read_attempt, read_generations
+    from launcher.jobside.heartbeat import heartbeat_key
 
     try:
         store = open_store(root)
@@ -184,7 +184,7 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, hi
 def _refreshed(app, row, notes: list):
     """The job's row after asking its backend for the status (a failure becomes a note)."""
     try:
-        from ..tracking import refresh as do_refresh
+        from launcher.launching.tracking import refresh as do_refresh
 
         st = do_refresh(app, [row]).get(row.job_id)
         if isinstance(st, Exception):
@@ -195,7 +195,7 @@ def _refreshed(app, row, notes: list):
 
 
 def _stored_spec(row, notes: list, specs: dict):
-    from ..submission import job_spec
+    from launcher.launching.submission import job_spec
 
     key = (row.spec_yaml, row.spec_path, row.meta.get("spec_base"))
     if key not in specs:
@@ -212,7 +212,7 @@ def _stored_spec(row, notes: list, specs: dict):
 
 def _run_histories(app, rows, notes: list) -> dict:
     """{native id: the scheduler's runs of it} from backends that keep a run history."""
-    from ..backend import Handle, KeepsRunHistory, can
+    from launcher.backend.protocols import Handle, KeepsRunHistory, can
 
     runs: dict = {}
     for nid in dict.fromkeys(a.native_id for a in rows if a.native_id):

@@ -7,8 +7,8 @@ display is needed. The figure has a fixed size (``WIDTH`` x ``HEIGHT`` pixels).
 
 from __future__ import annotations
 
-from ..errors import LauncherError
-from .accounting import CATEGORIES, LABELS
+from launcher.core.errors import LauncherError
+from launcher.report.accounting import CATEGORIES, LABELS
 
 WIDTH, HEIGHT, DPI = 1200, 500, 100
 COLORS = {"queue_wait": "#bdbdbd", "provisioning": "#9ecae1", "useful_compute": "#31a354",

@@ -60,7 +60,7 @@ def checkpoint_interval(outs, totals, planned_s: Optional[float] = None) -> dict
     if M is None:
         out["reason"] = "no failure observed: the optimum is unbounded (checkpoint as rarely as you like)"
         return out
-    from ..plan.model import daly, optimal_interval, young
+    from launcher.plan.model import daly, optimal_interval, young
 
     C_eff = max(C, 1e-6)
     out["young_s"] = young(C_eff, M)

@@ -39,8 +39,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from ..errors import EXIT_USAGE, LauncherError
-from .accounting import CATEGORIES
+from launcher.core.errors import EXIT_USAGE, LauncherError
+from launcher.report.accounting import CATEGORIES
 
 SCOPES = ("last", "best")
 
@@ -158,7 +158,7 @@ def element_row(e: ElementIn, choice: Optional[MetricChoice]) -> dict:
 
 
 def _counts(rows) -> dict:
-    from ..sweep.summary import STATE_ORDER
+    from launcher.sweep.summary import STATE_ORDER
 
     counts: dict = {}
     for r in rows:

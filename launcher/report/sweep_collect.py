@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..errors import LauncherError
-from .sweep import ElementIn, aggregate, choose_metric
+from launcher.core.errors import LauncherError
+from launcher.report.sweep import ElementIn, aggregate, choose_metric
 
 HISTORY_MAX = 100  # elements; beyond this, no per-element scheduler history calls
 
@@ -25,7 +25,7 @@ HISTORY_MAX = 100  # elements; beyond this, no per-element scheduler history cal
 def gather_sweep(app, sweep_id: str, metric: Optional[str] = None, mode: Optional[str] = None,
                  scope: str = "last", refresh: bool = True, now: Optional[float] = None) -> dict:
     """The sweep report of SWEEP_ID (the JSON shape of ``launcher.report.sweep.aggregate``)."""
-    from ..sweep.launching import sweep_rows
+    from launcher.sweep.launching import sweep_rows
 
     rows = sweep_rows(app.store, sweep_id)
     if not rows:
@@ -48,7 +48,7 @@ def gather_sweep(app, sweep_id: str, metric: Optional[str] = None, mode: Optiona
 def _read_roots(rows):
     """Every element root's records and metrics, read within the storage time bound (a
     ``launcher.sweep.reports.Read`` by element index)."""
-    from ..sweep.reports import read_element_reports
+    from launcher.sweep.reports import read_element_reports
 
     jobs = {r.ckpt_root: r.job_id for r in rows if r.ckpt_root}
     roots = {r.meta["sweep"]["index"]: r.ckpt_root for r in rows if r.ckpt_root}
@@ -56,7 +56,7 @@ def _read_roots(rows):
 
 
 def _read_root(root: str, job_id: str) -> dict:
-    from .collect import read_generation_records
+    from launcher.report.collect import read_generation_records
 
     notes: list = []
     records = read_generation_records(root, job_id, notes)
@@ -64,15 +64,15 @@ def _read_root(root: str, job_id: str) -> dict:
 
 
 def _early_stop(row, specs: dict):
-    from .collect import _stored_spec
+    from launcher.report.collect import _stored_spec
 
     spec = _stored_spec(row, [], specs)  # a spec that does not parse: each element's report says so
     return spec.sweep.early_stop if spec is not None and spec.sweep is not None else None
 
 
 def _refresh_open(app, rows, notes: list) -> None:
-    from ..state import is_open
-    from ..tracking import refresh
+    from launcher.state.store import is_open
+    from launcher.launching.tracking import refresh
 
     try:
         results = refresh(app, [r for r in rows if is_open(r)])
@@ -85,8 +85,8 @@ def _refresh_open(app, rows, notes: list) -> None:
 
 
 def _element(app, row, history: bool, now: Optional[float], specs: dict, roots) -> ElementIn:
-    from . import account
-    from .collect import collect
+    from launcher.report import account
+    from launcher.report.collect import collect
 
     sw = row.meta["sweep"]
     got = roots.reports.get(sw["index"]) or {}
@@ -111,8 +111,8 @@ def _element(app, row, history: bool, now: Optional[float], specs: dict, roots) 
 def _metrics(root: Optional[str], notes: list) -> dict:
     if not root:
         return {}
-    from ..checkpoint import CheckpointError
-    from ..checkpoint.metrics import read_metrics
+    from launcher.checkpoint import CheckpointError
+    from launcher.checkpoint.metrics import read_metrics
 
     try:
         return read_metrics(root)

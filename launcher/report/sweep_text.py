@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .accounting import CATEGORIES, LABELS
-from .text import _dur, _usd
+from launcher.report.accounting import CATEGORIES, LABELS
+from launcher.report.text import _dur, _usd
 
 
 def _pct(x) -> str:
@@ -39,7 +39,7 @@ def _cost_lines(d: dict) -> list[str]:
 
 
 def _best_line(d: dict) -> str:
-    from ..sweep.summary import params_text
+    from launcher.sweep.summary import params_text
 
     m, b = d["metric"], d["best"]
     if b is None:
@@ -51,7 +51,7 @@ def _best_line(d: dict) -> str:
 
 
 def _table(d: dict) -> list[str]:
-    from ..sweep.summary import params_text
+    from launcher.sweep.summary import params_text
 
     m = d["metric"]
     best = d["best"]["index"] if d["best"] else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Optional
 
-from .accounting import CATEGORIES, LABELS
+from launcher.report.accounting import CATEGORIES, LABELS
 
 
 def _dur(s: Optional[float]) -> str:

@@ -21,18 +21,18 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-from ..backend import Handle, MeasuresQueueWait, can
-from ..errors import LauncherError
-from ..recovery.burst import burst_state, should_burst
-from ..recovery.claims import Outcome, claimed
-from ..recovery.state import BurstRace, RecoveryState
-from ..state import ClaimLost
-from ..status import Status
+from launcher.backend.protocols import Handle, MeasuresQueueWait, can
+from launcher.core.errors import LauncherError
+from launcher.recovery.burst import burst_state, should_burst
+from launcher.recovery.claims import Outcome, claimed
+from launcher.recovery.state import BurstRace, RecoveryState
+from launcher.state.store import ClaimLost
+from launcher.core.status import Status
 
 
 def applies(app, job) -> bool:
     """The element runs in an array (its own burst rules apply); else the single-job burst does."""
-    from .queue import runs_arrays
+    from launcher.sweep.queue import runs_arrays
 
     return bool(job.meta.get("sweep")) and runs_arrays(app.backend(job.target))
 
@@ -55,7 +55,7 @@ def step(app, job, spec, status, clock) -> Optional[Outcome]:
     d = should_burst(status.state, latest.submitted, clock(), spec.burst.after)
     if not d.go:
         return None
-    from ..launch import planned_target
+    from launcher.launching.launch import planned_target
 
     to = planned_target(app, spec.model_copy(update={"targets": list(spec.burst.to), "sweep": None})) \
         or spec.burst.to[0]
@@ -73,7 +73,7 @@ def step(app, job, spec, status, clock) -> Optional[Outcome]:
 
 def _move(app, c, rs: RecoveryState) -> Outcome:
     """Under the element's claim C: cancel its array task, submit it on the burst target."""
-    from ..launch import resubmit
+    from launcher.launching.launch import resubmit
 
     store, job, race = app.store, c.job, rs.burst
     task = Handle.from_json(race.queued_handle)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..cancel import Closing
-from ..errors import LauncherError
-from .launching import sweep_rows
+from launcher.launching.cancel import Closing
+from launcher.core.errors import LauncherError
+from launcher.sweep.launching import sweep_rows
 
 CANCELLED = "CANCELLED"
 CLOSING = Closing()  # by the user
@@ -26,11 +26,11 @@ CLOSING = Closing()  # by the user
 
 def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
     """Cancel the whole sweep or one ELEMENT: a CancelReport per element."""
-    from ..cancel import cancel_job, finished_report
-    from ..state import is_open
-    from .control import element_id
+    from launcher.launching.cancel import cancel_job, finished_report
+    from launcher.state.store import is_open
+    from launcher.sweep.control import element_id
 
-    from .queue import cancel_queued, cancel_queued_element
+    from launcher.sweep.queue import cancel_queued, cancel_queued_element
 
     if element is not None:
         job_id = element_id(app, sweep_id, element)
@@ -48,8 +48,8 @@ def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
 def _refreshed(app, sweep_id: str, rows) -> list:
     """The rows after one batched status call for the open ones (a failing target: as stored;
     the cancel then finds out)."""
-    from ..state import is_open
-    from ..tracking import refresh
+    from launcher.state.store import is_open
+    from launcher.launching.tracking import refresh
 
     todo = [r for r in rows if is_open(r) and r.handle]
     if todo:
@@ -61,9 +61,9 @@ def _refreshed(app, sweep_id: str, rows) -> list:
 def _array_of(app, rows):
     """The handle of the sweep's array job (its native id covers every task), or None where
     the elements are jobs of their own."""
-    from ..backend import Handle
+    from launcher.backend.protocols import Handle
 
-    from .queue import runs_arrays
+    from launcher.sweep.queue import runs_arrays
 
     with_handle = [r for r in rows if r.handle]
     if not with_handle or not runs_arrays(app.backend(with_handle[0].target)):
@@ -76,7 +76,7 @@ def _array_of(app, rows):
 def cancel_rows(app, rows, array=None, wait_claim_s: float = 30.0) -> dict:
     """Cancel open elements ROWS, under their claims, in a few scheduler calls; ARRAY (a
     Handle) stands for every task of the sweep's array. {job id: CancelReport}."""
-    from ..cancel import CancelReport, close_cancelled, mark_cancelled, to_cancel
+    from launcher.launching.cancel import CancelReport, close_cancelled, mark_cancelled, to_cancel
 
     store = app.store
     claims, out = _claim_all(store, rows, wait_claim_s)
@@ -105,9 +105,9 @@ def _claim_all(store, rows, wait_s: float, poll: float = 0.2) -> tuple[dict, dic
     kept acting on for WAIT_S)."""
     import time
 
-    from ..cancel import CancelReport, finished_report
-    from ..recovery.claims import claim_ttl
-    from ..state import is_open
+    from launcher.launching.cancel import CancelReport, finished_report
+    from launcher.recovery.claims import claim_ttl
+    from launcher.state.store import is_open
 
     claims, out, left = {}, {}, [r.job_id for r in rows]
     deadline = time.monotonic() + wait_s
@@ -134,9 +134,9 @@ def _claim_all(store, rows, wait_s: float, poll: float = 0.2) -> tuple[dict, dic
 def _find_all(app, claims: dict, reports: dict) -> dict:
     """{job id: the job the scheduler has with its next attempt's dedupe token}: one lookup
     per target where the backend finds many at once (``FindsManySubmissions``)."""
-    from ..backend import FindsManySubmissions, can
-    from ..cancel import next_attempt
-    from ..submission import find_submission, job_ref
+    from launcher.backend.protocols import FindsManySubmissions, can
+    from launcher.launching.cancel import next_attempt
+    from launcher.launching.submission import find_submission, job_ref
 
     by_target: dict = {}
     for j, c in claims.items():
@@ -164,7 +164,7 @@ def _cancel_all(app, handles, array=None) -> dict:
     """Cancel HANDLES, and the sweep's ARRAY (whatever the store knows of its tasks: a task
     Slurm requeued in place is cancelled too), which stands for its own tasks (``<array>_<i>``):
     {(target, native id): error} of those whose cancel did not go through."""
-    from ..backend import CancelsMany, can
+    from launcher.backend.protocols import CancelsMany, can
 
     by_target: dict = {array.target: []} if array is not None else {}
     for h in handles:

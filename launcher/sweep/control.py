@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..errors import LauncherError
-from ..status import STOPPED
-from .expand import Element
-from .judgements import stop_of
-from .launching import element_job_id, sweep_rows
-from .reports import latest, read_element_reports
-from .summary import summarize
+from launcher.core.errors import LauncherError
+from launcher.core.status import STOPPED
+from launcher.sweep.expand import Element
+from launcher.sweep.judgements import stop_of
+from launcher.sweep.launching import element_job_id, sweep_rows
+from launcher.sweep.reports import latest, read_element_reports
+from launcher.sweep.summary import summarize
 
 
 def is_sweep(app, name: str) -> bool:
@@ -38,8 +38,8 @@ def sweep_status(app, sweep_id: str, note=None) -> dict:
     """The summary of ``launcher.sweep.summary`` for SWEEP_ID, its open elements refreshed first
     and every element's reports read (bounded: a root that does not answer shows no metric).
     The element rows are read once; after the refresh, only their states."""
-    from ..state import is_open
-    from ..tracking import refresh
+    from launcher.state.store import is_open
+    from launcher.launching.tracking import refresh
 
     rows = sweep_rows(app.store, sweep_id)
     if not rows:
@@ -48,7 +48,7 @@ def sweep_status(app, sweep_id: str, note=None) -> dict:
     for job_id, r in results.items():
         if isinstance(r, Exception) and note:
             note(f"{job_id}: status not refreshed: {r}")
-    from .queue import fill
+    from launcher.sweep.queue import fill
 
     try:
         fill(app, sweep_id)  # elements the launcher queued start as slots free
@@ -96,7 +96,7 @@ def element_facts(rows, reports) -> dict:
     """Pure: summarize's STATES, STEPS (the latest committed or reported step), METRICS (the
     latest of each) and STOPPED (the stop of an element STOPPED, being stopped, or whose
     stop's cancel the scheduler reported first) of the element ROWS, given their REPORTS."""
-    from ..state import is_open
+    from launcher.state.store import is_open
 
     states, steps, metrics, stopped = {}, {}, {}, {}
     for r in rows:
@@ -112,7 +112,7 @@ def element_facts(rows, reports) -> dict:
 
 
 def _metric_of(row) -> Optional[str]:
-    from .stopping import early_stop_of
+    from launcher.sweep.stopping import early_stop_of
 
     if "early_stop" not in row.spec_yaml:  # no such section: the spec (1,000 values) is not parsed
         return None
@@ -122,6 +122,6 @@ def _metric_of(row) -> Optional[str]:
 
 def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
     """Cancel the whole sweep or one element: a CancelReport per element (``launcher.sweep.cancelling``)."""
-    from .cancelling import cancel_sweep as cancel
+    from launcher.sweep.cancelling import cancel_sweep as cancel
 
     return cancel(app, sweep_id, element)

@@ -17,10 +17,10 @@ import json
 import time
 from typing import Mapping, Optional
 
-from ..recovery.state import RecoveryState
-from ..status import is_final
-from .early_stop import Judgement, judge
-from .spec import EarlyStop
+from launcher.recovery.state import RecoveryState
+from launcher.core.status import is_final
+from launcher.sweep.early_stop import Judgement, judge
+from launcher.sweep.spec import EarlyStop
 
 KEY = "early_stop"
 EVENT = "early_stop"
@@ -37,7 +37,7 @@ def stop_of(meta: dict) -> Optional[Judgement]:
     return next((j for j in judgements_of(meta) if j.stop), None)
 
 
-# a sweep's element rows, found by the indexed ``jobs.sweep_id`` (``launcher.statesweeps``);
+# a sweep's element rows, found by the indexed ``jobs.sweep_id`` (``launcher.state.sweeps``);
 # rows written before that column had it filled when their store was migrated (``statemigrate``)
 ELEMENTS_SQL = "SELECT job_id, state, meta FROM jobs WHERE sweep_id=?"
 

@@ -17,10 +17,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from ..backend import Handle, JobRef
-from ..state import new_job_id
-from .expand import element_root, element_seed, elements, sweep_seed_of
-from .rowtexts import element_texts
+from launcher.backend.protocols import Handle, JobRef
+from launcher.state.store import new_job_id
+from launcher.sweep.expand import element_root, element_seed, elements, sweep_seed_of
+from launcher.sweep.rowtexts import element_texts
 
 ELEMENT_ID = "{sweep_id}-e{index}"
 
@@ -78,7 +78,7 @@ def array_layout(array: Handle, sweep_id: str, rows: list) -> Optional[ArrayLayo
         return None
     job_mark, index_mark = "\x01job\x01", "\x01index\x01"
     text = element_handle(array, job_mark, index_mark).to_json()
-    from ..jsonrows import split_at
+    from launcher.core.jsonrows import split_at
 
     pieces = split_at(text, [json.dumps(job_mark)[1:-1], json.dumps(index_mark)[1:-1]])
     if pieces is None:
@@ -93,7 +93,7 @@ def submitted_entries(array: Handle, rows: list) -> list[tuple]:
     """Pure: (job id, handle JSON, native id) of each element ROW once the ARRAY is in, for
     ``StateStore.record_submitted``: each JSON is ``element_handle(...).to_json()``, the
     handle dumped once for the whole sweep."""
-    from ..jsonrows import dumps_varying
+    from launcher.core.jsonrows import dumps_varying
 
     h = element_handle(array, "", 0)
     array_id = h.extra["sweep_array"]
@@ -105,13 +105,13 @@ def submitted_entries(array: Handle, rows: list) -> list[tuple]:
 
 def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Render the sweep once, record every element, submit the array once. Returns a
-    ``launcher.submission.Launched`` whose job id is the sweep id and whose handle is the array's."""
-    from ..submission import Launched, facts_for
-    from ..provenance.seed import choose_seed
-    from ..secretenv import for_launch
+    ``launcher.launching.submission.Launched`` whose job id is the sweep id and whose handle is the array's."""
+    from launcher.launching.submission import Launched, facts_for
+    from launcher.provenance.seed import choose_seed
+    from launcher.spec.secretenv import for_launch
 
     backend = app.backend(target_name)
-    from .queue import launch_elements, runs_arrays
+    from launcher.sweep.queue import launch_elements, runs_arrays
 
     if not runs_arrays(backend):  # each element its own job, max_parallel kept by the launcher
         return launch_elements(app, spec, spec_text, spec_path, target_name, note=note)
@@ -152,7 +152,7 @@ def record_array(store, sweep_id: str, target_name: str, array: Handle, rows: li
 def begin_sweep(store, sweep_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
                 backend_name: str, rows: list) -> None:
     """Record SWEEP_ID (its spec once) and its element ROWS (``element_rows``) SUBMITTING."""
-    from ..statesweeps import shared_of
+    from launcher.state.sweeps import shared_of
 
     shared = shared_of(rows[0]["meta"]) if rows else {}
     store.begin_sweep(sweep_id, spec.name, target_name, backend_name, spec_path, spec_text, shared,
@@ -176,9 +176,9 @@ def resubmit_element(app, row, target_name: str, attempt: int):
     """Submit element ROW alone (``--array=<index>`` of the same table, so the same element
     root: it resumes its own latest commit); the other elements are untouched. The element's
     handle, adopted by dedupe token when an earlier try got through."""
-    from ..submission import facts_for, find_submission, job_spec
-    from ..provenance.seed import with_seed
-    from .queue import element_job, render_element, runs_arrays
+    from launcher.launching.submission import facts_for, find_submission, job_spec
+    from launcher.provenance.seed import with_seed
+    from launcher.sweep.queue import element_job, render_element, runs_arrays
 
     backend = app.backend(target_name)
     if not runs_arrays(backend):  # the element is a job of its own: submitted as one

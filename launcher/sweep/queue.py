@@ -31,14 +31,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
-from ..backend import JobRef, RunsArrays, can
-from ..errors import LauncherError
-from ..recovery.claims import Outcome, claim_ttl, claimed
-from ..state import claim_available, is_open, new_job_id
-from ..status import QUEUED
-from ..recovery.keepalive import kept_alive
-from .launching import begin_sweep, element_rows, sweep_rows
-from .separate import element_spec_of, to_start
+from launcher.backend.protocols import JobRef, RunsArrays, can
+from launcher.core.errors import LauncherError
+from launcher.recovery.claims import Outcome, claim_ttl, claimed
+from launcher.state.store import claim_available, is_open, new_job_id
+from launcher.core.status import QUEUED
+from launcher.recovery.keepalive import kept_alive
+from launcher.sweep.launching import begin_sweep, element_rows, sweep_rows
+from launcher.sweep.separate import element_spec_of, to_start
 
 START_TRIES = 3  # a queued element whose submission failed this often is closed FAILED
 
@@ -79,8 +79,8 @@ def sweep_claim(store, sweep_id: str) -> Iterator[Optional[str]]:
 def spec_to_render(backend, spec, job: JobRef):
     """What ``launcher render`` shows for a sweep: the array where BACKEND runs arrays, else
     element 0 as the job of its own it is launched as."""
-    from .expand import elements, sweep_seed_of
-    from .separate import element_spec
+    from launcher.sweep.expand import elements, sweep_seed_of
+    from launcher.sweep.separate import element_spec
 
     if runs_arrays(backend):
         return spec
@@ -96,7 +96,7 @@ def element_job(app, row, attempt: int = 1, avoid=()) -> JobRef:
 def render_element(app, row, attempt: int = 1, facts=None, avoid=(), target: Optional[str] = None):
     """The Request of element ROW as a single job (its own env, seed and root) on TARGET
     (default: the row's)."""
-    from ..submission import facts_for, job_spec
+    from launcher.launching.submission import facts_for, job_spec
 
     target = target or row.target
     spec = element_spec_of(job_spec(row), row.meta["sweep"])
@@ -106,7 +106,7 @@ def render_element(app, row, attempt: int = 1, facts=None, avoid=(), target: Opt
 
 def element_facts(app, row):
     """The facts rendering element ROW on its target needs (the same for every element)."""
-    from ..submission import facts_for, job_spec
+    from launcher.launching.submission import facts_for, job_spec
 
     return facts_for(app, element_spec_of(job_spec(row), row.meta["sweep"]), row.target)
 
@@ -145,7 +145,7 @@ def _still_starting(own_store, job_id: str) -> None:
 def _earlier_start(app, job):
     """The job an earlier start of element JOB submitted after all (a start whose launcher was
     lost, or one slower than its claim), found by its dedupe token; None on a first start."""
-    from ..submission import find_submission
+    from launcher.launching.submission import find_submission
 
     if job.meta.get("start_at") is None:
         return None
@@ -215,7 +215,7 @@ def requeue_lost_start(app, c, now: float) -> Outcome:
 # ---- keeping max_parallel
 def fill(app, sweep_id: str, facts=None) -> list[Outcome]:
     """Start queued elements of SWEEP_ID while fewer than max_parallel hold a slot."""
-    from ..submission import job_spec
+    from launcher.launching.submission import job_spec
 
     store = app.store
     if QUEUED not in {state for state, _ in store.element_states(sweep_id).values()}:
@@ -255,9 +255,9 @@ def fill_all(app) -> list[Outcome]:
 def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Record every element, submit element 0 now (its failure records nothing), queue the
     rest and start as many as max_parallel allows. A ``Launched`` named by the sweep id."""
-    from ..provenance.seed import choose_seed
-    from ..secretenv import for_launch
-    from ..submission import Launched, facts_for
+    from launcher.provenance.seed import choose_seed
+    from launcher.spec.secretenv import for_launch
+    from launcher.launching.submission import Launched, facts_for
 
     spec, spec_text = for_launch(spec, spec_text)
     store, backend = app.store, app.backend(target_name)
@@ -298,8 +298,8 @@ def queue_rows(store, job_ids: list, reason: str) -> None:
 
 def cancel_queued(app, sweep_id: str, wait_s: float = 30.0, poll: float = 0.2) -> list:
     """Close every QUEUED element of SWEEP_ID as CANCELLED before it starts (under the sweep's
-    claim, so no launcher starts one meanwhile). A ``launcher.cancel.CancelReport`` each."""
-    from ..cancel import CancelReport
+    claim, so no launcher starts one meanwhile). A ``launcher.launching.cancel.CancelReport`` each."""
+    from launcher.launching.cancel import CancelReport
 
     store, deadline = app.store, time.monotonic() + wait_s
     while True:
@@ -315,7 +315,7 @@ def cancel_queued(app, sweep_id: str, wait_s: float = 30.0, poll: float = 0.2) -
 
 def cancel_queued_element(app, job_id: str):
     """Close element JOB_ID as CANCELLED if it is still QUEUED (a CancelReport), else None."""
-    from ..cancel import CancelReport
+    from launcher.launching.cancel import CancelReport
 
     return _cancel_one_queued(app.store, job_id, CancelReport)
 

@@ -1,7 +1,7 @@
 """What a sweep's launch stores for each element, as the texts the state store writes.
 
 ``element_rows`` (``launcher.sweep.launching``) gives each element's meta as readers see it;
-the store keeps of it only what is the element's own (``launcher.statesweeps.own_meta``),
+the store keeps of it only what is the element's own (``launcher.state.sweeps.own_meta``),
 dumped with ``json.dumps``. For a sweep of 1,000 elements that is 1,000 dicts built, trimmed
 and dumped before sbatch. ``element_texts`` writes the same texts from pieces instead (each
 parameter value dumped once per sweep): ``json.dumps(own_meta(row["meta"], shared))`` for
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
-from .expand import element_root, element_seeds, elements, json_scalar, sweep_seed_of, value_id
+from launcher.sweep.expand import element_root, element_seeds, elements, json_scalar, sweep_seed_of, value_id
 
 
 class ElementText(NamedTuple):
@@ -31,7 +31,7 @@ def shared_meta(sweep_id: str, size: int, sweep_seed: int, spec_base: str) -> di
 def element_texts(sweep_id: str, spec, seed: int, spec_base: str) -> tuple[dict, list]:
     """(the shared meta, an ``ElementText`` per element in index order) of the sweep SWEEP_ID
     of SPEC launched with SEED from the folder SPEC_BASE: what ``element_rows`` gives, as stored."""
-    from .launching import element_job_id
+    from launcher.sweep.launching import element_job_id
 
     els = elements(spec.sweep)
     sweep_seed = sweep_seed_of(spec, seed)

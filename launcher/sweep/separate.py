@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from ..status import QUEUED
-from .expand import Element, element_env, element_root
+from launcher.core.status import QUEUED
+from launcher.sweep.expand import Element, element_env, element_root
 
 
 def element_spec(spec, sweep_id: str, element: Element, size: int, sweep_seed: int):

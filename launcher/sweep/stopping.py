@@ -27,14 +27,14 @@ from __future__ import annotations
 import weakref
 from typing import Optional
 
-from ..errors import LauncherError
-from ..recovery.claims import Outcome, claimed
-from ..state import is_open
-from ..status import STOPPED
-from .early_stop import Judgement
-from .judgements import judgements_of, record, stop_of
-from .launching import element_job_id, sweep_rows
-from .reports import read_element_reports
+from launcher.core.errors import LauncherError
+from launcher.recovery.claims import Outcome, claimed
+from launcher.state.store import is_open
+from launcher.core.status import STOPPED
+from launcher.sweep.early_stop import Judgement
+from launcher.sweep.judgements import judgements_of, record, stop_of
+from launcher.sweep.launching import element_job_id, sweep_rows
+from launcher.sweep.reports import read_element_reports
 
 CONFIGS_KEPT = 64  # parsed early-stop sections kept per process (one per sweep a watcher follows)
 _configs: dict = {}  # spec text -> its EarlyStop (or None): a function of the text alone, so safe to share
@@ -48,7 +48,7 @@ def early_stop_of(row):
     """The ``sweep.early_stop`` section of the spec element ROW was launched with (None: none)."""
     text = row.spec_yaml
     if text not in _configs:
-        from ..specload import spec_from_text
+        from launcher.backend.sections import spec_from_text
 
         spec = spec_from_text(text, row.spec_path or row.job_id)
         if len(_configs) >= CONFIGS_KEPT:
@@ -110,7 +110,7 @@ def pending_stop(row) -> Optional[Judgement]:
 def stop_element(app, job_id: str) -> Optional[Outcome]:
     """Carry out the stop recorded for JOB_ID, under its claim: cancel it through its backend,
     close it as STOPPED with the judgement's reason."""
-    from ..cancel import Closing, cancel_claimed
+    from launcher.launching.cancel import Closing, cancel_claimed
 
     with claimed(app.store, job_id) as c:
         if c is None:
@@ -130,7 +130,7 @@ def stop_element(app, job_id: str) -> Optional[Outcome]:
 def stop_close(job):
     """The decision for an attempt that ended of an element with a stop recorded: close it as
     STOPPED (nothing is left to cancel). None when no stop is recorded."""
-    from ..recovery.decide import Close
+    from launcher.recovery.decide import Close
 
     j = pending_stop(job)
     if j is None:

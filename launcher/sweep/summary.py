@@ -20,9 +20,9 @@ import json
 import re
 from typing import Iterable, Mapping, Optional
 
-from ..status import STOPPED
-from .early_stop import Judgement
-from .expand import Element
+from launcher.core.status import STOPPED
+from launcher.sweep.early_stop import Judgement
+from launcher.sweep.expand import Element
 
 # the order counts are listed in; any other state comes after these, alphabetically
 STATE_ORDER = ("QUEUED", "PENDING", "RUNNING", "COMPLETED", STOPPED, "PREEMPTED", "NODE_FAIL",

@@ -1,12 +1,14 @@
 """Reaching a login node over SSH (paramiko): the Runner protocol on the far side of a
-connection. ``runner`` has the overview; one module per concern:
+connection. ``ssh_runner`` has the overview; one module per concern:
 
 - ``sshconfig``: target options, ~/.ssh/config, the route (jump hosts) to a login node
 - ``known_hosts``: OpenSSH known_hosts files (read, append)
 - ``connect``: TCP / ProxyCommand, jump hosts, host-key checks, public-key authentication
 - ``pool``: one shared connection per target per process
 - ``frame``: the markers that keep login-shell noise out of command output
-- ``shell``: persistent shells; ``runner``: SSHRunner (exec channels, the LocalRunner interface)
+- ``shell``: persistent shells; ``ssh_runner``: SSHRunner (exec channels, the LocalRunner interface)
+- ``runner``: the command-runner protocol and LocalRunner (a subprocess on this machine); ``watchdog``
+  kills local commands past their deadline
 - ``transfer``: put_file (SFTP, else the shell) and put_tree (one tar stream)
 - ``errors``, ``retry`` (the caller brings its retry policy), ``cmdline``
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 import importlib
 
 _PUBLIC = {
-    "SSHRunner": "runner", "runner_for_target": "runner", "make_runner": "runner",
+    "SSHRunner": "ssh_runner", "runner_for_target": "ssh_runner", "make_runner": "ssh_runner",
     "trust_host_keys": "connect", "close_all": "pool", "pool_stats": "pool",
 }
 __all__ = sorted(_PUBLIC)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import shlex
 from typing import Optional, Sequence
 
-from ..redact import redact_text
-from .sshconfig import check_env_name
+from launcher.core.redact import redact_text
+from launcher.transport.sshconfig import check_env_name
 
 
 def remote_command(argv: Sequence[str], env: Optional[dict] = None) -> str:

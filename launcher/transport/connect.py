@@ -23,10 +23,10 @@ import socket
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
-from .errors import (AuthenticationError, HostKeyChangedError, HostNotFoundError, HostUnreachableError, SSHError,
+from launcher.transport.errors import (AuthenticationError, HostKeyChangedError, HostNotFoundError, HostUnreachableError, SSHError,
                      UnknownHostKeyError)
-from .known_hosts import KnownHosts, append_known_host, display_type, fingerprint
-from .sshconfig import DEFAULT_IDENTITIES, Hop, Route, SSHOptions, resolve
+from launcher.transport.known_hosts import KnownHosts, append_known_host, display_type, fingerprint
+from launcher.transport.sshconfig import DEFAULT_IDENTITIES, Hop, Route, SSHOptions, resolve
 
 log = logging.getLogger("launcher.ssh")  # the transport's one logger name
 

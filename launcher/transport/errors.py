@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import CommandError, LauncherError, TransientError
+from launcher.core.errors import CommandError, LauncherError, TransientError
 
 if TYPE_CHECKING:
-    from .sshconfig import Hop
+    from launcher.transport.sshconfig import Hop
 
 
 class SSHError(LauncherError):

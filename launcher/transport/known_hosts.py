@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from ..errors import ConfigError
+from launcher.core.errors import ConfigError
 
 KEY_TYPE_NAMES = {
     "ssh-ed25519": "ED25519", "ssh-rsa": "RSA", "ecdsa-sha2-nistp256": "ECDSA",

@@ -16,9 +16,9 @@ import threading
 import time
 from typing import Optional
 
-from .connect import open_route
-from .errors import HostUnreachableError
-from .sshconfig import Route
+from launcher.transport.connect import open_route
+from launcher.transport.errors import HostUnreachableError
+from launcher.transport.sshconfig import Route
 
 log = logging.getLogger("launcher.ssh")  # the transport's one logger name
 

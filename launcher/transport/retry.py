@@ -14,7 +14,7 @@ import random
 import time
 from typing import Any, Callable, TypeVar
 
-from ..errors import TransientError
+from launcher.core.errors import TransientError
 
 log = logging.getLogger("launcher.ssh")  # the transport's one logger name
 

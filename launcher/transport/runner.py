@@ -1,259 +1,160 @@
-"""The Runner protocol over SSH (paramiko), for driving a login node from a laptop.
+"""One command-runner protocol: ``run(argv, input, timeout) -> Result``.
 
-``SSHRunner`` runs commands the way ``launcher.runner.LocalRunner`` does (``run``,
-``put_file``, ``where``, ``close``), on the far side of an SSH connection:
-
-- Connections come from the pool (``pool``): one per target per process, reached
-  through its jump hosts with verified host keys and public keys only (``connect``).
-- Every argv element is ``shlex.quote``d; ``env`` becomes ``env K=V ...`` in front of
-  the command (``cmdline``).
-- Every command's output is framed by random start/end markers (``frame``): only what
-  lies inside the frame is output, so login-shell noise is never parsed as a job id or
-  a status. Commands go through persistent shells (``shell``, ``ssh_shell:
-  persistent``, the default) or one framed ``exec`` channel each.
-- Files: ``put_file`` and ``put_tree`` (``transfer``).
-- Errors say what to do (``errors``); retrying is the caller's choice (``retry``).
-
-paramiko is imported inside functions only: importing this module is cheap.
+The Slurm backend talks to a cluster only through a runner: local subprocess on a
+login node, SSH (paramiko, ``launcher.transport``) from a laptop, or a stateful fake in
+unit tests. A failed command raises CommandError with argv, exit code and stderr.
 """
 
 from __future__ import annotations
 
-import io
-import logging
-import select
-import shlex
-import threading
-import time
-from dataclasses import replace
-from typing import Any, Mapping, Optional, Sequence
+import os
+import subprocess
+from dataclasses import dataclass
+from typing import Optional, Protocol, Sequence
 
-from ..errors import CommandError
-from ..runner import LocalRunner, Result
-from . import transfer
-from .cmdline import remote_command, shown
-from .connect import trust_hint
-from .errors import ConnectionLostError, RemoteCommandNotFound, RemoteCommandTimeout
-from .frame import Frame, FrameError, FrameParser
-from .pool import Connection, acquire, release
-from .shell import ShellUnavailable, fits_a_shell, shell_exec
-from .sshconfig import Route, SSHOptions, resolve
-from .transfer import TreeStats
-
-log = logging.getLogger("launcher.ssh")  # the transport's one logger name
-
-CHUNK = 32768
+from launcher.core.errors import CommandError, TransientError
+from launcher.transport.watchdog import WATCHDOG
 
 
-class SSHRunner:
-    """Runs commands on a remote host over SSH; see the module docstring.
-
-    ``SSHRunner(options, target_name=None, known_programs=None)``: ``options`` is an
-    ``SSHOptions`` or anything ``SSHOptions.from_target`` takes (a target's raw dict, a
-    pydantic target_options model, a ``Target``). ``target_name`` only improves the
-    hints in errors (``launcher targets trust NAME``); ``known_programs`` (program name
-    -> what it is, e.g. ``{"sbatch": "Slurm's client"}``) those for a missing program.
-    Nothing connects until the first command; ``close()`` gives the shared connection
-    back (it closes when its last runner does).
-    """
-
-    def __init__(self, options: Any, *, target_name: Optional[str] = None,
-                 known_programs: Optional[Mapping[str, str]] = None):
-        self.options = options if isinstance(options, SSHOptions) else SSHOptions.from_target(options)
-        self.target_name = target_name
-        self.known_programs = dict(known_programs or {})
-        self._route: Optional[Route] = None
-        self._conn: Optional[Connection] = None
-        self._lock = threading.Lock()
-        self.commands = 0
-
-    # -- identity
+@dataclass(frozen=True)
+class Result:
+    argv: tuple
+    returncode: int
+    stdout: str
+    stderr: str
 
     @property
-    def route(self) -> Route:
-        if self._route is None:
-            self._route = resolve(self.options)
-        return self._route
+    def ok(self) -> bool:
+        return self.returncode == 0
 
-    @property
-    def where(self) -> str:
-        t = self.route.target
-        return f"{t.user}@{self.options.ssh_host}" + ("" if t.port == 22 else f":{t.port}")
 
-    @property
-    def trust_hint(self) -> str:
-        return trust_hint(self.target_name)
-
-    @property
-    def connects(self) -> int:
-        """SSH handshakes this runner's shared connection has made (1 when all went well)."""
-        return self._conn.connects if self._conn else 0
-
-    def connection(self) -> Connection:
-        """The pooled connection this runner shares (taken from the pool on first use)."""
-        with self._lock:
-            if self._conn is None:
-                self._conn = acquire(self.route, self.trust_hint)
-            return self._conn
-
-    def connect(self) -> None:
-        """Connect now (verifying the host key and authenticating) instead of at the first command."""
-        self.connection().transport()
-
-    def close(self) -> None:
-        with self._lock:
-            conn, self._conn = self._conn, None
-        if conn is not None:
-            release(conn)
-
-    # -- commands
+class Runner(Protocol):
+    where: str
 
     def run(self, argv: Sequence[str], input: Optional[str] = None, timeout: float = 60,
-            check: bool = True, env: Optional[dict] = None) -> Result:
-        argv = [str(a) for a in argv]
-        if not argv:
-            raise ValueError("empty argv")
-        merged = {**self.options.env, **(env or {})}
-        log.debug("run on %s: %s%s", self.where, shown(argv),
-                  f" (env: {', '.join(sorted(merged))})" if merged else "")
-        data = input.encode() if isinstance(input, str) else input
-        rc, out_b, err_b = self._run_line(remote_command(argv, merged), data or None, timeout, argv)
-        out, err = out_b.decode("utf-8", "replace"), err_b.decode("utf-8", "replace")
-        self.commands += 1
-        if rc == 127 and argv[0] in err and ("not found" in err or "No such file" in err):
-            raise RemoteCommandNotFound(argv, rc, out, err, self.where, self.known_programs.get(argv[0], "it"))
-        if check and rc != 0:
-            raise CommandError(argv, rc, out, err, self.where)
-        return Result(tuple(argv), rc, out, err)
-
-    def _run_line(self, cmdline: str, data: Optional[bytes], timeout: float, argv) -> tuple[int, bytes, bytes]:
-        """A command line through a persistent shell when possible, else an exec channel."""
-        if self.options.ssh_shell == "persistent" and fits_a_shell(data):
-            try:
-                return shell_exec(self.connection(), self.where, cmdline, data, timeout, argv)
-            except ShellUnavailable:
-                pass
-        return self.exec_channel(cmdline, io.BytesIO(data) if data else None, timeout, argv)
-
-    # -- exec channels
-
-    def exec_channel(self, command: str, source, timeout: float, argv: Sequence[str]) -> tuple[int, bytes, bytes]:
-        """Run a command line on its own channel, framed (``sh -c SCRIPT``: the login
-        shell's noise falls outside the frame); ``source`` (a binary file object or None)
-        feeds stdin."""
-        import paramiko
-
-        frame = Frame.new()
-        command = "sh -c " + shlex.quote(frame.exec_script(command))
-        deadline = time.monotonic() + timeout
-        conn = self.connection()
-        if not conn.sessions.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            raise RemoteCommandTimeout(f"no free session on {self.where} within {timeout:g}s: {shown(argv)}")
-        try:
-            chan = conn.open_session(deadline, self.where)
-            try:
-                try:
-                    chan.exec_command(command)
-                except (paramiko.SSHException, EOFError, OSError) as e:
-                    # the request may have reached sshd before the connection died
-                    raise ConnectionLostError(f"connection to {self.where} lost while starting "
-                                              f"{shown(argv)}: {e or type(e).__name__}") from None
-                rc, out, err = self._exchange(chan, source, deadline, timeout, argv)
-            finally:
-                chan.close()
-        finally:
-            conn.sessions.release()
-        parser = FrameParser(frame)
-        try:
-            parser.feed_stdout(out)
-            parser.feed_stderr(err)
-        except FrameError:
-            pass
-        if parser.done:
-            return parser.result()
-        if not parser.started:  # the login shell failed before our script ran (no `sh`?): all it said
-            return (rc if rc != 0 else -1), b"", err
-        # no complete frame: the shell died (a signal) before printing it
-        inside_out, inside_err = parser.partial()
-        note = b"\n(no exit status: the remote command was killed by a signal)" if rc == -1 else b""
-        return (rc if rc != 0 else -1), inside_out, inside_err + note
-
-    def _exchange(self, chan, source, deadline: float, timeout: float, argv) -> tuple[int, bytes, bytes]:
-        out, err = bytearray(), bytearray()
-        pending = b""
-        sending = source is not None
-        if not sending:
-            chan.shutdown_write()
-        fd = chan.fileno()  # readable when output or EOF arrives
-        while True:
-            busy = False
-            if sending and chan.send_ready():
-                if not pending:
-                    pending = source.read(CHUNK)
-                if pending:
-                    try:
-                        n = chan.send(pending)
-                    except (OSError, EOFError):  # the remote side stopped reading (or died)
-                        n, sending = 0, False
-                    pending = pending[n:]
-                    busy = n > 0
-                else:
-                    sending = False
-                    chan.shutdown_write()
-            while chan.recv_ready():
-                out += chan.recv(65536)
-                busy = True
-            while chan.recv_stderr_ready():
-                err += chan.recv_stderr(65536)
-                busy = True
-            if chan.eof_received or chan.closed:
-                if not chan.recv_ready() and not chan.recv_stderr_ready():
-                    break
-                continue
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RemoteCommandTimeout(f"command timed out after {timeout:g}s on {self.where}: {shown(argv)}")
-            if not busy:
-                select.select([fd], [], [], min(left, 0.002 if sending else left))
-        left = deadline - time.monotonic()
-        if not chan.status_event.wait(max(0.0, left)):
-            raise RemoteCommandTimeout(f"no exit status within {timeout:g}s on {self.where}: {shown(argv)}")
-        if chan.exit_status == -1 and not chan.get_transport().is_active():
-            raise ConnectionLostError(f"connection to {self.where} lost while running {shown(argv)}: "
-                                      "it may or may not have run")
-        return chan.exit_status, bytes(out), bytes(err)
-
-    # -- files (transfer)
+            check: bool = True, env: Optional[dict] = None) -> Result: ...
 
     def put_file(self, path: str, content: bytes, mode: int = 0o644) -> None:
-        """Write ``content`` to ``path`` on the remote host atomically (see transfer.put_file)."""
-        transfer.put_file(self, path, content, mode)
+        """Write a file on the runner's host atomically (tmp + rename), creating its directory."""
 
-    def put_tree(self, local_dir: str, remote_dir: str, *, exclude: Sequence[str] = (),
-                 timeout: float = 600) -> TreeStats:
-        """Copy a local directory to ``remote_dir`` as one tar stream, renamed into place
-        (see transfer.put_tree)."""
-        return transfer.put_tree(self, local_dir, remote_dir, exclude=exclude, timeout=timeout)
+    def close(self) -> None: ...
 
 
-def runner_for_target(target_name: str, options: Any, env: Optional[dict] = None, *,
-                      known_programs: Optional[Mapping[str, str]] = None) -> SSHRunner:
-    """A backend's entry point: an SSHRunner for a target's ``ssh_*`` options (its
-    pydantic target_options model, a raw dict or a ``Target``), with ``env`` (e.g.
-    SLURM_CONF) set for every remote command on top of the options' own ``env``, and
-    ``known_programs`` naming the backend's programs in not-found errors."""
-    opts = options if isinstance(options, SSHOptions) else SSHOptions.from_target(options)
-    if env:
-        opts = replace(opts, env={**opts.env, **env})
-    return SSHRunner(opts, target_name=target_name, known_programs=known_programs)
+class _Popen(subprocess.Popen):
+    """A child whose deadline the shared watchdog enforces: waiting for its exit is then one
+    blocking waitpid instead of Python's sleep-polling wait-with-timeout."""
+
+    def wait(self, timeout=None):
+        return super().wait(None if WATCHDOG.watching(self) else timeout)
 
 
-def make_runner(options: Any, *, target_name: Optional[str] = None, env: Optional[dict] = None):
-    """The runner a target's options ask for: SSHRunner when ``ssh_host`` is set, else a
-    LocalRunner with ``env``. ``options``: a raw target dict, a pydantic target_options
-    model or a ``Target``."""
-    get = options.opt if hasattr(options, "opt") else (
-        options.get if isinstance(options, dict) else lambda k, d=None: getattr(options, k, d))
-    if get("ssh_host", None):
-        return SSHRunner(options, target_name=target_name)
-    return LocalRunner(env=env if env is not None else (get("env", None) or {}))
+def _start(argv: list, input: Optional[str], timeout: Optional[float], env: dict) -> _Popen:
+    """The child of ``_run``, started (its deadline counted from now); ``_finish`` waits for it."""
+    p = _Popen(argv, stdin=subprocess.PIPE if input is not None else None, stdout=subprocess.PIPE,
+               stderr=subprocess.PIPE, text=True, env=env)
+    if timeout is not None:
+        WATCHDOG.watch(p, timeout)
+    return p
+
+
+def _finish(p: _Popen, input: Optional[str], timeout: Optional[float]) -> tuple:
+    with p:
+        try:
+            out, err = p.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            raise
+        except BaseException:
+            p.kill()
+            raise
+        finally:
+            killed = timeout is not None and WATCHDOG.unwatch(p)
+        if killed:
+            raise subprocess.TimeoutExpired(p.args, timeout, out, err)
+        return p.poll(), out, err
+
+
+def _run(argv: list, input: Optional[str], timeout: Optional[float], env: dict) -> tuple:
+    """``subprocess.run(argv, input=, capture_output=True, text=True, timeout=, env=)``:
+    (returncode, stdout, stderr); TimeoutExpired when the command outlives TIMEOUT (reading
+    its output is bounded by communicate's own timeout, its exit by the watchdog)."""
+    return _finish(_start(argv, input, timeout, env), input, timeout)
+
+
+class Started:
+    """A command ``LocalRunner.start`` started: ``wait()`` gives what ``run`` would have
+    returned (or raised); an interrupted wait kills the command, as an interrupted ``run`` does."""
+
+    def __init__(self, runner: "LocalRunner", argv: list, p: _Popen, input: Optional[str],
+                 timeout: Optional[float], check: bool):
+        self._runner, self.argv, self._p, self._input, self._timeout, self._check = \
+            runner, argv, p, input, timeout, check
+
+    def wait(self) -> Result:
+        return self._runner._result(self.argv, self._timeout, self._check,
+                                    lambda: _finish(self._p, self._input, self._timeout))
+
+
+class LocalRunner:
+    """Runs commands on this host. ``env`` extends (never replaces) the process env."""
+
+    where = "localhost"
+
+    def __init__(self, env: Optional[dict] = None):
+        self.base_env = dict(env or {})
+        self._env_memo: Optional[tuple] = None  # (os.environ's raw items, the env built from them)
+
+    def _env(self, env: Optional[dict]) -> dict:
+        """This process's environment plus base_env and ENV. Without ENV it is built again only
+        when the environment changed (its raw bytes are compared: decoding every variable
+        on every command costs ~0.1 ms); Popen never changes the dict it is given."""
+        if env:
+            return {**os.environ, **self.base_env, **env}
+        raw = getattr(os.environ, "_data", None)
+        memo = self._env_memo
+        if memo is not None and raw is not None and memo[0] == raw:
+            return memo[1]
+        full = {**os.environ, **self.base_env}
+        if raw is not None:
+            self._env_memo = (dict(raw), full)
+        return full
+
+    def run(self, argv, input=None, timeout=60, check=True, env=None) -> Result:
+        full_env = self._env(env)
+        return self._result(argv, timeout, check, lambda: _run(list(argv), input, timeout, full_env))
+
+    def start(self, argv, input=None, timeout=60, check=True, env=None) -> Started:
+        """``run`` in two halves: the command starts now and runs while the caller does other
+        work; ``.wait()`` gives its Result (errors as ``run`` raises them)."""
+        full_env = self._env(env)
+        try:
+            p = _start(list(argv), input, timeout, full_env)
+        except FileNotFoundError:
+            raise self._not_found(argv) from None
+        return Started(self, list(argv), p, input, timeout, check)
+
+    def _not_found(self, argv) -> CommandError:
+        return CommandError(argv, 127, "", f"{argv[0]}: command not found on {self.where}", self.where)
+
+    def _result(self, argv, timeout, check, call) -> Result:
+        try:
+            code, out, err = call()
+        except FileNotFoundError:
+            raise self._not_found(argv) from None
+        except subprocess.TimeoutExpired:
+            raise TransientError(f"command timed out after {timeout:g}s on {self.where}: {' '.join(argv)}") from None
+        r = Result(tuple(argv), code, out, err)
+        if check and code != 0:
+            raise CommandError(argv, code, out, err, self.where)
+        return r
+
+    def put_file(self, path: str, content: bytes, mode: int = 0o644) -> None:
+        from launcher.checkpoint.posix_io import write_atomic
+
+        # atomic for readers (sbatch never sees half a script); not durable: a script lost
+        # to a power cut is re-rendered, it is not data
+        write_atomic(path, content, mode)
+
+    def close(self) -> None:
+        pass

@@ -18,10 +18,10 @@ import socket
 import time
 from typing import Optional
 
-from .cmdline import shown
-from .errors import ConnectionLostError, HostUnreachableError, RemoteCommandTimeout
-from .frame import Frame, FrameError, FrameParser
-from .pool import Connection
+from launcher.transport.cmdline import shown
+from launcher.transport.errors import ConnectionLostError, HostUnreachableError, RemoteCommandTimeout
+from launcher.transport.frame import Frame, FrameError, FrameParser
+from launcher.transport.pool import Connection
 
 log = logging.getLogger("launcher.ssh")  # the transport's one logger name
 

@@ -21,7 +21,7 @@ from typing import Any, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import ConfigError
+from launcher.core.errors import ConfigError
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
@@ -77,7 +77,7 @@ class SSHOptions:
     def from_target(cls, source: Any) -> "SSHOptions":
         """From a mapping (raw target dict), a pydantic model or a core ``Target``;
         keys other than the SSH ones are ignored."""
-        if hasattr(source, "opt") and hasattr(source, "raw"):  # launcher.config.Target
+        if hasattr(source, "opt") and hasattr(source, "raw"):  # launcher.backend.config.Target
             get = source.opt
         elif isinstance(source, Mapping):
             get = source.get

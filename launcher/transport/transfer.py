@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from ..errors import LauncherError
-from .cmdline import remote_command
-from .errors import ConnectionLostError, RemoteCommandNotFound, RemoteDiskFullError, SSHError, StagingError
+from launcher.core.errors import LauncherError
+from launcher.transport.cmdline import remote_command
+from launcher.transport.errors import ConnectionLostError, RemoteCommandNotFound, RemoteDiskFullError, SSHError, StagingError
 
 if TYPE_CHECKING:
-    from .pool import Connection
-    from .runner import SSHRunner
+    from launcher.transport.pool import Connection
+    from launcher.transport.ssh_runner import SSHRunner
 
 log = logging.getLogger("launcher.ssh")  # the transport's one logger name
 

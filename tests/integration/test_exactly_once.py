@@ -87,7 +87,7 @@ def test_three_watchers_and_a_killed_one_run_every_attempt_exactly_once(cli):
 
 
 def test_a_watch_killed_between_submit_and_record_is_adopted_not_submitted_again(cli, monkeypatch):
-    from launcher.app import App
+    from launcher.api.context import App
     from launcher.recovery import watch
 
     starts = cli.tmp / "starts.txt"

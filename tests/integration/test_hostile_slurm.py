@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backend import Facts, JobRef
-from launcher.config import Target
-from launcher.errors import SpecError
-from launcher.specload import parse_spec
-from launcher.specload import spec_model
-from launcher.validation import validate_model
+from launcher.backend.protocols import Facts, JobRef
+from launcher.backend.config import Target
+from launcher.core.errors import SpecError
+from launcher.backend.sections import parse_spec
+from launcher.backend.sections import spec_model
+from launcher.spec.validation import validate_model
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.options import SlurmOptions
 from tests.fixtures.hostile import CODE_FIELDS, ITEM, VALUE, Leaf, pwn_dir, pwned, sentinels, set_leaf, \

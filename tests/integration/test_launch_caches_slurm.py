@@ -12,7 +12,7 @@ import pytest
 
 from launcher.provenance import gitcache
 from launcher.provenance.record import load_record
-from launcher.staging import HELPER_NAME, SHARED_DIR
+from launcher.backend.staging import HELPER_NAME, SHARED_DIR
 from tests.fixtures.gitrepo import git
 
 from .launcher_cli import LauncherCLI
@@ -21,9 +21,9 @@ pytestmark = pytest.mark.slurm
 
 
 def test_launches_in_a_row_see_an_edit_and_share_one_helper(clean_queue, tmp_path, monkeypatch):
-    from launcher.app import App
-    from launcher.launch import launch
-    from launcher.specload import spec_from_text
+    from launcher.api.context import App
+    from launcher.launching.launch import launch
+    from launcher.backend.sections import spec_from_text
 
     cli = LauncherCLI(tmp_path, clean_queue)  # writes the config naming the test cluster
     monkeypatch.setenv("LAUNCHER_HOME", str(cli.home))

@@ -22,9 +22,9 @@ def killed_launch(cli, when: str) -> str:
     spec = cli.spec("limbo", {"run": f"echo started >> {cli.tmp / 'starts'}; sleep 300"})
     code = textwrap.dedent(f"""
         import os, sys
-        from launcher.app import App
-        from launcher.launch import launch
-        from launcher.specload import load_spec
+        from launcher.api.context import App
+        from launcher.launching.launch import launch
+        from launcher.backend.sections import load_spec
         app = App()
         if {when!r} == "after_submit":
             app.store.record_submission = lambda *a, **k: os._exit(137)
@@ -69,7 +69,7 @@ def test_a_launch_killed_after_the_accept_is_adopted_by_watch(cli):
 
 
 def test_a_launch_killed_before_the_accept_fails_after_the_grace_period(cli, monkeypatch):
-    from launcher.app import App
+    from launcher.api.context import App
     from launcher.recovery import policy, watch
 
     job = killed_launch(cli, "before_submit")
@@ -125,10 +125,10 @@ def test_cancel_of_an_attempt_that_ended_closes_the_job_and_says_nothing_ran(cli
 
 
 def test_cancel_waits_for_a_watcher_holding_the_job_and_then_refuses_without_cancelling(cli, monkeypatch):
-    from launcher.app import App
-    from launcher.cancel import cancel_job
-    from launcher.errors import LauncherError
-    from launcher.state import StateStore
+    from launcher.api.context import App
+    from launcher.launching.cancel import cancel_job
+    from launcher.core.errors import LauncherError
+    from launcher.state.store import StateStore
 
     spec = cli.spec("held", {"run": "sleep 300"})
     job = cli.launch(spec, "local")

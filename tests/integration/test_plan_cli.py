@@ -121,7 +121,7 @@ def test_rates_say_where_they_came_from_and_watched_preemptions_move_the_plan(tm
     import time
 
     from launcher.plan.observed import record
-    from launcher.state import StateStore
+    from launcher.state.store import StateStore
 
     env = setup(tmp_path, ["aws-spot", "aws-od"], spot_rate=0.05)
     data = json.loads(run(tmp_path, env, "--json").stdout)

@@ -19,10 +19,10 @@ import boto3
 import pytest
 import yaml
 
-from launcher.config import load_config
+from launcher.backend.config import load_config
 from launcher.plan import gather_offers
 from launcher.plan.spot_aws import fetch_aws_spot_prices
-from launcher.specload import parse_spec
+from launcher.backend.sections import parse_spec
 
 pytestmark = pytest.mark.s3
 

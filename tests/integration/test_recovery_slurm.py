@@ -133,7 +133,7 @@ def test_crash_loop_without_progress_is_stopped_by_watch_with_its_reason(cli, cl
 def test_killed_watch_never_submits_a_job_twice(cli, clean_queue, monkeypatch):
     import os
 
-    from launcher.app import App
+    from launcher.api.context import App
     from launcher.recovery import watch
 
     spec = cli.spec("flaky", {"run": "exit 1", "recovery": {"app_error": 3}, "resources": {"time_limit": "5m"}})

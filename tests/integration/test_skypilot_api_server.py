@@ -69,10 +69,10 @@ def drive(server, script: str, *args: str, timeout: int = 400) -> dict:
 
 SCENARIO = """
     import json, sys, time
-    from launcher.backend import JobRef
-    from launcher.config import Target
-    from launcher.errors import LauncherError
-    from launcher.specload import spec_from_text
+    from launcher.backend.protocols import JobRef
+    from launcher.backend.config import Target
+    from launcher.core.errors import LauncherError
+    from launcher.backend.sections import spec_from_text
     from launcher_backends.skypilot import SkyPilotBackend
     from launcher_backends.skypilot.options import SkyPilotOptions
 
@@ -183,9 +183,9 @@ def test_zz_a_stopped_api_server_is_a_transient_error_not_a_failed_job(server, s
     server["stop"]()
     out = drive(server, """
         import json
-        from launcher.backend import Handle
-        from launcher.config import Target
-        from launcher.errors import LauncherError
+        from launcher.backend.protocols import Handle
+        from launcher.backend.config import Target
+        from launcher.core.errors import LauncherError
         from launcher_backends.skypilot import SkyPilotBackend
         from launcher_backends.skypilot.options import SkyPilotOptions
         b = SkyPilotBackend(Target("t", "skypilot", SkyPilotOptions(infra="aws", use_spot=True)))

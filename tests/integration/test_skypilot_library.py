@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.backend import Facts, JobRef
-from launcher.config import Target
-from launcher.specload import spec_from_text
+from launcher.backend.protocols import Facts, JobRef
+from launcher.backend.config import Target
+from launcher.backend.sections import spec_from_text
 from launcher_backends.skypilot import SkyPilotBackend
 from launcher_backends.skypilot.catalog_fixture import write_catalog
 from launcher_backends.skypilot.options import SkyPilotOptions
@@ -185,9 +185,9 @@ def _closed_port() -> int:
 
 DRIVER = """
     import json, sys
-    from launcher.backend import Handle, JobRef
-    from launcher.config import Target
-    from launcher.errors import LauncherError
+    from launcher.backend.protocols import Handle, JobRef
+    from launcher.backend.config import Target
+    from launcher.core.errors import LauncherError
     from launcher_backends.skypilot import SkyPilotBackend
     from launcher_backends.skypilot.options import SkyPilotOptions
     b = SkyPilotBackend(Target("t", "skypilot", SkyPilotOptions(infra="aws", use_spot=True)))

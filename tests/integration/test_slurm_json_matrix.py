@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from launcher.backend import Handle
-from launcher.config import Target
+from launcher.backend.protocols import Handle
+from launcher.backend.config import Target
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm import json_status as js
 from launcher_backends.slurm.options import SlurmOptions

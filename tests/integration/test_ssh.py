@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from launcher.errors import CommandError
+from launcher.core.errors import CommandError
 from launcher.transport import SSHRunner, close_all, pool_stats
 from launcher.transport.errors import (AuthenticationError, ConnectionLostError, HostKeyChangedError,
                                        HostUnreachableError, RemoteCommandNotFound, RemoteCommandTimeout,
@@ -80,7 +80,7 @@ def test_a_failing_command_raises_with_argv_exit_code_and_stderr_tail(sshd_serve
 
 
 def test_a_missing_slurm_command_says_to_check_the_client_install_and_path(sshd_server):
-    from launcher.config import Target
+    from launcher.backend.config import Target
     from launcher_backends.slurm.backend import SlurmBackend
     from launcher_backends.slurm.options import SlurmOptions
 

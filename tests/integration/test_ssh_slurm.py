@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.config import Target
+from launcher.backend.config import Target
 from launcher.transport import SSHRunner, runner_for_target
 from launcher.transport.retry import retry_idempotent
 

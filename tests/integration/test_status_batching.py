@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.backend import Handle
-from launcher.config import Target
+from launcher.backend.protocols import Handle
+from launcher.backend.config import Target
 from launcher.transport import close_all
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.options import SlurmOptions

@@ -21,7 +21,7 @@ def killed_watcher(cli: LauncherCLI) -> subprocess.CompletedProcess:
     launch, here for a watcher's start)."""
     code = textwrap.dedent("""
         import os, signal, time
-        from launcher.app import App
+        from launcher.api.context import App
         from launcher.recovery import watch
         from launcher_backends.local.backend import LocalBackend
         LocalBackend.submit = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
@@ -90,7 +90,7 @@ def slow_watcher(cli: LauncherCLI, delay: float) -> subprocess.Popen:
     watching until no job is open."""
     code = textwrap.dedent(f"""
         import time
-        from launcher.app import App
+        from launcher.api.context import App
         from launcher.recovery import watch
         from launcher_backends.local.backend import LocalBackend
         real = LocalBackend.submit

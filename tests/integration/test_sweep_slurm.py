@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backend import JobRef
-from launcher.config import Target
-from launcher.specload import parse_spec
+from launcher.backend.protocols import JobRef
+from launcher.backend.config import Target
+from launcher.backend.sections import parse_spec
 from launcher.sweep.expand import element_seed, elements
-from launcher.validation import validate_model
+from launcher.spec.validation import validate_model
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.options import SlurmOptions
 from tests.fixtures.polling import poll

@@ -1,7 +1,7 @@
 """The backend boundary, proven with a third-party plugin (issue 12 §7): the test-only
 ``fakecloud`` backend (tests/integration/fakecloud), installed through the
 ``launcher.backends`` entry-point group like any plugin, implements every optional
-capability ``launcher.backend`` declares. `launcher plan` ranks its offers, `launch` and
+capability ``launcher.backend.protocols`` declares. `launcher plan` ranks its offers, `launch` and
 `watch` recover it after a preemption (failing over to its next region), `report`
 accounts for it, provenance records its version, and ``launcher/`` names it nowhere.
 Burst from the real Slurm cluster to it: tests/integration/test_burst.py."""
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import launcher
-import launcher.backend as backend_mod
-from launcher.backend import Handle, can
+import launcher.backend.protocols as backend_mod
+from launcher.backend.protocols import Handle, can
 from tests.fixtures.polling import poll
 
 from .launcher_cli import LauncherCLI
@@ -32,7 +32,7 @@ TRAIN = ROOT / "examples" / "train.py"
 
 
 def capabilities() -> list[type]:
-    """Every optional capability launcher.backend declares (its runtime-checkable protocols)."""
+    """Every optional capability launcher.backend.protocols declares (its runtime-checkable protocols)."""
     return [v for v in vars(backend_mod).values()
             if isinstance(v, type) and getattr(v, "_is_runtime_protocol", False) and v.__module__ == backend_mod.__name__]
 
@@ -45,7 +45,7 @@ def plugin_cli(tmp_path, **options) -> LauncherCLI:
 
 @pytest.fixture
 def plugin_class(monkeypatch):
-    from launcher.registry import Registry
+    from launcher.backend.registry import Registry
 
     monkeypatch.syspath_prepend(str(PLUGIN))
     reg = Registry()
@@ -107,7 +107,7 @@ def _job_pids(script: Path) -> list[int]:
 
 
 def test_launch_and_watch_recover_it_after_a_preemption_and_report_accounts_for_it(tmp_path):
-    from launcher.state import StateStore
+    from launcher.state.store import StateStore
 
     ref = tmp_path / "ref.json"
     subprocess.run([sys.executable, str(TRAIN), "--steps", "40", "--result", str(ref)], check=True,

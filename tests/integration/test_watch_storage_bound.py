@@ -10,12 +10,12 @@ import socket
 
 import pytest
 
-from launcher.app import App
+from launcher.api.context import App
 from launcher.checkpoint import commit, open_store, step_dir
-from launcher.launch import launch
+from launcher.launching.launch import launch
 from launcher.recovery import watch
 from launcher.recovery.progress import read_progress
-from launcher.specload import spec_from_text
+from launcher.backend.sections import spec_from_text
 
 # Without the bound, the hung root blocks for botocore's 4 tries x 60 s read timeout.
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(90)]

@@ -5,7 +5,7 @@ typed H100 GRES and pyxis (built from the same parsers on representative text)."
 
 from pathlib import Path
 
-from launcher.backend import Facts
+from launcher.backend.protocols import Facts
 from launcher_backends.slurm.json_status import probed_parser
 from launcher_backends.slurm.probe import gpu_types, parse_nodes, parse_partitions, parse_show_config
 

@@ -1,4 +1,4 @@
-"""launcher.api.Launcher on the built-in local target: real processes on this machine, a
+"""launcher.api.facade.Launcher on the built-in local target: real processes on this machine, a
 real state store and real checkpoints; typed results, launcher errors, nothing printed."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from launcher.api import Launcher, Rendered, Submitted
-from launcher.cancel import CancelReport
-from launcher.errors import LauncherError, SpecError
-from launcher.specload import spec_from_text
-from launcher.status import JobState
+from launcher.api.facade import Launcher, Rendered, Submitted
+from launcher.launching.cancel import CancelReport
+from launcher.core.errors import LauncherError, SpecError
+from launcher.backend.sections import spec_from_text
+from launcher.core.status import JobState
 from tests.fixtures.polling import poll
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def test_a_relaunch_resumes_and_says_so_in_its_notes(lx, train_spec):
 
 
 def test_follow_the_logs_to_the_end_and_take_the_exit_status(lx, tmp_path):
-    from launcher.results import exit_status
+    from launcher.api.results import exit_status
 
     s = lx.launch("name: fails\nrun: 'echo out-line; exit 3'\n")
     logs = lx.logs(s.job_id, follow=True)
@@ -120,7 +120,7 @@ def test_a_jobspec_variant_launches_and_its_recorded_text_resubmits(lx, tmp_path
     for job, lr in zip(ids, ("0.1", "0.01")):
         assert lx.wait(job, poll=0.2, timeout=60).state is JobState.COMPLETED
         assert f"lr={lr}" in "".join(lx.logs(job))
-    from launcher.submission import job_spec
+    from launcher.launching.submission import job_spec
 
     row = lx.app.store.get_job(ids[0])
     assert job_spec(row).env["LR"] == "0.1"  # what `launcher watch` would resubmit
@@ -165,8 +165,8 @@ def test_close_releases_the_store(tmp_path):
 def test_a_jobspec_is_recorded_as_text_that_parses_back_into_it():
     import glob
 
-    from launcher.specload import load_spec
-    from launcher.specinput import spec_text
+    from launcher.backend.sections import load_spec
+    from launcher.launching.specinput import spec_text
 
     for f in glob.glob(str(ROOT / "examples" / "*.yaml")) + glob.glob(str(ROOT / "tests/golden/specs/*.yaml")):
         spec = load_spec(f)

@@ -1,5 +1,5 @@
 from launcher.recovery.burst import should_burst
-from launcher.status import JobState
+from launcher.core.status import JobState
 
 
 def test_a_job_pending_past_burst_after_bursts():

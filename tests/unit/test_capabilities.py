@@ -2,9 +2,9 @@
 
 import pytest
 
-from launcher.backend import (CancelsMany, ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost,
+from launcher.backend.protocols import (CancelsMany, ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost,
                               KeepsRunHistory, MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, RunsArrays, can)
-from launcher.config import Target
+from launcher.backend.config import Target
 from launcher_backends.local.backend import LocalBackend
 from launcher_backends.skypilot.backend import SkyPilotBackend
 from launcher_backends.slurm.backend import SlurmBackend

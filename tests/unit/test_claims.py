@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from launcher.state import ClaimLost, StateStore, claim_available, is_open
+from launcher.state.store import ClaimLost, StateStore, claim_available, is_open
 
 
 def store_with_job(tmp_path, job_id="j"):

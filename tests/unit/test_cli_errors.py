@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from launcher.cli import main
-from launcher.errors import (EXIT_INSTALL, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_STATE, EXIT_USAGE)
-from launcher.statedb import SCHEMA_VERSION
+from launcher.core.errors import (EXIT_INSTALL, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_STATE, EXIT_USAGE)
+from launcher.state.db import SCHEMA_VERSION
 from tests.integration.launcher_cli import submitted_job
 from tests.fixtures.policy import service_unavailable
 
@@ -75,12 +75,12 @@ def make_store_with_a_job(env_home) -> str:
 
 # ---------------------------------------------------------------- the boundary
 def test_an_unexpected_exception_is_one_line_exit_70_and_debug_shows_the_traceback(env_home, monkeypatch):
-    import launcher.specload
+    import launcher.backend.sections
 
     def boom(*a, **k):
         raise RuntimeError("something nobody foresaw\nsecond line")
 
-    monkeypatch.setattr(launcher.specload, "load_spec", boom)
+    monkeypatch.setattr(launcher.backend.sections, "load_spec", boom)
     monkeypatch.setenv("LAUNCHER_HOME", str(env_home["home"]))
     monkeypatch.delenv("LAUNCHER_DEBUG", raising=False)
     r = runner().invoke(main, ["validate", str(env_home["spec"])], catch_exceptions=False)
@@ -130,7 +130,7 @@ def test_a_missing_paramiko_says_what_to_install(env_home, tmp_path):
     ("echo {{ no_such_name }}", ["undefined variable", "no_such_name"]),
 ])
 def test_a_broken_site_template_names_its_file_and_line(env_home, tmp_path, line, words):
-    from launcher.templating import builtin_dir
+    from launcher.backend.templating import builtin_dir
 
     site = tmp_path / "site"
     site.mkdir()
@@ -305,13 +305,13 @@ def test_a_store_on_a_full_disk_is_one_line_and_unchanged(env_home):
 
 
 def test_many_processes_creating_the_store_at_once_share_one(tmp_path):
-    code = ("import sys; from launcher.state import StateStore; s = StateStore(sys.argv[1]); "
+    code = ("import sys; from launcher.state.store import StateStore; s = StateStore(sys.argv[1]); "
             "s.begin_job(sys.argv[2], 'n', 'local', 'local', None, 'name: n'); print(len(s.list_jobs()))")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "h"), f"j-{i}"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for i in range(6)]
     outs = [p.communicate(timeout=60) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
-    from launcher.state import StateStore
+    from launcher.state.store import StateStore
 
     assert len(StateStore(tmp_path / "h").list_jobs()) == 6
 
@@ -353,7 +353,7 @@ def test_ctrl_c_while_following_says_the_job_keeps_running(env_home, how):
 def test_known_failures_map_to_one_line_and_their_code():
     import errno
 
-    from launcher.errors import EXIT_FAILED, EXIT_UNREACHABLE, TransientError, describe
+    from launcher.core.errors import EXIT_FAILED, EXIT_UNREACHABLE, TransientError, describe
 
     assert describe(OSError(errno.ENOSPC, "No space left on device", "/ck/x")) == (
         "no space left on the device holding /ck/x (No space left on device): free some space and run the "
@@ -371,7 +371,7 @@ def test_known_failures_map_to_one_line_and_their_code():
 
 
 def test_sqlite_failures_are_classified_by_code_or_message():
-    from launcher.statedb import failure_kind
+    from launcher.state.db import failure_kind
 
     assert failure_kind(sqlite3.OperationalError("database is locked")) == "locked"
     assert failure_kind(sqlite3.OperationalError("database or disk is full")) == "full"

@@ -1,4 +1,4 @@
-"""The core asks what a backend can do (``launcher.backend.can``), never what it is called:
+"""The core asks what a backend can do (``launcher.backend.protocols.can``), never what it is called:
 no file under launcher/ compares anything with a built-in backend's name, and no optional
 backend method is guessed with getattr/hasattr (issue 12)."""
 

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from launcher.cli import main
-from launcher.errors import ConfigError
-from launcher.factsfile import load_facts
+from launcher.core.errors import ConfigError
+from launcher.backend.factsfile import load_facts
 
 from .slurm_facts import facts_2411_block
 

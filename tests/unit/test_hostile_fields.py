@@ -28,14 +28,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.backend import Facts, JobRef
-from launcher.config import ConfigFile, Target
-from launcher.errors import CapabilityError, SpecError
-from launcher.registry import default_registry
-from launcher.spec import JobSpec
-from launcher.specload import parse_spec
-from launcher.specload import spec_model
-from launcher.validation import validate_model
+from launcher.backend.protocols import Facts, JobRef
+from launcher.backend.config import ConfigFile, Target
+from launcher.core.errors import CapabilityError, SpecError
+from launcher.backend.registry import default_registry
+from launcher.spec.model import JobSpec
+from launcher.backend.sections import parse_spec
+from launcher.backend.sections import spec_model
+from launcher.spec.validation import validate_model
 from tests.fixtures.hostile import CODE_FIELDS, HOSTILE_KEY, ITEM, KEY, MUST_ACCEPT_ONE_LINE, VALUE, Leaf, \
     pwn_dir, pwned, sentinels, set_leaf, string_leaves
 
@@ -322,7 +322,7 @@ def test_a_newline_in_a_slurm_target_account_or_partition_is_refused_naming_the_
 
 
 def test_comment_lines_keep_any_value_on_one_line():
-    from launcher.templating import comment_text
+    from launcher.backend.templating import comment_text
 
     assert comment_text("a\nb\r\x00c\u2028d ü") == "a\\nb\\r\\x00c\\u2028d ü"
     assert "\n" not in comment_text("x\n" * 3)

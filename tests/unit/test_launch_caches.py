@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from launcher import redact
-from launcher import staging
+from launcher.core import redact
+from launcher.backend import staging
 from launcher.provenance import capture, gitcache
 from tests.fixtures.gitrepo import git
 

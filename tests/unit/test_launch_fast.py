@@ -11,15 +11,15 @@ import time
 
 import pytest
 
-from launcher import staging
-from launcher.backend import Handle, StartsSubmit, can
-from launcher.errors import CommandError, TransientError
-from launcher.launch import submit_recorded
+from launcher.backend import staging
+from launcher.backend.protocols import Handle, StartsSubmit, can
+from launcher.core.errors import CommandError, TransientError
+from launcher.launching.launch import submit_recorded
 from launcher.provenance import capture
 from launcher.provenance.record import Captured, complete_launch
-from launcher.redact import MASK
-from launcher.runner import LocalRunner
-from launcher.spec import JobSpec
+from launcher.core.redact import MASK
+from launcher.transport.runner import LocalRunner
+from launcher.spec.model import JobSpec
 
 
 # ---------------------------------------------------------------- LocalRunner.start

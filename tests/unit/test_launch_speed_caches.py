@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from launcher.backend import can
+from launcher.backend.protocols import can
 from launcher.provenance.record import redact_record
-from launcher.redact import MASK, redact_obj
-from launcher.templating import comment_text
+from launcher.core.redact import MASK, redact_obj
+from launcher.backend.templating import comment_text
 
 SECRET = "s3cr3t-Value-XYZ-123456"
 
@@ -24,7 +24,7 @@ def _doc(run: str, rendered: str) -> dict:
 def _plain(doc: dict) -> dict:
     """The record redacted the straightforward way: the whole document at once."""
     from launcher.provenance.record import _values_under_secret_keys
-    from launcher.redact import _masks
+    from launcher.core.redact import _masks
 
     return redact_obj(doc, _masks_=_masks(_values_under_secret_keys(doc, set())))
 

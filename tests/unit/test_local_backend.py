@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from launcher.launch import launch
-from launcher.specload import spec_from_text
-from launcher.status import JobState
-from launcher.tracking import wait_for
+from launcher.launching.launch import launch
+from launcher.backend.sections import spec_from_text
+from launcher.core.status import JobState
+from launcher.launching.tracking import wait_for
 from tests.fixtures.polling import poll
 
 
@@ -61,7 +61,7 @@ def test_setup_failure_is_reported(app):
 
 def test_missing_secret_fails_before_anything_runs(app, monkeypatch):
     monkeypatch.delenv("SOME_TOKEN", raising=False)
-    from launcher.errors import SubmitError
+    from launcher.core.errors import SubmitError
 
     with pytest.raises(SubmitError, match="SOME_TOKEN"):
         _launch(app, "name: s\nrun: 'true'\nsecrets: [SOME_TOKEN]\n")

@@ -7,10 +7,10 @@ import signal
 
 import pytest
 
-from launcher.backend import CancelsMany, Handle, can
-from launcher.launch import launch
-from launcher.specload import spec_from_text
-from launcher.status import JobState
+from launcher.backend.protocols import CancelsMany, Handle, can
+from launcher.launching.launch import launch
+from launcher.backend.sections import spec_from_text
+from launcher.core.status import JobState
 from launcher_backends.local import processes
 from launcher_backends.local.backend import LocalBackend
 from tests.fixtures.polling import poll
@@ -121,7 +121,7 @@ def test_a_bad_handle_is_its_own_error_and_the_others_are_cancelled(app, tmp_pat
 
 
 def test_cancel_of_one_job_raises_what_cancel_many_reports(app, tmp_path):
-    from launcher.errors import LauncherError
+    from launcher.core.errors import LauncherError
 
     with pytest.raises(LauncherError, match="not a local job's handle"):
         app.backend("local").cancel(Handle("local", "local", "x", "nope", 1, {"job_dir": str(tmp_path)}))

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from launcher.errors import CommandError, TransientError
-from launcher.runner import LocalRunner
+from launcher.core.errors import CommandError, TransientError
+from launcher.transport.runner import LocalRunner
 
 
 def test_output_input_and_exit_codes_come_back():
@@ -44,7 +44,7 @@ def test_a_shorter_deadline_added_after_a_longer_one_is_still_enforced():
     import subprocess
     import time
 
-    from launcher.watchdog import Watchdog
+    from launcher.transport.watchdog import Watchdog
 
     dog = Watchdog()
     long_one = subprocess.Popen(["sleep", "30"])

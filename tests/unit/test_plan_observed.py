@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.backend import Handle
+from launcher.backend.protocols import Handle
 from launcher.plan.text import render_plan
-from launcher.config import load_config
+from launcher.backend.config import load_config
 from launcher.plan import Observation, apply_observations, plan
 from launcher.plan.chase import capacity_wait_hours
 from launcher.plan.observed import attempt_key, load, observation_of, observe_attempt, observe_job, record
-from launcher.specload import parse_spec
-from launcher.state import StateStore
-from launcher.status import JobState, Status
+from launcher.backend.sections import parse_spec
+from launcher.state.store import StateStore
+from launcher.core.status import JobState, Status
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = ROOT / "examples" / "catalog"
@@ -256,8 +256,8 @@ def test_observe_job_catches_attempts_that_ended_while_the_job_went_on(store):
 
 def test_the_next_skypilot_submission_orders_its_candidates_by_the_learned_rates(tmp_path):
     """Resubmission (watch) and launch render through facts_for: the planner there reads the store."""
-    from launcher.app import App
-    from launcher.submission import facts_for
+    from launcher.api.context import App
+    from launcher.launching.submission import facts_for
 
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump({"catalog_dir": str(CATALOG), "targets": {

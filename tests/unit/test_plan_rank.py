@@ -5,7 +5,7 @@ import math
 import pytest
 
 from launcher.plan import Offer, PlanParams, rank
-from launcher.specload import parse_spec
+from launcher.backend.sections import parse_spec
 
 C = 5 / 60
 D_CLOUD = 10 / 60

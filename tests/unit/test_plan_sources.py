@@ -5,13 +5,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.config import load_config
-from launcher.errors import SpecError
+from launcher.backend.config import load_config
+from launcher.core.errors import SpecError
 from launcher.plan import Observation, apply_observations, gather_offers, plan
 from launcher.plan.chase import evidence, posterior_rate
 from launcher.plan.prices import load_price_book, load_price_file
 from launcher_backends.skypilot.offers import parse_infra
-from launcher.specload import parse_spec
+from launcher.backend.sections import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = ROOT / "examples" / "catalog"

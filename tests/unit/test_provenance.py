@@ -94,11 +94,11 @@ def test_seed_choice():
         seed = 7
 
     assert choose_seed(Fixed(), environ={"LAUNCHER_SEED": "42"}) == (7, "spec")
-    from launcher.errors import LauncherError
+    from launcher.core.errors import LauncherError
 
     with pytest.raises(LauncherError, match="not an integer"):
         choose_seed(environ={"LAUNCHER_SEED": "abc"})
-    from launcher.specload import spec_from_text
+    from launcher.backend.sections import spec_from_text
 
     spec = spec_from_text("name: x\nrun: 'true'\nenv: {A: b}\n")
     assert with_seed(spec, 5).env == {"A": "b", "LAUNCHER_SEED": "5"} and spec.env == {"A": "b"}
@@ -106,7 +106,7 @@ def test_seed_choice():
 
 def test_an_existing_database_gains_the_provenance_table(tmp_path):
     from launcher.provenance.record import load_record, save_record
-    from launcher.state import StateStore
+    from launcher.state.store import StateStore
 
     # a database written before this table existed
     st = StateStore(tmp_path)

@@ -81,7 +81,7 @@ def test_a_launch_records_its_provenance_and_lineage_needs_only_the_checkpoint_r
 
     # the same record in the state store
     from launcher.provenance.record import load_record
-    from launcher.state import StateStore
+    from launcher.state.store import StateStore
 
     st = StateStore(cli.home)
     stored = load_record(st, job)

@@ -12,7 +12,7 @@ import pytest
 
 from launcher import jobside
 from launcher.checkpoint import open_store, start_generation
-from launcher.errors import LauncherError
+from launcher.core.errors import LauncherError
 from launcher.provenance.lineage import format_lineage, lineage
 from launcher.provenance.record import run_key, to_bytes
 
@@ -75,7 +75,7 @@ def test_errors_name_the_problem(root, tmp_path):
 
 def test_the_local_state_store_is_a_fallback_for_a_missing_run_json(root, tmp_path, monkeypatch):
     from launcher.provenance.record import save_record
-    from launcher.state import StateStore
+    from launcher.state.store import StateStore
 
     home = tmp_path / "home"
     st = StateStore(home)

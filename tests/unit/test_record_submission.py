@@ -10,13 +10,13 @@ import sqlite3
 
 import pytest
 
-from launcher.backend import Handle
-from launcher.jsonrows import Template
-from launcher.launch import record_launched
+from launcher.backend.protocols import Handle
+from launcher.core.jsonrows import Template
+from launcher.launching.launch import record_launched
 from launcher.provenance.record import (INSERT_RECORD, SUBMISSION_KEYS, DUMP_OPTIONS, Captured, complete_launch,
                                         ensure_table, load_record, store_writes, to_bytes)
-from launcher.spec import JobSpec
-from launcher.state import StateStore
+from launcher.spec.model import JobSpec
+from launcher.state.store import StateStore
 
 
 @pytest.fixture

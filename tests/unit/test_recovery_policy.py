@@ -1,8 +1,8 @@
 """The recovery decision is a pure function: these tests move history and clock by hand."""
 
 from launcher.recovery.policy import Budgets, Done, Event, FailureClass, GiveUp, PastFailure, Retry, decide
-from launcher.specload import spec_from_text
-from launcher.status import JobState
+from launcher.backend.sections import spec_from_text
+from launcher.core.status import JobState
 
 B = Budgets(preemption=3, node_failure=2, timeout=5, out_of_memory=0, app_error=1, no_capacity=3)
 
@@ -93,9 +93,9 @@ def test_budgets_without_a_recovery_section_are_the_specs_defaults():
 
 
 def test_attempt_cost_is_hourly_price_times_time_held():
-    from launcher.backend import Handle
-    from launcher.tracking import attempt_cost
-    from launcher.status import Status
+    from launcher.backend.protocols import Handle
+    from launcher.launching.tracking import attempt_cost
+    from launcher.core.status import Status
 
     h = Handle("skypilot", "t", "j", "c", 1, extra={"hourly_usd": 12.0})
     running = Status(JobState.RUNNING, start_time=1000.0)

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from launcher.recovery.state import BurstRace, RecoveryState
-from launcher.state import StateStore, is_open
+from launcher.state.store import StateStore, is_open
 
 # meta exactly as the previous version wrote it: launch keys beside recovery's untyped keys
 OLD_RACE = {"phase": "racing", "slurm_attempt": 1, "slurm_target": "hpc",

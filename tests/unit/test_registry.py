@@ -2,8 +2,8 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from launcher.errors import BackendUnavailable, ConfigError
-from launcher.registry import Registry
+from launcher.core.errors import BackendUnavailable, ConfigError
+from launcher.backend.registry import Registry
 
 
 class FakeDist:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import time
 
-from launcher.backend import Handle
-from launcher.launch import launch, resubmit
-from launcher.spec import JobSpec
-from launcher.state import StateStore
+from launcher.backend.protocols import Handle
+from launcher.launching.launch import launch, resubmit
+from launcher.spec.model import JobSpec
+from launcher.state.store import StateStore
 
 
 def test_a_resubmission_slower_than_the_ttl_keeps_the_claim_and_is_recorded(app, monkeypatch):

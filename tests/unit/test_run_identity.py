@@ -1,12 +1,12 @@
 """Run identity, the pure parts: which seed a launch gets, and what it says about the run
-it resumes (launcher.identity.decide / launcher.provenance.seed.decide_seed)."""
+it resumes (launcher.launching.identity.decide / launcher.provenance.seed.decide_seed)."""
 
 from __future__ import annotations
 
 import pytest
 
-from launcher.errors import LauncherError
-from launcher.identity import Earlier, decide, plan_identity
+from launcher.core.errors import LauncherError
+from launcher.launching.identity import Earlier, decide, plan_identity
 from launcher.provenance.seed import decide_seed, parse_env_seed, with_run_env
 
 ROOT = "/shared/ckpt/llm"
@@ -62,7 +62,7 @@ def test_env_seed_parsing():
 
 
 def test_run_env_carries_the_seed_and_the_fresh_flag_without_touching_the_spec():
-    from launcher.specload import spec_from_text
+    from launcher.backend.sections import spec_from_text
 
     spec = spec_from_text("name: x\nrun: 'true'\nenv: {A: b}\n")
     assert with_run_env(spec, 5).env == {"A": "b", "LAUNCHER_SEED": "5"}
@@ -138,9 +138,9 @@ def test_every_backend_exports_the_seed_and_the_fresh_flag_to_the_job():
     backend exports (sbatch and local scripts: quoted exports; SkyPilot: task envs)."""
     import yaml
 
-    from launcher.backend import Facts, JobRef
-    from launcher.config import Target
-    from launcher.specload import spec_from_text
+    from launcher.backend.protocols import Facts, JobRef
+    from launcher.backend.config import Target
+    from launcher.backend.sections import spec_from_text
     from launcher_backends.local.backend import LocalBackend
     from launcher_backends.skypilot import SkyPilotBackend
     from launcher_backends.skypilot.options import SkyPilotOptions
@@ -170,9 +170,9 @@ def test_plan_identity_reads_the_root_here_and_the_store_for_a_root_behind_ssh(l
     state store's last run with that root stands in, and the message says so."""
     import json as _json
 
-    from launcher.app import App
+    from launcher.api.context import App
     from launcher.checkpoint import commit, open_store, start_generation, step_dir, write_attempt
-    from launcher.specload import spec_from_text
+    from launcher.backend.sections import spec_from_text
 
     root = tmp_path / "ckpt"
     store = open_store(str(root))

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.exitcodes import explain
-from launcher.redact import MASK, maskable, redact_obj, redact_text
-from launcher.secretenv import PLACEHOLDER, for_launch, lift, scrub_text, warnings
-from launcher.specload import spec_from_text
+from launcher.core.exitcodes import explain
+from launcher.core.redact import MASK, maskable, redact_obj, redact_text
+from launcher.spec.secretenv import PLACEHOLDER, for_launch, lift, scrub_text, warnings
+from launcher.backend.sections import spec_from_text
 from tests.integration.launcher_cli import submitted_job
 
 LAUNCHER = str(Path(sys.executable).parent / "launcher")
@@ -155,8 +155,8 @@ def test_local_launch_keeps_a_secret_looking_env_value_out_of_every_file(tmp_pat
 def test_a_resubmission_takes_the_value_from_its_own_environment(monkeypatch):
     """The stored spec holds the placeholder: `launcher watch` resubmits with the key as a
     secret (its value from watch's environment), never with the placeholder as the value."""
-    from launcher.submission import job_spec
-    from launcher.state import JobRow
+    from launcher.launching.submission import job_spec
+    from launcher.state.store import JobRow
 
     stored = scrub_text(SPEC, lift(spec_from_text(SPEC))[1])
     row = JobRow("j-1", "j", "local", "local", None, stored, 0.0, 0.0, "PREEMPTED", "", None, None, None, {})

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backend import Facts, JobRef
-from launcher.config import Target
-from launcher.errors import BackendUnavailable, CapabilityError, ConfigError, SubmitError, TransientError
-from launcher.specload import spec_from_text
-from launcher.status import JobState
+from launcher.backend.protocols import Facts, JobRef
+from launcher.backend.config import Target
+from launcher.core.errors import BackendUnavailable, CapabilityError, ConfigError, SubmitError, TransientError
+from launcher.backend.sections import spec_from_text
+from launcher.core.status import JobState
 from launcher_backends.skypilot import INSTALL_HINT, SkyPilotBackend
 from launcher_backends.skypilot.client import CheckResult
 from launcher_backends.skypilot.fake import FakeSkyClient

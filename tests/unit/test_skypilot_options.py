@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher.config import load_config, resolve_target
-from launcher.errors import SpecError
-from launcher.registry import Registry
+from launcher.backend.config import load_config, resolve_target
+from launcher.core.errors import SpecError
+from launcher.backend.registry import Registry
 from launcher_backends.skypilot.options import Placement, SkyPilotOptions, split_infra
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from launcher.app import App
+from launcher.api.context import App
 from launcher.checkpoint import open_store, start_generation
-from launcher.launch import launch
+from launcher.launching.launch import launch
 from launcher.recovery import watch
-from launcher.specload import spec_from_text
+from launcher.backend.sections import spec_from_text
 from launcher_backends.skypilot.backend import SkyPilotBackend
 from launcher_backends.skypilot.fake import FakeSkyClient
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.backend import Facts, JobRef
-from launcher.config import Target
-from launcher.errors import CapabilityError, ConfigError
-from launcher.specload import spec_from_text
+from launcher.backend.protocols import Facts, JobRef
+from launcher.backend.config import Target
+from launcher.core.errors import CapabilityError, ConfigError
+from launcher.backend.sections import spec_from_text
 from launcher_backends.skypilot import SkyPilotBackend
 from launcher_backends.skypilot.names import cluster_name, task_name
 from launcher_backends.skypilot.options import SkyPilotOptions
@@ -341,9 +341,9 @@ def test_all_nodes_of_one_start_share_one_generation_started_once(tmp_path):
 
 def test_render_never_imports_skypilot():
     code = ("import sys\n"
-            "from launcher.backend import Facts, JobRef\n"
-            "from launcher.config import Target\n"
-            "from launcher.specload import spec_from_text\n"
+            "from launcher.backend.protocols import Facts, JobRef\n"
+            "from launcher.backend.config import Target\n"
+            "from launcher.backend.sections import spec_from_text\n"
             "from launcher_backends.skypilot import SkyPilotBackend\n"
             "from launcher_backends.skypilot.options import SkyPilotOptions\n"
             "b = SkyPilotBackend(Target('t', 'skypilot', SkyPilotOptions(infra='aws', use_spot=True)))\n"

@@ -3,7 +3,7 @@ of many tokens in one listing (launcher_backends.slurm.cancel_many)."""
 
 from __future__ import annotations
 
-from launcher.backend import CancelsMany, FindsManySubmissions, can
+from launcher.backend.protocols import CancelsMany, FindsManySubmissions, can
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.cancel_many import id_batches, is_job_id, scancel_errors, tokens_in
 

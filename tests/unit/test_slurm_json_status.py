@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from launcher.status import JobState
+from launcher.core.status import JobState
 from launcher_backends.slurm import json_status as js
 from launcher_backends.slurm.array import with_array_tasks
 from launcher_backends.slurm.states import parse_scontrol_oneliners, status_from_scontrol
@@ -229,10 +229,10 @@ def test_finished_jobs_past_min_job_age():
 
 
 def test_the_backend_takes_the_fact_from_the_facts_cache_and_never_probes(tmp_path):
-    from launcher.config import Target
+    from launcher.backend.config import Target
     from launcher_backends.slurm import SlurmBackend
     from launcher_backends.slurm.options import SlurmOptions
-    from launcher.backend import Handle
+    from launcher.backend.protocols import Handle
 
     c = Cluster("done")
     b = SlurmBackend(Target("cl", "slurm", SlurmOptions()), app=SimpleNamespace(home=str(tmp_path)), runner=c)

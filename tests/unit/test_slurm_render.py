@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backend import JobRef
-from launcher.config import Target
-from launcher.errors import CapabilityError
-from launcher.specload import load_spec, spec_from_text
+from launcher.backend.protocols import JobRef
+from launcher.backend.config import Target
+from launcher.core.errors import CapabilityError
+from launcher.backend.sections import load_spec, spec_from_text
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.options import SlurmOptions
 

@@ -99,8 +99,8 @@ class ElementCluster:
 
 
 def test_a_requeued_sweep_elements_run_history_reads_its_array_task_record():
-    from launcher.backend import Handle
-    from launcher.config import Target
+    from launcher.backend.protocols import Handle
+    from launcher.backend.config import Target
     from launcher_backends.slurm import SlurmBackend
     from launcher_backends.slurm.options import SlurmOptions
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.errors import TransientError
+from launcher.core.errors import TransientError
 from launcher.transport.errors import ConnectionLostError, HostUnreachableError, may_have_run
 from launcher_backends.slurm.retry import retry_unstarted
 

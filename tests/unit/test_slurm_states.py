@@ -3,7 +3,7 @@
 
 from pathlib import Path
 
-from launcher.status import JobState
+from launcher.core.status import JobState
 from launcher_backends.slurm.states import (parse_sacct, parse_scontrol_oneliners, parse_version,
                                             status_from_sacct, status_from_scontrol)
 

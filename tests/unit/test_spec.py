@@ -1,7 +1,7 @@
 import pytest
 
-from launcher.errors import SpecError
-from launcher.specload import load_spec, spec_from_text
+from launcher.core.errors import SpecError
+from launcher.backend.sections import load_spec, spec_from_text
 
 
 def problems(text):

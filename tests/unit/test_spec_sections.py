@@ -8,9 +8,9 @@ from typing import ClassVar, Optional
 import pytest
 from pydantic import Field
 
-from launcher.errors import SpecError
-from launcher.spec import JobSpec, Section
-from launcher.specload import parse_spec, spec_from_text, spec_model
+from launcher.core.errors import SpecError
+from launcher.spec.model import JobSpec, Section
+from launcher.backend.sections import parse_spec, spec_from_text, spec_model
 from launcher_backends.skypilot.options import SkyPilotSection
 from launcher_backends.slurm.options import SlurmSection
 
@@ -39,14 +39,14 @@ class GreedyBackend:
 
 
 def registry(*extra):
-    from launcher.registry import Registry
+    from launcher.backend.registry import Registry
 
     return Registry([ep("local", "launcher_backends.local:LocalBackend", "launcher"),
                      ep("slurm", "launcher_backends.slurm:SlurmBackend", "launcher"), *extra])
 
 
 def problems(text: str, reg=None) -> dict:
-    from launcher.yamlio import load_yaml
+    from launcher.spec.yamlio import load_yaml
 
     data, line_of = load_yaml(text, "job.yaml")
     with pytest.raises(SpecError) as ei:
@@ -109,7 +109,7 @@ def test_a_spec_without_sections_imports_no_backend():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom launcher.specload import spec_from_text\n"
+    code = ("import sys\nfrom launcher.backend.sections import spec_from_text\n"
             "spec_from_text('name: x\\nrun: y\\nresources: {nodes: 2}\\n')\n"
             "print(sorted(m for m in sys.modules if m.startswith('launcher_backends')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -120,7 +120,7 @@ def test_a_third_party_backend_section_is_validated_by_its_own_model():
     reg = registry(ep("rack", "tests.unit.test_spec_sections:RackBackend", "thirdparty"))
     data = {"name": "x", "run": "y", "rack": {"rack": "r7", "slots": 4}}
     assert parse_spec(data, "job.yaml", registry=reg).section(RackSection) == RackSection(rack="r7", slots=4)
-    from launcher.yamlio import load_yaml
+    from launcher.spec.yamlio import load_yaml
 
     bad, line_of = load_yaml("name: x\nrun: y\nrack: {slot: 0}\n", "job.yaml")
     with pytest.raises(SpecError) as ei:

@@ -12,11 +12,11 @@ import pytest
 from click.testing import CliRunner
 
 from launcher.cli import main
-from launcher.config import load_config
-from launcher.errors import ConfigError, SpecError
-from launcher.spec import resolve_paths
-from launcher.specload import spec_from_text
-from launcher.yamlio import MAX_DEPTH, MAX_NODES, load_yaml
+from launcher.backend.config import load_config
+from launcher.core.errors import ConfigError, SpecError
+from launcher.spec.model import resolve_paths
+from launcher.backend.sections import spec_from_text
+from launcher.spec.yamlio import MAX_DEPTH, MAX_NODES, load_yaml
 from launcher_backends.slurm.options import RESERVED_SBATCH
 
 LAUNCHER = str(Path(sys.executable).parent / "launcher")
@@ -234,7 +234,7 @@ def test_an_unknown_target_names_the_config_file_says_if_it_exists_and_shows_how
 
 
 def test_a_config_error_names_the_file_it_read():
-    from launcher.config import Config, ConfigFile
+    from launcher.backend.config import Config, ConfigFile
 
     c = Config(path=Path("/etc/x/config.yaml"), file=ConfigFile(), exists=True)
     with pytest.raises(ConfigError, match=r"config file: /etc/x/config.yaml \(exists"):

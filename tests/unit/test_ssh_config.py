@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from launcher.errors import ConfigError, TransientError
-from launcher.runner import LocalRunner
+from launcher.core.errors import ConfigError, TransientError
+from launcher.transport.runner import LocalRunner
 from launcher.transport import SSHRunner, make_runner
 from launcher.transport.cmdline import remote_command
 from launcher.transport.errors import ConnectionLostError, HostUnreachableError

@@ -188,7 +188,7 @@ def test_login_env_exports_quote_values_and_skip_functions_and_shell_bookkeeping
 
 
 def test_ssh_shell_is_persistent_by_default_and_checked():
-    from launcher.errors import ConfigError
+    from launcher.core.errors import ConfigError
     from launcher.transport.sshconfig import SSHOptions
 
     assert SSHOptions.from_target({"ssh_host": "h"}).ssh_shell == "persistent"

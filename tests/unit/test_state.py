@@ -1,6 +1,6 @@
 import sqlite3
 
-from launcher.state import StateStore
+from launcher.state.store import StateStore
 
 
 def test_forget_removes_every_trace_of_a_failed_submission(tmp_path):

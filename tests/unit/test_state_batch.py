@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from launcher.provenance.record import load_record, save_record
-from launcher.state import StateStore
+from launcher.state.store import StateStore
 
 
 @pytest.fixture

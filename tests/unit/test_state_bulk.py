@@ -8,9 +8,9 @@ import sqlite3
 
 import pytest
 
-from launcher.backend import Handle
-from launcher.state import StateStore
-from launcher.state import is_open
+from launcher.backend.protocols import Handle
+from launcher.state.store import StateStore
+from launcher.state.store import is_open
 from launcher.sweep.launching import array_layout, element_handle, submitted_entries
 
 SPEC = "name: sw\nrun: 'true'\n"

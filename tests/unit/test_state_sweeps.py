@@ -10,14 +10,14 @@ import sqlite3
 
 import pytest
 
-from launcher.backend import Handle
+from launcher.backend.protocols import Handle
 from launcher.recovery import watch
-from launcher.specload import spec_from_text
-from launcher.state import StateStore
-from launcher.statedb import APPLICATION_ID, SCHEMA_VERSION
-from launcher.status import STOPPED, JobState, Status
-from launcher.statesweeps import merged, own_meta, shared_of
-from launcher.submission import job_spec
+from launcher.backend.sections import spec_from_text
+from launcher.state.store import StateStore
+from launcher.state.db import APPLICATION_ID, SCHEMA_VERSION
+from launcher.core.status import STOPPED, JobState, Status
+from launcher.state.sweeps import merged, own_meta, shared_of
+from launcher.launching.submission import job_spec
 from launcher.sweep.control import sweep_status
 from launcher.sweep.judgements import record
 from launcher.sweep.launching import begin_sweep, element_rows, sweep_rows
@@ -170,7 +170,7 @@ def test_early_stop_judges_an_old_stores_elements_found_by_the_sweep_id_the_migr
 @pytest.fixture
 def old_rig(launcher_env, tmp_path):
     """An App over an old store holding a 4-element sweep, all RUNNING on a fake scheduler."""
-    from launcher.app import App
+    from launcher.api.context import App
 
     root = tmp_path / "ck"
     old_store(launcher_env["home"], sweep_text(root), str(tmp_path), ["RUNNING"] * 4)

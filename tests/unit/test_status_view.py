@@ -3,10 +3,10 @@
 import json
 from types import SimpleNamespace
 
-from launcher.results import exit_status
-from launcher.state import AttemptRow, JobRow
-from launcher.status import JobState, Status
-from launcher.status_view import JobDetail, job_json, job_lines, jobs_json, jobs_lines, reconcile_lines, resumed
+from launcher.api.results import exit_status
+from launcher.state.store import AttemptRow, JobRow
+from launcher.core.status import JobState, Status
+from launcher.launching.status_view import JobDetail, job_json, job_lines, jobs_json, jobs_lines, reconcile_lines, resumed
 
 
 def job(**kw):
@@ -63,7 +63,7 @@ def test_follow_exit_status():
 
 
 def test_live_means_queued_or_running_now_from_the_one_state_definition():
-    from launcher.status import TERMINAL, attempt_live
+    from launcher.core.status import TERMINAL, attempt_live
 
     assert all(attempt_live(s) for s in ("SUBMITTING", "PENDING", "RUNNING", "REQUEUED", "SUSPENDED"))
     assert not any(attempt_live(s.value) for s in TERMINAL)

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from launcher.specload import parse_spec
+from launcher.backend.sections import parse_spec
 from launcher.sweep.expand import Element, element_env, element_root, element_seed, elements, env_value, \
     sweep_seed_of
 

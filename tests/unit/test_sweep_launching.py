@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from launcher.backend import Handle
-from launcher.specload import parse_spec
+from launcher.backend.protocols import Handle
+from launcher.backend.sections import parse_spec
 from launcher.sweep.expand import element_seed
 from launcher.sweep.launching import element_handle, element_job_id, element_rows
 from launcher_backends.slurm.array import task_ids, with_array_tasks
@@ -70,7 +70,7 @@ def test_sacct_records_of_array_tasks_are_found_by_their_task_name_too():
 
 
 def test_one_element_alone_is_an_array_of_its_index_with_the_sweeps_table():
-    from launcher.backend import Facts, JobRef
+    from launcher.backend.protocols import Facts, JobRef
     from launcher_backends.slurm.array import array_directive, sweep_table
 
     spec, facts = _spec(), Facts("cl", "slurm", {"max_array_size": 1001})

@@ -11,7 +11,7 @@ import pytest
 from launcher.recovery import watch
 from tests.fixtures.polling import poll
 from launcher.recovery.claims import claim_ttl
-from launcher.status import QUEUED
+from launcher.core.status import QUEUED
 from launcher.sweep import queue
 
 from .test_sweep_queue import launch, lx, states  # noqa: F401 - the fixture

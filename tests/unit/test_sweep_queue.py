@@ -8,12 +8,12 @@ import json
 import pytest
 import yaml
 
-from launcher.backend import Facts, Handle, JobRef
-from launcher.config import Target
-from launcher.errors import SubmitError
-from launcher.specload import spec_from_text
-from launcher.state import is_open
-from launcher.status import QUEUED, is_final
+from launcher.backend.protocols import Facts, Handle, JobRef
+from launcher.backend.config import Target
+from launcher.core.errors import SubmitError
+from launcher.backend.sections import spec_from_text
+from launcher.state.store import is_open
+from launcher.core.status import QUEUED, is_final
 from launcher.sweep.expand import element_env, elements
 from launcher.sweep.launching import sweep_rows
 from launcher.sweep.separate import element_spec, occupies_slot, to_start
@@ -71,7 +71,7 @@ def test_skypilot_renders_an_element_as_a_task_of_its_own():
 # ---- on the local backend (real processes, cancelled at the end)
 @pytest.fixture
 def lx(launcher_env):
-    from launcher.api import Launcher
+    from launcher.api.facade import Launcher
 
     with Launcher() as lx:
         yield lx
@@ -156,7 +156,7 @@ def test_an_element_that_cannot_start_stays_queued_then_fails(lx, tmp_path, monk
 
 
 def test_an_element_is_resubmitted_as_a_job_of_its_own(lx, tmp_path):
-    from launcher.launch import resubmit
+    from launcher.launching.launch import resubmit
 
     sweep_id = launch(lx, tmp_path)
     row = lx.app.store.get_job(f"{sweep_id}-e1")
@@ -168,7 +168,7 @@ def test_an_element_is_resubmitted_as_a_job_of_its_own(lx, tmp_path):
 
 
 def test_a_render_error_records_nothing(lx, tmp_path):
-    from launcher.errors import LauncherError
+    from launcher.core.errors import LauncherError
 
     with pytest.raises(LauncherError):
         launch(lx, tmp_path, SPEC.replace("run: sleep 60", "run: sleep 60\nsecrets: [NOT_SET_ANYWHERE_X]"))

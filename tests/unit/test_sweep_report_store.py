@@ -8,7 +8,7 @@ import time
 
 import yaml
 
-from launcher.api import Launcher
+from launcher.api.facade import Launcher
 from launcher.checkpoint.metrics import encode_report, metrics_key
 from launcher.sweep.launching import element_job_id
 

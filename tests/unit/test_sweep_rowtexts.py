@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from launcher.specload import parse_spec
-from launcher.statesweeps import own_meta, shared_of
+from launcher.backend.sections import parse_spec
+from launcher.state.sweeps import own_meta, shared_of
 from launcher.sweep.launching import element_rows
 from launcher.sweep.rowtexts import element_texts
 

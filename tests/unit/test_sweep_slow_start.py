@@ -10,8 +10,8 @@ import pytest
 
 from launcher.recovery import watch
 from launcher.recovery.claims import claim_ttl
-from launcher.state import StateStore
-from launcher.status import QUEUED
+from launcher.state.store import StateStore
+from launcher.core.status import QUEUED
 from launcher.sweep import queue
 from launcher.recovery.keepalive import kept_alive, renewal_interval
 from tests.fixtures.polling import poll
@@ -85,7 +85,7 @@ def test_a_start_seen_submitting_within_a_ttl_is_waited_for_however_old_it_is(lx
 
 
 def test_a_start_slower_than_the_claims_ttl_is_not_taken_over_and_runs_once(lx, tmp_path, monkeypatch):
-    from launcher.app import App
+    from launcher.api.context import App
     from launcher_backends.local.backend import LocalBackend
 
     monkeypatch.setenv("LAUNCHER_CLAIM_TTL", "1")

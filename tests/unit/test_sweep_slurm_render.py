@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backend import Facts, JobRef
-from launcher.config import Target
-from launcher.errors import CapabilityError
-from launcher.specload import load_spec, parse_spec
+from launcher.backend.protocols import Facts, JobRef
+from launcher.backend.config import Target
+from launcher.core.errors import CapabilityError
+from launcher.backend.sections import load_spec, parse_spec
 from launcher.sweep.expand import element_seed
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.array import TABLE_NAME
@@ -123,7 +123,7 @@ def test_more_elements_than_max_array_size_is_refused_naming_the_limit():
 
 
 def test_the_probed_facts_carry_max_array_size():
-    from launcher.runner import Result
+    from launcher.transport.runner import Result
     from launcher_backends.slurm.probe import collect
 
     data = Path(__file__).parent / "data"

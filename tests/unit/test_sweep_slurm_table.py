@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.backend import JobRef
-from launcher.specload import parse_spec
+from launcher.backend.protocols import JobRef
+from launcher.backend.sections import parse_spec
 from launcher.sweep.expand import element_env, elements, sweep_seed_of
-from launcher.templating import comment_text
+from launcher.backend.templating import comment_text
 from launcher_backends.slurm.array import line_quote, sweep_table
 
 HOSTILE = ["$(touch PWNED)", "`x`", "it's \"quoted\"", "first\nsecond\n", "cr\rlf", "tab\there", "${HOME} \\",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.errors import SpecError
-from launcher.specload import parse_spec
+from launcher.core.errors import SpecError
+from launcher.backend.sections import parse_spec
 from launcher.sweep.spec import MAX_SIZE, MAX_VALUE_CHARS, param_env_name
 
 
@@ -189,7 +189,7 @@ def test_early_stop_errors_name_the_field(early, field, words):
 
 
 def test_errors_carry_the_line_of_the_yaml():
-    from launcher.specload import spec_from_text
+    from launcher.backend.sections import spec_from_text
 
     with pytest.raises(SpecError) as ei:
         spec_from_text("name: s\nrun: x\nsweep:\n  grid:\n    lr: []\n", "s.yaml")

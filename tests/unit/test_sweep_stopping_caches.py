@@ -11,12 +11,12 @@ from types import SimpleNamespace
 import pytest
 
 import launcher.jobside as jobside
-from launcher.backend import Handle
-from launcher.state import StateStore
+from launcher.backend.protocols import Handle
+from launcher.state.store import StateStore
 from launcher.sweep import stopping
 from launcher.sweep.judgements import judgements_of
 from launcher.sweep.launching import element_rows, sweep_rows
-from launcher.specload import spec_from_text
+from launcher.backend.sections import spec_from_text
 
 ES_LOSS = "early_stop: {metric: loss, mode: min, keep: 0.5, rungs: [10, 20]}"
 ES_ACC = "early_stop: {metric: acc, mode: max, keep: 0.5, rungs: [5]}"

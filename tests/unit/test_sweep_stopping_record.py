@@ -7,14 +7,14 @@ import threading
 
 import pytest
 
-from launcher.backend import Handle
-from launcher.state import StateStore
-from launcher.status import STOPPED
+from launcher.backend.protocols import Handle
+from launcher.state.store import StateStore
+from launcher.core.status import STOPPED
 from launcher.sweep.control import element_facts
 from launcher.sweep.judgements import ELEMENTS_SQL, judgements_of, record, stop_of
 from launcher.sweep.launching import element_rows, sweep_rows
 from launcher.sweep.spec import EarlyStop
-from launcher.specload import spec_from_text
+from launcher.backend.sections import spec_from_text
 
 CFG = EarlyStop(metric="loss", mode="min", keep=0.5, rungs=[10, 20])
 LOSS = [0.4, 0.1, 0.3, 0.2]  # at rung 10: 1 and 3 go on; at rung 20 (same values): 3 is stopped

@@ -8,16 +8,16 @@ from __future__ import annotations
 import pytest
 
 import launcher.jobside as jobside
-from launcher.backend import Handle
-from launcher.errors import LauncherError
+from launcher.backend.protocols import Handle
+from launcher.core.errors import LauncherError
 from launcher.recovery import watch
-from launcher.status import STOPPED, JobState, Status
+from launcher.core.status import STOPPED, JobState, Status
 from launcher.sweep.control import sweep_status
 from launcher.sweep.judgements import record
 from launcher.sweep.launching import element_rows, sweep_rows
 from launcher.sweep.spec import EarlyStop
 from launcher.sweep.summary import format_text
-from launcher.specload import spec_from_text
+from launcher.backend.sections import spec_from_text
 
 LOSS = [0.4, 0.1, 0.3, 0.2]  # rung 10 stops 0 and 2; rung 20 stops 3 (ranks 2 of 2); 1 runs to the end
 
@@ -147,7 +147,7 @@ def test_a_sweep_without_early_stop_is_never_judged(app, tmp_path, monkeypatch):
 
 
 def test_early_stop_without_a_checkpoint_root_is_refused_at_validation():
-    from launcher.errors import LauncherError as Err
+    from launcher.core.errors import LauncherError as Err
 
     with pytest.raises(Exception) as e:
         spec_from_text("name: sw\nrun: python3 t.py\nsweep: {grid: {x: [0, 1]}, "

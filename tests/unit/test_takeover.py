@@ -6,7 +6,7 @@ from __future__ import annotations
 from launcher.recovery.policy import (LOST_AFTER_S, STALE_AFTER_S, Budgets, Event, Retry, Superseded, abandoned,
                                       decide, reconcile_submitting)
 from launcher.recovery.takeover import attempt_records, resume_steps, superseded_by
-from launcher.status import JobState
+from launcher.core.status import JobState
 
 
 def rec(gen, job, resume, attempt=None):

@@ -1,6 +1,6 @@
 import pytest
 
-from launcher.units import format_mebibytes, format_slurm_time, parse_duration, parse_size
+from launcher.spec.units import format_mebibytes, format_slurm_time, parse_duration, parse_size
 
 
 def test_slurm_time_round_trips_through_the_parser():

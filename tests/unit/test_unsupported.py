@@ -13,9 +13,9 @@ from click.testing import CliRunner
 
 from launcher.cli import main
 from launcher.plan import Offer, rank
-from launcher.registry import default_registry
-from launcher.specload import spec_from_text
-from launcher.support import REQUESTS, message, requested, unsupported
+from launcher.backend.registry import default_registry
+from launcher.backend.sections import spec_from_text
+from launcher.backend.support import REQUESTS, message, requested, unsupported
 
 BACKENDS = {n: default_registry().load_class(n) for n in ("local", "slurm", "skypilot")}
 

@@ -9,14 +9,14 @@ from dataclasses import replace
 
 import pytest
 
-from launcher.errors import LauncherError
+from launcher.core.errors import LauncherError
 from launcher.recovery.decide import Close, Facts, Note, Resubmit, UnderClaim, on_ended, on_status, settled
 from launcher.recovery.policy import LOST_AFTER_S
 from launcher.recovery.progress import Progress
 from launcher.recovery.state import RecoveryState
-from launcher.specload import spec_from_text
-from launcher.state import AttemptRow, JobRow
-from launcher.status import JobState, Status
+from launcher.backend.sections import spec_from_text
+from launcher.state.store import AttemptRow, JobRow
+from launcher.core.status import JobState, Status
 
 SPEC = spec_from_text("name: d\nrun: train\nrecovery: {preemption: 3, no_capacity: 3, placement_cooldown: 60s}\n")
 
@@ -115,9 +115,9 @@ def _write_meta_as_before(app, job_id, **keys):
 
 
 def test_a_retry_an_older_version_scheduled_is_waited_for_then_submitted(app):
-    from launcher.launch import launch
+    from launcher.launching.launch import launch
     from launcher.recovery import watch
-    from launcher.tracking import wait_for
+    from launcher.launching.tracking import wait_for
 
     text = "name: flaky\nrun: 'exit 1'\nrecovery: {app_error: 2}\n"
     j = launch(app, spec_from_text(text), text, None, "local")

@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from launcher import yamlio
+from launcher.spec import yamlio
 
 
 

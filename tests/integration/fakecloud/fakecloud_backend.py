@@ -1,6 +1,6 @@
 """A third-party backend for the tests, registered through the `launcher.backends`
 entry-point group exactly like a plugin (see the .dist-info beside it), that implements
-EVERY optional capability of ``launcher.backend``; ``launcher/`` names it nowhere
+EVERY optional capability of ``launcher.backend.protocols``; ``launcher/`` names it nowhere
 (tests/integration/test_third_party_backend.py checks both).
 
 It is a "cloud" with regions that runs the job on this machine, like the local backend it
@@ -19,10 +19,10 @@ from typing import ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from launcher.backend import Facts, Handle, JobRef, QueueEstimate, Request
+from launcher.backend.protocols import Facts, Handle, JobRef, QueueEstimate, Request
 from launcher.plan.offers import Offer
-from launcher.spec import Section
-from launcher.status import JobState, Status
+from launcher.spec.model import Section
+from launcher.core.status import JobState, Status
 from launcher_backends.local.backend import LocalBackend
 
 PROVISIONING_S = 2.0

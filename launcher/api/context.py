@@ -1,0 +1,70 @@
+"""The application context shared by CLI commands and the watch loop: config,
+backend registry, state store and per-target backend instances (all lazy, so
+`launcher --help` and `launcher render` touch as little as possible)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Optional
+
+from launcher.backend.protocols import Facts
+from launcher.backend.config import Config, Target, launcher_home, load_config, resolve_target
+from launcher.backend.registry import Registry, default_registry
+
+
+class App:
+    def __init__(self, config_path: Optional[Path] = None, home: Optional[Path] = None,
+                 registry: Optional[Registry] = None):
+        self._config_path = config_path
+        self.home = Path(home) if home else launcher_home()
+        self._registry = registry
+        self._backends: dict = {}
+        self._facts: dict = {}
+
+    @cached_property
+    def config(self) -> Config:
+        return load_config(self._config_path)
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            self._registry = default_registry()
+        return self._registry
+
+    @cached_property
+    def store(self):
+        from launcher.state.store import StateStore
+
+        return StateStore(self.home)
+
+    def target(self, name: str) -> Target:
+        return resolve_target(self.config, name, self.registry)
+
+    def backend(self, target_name: str):
+        if target_name not in self._backends:
+            t = self.target(target_name)
+            cls = self.registry.load(t.backend)
+            self._backends[target_name] = cls(t, self)
+        return self._backends[target_name]
+
+    def backend_class(self, target_name: str):
+        """TARGET_NAME's backend class, without building it or checking that it can run jobs
+        (``Registry.load(check=False)``): for what the class declares about itself."""
+        return self.registry.load(self.config.raw_target(target_name)["backend"], check=False)
+
+    def facts(self, target_name: str) -> Facts:
+        if target_name not in self._facts:
+            self._facts[target_name] = self.backend(target_name).probe()
+        return self._facts[target_name]
+
+    def use_facts(self, target_name: str, facts: Facts) -> None:
+        """Take FACTS for the target instead of probing it (``render --facts``)."""
+        self._facts[target_name] = facts
+
+    def close(self):
+        from launcher.backend.protocols import Closes, can
+
+        for b in self._backends.values():
+            if can(b, Closes):
+                b.close()

@@ -1,0 +1,334 @@
+"""The library facade: ``launcher.api.facade.Launcher``, what the CLI's verbs, notebooks and sweep
+drivers call.
+
+    with Launcher() as lx:
+        job = lx.launch("train.yaml", target="local")
+        print(lx.status(job.job_id).state)
+
+Every method returns a typed result (dataclasses; nothing is printed) and raises
+``launcher.core.errors.LauncherError`` subclasses (never ``SystemExit``). A spec is a path, YAML
+text (a str with a line break) or a ``JobSpec``; relative paths in text or a JobSpec are
+read against the current directory. Messages the CLI prints on stderr while it works
+(warnings, the planner's choice, what a launch resumes) go to ``note`` (a callable given
+to the constructor) as they happen, and into the result's ``notes``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional, Union
+
+from launcher.api.results import CheckpointListing, LogStream, Rendered, Submitted, TargetInfo, Validated
+from launcher.launching.specinput import SpecInput, SpecLike
+
+if TYPE_CHECKING:
+    from launcher.launching.cancel import CancelReport
+    from launcher.plan import PlanResult
+    from launcher.recovery.claims import Outcome
+    from launcher.spec.model import JobSpec
+    from launcher.report import JobReport
+    from launcher.state.store import JobRow
+    from launcher.core.status import Status
+    from launcher.launching.status_view import JobDetail
+
+Note = Callable[[str], None]
+
+
+class Launcher:
+    """One launcher home and config, like the CLI's. Lazy: nothing is read until a method
+    needs it. Close it (or use it as a context manager) to close backends' connections."""
+
+    def __init__(self, config: Optional[Union[str, Path]] = None, home: Optional[Union[str, Path]] = None,
+                 note: Optional[Note] = None, registry=None):
+        from launcher.api.context import App
+
+        self.app = App(Path(config) if config else None, Path(home) if home else None, registry)
+        self._note = note
+
+    def __enter__(self) -> "Launcher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every backend (SSH connections) and the state store."""
+        self.app.close()
+        store = self.app.__dict__.pop("store", None)
+        if store is not None:
+            store.close()
+
+    def _sayer(self, notes: list) -> Note:
+        def say(line: str) -> None:
+            notes.append(line)
+            if self._note is not None:
+                self._note(line)
+
+        return say
+
+    def _load(self, spec: SpecLike, say: Note) -> SpecInput:
+        from launcher.launching.specinput import spec_input
+
+        si = spec_input(spec)
+        for w in si.warnings:
+            say(f"warning: {w}")
+        return si
+
+    # ------------------------------------------------------------ specs
+    def load(self, spec: SpecLike) -> "JobSpec":
+        """A spec as a JobSpec, relative workdir and checkpoint root resolved against its
+        file's folder: the base for variants made in Python."""
+        return self._load(spec, self._sayer([])).spec
+
+    def validate(self, spec: SpecLike) -> Validated:
+        """Check a spec and its target names against the config; SpecError lists every problem."""
+        from launcher.core.errors import SpecError
+        from launcher.launching.specinput import require_local_workdir, unknown_targets
+        from launcher.backend.support import spec_target_problems
+
+        notes: list = []
+        si = self._load(spec, self._sayer(notes))
+        config = self.app.config
+        require_local_workdir(si.spec, si.source, config, [*si.spec.targets] or [config.default_target()], si.base)
+        problems = unknown_targets(si.spec, config)
+        problems += spec_target_problems(si.spec, config)  # fields a target cannot honour
+        if problems:
+            raise SpecError(si.source, problems)
+        return Validated(si.spec, notes)
+
+    def render(self, spec: SpecLike, target: Optional[str] = None, fresh: bool = False,
+               facts_file: Union[str, Path, None] = None) -> Rendered:
+        """Exactly what a launch now would submit, with what it would resume (in notes).
+        FACTS_FILE (`launcher targets --json` output or a captured probe) stands in for
+        probing TARGET: render for a cluster this machine cannot reach."""
+        from launcher.backend.protocols import JobRef
+        from launcher.launching.identity import plan_identity
+        from launcher.launching.launch import pick_target, render_for
+        from launcher.provenance.seed import with_run_env
+        from launcher.launching.specinput import require_local_workdir
+
+        notes: list = []
+        say = self._sayer(notes)
+        si = self._load(spec, say)
+        app = self.app
+        if facts_file:
+            from launcher.backend.factsfile import use_facts_file
+
+            use_facts_file(app, target, facts_file)
+        name = pick_target(app, si.spec, target)
+        require_local_workdir(si.spec, si.source, app.config, [name], si.base)
+        ident = plan_identity(app, si.spec, name, fresh=fresh, subject="a launch now", read_s3=False)
+        seed = ident.seed.seed
+        job = JobRef(job_id="JOB_ID", attempt=1, job_dir=str(app.home / "jobs" / "JOB_ID"), seed=seed)
+        req = render_for(app, with_run_env(si.spec, seed, fresh), name, job)
+        for line in ident.lines:  # the notes only once the render succeeded
+            say(line)
+        if ident.seed.source == "random":
+            say(f"note: LAUNCHER_SEED={seed} was drawn for this render only; `launch` draws its own (set seed: "
+                "in the spec, or LAUNCHER_SEED in the environment, to fix it)")
+        return Rendered(name, req.text, req, seed, notes)
+
+    def launch(self, spec: SpecLike, target: Optional[str] = None, fresh: bool = False) -> Submitted:
+        """Render, record and submit; resumes the spec's latest committed checkpoint unless fresh."""
+        from launcher.launching.launch import launch, pick_target
+        from launcher.launching.specinput import require_local_workdir
+
+        notes: list = []
+        say = self._sayer(notes)
+        si = self._load(spec, say)
+        app = self.app
+        name = pick_target(app, si.spec, target, note=say)
+        require_local_workdir(si.spec, si.source, app.config, [name], si.base)
+        done = launch(app, si.spec, si.text, si.path, name, fresh=fresh, note=say)
+        return Submitted(done.job_id, name, done.handle.backend, done.handle.native_id, notes)
+
+    def plan(self, spec: SpecLike, targets=None, work: Union[float, str, None] = None,
+             checkpoint_cost: Union[float, str, None] = None, live_spot_prices: bool = False,
+             queue: bool = True) -> "PlanResult":
+        """The places the job could run, ranked by expected total cost. ``work`` and
+        ``checkpoint_cost`` are hours or durations ("36h", "5m")."""
+        from launcher.launching.launch import plan_spec
+        from launcher.plan import params_for
+        from launcher.launching.specinput import spec_input
+
+        s = spec_input(spec).spec
+        params = params_for(s, work_hours=_hours(work, "work"), checkpoint_cost_hours=_hours(checkpoint_cost,
+                                                                                            "checkpoint_cost"))
+        return plan_spec(self.app, s, targets=list(targets or ()) or None, params=params,
+                         live_spot=live_spot_prices, queue=queue)
+
+    # ------------------------------------------------------------ jobs
+    def status(self, job: str) -> "JobDetail":
+        """One job brought up to date: every attempt, its reason, resumed and committed steps, events."""
+        from launcher.launching.status_view import gather_job
+
+        return gather_job(self.app, job, self._note)
+
+    def sweep(self, sweep_id: str) -> Optional[dict]:
+        """A sweep's counts by state and element table (``launcher.sweep.summary``); None: no such sweep."""
+        from launcher.sweep.control import sweep_status
+
+        return sweep_status(self.app, sweep_id, self._note) if self.is_sweep(sweep_id) else None
+
+    def jobs(self, all: bool = False) -> list["JobRow"]:  # noqa: A002 - mirrors `launcher status --all`
+        """The 50 most recent jobs (1000 with all=True), open ones brought up to date."""
+        from launcher.launching.status_view import gather_jobs
+
+        return gather_jobs(self.app, show_all=all, note=self._note)
+
+    def logs(self, job: str, follow: bool = False, element: Optional[int] = None) -> LogStream:
+        """A job's output (with ELEMENT: that element's of sweep JOB); with follow, until it ends."""
+        from launcher.core.errors import LauncherError
+        from launcher.sweep.control import element_id
+
+        job = element_id(self.app, job, element) if element is not None else job
+
+        row = self.app.store.get_job(job)
+        if not row.handle:
+            raise LauncherError(f"job {row.job_id} has no submission yet (state {row.state})")
+        return LogStream(self.app, row, follow)
+
+    def wait(self, job: str, poll: float = 1.0, timeout: Optional[float] = None) -> "Status":
+        """Block until the job's current attempt ends; its final status (LauncherError on timeout)."""
+        from launcher.launching.tracking import wait_for
+
+        return wait_for(self.app, self.app.store.get_job(job).job_id, poll=poll, timeout=timeout)
+
+    def cancel(self, job: str) -> "CancelReport":
+        """Cancel what the scheduler has for the job; CancelFailed (with the report) when a
+        cancel did not go through and the job stays open."""
+        from launcher.launching.cancel import CancelFailed, cancel_job
+
+        report = cancel_job(self.app, job)
+        if not report.ok:
+            raise CancelFailed(report)
+        return report
+
+    def is_sweep(self, name: str) -> bool:
+        from launcher.sweep.control import is_sweep
+
+        return is_sweep(self.app, name)
+
+    def cancel_sweep(self, sweep: str, element: Optional[int] = None) -> list["CancelReport"]:
+        """Cancel a whole sweep (one cancel of its array) or one ELEMENT: a report per element."""
+        from launcher.sweep.control import cancel_sweep
+
+        return cancel_sweep(self.app, sweep, element)
+
+    def watch(self) -> list["Outcome"]:
+        """One recovery cycle over every open job (what `launcher watch --once` does)."""
+        from launcher.recovery.watch import cycle
+
+        return cycle(self.app)
+
+    def report(self, job: str, refresh: bool = True, plot: Optional[str] = None) -> "JobReport":
+        """Where the job's wall time went; with plot, the timeline is drawn into that PNG."""
+        from launcher.report import gather
+
+        rep = gather(self.app, job, refresh=refresh)
+        if plot:
+            from launcher.report.plot import plot as draw
+
+            draw(rep.to_dict(), plot)
+            rep = replace(rep, plot=plot)
+        return rep
+
+    def report_sweep(self, sweep: str, metric: Optional[str] = None, mode: Optional[str] = None,
+                     scope: str = "last", refresh: bool = True) -> dict:
+        """A sweep's element time by category, goodput and cost summed over its elements, one row
+        per element and the best element by METRIC and MODE ("min"/"max"; default: the sweep's
+        early_stop), SCOPE "last" (each element's latest report) or "best" (its best report).
+        The JSON shape is ``launcher.report.sweep``'s."""
+        from launcher.report.sweep_collect import gather_sweep
+
+        return gather_sweep(self.app, sweep, metric=metric, mode=mode, scope=scope, refresh=refresh)
+
+    def lineage(self, checkpoint: str) -> dict:
+        """Which run, commit, spec and environment produced a checkpoint (a ROOT means its latest)."""
+        from launcher.provenance.lineage import lineage
+
+        return lineage(checkpoint, home=self.app.home)
+
+    def diff(self, run_a: str, run_b: str) -> dict:
+        """What differs between two runs' provenance. A run is a job id (or unique prefix), a
+        RUN.json file or a checkpoint (the run that wrote it)."""
+        from launcher.provenance.diff import diff_runs
+        from launcher.provenance.runs import load_run
+
+        return diff_runs(load_run(self.app, run_a), load_run(self.app, run_b))
+
+    # ------------------------------------------------------------ checkpoints, targets, backends
+    def checkpoints(self, root: str, verify: bool = False) -> CheckpointListing:
+        """Every checkpoint under ROOT, newest first: committed / torn / stale and why."""
+        from launcher.checkpoint import open_store, read_generations, scan
+
+        with _checkpoint_errors(root):
+            store = open_store(root)
+            store.check_root()
+            gens = read_generations(store)
+            return CheckpointListing(store.root, gens.generation, scan(store, verify=verify, gens=gens))
+
+    def gc(self, root: str, keep: int = 3, dry_run: bool = False, verify: bool = False) -> dict:
+        """Garbage-collect ROOT (see `launcher checkpoints --help`); what was (or would be) done."""
+        from launcher.checkpoint import gc, open_store
+
+        with _checkpoint_errors(root):
+            store = open_store(root)
+            store.check_root()
+            return gc(store, keep, dry_run=dry_run, verify=verify)
+
+    def targets(self, probe: bool = True) -> list[TargetInfo]:
+        """The configured targets; with probe, each one's probed facts (or why not)."""
+        from launcher.core.errors import LauncherError, describe
+
+        out = []
+        for name in self.app.config.target_names:
+            backend = facts = None
+            try:
+                backend = self.app.target(name).backend
+                if probe:
+                    facts = self.app.facts(name).data
+            except (LauncherError, ImportError) as e:  # one target's problem (even a missing package) is its own
+                out.append(TargetInfo(name, backend, None, describe(e)[0]))
+                continue
+            out.append(TargetInfo(name, backend, facts))
+        return out
+
+    def backends(self) -> list[dict]:
+        """Installed backends, and why any cannot load."""
+        return self.app.registry.describe()
+
+
+def _hours(value: Union[float, str, None], name: str) -> Optional[float]:
+    from launcher.core.errors import SpecError
+    from launcher.spec.units import parse_duration
+
+    if value is None or isinstance(value, (int, float)):
+        return value
+    try:
+        return parse_duration(value) / 3600.0
+    except ValueError as e:
+        raise SpecError(name, [(name, str(e))]) from None
+
+
+class _checkpoint_errors:
+    """Checkpoint-store failures as one LauncherError line (a full, read-only or vanished file
+    system included)."""
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, e, tb):
+        from launcher.checkpoint import CheckpointError
+        from launcher.core.errors import LauncherError
+
+        if isinstance(e, CheckpointError):
+            raise LauncherError(str(e))
+        if isinstance(e, OSError):
+            where = " ".join(str(x) for x in (e.filename, e.filename2) if x) or self.root
+            raise LauncherError("%s: %s" % (where, e.strerror or e))
+        return False

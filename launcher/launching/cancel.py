@@ -1,0 +1,168 @@
+"""``launcher cancel``: cancel what the scheduler actually has, and say what happened.
+
+The job's claim is taken first, so no watcher resubmits it meanwhile. What is cancelled
+is what the scheduler has: every attempt still active, a SUBMITTING row's job found by
+its dedupe token, and an attempt a crashed watcher submitted but never recorded (the
+next attempt's token). The job is closed as CANCELLED only when every cancel went
+through; a job that had already finished is reported with its state and left alone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from launcher.backend.protocols import Handle
+from launcher.core.errors import LauncherError
+from launcher.state.store import is_open
+from launcher.recovery.state import RecoveryState
+from launcher.core.status import JobState, attempt_ended
+
+
+@dataclass
+class CancelReport:
+    job_id: str
+    finished: Optional[str] = None  # "STATE (reason)" when the job had already finished
+    finished_state: Optional[str] = None  # that STATE (CANCELLED: it had been cancelled before)
+    cancelled: list = field(default_factory=list)  # "attempt N (backend id X)"
+    still_active: list = field(default_factory=list)  # cancelled, but the scheduler still shows it active
+    errors: list = field(default_factory=list)  # "attempt N (backend id X): error"
+    note: str = ""  # what the scheduler had when there was nothing to cancel
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+@dataclass(frozen=True)
+class Closing:
+    """How a cancel that went through closes the job: by the user (CANCELLED), or by sweep
+    early stopping (STOPPED, ``launcher.sweep.stopping``)."""
+
+    state: str = "CANCELLED"
+    reason: str = "cancelled by user"
+    event: str = "cancelled"
+    detail: dict = field(default_factory=lambda: {"by": "user"})
+
+
+class CancelFailed(LauncherError):
+    """A cancel did not go through: the job stays open. ``report`` says what was cancelled
+    and what failed."""
+
+    def __init__(self, report: CancelReport):
+        self.report = report
+        super().__init__(f"job {report.job_id} is not cancelled (see above); it stays open")
+
+
+def finished_report(row) -> CancelReport:
+    """The report of a job that had finished (or been cancelled) before: nothing is done."""
+    return CancelReport(row.job_id, finished=row.state + (f" ({row.reason})" if row.reason else ""),
+                        finished_state=row.state)
+
+
+def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, refresh_first: bool = True) \
+        -> CancelReport:
+    """REFRESH_FIRST=False: the caller brought the job up to date (a sweep, in one batched call)."""
+    from launcher.launching.tracking import refresh
+    from launcher.recovery.claims import claim_ttl
+
+    store = app.store
+    row = store.get_job(job)
+    if refresh_first and row.handle and is_open(row):
+        refresh(app, [row])  # the scheduler may have finished it since the store last looked
+        row = store.get_job(row.job_id)
+    if not is_open(row):
+        return finished_report(row)
+    deadline = time.monotonic() + wait_claim_s
+    while True:
+        c = store.claim(row.job_id, ttl=claim_ttl())
+        if c is not None:
+            break
+        if time.monotonic() > deadline:
+            holder = store.claim_holder(row.job_id)
+            who = holder[0] if holder else "?"
+            raise LauncherError(f"job {row.job_id} is being acted on by another launcher ({who}); nothing was "
+                                "cancelled: try again in a minute")
+        time.sleep(poll)
+    try:
+        return cancel_claimed(app, c)
+    finally:
+        store.release(row.job_id, c.owner)
+
+
+def cancel_claimed(app, c, closing: Closing = Closing()) -> CancelReport:
+    """Cancel what the scheduler has of claimed job C, then close it as CLOSING says."""
+    from launcher.launching.submission import find_submission, job_ref
+
+    job = c.job
+    report = CancelReport(job.job_id)
+    if not is_open(job):
+        return finished_report(job)
+    # what the scheduler may have that the store does not: a SUBMITTING row's job, or the
+    # attempt a watcher submitted right before it died
+    try:
+        found = find_submission(app.backend(job.target), job_ref(app, job, next_attempt(c)))
+    except LauncherError as e:
+        report.errors.append(f"attempt {next_attempt(c)}: could not look its dedupe token up: {e}")
+        found = None
+    todo = to_cancel(app, c, found)
+    for n, h in todo:
+        backend = app.backend(h.target)
+        try:
+            backend.cancel(h)
+        except (LauncherError, OSError) as e:
+            report.errors.append(f"{attempt_label(n, h)}: {e}")
+            continue
+        mark_cancelled(app, c, report, n, h, closing)
+        try:
+            st = backend.status([h])[0]
+        except LauncherError:
+            continue
+        if st.state.is_active and st.state not in (JobState.COMPLETING, JobState.UNKNOWN):
+            report.still_active.append(f"{attempt_label(n, h)}: {st.state.value}")
+    return close_cancelled(app, c, report, todo, closing)
+
+
+def next_attempt(c) -> int:
+    """The attempt claimed job C would submit next (its dedupe token may be at the scheduler)."""
+    return c.attempts[-1].attempt + 1 if c.attempts else RecoveryState.load(c.job.meta).attempt
+
+
+def to_cancel(app, c, found: Optional[Handle]) -> list[tuple[int, Handle]]:
+    """(attempt, handle) of every attempt of claimed job C still active, plus FOUND (the job
+    carrying the next attempt's dedupe token, recorded now as that attempt)."""
+    todo = [(a.attempt, Handle.from_json(a.handle)) for a in c.attempts if not attempt_ended(a.state) and a.handle]
+    if found is not None:
+        n, job = next_attempt(c), c.job
+        todo.append((n, found))
+        app.store.record_attempt(job.job_id, n, job.target, found.to_json(), found.native_id,
+                                 state="PENDING", reason="found by its dedupe token while cancelling", owner=c.owner)
+    return todo
+
+
+def attempt_label(n: int, h: Handle) -> str:
+    return f"attempt {n} ({h.backend} id {h.native_id})"
+
+
+def mark_cancelled(app, c, report: CancelReport, n: int, h: Handle, closing: Closing) -> None:
+    report.cancelled.append(attempt_label(n, h))
+    app.store.update_attempt(c.job.job_id, n, state="CANCELLED", reason=closing.reason)
+
+
+def close_cancelled(app, c, report: CancelReport, todo: list, closing: Closing) -> CancelReport:
+    """Close claimed job C as CLOSING says when every cancel in TODO went through (else record
+    the failure: it stays open)."""
+    store, job, attempts = app.store, c.job, c.attempts
+    if not todo and not report.errors:
+        last = attempts[-1] if attempts else None
+        report.note = (f"the scheduler had nothing running for it (attempt {last.attempt} ended {last.state})"
+                       if last else "the scheduler has no job with its dedupe token (the launch never got "
+                                    "through)")
+    if report.ok:
+        store.close_job(job.job_id, closing.state, closing.reason, owner=c.owner, event=closing.event,
+                        detail={**closing.detail, "cancelled": report.cancelled, "note": report.note,
+                                "still_active": report.still_active})
+    else:
+        store.record_event(job.job_id, "cancel_failed", errors=report.errors, cancelled=report.cancelled)
+    return report

@@ -1,0 +1,246 @@
+"""Launching a spec: render, record, submit, all-or-nothing.
+
+The job row is written as SUBMITTING before the backend is called, so a launcher
+killed mid-submit leaves a trace that ``find`` (the dedupe token) can resolve;
+when submission fails the row is removed again: nothing is recorded as submitted.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Optional
+
+from launcher.backend.protocols import Handle, JobRef, MeasuresQueueWait, Request, StartsSubmit, can
+from launcher.core.errors import LauncherError
+from launcher.spec.model import JobSpec
+from launcher.state.store import new_job_id
+from launcher.launching.submission import Launched, facts_for, find_submission, job_ref, job_spec
+
+
+def pick_target(app, spec: JobSpec, explicit: Optional[str], note=None) -> str:
+    """--target wins; with several targets in the spec the planner's first row does
+    (cheapest expected cost to finish); else the spec's only target, else the default."""
+    if explicit:
+        return explicit
+    if len(spec.targets) > 1:
+        chosen = planned_target(app, spec, note)
+        if chosen:
+            return chosen
+    if spec.targets:
+        return spec.targets[0]
+    return app.config.default_target()
+
+
+def queue_waits(app, spec: JobSpec, targets, note=None) -> dict:
+    """{target: hours, (target, queue): hours} measured on every reachable target whose
+    backend has a queue (MeasuresQueueWait), for the planner."""
+    out = {}
+    for name in targets:
+        try:
+            if not can(app.backend_class(name), MeasuresQueueWait):
+                continue
+            est = app.backend(name).queue_wait(spec)
+        except LauncherError as e:
+            if note:
+                note(f"planner: queue wait on {name} not measured: {e}")
+            continue
+        if est is not None:
+            if est.queue:
+                out[(name, est.queue)] = est.hours
+            out[name] = est.hours
+    return out
+
+
+def planned_target(app, spec: JobSpec, note=None) -> Optional[str]:
+    try:
+        result = plan_spec(app, spec, targets=list(spec.targets), note=note)  # with the rates `launcher watch` learned
+    except LauncherError as e:
+        if note:
+            note(f"planner: {e}; using the spec's first target")
+        return None
+    if result.best is None:
+        if note:
+            note("planner: no offer fits the spec and its budgets (see `launcher plan`); "
+                 "using the spec's first target")
+        return None
+    best = result.best
+    if note:
+        note(f"planner: {best.offer.target} ranks first: {best.why}")
+    return best.offer.target
+
+
+def plan_spec(app, spec: JobSpec, targets=None, params=None, live_spot: bool = False, queue: bool = True,
+              note=None):
+    """``launcher plan``: the offers of TARGETS (default: the spec's, else every configured
+    one) ranked by expected cost, with the queue waits measured on the targets that have a queue
+    (unless ``queue`` is false) and the rates `launcher watch` learned (when a state store exists).
+    What could not be measured goes to NOTE when given, else into the result's notes."""
+    from launcher.plan import params_for, plan
+
+    config = app.config
+    names = list(targets or spec.targets or config.file.targets)
+    configured = [n for n in names if n in config.file.targets]  # queue_waits asks the ones with a queue
+    notes: list = []
+    waits = queue_waits(app, spec, configured, note or notes.append) if queue else {}
+    store = app.store if (app.home / "state.db").exists() else None  # no store yet: nothing learned
+    result = plan(spec, config, params or params_for(spec), targets=list(targets) if targets else None,
+                  live_spot=live_spot, queue_waits=waits, store=store)
+    return result.with_notes(notes) if notes else result
+
+
+def render_for(app, spec: JobSpec, target_name: str, job: JobRef) -> Request:
+    from launcher.spec.secretenv import lift
+    from launcher.backend.support import require_supported
+
+    require_supported(app, spec, target_name)  # a field the target cannot honour is an error, never dropped
+    spec = lift(spec)[0]  # what launch submits: secret-looking env delivered as secrets
+    if spec.sweep is not None:  # without arrays: what element 0 would run
+        from launcher.sweep.queue import spec_to_render
+
+        spec = spec_to_render(app.backend(target_name), spec, job)
+    return app.backend(target_name).render(spec, facts_for(app, spec, target_name), job)
+
+
+def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_name: str,
+           job_id: Optional[str] = None, attempt: int = 1, fresh: bool = False, note=None) -> Launched:
+    """Render, record and submit a new job. Before submitting, NOTE (a callable, e.g. a
+    print to stderr) gets what this launch continues (``launcher.launching.identity``): which run
+    and step it resumes, or that --fresh starts over, and the LAUNCHER_SEED it carries;
+    the same goes into the job's events ("resumes" / "fresh")."""
+    from launcher.launching.identity import plan_identity
+    from launcher.provenance.record import complete_launch, draft_launch, store_writes
+    from launcher.provenance.seed import with_run_env
+    from launcher.spec.secretenv import for_launch
+    from launcher.backend.support import require_supported
+
+    require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
+    if spec.sweep is not None:  # one Slurm job array, one job row per element
+        from launcher.sweep.launching import launch_sweep
+
+        return launch_sweep(app, spec, spec_text, spec_path, target_name, note=note)
+    # secret-looking env -> secrets: delivered like secrets, never in the state store or the script
+    spec, spec_text = for_launch(spec, spec_text)
+    store = app.store
+    job_id = job_id or new_job_id(spec.name)
+    backend = app.backend(target_name)
+    job_dir = str(store.job_dir(job_id))
+    ident = plan_identity(app, spec, target_name, fresh=fresh, exclude=(job_id,))
+    seed = ident.seed.seed  # exported to the job as LAUNCHER_SEED
+    job = JobRef(job_id=job_id, attempt=attempt, job_dir=job_dir, seed=seed)
+    # render errors: nothing recorded yet
+    request = backend.render(with_run_env(spec, seed, fresh), facts_for(app, spec, target_name), job)
+    for line in ident.lines:
+        if note:
+            note(line)
+    meta = {"spec_base": os.path.dirname(spec_path) if spec_path else os.getcwd(), "seed": seed,
+            "seed_source": ident.seed.source}
+    if fresh:
+        meta["fresh"] = True
+    if ident.resumes:
+        meta["resumes"] = {"run": ident.earlier.run, "step": ident.earlier.step}
+    store.begin_job(job_id, spec.name, target_name, backend.name, spec_path, spec_text,
+                    ckpt_root=spec.checkpoint.root, meta=meta)
+    # provenance (advisory, never raises): captured while the scheduler answers (submit_recorded);
+    # ROOT/.launcher/runs/<job_id>/RUN.json written once the native id is known, before the store's lock
+    handle, drafted = submit_recorded(store, backend, request, job_id, functools.partial(
+        draft_launch, app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
+        target_name=target_name, request=request, seed=seed, seed_source=ident.seed.source,
+        continues=ident.event() if (fresh or ident.resumes) else None))
+    captured = complete_launch(app, drafted, spec, target_name, job_id, handle)
+    # then what the submission produced, ONE transaction (the SUBMITTING row was made durable
+    # before the scheduler was called): the attempt, its events, the provenance record
+    events = [("submitted", {"target": target_name, "native_id": handle.native_id, "attempt": attempt})]
+    if fresh or ident.resumes:
+        events.append(("fresh" if fresh else "resumes", ident.event()))
+    record_launched(store, job_id, attempt, target_name, handle, events, store_writes(job_id, captured, seed))
+    return Launched(job_id, handle, request)
+
+
+def record_launched(store, job_id: str, attempt: int, target_name: str, handle: Handle, events: list,
+                    provenance) -> None:
+    """Record a submitted launch: its attempt, EVENTS and PROVENANCE (``StoreWrites``) in one
+    transaction. Provenance never fails a launch: when that transaction fails, the launch is
+    recorded again without the record, with a ``provenance_error`` event (a store that cannot
+    record the launch at all raises)."""
+    from launcher.provenance.record import failed_writes
+
+    args = (job_id, attempt, target_name, handle.to_json(), handle.native_id)
+    try:
+        store.record_submission(*args, events=events + list(provenance.events), also=provenance.statements)
+    except Exception as e:  # noqa: BLE001 - retried below without what may have caused it
+        if not provenance.statements:
+            raise
+        provenance = failed_writes(job_id, f"{type(e).__name__}: {e}")
+        store.record_submission(*args, events=events + list(provenance.events))
+    provenance.warn()
+
+
+def submit_recorded(store, backend, request: Request, job_id: str, work) -> tuple:
+    """(the backend's Handle for REQUEST, WORK()). WORK runs while the scheduler answers where
+    the backend submits in two halves (StartsSubmit), else after the submission. A submission
+    that fails removes JOB_ID's SUBMITTING row (nothing was submitted). WORK interrupted while
+    the scheduler answers: the submission is waited for, and when it got through the row stays
+    SUBMITTING for ``watch``/``status`` to adopt by its dedupe token (a launcher killed there)."""
+    if not can(backend, StartsSubmit):
+        handle = _or_forget(store, job_id, lambda: backend.submit(request))
+        return handle, work()
+    pending = _or_forget(store, job_id, lambda: backend.start_submit(request))
+    try:
+        done = work()
+    except BaseException:
+        try:
+            _or_forget(store, job_id, pending.wait)
+        except BaseException:  # not submitted: its row is gone; the interrupt is what the caller hears
+            pass
+        raise
+    return _or_forget(store, job_id, pending.wait), done
+
+
+def _or_forget(store, job_id: str, call):
+    """CALL(); when it fails or is interrupted, JOB_ID's SUBMITTING row is removed."""
+    try:
+        return call()
+    except BaseException:
+        store.forget_job(job_id)
+        raise
+
+
+def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=(), owner=None) -> Handle:
+    """Submit a further attempt of an existing job (recovery, burst). Same all-or-nothing rule.
+
+    The caller holds the job's claim (``owner``): the attempt is recorded only while that
+    claim is still ours. The dedupe token is looked up first, so an attempt that an
+    earlier (crashed) holder of the claim submitted is adopted, never submitted twice. While
+    the lookup and the submission run, the claim is kept alive (a submission slower than the
+    claim's TTL is not taken over by another watcher meanwhile)."""
+    from contextlib import nullcontext
+
+    from launcher.recovery.claims import claim_ttl
+    from launcher.recovery.keepalive import kept_alive
+
+    with (kept_alive(app.store, job_row.job_id, owner, claim_ttl()) if owner else nullcontext()):
+        handle, existing = _submit_again(app, job_row, target_name, attempt, avoid)
+    app.store.record_submission(job_row.job_id, attempt, target_name, handle.to_json(), handle.native_id,
+                                state="PENDING", reason=reason, owner=owner, events=[(
+                                    "resubmitted", {"target": target_name, "attempt": attempt,
+                                                    "native_id": handle.native_id, "reason": reason,
+                                                    "found_existing": existing is not None})])
+    return handle
+
+
+def _submit_again(app, job_row, target_name: str, attempt: int, avoid) -> tuple:
+    """(the Handle of JOB_ROW's attempt ATTEMPT, the same Handle when an earlier try of it was
+    found by its dedupe token, else None)."""
+    if job_row.meta.get("sweep"):  # one element of a sweep: resubmitted alone
+        from launcher.sweep.launching import resubmit_element
+
+        handle, found = resubmit_element(app, job_row, target_name, attempt)
+        return handle, (handle if found else None)
+    spec = job_spec(job_row)
+    backend = app.backend(target_name)
+    job = job_ref(app, job_row, attempt, avoid=avoid)
+    existing = find_submission(backend, job)
+    if existing is not None:
+        return existing, existing  # an earlier try of this very submission got through: never submitted twice
+    return backend.submit(backend.render(spec, facts_for(app, spec, target_name), job)), None

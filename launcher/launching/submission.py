@@ -1,0 +1,71 @@
+"""What launching and recovery share about one submission: its result (``Launched``), the
+facts a render gets, the job's identity for an attempt, the dedupe lookup, and the spec a
+job was launched with. Below both ``launch`` and ``sweep.launching``, so neither imports
+the other's internals."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from launcher.backend.protocols import ChoosesPlacement, FindsSubmissions, Handle, JobRef, Request, can
+from launcher.core.errors import LauncherError
+from launcher.spec.model import JobSpec
+
+
+@dataclass
+class Launched:
+    job_id: str
+    handle: Handle
+    request: Request
+
+
+def facts_for(app, spec: JobSpec, target_name: str):
+    """The target's probed facts, plus the planner's ranked placements for a backend that
+    chooses among several (ChoosesPlacement: regions, clouds, spot or not)."""
+    facts = app.facts(target_name)
+    backend = app.backend(target_name)
+    if not can(backend, ChoosesPlacement):
+        return facts
+    from launcher.plan import params_for, plan
+
+    try:
+        result = plan(spec, app.config, params_for(spec), targets=[target_name], store=app.store)
+    except LauncherError:
+        return facts
+    candidates = [row.placement() for row in result.ranked]
+    if not candidates:
+        return facts
+    return backend.with_candidates(facts, candidates)
+
+
+def job_ref(app, job_row, attempt: int, avoid=()) -> JobRef:
+    return JobRef(job_id=job_row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(job_row.job_id)),
+                  avoid=tuple(avoid))
+
+
+def find_submission(backend, job: JobRef) -> Optional[Handle]:
+    """The scheduler's job carrying ``job``'s dedupe token, or None. Every built-in backend
+    can answer; a backend without FindsSubmissions cannot dedupe (None)."""
+    return backend.find(job) if can(backend, FindsSubmissions) else None
+
+
+def job_spec(job_row) -> JobSpec:
+    """The spec a job was launched with, relative paths resolved as they were at launch."""
+    from pathlib import Path
+
+    from launcher.spec.model import resolve_paths
+    from launcher.backend.sections import spec_from_text
+
+    from launcher.spec.secretenv import lift
+
+    spec, stored = lift(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id))
+    for k, v in stored.items():  # a job recorded before secret-looking env was kept out of the store
+        os.environ.setdefault(k, v)
+    base = job_row.meta.get("spec_base")
+    spec = resolve_paths(spec, Path(base)) if base else spec
+    # every submission of a job exports the same LAUNCHER_SEED (and LAUNCHER_FRESH: its first start starts over)
+    from launcher.provenance.seed import with_run_env
+
+    return with_run_env(spec, job_row.meta.get("seed"), bool(job_row.meta.get("fresh")))

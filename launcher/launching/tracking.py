@@ -1,0 +1,122 @@
+"""Tracking jobs: one batched status call per target brings the state store up to date.
+
+``refresh`` is what ``launcher status``, ``launcher watch`` and ``launch --follow`` read
+the scheduler through: it records each attempt's state, reason, times and cost, mirrors
+the current attempt's state on its (open) job, and turns a restart in place (a Slurm
+requeue under the same native id) into a new attempt row.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from launcher.backend.protocols import Handle, KeepsRunHistory, can
+from launcher.core.errors import LauncherError
+
+
+def refresh(app, jobs) -> dict:
+    """One batched status call per target for the given job rows; updates the store.
+
+    Returns {job_id: Status}. A failing target is reported per job as an error string,
+    never turned into a job failure (that is a CONTROL_PLANE event).
+    """
+    from launcher.core.status import Status
+
+    by_target: dict[str, list] = {}
+    for j in jobs:
+        if j.handle:
+            by_target.setdefault(j.target, []).append(j)
+    out: dict = {}
+    for target, rows in by_target.items():
+        handles = [Handle.from_json(r.handle) for r in rows]
+        try:
+            statuses = app.backend(target).status(handles)
+        except LauncherError as e:
+            for r in rows:
+                out[r.job_id] = e
+            continue
+        known = app.store.attempts_of([r.job_id for r in rows])
+        entries = []
+        for r, h, st in zip(rows, handles, statuses):
+            assert isinstance(st, Status)
+            out[r.job_id] = st
+            # may ask the scheduler for the run history: before the write lock is taken
+            entries.append(status_entry(r, h, _follow_restarts(app, r, h, st, known[r.job_id]), st))
+        app.store.record_statuses(entries)  # one transaction for every row of this status call
+    return out
+
+
+def status_entry(r, h0: Handle, h: Handle, st) -> tuple:
+    """Pure: what ``StateStore.record_statuses`` writes for one row: its attempt's state,
+    reason, times and cost, and the state mirrored on the job (while it is open)."""
+    fields = dict(state=st.state.value, reason=st.reason, native_state=st.native_state, exit_code=st.exit_code)
+    if st.start_time:
+        fields["started"] = st.start_time
+    if st.end_time:
+        fields["ended"] = st.end_time
+    cost = attempt_cost(h, st)
+    if cost is not None:
+        fields["cost_usd"] = cost
+    # an open job shows its current attempt; a closed one keeps the state and reason of
+    # the decision that closed it (state.is_open is the one definition)
+    return r.job_id, h.attempt, fields, r.handle if h is h0 else h.to_json(), st.state.value, st.reason
+
+
+def attempt_cost(h: Handle, st, now: Optional[float] = None) -> Optional[float]:
+    """$ spent by one attempt so far: the launched resources' hourly price (the backend's
+    actual figure when it reports one, else the estimate recorded at submit) times the
+    time it has held them."""
+    hourly = st.extra.get("hourly_usd") or h.extra.get("hourly_usd")
+    start = st.start_time or st.extra.get("launched_at")
+    if not hourly or not start:
+        return None
+    end = st.end_time or (now if now is not None else time.time())
+    return round(float(hourly) * max(0.0, end - start) / 3600.0, 6)
+
+
+def _follow_restarts(app, row, h: Handle, st, attempts=None) -> Handle:
+    """A scheduler that restarts a job in place (Slurm requeue) keeps its native id: each
+    restart becomes a new attempt row, and the finished run's own state (PREEMPTED,
+    NODE_FAIL ...) is taken from the scheduler's per-run history where it keeps one."""
+    import dataclasses
+
+    attempts = app.store.attempts(row.job_id) if attempts is None else attempts  # ATTEMPTS: as read before
+    same = [a for a in attempts if a.native_id == h.native_id]
+    if not same:
+        return h
+    first = min(a.attempt for a in same)
+    current = first + st.restarts
+    if current <= h.attempt:
+        return h
+    history = []
+    backend = app.backend(row.target)
+    if can(backend, KeepsRunHistory):
+        try:
+            history = backend.run_history(h)
+        except LauncherError:
+            history = []
+    for n in range(h.attempt, current):
+        run = history[n - first] if n - first < len(history) else {}
+        app.store.update_attempt(row.job_id, n, state=run.get("state") or "REQUEUED",
+                                 reason=f"restarted by {h.backend} as attempt {n + 1}",
+                                 native_state=run.get("state", ""))
+        nh = dataclasses.replace(h, attempt=n + 1)
+        if app.store.add_restart(row.job_id, n + 1, row.target, nh.to_json(), h.native_id, st.state.value,
+                                 st.reason):  # another watcher may have recorded this restart already
+            app.store.record_event(row.job_id, "restarted", attempt=n + 1,
+                                   previous=run.get("state") or "REQUEUED", nodes=run.get("nodes", ""))
+        h = nh
+    return h
+
+
+def wait_for(app, job_id: str, poll: float = 1.0, timeout: Optional[float] = None):
+    deadline = None if timeout is None else time.time() + timeout
+    while True:
+        row = app.store.get_job(job_id)
+        st = refresh(app, [row]).get(job_id)
+        if st is not None and not isinstance(st, Exception) and st.state.is_terminal:
+            return st
+        if deadline and time.time() > deadline:
+            raise LauncherError(f"timed out waiting for {job_id}")
+        time.sleep(poll)

@@ -1,0 +1,311 @@
+"""The job spec's model: a typed, validated, frozen ``JobSpec`` with the portable fields.
+
+Each backend owns its section (``slurm:``, ``skypilot:``), declared on its class and added
+where a spec has it by ``launcher.backend.sections``, which also reads spec files. Unknown keys are
+rejected (with a "did you mean"), units are parsed here once, so every backend sees seconds
+and bytes. A backend reads its own section with ``spec.section(ItsSectionModel)``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Optional, TypeVar, Union
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from launcher.spec import units
+from launcher.core.errors import SpecError
+from launcher.sweep.spec import SweepSpec
+
+
+def _duration(v):
+    return None if v is None else units.parse_duration(v)
+
+
+def _size(v):
+    return None if v is None else units.parse_size(v)
+
+
+def _positive_duration(v):
+    if v is not None and v <= 0:
+        raise ValueError("a zero duration makes no sense here: give a positive duration, or leave the key out")
+    return v
+
+
+def _positive_size(v):
+    if v is not None and v <= 0:
+        raise ValueError("a zero size makes no sense here: give a positive size, or leave the key out")
+    return v
+
+
+Duration = Annotated[Optional[int], BeforeValidator(_duration)]
+# where 0 would be silently dropped (no directive) or divide by zero, it is refused
+PositiveDuration = Annotated[Optional[int], BeforeValidator(_duration), AfterValidator(_positive_duration)]
+PositiveSize = Annotated[Optional[int], BeforeValidator(_size), AfterValidator(_positive_size)]
+
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# the job contract's own variables: a spec's env must not shadow them
+RESERVED_ENV_PREFIXES = ("LAUNCHER_", "SLURM_", "SKYPILOT_")
+RESERVED_ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT")
+# names of targets in the user's config (they reach file names, script comments and logs)
+TARGET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+TARGET_NAME_HINT = "a target name: a letter or digit, then letters, digits, '_', '.' or '-' (at most 64)"
+
+def check_env_name(k: str, what: str = "env name") -> None:
+    if not ENV_NAME_RE.match(k):
+        raise ValueError(f"{what} {k!r} is not a valid variable name for a shell ([A-Za-z_][A-Za-z0-9_]*)")
+    if k.startswith(RESERVED_ENV_PREFIXES) or k in RESERVED_ENV_NAMES:
+        reserved = ", ".join([*(p + "*" for p in RESERVED_ENV_PREFIXES), *RESERVED_ENV_NAMES])
+        raise ValueError(f"{what} {k!r} is reserved: the launcher and the scheduler set {reserved} for the job")
+
+
+def _env_name(k: str) -> str:
+    check_env_name(k)
+    return k
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+
+
+def _target_name(v: str) -> str:
+    if not TARGET_NAME_RE.match(v):
+        raise ValueError(f"expected {TARGET_NAME_HINT}, got {v!r}")
+    return v
+
+
+def _secret_name(k: str) -> str:
+    if not ENV_NAME_RE.match(k):
+        raise ValueError(f"secret {k!r} must be the name of an environment variable, not a value")
+    check_env_name(k, "secret")
+    return k
+
+
+TargetNameStr = Annotated[str, AfterValidator(_target_name)]
+SecretName = Annotated[str, AfterValidator(_secret_name)]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Resources(Section):
+    nodes: int = Field(1, ge=1, le=100000)
+    tasks_per_node: int = Field(1, ge=1, le=1024)
+    gpus_per_node: int = Field(0, ge=0, le=64)
+    accelerator: Optional[str] = None
+    cpus_per_node: Optional[int] = Field(None, ge=1)
+    memory_per_node: PositiveSize = None
+    disk_per_node: PositiveSize = None
+    time_limit: PositiveDuration = None
+    # how long the job needs to finish (the planner's work estimate); time_limit is the cap
+    expected_runtime: PositiveDuration = None
+
+    @field_validator("accelerator")
+    @classmethod
+    def _acc(cls, v):
+        if v is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", v):
+            raise ValueError("expected an accelerator name like H100, A100-80GB or L4")
+        return v
+
+
+class Topology(Section):
+    max_switches: Optional[int] = Field(None, ge=1)
+    switch_wait: PositiveDuration = None
+    segment: Optional[int] = Field(None, ge=1)
+
+
+class Checkpoint(Section):
+    root: Optional[str] = None
+    keep: int = Field(3, ge=1)
+    interval: PositiveDuration = None
+    cost: PositiveDuration = None  # time to write one checkpoint (the planner's C); default 5m
+    verify: bool = False
+
+    @field_validator("root")
+    @classmethod
+    def _root(cls, v):
+        if v is None:
+            return v
+        if "\n" in v or "\0" in v:
+            raise ValueError("checkpoint root must be a single-line path or s3://bucket/prefix")
+        if v.startswith("s3://"):
+            if not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", v):
+                raise ValueError("expected s3://bucket/prefix with a valid bucket name")
+        elif "://" in v:
+            raise ValueError("checkpoint root must be a POSIX path or s3://bucket/prefix")
+        return v
+
+
+class Recovery(Section):
+    preemption: int = Field(100, ge=0)
+    node_failure: int = Field(5, ge=0)
+    app_error: int = Field(1, ge=0)
+    timeout: int = Field(20, ge=0)
+    out_of_memory: int = Field(0, ge=0)
+    no_capacity: int = Field(50, ge=0)
+    checkpoint_on_signal: bool = True
+    # 0 would silently send no notice: checkpoint_on_signal: false says that
+    grace: PositiveDuration = 120
+    signal: str = "USR1"
+    # how long a cloud region that just preempted the job (or had no capacity) is avoided
+    placement_cooldown: Duration = 1800
+
+    @field_validator("signal")
+    @classmethod
+    def _sig(cls, v):
+        v = v.upper().removeprefix("SIG")
+        if v not in {"USR1", "USR2", "TERM", "INT", "HUP", "URG"}:
+            raise ValueError("expected one of USR1, USR2, TERM, INT, HUP, URG")
+        return v
+
+
+class Cost(Section):
+    max_total_usd: Optional[float] = Field(None, gt=0)
+    max_hourly_usd: Optional[float] = Field(None, gt=0)
+    deadline: PositiveDuration = None
+
+
+class Burst(Section):
+    after: Duration = None
+    to: list[TargetNameStr] = Field(default_factory=list, max_length=64)
+
+
+RunCommand = Union[str, list[str]]
+
+
+class JobSpec(Section):
+    name: str
+    run: RunCommand
+    setup: Optional[RunCommand] = None
+    workdir: Optional[str] = None
+    image: Optional[str] = None
+    env: dict[EnvName, str] = Field(default_factory=dict, max_length=4096)
+    secrets: list[SecretName] = Field(default_factory=list, max_length=1024)
+    resources: Resources = Field(default_factory=Resources)
+    topology: Topology = Field(default_factory=Topology)
+    checkpoint: Checkpoint = Field(default_factory=Checkpoint)
+    recovery: Recovery = Field(default_factory=Recovery)
+    cost: Cost = Field(default_factory=Cost)
+    burst: Burst = Field(default_factory=Burst)
+    targets: list[TargetNameStr] = Field(default_factory=list, max_length=64)
+    seed: Optional[int] = Field(None, ge=0, description="exported as LAUNCHER_SEED (random per launch if unset)")
+    sweep: Optional[SweepSpec] = None
+    # backend sections (slurm:, skypilot:, ...) are added by launcher.backend.sections: each backend owns its own
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v):
+        if not v.strip() or len(v) > 200 or "\n" in v or "\0" in v:
+            raise ValueError("expected a non-empty one-line name of at most 200 characters")
+        return v
+
+    @field_validator("run", "setup")
+    @classmethod
+    def _run(cls, v):
+        if isinstance(v, list) and not v:
+            raise ValueError("expected a shell command string or a non-empty list of arguments")
+        if isinstance(v, str) and not v.strip():
+            raise ValueError("expected a non-empty shell command")
+        if isinstance(v, (str, list)) and any("\0" in s for s in ([v] if isinstance(v, str) else v)):
+            raise ValueError("NUL bytes cannot be passed to a shell")
+        return v
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_values(cls, v):
+        # YAML turns `PORT: 80` into an int; the environment only has strings.
+        if isinstance(v, dict):
+            out = {}
+            for k, val in v.items():
+                if isinstance(val, bool):
+                    val = "true" if val else "false"
+                elif isinstance(val, (int, float)):
+                    val = str(val)
+                out[k] = val
+            return out
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v):
+        for k, val in v.items():
+            if "\0" in val:
+                raise ValueError(f"env {k}: NUL bytes cannot be in an environment value")
+        return v
+
+    @field_validator("workdir")
+    @classmethod
+    def _one_line(cls, v):
+        if v is not None and (not v.strip() or any(c in v for c in "\n\r\0")):
+            raise ValueError("expected a non-empty one-line path")
+        return v
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v):
+        # a reference as docker and pyxis take it (registry/name:tag, name@sha256:..., nvcr.io#name,
+        # /path/image.sqsh); container runtimes put it on command lines, so nothing else passes
+        if v is not None and not re.match(r"^[A-Za-z0-9_./][A-Za-z0-9_./:@#+-]*$", v):
+            raise ValueError("expected a container image reference like nvcr.io/nvidia/pytorch:24.01-py3, "
+                             "ubuntu@sha256:..., nvcr.io#nvidia/pytorch:24.01-py3 or /path/image.sqsh")
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self):
+        if self.topology.segment and self.topology.max_switches:
+            raise ValueError("topology: use either segment (topology/block) or max_switches (topology/tree), not both")
+        dup = set(self.env) & set(self.secrets)
+        if dup:
+            raise ValueError(f"{sorted(dup)} are listed both in env and in secrets; secrets are names only")
+        if self.sweep and self.sweep.early_stop and not self.checkpoint.root:
+            raise ValueError("sweep.early_stop needs checkpoint.root: each element reports its metrics under its "
+                             "own checkpoint root, where `launcher watch` reads them")
+        return self
+
+    # convenience for backends
+    @property
+    def run_argv_or_shell(self) -> RunCommand:
+        return self.run
+
+    def section(self, model: type[S]) -> S:
+        """A backend's own section of this spec, as that backend's model (``spec_options``),
+        defaulted when the spec has none: ``spec.section(SlurmSection).partition``."""
+        for value in self.__dict__.values():
+            if type(value) is model:
+                return value
+        return model()
+
+
+S = TypeVar("S", bound=BaseModel)
+
+
+def require_workdir(workdir: str, source: str, base) -> None:
+    """Refuse a workdir that is not an existing directory on this machine, naming the path."""
+    import os
+
+    resolved = os.path.abspath(os.path.expanduser(workdir))
+    if not os.path.isdir(resolved):
+        why = "is not a directory" if os.path.exists(resolved) else "does not exist"
+        raise SpecError(source, [("workdir", f"{resolved} {why} (relative paths are read "
+                                             f"from the spec file's folder, {base})")])
+
+
+def resolve_paths(spec: JobSpec, base: Path, source: str = "", must_exist: bool = False) -> JobSpec:
+    """Relative ``workdir`` and POSIX ``checkpoint.root`` mean "next to the spec file".
+
+    With ``must_exist``, a workdir that is not an existing
+    directory on this machine is refused, naming the path it resolved to: it is what SkyPilot
+    syncs, what provenance reads, and where the job starts."""
+    import os
+
+    upd = {}
+    workdir = spec.workdir
+    if workdir and not os.path.isabs(os.path.expanduser(workdir)):
+        workdir = upd["workdir"] = str((base / workdir).resolve())
+    if must_exist and workdir:
+        require_workdir(workdir, source or str(base), base)
+    root = spec.checkpoint.root
+    if root and not root.startswith("s3://") and not os.path.isabs(os.path.expanduser(root)):
+        upd["checkpoint"] = spec.checkpoint.model_copy(update={"root": str((base / root).resolve())})
+    return spec.model_copy(update=upd) if upd else spec

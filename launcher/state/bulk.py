@@ -1,0 +1,134 @@
+"""The state store's bulk writes (``StateStore`` inherits them): what a sweep of 1,000
+elements writes once submitted and on each status call, in ONE transaction with
+``executemany``, leaving exactly the rows, attempts and events the one-job writes would
+(tests/unit/test_state_bulk.py). Recording a sweep before it is submitted: ``launcher.state.sweeps``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+
+CHUNK = 500  # job ids per IN (...) query, under SQLite's variable limit
+
+
+class BulkWrites:
+    def record_submitted(self, target: str, entries, state: str = "PENDING", detail=None) -> None:
+        """What ``record_attempt`` (attempt 1) + ``record_event("submitted")`` write for each job,
+        for many jobs in ONE transaction. ENTRIES: (job_id, handle_json, native_id); each event's
+        detail is {target, native_id, attempt, **DETAIL}."""
+        from launcher.core.jsonrows import dumps_varying
+        from launcher.core.redact import _masks, redact_obj, redact_text
+        from launcher.core.status import job_state_for
+
+        now, masks = time.time(), _masks(())
+        ids, native = [e[0] for e in entries], [e[2] for e in entries]
+        common = redact_obj({"target": target, "native_id": "", "attempt": 1, **(detail or {})}, _masks_=masks)
+        joined = "\n".join(native)  # no secret in any native id: each is written as it is
+        shown = native if redact_text(joined, _masks_=masks) == joined else [redact_text(n, _masks_=masks)
+                                                                            for n in native]
+        details = dumps_varying(common, {"native_id": shown}, default=str)
+        job_state = job_state_for(state)
+        with self.tx() as db:
+            metas = reopened(_column(db, "meta", ids))
+            db.executemany(
+                "INSERT OR REPLACE INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,"
+                "resume_step,meta) VALUES(?,1,?,?,?,?,?,'',NULL,'{}')",
+                [(j, target, n, h, now, state) for j, h, n in entries])
+            db.executemany("UPDATE jobs SET handle=?, state=?, target=?, updated=? WHERE job_id=?",
+                           [(h, job_state, target, now, j) for j, h, _ in entries])
+            db.executemany("UPDATE jobs SET meta=? WHERE job_id=?", [(m, j) for j, m in metas.items()])
+            db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,'submitted',?)",
+                           [(j, now, d) for j, d in zip(ids, details)])
+
+    def record_statuses(self, entries) -> None:
+        """``update_attempt`` + ``mirror_state`` for many jobs in ONE transaction (one status
+        call's results), writing only what changed (a sweep's poll mostly changes nothing).
+        ENTRIES: (job_id, attempt, attempt fields, handle_json, state, reason)."""
+        from launcher.state.store import is_final, mirrored_state
+
+        now = time.time()
+        by_cols: dict = {}  # the same columns set: one executemany
+        jobs, events = [], []
+        with self.tx() as db:
+            rows = _rows(db, "state, reason, handle, meta", [e[0] for e in entries])
+            stored = _attempt_fields(db, entries)
+            for job_id, attempt, fields, handle_json, state, reason in entries:
+                if fields and not _same(stored.get((job_id, attempt)), fields):
+                    by_cols.setdefault(tuple(fields), []).append((*fields.values(), job_id, attempt))
+                new = mirrored_state(rows.get(job_id), handle_json, state)
+                if new is None or (new, reason) == (rows[job_id]["state"], rows[job_id]["reason"]):
+                    continue  # nothing changed: nothing written
+                jobs.append((new, reason, now, job_id))
+                rows[job_id] = {**rows[job_id], "state": new}  # a job listed twice sees its own change
+                if is_final(new):
+                    events.append((job_id, now, "done", json.dumps({"reason": new.lower()})))
+            for cols, values in by_cols.items():
+                db.executemany(f"UPDATE attempts SET {', '.join(f'{k}=?' for k in cols)} WHERE job_id=? AND attempt=?",
+                               values)
+            db.executemany("UPDATE jobs SET state=?, reason=?, updated=? WHERE job_id=?", jobs)
+            db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", events)
+
+    def attempts_of(self, job_ids) -> dict:
+        """{job id: [AttemptRow] in attempt order} for many jobs in a few queries."""
+        from launcher.state.store import AttemptRow
+
+        out: dict = {j: [] for j in job_ids}
+        for chunk in _chunks(list(out)):
+            q = f"SELECT * FROM attempts WHERE job_id IN ({','.join('?' * len(chunk))}) ORDER BY job_id, attempt"
+            for r in self.db.execute(q, chunk).fetchall():
+                meta = r["meta"]
+                out[r["job_id"]].append(AttemptRow(**{**dict(r), "meta": json.loads(meta) if meta and meta != "{}"
+                                                      else {}}))
+        return out
+
+
+def _chunks(ids: list):
+    return [ids[i:i + CHUNK] for i in range(0, len(ids), CHUNK)]
+
+
+def _rows(db, cols: str, job_ids) -> dict:
+    """{job id: row} of the jobs table's COLS for JOB_IDS (missing jobs absent)."""
+    out = {}
+    for chunk in _chunks(list(dict.fromkeys(job_ids))):
+        q = f"SELECT job_id, {cols} FROM jobs WHERE job_id IN ({','.join('?' * len(chunk))})"
+        out.update({r["job_id"]: dict(r) for r in db.execute(q, chunk).fetchall()})
+    return out
+
+
+def _attempt_fields(db, entries) -> dict:
+    """{(job id, attempt): the stored values of the attempt columns ENTRIES set}."""
+    cols = sorted({k for e in entries for k in (e[2] or ())})
+    if not cols:
+        return {}
+    out = {}
+    for chunk in _chunks(list(dict.fromkeys(e[0] for e in entries))):
+        q = (f"SELECT job_id, attempt, {', '.join(cols)} FROM attempts "
+             f"WHERE job_id IN ({','.join('?' * len(chunk))})")
+        out.update({(r["job_id"], r["attempt"]): r for r in db.execute(q, chunk).fetchall()})
+    return out
+
+
+def _same(row, fields: dict) -> bool:
+    return row is not None and all(row[k] == v for k, v in fields.items())
+
+
+def reopened(metas: dict) -> dict:
+    """{job id: meta text} of the jobs closed meanwhile (METAS: {job id: meta text}), reopened:
+    a recorded submission is the truth (as ``record_attempt`` does). Only a meta that names
+    the closing key is parsed."""
+    from launcher.recovery.state import RecoveryState, patched
+
+    out = {}
+    for job_id, text in metas.items():
+        if text and '"final"' in text:
+            meta = json.loads(text)
+            rs = RecoveryState.load(meta)
+            if rs.closed:
+                out[job_id] = json.dumps(patched(meta, replace(rs, closed=False).changes_since(rs)))
+    return out
+
+
+def _column(db, col: str, job_ids) -> dict:
+    return {j: r[col] for j, r in _rows(db, col, job_ids).items()}

@@ -1,0 +1,419 @@
+"""Job state in SQLite (WAL) under ``$LAUNCHER_HOME``.
+
+Three tables (schema: ``launcher.state.db``): ``jobs`` (one row per launched spec),
+``attempts`` (one row per submission or restart: native id, state, reason, resume step,
+cost) and ``events`` (every decision with its reason). Secrets never reach this file: the
+spec stores secret *names* only, and ``record_event`` redacts known patterns. Recovery's
+own state rides in ``jobs.meta`` (``launcher.recovery.state.RecoveryState``). A sweep's spec
+is stored once, in ``sweeps``, and its elements' job rows refer to it (``launcher.state.sweeps``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterator, Optional
+
+from launcher.core.errors import LauncherError
+from launcher.recovery.state import RecoveryState, patched
+from launcher.core.status import FINAL_STATES, is_final, job_state_for
+from launcher.state.bulk import BulkWrites
+from launcher.state.sweeps import SweepRows, job_rows
+
+
+def is_open(job: "JobRow") -> bool:
+    """The one definition of an open job. A job closed by an older version may still show
+    the attempt's state (PREEMPTED ...): its recovery state says it is closed."""
+    return not is_final(job.state) and not RecoveryState.load(job.meta).closed
+
+
+def claim_available(holder: Optional[str], expires: Optional[float], me: str, now: float) -> bool:
+    """Pure: may ``me`` take a job's claim held by ``holder`` until ``expires``?"""
+    return holder is None or holder == me or expires is None or expires <= now
+
+
+def mirrored_state(row, handle_json: str, state: str) -> Optional[str]:
+    """Pure: the job state ``mirror_state`` writes for an attempt's STATE, given the job's ROW
+    (state, handle, meta as stored), or None when the row keeps its own (gone, superseded by a
+    newer submission, closed, or a burst race deciding first which copy won)."""
+    if row is None or row["handle"] != handle_json or is_final(row["state"]):
+        return None
+    text = row["meta"] or "{}"
+    # only a meta naming a closing or a burst race is parsed (1,000 sweep elements a poll)
+    rs = RecoveryState.load(json.loads(text)) if '"final"' in text or '"burst"' in text else None
+    if rs is not None and rs.closed:
+        return None
+    new = job_state_for(state)
+    return None if is_final(new) and rs is not None and rs.racing else new
+
+
+def new_owner() -> str:
+    """A claim owner: host:pid:random (the random part tells two stores of one process apart)."""
+    import os
+    import secrets
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+class ClaimLost(LauncherError):
+    """Another watcher took this job's claim over (ours expired) while we acted on it."""
+
+
+@dataclass(frozen=True)
+class JobRow:
+    job_id: str
+    name: str
+    target: str
+    backend: str
+    spec_path: Optional[str]
+    spec_yaml: str
+    created: float
+    updated: float
+    state: str
+    reason: str
+    handle: Optional[str]
+    ckpt_root: Optional[str]
+    last_step: Optional[int]
+    meta: dict
+    sweep_id: Optional[str] = None  # the sweep this job is an element of (``launcher.state.sweeps``)
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    job_id: str
+    attempt: int
+    target: str
+    native_id: Optional[str]
+    handle: Optional[str]
+    submitted: float
+    state: str
+    reason: str
+    native_state: str
+    exit_code: Optional[int]
+    started: Optional[float]
+    ended: Optional[float]
+    resume_step: Optional[int]
+    cost_usd: Optional[float]
+    meta: dict
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A job claimed by one owner until ``expires``, with the job and its attempts as read
+    in the same transaction that took the claim."""
+
+    owner: str
+    expires: float
+    job: JobRow
+    attempts: list
+
+
+class StateStore(BulkWrites, SweepRows):
+    def __init__(self, home: Path):
+        from launcher.state.db import SCHEMA, open_db, prepare_home
+
+        self.home = Path(home)
+        self.path = self.home / "state.db"
+        prepare_home(self.home, self.path)
+        # never re-initialises an existing file; damaged, read-only, locked or full: StateStoreError
+        self.db = open_db(self.path, SCHEMA)
+        self.db.executescript(SCHEMA)
+
+    def close(self):
+        self.db.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One transaction; inside ``batch()`` a savepoint of the batch's transaction, so a
+        write that fails is undone alone, exactly as its own transaction would have been."""
+        nested = getattr(self, "_batch_depth", 0)
+        self.db.execute("SAVEPOINT launcher_write" if nested else "BEGIN IMMEDIATE")
+        try:
+            yield self.db
+            self.db.execute("RELEASE launcher_write" if nested else "COMMIT")
+        except BaseException:
+            if self.db.in_transaction:  # a failed COMMIT (disk full) may have rolled back already
+                for sql in (("ROLLBACK TO launcher_write", "RELEASE launcher_write") if nested else ("ROLLBACK",)):
+                    self.db.execute(sql)
+            raise
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Several writes (each its own ``tx()``) committed as ONE transaction: one lock and
+        one commit instead of one per write. Only for writes that may become visible together
+        (never a write that must be durable before a later step, like a launch's SUBMITTING
+        row before the scheduler is called). Nested batches join the outer one."""
+        depth = getattr(self, "_batch_depth", 0)
+        with (nullcontext() if depth else self.tx()):
+            self._batch_depth = depth + 1
+            try:
+                yield
+            finally:
+                self._batch_depth = depth
+
+    def job_dir(self, job_id: str) -> Path:
+        d = self.home / "jobs" / job_id
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    # ---- jobs
+    def begin_job(self, job_id, name, target, backend, spec_path, spec_yaml, ckpt_root=None, meta=None):
+        now, sweep_id = time.time(), ((meta or {}).get("sweep") or {}).get("id")
+        with self.tx() as db:
+            db.execute(
+                "INSERT INTO jobs(job_id,name,target,backend,spec_path,spec_yaml,created,updated,state,ckpt_root,meta,"
+                "sweep_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                (job_id, name, target, backend, spec_path, spec_yaml, now, now, "SUBMITTING", ckpt_root,
+                 json.dumps(meta or {}), sweep_id))
+
+    def forget_job(self, job_id: str) -> None:
+        """Remove a job whose submission failed: nothing is recorded as submitted."""
+        with self.tx() as db:
+            db.execute("DELETE FROM attempts WHERE job_id=?", (job_id,))
+            db.execute("DELETE FROM events WHERE job_id=?", (job_id,))
+            db.execute("DELETE FROM jobs WHERE job_id=?", (job_id,))
+
+    # ---- claims: decide -> submit -> record happens for one job in one place at a time
+    @property
+    def owner(self) -> str:
+        """This store's claim owner (one per store: threads with their own stores differ)."""
+        o = getattr(self, "_owner", None)
+        if o is None:
+            o = self._owner = new_owner()
+        return o
+
+    def claim(self, job_id: str, ttl: float = 120.0, owner: Optional[str] = None,
+              now: Optional[float] = None) -> Optional[Claim]:
+        """Take the job's claim for ``ttl`` seconds, reading the job and its attempts in the
+        same BEGIN IMMEDIATE transaction. None when another owner holds an unexpired claim
+        (or the job is gone). An expired claim is taken over."""
+        owner = owner or self.owner
+        now = time.time() if now is None else now
+        with self.tx() as db:
+            row = db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            if row is None:
+                return None
+            c = db.execute("SELECT owner, expires FROM claims WHERE job_id=?", (job_id,)).fetchone()
+            if c is not None and not claim_available(c["owner"], c["expires"], owner, now):
+                return None
+            db.execute("INSERT OR REPLACE INTO claims(job_id,owner,expires,taken) VALUES(?,?,?,?)",
+                       (job_id, owner, now + ttl, now))
+            attempts = self._attempts(db, job_id)
+            job = job_rows(db, [row])[0]
+        return Claim(owner, now + ttl, job, attempts)
+
+    def release(self, job_id: str, owner: Optional[str] = None) -> None:
+        with self.tx() as db:
+            db.execute("DELETE FROM claims WHERE job_id=? AND owner=?", (job_id, owner or self.owner))
+
+    def claim_holder(self, job_id: str) -> Optional[tuple]:
+        r = self.db.execute("SELECT owner, expires FROM claims WHERE job_id=?", (job_id,)).fetchone()
+        return (r["owner"], r["expires"]) if r else None
+
+    def _check_claim(self, db, job_id: str, owner: Optional[str]) -> None:
+        if owner is None:
+            return
+        c = db.execute("SELECT owner FROM claims WHERE job_id=?", (job_id,)).fetchone()
+        if c is None or c["owner"] != owner:
+            raise ClaimLost(f"job {job_id}: the recovery claim was taken over by {c['owner'] if c else 'nobody'}"
+                            f" while {owner} held it; not recording (the new holder finds the submission by "
+                            "its dedupe token)")
+
+    def close_job(self, job_id: str, state: str, reason: str, owner: Optional[str] = None,
+                  event: Optional[str] = None, detail: Optional[dict] = None) -> None:
+        """Close a job (state must be final) and record why, in one transaction."""
+        from launcher.core.redact import redact_obj
+
+        if not is_final(state):
+            raise ValueError(f"close_job: {state} is not a final state ({', '.join(sorted(FINAL_STATES))})")
+        now = time.time()
+        with self.tx() as db:
+            self._check_claim(db, job_id, owner)
+            meta = self._meta(db, job_id)
+            rs = RecoveryState.load(meta)
+            meta = patched(meta, replace(rs, closed=True, retry_at=None).changes_since(rs))
+            db.execute("UPDATE jobs SET state=?, reason=?, meta=?, updated=? WHERE job_id=?",
+                       (state, reason, json.dumps(meta), now, job_id))
+            if event:
+                db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
+                           (job_id, now, event, json.dumps(redact_obj(detail or {}), default=str)))
+
+    def add_restart(self, job_id, attempt, target, handle_json, native_id, state, reason) -> bool:
+        """Record a restart in place (same native id) unless another watcher already did."""
+        now = time.time()
+        with self.tx() as db:
+            if db.execute("SELECT 1 FROM attempts WHERE job_id=? AND attempt=?", (job_id, attempt)).fetchone():
+                return False
+            db.execute("INSERT INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,meta)"
+                       " VALUES(?,?,?,?,?,?,?,?,?)",
+                       (job_id, attempt, target, native_id, handle_json, now, state, reason, "{}"))
+            db.execute("UPDATE jobs SET handle=?, state=?, updated=? WHERE job_id=? AND state NOT IN "
+                       f"({','.join('?' * len(FINAL_STATES))})",
+                       (handle_json, job_state_for(state), now, job_id, *sorted(FINAL_STATES)))
+        return True
+
+    def mirror_state(self, job_id: str, handle_json: str, state: str, reason: str) -> bool:
+        """An open job shows its current attempt's state; a closed one keeps the state of the
+        decision that closed it, and a stale status (of an attempt already superseded by a
+        newer submission) changes nothing. An attempt that COMPLETED (or was CANCELLED) closes
+        the job, recorded once as a "done" event, except during a burst race, which decides
+        first which copy won. True when this call closed the job."""
+        now = time.time()
+        with self.tx() as db:
+            row = db.execute("SELECT state, handle, meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            new = mirrored_state(row, handle_json, state)
+            if new is None:
+                return False
+            db.execute("UPDATE jobs SET state=?, reason=?, updated=? WHERE job_id=?", (new, reason, now, job_id))
+            if is_final(new):
+                db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
+                           (job_id, now, "done", json.dumps({"reason": new.lower()})))
+                return True
+        return False
+
+    def record_attempt(self, job_id, attempt, target, handle_json, native_id, state="PENDING",
+                       reason="", resume_step=None, meta=None, owner: Optional[str] = None):
+        self.record_submission(job_id, attempt, target, handle_json, native_id, state=state, reason=reason,
+                               resume_step=resume_step, meta=meta, owner=owner)
+
+    def record_submission(self, job_id, attempt, target, handle_json, native_id, state="PENDING",
+                          reason="", resume_step=None, meta=None, owner: Optional[str] = None,
+                          events=(), also=()) -> None:
+        """A submission's attempt, the job row pointing at it, ``record_event(kind, **detail)``
+        for each (kind, detail) of EVENTS, and ALSO ((sql, params) of other tables, such as
+        the provenance record), in ONE transaction. While OWNER is given, only while its claim
+        on the job holds (ClaimLost)."""
+        from launcher.state.bulk import reopened
+
+        now = time.time()
+        rows = [_event_row(job_id, kind, detail, now) for kind, detail in events]  # redacted before the lock
+        with self.tx() as db:
+            self._check_claim(db, job_id, owner)
+            db.execute(
+                "INSERT OR REPLACE INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,"
+                "resume_step,meta) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                (job_id, attempt, target, native_id, handle_json, now, state, reason, resume_step,
+                 json.dumps(meta or {})))
+            # a recorded submission is the truth: it reopens a job closed meanwhile (a launch
+            # slower than the SUBMITTING grace); every other writer holds the job's claim
+            text = db.execute("SELECT meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            meta_text = reopened({job_id: text["meta"]} if text else {}).get(job_id)
+            sets = "handle=?, state=?, target=?, updated=?" + (", meta=?" if meta_text else "")
+            values = [handle_json, job_state_for(state), target, now] + ([meta_text] if meta_text else [])
+            db.execute(f"UPDATE jobs SET {sets} WHERE job_id=?", (*values, job_id))
+            if rows:
+                db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", rows)
+            for sql, params in also:
+                db.execute(sql, params)
+
+    def update_attempt(self, job_id, attempt, **fields):
+        if not fields:
+            return
+        if "meta" in fields and isinstance(fields["meta"], dict):
+            fields["meta"] = json.dumps(fields["meta"])
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self.tx() as db:
+            db.execute(f"UPDATE attempts SET {cols} WHERE job_id=? AND attempt=?",
+                       (*fields.values(), job_id, attempt))
+
+    def update_job(self, job_id, **fields):
+        if "meta" in fields and isinstance(fields["meta"], dict):
+            fields["meta"] = json.dumps(fields["meta"])
+        fields["updated"] = time.time()
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self.tx() as db:
+            db.execute(f"UPDATE jobs SET {cols} WHERE job_id=?", (*fields.values(), job_id))
+
+    def patch_meta(self, job_id: str, **changes) -> None:
+        """Set (or, with None, remove) some meta keys atomically: other keys written meanwhile
+        by another watcher (a burst race, a scheduled retry) are kept."""
+        self._patch(job_id, changes, {})
+
+    def save_recovery(self, job_id: str, before: RecoveryState, after: RecoveryState, **fields) -> None:
+        """Store what recovery changed (AFTER against BEFORE, as read) and FIELDS of the job row
+        in one transaction; recovery state another watcher wrote meanwhile is kept."""
+        self._patch(job_id, after.changes_since(before), fields)
+
+    def _patch(self, job_id: str, changes: dict, fields: dict) -> None:
+        if not changes and not fields:
+            return
+        with self.tx() as db:
+            row = db.execute("SELECT meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            if row is None:
+                return
+            fields = {**fields, "meta": json.dumps(patched(json.loads(row["meta"] or "{}"), changes)),
+                      "updated": time.time()}
+            db.execute(f"UPDATE jobs SET {', '.join(f'{k}=?' for k in fields)} WHERE job_id=?",
+                       (*fields.values(), job_id))
+
+    @staticmethod
+    def _meta(db, job_id: str) -> dict:
+        row = db.execute("SELECT meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+        return json.loads(row["meta"] or "{}") if row else {}
+
+    def get_job(self, job_id: str) -> JobRow:
+        row = self.db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+        if row is None:
+            rows = self.db.execute("SELECT * FROM jobs WHERE job_id LIKE ? ORDER BY created DESC",
+                                   (job_id.replace("%", "") + "%",)).fetchall()
+            if len(rows) == 1:
+                row = rows[0]
+            elif len(rows) > 1:
+                raise LauncherError(f"job id '{job_id}' is ambiguous: " + ", ".join(r["job_id"] for r in rows[:10]))
+            else:
+                raise LauncherError(f"no job '{job_id}' in {self.path} (see `launcher status`)")
+        return job_rows(self.db, [row])[0]
+
+    def list_jobs(self, active_only: bool = False, limit: int = 1000) -> list[JobRow]:
+        q = "SELECT * FROM jobs ORDER BY created DESC LIMIT ?"
+        rows = job_rows(self.db, self.db.execute(q, (limit,)).fetchall())
+        return [r for r in rows if is_open(r)] if active_only else rows
+
+    def attempts(self, job_id: str) -> list[AttemptRow]:
+        return self._attempts(self.db, job_id)
+
+    @staticmethod
+    def _attempts(db, job_id: str) -> list[AttemptRow]:
+        rows = db.execute("SELECT * FROM attempts WHERE job_id=? ORDER BY attempt", (job_id,)).fetchall()
+        return [AttemptRow(**{**dict(r), "meta": json.loads(r["meta"] or "{}")}) for r in rows]
+
+    def open_jobs(self, limit: int = 100000) -> list[JobRow]:
+        return [j for j in self.list_jobs(limit=limit) if is_open(j)]
+
+    def jobs_sharing_root(self, ckpt_root: str) -> list[JobRow]:
+        rows = self.db.execute("SELECT * FROM jobs WHERE ckpt_root=? ORDER BY created", (ckpt_root,)).fetchall()
+        return job_rows(self.db, rows)
+
+    def latest_attempt(self, job_id: str) -> Optional[AttemptRow]:
+        a = self.attempts(job_id)
+        return a[-1] if a else None
+
+    # ---- events
+    def record_event(self, job_id: str, kind: str, **detail) -> None:
+        row = _event_row(job_id, kind, detail, time.time())
+        with self.tx() as db:
+            db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", row)
+
+    def events(self, job_id: str) -> list[dict]:
+        rows = self.db.execute("SELECT ts,kind,detail FROM events WHERE job_id=? ORDER BY id", (job_id,)).fetchall()
+        return [{"ts": r["ts"], "kind": r["kind"], **json.loads(r["detail"])} for r in rows]
+
+
+def _event_row(job_id: str, kind: str, detail: dict, ts: float) -> tuple:
+    """An events row: DETAIL redacted (known secret values and shapes never reach the store)."""
+    from launcher.core.redact import redact_obj
+
+    return (job_id, ts, kind, json.dumps(redact_obj(detail), default=str))
+
+
+def new_job_id(name: str) -> str:
+    import re
+    import secrets
+
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:24] or "job"
+    return f"{slug}-{secrets.token_hex(3)}"

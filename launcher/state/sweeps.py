@@ -1,0 +1,173 @@
+"""A sweep in the state store: its spec and what its elements share, stored ONCE.
+
+One ``sweeps`` row holds the sweep's spec text and the meta every element shares (the spec's
+folder, the sweep's size and seed, the array's native id once it is submitted). Each element
+is a ``jobs`` row of its own (``sweep_id`` names the sweep) holding only what is its own: its
+state, handle, checkpoint root and a small meta (index, params, seed, recovery state).
+
+A reader never sees the split: ``job_rows`` gives an element the sweep's spec text as its
+``spec_yaml`` and the shared meta merged under its own, so every reader of a job (watch,
+status, report, logs, cancel, burst, early stop, the queue) gets the same ``JobRow`` as when
+each element row carried the whole spec. Element rows written by an earlier version (before
+the ``sweeps`` table) carry their own spec and meta, and are read as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Optional
+
+SHARED_KEYS = ("spec_base", "seed_source")  # element meta keys a sweep's elements share
+SHARED_SWEEP_KEYS = ("size", "seed", "array")  # and under meta["sweep"]
+
+
+def own_meta(meta: dict, shared: dict) -> dict:
+    """Pure: what an element's row stores of its META, given the sweep's SHARED meta (the
+    keys with the shared value left out; ``sweep.id`` and ``sweep.index`` always kept, so a
+    row read on its own still names its sweep). ``merged(own_meta(m, s), s) == m``."""
+    out = {k: v for k, v in meta.items() if k != "sweep" and not (k in SHARED_KEYS and shared.get(k) == v)}
+    sweep, common = meta.get("sweep"), shared.get("sweep") or {}
+    if isinstance(sweep, dict):
+        out["sweep"] = {k: v for k, v in sweep.items() if not (k in SHARED_SWEEP_KEYS and common.get(k) == v)}
+    return out
+
+
+def merged(own: dict, shared: Optional[dict]) -> dict:
+    """Pure: an element's meta as readers see it: the sweep's SHARED meta under its OWN."""
+    if not shared:
+        return own
+    out = {**{k: shared[k] for k in SHARED_KEYS if k in shared}, **own}
+    common = shared.get("sweep")
+    if common and isinstance(own.get("sweep"), dict):
+        out["sweep"] = {**common, **own["sweep"]}
+    return out
+
+
+def shared_of(meta: dict) -> dict:
+    """Pure: the part of an element's META that every element of its sweep shares."""
+    sweep = meta.get("sweep") or {}
+    return {**{k: meta[k] for k in SHARED_KEYS if k in meta},
+            "sweep": {k: sweep[k] for k in ("id", *SHARED_SWEEP_KEYS) if k in sweep}}
+
+
+def job_rows(db, rows) -> list:
+    """``JobRow``s of the jobs table's ROWS (``SELECT *``), the elements of a sweep given
+    their sweep's spec and shared meta (read once per sweep)."""
+    from launcher.state.store import JobRow
+
+    wanted = {r["sweep_id"] for r in rows if r["sweep_id"] and not r["spec_yaml"]}
+    sweeps = _sweeps(db, wanted) if wanted else {}
+    out = []
+    for r in rows:
+        d = dict(r)
+        meta = json.loads(d["meta"] or "{}")
+        got = sweeps.get(d["sweep_id"]) if not d["spec_yaml"] else None
+        if got is not None:
+            d["spec_yaml"] = got[0]
+            meta = merged(meta, got[1])
+        d["meta"] = meta
+        out.append(JobRow(**d))
+    return out
+
+
+def _sweeps(db, ids) -> dict:
+    """{sweep id: (spec text, shared meta)} of the sweeps IDS (one query)."""
+    ids = sorted(ids)
+    q = f"SELECT sweep_id, spec_yaml, meta FROM sweeps WHERE sweep_id IN ({','.join('?' * len(ids))})"
+    return {r["sweep_id"]: (r["spec_yaml"], json.loads(r["meta"] or "{}")) for r in db.execute(q, ids).fetchall()}
+
+
+class SweepRows:
+    """The state store's writes and reads of a sweep (``StateStore`` inherits them)."""
+
+    def begin_sweep(self, sweep_id, name, target, backend, spec_path, spec_yaml, shared: dict, rows) -> None:
+        """Record the sweep (its spec and SHARED meta, once) and every element of it SUBMITTING
+        (ROWS: (job_id, ckpt_root, meta as readers see it)), in ONE transaction: all or none."""
+        self.begin_sweep_texts(sweep_id, name, target, backend, spec_path, spec_yaml, shared,
+                               [(job_id, root, json.dumps(own_meta(meta, shared))) for job_id, root, meta in rows])
+
+    def begin_sweep_texts(self, sweep_id, name, target, backend, spec_path, spec_yaml, shared: dict, rows) -> None:
+        """``begin_sweep`` with each element's meta given as stored (ROWS: (job_id, ckpt_root,
+        ``json.dumps(own_meta(meta, SHARED))``), as ``launcher.sweep.rowtexts`` writes them)."""
+        now = time.time()
+        with self.tx() as db:
+            db.execute("INSERT INTO sweeps(sweep_id,name,spec_path,spec_yaml,size,created,meta) VALUES(?,?,?,?,?,?,?)",
+                       (sweep_id, name, spec_path, spec_yaml, len(rows), now, json.dumps(shared)))
+            db.executemany(
+                "INSERT INTO jobs(job_id,name,target,backend,spec_path,spec_yaml,created,updated,state,ckpt_root,meta,"
+                "sweep_id) VALUES(?,?,?,?,?,'',?,?,'SUBMITTING',?,?,?)",
+                [(job_id, name, target, backend, spec_path, now, now, root, meta, sweep_id)
+                 for job_id, root, meta in rows])
+
+    def forget_sweep(self, sweep_id: str) -> None:
+        """Remove a sweep whose submission failed: its row, its elements and anything of theirs."""
+        with self.tx() as db:
+            for table in ("attempts", "events", "claims"):
+                db.execute(f"DELETE FROM {table} WHERE job_id IN (SELECT job_id FROM jobs WHERE sweep_id=?)",
+                           (sweep_id,))
+            db.execute("DELETE FROM jobs WHERE sweep_id=?", (sweep_id,))
+            db.execute("DELETE FROM sweeps WHERE sweep_id=?", (sweep_id,))
+
+    def share(self, sweep_id: str, **changes) -> None:
+        """Set keys of the meta every element of SWEEP_ID shares under ``sweep`` (the array's id)."""
+        with self.tx() as db:
+            row = db.execute("SELECT meta FROM sweeps WHERE sweep_id=?", (sweep_id,)).fetchone()
+            if row is None:
+                return
+            meta = json.loads(row["meta"] or "{}")
+            meta["sweep"] = {**(meta.get("sweep") or {}), **changes}
+            db.execute("UPDATE sweeps SET meta=? WHERE sweep_id=?", (json.dumps(meta), sweep_id))
+
+    def sweep_jobs(self, sweep_id: str) -> list:
+        """The element rows of SWEEP_ID in index order (empty when there is no such sweep)."""
+        found = self.db.execute("SELECT * FROM jobs WHERE sweep_id=?", (sweep_id,)).fetchall()
+        rows = [j for j in job_rows(self.db, found) if (j.meta.get("sweep") or {}).get("id") == sweep_id]
+        return sorted(rows, key=lambda j: j.meta["sweep"]["index"])
+
+    def record_array_submitted(self, sweep_id: str, target: str, layout, detail: dict, state: str = "PENDING") -> bool:
+        """What ``record_submitted`` writes for every element of SWEEP_ID, put together by SQL
+        from each element's job id (LAYOUT: ``launcher.sweep.launching.ArrayLayout``): no
+        Python object per element. False (nothing written) when an element's native id would
+        be redacted: the caller then writes them one by one."""
+        from launcher.core.redact import _masks, redact_obj, redact_text
+        from launcher.state.bulk import reopened
+        from launcher.core.status import job_state_for
+
+        masks = _masks(())
+        joined = "\n".join(layout.native_ids)
+        if redact_text(joined, _masks_=masks) != joined:
+            return False
+        mark = "\x01native\x01"
+        common = redact_obj({"target": target, "native_id": mark, "attempt": 1, **detail}, _masks_=masks)
+        pieces = json.dumps(common, default=str).split(json.dumps(mark))
+        if len(pieces) != 2:  # the detail holds the marker's text: nothing to put an id between
+            return False
+        d0, d1 = pieces
+        h0, h1, h2 = layout.handle_pieces
+        pre, at, now = layout.native_prefix, layout.index_at, time.time()
+        with self.tx() as db:
+            db.execute("UPDATE jobs SET handle = ? || job_id || ? || substr(job_id, ?) || ?, state=?, target=?, "
+                       "updated=? WHERE sweep_id=?", (h0, h1, at, h2, job_state_for(state), target, now, sweep_id))
+            db.execute("INSERT OR REPLACE INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,"
+                       "resume_step,meta) SELECT job_id, 1, ?, ? || substr(job_id, ?), handle, ?, ?, '', NULL, '{}' "
+                       "FROM jobs WHERE sweep_id=?", (target, pre, at, now, state, sweep_id))
+            db.execute("INSERT INTO events(job_id,ts,kind,detail) SELECT job_id, ?, 'submitted', "
+                       "? || '\"' || ? || substr(job_id, ?) || '\"' || ? FROM jobs WHERE sweep_id=?",
+                       (now, d0, pre, at, d1, sweep_id))
+            found = db.execute("SELECT job_id, meta FROM jobs WHERE sweep_id=? AND meta LIKE '%\"final\"%'",
+                               (sweep_id,)).fetchall()
+            db.executemany("UPDATE jobs SET meta=? WHERE job_id=?",
+                           [(m, j) for j, m in reopened({r[0]: r[1] for r in found}).items()])
+        return True
+
+    def is_sweep(self, name: str) -> bool:
+        """Whether NAME is a sweep (its row, or elements recorded before the sweeps table)."""
+        q = "SELECT 1 FROM sweeps WHERE sweep_id=? UNION ALL SELECT 1 FROM jobs WHERE sweep_id=? LIMIT 1"
+        return self.db.execute(q, (name, name)).fetchone() is not None
+
+    def element_states(self, sweep_id: str) -> dict:
+        """{job id: (state, handle)} of SWEEP_ID's elements: what a status refresh changes,
+        read without the rest of each row."""
+        q = "SELECT job_id, state, handle FROM jobs WHERE sweep_id=?"
+        return {r[0]: (r[1], r[2]) for r in self.db.execute(q, (sweep_id,)).fetchall()}
