@@ -38,6 +38,14 @@ class App:
 
         return StateStore(self.home)
 
+    @cached_property
+    def watch_hooks(self):
+        """What sweeps add to every watch pass (``launcher.recovery.outcome.WatchHooks``).
+        Imported on first use: a command that never watches loads no sweep module."""
+        from launcher.sweep.watching import watch_hooks
+
+        return watch_hooks()
+
     def target(self, name: str) -> Target:
         return resolve_target(self.config, name, self.registry)
 

@@ -23,14 +23,14 @@ from launcher.api.results import CheckpointListing, LogStream, Rendered, Submitt
 from launcher.launching.specinput import SpecInput, SpecLike
 
 if TYPE_CHECKING:
-    from launcher.launching.cancel import CancelReport
+    from launcher.recovery.cancel import CancelReport
     from launcher.plan import PlanResult
-    from launcher.recovery.claims import Outcome
+    from launcher.recovery.outcome import Outcome
     from launcher.spec.model import JobSpec
     from launcher.report import JobReport
     from launcher.state.store import JobRow
     from launcher.core.status import Status
-    from launcher.launching.status_view import JobDetail
+    from launcher.api.status_view import JobDetail
 
 Note = Callable[[str], None]
 
@@ -161,7 +161,7 @@ class Launcher:
     # ------------------------------------------------------------ jobs
     def status(self, job: str) -> "JobDetail":
         """One job brought up to date: every attempt, its reason, resumed and committed steps, events."""
-        from launcher.launching.status_view import gather_job
+        from launcher.api.status_view import gather_job
 
         return gather_job(self.app, job, self._note)
 
@@ -173,14 +173,14 @@ class Launcher:
 
     def jobs(self, all: bool = False) -> list["JobRow"]:  # noqa: A002 - mirrors `launcher status --all`
         """The 50 most recent jobs (1000 with all=True), open ones brought up to date."""
-        from launcher.launching.status_view import gather_jobs
+        from launcher.api.status_view import gather_jobs
 
         return gather_jobs(self.app, show_all=all, note=self._note)
 
     def logs(self, job: str, follow: bool = False, element: Optional[int] = None) -> LogStream:
         """A job's output (with ELEMENT: that element's of sweep JOB); with follow, until it ends."""
         from launcher.core.errors import LauncherError
-        from launcher.sweep.control import element_id
+        from launcher.sweep.launching import element_id
 
         job = element_id(self.app, job, element) if element is not None else job
 
@@ -198,7 +198,7 @@ class Launcher:
     def cancel(self, job: str) -> "CancelReport":
         """Cancel what the scheduler has for the job; CancelFailed (with the report) when a
         cancel did not go through and the job stays open."""
-        from launcher.launching.cancel import CancelFailed, cancel_job
+        from launcher.recovery.cancel import CancelFailed, cancel_job
 
         report = cancel_job(self.app, job)
         if not report.ok:

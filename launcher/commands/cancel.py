@@ -14,7 +14,7 @@ from launcher.commands.common import launcher_of, to_stderr
 def cancel(ctx, job, element):
     """Cancel what the scheduler has for a job (or a sweep, or one element of it), and say
     what that was (idempotent)."""
-    from launcher.launching.cancel import CancelFailed
+    from launcher.recovery.cancel import CancelFailed
     from launcher.core.errors import EXIT_FAILED
 
     lx = launcher_of(ctx)

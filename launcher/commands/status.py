@@ -14,7 +14,7 @@ from launcher.commands.common import launcher_of
 @click.pass_context
 def status(ctx, job, as_json, show_all):
     """Show jobs (or one job with every attempt, its reason and last committed step)."""
-    from launcher.launching import status_view as view
+    from launcher.api import status_view as view
 
     lx = launcher_of(ctx)  # reconcile and refresh notes go to stderr
     if job:

@@ -216,8 +216,8 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
     claim's TTL is not taken over by another watcher meanwhile)."""
     from contextlib import nullcontext
 
-    from launcher.recovery.claims import claim_ttl
-    from launcher.recovery.keepalive import kept_alive
+    from launcher.state.claims import claim_ttl
+    from launcher.state.claims import kept_alive
 
     with (kept_alive(app.store, job_row.job_id, owner, claim_ttl()) if owner else nullcontext()):
         handle, existing = _submit_again(app, job_row, target_name, attempt, avoid)

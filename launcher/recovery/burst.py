@@ -17,7 +17,9 @@ from launcher.backend.protocols import Handle, MeasuresQueueWait, can
 from launcher.core.errors import LauncherError
 from launcher.state.store import ClaimLost
 from launcher.core.status import JobState
+from launcher.recovery.outcome import Outcome
 from launcher.recovery.state import BurstRace, RecoveryState
+from launcher.state.claims import claimed
 
 
 @dataclass(frozen=True)
@@ -45,14 +47,6 @@ def should_burst(state: JobState, pending_since: float, now: float, after: Optio
 def step(app, job, spec, status, clock):
     """One burst step for one job in a watch cycle. Returns an Outcome, or None when the
     job is not bursting (the normal recovery handling then applies)."""
-    from launcher.recovery.claims import Outcome
-
-    from launcher.recovery.claims import claimed
-
-    from launcher.sweep import burst as element_burst
-
-    if element_burst.applies(app, job):  # an element of an array: taken out of it, no race
-        return element_burst.step(app, job, spec, status, clock)
     rs = RecoveryState.load(job.meta)
     if rs.racing:
         with claimed(app.store, job.job_id) as c:
@@ -87,7 +81,7 @@ def step(app, job, spec, status, clock):
             return Outcome(job.job_id, "burst_failed", str(e))
         race = BurstRace("racing", queued_attempt=latest.attempt, queued_target=job.target,
                          queued_handle=latest.handle, copy_attempt=latest.attempt + 1, copy_target=to)
-        app.store.save_recovery(job.job_id, rs, replace(rs, burst=race))
+        app.store.save_recovery(job.job_id, replace(rs, burst=race).changes_since(rs))
     app.store.record_event(job.job_id, "burst", reason=d.reason, to=to, native_id=handle.native_id)
     return Outcome(job.job_id, "burst", f"{d.reason} -> {to}")
 
@@ -95,7 +89,7 @@ def step(app, job, spec, status, clock):
 def burst_state(c, job_id: str, latest):
     """Under claim C (None: another watcher holds it): the job's RecoveryState when this
     watcher may start a burst of its LATEST attempt, else the Outcome saying why not."""
-    from launcher.recovery.claims import Outcome
+    from launcher.recovery.outcome import Outcome
 
     if c is None:
         return Outcome(job_id, "claimed", "another watcher is deciding on it")
@@ -118,7 +112,7 @@ def _predicted_wait(app, job, spec, latest) -> Optional[float]:
 
 def _race(app, job, rs: RecoveryState):
     """Both copies exist: the first one running wins; the other is cancelled."""
-    from launcher.recovery.claims import Outcome
+    from launcher.recovery.outcome import Outcome
 
     store = app.store
     race = rs.burst
@@ -135,7 +129,7 @@ def _race(app, job, rs: RecoveryState):
         slurm_backend.cancel(slurm_h)
         store.update_attempt(job.job_id, race.queued_attempt, state="CANCELLED",
                              reason=f"burst: the copy on {race.copy_target} runs")
-        store.save_recovery(job.job_id, rs, replace(rs, burst=race.won_by(race.copy_target)))
+        store.save_recovery(job.job_id, replace(rs, burst=race.won_by(race.copy_target)).changes_since(rs))
         store.record_event(job.job_id, "burst_won", winner=race.copy_target, cancelled=race.queued_target,
                            cancelled_native_id=slurm_h.native_id)
         return Outcome(job.job_id, "burst_won", f"{race.copy_target} runs; Slurm copy {slurm_h.native_id} "
@@ -144,8 +138,7 @@ def _race(app, job, rs: RecoveryState):
         cloud_h = Handle.from_json(cloud.handle)
         # point the job at the Slurm copy first: a concurrent status refresh must never read
         # the cancelled cloud copy as the job's end
-        store.save_recovery(job.job_id, rs, replace(rs, burst=race.won_by(race.queued_target)),
-                            handle=slurm_h.to_json(), target=race.queued_target, state=slurm_state.value)
+        store.save_recovery(job.job_id, replace(rs, burst=race.won_by(race.queued_target)).changes_since(rs), handle=slurm_h.to_json(), target=race.queued_target, state=slurm_state.value)
         app.backend(cloud.target).cancel(cloud_h)
         store.update_attempt(job.job_id, race.copy_attempt, state="CANCELLED",
                              reason=f"burst: the Slurm copy on {race.queued_target} started first")
@@ -154,8 +147,7 @@ def _race(app, job, rs: RecoveryState):
         return Outcome(job.job_id, "burst_won", f"Slurm copy started first; {cloud.target} copy cancelled")
     if cloud_state.is_terminal and cloud_state is not JobState.COMPLETED:
         # the cloud copy failed before it ran: stay on Slurm, which is still queued
-        store.save_recovery(job.job_id, rs, replace(rs, burst=race.won_by(race.queued_target)),
-                            handle=slurm_h.to_json(), target=race.queued_target, state=slurm_state.value)
+        store.save_recovery(job.job_id, replace(rs, burst=race.won_by(race.queued_target)).changes_since(rs), handle=slurm_h.to_json(), target=race.queued_target, state=slurm_state.value)
         store.record_event(job.job_id, "burst_abandoned", reason=f"cloud copy ended {cloud_state.value}")
         return Outcome(job.job_id, "burst_abandoned", f"cloud copy ended {cloud_state.value}")
     return Outcome(job.job_id, "racing", f"Slurm {slurm_state.value}, {race.copy_target} {cloud_state.value}")

@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
+from launcher.state.rows import CLOSED_KEY
+
 
 @dataclass(frozen=True)
 class BurstRace:
@@ -90,18 +92,7 @@ class RecoveryState:
 
 
 _KEYS = {f.name: f.name for f in dataclasses.fields(RecoveryState)}
-_KEYS["closed"] = "final"
+_KEYS["closed"] = CLOSED_KEY
 _DECODE = {"closed": bool, "retry_at": float, "avoid": lambda d: {str(p): float(t) for p, t in dict(d).items()},
            "burst": BurstRace.load, "control_plane_errors": int, "unknown_since": float, "attempt": int}
 _DEFAULT = RecoveryState()
-
-
-def patched(meta: dict, changes: dict) -> dict:
-    """META with CHANGES applied (a None value removes the key)."""
-    out = dict(meta)
-    for k, v in changes.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = v
-    return out

@@ -23,32 +23,39 @@ from launcher.core.errors import LauncherError
 from launcher.launching.launch import resubmit
 from launcher.launching.submission import find_submission, job_ref, job_spec
 from launcher.plan.observed import observe_job
-from launcher.sweep import queue, stopping
 from launcher.state.store import ClaimLost, is_open
 from launcher.core.status import Status, closes_job
 from launcher.launching.tracking import refresh
 from launcher.recovery import burst, takeover
-from launcher.recovery.claims import Outcome, claimed
+from launcher.recovery.outcome import NO_HOOKS, Outcome, WatchHooks
+from launcher.state.claims import claimed
 from launcher.recovery.decide import Action, Close, Facts, Note, on_ended, on_status, settled
 from launcher.recovery.policy import reconcile_submitting
 from launcher.recovery.progress import read_progress
 from launcher.recovery.state import RecoveryState
+
 
 def open_jobs(store) -> list:
     """Open jobs that reached a scheduler (SUBMITTING rows are reconciled separately)."""
     return [j for j in store.open_jobs() if j.handle]
 
 
-def cycle(app, clock: Callable[[], float] = time.time, hooks=()) -> list[Outcome]:
+def hooks_of(app, hooks: Optional[WatchHooks] = None) -> WatchHooks:
+    """HOOKS, else the application's (``App.watch_hooks``: sweeps), else none."""
+    return hooks if hooks is not None else getattr(app, "watch_hooks", NO_HOOKS)
+
+
+def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHooks] = None) -> list[Outcome]:
     """One pass over every open job: refresh (one status call per target) -> decide -> apply."""
     store = app.store
-    outcomes = reconcile(app, clock)
+    hooks = hooks_of(app, hooks)
+    outcomes = reconcile(app, clock, hooks=hooks)
     jobs = open_jobs(store)
     statuses = refresh(app, jobs)
-    outcomes += stopping.judge_sweeps(app, jobs)  # sweep early stopping: its stops are carried out below
+    outcomes += hooks.judge(app, jobs)  # e.g. sweep early stopping: its stops are carried out below
     for job in jobs:
         try:
-            o = _one(app, job.job_id, statuses.get(job.job_id), clock)
+            o = _one(app, job.job_id, statuses.get(job.job_id), clock, hooks)
         except ClaimLost as e:
             o = Outcome(job.job_id, "claimed", str(e))
         except LauncherError as e:
@@ -56,11 +63,7 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks=()) -> list[Outcome
             o = Outcome(job.job_id, "control_plane", str(e))
         if o is not None:
             outcomes.append(o)
-    from launcher.sweep.queue import fill_all
-
-    outcomes.extend(fill_all(app))  # sweep elements queued by the launcher: start as slots free
-    for hook in hooks:  # e.g. spot burst: sees the same refreshed jobs, same cycle
-        outcomes.extend(hook(app, clock) or [])
+    outcomes.extend(hooks.after(app, clock))  # e.g. sweep elements queued by the launcher: start as slots free
     return outcomes
 
 
@@ -69,13 +72,15 @@ def submitting_jobs(store) -> list:
     return [j for j in store.open_jobs() if not j.handle and j.state == "SUBMITTING"]
 
 
-def reconcile(app, clock: Callable[[], float] = time.time, jobs=None, record_errors: bool = True) -> list[Outcome]:
+def reconcile(app, clock: Callable[[], float] = time.time, jobs=None, record_errors: bool = True,
+              hooks: Optional[WatchHooks] = None) -> list[Outcome]:
     """Resolve every SUBMITTING row through its dedupe token: adopt the scheduler's job, or
     close the row as FAILED once its grace has passed with no such job."""
+    hooks = hooks_of(app, hooks)
     out = []
     for job in submitting_jobs(app.store) if jobs is None else jobs:
         try:
-            o = reconcile_one(app, job.job_id, clock)
+            o = reconcile_one(app, job.job_id, clock, hooks)
         except LauncherError as e:
             if record_errors:
                 app.store.record_event(job.job_id, "watch_error", error=str(e))
@@ -85,8 +90,10 @@ def reconcile(app, clock: Callable[[], float] = time.time, jobs=None, record_err
     return out
 
 
-def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time) -> Optional[Outcome]:
+def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time,
+                  hooks: Optional[WatchHooks] = None) -> Optional[Outcome]:
     store = app.store
+    hooks = hooks_of(app, hooks)
     with claimed(store, job_id) as c:
         if c is None:
             return Outcome(job_id, "claimed", "another watcher is reconciling it")
@@ -95,8 +102,10 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time) -> O
             return None  # the launch (or another watcher) recorded it meanwhile
         attempt = RecoveryState.load(job.meta).attempt
         found = find_submission(app.backend(job.target), job_ref(app, job, attempt))
-        if found is None and queue.started_at(job) is not None:  # a queued sweep element's start
-            return queue.requeue_lost_start(app, c, clock())
+        if found is None:  # e.g. a queued sweep element's start, taken back into its queue
+            o = hooks.unfound_submission(app, c, clock())
+            if o is not None:
+                return o
         r = reconcile_submitting(found is not None, clock() - job.created)
         if r.action == "wait":
             return Outcome(job_id, "waiting", r.reason)
@@ -110,18 +119,20 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time) -> O
 
 
 # ---- one open job
-def _one(app, job_id: str, st, clock) -> Optional[Outcome]:
+def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS) -> Optional[Outcome]:
     store = app.store
     row = store.get_job(job_id)
     if not is_open(row):  # the status just read closed it (COMPLETED, CANCELLED), or another watcher did
         if isinstance(st, Status) and st.state.value == row.state and closes_job(row.state):
             return Outcome(job_id, "done", row.state.lower())
         return None
-    if stopping.pending_stop(row) is not None:
-        return stopping.stop_element(app, job_id)
-    bursting = burst.step(app, row, job_spec(row), st, clock)
-    if bursting is not None:
-        return bursting
+    first = hooks.act_first(app, row, st, clock)  # e.g. a sweep element to stop, or to burst out of its array
+    if first is not None:
+        return first
+    if not hooks.owns_burst(app, row):
+        bursting = burst.step(app, row, job_spec(row), st, clock)
+        if bursting is not None:
+            return bursting
     rs = RecoveryState.load(row.meta)
     seen = on_status(rs, st, clock())
     if isinstance(st, Status):
@@ -130,16 +141,16 @@ def _one(app, job_id: str, st, clock) -> Optional[Outcome]:
         observe_job(store, row, st)
     if isinstance(seen, Note):
         return apply(app, row, seen)
-    store.save_recovery(job_id, rs, seen.state)
+    store.save_recovery(job_id, seen.state.changes_since(rs))
     with claimed(store, job_id) as c:
         if c is None or (seen.lost is not None and not is_open(c.job)):
             return Outcome(job_id, "claimed", "another watcher is deciding on it")
-        return apply(app, c.job, seen.lost or _decide_claimed(app, c, st, clock()), owner=c.owner)
+        return apply(app, c.job, seen.lost or _decide_claimed(app, c, st, clock(), hooks), owner=c.owner)
 
 
-def _decide_claimed(app, c, st: Status, now: float) -> Action:
+def _decide_claimed(app, c, st: Status, now: float, hooks: WatchHooks = NO_HOOKS) -> Action:
     """Under the job's claim, on the job and attempts read when the claim was taken."""
-    action = settled(c.job, c.attempts) or stopping.stop_close(c.job)
+    action = settled(c.job, c.attempts) or hooks.decide_ended(c.job)
     if action is None:
         action = on_ended(c.job, c.attempts, gather(app, c.job), st, now)
     return action
@@ -164,7 +175,7 @@ def apply(app, job, action: Action, owner: Optional[str] = None) -> Outcome:
     store = app.store
     if isinstance(action, Note):
         if action.state is not None:
-            store.save_recovery(job.job_id, RecoveryState.load(job.meta), action.state)
+            store.save_recovery(job.job_id, action.state.changes_since(RecoveryState.load(job.meta)))
         if action.event is not None:
             store.record_event(job.job_id, action.event[0], **action.event[1])
         if action.progress:
@@ -177,7 +188,7 @@ def apply(app, job, action: Action, owner: Optional[str] = None) -> Outcome:
     reason = action.decision.reason
     target = job.target  # a backend that fails over (ChoosesPlacement) does so within the target
     handle = resubmit(app, job, target, action.attempt, reason, avoid=action.avoid, owner=owner)
-    store.save_recovery(job.job_id, RecoveryState.load(job.meta), action.state, reason=reason)
+    store.save_recovery(job.job_id, action.state.changes_since(RecoveryState.load(job.meta)), reason=reason)
     return Outcome(job.job_id, "resubmitted", f"{reason} -> {target} id {handle.native_id}")
 
 
@@ -200,7 +211,7 @@ def record_progress(app, job, progress=None) -> None:
 
 
 def run(app, interval: float = 10.0, once: bool = False, clock=time.time, sleep=time.sleep, echo=print,
-        max_cycles: Optional[int] = None, hooks=()) -> None:
+        max_cycles: Optional[int] = None, hooks: Optional[WatchHooks] = None) -> None:
     n = 0
     while True:
         for o in cycle(app, clock, hooks):

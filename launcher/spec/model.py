@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from launcher.spec import units
 from launcher.core.errors import SpecError
-from launcher.sweep.spec import SweepSpec
+from launcher.spec.sweep import SweepSpec
 
 
 def _duration(v):

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
+
+from launcher.core.status import is_final
+from launcher.state.rows import AttemptRow, mirrored_state, reopened
 
 CHUNK = 500  # job ids per IN (...) query, under SQLite's variable limit
 
@@ -46,7 +48,6 @@ class BulkWrites:
         """``update_attempt`` + ``mirror_state`` for many jobs in ONE transaction (one status
         call's results), writing only what changed (a sweep's poll mostly changes nothing).
         ENTRIES: (job_id, attempt, attempt fields, handle_json, state, reason)."""
-        from launcher.state.store import is_final, mirrored_state
 
         now = time.time()
         by_cols: dict = {}  # the same columns set: one executemany
@@ -72,7 +73,6 @@ class BulkWrites:
 
     def attempts_of(self, job_ids) -> dict:
         """{job id: [AttemptRow] in attempt order} for many jobs in a few queries."""
-        from launcher.state.store import AttemptRow
 
         out: dict = {j: [] for j in job_ids}
         for chunk in _chunks(list(out)):
@@ -112,22 +112,6 @@ def _attempt_fields(db, entries) -> dict:
 
 def _same(row, fields: dict) -> bool:
     return row is not None and all(row[k] == v for k, v in fields.items())
-
-
-def reopened(metas: dict) -> dict:
-    """{job id: meta text} of the jobs closed meanwhile (METAS: {job id: meta text}), reopened:
-    a recorded submission is the truth (as ``record_attempt`` does). Only a meta that names
-    the closing key is parsed."""
-    from launcher.recovery.state import RecoveryState, patched
-
-    out = {}
-    for job_id, text in metas.items():
-        if text and '"final"' in text:
-            meta = json.loads(text)
-            rs = RecoveryState.load(meta)
-            if rs.closed:
-                out[job_id] = json.dumps(patched(meta, replace(rs, closed=False).changes_since(rs)))
-    return out
 
 
 def _column(db, col: str, job_ids) -> dict:

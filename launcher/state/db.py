@@ -23,77 +23,13 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from launcher.core.errors import StateStoreError
+from launcher.state.schema import SCHEMA_VERSION, migrate
 
 APPLICATION_ID = 0x4C4E4348  # "LNCH"
-SCHEMA_VERSION = 2  # 2: the sweeps table, and jobs.sweep_id (``migrate``)
 HEADER = b"SQLite format 3\x00"
 DEFAULT_BUSY_TIMEOUT = 30.0
 
 
-# the tables (``launcher.state.store`` reads and writes them); created with the file, and again
-# (IF NOT EXISTS) on every open, once ``migrate`` has brought an older store's tables up to it
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-  job_id     TEXT PRIMARY KEY,
-  name       TEXT NOT NULL,
-  target     TEXT NOT NULL,
-  backend    TEXT NOT NULL,
-  spec_path  TEXT,
-  spec_yaml  TEXT NOT NULL,
-  created    REAL NOT NULL,
-  updated    REAL NOT NULL,
-  state      TEXT NOT NULL,
-  reason     TEXT NOT NULL DEFAULT '',
-  handle     TEXT,
-  ckpt_root  TEXT,
-  last_step  INTEGER,
-  meta       TEXT NOT NULL DEFAULT '{}',
-  sweep_id   TEXT
-);
-CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
-CREATE INDEX IF NOT EXISTS jobs_sweep ON jobs(sweep_id);
-CREATE TABLE IF NOT EXISTS sweeps (
-  sweep_id   TEXT PRIMARY KEY,
-  name       TEXT NOT NULL,
-  spec_path  TEXT,
-  spec_yaml  TEXT NOT NULL,
-  size       INTEGER NOT NULL,
-  created    REAL NOT NULL,
-  meta       TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS attempts (
-  job_id       TEXT NOT NULL REFERENCES jobs(job_id) ON DELETE CASCADE,
-  attempt      INTEGER NOT NULL,
-  target       TEXT NOT NULL,
-  native_id    TEXT,
-  handle       TEXT,
-  submitted    REAL NOT NULL,
-  state        TEXT NOT NULL,
-  reason       TEXT NOT NULL DEFAULT '',
-  native_state TEXT NOT NULL DEFAULT '',
-  exit_code    INTEGER,
-  started      REAL,
-  ended        REAL,
-  resume_step  INTEGER,
-  cost_usd     REAL,
-  meta         TEXT NOT NULL DEFAULT '{}',
-  PRIMARY KEY (job_id, attempt)
-);
-CREATE TABLE IF NOT EXISTS events (
-  id      INTEGER PRIMARY KEY AUTOINCREMENT,
-  job_id  TEXT NOT NULL,
-  ts      REAL NOT NULL,
-  kind    TEXT NOT NULL,
-  detail  TEXT NOT NULL DEFAULT '{}'
-);
-CREATE INDEX IF NOT EXISTS events_job ON events(job_id, id);
-CREATE TABLE IF NOT EXISTS claims (
-  job_id   TEXT PRIMARY KEY,
-  owner    TEXT NOT NULL,
-  expires  REAL NOT NULL,
-  taken    REAL NOT NULL
-);
-"""
 
 class StateStoreFailure(StateStoreError, sqlite3.OperationalError):
     """A StateStoreError that is still a sqlite3.OperationalError, so code that handles
@@ -247,8 +183,6 @@ def open_db(path: Path, schema: str) -> StoreConnection:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA foreign_keys=ON")
-        from launcher.state.migrate import migrate
-
         migrate(db)
     except BaseException:
         db.close()

@@ -4,7 +4,7 @@ Three tables (schema: ``launcher.state.db``): ``jobs`` (one row per launched spe
 ``attempts`` (one row per submission or restart: native id, state, reason, resume step,
 cost) and ``events`` (every decision with its reason). Secrets never reach this file: the
 spec stores secret *names* only, and ``record_event`` redacts known patterns. Recovery's
-own state rides in ``jobs.meta`` (``launcher.recovery.state.RecoveryState``). A sweep's spec
+own state rides in ``jobs.meta`` as plain JSON (``launcher.state.rows``). A sweep's spec
 is stored once, in ``sweeps``, and its elements' job rows refer to it (``launcher.state.sweeps``).
 """
 
@@ -14,41 +14,16 @@ import json
 import sqlite3
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
 from launcher.core.errors import LauncherError
-from launcher.recovery.state import RecoveryState, patched
 from launcher.core.status import FINAL_STATES, is_final, job_state_for
 from launcher.state.bulk import BulkWrites
+from launcher.state.rows import (AttemptRow, JobRow, claim_available, closed_meta, is_open, mirrored_state,
+                                 patched)
 from launcher.state.sweeps import SweepRows, job_rows
-
-
-def is_open(job: "JobRow") -> bool:
-    """The one definition of an open job. A job closed by an older version may still show
-    the attempt's state (PREEMPTED ...): its recovery state says it is closed."""
-    return not is_final(job.state) and not RecoveryState.load(job.meta).closed
-
-
-def claim_available(holder: Optional[str], expires: Optional[float], me: str, now: float) -> bool:
-    """Pure: may ``me`` take a job's claim held by ``holder`` until ``expires``?"""
-    return holder is None or holder == me or expires is None or expires <= now
-
-
-def mirrored_state(row, handle_json: str, state: str) -> Optional[str]:
-    """Pure: the job state ``mirror_state`` writes for an attempt's STATE, given the job's ROW
-    (state, handle, meta as stored), or None when the row keeps its own (gone, superseded by a
-    newer submission, closed, or a burst race deciding first which copy won)."""
-    if row is None or row["handle"] != handle_json or is_final(row["state"]):
-        return None
-    text = row["meta"] or "{}"
-    # only a meta naming a closing or a burst race is parsed (1,000 sweep elements a poll)
-    rs = RecoveryState.load(json.loads(text)) if '"final"' in text or '"burst"' in text else None
-    if rs is not None and rs.closed:
-        return None
-    new = job_state_for(state)
-    return None if is_final(new) and rs is not None and rs.racing else new
 
 
 def new_owner() -> str:
@@ -65,44 +40,6 @@ class ClaimLost(LauncherError):
 
 
 @dataclass(frozen=True)
-class JobRow:
-    job_id: str
-    name: str
-    target: str
-    backend: str
-    spec_path: Optional[str]
-    spec_yaml: str
-    created: float
-    updated: float
-    state: str
-    reason: str
-    handle: Optional[str]
-    ckpt_root: Optional[str]
-    last_step: Optional[int]
-    meta: dict
-    sweep_id: Optional[str] = None  # the sweep this job is an element of (``launcher.state.sweeps``)
-
-
-@dataclass(frozen=True)
-class AttemptRow:
-    job_id: str
-    attempt: int
-    target: str
-    native_id: Optional[str]
-    handle: Optional[str]
-    submitted: float
-    state: str
-    reason: str
-    native_state: str
-    exit_code: Optional[int]
-    started: Optional[float]
-    ended: Optional[float]
-    resume_step: Optional[int]
-    cost_usd: Optional[float]
-    meta: dict
-
-
-@dataclass(frozen=True)
 class Claim:
     """A job claimed by one owner until ``expires``, with the job and its attempts as read
     in the same transaction that took the claim."""
@@ -115,7 +52,8 @@ class Claim:
 
 class StateStore(BulkWrites, SweepRows):
     def __init__(self, home: Path):
-        from launcher.state.db import SCHEMA, open_db, prepare_home
+        from launcher.state.db import open_db, prepare_home
+        from launcher.state.schema import SCHEMA
 
         self.home = Path(home)
         self.path = self.home / "state.db"
@@ -235,8 +173,7 @@ class StateStore(BulkWrites, SweepRows):
         with self.tx() as db:
             self._check_claim(db, job_id, owner)
             meta = self._meta(db, job_id)
-            rs = RecoveryState.load(meta)
-            meta = patched(meta, replace(rs, closed=True, retry_at=None).changes_since(rs))
+            meta = closed_meta(meta)
             db.execute("UPDATE jobs SET state=?, reason=?, meta=?, updated=? WHERE job_id=?",
                        (state, reason, json.dumps(meta), now, job_id))
             if event:
@@ -334,10 +271,11 @@ class StateStore(BulkWrites, SweepRows):
         by another watcher (a burst race, a scheduled retry) are kept."""
         self._patch(job_id, changes, {})
 
-    def save_recovery(self, job_id: str, before: RecoveryState, after: RecoveryState, **fields) -> None:
-        """Store what recovery changed (AFTER against BEFORE, as read) and FIELDS of the job row
-        in one transaction; recovery state another watcher wrote meanwhile is kept."""
-        self._patch(job_id, after.changes_since(before), fields)
+    def save_recovery(self, job_id: str, changes: dict, **fields) -> None:
+        """Store what recovery changed in the job's meta (CHANGES: {key: new value, or None to
+        remove it}) and FIELDS of the job row in one transaction; meta keys another watcher
+        wrote meanwhile are kept."""
+        self._patch(job_id, changes, fields)
 
     def _patch(self, job_id: str, changes: dict, fields: dict) -> None:
         if not changes and not fields:

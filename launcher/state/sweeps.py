@@ -18,6 +18,8 @@ import json
 import time
 from typing import Optional
 
+from launcher.state.rows import JobRow, reopened
+
 SHARED_KEYS = ("spec_base", "seed_source")  # element meta keys a sweep's elements share
 SHARED_SWEEP_KEYS = ("size", "seed", "array")  # and under meta["sweep"]
 
@@ -54,7 +56,6 @@ def shared_of(meta: dict) -> dict:
 def job_rows(db, rows) -> list:
     """``JobRow``s of the jobs table's ROWS (``SELECT *``), the elements of a sweep given
     their sweep's spec and shared meta (read once per sweep)."""
-    from launcher.state.store import JobRow
 
     wanted = {r["sweep_id"] for r in rows if r["sweep_id"] and not r["spec_yaml"]}
     sweeps = _sweeps(db, wanted) if wanted else {}
@@ -131,7 +132,6 @@ class SweepRows:
         Python object per element. False (nothing written) when an element's native id would
         be redacted: the caller then writes them one by one."""
         from launcher.core.redact import _masks, redact_obj, redact_text
-        from launcher.state.bulk import reopened
         from launcher.core.status import job_state_for
 
         masks = _masks(())

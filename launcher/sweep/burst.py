@@ -24,7 +24,8 @@ from typing import Optional
 from launcher.backend.protocols import Handle, MeasuresQueueWait, can
 from launcher.core.errors import LauncherError
 from launcher.recovery.burst import burst_state, should_burst
-from launcher.recovery.claims import Outcome, claimed
+from launcher.recovery.outcome import Outcome
+from launcher.state.claims import claimed
 from launcher.recovery.state import BurstRace, RecoveryState
 from launcher.state.store import ClaimLost
 from launcher.core.status import Status
@@ -65,7 +66,7 @@ def step(app, job, spec, status, clock) -> Optional[Outcome]:
             return rs
         race = BurstRace("racing", queued_attempt=latest.attempt, queued_target=job.target,
                          queued_handle=latest.handle, copy_attempt=latest.attempt + 1, copy_target=to)
-        app.store.save_recovery(job.job_id, rs, replace(rs, burst=race))
+        app.store.save_recovery(job.job_id, replace(rs, burst=race).changes_since(rs))
         app.store.record_event(job.job_id, "burst", reason=d.reason, to=to, native_id=latest.native_id,
                                how="taken out of the array")
         return _move(app, c, replace(rs, burst=race))
@@ -93,7 +94,7 @@ def _move(app, c, rs: RecoveryState) -> Outcome:
     except LauncherError as e:  # stays "racing": the next cycle tries the submission again
         store.record_event(job.job_id, "burst_failed", target=race.copy_target, error=str(e))
         return Outcome(job.job_id, "burst_failed", str(e))
-    store.save_recovery(job.job_id, rs, replace(rs, burst=race.won_by(race.copy_target)))
+    store.save_recovery(job.job_id, replace(rs, burst=race.won_by(race.copy_target)).changes_since(rs))
     store.record_event(job.job_id, "burst_moved", to=race.copy_target, cancelled_native_id=task.native_id,
                        native_id=handle.native_id)
     return Outcome(job.job_id, "burst", f"array task {task.native_id} -> {race.copy_target} id {handle.native_id}")

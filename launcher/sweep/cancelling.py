@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from launcher.launching.cancel import Closing
+from launcher.recovery.cancel import Closing
 from launcher.core.errors import LauncherError
 from launcher.sweep.launching import sweep_rows
 
@@ -26,9 +26,9 @@ CLOSING = Closing()  # by the user
 
 def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
     """Cancel the whole sweep or one ELEMENT: a CancelReport per element."""
-    from launcher.launching.cancel import cancel_job, finished_report
+    from launcher.recovery.cancel import cancel_job, finished_report
     from launcher.state.store import is_open
-    from launcher.sweep.control import element_id
+    from launcher.sweep.launching import element_id
 
     from launcher.sweep.queue import cancel_queued, cancel_queued_element
 
@@ -76,7 +76,7 @@ def _array_of(app, rows):
 def cancel_rows(app, rows, array=None, wait_claim_s: float = 30.0) -> dict:
     """Cancel open elements ROWS, under their claims, in a few scheduler calls; ARRAY (a
     Handle) stands for every task of the sweep's array. {job id: CancelReport}."""
-    from launcher.launching.cancel import CancelReport, close_cancelled, mark_cancelled, to_cancel
+    from launcher.recovery.cancel import CancelReport, close_cancelled, mark_cancelled, to_cancel
 
     store = app.store
     claims, out = _claim_all(store, rows, wait_claim_s)
@@ -105,8 +105,8 @@ def _claim_all(store, rows, wait_s: float, poll: float = 0.2) -> tuple[dict, dic
     kept acting on for WAIT_S)."""
     import time
 
-    from launcher.launching.cancel import CancelReport, finished_report
-    from launcher.recovery.claims import claim_ttl
+    from launcher.recovery.cancel import CancelReport, finished_report
+    from launcher.state.claims import claim_ttl
     from launcher.state.store import is_open
 
     claims, out, left = {}, {}, [r.job_id for r in rows]
@@ -135,7 +135,7 @@ def _find_all(app, claims: dict, reports: dict) -> dict:
     """{job id: the job the scheduler has with its next attempt's dedupe token}: one lookup
     per target where the backend finds many at once (``FindsManySubmissions``)."""
     from launcher.backend.protocols import FindsManySubmissions, can
-    from launcher.launching.cancel import next_attempt
+    from launcher.recovery.cancel import next_attempt
     from launcher.launching.submission import find_submission, job_ref
 
     by_target: dict = {}

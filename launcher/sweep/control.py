@@ -12,26 +12,15 @@ from typing import Optional
 
 from launcher.core.errors import LauncherError
 from launcher.core.status import STOPPED
-from launcher.sweep.expand import Element
+from launcher.spec.sweep_elements import Element
 from launcher.sweep.judgements import stop_of
-from launcher.sweep.launching import element_job_id, sweep_rows
+from launcher.sweep.launching import sweep_rows
 from launcher.sweep.reports import latest, read_element_reports
 from launcher.sweep.summary import summarize
 
 
 def is_sweep(app, name: str) -> bool:
     return app.store.is_sweep(name) if (app.home / "state.db").exists() else False
-
-
-def element_id(app, sweep_id: str, index: int) -> str:
-    """The job id of element INDEX of SWEEP_ID, with a clear error when there is none."""
-    rows = sweep_rows(app.store, sweep_id)
-    if not rows:
-        raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")
-    size = rows[0].meta["sweep"]["size"]
-    if not 0 <= index < size:
-        raise LauncherError(f"sweep {sweep_id} has elements 0-{size - 1}; there is no element {index}")
-    return element_job_id(sweep_id, index)
 
 
 def sweep_status(app, sweep_id: str, note=None) -> dict:

@@ -30,7 +30,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
-from launcher.sweep.spec import EarlyStop
+from launcher.spec.sweep import EarlyStop
 
 Reports = Mapping[int, Mapping[int, Mapping[str, float]]]  # index -> step -> metric -> value
 

@@ -20,7 +20,7 @@ from typing import Mapping, Optional
 from launcher.recovery.state import RecoveryState
 from launcher.core.status import is_final
 from launcher.sweep.early_stop import Judgement, judge
-from launcher.sweep.spec import EarlyStop
+from launcher.spec.sweep import EarlyStop
 
 KEY = "early_stop"
 EVENT = "early_stop"

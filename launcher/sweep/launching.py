@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from launcher.backend.protocols import Handle, JobRef
+from launcher.core.errors import LauncherError
 from launcher.state.store import new_job_id
-from launcher.sweep.expand import element_root, element_seed, elements, sweep_seed_of
+from launcher.spec.sweep_elements import element_root, element_seed, elements, sweep_seed_of
 from launcher.sweep.rowtexts import element_texts
 
 ELEMENT_ID = "{sweep_id}-e{index}"
@@ -162,6 +163,17 @@ def begin_sweep(store, sweep_id: str, spec, spec_text: str, spec_path: Optional[
 def sweep_rows(store, sweep_id: str) -> list:
     """The element rows of SWEEP_ID in index order (empty when no such sweep)."""
     return store.sweep_jobs(sweep_id)
+
+
+def element_id(app, sweep_id: str, index: int) -> str:
+    """The job id of element INDEX of SWEEP_ID, with a clear error when there is none."""
+    rows = sweep_rows(app.store, sweep_id)
+    if not rows:
+        raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")
+    size = rows[0].meta["sweep"]["size"]
+    if not 0 <= index < size:
+        raise LauncherError(f"sweep {sweep_id} has elements 0-{size - 1}; there is no element {index}")
+    return element_job_id(sweep_id, index)
 
 
 def element_ref(app, row, attempt: int) -> JobRef:

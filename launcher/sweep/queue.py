@@ -14,7 +14,7 @@ claim), and each element is started under its own job claim, only if it is still
 cancel takes that claim too). A start marks the row SUBMITTING before submitting, so a
 launcher that dies mid-submit leaves a row that ``launcher watch`` adopts through its dedupe
 token, like an interrupted launch. The start is marked (``meta["start_at"]``), and while its
-lookup and submission run the starter keeps the element's claim alive (``recovery.keepalive``: renewed
+lookup and submission run the starter keeps the element's claim alive (``launcher.state.claims``: renewed
 every TTL/3, each renewal noted as ``meta["start_seen"]``), so a start slower than the claim's
 TTL is never taken for a lost one. A start whose launcher died before the backend accepted it
 (no job with its token once the element's claim is free and a claim's time has passed since
@@ -33,10 +33,11 @@ from typing import Iterator, Optional
 
 from launcher.backend.protocols import JobRef, RunsArrays, can
 from launcher.core.errors import LauncherError
-from launcher.recovery.claims import Outcome, claim_ttl, claimed
+from launcher.recovery.outcome import Outcome
+from launcher.state.claims import claim_ttl, claimed
 from launcher.state.store import claim_available, is_open, new_job_id
 from launcher.core.status import QUEUED
-from launcher.recovery.keepalive import kept_alive
+from launcher.state.claims import kept_alive
 from launcher.sweep.launching import begin_sweep, element_rows, sweep_rows
 from launcher.sweep.separate import element_spec_of, to_start
 
@@ -79,7 +80,7 @@ def sweep_claim(store, sweep_id: str) -> Iterator[Optional[str]]:
 def spec_to_render(backend, spec, job: JobRef):
     """What ``launcher render`` shows for a sweep: the array where BACKEND runs arrays, else
     element 0 as the job of its own it is launched as."""
-    from launcher.sweep.expand import elements, sweep_seed_of
+    from launcher.spec.sweep_elements import elements, sweep_seed_of
     from launcher.sweep.separate import element_spec
 
     if runs_arrays(backend):
@@ -298,8 +299,8 @@ def queue_rows(store, job_ids: list, reason: str) -> None:
 
 def cancel_queued(app, sweep_id: str, wait_s: float = 30.0, poll: float = 0.2) -> list:
     """Close every QUEUED element of SWEEP_ID as CANCELLED before it starts (under the sweep's
-    claim, so no launcher starts one meanwhile). A ``launcher.launching.cancel.CancelReport`` each."""
-    from launcher.launching.cancel import CancelReport
+    claim, so no launcher starts one meanwhile). A ``launcher.recovery.cancel.CancelReport`` each."""
+    from launcher.recovery.cancel import CancelReport
 
     store, deadline = app.store, time.monotonic() + wait_s
     while True:
@@ -315,7 +316,7 @@ def cancel_queued(app, sweep_id: str, wait_s: float = 30.0, poll: float = 0.2) -
 
 def cancel_queued_element(app, job_id: str):
     """Close element JOB_ID as CANCELLED if it is still QUEUED (a CancelReport), else None."""
-    from launcher.launching.cancel import CancelReport
+    from launcher.recovery.cancel import CancelReport
 
     return _cancel_one_queued(app.store, job_id, CancelReport)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
-from launcher.sweep.expand import element_root, element_seeds, elements, json_scalar, sweep_seed_of, value_id
+from launcher.spec.sweep_elements import element_root, element_seeds, elements, json_scalar, sweep_seed_of, value_id
 
 
 class ElementText(NamedTuple):

@@ -2,7 +2,7 @@
 
 An element's spec is the sweep's spec without its ``sweep:`` section, with the element's
 variables in ``env`` (exactly what the Slurm sweep table exports for it:
-``launcher.sweep.expand.element_env``) and the element's own checkpoint root, so its seed,
+``launcher.spec.sweep_elements.element_env``) and the element's own checkpoint root, so its seed,
 generations and fencing are its own. The launcher keeps ``max_parallel`` itself: elements
 beyond it wait in the store as QUEUED (``launcher.sweep.queue``) until a slot frees.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from launcher.core.status import QUEUED
-from launcher.sweep.expand import Element, element_env, element_root
+from launcher.spec.sweep_elements import Element, element_env, element_root
 
 
 def element_spec(spec, sweep_id: str, element: Element, size: int, sweep_seed: int):

@@ -28,7 +28,8 @@ import weakref
 from typing import Optional
 
 from launcher.core.errors import LauncherError
-from launcher.recovery.claims import Outcome, claimed
+from launcher.recovery.outcome import Outcome
+from launcher.state.claims import claimed
 from launcher.state.store import is_open
 from launcher.core.status import STOPPED
 from launcher.sweep.early_stop import Judgement
@@ -110,7 +111,7 @@ def pending_stop(row) -> Optional[Judgement]:
 def stop_element(app, job_id: str) -> Optional[Outcome]:
     """Carry out the stop recorded for JOB_ID, under its claim: cancel it through its backend,
     close it as STOPPED with the judgement's reason."""
-    from launcher.launching.cancel import Closing, cancel_claimed
+    from launcher.recovery.cancel import Closing, cancel_claimed
 
     with claimed(app.store, job_id) as c:
         if c is None:

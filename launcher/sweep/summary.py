@@ -22,7 +22,7 @@ from typing import Iterable, Mapping, Optional
 
 from launcher.core.status import STOPPED
 from launcher.sweep.early_stop import Judgement
-from launcher.sweep.expand import Element
+from launcher.spec.sweep_elements import Element
 
 # the order counts are listed in; any other state comes after these, alphabetically
 STATE_ORDER = ("QUEUED", "PENDING", "RUNNING", "COMPLETED", STOPPED, "PREEMPTED", "NODE_FAIL",

@@ -20,7 +20,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from fnmatch import fnmatch
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Protocol, Sequence
 
 from launcher.core.errors import LauncherError
 from launcher.transport.cmdline import remote_command
@@ -28,7 +28,21 @@ from launcher.transport.errors import ConnectionLostError, RemoteCommandNotFound
 
 if TYPE_CHECKING:
     from launcher.transport.pool import Connection
-    from launcher.transport.ssh_runner import SSHRunner
+
+
+class SSHRunner(Protocol):
+    """What a transfer needs of ``launcher.transport.ssh_runner.SSHRunner`` (which calls
+    ``put_file`` and ``put_tree`` with itself): its pooled connection, a command channel fed
+    from a file object, and ``run`` for a small query."""
+
+    @property
+    def where(self) -> str: ...
+
+    def connection(self) -> "Connection": ...
+
+    def exec_channel(self, command: str, source, timeout: float, argv: Sequence[str]) -> tuple[int, bytes, bytes]: ...
+
+    def run(self, argv, *args, **kwargs): ...
 
 log = logging.getLogger("launcher.ssh")  # the transport's one logger name
 

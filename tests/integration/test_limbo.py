@@ -126,7 +126,7 @@ def test_cancel_of_an_attempt_that_ended_closes_the_job_and_says_nothing_ran(cli
 
 def test_cancel_waits_for_a_watcher_holding_the_job_and_then_refuses_without_cancelling(cli, monkeypatch):
     from launcher.api.context import App
-    from launcher.launching.cancel import cancel_job
+    from launcher.recovery.cancel import cancel_job
     from launcher.core.errors import LauncherError
     from launcher.state.store import StateStore
 

@@ -14,7 +14,7 @@ import pytest
 from launcher.backend.protocols import JobRef
 from launcher.backend.config import Target
 from launcher.backend.sections import parse_spec
-from launcher.sweep.expand import element_seed, elements
+from launcher.spec.sweep_elements import element_seed, elements
 from launcher.spec.validation import validate_model
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.options import SlurmOptions

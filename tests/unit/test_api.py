@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from launcher.api.facade import Launcher, Rendered, Submitted
-from launcher.launching.cancel import CancelReport
+from launcher.recovery.cancel import CancelReport
 from launcher.core.errors import LauncherError, SpecError
 from launcher.backend.sections import spec_from_text
 from launcher.core.status import JobState

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from launcher.cli import main
 from launcher.core.errors import (EXIT_INSTALL, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_STATE, EXIT_USAGE)
-from launcher.state.db import SCHEMA_VERSION
+from launcher.state.schema import SCHEMA_VERSION
 from tests.integration.launcher_cli import submitted_job
 from tests.fixtures.policy import service_unavailable
 

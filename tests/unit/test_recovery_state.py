@@ -95,7 +95,7 @@ def test_saving_writes_only_what_changed_and_keeps_what_another_watcher_wrote(tm
     s = old_store(tmp_path, {"seed": 7, "retry_at": 100.0}, state="PREEMPTED")
     mine = RecoveryState.load(s.get_job("j").meta)
     s.patch_meta("j", control_plane_errors=2)  # another watcher, meanwhile
-    s.save_recovery("j", mine, replace(mine, retry_at=None, avoid={"aws/eu-west-1": 5.0}), reason="retrying")
+    s.save_recovery("j", replace(mine, retry_at=None, avoid={"aws/eu-west-1": 5.0}).changes_since(mine), reason="retrying")
     row = s.get_job("j")
     assert row.meta == {"seed": 7, "control_plane_errors": 2, "avoid": {"aws/eu-west-1": 5.0}}
     assert row.reason == "retrying"

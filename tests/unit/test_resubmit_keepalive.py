@@ -1,5 +1,5 @@
 """A recovery resubmission slower than the claim's TTL keeps the job's claim (``launch.resubmit``
-under ``recovery.keepalive``): no other watcher takes the job over while the submission runs,
+under ``launcher.state.claims``): no other watcher takes the job over while the submission runs,
 and the attempt is then recorded under the claim that made it (not refused as ClaimLost)."""
 
 from __future__ import annotations

@@ -14,14 +14,15 @@ from launcher.backend.protocols import Handle
 from launcher.recovery import watch
 from launcher.backend.sections import spec_from_text
 from launcher.state.store import StateStore
-from launcher.state.db import APPLICATION_ID, SCHEMA_VERSION
+from launcher.state.db import APPLICATION_ID
+from launcher.state.schema import SCHEMA_VERSION
 from launcher.core.status import STOPPED, JobState, Status
 from launcher.state.sweeps import merged, own_meta, shared_of
 from launcher.launching.submission import job_spec
 from launcher.sweep.control import sweep_status
 from launcher.sweep.judgements import record
 from launcher.sweep.launching import begin_sweep, element_rows, sweep_rows
-from launcher.sweep.spec import EarlyStop
+from launcher.spec.sweep import EarlyStop
 
 # the schema launcher wrote before the sweeps table (user_version 1), as it was
 SCHEMA_1 = """

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from launcher.api.results import exit_status
 from launcher.state.store import AttemptRow, JobRow
 from launcher.core.status import JobState, Status
-from launcher.launching.status_view import JobDetail, job_json, job_lines, jobs_json, jobs_lines, reconcile_lines, resumed
+from launcher.api.status_view import JobDetail, job_json, job_lines, jobs_json, jobs_lines, reconcile_lines, resumed
 
 
 def job(**kw):

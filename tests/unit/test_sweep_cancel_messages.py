@@ -6,7 +6,7 @@ from __future__ import annotations
 import yaml
 from click.testing import CliRunner
 
-from launcher.launching.cancel import CancelReport
+from launcher.recovery.cancel import CancelReport
 from launcher.commands.cancel import _print
 from launcher.sweep.cancelling import cancel_counts, summary_line
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.sweep.early_stop import Judgement, judge, stopped_elements, value_at
-from launcher.sweep.spec import EarlyStop
+from launcher.spec.sweep import EarlyStop
 
 
 def cfg(**kw) -> EarlyStop:

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from launcher.backend.sections import parse_spec
-from launcher.sweep.expand import Element, element_env, element_root, element_seed, elements, env_value, \
+from launcher.spec.sweep_elements import Element, element_env, element_root, element_seed, elements, env_value, \
     sweep_seed_of
 
 HOSTILE = ["$(touch PWNED)", "`touch PWNED`", "it's \"quoted\"", "first\nsecond", "; rm -rf /", "${HOME}",

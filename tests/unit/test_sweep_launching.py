@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from launcher.backend.protocols import Handle
 from launcher.backend.sections import parse_spec
-from launcher.sweep.expand import element_seed
+from launcher.spec.sweep_elements import element_seed
 from launcher.sweep.launching import element_handle, element_job_id, element_rows
 from launcher_backends.slurm.array import task_ids, with_array_tasks
 from launcher_backends.slurm.states import parse_sacct, parse_scontrol_oneliners

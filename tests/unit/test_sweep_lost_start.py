@@ -10,7 +10,7 @@ import pytest
 
 from launcher.recovery import watch
 from tests.fixtures.polling import poll
-from launcher.recovery.claims import claim_ttl
+from launcher.state.claims import claim_ttl
 from launcher.core.status import QUEUED
 from launcher.sweep import queue
 

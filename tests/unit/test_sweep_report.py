@@ -8,7 +8,7 @@ from launcher.report.accounting import CATEGORIES
 from launcher.report.sweep import (ElementIn, MetricChoice, ReportUsageError, aggregate, best_index, choose_metric,
                                    element_value, index_ranges)
 from launcher.report.sweep_text import format_sweep_report
-from launcher.sweep.spec import EarlyStop
+from launcher.spec.sweep import EarlyStop
 
 
 def report(wall, useful, cost=None, complete=True, t0=0.0, open_=False, saves=(), gpu_h=0.0):

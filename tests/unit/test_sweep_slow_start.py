@@ -1,4 +1,4 @@
-"""A queued element's start slower than the claim's TTL (``launcher.recovery.keepalive``): the
+"""A queued element's start slower than the claim's TTL (``launcher.state.claims``): the
 starter keeps the element's claim alive while it submits, so no other watcher takes it over and
 judges the start lost; a lost start is judged from the starter's last sign of life."""
 
@@ -9,11 +9,11 @@ import time
 import pytest
 
 from launcher.recovery import watch
-from launcher.recovery.claims import claim_ttl
+from launcher.state.claims import claim_ttl
 from launcher.state.store import StateStore
 from launcher.core.status import QUEUED
 from launcher.sweep import queue
-from launcher.recovery.keepalive import kept_alive, renewal_interval
+from launcher.state.claims import kept_alive, renewal_interval
 from tests.fixtures.polling import poll
 
 from .test_sweep_lost_start import interrupted_start

@@ -20,7 +20,7 @@ from launcher.backend.protocols import Facts, JobRef
 from launcher.backend.config import Target
 from launcher.core.errors import CapabilityError
 from launcher.backend.sections import load_spec, parse_spec
-from launcher.sweep.expand import element_seed
+from launcher.spec.sweep_elements import element_seed
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.array import TABLE_NAME
 from launcher_backends.slurm.options import SlurmOptions

@@ -7,7 +7,7 @@ import pytest
 
 from launcher.backend.protocols import JobRef
 from launcher.backend.sections import parse_spec
-from launcher.sweep.expand import element_env, elements, sweep_seed_of
+from launcher.spec.sweep_elements import element_env, elements, sweep_seed_of
 from launcher.backend.templating import comment_text
 from launcher_backends.slurm.array import line_quote, sweep_table
 
@@ -49,13 +49,13 @@ def test_the_table_is_each_elements_environment_quoted(sweep, extra):
 @pytest.mark.parametrize("value", [True, False, 0, -3, 10 ** 30, 0.0, -0.0, 1.0e-5, 3.0e-4, 1.0e300, 2.0, *HOSTILE,
                                    "\\", '"', "\x00", "\ud7ff", "😀"])
 def test_a_value_is_written_as_the_params_json_writes_it(value):
-    from launcher.sweep.expand import json_scalar, params_json
+    from launcher.spec.sweep_elements import json_scalar, params_json
 
     assert f"{json_scalar('k')}:{json_scalar(value)}" == params_json({"k": value})[1:-1]
 
 
 @pytest.mark.parametrize("seed", [0, 7, 2 ** 63 - 1])
 def test_the_seeds_of_a_sweep_are_each_elements_seed(seed):
-    from launcher.sweep.expand import element_seed, element_seeds
+    from launcher.spec.sweep_elements import element_seed, element_seeds
 
     assert element_seeds(seed, 1200) == tuple(element_seed(seed, i) for i in range(1200))

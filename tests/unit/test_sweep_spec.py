@@ -6,7 +6,7 @@ import pytest
 
 from launcher.core.errors import SpecError
 from launcher.backend.sections import parse_spec
-from launcher.sweep.spec import MAX_SIZE, MAX_VALUE_CHARS, param_env_name
+from launcher.spec.sweep import MAX_SIZE, MAX_VALUE_CHARS, param_env_name
 
 
 def spec(sweep) -> dict:
@@ -197,7 +197,7 @@ def test_errors_carry_the_line_of_the_yaml():
 
 
 def test_the_section_survives_a_json_dump_and_reload():
-    from launcher.sweep.spec import SweepSpec
+    from launcher.spec.sweep import SweepSpec
 
     s = parse_spec({**spec({"random": {"n": 3, "seed": 1, "space": {"k": {"int": [1, 3]}, "c": {"choice": [True, 1, 1.5, "x"]}}},
                          "max_parallel": 2, "early_stop": {"metric": "loss", "mode": "min", "rungs": [10]}}),

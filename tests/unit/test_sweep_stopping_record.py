@@ -13,7 +13,7 @@ from launcher.core.status import STOPPED
 from launcher.sweep.control import element_facts
 from launcher.sweep.judgements import ELEMENTS_SQL, judgements_of, record, stop_of
 from launcher.sweep.launching import element_rows, sweep_rows
-from launcher.sweep.spec import EarlyStop
+from launcher.spec.sweep import EarlyStop
 from launcher.backend.sections import spec_from_text
 
 CFG = EarlyStop(metric="loss", mode="min", keep=0.5, rungs=[10, 20])

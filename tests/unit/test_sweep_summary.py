@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from launcher.sweep.early_stop import Judgement
-from launcher.sweep.expand import Element
+from launcher.spec.sweep_elements import Element
 from launcher.sweep.summary import STOPPED, format_text, param_text, summarize
 
 ELS = [Element(i, {"lr": lr, "batch": b}) for i, (lr, b) in enumerate([(1.0e-4, 32), (1.0e-4, 64), (3.0e-4, 32),

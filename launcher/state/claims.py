@@ -1,4 +1,9 @@
-"""Keeping a job's claim alive while a slow call made under it runs (a submission slower than
+"""A job's claim: the lease every decision about a job is taken under (exactly-once: one
+process acts on a job at a time; a crashed holder's claim expires after ``claim_ttl()``, and
+``StateStore.claim`` takes an expired one over), and keeping it alive while a slow call made
+under it runs.
+
+Keeping a job's claim alive while a slow call made under it runs (a submission slower than
 the claim's TTL: a SkyPilot launch that provisions, a scheduler that answers late).
 
 A claim expires TTL seconds after it was taken, so that a crashed holder's jobs are taken over.
@@ -14,12 +19,36 @@ process: a killed holder's claim expires as before.
 
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional
 
 from launcher.core.errors import LauncherError
+
+CLAIM_TTL_S = 120.0  # longer than a submission takes; a crashed holder's claim is taken over after it
+
+
+def claim_ttl() -> float:
+    """$LAUNCHER_CLAIM_TTL seconds, else CLAIM_TTL_S."""
+    try:
+        v = float(os.environ.get("LAUNCHER_CLAIM_TTL", "") or CLAIM_TTL_S)
+    except ValueError:
+        raise LauncherError(f"LAUNCHER_CLAIM_TTL={os.environ['LAUNCHER_CLAIM_TTL']!r}: expected seconds "
+                            "(a number)") from None
+    return v if v > 0 else CLAIM_TTL_S
+
+
+@contextmanager
+def claimed(store, job_id: str, ttl: Optional[float] = None) -> Iterator:
+    """The job's claim for the duration of the block (None when another process holds it)."""
+    c = store.claim(job_id, ttl=ttl or claim_ttl())
+    try:
+        yield c
+    finally:
+        if c is not None:
+            store.release(job_id, c.owner)
 
 
 @dataclass

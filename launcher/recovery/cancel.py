@@ -65,7 +65,7 @@ def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, ref
         -> CancelReport:
     """REFRESH_FIRST=False: the caller brought the job up to date (a sweep, in one batched call)."""
     from launcher.launching.tracking import refresh
-    from launcher.recovery.claims import claim_ttl
+    from launcher.state.claims import claim_ttl
 
     store = app.store
     row = store.get_job(job)

@@ -30,7 +30,7 @@ import random
 from dataclasses import dataclass
 from typing import Optional
 
-from launcher.sweep.spec import SweepSpec, param_env_name
+from launcher.spec.sweep import SweepSpec, param_env_name
 
 ELEMENT_DIR = "element-{index:04d}"
 

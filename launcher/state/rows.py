@@ -1,0 +1,129 @@
+"""The rows the state store returns, as plain frozen data, and the pure rules over them.
+
+A job's ``meta`` is a JSON object: the launch's own keys (``spec_base``, ``seed`` ...) and
+recovery's (``launcher.recovery.state.RecoveryState`` reads and writes those, typed). The store
+itself knows three of recovery's keys, by name only, because it acts on them inside its own
+transactions: a job closed by a decision (``CLOSED_KEY``), its scheduled retry
+(``RETRY_KEY``), and a burst race whose first running copy wins (``BURST_KEY``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Optional
+
+from launcher.core.status import is_final, job_state_for
+
+CLOSED_KEY = "final"  # the name earlier versions wrote; recovery's ``closed``
+RETRY_KEY = "retry_at"
+BURST_KEY = "burst"
+
+
+def patched(meta: dict, changes: dict) -> dict:
+    """META with CHANGES applied (a None value removes the key)."""
+    out = dict(meta)
+    for k, v in changes.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return out
+
+
+def meta_closed(meta: dict) -> bool:
+    """Was the job closed by a decision (its row may still show the attempt's state)?"""
+    return bool(meta.get(CLOSED_KEY))
+
+
+def meta_racing(meta: dict) -> bool:
+    """Is a burst race deciding which copy of the job wins?"""
+    burst = meta.get(BURST_KEY)
+    return isinstance(burst, dict) and burst.get("phase") == "racing"
+
+
+def closed_meta(meta: dict) -> dict:
+    """META of a job closed by a decision: no retry is pending any more."""
+    return patched(meta, {CLOSED_KEY: True, RETRY_KEY: None})
+
+
+def reopened_meta(meta: dict) -> dict:
+    """META of a closed job opened again (a recorded submission is the truth)."""
+    return patched(meta, {CLOSED_KEY: None})
+
+
+def is_open(job: "JobRow") -> bool:
+    """The one definition of an open job. A job closed by an older version may still show
+    the attempt's state (PREEMPTED ...): its recovery state says it is closed."""
+    return not is_final(job.state) and not meta_closed(job.meta)
+
+
+def claim_available(holder: Optional[str], expires: Optional[float], me: str, now: float) -> bool:
+    """Pure: may ``me`` take a job's claim held by ``holder`` until ``expires``?"""
+    return holder is None or holder == me or expires is None or expires <= now
+
+
+def mirrored_state(row, handle_json: str, state: str) -> Optional[str]:
+    """Pure: the job state ``mirror_state`` writes for an attempt's STATE, given the job's ROW
+    (state, handle, meta as stored), or None when the row keeps its own (gone, superseded by a
+    newer submission, closed, or a burst race deciding first which copy won)."""
+    if row is None or row["handle"] != handle_json or is_final(row["state"]):
+        return None
+    text = row["meta"] or "{}"
+    # only a meta naming a closing or a burst race is parsed (1,000 sweep elements a poll)
+    meta = json.loads(text) if f'"{CLOSED_KEY}"' in text or f'"{BURST_KEY}"' in text else {}
+    if meta_closed(meta):
+        return None
+    new = job_state_for(state)
+    return None if is_final(new) and meta_racing(meta) else new
+
+
+@dataclass(frozen=True)
+class JobRow:
+    job_id: str
+    name: str
+    target: str
+    backend: str
+    spec_path: Optional[str]
+    spec_yaml: str
+    created: float
+    updated: float
+    state: str
+    reason: str
+    handle: Optional[str]
+    ckpt_root: Optional[str]
+    last_step: Optional[int]
+    meta: dict
+    sweep_id: Optional[str] = None  # the sweep this job is an element of (``launcher.state.sweeps``)
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    job_id: str
+    attempt: int
+    target: str
+    native_id: Optional[str]
+    handle: Optional[str]
+    submitted: float
+    state: str
+    reason: str
+    native_state: str
+    exit_code: Optional[int]
+    started: Optional[float]
+    ended: Optional[float]
+    resume_step: Optional[int]
+    cost_usd: Optional[float]
+    meta: dict
+
+
+def reopened(metas: dict) -> dict:
+    """{job id: meta text} of the jobs closed meanwhile (METAS: {job id: meta text}), reopened:
+    a recorded submission is the truth (as ``record_attempt`` does). Only a meta that names
+    the closing key is parsed."""
+    out = {}
+    for job_id, text in metas.items():
+        if text and f'"{CLOSED_KEY}"' in text:
+            meta = json.loads(text)
+            if meta_closed(meta):
+                out[job_id] = json.dumps(reopened_meta(meta))
+    return out

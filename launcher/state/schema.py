@@ -1,0 +1,121 @@
+"""The state store's schema, and bringing a store written by an earlier schema up to this one,
+in place (``launcher.state.db.open_db`` calls ``migrate`` on every open; a store already up to
+date costs two PRAGMA reads)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+SCHEMA_VERSION = 2  # 2: the sweeps table, and jobs.sweep_id (``migrate``)
+
+# the tables (``launcher.state.store`` reads and writes them); created with the file, and again
+# (IF NOT EXISTS) on every open, once ``migrate`` has brought an older store's tables up to it
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+  job_id     TEXT PRIMARY KEY,
+  name       TEXT NOT NULL,
+  target     TEXT NOT NULL,
+  backend    TEXT NOT NULL,
+  spec_path  TEXT,
+  spec_yaml  TEXT NOT NULL,
+  created    REAL NOT NULL,
+  updated    REAL NOT NULL,
+  state      TEXT NOT NULL,
+  reason     TEXT NOT NULL DEFAULT '',
+  handle     TEXT,
+  ckpt_root  TEXT,
+  last_step  INTEGER,
+  meta       TEXT NOT NULL DEFAULT '{}',
+  sweep_id   TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_sweep ON jobs(sweep_id);
+CREATE TABLE IF NOT EXISTS sweeps (
+  sweep_id   TEXT PRIMARY KEY,
+  name       TEXT NOT NULL,
+  spec_path  TEXT,
+  spec_yaml  TEXT NOT NULL,
+  size       INTEGER NOT NULL,
+  created    REAL NOT NULL,
+  meta       TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS attempts (
+  job_id       TEXT NOT NULL REFERENCES jobs(job_id) ON DELETE CASCADE,
+  attempt      INTEGER NOT NULL,
+  target       TEXT NOT NULL,
+  native_id    TEXT,
+  handle       TEXT,
+  submitted    REAL NOT NULL,
+  state        TEXT NOT NULL,
+  reason       TEXT NOT NULL DEFAULT '',
+  native_state TEXT NOT NULL DEFAULT '',
+  exit_code    INTEGER,
+  started      REAL,
+  ended        REAL,
+  resume_step  INTEGER,
+  cost_usd     REAL,
+  meta         TEXT NOT NULL DEFAULT '{}',
+  PRIMARY KEY (job_id, attempt)
+);
+CREATE TABLE IF NOT EXISTS events (
+  id      INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id  TEXT NOT NULL,
+  ts      REAL NOT NULL,
+  kind    TEXT NOT NULL,
+  detail  TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS events_job ON events(job_id, id);
+CREATE TABLE IF NOT EXISTS claims (
+  job_id   TEXT PRIMARY KEY,
+  owner    TEXT NOT NULL,
+  expires  REAL NOT NULL,
+  taken    REAL NOT NULL
+);
+"""
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Bring a store written by an earlier schema up to this one, in place and in ONE
+    transaction (a second process opening it meanwhile waits, then finds it done).
+
+    Schema 2 adds the ``sweeps`` table (a sweep's spec, stored once) and ``jobs.sweep_id``,
+    and fills ``sweep_id`` of the element rows an earlier version wrote (their meta names
+    the sweep); those rows keep their own ``spec_yaml`` and are read as before."""
+    if _has_column(db, "jobs", "sweep_id") and _version(db) >= SCHEMA_VERSION:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if not _has_column(db, "jobs", "sweep_id"):
+            db.execute("ALTER TABLE jobs ADD COLUMN sweep_id TEXT")
+            db.executemany("UPDATE jobs SET sweep_id=? WHERE job_id=?", _old_elements(db))
+        for statement in filter(str.strip, SCHEMA.split(";")):  # executescript would COMMIT first
+            db.execute(statement)
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def _version(db) -> int:
+    return db.execute("PRAGMA user_version").fetchone()[0]
+
+
+def _has_column(db, table: str, column: str) -> bool:
+    return any(r[1] == column for r in db.execute(f"PRAGMA table_info({table})").fetchall())
+
+
+def _old_elements(db) -> list:
+    """(sweep id, job id) of the rows whose meta names the sweep they are an element of."""
+    import json
+
+    out = []
+    for r in db.execute("SELECT job_id, meta FROM jobs WHERE meta LIKE '%\"sweep\"%'").fetchall():
+        try:
+            sweep = json.loads(r[1] or "{}").get("sweep") or {}
+        except ValueError:
+            continue
+        if isinstance(sweep, dict) and isinstance(sweep.get("id"), str):
+            out.append((sweep["id"], r[0]))
+    return out

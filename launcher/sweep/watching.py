@@ -1,0 +1,45 @@
+"""What a watch pass does with a sweep's elements: the sweep's ``WatchHooks``.
+
+``launcher.recovery.watch`` handles single jobs and calls these at fixed points of a pass
+(``launcher.recovery.outcome.WatchHooks``); the application context hands them over
+(``launcher.api.context.App.watch_hooks``):
+
+- ``judge``: early stopping is judged on the jobs the pass just refreshed; the stops it
+  records are carried out by ``act_first`` below, in the same pass;
+- ``act_first``: an element with a stop recorded is stopped; an element of an array that waited
+  past ``burst.after`` is taken out of its array and launched on its burst target;
+- ``owns_burst``: so an element of an array never runs the single job's race of two copies;
+- ``decide_ended``: an element whose attempt ended after its stop was recorded closes as STOPPED;
+- ``unfound_submission``: a queued element's start that never reached the scheduler goes back
+  into its queue;
+- ``after``: queued elements start as their sweep's slots free.
+"""
+
+from __future__ import annotations
+
+from launcher.launching.submission import job_spec
+from launcher.recovery.outcome import WatchHooks
+from launcher.sweep import burst, queue, stopping
+
+
+def act_first(app, row, status, clock):
+    if stopping.pending_stop(row) is not None:
+        return stopping.stop_element(app, row.job_id)
+    if burst.applies(app, row):
+        return burst.step(app, row, job_spec(row), status, clock)
+    return None
+
+
+def unfound_submission(app, claim, now: float):
+    if queue.started_at(claim.job) is None:
+        return None
+    return queue.requeue_lost_start(app, claim, now)
+
+
+def after(app, clock):
+    return queue.fill_all(app)
+
+
+def watch_hooks() -> WatchHooks:
+    return WatchHooks(judge=stopping.judge_sweeps, act_first=act_first, owns_burst=burst.applies,
+                      decide_ended=stopping.stop_close, unfound_submission=unfound_submission, after=after)
