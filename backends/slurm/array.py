@@ -1,7 +1,7 @@
 """A sweep on Slurm: one job array. Pure: no I/O, no clock.
 
 The whole sweep is ONE ``sbatch --array=0-(N-1)%max_parallel`` with one dedupe token. Each
-element's variables (``launcher.sweep.expand.element_env``: its index, parameters, seed and
+element's variables (``launcher.spec.sweep_elements.element_env``: its index, parameters, seed and
 checkpoint root) are in a sweep table staged beside the script (``Request.files``): one
 ``export`` line per element, every value quoted for bash (``line_quote``), so a value holding
 ``$(...)``, quotes or newlines arrives in the element's environment literally. The script
@@ -21,9 +21,9 @@ import shlex
 from launcher.backend.protocols import Facts, JobRef
 from launcher.core.errors import CapabilityError
 from launcher.spec.model import JobSpec
-from launcher.sweep.expand import Element, element_root, element_seeds, elements, env_value, json_scalar, \
+from launcher.spec.sweep_elements import Element, element_root, element_seeds, elements, env_value, json_scalar, \
     sweep_seed_of, value_id
-from launcher.sweep.spec import param_env_name
+from launcher.spec.sweep import param_env_name
 from launcher.backend.templating import comment_text
 
 TABLE_NAME = "sweep.sh"
