@@ -1,3 +1,15 @@
-"""The library's door: ``Launcher`` (``facade``), the typed results it returns (``results``) and the
-application context it works in (``context``: config, registry, state store, backends).
+"""The library's door: ``from launcher.api import Launcher``.
+
+``facade`` holds ``Launcher``, ``results`` the typed results its methods return, ``context``
+the application context it works in (config, registry, state store, backends) and
+``status_view`` what ``status`` gathers and shows.
+
+    with Launcher() as lx:
+        job = lx.launch("train.yaml", target="local")
+        print(lx.status(job.job_id).state)
 """
+
+from launcher.api.facade import Launcher
+from launcher.api.results import CheckpointListing, LogStream, Rendered, Submitted, TargetInfo, Validated
+
+__all__ = ["Launcher", "CheckpointListing", "LogStream", "Rendered", "Submitted", "TargetInfo", "Validated"]

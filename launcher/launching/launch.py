@@ -15,7 +15,7 @@ from launcher.backend.protocols import Handle, JobRef, MeasuresQueueWait, Reques
 from launcher.core.errors import LauncherError
 from launcher.spec.model import JobSpec
 from launcher.state.store import new_job_id
-from launcher.launching.submission import Launched, facts_for, find_submission, job_ref, job_spec
+from launcher.launching.submission import Launched, facts_for, find_submission, job_ref, job_spec, new_job_ref
 
 
 def pick_target(app, spec: JobSpec, explicit: Optional[str], note=None) -> str:
@@ -124,10 +124,9 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     store = app.store
     job_id = job_id or new_job_id(spec.name)
     backend = app.backend(target_name)
-    job_dir = str(store.job_dir(job_id))
     ident = plan_identity(app, spec, target_name, fresh=fresh, exclude=(job_id,))
     seed = ident.seed.seed  # exported to the job as LAUNCHER_SEED
-    job = JobRef(job_id=job_id, attempt=attempt, job_dir=job_dir, seed=seed)
+    job = new_job_ref(store, job_id, attempt, seed=seed)
     # render errors: nothing recorded yet
     request = backend.render(with_run_env(spec, seed, fresh), facts_for(app, spec, target_name), job)
     for line in ident.lines:

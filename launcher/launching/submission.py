@@ -40,9 +40,14 @@ def facts_for(app, spec: JobSpec, target_name: str):
     return backend.with_candidates(facts, candidates)
 
 
+def new_job_ref(store, job_id: str, attempt: int = 1, **fields) -> JobRef:
+    """The one place a submission's JobRef is made: JOB_ID's ATTEMPT with its job folder
+    (made now, under the store's home) and FIELDS (seed, avoid, elements, sweep_id)."""
+    return JobRef(job_id=job_id, attempt=attempt, job_dir=str(store.job_dir(job_id)), **fields)
+
+
 def job_ref(app, job_row, attempt: int, avoid=()) -> JobRef:
-    return JobRef(job_id=job_row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(job_row.job_id)),
-                  avoid=tuple(avoid))
+    return new_job_ref(app.store, job_row.job_id, attempt, avoid=tuple(avoid))
 
 
 def find_submission(backend, job: JobRef) -> Optional[Handle]:

@@ -33,6 +33,7 @@ from typing import Iterable, Mapping, Optional
 from launcher.backend.support import offer_filter
 from launcher.plan.model import INF, RunEstimate, expected_run
 from launcher.plan.offers import Offer, make_matcher
+from launcher.spec.units import format_hours
 
 @dataclass(frozen=True)
 class PlanParams:
@@ -179,14 +180,6 @@ def _estimate(work, C, lam, D, p, Ce, interval) -> RunEstimate:
     return expected_run(work, C, lam, D, p, Ce, interval)
 
 
-def _fmt_h(h: float) -> str:
-    if math.isinf(h):
-        return "never"
-    if h < 1:
-        return f"{h * 60:.0f} min"
-    return f"{h:.1f} h"
-
-
 @dataclass(frozen=True, slots=True)
 class _Model:
     """The model inputs shared by every offer of one plan."""
@@ -298,14 +291,14 @@ def _assumptions(nodes: int, m: _Model, work_src: str, restart: dict, params: Pl
 def _budget_reasons(run, lam, C, nodes, job_hourly, total, done, max_hourly, max_total, deadline) -> str:
     reasons = []
     if math.isinf(run):
-        reasons.append(f"never finishes: interrupted every {_fmt_h(1 / lam)} with {_fmt_h(C)} checkpoints")
+        reasons.append(f"never finishes: interrupted every {format_hours(1 / lam)} with {format_hours(C)} checkpoints")
     if max_hourly is not None and job_hourly > max_hourly + 1e-9:
         reasons.append(f"${job_hourly:.2f}/h for {nodes} node(s) is over cost.max_hourly_usd ${max_hourly:g}")
     if max_total is not None and total > max_total + 1e-9 and not math.isinf(run):
         reasons.append(f"expected ${total:.2f} is over what is left of cost.max_total_usd (${max_total:.2f})")
     if deadline is not None and done > deadline + 1e-9 and not math.isinf(run):
-        reasons.append(f"expected to finish in {_fmt_h(done)}, after what is left of cost.deadline "
-                       f"({_fmt_h(max(deadline, 0.0))})")
+        reasons.append(f"expected to finish in {format_hours(done)}, after what is left of cost.deadline "
+                       f"({format_hours(max(deadline, 0.0))})")
     return "; ".join(reasons)
 
 
@@ -314,7 +307,7 @@ def _explain(r: PlanRow, ctx: _Context) -> str:
     bits = []
     if r.interruptions >= 0.05:
         extra = (r.run_hours / work - 1.0) * 100 if work > 0 else 0.0
-        bits.append(f"~{r.interruptions:.1f} interruptions (one every {_fmt_h(1 / r.job_rate)}): "
+        bits.append(f"~{r.interruptions:.1f} interruptions (one every {format_hours(1 / r.job_rate)}): "
                     f"+{extra:.0f}% time")
     elif not math.isinf(r.interval_hours) and r.run_hours > work * 1.005:
         bits.append(f"checkpoints: +{(r.run_hours / work - 1) * 100:.1f}% time")
@@ -324,7 +317,7 @@ def _explain(r: PlanRow, ctx: _Context) -> str:
         elif o.notice_seconds > 0:
             bits.append(f"{o.notice_seconds:g}s notice < {C * 60:g} min checkpoint")
     if r.queue_hours > 0:
-        bits.append(f"queue ~{_fmt_h(r.queue_hours)}")
+        bits.append(f"queue ~{format_hours(r.queue_hours)}")
     if r.rank and r.rank > 1 and r.job_hourly_usd < ctx.best_hourly - 1e-9:
         bits.append(f"cheaper per hour than #1 but ${r.total_usd - ctx.best_total:.2f} more in total")
     return "; ".join(bits)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from launcher.spec.units import format_hours
+
 
 def _money(x: float) -> str:
     if math.isinf(x):
@@ -16,14 +18,6 @@ def _hours(x: float) -> str:
     if math.isinf(x):
         return "-"
     return f"{x:.1f}"
-
-
-def _interval(x: float) -> str:
-    if math.isinf(x):
-        return "none"
-    if x < 1:
-        return f"{x * 60:.0f}m"
-    return f"{x:.1f}h"
 
 
 def _rate(o) -> str:
@@ -65,7 +59,7 @@ def render_plan(result, show_all: bool = False, limit: int = 20) -> str:
         gpus = f"{o.accelerator_count}x{o.accelerator}" if o.accelerator else (str(o.accelerator_count or "-"))
         kind = o.capacity
         body.append([str(r.rank), o.target, o.where, o.instance_type, gpus, kind, _money(r.job_hourly_usd),
-                     _hours(r.expected_hours), _money(r.total_usd), _interval(r.interval_hours), _rate(o), r.why])
+                     _hours(r.expected_hours), _money(r.total_usd), format_hours(r.interval_hours, "none", compact=True), _rate(o), r.why])
     if body:
         lines += _table(body, header)
     else:

@@ -19,23 +19,24 @@ from launcher.core.status import JobState
 
 
 class FailureClass(str, enum.Enum):
-    PREEMPTED = "PREEMPTED"
-    NODE_FAIL = "NODE_FAIL"
-    TIMEOUT = "TIMEOUT"
-    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    """Why an attempt ended, each class with its own budget (``spec.recovery``). Five are the
+    job states of the same name; a failed program or set-up is APP_ERROR; CONTROL_PLANE is a
+    transient error of the scheduler, SSH or cloud API (retried, never counted as a job failure)."""
+
+    PREEMPTED = JobState.PREEMPTED.value
+    NODE_FAIL = JobState.NODE_FAIL.value
+    TIMEOUT = JobState.TIMEOUT.value
+    OUT_OF_MEMORY = JobState.OUT_OF_MEMORY.value
+    NO_CAPACITY = JobState.NO_CAPACITY.value
     APP_ERROR = "APP_ERROR"
-    NO_CAPACITY = "NO_CAPACITY"
     CONTROL_PLANE = "CONTROL_PLANE"
 
 
 _BY_STATE = {
-    JobState.PREEMPTED: FailureClass.PREEMPTED,
-    JobState.NODE_FAIL: FailureClass.NODE_FAIL,
-    JobState.TIMEOUT: FailureClass.TIMEOUT,
-    JobState.OUT_OF_MEMORY: FailureClass.OUT_OF_MEMORY,
+    **{JobState(c.value): c for c in (FailureClass.PREEMPTED, FailureClass.NODE_FAIL, FailureClass.TIMEOUT,
+                                      FailureClass.OUT_OF_MEMORY, FailureClass.NO_CAPACITY)},
     JobState.FAILED: FailureClass.APP_ERROR,
     JobState.FAILED_SETUP: FailureClass.APP_ERROR,
-    JobState.NO_CAPACITY: FailureClass.NO_CAPACITY,
 }
 
 BUDGET_FIELD = {

@@ -6,6 +6,7 @@ user and seconds to a Python user, so we make them say which.
 
 from __future__ import annotations
 
+import math
 import re
 
 _DUR_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
@@ -77,3 +78,14 @@ def format_mebibytes(nbytes: int) -> str:
     """Bytes -> Slurm --mem value in MiB (rounded up)."""
     mib = -(-int(nbytes) // (1024 * 1024))
     return f"{mib}M"
+
+
+def format_hours(hours: float, infinite: str = "never", compact: bool = False) -> str:
+    """HOURS as a person reads them: minutes under an hour, else hours to one decimal
+    (``45 min``, ``2.5 h``; COMPACT: ``45m``, ``2.5h``); INFINITE for an infinite time."""
+    if math.isinf(hours):
+        return infinite
+    sep = "" if compact else " "
+    if hours < 1:
+        return f"{hours * 60:.0f}{sep}{'m' if compact else 'min'}"
+    return f"{hours:.1f}{sep}h"

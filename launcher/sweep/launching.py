@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from launcher.backend.protocols import Handle, JobRef
+from launcher.launching.submission import new_job_ref
 from launcher.core.errors import LauncherError
 from launcher.state.store import new_job_id
 from launcher.spec.sweep_elements import element_root, element_seed, elements, sweep_seed_of
@@ -120,7 +121,7 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
     store = app.store
     sweep_id = new_job_id(spec.name)
     seed, source = choose_seed(spec)
-    job = JobRef(job_id=sweep_id, attempt=1, job_dir=str(store.job_dir(sweep_id)), seed=seed)
+    job = new_job_ref(store, sweep_id, seed=seed)
     request = backend.render(spec, facts_for(app, spec, target_name), job)  # errors: nothing recorded yet
     base = os.path.dirname(spec_path) if spec_path else os.getcwd()
     shared, texts = element_texts(sweep_id, spec, seed, base)  # what element_rows gives, as stored
@@ -180,8 +181,8 @@ def element_ref(app, row, attempt: int) -> JobRef:
     """The JobRef of a further attempt of one element: its own job id (so its own dedupe
     token and job dir), the sweep's table, and only its index in the array."""
     sw = row.meta["sweep"]
-    return JobRef(job_id=row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(row.job_id)),
-                  seed=sw.get("seed"), elements=(sw["index"],), sweep_id=sw["id"])
+    return new_job_ref(app.store, row.job_id, attempt, seed=sw.get("seed"), elements=(sw["index"],),
+                       sweep_id=sw["id"])
 
 
 def resubmit_element(app, row, target_name: str, attempt: int):

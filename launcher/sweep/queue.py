@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Iterator, Optional
 
 from launcher.backend.protocols import JobRef, RunsArrays, can
+from launcher.launching.submission import new_job_ref
 from launcher.core.errors import LauncherError
 from launcher.recovery.outcome import Outcome
 from launcher.state.claims import claim_ttl, claimed
@@ -90,8 +91,7 @@ def spec_to_render(backend, spec, job: JobRef):
 
 # ---- submitting one element as a job of its own
 def element_job(app, row, attempt: int = 1, avoid=()) -> JobRef:
-    return JobRef(job_id=row.job_id, attempt=attempt, job_dir=str(app.store.job_dir(row.job_id)),
-                  seed=row.meta.get("seed"), avoid=tuple(avoid))
+    return new_job_ref(app.store, row.job_id, attempt, seed=row.meta.get("seed"), avoid=tuple(avoid))
 
 
 def render_element(app, row, attempt: int = 1, facts=None, avoid=(), target: Optional[str] = None):
@@ -267,7 +267,7 @@ def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_
     rows = element_rows(sweep_id, spec, seed, os.path.dirname(spec_path) if spec_path else os.getcwd())
     first = element_spec_of(spec, rows[0]["meta"]["sweep"])
     facts = facts_for(app, first, target_name)  # once per sweep
-    job0 = JobRef(rows[0]["job_id"], 1, str(store.job_dir(rows[0]["job_id"])), seed=rows[0]["meta"]["seed"])
+    job0 = new_job_ref(store, rows[0]["job_id"], seed=rows[0]["meta"]["seed"])
     request = backend.render(first, facts, job0)  # errors: nothing recorded yet
     limit = spec.sweep.max_parallel
     if note:

@@ -23,3 +23,14 @@ def test_garbage_is_rejected(bad):
         parse_duration(bad)
     with pytest.raises(ValueError):
         parse_size(bad)
+
+
+def test_format_hours_is_the_one_hours_formatter():
+    from launcher.spec.units import format_hours
+
+    assert format_hours(0.75) == "45 min"
+    assert format_hours(2.54) == "2.5 h"
+    assert format_hours(float("inf")) == "never"
+    assert format_hours(0.75, "none", compact=True) == "45m"
+    assert format_hours(1.0, compact=True) == "1.0h"
+    assert format_hours(float("inf"), "none", compact=True) == "none"
