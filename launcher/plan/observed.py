@@ -21,8 +21,8 @@ the observation counts for every offer in that region. Slurm attempts are keyed 
 (target, "", "", partition, False), like the Slurm offers. Local runs are not recorded.
 Each backend says which key its attempts ran on (``PricesOffers.offer_key``).
 
-The table ``spot_observations`` lives in the state store's database and is created here
-(``CREATE TABLE IF NOT EXISTS``), one row per (job, attempt): watching an ended attempt
+The table ``spot_observations`` lives in the state store's database
+(``launcher.state.observations``), one row per (job, attempt): watching an ended attempt
 again replaces its row, never counts it twice. ``load(store, now)`` gives the rows as
 ``Observation``s with their ages; the planner (``gather_offers(store=...)``) applies them.
 """
@@ -35,25 +35,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from launcher.plan.chase import Observation
-
-TABLE = """
-CREATE TABLE IF NOT EXISTS spot_observations (
-  id            INTEGER PRIMARY KEY AUTOINCREMENT,
-  cloud         TEXT NOT NULL,
-  region        TEXT NOT NULL DEFAULT '',
-  zone          TEXT NOT NULL DEFAULT '',
-  instance_type TEXT NOT NULL DEFAULT '',
-  spot          INTEGER NOT NULL,
-  node_hours    REAL NOT NULL,
-  events        INTEGER NOT NULL,
-  kind          TEXT NOT NULL,
-  ts            REAL NOT NULL,
-  job_id        TEXT,
-  attempt       INTEGER,
-  UNIQUE (job_id, attempt)
-);
-CREATE INDEX IF NOT EXISTS spot_observations_ts ON spot_observations(ts);
-"""
+from launcher.state import observations
 
 KINDS = ("ran", "preempted", "node_fail", "no_capacity")
 MAX_AGE_HOURS = 24.0 * 30  # older rows weigh < 2^-30 at the default half-life: not loaded
@@ -61,10 +43,6 @@ MAX_AGE_HOURS = 24.0 * 30  # older rows weigh < 2^-30 at the default half-life: 
 _INTERRUPTED = {"PREEMPTED": "preempted", "NODE_FAIL": "node_fail"}
 _RAN = {"COMPLETED", "CANCELLED", "FAILED", "FAILED_SETUP", "TIMEOUT", "OUT_OF_MEMORY"}
 _ENDED = _RAN | set(_INTERRUPTED) | {"NO_CAPACITY"}
-
-
-def ensure_table(store) -> None:
-    store.db.executescript(TABLE)
 
 
 def record(store, key: tuple, node_hours: float, events: int, kind: str, ts: float,
@@ -75,22 +53,14 @@ def record(store, key: tuple, node_hours: float, events: int, kind: str, ts: flo
     cloud, region, zone, itype, spot = (tuple(key) + ("", "", "", "", False))[:5]
     if not cloud:
         raise ValueError(f"spot observation key {key!r}: the cloud (first element) is empty")
-    ensure_table(store)
-    with store.tx() as db:
-        db.execute(
-            "INSERT OR REPLACE INTO spot_observations(cloud,region,zone,instance_type,spot,node_hours,events,kind,"
-            "ts,job_id,attempt) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-            (str(cloud), str(region or ""), str(zone or ""), str(itype or ""), int(bool(spot)),
-             max(float(node_hours), 0.0), int(events), kind, float(ts), job_id, attempt))
+    observations.record(store, (str(cloud), str(region or ""), str(zone or ""), str(itype or ""), bool(spot)),
+                        max(float(node_hours), 0.0), int(events), kind, float(ts), job_id, attempt)
 
 
 def load(store, now: Optional[float] = None, max_age_hours: float = MAX_AGE_HOURS) -> list[Observation]:
     """Every stored observation younger than ``max_age_hours``, aged relative to ``now``."""
     now = time.time() if now is None else now
-    ensure_table(store)
-    rows = store.db.execute(
-        "SELECT cloud,region,zone,instance_type,spot,node_hours,events,kind,ts FROM spot_observations "
-        "WHERE ts >= ? ORDER BY id", (now - max_age_hours * 3600.0,)).fetchall()
+    rows = observations.since(store, now - max_age_hours * 3600.0)
     out = []
     for r in rows:
         cap = r["kind"] == "no_capacity"
@@ -181,9 +151,7 @@ def observe_job(store, job_row, status=None, now: Optional[float] = None) -> lis
     import sqlite3
 
     try:
-        ensure_table(store)
-        done = {r[0] for r in store.db.execute(
-            "SELECT attempt FROM spot_observations WHERE job_id=?", (job_row.job_id,)).fetchall()}
+        done = observations.attempts_observed(store, job_row.job_id)
         attempts = store.attempts(job_row.job_id)
         out = []
         for a in attempts:

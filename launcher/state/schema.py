@@ -71,6 +71,24 @@ CREATE TABLE IF NOT EXISTS claims (
   expires  REAL NOT NULL,
   taken    REAL NOT NULL
 );
+
+-- spot capacity seen, for the planner (launcher.state.observations)
+CREATE TABLE IF NOT EXISTS spot_observations (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  cloud         TEXT NOT NULL,
+  region        TEXT NOT NULL DEFAULT '',
+  zone          TEXT NOT NULL DEFAULT '',
+  instance_type TEXT NOT NULL DEFAULT '',
+  spot          INTEGER NOT NULL,
+  node_hours    REAL NOT NULL,
+  events        INTEGER NOT NULL,
+  kind          TEXT NOT NULL,
+  ts            REAL NOT NULL,
+  job_id        TEXT,
+  attempt       INTEGER,
+  UNIQUE (job_id, attempt)
+);
+CREATE INDEX IF NOT EXISTS spot_observations_ts ON spot_observations(ts);
 """
 
 

@@ -145,6 +145,18 @@ class StateStore(BulkWrites, SweepRows):
             job = job_rows(db, [row])[0]
         return Claim(owner, now + ttl, job, attempts)
 
+    def claim_name(self, name: str, ttl: float, owner: Optional[str] = None) -> Optional[str]:
+        """Take (or renew) the claim of NAME, which is not a job (a sweep's: ``sweep:<id>``), for
+        TTL seconds: the owner, or None when another owner holds an unexpired one."""
+        owner, now = owner or self.owner, time.time()
+        with self.tx() as db:
+            c = db.execute("SELECT owner, expires FROM claims WHERE job_id=?", (name,)).fetchone()
+            if c is not None and not claim_available(c["owner"], c["expires"], owner, now):
+                return None
+            db.execute("INSERT OR REPLACE INTO claims(job_id,owner,expires,taken) VALUES(?,?,?,?)",
+                       (name, owner, now + ttl, now))
+        return owner
+
     def release(self, job_id: str, owner: Optional[str] = None) -> None:
         with self.tx() as db:
             db.execute("DELETE FROM claims WHERE job_id=? AND owner=?", (job_id, owner or self.owner))
@@ -247,6 +259,16 @@ class StateStore(BulkWrites, SweepRows):
                 db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", rows)
             for sql, params in also:
                 db.execute(sql, params)
+
+    def set_waiting(self, job_ids: list, state: str, reason: str, event: str) -> None:
+        """Rows still SUBMITTING become STATE (QUEUED: waiting for a slot the launcher keeps),
+        in one transaction, each with an EVENT naming REASON."""
+        now = time.time()
+        with self.tx() as db:
+            db.executemany("UPDATE jobs SET state=?, reason=?, updated=? WHERE job_id=? AND state='SUBMITTING'",
+                           [(state, reason, now, j) for j in job_ids])
+            db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
+                           [(j, now, event, json.dumps({"reason": reason})) for j in job_ids])
 
     def update_attempt(self, job_id, attempt, **fields):
         if not fields:

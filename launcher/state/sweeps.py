@@ -20,6 +20,9 @@ from typing import Optional
 
 from launcher.state.rows import JobRow, reopened
 
+# a sweep's element rows, found by the indexed ``jobs.sweep_id`` (rows written before that
+# column had it filled when their store was migrated: ``launcher.state.schema``)
+ELEMENTS_SQL = "SELECT job_id, state, meta FROM jobs WHERE sweep_id=?"
 SHARED_KEYS = ("spec_base", "seed_source")  # element meta keys a sweep's elements share
 SHARED_SWEEP_KEYS = ("size", "seed", "array")  # and under meta["sweep"]
 
@@ -171,3 +174,29 @@ class SweepRows:
         read without the rest of each row."""
         q = "SELECT job_id, state, handle FROM jobs WHERE sweep_id=?"
         return {r[0]: (r[1], r[2]) for r in self.db.execute(q, (sweep_id,)).fetchall()}
+
+    def queued_sweeps(self, state: str) -> list:
+        """The ids of the sweeps that have an element in STATE (QUEUED: waiting for a slot)."""
+        q = "SELECT DISTINCT sweep_id FROM jobs WHERE state=? AND sweep_id IS NOT NULL ORDER BY sweep_id"
+        return [r[0] for r in self.db.execute(q, (state,)).fetchall()]
+
+    def update_elements(self, sweep_id: str, change) -> list:
+        """Read SWEEP_ID's element rows and write what CHANGE makes of them, in ONE write
+        transaction (one writer at a time: every caller sees what an earlier one wrote).
+        CHANGE gets {index: (job id, state, meta as stored)} and returns
+        [(job id, new meta, event kind, event detail)]; its list is returned."""
+        with self.tx() as db:
+            found = db.execute(ELEMENTS_SQL, (sweep_id,)).fetchall()
+            elements = {}
+            for r in found:
+                meta = json.loads(r["meta"] or "{}")
+                sw = meta.get("sweep") or {}
+                if sw.get("id") == sweep_id and isinstance(sw.get("index"), int):
+                    elements[sw["index"]] = (r["job_id"], r["state"], meta)
+            writes = change(elements)
+            now = time.time()
+            db.executemany("UPDATE jobs SET meta=?, updated=? WHERE job_id=?",
+                           [(json.dumps(meta), now, job_id) for job_id, meta, _, _ in writes])
+            db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
+                           [(job_id, now, kind, json.dumps(detail)) for job_id, _, kind, detail in writes])
+        return writes

@@ -13,12 +13,10 @@ rung's ranking therefore always sees every judgement made before it, whichever w
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Mapping, Optional
 
-from launcher.recovery.state import RecoveryState
 from launcher.core.status import is_final
+from launcher.state.rows import meta_closed
 from launcher.sweep.early_stop import Judgement, judge
 from launcher.spec.sweep import EarlyStop
 
@@ -37,38 +35,23 @@ def stop_of(meta: dict) -> Optional[Judgement]:
     return next((j for j in judgements_of(meta) if j.stop), None)
 
 
-# a sweep's element rows, found by the indexed ``jobs.sweep_id`` (``launcher.state.sweeps``);
-# rows written before that column had it filled when their store was migrated (``statemigrate``)
-ELEMENTS_SQL = "SELECT job_id, state, meta FROM jobs WHERE sweep_id=?"
-
-
-def _elements(db, sweep_id: str) -> dict:
-    """index -> (job id, state, meta) of SWEEP_ID's element rows, read inside the transaction
-    (each row's own meta, as stored: what ``record`` writes back)."""
-    found = db.execute(ELEMENTS_SQL, (sweep_id,)).fetchall()
-    out = {}
-    for r in found:
-        meta = json.loads(r["meta"] or "{}")
-        sw = meta.get("sweep") or {}
-        if sw.get("id") == sweep_id and isinstance(sw.get("index"), int):
-            out[sw["index"]] = (r["job_id"], r["state"], meta)
-    return out
-
-
 def record(store, sweep_id: str, cfg: EarlyStop, reports: Mapping[int, Mapping]) -> list[Judgement]:
     """Judge SWEEP_ID's elements on REPORTS (index -> {step: {metric: value}}) against every
-    judgement recorded so far, and record the new ones (returned) with their events."""
-    with store.tx() as db:
-        els = _elements(db, sweep_id)
+    judgement recorded so far, and record the new ones (returned) with their events, in the
+    one transaction that read them (``StateStore.update_elements``)."""
+    new: list[Judgement] = []
+
+    def judged(els: dict) -> list:
         previous = [j for _, _, meta in els.values() for j in judgements_of(meta)]
-        ended = {i for i, (_, state, meta) in els.items() if is_final(state) or RecoveryState.load(meta).closed}
-        new = judge(cfg, {i: r for i, r in reports.items() if i in els}, previous, ended)
-        now = time.time()
+        ended = {i for i, (_, state, meta) in els.items() if is_final(state) or meta_closed(meta)}
+        new[:] = judge(cfg, {i: r for i, r in reports.items() if i in els}, previous, ended)
+        writes = []
         for j in new:
             job_id, _, meta = els[j.index]
             kept = (meta.get(KEY) or {}).get("judgements") or []
             meta[KEY] = {**(meta.get(KEY) or {}), "judgements": [*kept, j.to_json()]}
-            db.execute("UPDATE jobs SET meta=?, updated=? WHERE job_id=?", (json.dumps(meta), now, job_id))
-            db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
-                       (job_id, now, EVENT, json.dumps(j.to_json())))
+            writes.append((job_id, meta, EVENT, j.to_json()))
+        return writes
+
+    store.update_elements(sweep_id, judged)
     return new

@@ -24,7 +24,6 @@ of the START_TRIES (``lost_start``).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from contextlib import contextmanager
@@ -36,7 +35,7 @@ from launcher.launching.submission import new_job_ref
 from launcher.core.errors import LauncherError
 from launcher.recovery.outcome import Outcome
 from launcher.state.claims import claim_ttl, claimed
-from launcher.state.store import claim_available, is_open, new_job_id
+from launcher.state.store import is_open, new_job_id
 from launcher.core.status import QUEUED
 from launcher.state.claims import kept_alive
 from launcher.sweep.launching import begin_sweep, element_rows, sweep_rows
@@ -58,14 +57,7 @@ def claim_key(sweep_id: str) -> str:
 def take_sweep_claim(store, sweep_id: str, ttl: Optional[float] = None) -> Optional[str]:
     """Take (or renew) the sweep's claim for TTL seconds: our owner name, or None when another
     launcher holds an unexpired one."""
-    key, owner, now = claim_key(sweep_id), store.owner, time.time()
-    with store.tx() as db:
-        c = db.execute("SELECT owner, expires FROM claims WHERE job_id=?", (key,)).fetchone()
-        if c is not None and not claim_available(c["owner"], c["expires"], owner, now):
-            return None
-        db.execute("INSERT OR REPLACE INTO claims(job_id,owner,expires,taken) VALUES(?,?,?,?)",
-                   (key, owner, now + (ttl or claim_ttl()), now))
-    return owner
+    return store.claim_name(claim_key(sweep_id), ttl or claim_ttl())
 
 
 @contextmanager
@@ -241,10 +233,8 @@ def fill(app, sweep_id: str, facts=None) -> list[Outcome]:
 
 def fill_all(app) -> list[Outcome]:
     """``launcher watch``'s hook: fill every sweep that has queued elements."""
-    found = app.store.db.execute("SELECT meta FROM jobs WHERE state=?", (QUEUED,)).fetchall()
-    ids = sorted({(json.loads(m["meta"] or "{}").get("sweep") or {}).get("id") for m in found} - {None})
     out = []
-    for sweep_id in ids:
+    for sweep_id in app.store.queued_sweeps(QUEUED):
         try:
             out += fill(app, sweep_id)
         except LauncherError as e:
@@ -289,12 +279,7 @@ def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_
 
 def queue_rows(store, job_ids: list, reason: str) -> None:
     """Rows just recorded as SUBMITTING become QUEUED (one transaction), each with an event."""
-    now = time.time()
-    with store.tx() as db:
-        db.executemany("UPDATE jobs SET state=?, reason=?, updated=? WHERE job_id=? AND state='SUBMITTING'",
-                       [(QUEUED, reason, now, j) for j in job_ids])
-        db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
-                       [(j, now, "queued", json.dumps({"reason": reason})) for j in job_ids])
+    store.set_waiting(job_ids, QUEUED, reason, "queued")
 
 
 def cancel_queued(app, sweep_id: str, wait_s: float = 30.0, poll: float = 0.2) -> list:

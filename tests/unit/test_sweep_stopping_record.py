@@ -11,7 +11,8 @@ from launcher.backend.protocols import Handle
 from launcher.state.store import StateStore
 from launcher.core.status import STOPPED
 from launcher.sweep.control import element_facts
-from launcher.sweep.judgements import ELEMENTS_SQL, judgements_of, record, stop_of
+from launcher.state.sweeps import ELEMENTS_SQL
+from launcher.sweep.judgements import judgements_of, record, stop_of
 from launcher.sweep.launching import element_rows, sweep_rows
 from launcher.spec.sweep import EarlyStop
 from launcher.backend.sections import spec_from_text
