@@ -13,6 +13,11 @@ Rules (README, "When the state store is damaged"):
 * Every SQLite failure that is about the file rather than the query (damaged, read-only,
   locked beyond the busy timeout, disk full, I/O error) becomes a ``StateStoreError``
   naming the path and what to do. Nothing is ever repaired or overwritten.
+* Every open runs ``PRAGMA quick_check`` before anything is read or written: a damaged page
+  anywhere refuses every command, writes included. Without it a launch whose INSERT happened
+  not to touch the damaged page submitted a job and wrote into a store that ``status`` and
+  ``watch`` refused (issue 20, §6). quick_check reads every page once (milliseconds for a
+  store of thousands of jobs), the price of never writing into a damaged file.
 """
 
 from __future__ import annotations
@@ -179,6 +184,7 @@ def open_db(path: Path, schema: str) -> StoreConnection:
         raise StateStoreFailure(describe_failure(path, "readonly"))
     db = _connect(path, timeout)
     try:
+        check_intact(db, path)  # before anything is written: a damaged store is refused by every command
         _check_identity(db, path, schema)  # before any pragma that writes: a foreign file stays as it is
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
@@ -223,6 +229,16 @@ def empty_store_message(path: Path) -> str:
     return (f"the state store {path} is empty (0 bytes): the jobs' history it held is gone (truncated or "
             f"copied incompletely){where}. It was left as it is: restore it from a backup, or move it away "
             f"(mv {path} {path}.empty) to start a new store")
+
+
+def check_intact(db: StoreConnection, path: Path) -> None:
+    """Refuse a store with a damaged page anywhere (``PRAGMA quick_check``), as a read of
+    that page would: the same "is damaged" StateStoreError, the file left as it is."""
+    rows = [str(r[0]) for r in db.execute("PRAGMA quick_check(3)").fetchall()]
+    if rows != ["ok"]:
+        lines = [" ".join(line.split()) for r in rows for line in r.splitlines()]
+        said = "; ".join(line for line in lines if line and not line.startswith("***"))  # one line
+        raise StateStoreFailure(describe_failure(path, "corrupt", f"quick_check: {said}"[:300]))
 
 
 def _check_identity(db: StoreConnection, path: Path, schema: str) -> None:
