@@ -295,14 +295,23 @@ class StateStore(BulkWrites, SweepRows):
         return json.loads(row["meta"] or "{}") if row else {}
 
     def get_job(self, job_id: str) -> JobRow:
+        """The job JOB_ID names: its exact id, or else a prefix matching exactly one job. A
+        plain prefix (``substr``): '%' and '_' are characters, not LIKE wildcards; an empty or
+        blank id is refused (ArgumentError), never read as the prefix of every job."""
+        from launcher.core.args import job_ref
+
+        job_id = job_ref(job_id)
         row = self.db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
         if row is None:
-            rows = self.db.execute("SELECT * FROM jobs WHERE job_id LIKE ? ORDER BY created DESC",
-                                   (job_id.replace("%", "") + "%",)).fetchall()
+            rows = self.db.execute("SELECT * FROM jobs WHERE substr(job_id, 1, ?) = ? ORDER BY created DESC "
+                                   "LIMIT 11", (len(job_id), job_id)).fetchall()
             if len(rows) == 1:
                 row = rows[0]
             elif len(rows) > 1:
-                raise LauncherError(f"job id '{job_id}' is ambiguous: " + ", ".join(r["job_id"] for r in rows[:10]))
+                more = ", ..." if len(rows) > 10 else ""
+                raise LauncherError(f"job id '{job_id}' is ambiguous, it begins the ids of "
+                                    + ", ".join(r["job_id"] for r in rows[:10]) + more
+                                    + ": give more of the id")
             else:
                 raise LauncherError(f"no job '{job_id}' in {self.path} (see `launcher status`)")
         return job_rows(self.db, [row])[0]
