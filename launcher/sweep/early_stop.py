@@ -122,3 +122,13 @@ def judge(cfg: EarlyStop, reports: Reports, previous: Sequence[Judgement] = (),
 def stopped_elements(judgements: Iterable[Judgement]) -> dict[int, Judgement]:
     """index -> the judgement that stopped it."""
     return {j.index: j for j in judgements if j.stop}
+
+
+def until_stop(steps: Mapping, stop: Optional[Judgement]) -> dict:
+    """STEPS ({step: {metric: value}}) of an element as they count for its ranking: when STOP
+    (the judgement that stopped it) is given, only the steps up to the rung it was stopped
+    at, what it was judged on. A stopped element's program may go on reporting until the
+    cancel lands; those reports never make it the best element nor change its shown metric."""
+    if stop is None:
+        return dict(steps)
+    return {s: m for s, m in steps.items() if int(s) <= stop.rung}
