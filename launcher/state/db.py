@@ -208,9 +208,23 @@ def _connect(path: Path, timeout: float) -> StoreConnection:
 
 
 def check_file(path: Path) -> None:
-    """Refuse a file that cannot be a store: 0 bytes (contents lost) or not SQLite at all."""
+    """Refuse a file that cannot be a store: not a regular file (a FIFO would block the open
+    forever, a device would be read without end), 0 bytes (contents lost) or not SQLite at
+    all. The file (and its -wal and -shm beside it) is stat-ed before anything opens it, and
+    opened non-blocking."""
+    from launcher.core.regular import NotReadable, check_regular
+
     try:
-        with open(path, "rb") as f:
+        for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            if p is path or os.path.lexists(p):
+                check_regular(p, "file")
+    except NotReadable as e:
+        raise StateStoreFailure(describe_failure(path, "notadb", f"{p.name}: {e}")) from None
+    except OSError as e:
+        kind = "readonly" if isinstance(e, PermissionError) else "cantopen"
+        raise StateStoreFailure(describe_failure(path, kind, e.strerror or str(e))) from None
+    try:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
             head = f.read(len(HEADER))
     except OSError as e:
         kind = "readonly" if isinstance(e, PermissionError) else "cantopen"
