@@ -314,12 +314,46 @@ class StateStore(BulkWrites, SweepRows):
                                     + ": give more of the id")
             else:
                 raise LauncherError(f"no job '{job_id}' in {self.path} (see `launcher status`)")
-        return job_rows(self.db, [row])[0]
+        got = self.readable_rows([row])
+        if not got:
+            from launcher.core.errors import StateStoreError
+
+            raise StateStoreError(f"the state store {self.path}: job {row['job_id']}: "
+                                  f"{self.unreadable[row['job_id']][1]}; it was left as it is")
+        return got[0]
 
     def list_jobs(self, active_only: bool = False, limit: int = 1000) -> list[JobRow]:
+        """The newest LIMIT jobs; a row whose meta cannot be read is left out and named in
+        ``unreadable`` (``readable_rows``)."""
         q = "SELECT * FROM jobs ORDER BY created DESC LIMIT ?"
-        rows = job_rows(self.db, self.db.execute(q, (limit,)).fetchall())
+        rows = self.readable_rows(self.db.execute(q, (limit,)).fetchall())
         return [r for r in rows if is_open(r)] if active_only else rows
+
+    def readable_rows(self, rows) -> list[JobRow]:
+        """``JobRow``s of the jobs table's ROWS. A row whose meta is not a JSON object is left
+        out, and ``self.unreadable`` (job id -> (state column, why)) names it until the next
+        read: one damaged row never stops a listing of the others (watch records an event
+        for it and goes on, ``launcher.recovery.watch.cycle``)."""
+        self.unreadable = {}
+        try:
+            out = job_rows(self.db, rows)
+            if all(isinstance(r.meta, dict) for r in out):
+                return out
+        except ValueError:  # json.JSONDecodeError: read the rows one by one to find which
+            pass
+        out = []
+        for r in rows:
+            try:
+                got = job_rows(self.db, [r])[0]
+            except ValueError as e:
+                self.unreadable[r["job_id"]] = (r["state"], f"its meta is not valid JSON ({e})")
+                continue
+            if not isinstance(got.meta, dict):
+                self.unreadable[r["job_id"]] = (r["state"], f"its meta is not a JSON object (a JSON "
+                                                            f"{type(got.meta).__name__})")
+                continue
+            out.append(got)
+        return out
 
     def attempts(self, job_id: str) -> list[AttemptRow]:
         return self._attempts(self.db, job_id)
@@ -331,6 +365,10 @@ class StateStore(BulkWrites, SweepRows):
 
     def open_jobs(self, limit: int = 100000) -> list[JobRow]:
         return [j for j in self.list_jobs(limit=limit) if is_open(j)]
+
+    def unreadable_open(self) -> dict:
+        """{job id: why} of the rows the last listing left out whose state is not final."""
+        return {j: why for j, (state, why) in getattr(self, "unreadable", {}).items() if not is_final(state)}
 
     def jobs_sharing_root(self, ckpt_root: str) -> list[JobRow]:
         rows = self.db.execute("SELECT * FROM jobs WHERE ckpt_root=? ORDER BY created", (ckpt_root,)).fetchall()
@@ -345,6 +383,12 @@ class StateStore(BulkWrites, SweepRows):
         row = _event_row(job_id, kind, detail, time.time())
         with self.tx() as db:
             db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", row)
+
+    def last_event(self, job_id: str) -> Optional[dict]:
+        """The job's latest event ({"ts", "kind", **detail}), or None."""
+        r = self.db.execute("SELECT ts,kind,detail FROM events WHERE job_id=? ORDER BY id DESC LIMIT 1",
+                            (job_id,)).fetchone()
+        return None if r is None else {"ts": r["ts"], "kind": r["kind"], **json.loads(r["detail"])}
 
     def events(self, job_id: str) -> list[dict]:
         rows = self.db.execute("SELECT ts,kind,detail FROM events WHERE job_id=? ORDER BY id", (job_id,)).fetchall()
