@@ -172,8 +172,10 @@ class StoreConnection(sqlite3.Connection):
 
 
 # ---------------------------------------------------------------- opening
-def open_db(path: Path, schema: str) -> StoreConnection:
-    """Connect to the store at PATH, creating it (with SCHEMA) only where no file exists."""
+def open_db(path: Path, schema: str, shared: bool = False) -> StoreConnection:
+    """Connect to the store at PATH, creating it (with SCHEMA) only where no file exists.
+    SHARED: the connection may be closed from another thread than its own (``StateStore``
+    gives each thread its own connection and closes them all at once)."""
     path = Path(path)
     timeout = busy_timeout()
     if not path.exists():
@@ -182,7 +184,7 @@ def open_db(path: Path, schema: str) -> StoreConnection:
     if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
         # SQLite would open it read-only and fail at the first write, possibly mid-command
         raise StateStoreFailure(describe_failure(path, "readonly"))
-    db = _connect(path, timeout)
+    db = _connect(path, timeout, shared)
     try:
         check_intact(db, path)  # before anything is written: a damaged store is refused by every command
         _check_identity(db, path, schema)  # before any pragma that writes: a foreign file stays as it is
@@ -196,9 +198,10 @@ def open_db(path: Path, schema: str) -> StoreConnection:
     return db
 
 
-def _connect(path: Path, timeout: float) -> StoreConnection:
+def _connect(path: Path, timeout: float, shared: bool = False) -> StoreConnection:
     try:
-        db = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, factory=StoreConnection)
+        db = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, factory=StoreConnection,
+                             check_same_thread=not shared)
     except sqlite3.Error as e:
         raise (as_store_error(path, e, timeout) or StateStoreFailure(f"cannot open the state store {path}: {e}")) \
             from e

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -51,19 +52,65 @@ class Claim:
 
 
 class StateStore(BulkWrites, SweepRows):
+    """The state store of one $LAUNCHER_HOME. Usable from several threads: each thread gets a
+    connection of its own (``threading.local``), opened on its first use, so each thread's
+    transactions (``tx``, ``batch``) are its own and SQLite's locking orders them, exactly as
+    between processes. A single connection behind a lock would not do: a thread's statements
+    would land inside another thread's open transaction. Each thread also has its own claim
+    owner, so two threads sharing a store never both hold one job's claim. ``close`` closes
+    every thread's connection (they are opened with ``check_same_thread=False`` for that
+    alone; each is only ever used by its own thread)."""
+
     def __init__(self, home: Path):
-        from launcher.state.db import open_db, prepare_home
-        from launcher.state.schema import SCHEMA
+        from launcher.state.db import prepare_home
 
         self.home = Path(home)
         self.path = self.home / "state.db"
         prepare_home(self.home, self.path)
-        # never re-initialises an existing file; damaged, read-only, locked or full: StateStoreError
-        self.db = open_db(self.path, SCHEMA)
-        self.db.executescript(SCHEMA)
+        self._local = threading.local()
+        self._conns: list = []
+        self._conns_lock = threading.Lock()
+        _ = self.db  # opened now, in the creating thread: a damaged store fails here, before anything else
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """This thread's connection (opened on its first use)."""
+        c = getattr(self._local, "db", None)
+        if c is None:
+            from launcher.state.db import open_db
+            from launcher.state.schema import SCHEMA
+
+            # never re-initialises an existing file; damaged, read-only, locked or full: StateStoreError
+            c = open_db(self.path, SCHEMA, shared=True)
+            c.executescript(SCHEMA)
+            with self._conns_lock:
+                self._conns.append(c)
+            self._local.db = c
+        return c
+
+    @property
+    def _batch_depth(self) -> int:  # per thread: one thread's batch is not another's
+        return getattr(self._local, "batch_depth", 0)
+
+    @_batch_depth.setter
+    def _batch_depth(self, depth: int) -> None:
+        self._local.batch_depth = depth
+
+    @property
+    def unreadable(self) -> dict:
+        """Rows this thread's last listing left out (``readable_rows``)."""
+        return getattr(self._local, "unreadable", {})
+
+    @unreadable.setter
+    def unreadable(self, rows: dict) -> None:
+        self._local.unreadable = rows
 
     def close(self):
-        self.db.close()
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        for c in conns:
+            c.close()
+        self._local = threading.local()
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
@@ -119,10 +166,11 @@ class StateStore(BulkWrites, SweepRows):
     # ---- claims: decide -> submit -> record happens for one job in one place at a time
     @property
     def owner(self) -> str:
-        """This store's claim owner (one per store: threads with their own stores differ)."""
-        o = getattr(self, "_owner", None)
+        """This store's claim owner in this thread (threads differ, whether they share a store
+        or have their own)."""
+        o = getattr(self._local, "owner", None)
         if o is None:
-            o = self._owner = new_owner()
+            o = self._local.owner = new_owner()
         return o
 
     def claim(self, job_id: str, ttl: float = 120.0, owner: Optional[str] = None,
@@ -368,7 +416,7 @@ class StateStore(BulkWrites, SweepRows):
 
     def unreadable_open(self) -> dict:
         """{job id: why} of the rows the last listing left out whose state is not final."""
-        return {j: why for j, (state, why) in getattr(self, "unreadable", {}).items() if not is_final(state)}
+        return {j: why for j, (state, why) in self.unreadable.items() if not is_final(state)}
 
     def jobs_sharing_root(self, ckpt_root: str) -> list[JobRow]:
         rows = self.db.execute("SELECT * FROM jobs WHERE ckpt_root=? ORDER BY created", (ckpt_root,)).fetchall()
