@@ -37,3 +37,19 @@ def test_a_job_with_broken_meta_is_reported_and_the_others_are_watched(app, laun
     with pytest.raises(StateStoreError, match=bad):
         app.store.get_job(bad)
     assert [j.job_id for j in app.store.list_jobs()] == [good]
+
+
+def test_the_job_listing_names_a_row_it_cannot_show(app, launcher_env):
+    from launcher.api.status_view import gather_jobs
+    from launcher.state.store import StateStore
+
+    s = StateStore(launcher_env["home"])
+    s.begin_job("fine-abc123", "fine", "local", "local", None, "name: fine\n")
+    s.begin_job("bad-abc123", "bad", "local", "local", None, "name: bad\n")
+    s.db.execute("UPDATE jobs SET state='FAILED', meta='{x' WHERE job_id='bad-abc123'")
+    s.db.execute("UPDATE jobs SET state='FAILED' WHERE job_id='fine-abc123'")
+    s.close()
+    notes = []
+    rows = gather_jobs(app, note=notes.append)
+    assert [r.job_id for r in rows] == ["fine-abc123"]
+    assert len(notes) == 1 and notes[0].startswith("bad-abc123: not shown: its meta is not valid JSON"), notes
