@@ -80,16 +80,57 @@ RESERVED_SBATCH = {
 }
 
 
+# sbatch's short options for what the launcher sets (-o FILE, -e FILE, -J NAME, -a RANGE)
+RESERVED_SHORT = {"o": "output", "e": "error", "J": "job-name", "a": "array"}
+# sbatch reads an #SBATCH line as shell-like words: quotes and backslashes group or escape,
+# an unquoted '#' starts a comment. None of them may appear in an item (what sbatch would
+# read would not be what the item says).
+SBATCH_LINE_SPECIALS = "'\"\\#"
+_WHITESPACE = " \t\n\v\f\r"  # C isspace(), what sbatch splits an #SBATCH line on
+
+
+def sbatch_words(item: str) -> list[str]:
+    """ITEM split as sbatch splits an #SBATCH line (quotes, backslashes and '#' are refused
+    before this is relied on, so whitespace is the only separator)."""
+    for c in _WHITESPACE[1:]:
+        item = item.replace(c, " ")
+    return item.split(" ")
+
+
 def check_sbatch_option(item: str) -> str:
-    """Raise ValueError if ITEM is not one '--option[=value]' the launcher leaves to the spec."""
+    """Raise ValueError unless ITEM is exactly one '--option[=value]' the launcher leaves to the
+    spec; return it. ITEM is split first as sbatch splits an #SBATCH line, and every word is
+    checked against the reserved options, so '--mail-type=END --comment=x' cannot slip a
+    reserved option in behind an allowed one; then an item of more than one word is refused."""
+    words = [w for w in sbatch_words(item) if w]
+    for w in words:
+        _check_not_reserved(w)
+    bad = sorted({c for c in item if c in SBATCH_LINE_SPECIALS})
+    if bad:
+        raise ValueError(f"an extra sbatch option may not contain {' '.join(bad)} (sbatch reads quotes and "
+                         f"backslashes on an #SBATCH line as quoting, and '#' as the start of a comment), "
+                         f"got {item!r}")
+    if len(words) != 1:
+        raise ValueError(f"each slurm.extra item must be exactly one option, e.g. '--exclusive' or "
+                         f"'--mail-type=END' (a value joined with '='), got {len(words)} words in {item!r}: "
+                         f"give each option its own item")
     name = item[2:].split("=", 1)[0].strip().lower()
     if not item.startswith("--") or not name or not item.isprintable():
         raise ValueError(f"each extra sbatch option must be one '--option[=value]' item (long form), got {item!r}")
-    for reserved, why in RESERVED_SBATCH.items():
-        if reserved.startswith(name):
-            shown = f"--{reserved}" if reserved == name else f"--{name} (read by sbatch as --{reserved})"
-            raise ValueError(f"{shown} is set by the launcher and cannot be overridden in slurm.extra: {why}")
     return item
+
+
+def _check_not_reserved(word: str) -> None:
+    if word.startswith("--"):
+        name = word[2:].split("=", 1)[0].lower()
+        for reserved, why in RESERVED_SBATCH.items():
+            if name and reserved.startswith(name):
+                shown = f"--{reserved}" if reserved == name else f"--{name} (read by sbatch as --{reserved})"
+                raise ValueError(f"{shown} is set by the launcher and cannot be overridden in slurm.extra: {why}")
+    elif word.startswith("-") and word[1:2] in RESERVED_SHORT:
+        reserved = RESERVED_SHORT[word[1]]
+        raise ValueError(f"-{word[1]} (sbatch's --{reserved}) is set by the launcher and cannot be overridden in "
+                         f"slurm.extra: {RESERVED_SBATCH[reserved]}")
 
 
 class SlurmSection(Section):

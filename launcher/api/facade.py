@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
+from launcher.api.arguments import checked_arguments
 from launcher.api.results import CheckpointListing, LogStream, Rendered, Submitted, TargetInfo, Validated
 from launcher.launching.specinput import SpecInput, SpecLike
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 Note = Callable[[str], None]
 
 
+@checked_arguments  # wrong argument types: one LauncherError naming the argument (launcher.api.arguments)
 class Launcher:
     """One launcher home and config, like the CLI's. Lazy: nothing is read until a method
     needs it. Close it (or use it as a context manager) to close backends' connections."""

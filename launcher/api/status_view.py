@@ -105,6 +105,8 @@ def gather_jobs(app, show_all: bool = False, note: Optional[Note] = None) -> lis
         refresh(app, active)
     if limbo or active:
         rows = store.list_jobs(active_only=False, limit=limit)
+    for job_id, (_state, why) in sorted(store.unreadable.items()):  # a damaged row: named, never hidden
+        say(f"{job_id}: not shown: {why}")
     return rows
 
 

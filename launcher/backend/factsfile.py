@@ -48,8 +48,14 @@ def load_facts(path, target: str, backend: str) -> Facts:
 
 
 def _read(path: Path):
+    """PATH's JSON: a regular file only, at most ``launcher.core.regular.DEFAULT_LIMIT`` bytes
+    read (a FIFO or /dev/zero given as --facts is refused, never waited on or read without end)."""
+    from launcher.core.regular import NotReadable, read_regular
+
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, "facts file").decode("utf-8")
+    except NotReadable as e:
+        raise ConfigError(f"facts file {path} cannot be read: {e}") from None
     except FileNotFoundError:
         raise ConfigError(f"facts file {path} does not exist (write it with `launcher targets --json > FILE`)") \
             from None

@@ -55,8 +55,14 @@ def check_value(name, value):
         raise ValueError("report: metric %r must be a finite number, got %r (%s)"
                          % (name, value, type(value).__name__))
     v = int(value) if isinstance(value, numbers.Integral) else float(value)
-    if isinstance(v, float) and not math.isfinite(v):
-        raise ValueError("report: metric %r must be a finite number, got %r" % (name, v))
+    try:
+        finite = math.isfinite(v)
+    except OverflowError:  # an int no float can hold: it would rank as +-inf
+        finite = False
+    if not finite:
+        shown = ("an integer of %d bits" % v.bit_length()) if isinstance(v, int) else repr(v)
+        raise ValueError("report: metric %r must be a finite number (within a float's range), got %s"
+                         % (name, shown))
     return v
 
 

@@ -51,6 +51,7 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
     hooks = hooks_of(app, hooks)
     outcomes = reconcile(app, clock, hooks=hooks)
     jobs = open_jobs(store)
+    outcomes += unreadable(store)  # rows whose meta cannot be read: reported, the others go on
     statuses = refresh(app, jobs)
     outcomes += hooks.judge(app, jobs)  # e.g. sweep early stopping: its stops are carried out below
     for job in jobs:
@@ -65,6 +66,20 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
             outcomes.append(o)
     outcomes.extend(hooks.after(app, clock))  # e.g. sweep elements queued by the launcher: start as slots free
     return outcomes
+
+
+def unreadable(store) -> list[Outcome]:
+    """An outcome for each open job the last listing could not read (its meta is not JSON),
+    and a watch_error event for it, recorded once (not again while its latest event says the
+    same): the job is left as it is for a person to look at."""
+    out = []
+    for job_id, why in sorted(store.unreadable_open().items()):
+        error = f"not watched: {why}"
+        last = store.last_event(job_id) or {}
+        if (last.get("kind"), last.get("error")) != ("watch_error", error):
+            store.record_event(job_id, "watch_error", error=error)
+        out.append(Outcome(job_id, "unreadable", why))
+    return out
 
 
 # ---- SUBMITTING rows

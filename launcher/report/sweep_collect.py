@@ -103,8 +103,12 @@ def _element(app, row, history: bool, now: Optional[float], specs: dict, roots) 
         report = account(hist).to_dict()
     except (LauncherError, OSError, ValueError) as e:
         notes.append(f"no report: {e}")
+    from launcher.sweep.early_stop import until_stop
+    from launcher.sweep.judgements import stop_of
+
+    metrics = until_stop(got.get("metrics") or {}, stop_of(row.meta))  # reports after its stop do not count
     return ElementIn(index=sw["index"], params=sw.get("params") or {}, state=row.state, job_id=row.job_id,
-                     reason=row.reason, report=report, metrics=got.get("metrics") or {}, last_step=row.last_step,
+                     reason=row.reason, report=report, metrics=metrics, last_step=row.last_step,
                      notes=[_generic(n, row) for n in notes], metrics_read=not unread)
 
 

@@ -69,7 +69,14 @@ def _scalar(v):
 
 
 def _number(v):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"expected a finite number (got {v!r})")
+    try:
+        finite = math.isfinite(v)
+    except OverflowError:  # an int no float can hold
+        raise ValueError(f"expected a finite number within a float's range (about +-1.8e308), got an integer "
+                         f"of {v.bit_length()} bits") from None
+    if not finite:
         raise ValueError(f"expected a finite number (got {v!r})")
     return v
 
@@ -124,11 +131,28 @@ class Distribution(_Section):
                 raise ValueError(f"{name}: [lo, hi] needs lo {'<=' if kind == 'int_' else '<'} hi (got [{lo}, {hi}])")
             if kind == "loguniform" and lo <= 0:
                 raise ValueError(f"loguniform: [lo, hi] needs lo > 0 (got {lo})")
+            _drawable(name, lo, hi)
         return self
 
     @property
     def kind(self) -> str:
         return next(k.rstrip("_") for k in ("uniform", "loguniform", "int_", "choice") if getattr(self, k) is not None)
+
+
+def _drawable(name: str, lo, hi) -> None:
+    """Refuse a range whose draw would overflow a float (``launcher.spec.sweep_elements.draw``
+    computes lo + (hi - lo) * u, and int(u * (hi - lo + 1)) for int): a draw must always be a
+    finite number, so the params' JSON is always valid."""
+    width = hi - lo + 1 if name == "int" else hi - lo
+    try:
+        finite = math.isfinite(float(width))
+    except OverflowError:
+        finite = False
+    if not finite:
+        shown = ", ".join(f"<an integer of {v.bit_length()} bits>" if isinstance(v, int) and v.bit_length() > 64
+                          else f"{v:.6g}" for v in (lo, hi))
+        raise ValueError(f"{name}: [{shown}] is too wide: hi - lo must be a finite float (at most about "
+                         f"1.8e308), or a draw would be infinite; narrow the range")
 
 
 class RandomSearch(_Section):

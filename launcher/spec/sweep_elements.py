@@ -45,7 +45,8 @@ class Element:
 
 
 # one encoder for every element (json.dumps with options makes a new one per call)
-params_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # LAUNCHER_PARAMS of PARAMS
+# allow_nan=False: a non-finite float is a ValueError, never 'Infinity' or 'NaN' (not JSON)
+params_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
 def value_id(name: str, value) -> tuple:
@@ -62,6 +63,8 @@ def json_scalar(value, ensure_ascii: bool = False) -> str:
     if isinstance(value, int):
         return int.__repr__(value)
     if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"a parameter value must be a finite number to be written as JSON (got {value!r})")
         return float.__repr__(value)
     return (_encode_ascii if ensure_ascii else _encode_string)(value)
 
@@ -89,18 +92,24 @@ def _stream(seed: int, index: int) -> random.Random:
 
 
 def draw(space: dict, seed: int, index: int) -> dict:
-    """Element INDEX of a random sweep: one ``random()`` per parameter, mapped onto its range."""
+    """Element INDEX of a random sweep: one ``random()`` per parameter, mapped onto its range.
+    Every draw is a finite number within [lo, hi] (the spec refuses a range whose draw could
+    overflow, ``launcher.spec.sweep._drawable``; rounding is clamped to the bounds)."""
     rng = _stream(seed, index)
     out = {}
     for name, dist in space.items():
         u = rng.random()  # in [0, 1)
         kind = dist.kind
-        if kind == "uniform":
+        if kind == "uniform":  # clamped: rounding never takes a draw past a bound (or to inf)
             lo, hi = dist.uniform
-            out[name] = lo + (hi - lo) * u
+            out[name] = min(hi, max(lo, lo + (hi - lo) * u))
         elif kind == "loguniform":
             lo, hi = dist.loguniform
-            out[name] = math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * u)
+            try:
+                v = math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * u)
+            except OverflowError:  # rounding past the largest float: hi is the bound it rounded past
+                v = hi
+            out[name] = min(hi, max(lo, v))
         elif kind == "int":
             lo, hi = dist.int_
             out[name] = min(hi, lo + int(u * (hi - lo + 1)))

@@ -10,7 +10,10 @@ import math
 import re
 
 _DUR_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
-_DUR_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day)s?\s*$", re.IGNORECASE)
+# a plural 's' only on the spelled-out units: '1ms' is not 'm' + 's' (one minute)
+_DUR_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|secs?|m|mins?|h|hrs?|d|days?)\s*$", re.IGNORECASE)
+_SUB_SECOND_RE = re.compile(r"^\s*\d+(?:\.\d+)?\s*(ms|msecs?|millis(?:econds?)?|us|µs|usecs?|ns|nsecs?)\s*$",
+                            re.IGNORECASE)
 # Slurm forms: D-HH:MM:SS, D-HH:MM, D-HH, HH:MM:SS, MM:SS
 _SLURM_RE = re.compile(r"^\s*(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\s*$")
 
@@ -19,16 +22,25 @@ SIZE_HINT = "a size with a unit, like 512MB, 16GB, 1.5TB or 64GiB"
 
 
 def parse_duration(value) -> int:
-    """Return whole seconds. Raises ValueError with the accepted forms."""
+    """Return whole seconds. Raises ValueError with the accepted forms.
+
+    Every duration the launcher reads (time limits, grace periods, intervals, TTLs) is
+    whole seconds, so sub-second units (ms, us, ns) are refused with a clear error rather
+    than rounded to 0 s; before, '1ms' was read as one minute ('m' with a plural 's').
+    A plural 's' is accepted only after the spelled-out units (secs, mins, hrs, days)."""
     if isinstance(value, bool):
         raise ValueError(f"expected {DURATION_HINT}, got {value!r}")
     if isinstance(value, (int, float)):
         raise ValueError(f"expected {DURATION_HINT}, got the bare number {value!r} (add a unit)")
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"expected {DURATION_HINT}, got {value!r}")
+    if _SUB_SECOND_RE.match(value):
+        raise ValueError(f"expected {DURATION_HINT}, got {value!r}: durations are whole seconds, "
+                         f"sub-second units (ms, us, ns) are not accepted")
     m = _DUR_RE.match(value)
     if m:
-        return int(round(float(m.group(1)) * _DUR_UNITS[m.group(2).lower()]))
+        unit = m.group(2).lower()
+        return int(round(float(m.group(1)) * _DUR_UNITS[unit[:-1] if len(unit) > 2 and unit[-1] == "s" else unit]))
     m = _SLURM_RE.match(value)
     if m and (":" in value or "-" in value):
         days, a, b, c = m.groups()

@@ -30,9 +30,16 @@ MAX_NODES = 100_000  # scalars, lists and mappings after expanding every alias
 
 
 def read_text(path: str | Path, what: str = "job spec") -> str:
+    """The text of the file PATH. Only a regular file is read, and at most
+    ``launcher.core.regular.DEFAULT_LIMIT`` bytes of it: a FIFO, a device or a socket is refused
+    without blocking, a larger file is refused (``launcher.core.regular.read_regular``)."""
+    from launcher.core.regular import NotReadable, read_regular
+
     p = Path(path)
     try:
-        return p.read_text(encoding="utf-8")
+        return read_regular(p, f"{what} file").decode("utf-8")
+    except NotReadable as e:
+        raise SpecError(str(p), [("", str(e))]) from None
     except FileNotFoundError:
         raise SpecError(str(p), [("", f"{what} file not found")]) from None
     except IsADirectoryError:

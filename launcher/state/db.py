@@ -13,6 +13,11 @@ Rules (README, "When the state store is damaged"):
 * Every SQLite failure that is about the file rather than the query (damaged, read-only,
   locked beyond the busy timeout, disk full, I/O error) becomes a ``StateStoreError``
   naming the path and what to do. Nothing is ever repaired or overwritten.
+* Every open runs ``PRAGMA quick_check`` before anything is read or written: a damaged page
+  anywhere refuses every command, writes included. Without it a launch whose INSERT happened
+  not to touch the damaged page submitted a job and wrote into a store that ``status`` and
+  ``watch`` refused (issue 20, §6). quick_check reads every page once (milliseconds for a
+  store of thousands of jobs), the price of never writing into a damaged file.
 """
 
 from __future__ import annotations
@@ -167,8 +172,10 @@ class StoreConnection(sqlite3.Connection):
 
 
 # ---------------------------------------------------------------- opening
-def open_db(path: Path, schema: str) -> StoreConnection:
-    """Connect to the store at PATH, creating it (with SCHEMA) only where no file exists."""
+def open_db(path: Path, schema: str, shared: bool = False) -> StoreConnection:
+    """Connect to the store at PATH, creating it (with SCHEMA) only where no file exists.
+    SHARED: the connection may be closed from another thread than its own (``StateStore``
+    gives each thread its own connection and closes them all at once)."""
     path = Path(path)
     timeout = busy_timeout()
     if not path.exists():
@@ -177,8 +184,9 @@ def open_db(path: Path, schema: str) -> StoreConnection:
     if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
         # SQLite would open it read-only and fail at the first write, possibly mid-command
         raise StateStoreFailure(describe_failure(path, "readonly"))
-    db = _connect(path, timeout)
+    db = _connect(path, timeout, shared)
     try:
+        check_intact(db, path)  # before anything is written: a damaged store is refused by every command
         _check_identity(db, path, schema)  # before any pragma that writes: a foreign file stays as it is
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
@@ -190,9 +198,10 @@ def open_db(path: Path, schema: str) -> StoreConnection:
     return db
 
 
-def _connect(path: Path, timeout: float) -> StoreConnection:
+def _connect(path: Path, timeout: float, shared: bool = False) -> StoreConnection:
     try:
-        db = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, factory=StoreConnection)
+        db = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, factory=StoreConnection,
+                             check_same_thread=not shared)
     except sqlite3.Error as e:
         raise (as_store_error(path, e, timeout) or StateStoreFailure(f"cannot open the state store {path}: {e}")) \
             from e
@@ -202,9 +211,23 @@ def _connect(path: Path, timeout: float) -> StoreConnection:
 
 
 def check_file(path: Path) -> None:
-    """Refuse a file that cannot be a store: 0 bytes (contents lost) or not SQLite at all."""
+    """Refuse a file that cannot be a store: not a regular file (a FIFO would block the open
+    forever, a device would be read without end), 0 bytes (contents lost) or not SQLite at
+    all. The file (and its -wal and -shm beside it) is stat-ed before anything opens it, and
+    opened non-blocking."""
+    from launcher.core.regular import NotReadable, check_regular
+
     try:
-        with open(path, "rb") as f:
+        for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            if p is path or os.path.lexists(p):
+                check_regular(p, "file")
+    except NotReadable as e:
+        raise StateStoreFailure(describe_failure(path, "notadb", f"{p.name}: {e}")) from None
+    except OSError as e:
+        kind = "readonly" if isinstance(e, PermissionError) else "cantopen"
+        raise StateStoreFailure(describe_failure(path, kind, e.strerror or str(e))) from None
+    try:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
             head = f.read(len(HEADER))
     except OSError as e:
         kind = "readonly" if isinstance(e, PermissionError) else "cantopen"
@@ -223,6 +246,16 @@ def empty_store_message(path: Path) -> str:
     return (f"the state store {path} is empty (0 bytes): the jobs' history it held is gone (truncated or "
             f"copied incompletely){where}. It was left as it is: restore it from a backup, or move it away "
             f"(mv {path} {path}.empty) to start a new store")
+
+
+def check_intact(db: StoreConnection, path: Path) -> None:
+    """Refuse a store with a damaged page anywhere (``PRAGMA quick_check``), as a read of
+    that page would: the same "is damaged" StateStoreError, the file left as it is."""
+    rows = [str(r[0]) for r in db.execute("PRAGMA quick_check(3)").fetchall()]
+    if rows != ["ok"]:
+        lines = [" ".join(line.split()) for r in rows for line in r.splitlines()]
+        said = "; ".join(line for line in lines if line and not line.startswith("***"))  # one line
+        raise StateStoreFailure(describe_failure(path, "corrupt", f"quick_check: {said}"[:300]))
 
 
 def _check_identity(db: StoreConnection, path: Path, schema: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -51,19 +52,65 @@ class Claim:
 
 
 class StateStore(BulkWrites, SweepRows):
+    """The state store of one $LAUNCHER_HOME. Usable from several threads: each thread gets a
+    connection of its own (``threading.local``), opened on its first use, so each thread's
+    transactions (``tx``, ``batch``) are its own and SQLite's locking orders them, exactly as
+    between processes. A single connection behind a lock would not do: a thread's statements
+    would land inside another thread's open transaction. Each thread also has its own claim
+    owner, so two threads sharing a store never both hold one job's claim. ``close`` closes
+    every thread's connection (they are opened with ``check_same_thread=False`` for that
+    alone; each is only ever used by its own thread)."""
+
     def __init__(self, home: Path):
-        from launcher.state.db import open_db, prepare_home
-        from launcher.state.schema import SCHEMA
+        from launcher.state.db import prepare_home
 
         self.home = Path(home)
         self.path = self.home / "state.db"
         prepare_home(self.home, self.path)
-        # never re-initialises an existing file; damaged, read-only, locked or full: StateStoreError
-        self.db = open_db(self.path, SCHEMA)
-        self.db.executescript(SCHEMA)
+        self._local = threading.local()
+        self._conns: list = []
+        self._conns_lock = threading.Lock()
+        _ = self.db  # opened now, in the creating thread: a damaged store fails here, before anything else
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """This thread's connection (opened on its first use)."""
+        c = getattr(self._local, "db", None)
+        if c is None:
+            from launcher.state.db import open_db
+            from launcher.state.schema import SCHEMA
+
+            # never re-initialises an existing file; damaged, read-only, locked or full: StateStoreError
+            c = open_db(self.path, SCHEMA, shared=True)
+            c.executescript(SCHEMA)
+            with self._conns_lock:
+                self._conns.append(c)
+            self._local.db = c
+        return c
+
+    @property
+    def _batch_depth(self) -> int:  # per thread: one thread's batch is not another's
+        return getattr(self._local, "batch_depth", 0)
+
+    @_batch_depth.setter
+    def _batch_depth(self, depth: int) -> None:
+        self._local.batch_depth = depth
+
+    @property
+    def unreadable(self) -> dict:
+        """Rows this thread's last listing left out (``readable_rows``)."""
+        return getattr(self._local, "unreadable", {})
+
+    @unreadable.setter
+    def unreadable(self, rows: dict) -> None:
+        self._local.unreadable = rows
 
     def close(self):
-        self.db.close()
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        for c in conns:
+            c.close()
+        self._local = threading.local()
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
@@ -119,10 +166,11 @@ class StateStore(BulkWrites, SweepRows):
     # ---- claims: decide -> submit -> record happens for one job in one place at a time
     @property
     def owner(self) -> str:
-        """This store's claim owner (one per store: threads with their own stores differ)."""
-        o = getattr(self, "_owner", None)
+        """This store's claim owner in this thread (threads differ, whether they share a store
+        or have their own)."""
+        o = getattr(self._local, "owner", None)
         if o is None:
-            o = self._owner = new_owner()
+            o = self._local.owner = new_owner()
         return o
 
     def claim(self, job_id: str, ttl: float = 120.0, owner: Optional[str] = None,
@@ -317,22 +365,65 @@ class StateStore(BulkWrites, SweepRows):
         return json.loads(row["meta"] or "{}") if row else {}
 
     def get_job(self, job_id: str) -> JobRow:
+        """The job JOB_ID names: its exact id, or else a prefix matching exactly one job. A
+        plain prefix (``substr``): '%' and '_' are characters, not LIKE wildcards; an empty or
+        blank id is refused (ArgumentError), never read as the prefix of every job."""
+        from launcher.core.args import job_ref
+
+        job_id = job_ref(job_id)
         row = self.db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
         if row is None:
-            rows = self.db.execute("SELECT * FROM jobs WHERE job_id LIKE ? ORDER BY created DESC",
-                                   (job_id.replace("%", "") + "%",)).fetchall()
+            rows = self.db.execute("SELECT * FROM jobs WHERE substr(job_id, 1, ?) = ? ORDER BY created DESC "
+                                   "LIMIT 11", (len(job_id), job_id)).fetchall()
             if len(rows) == 1:
                 row = rows[0]
             elif len(rows) > 1:
-                raise LauncherError(f"job id '{job_id}' is ambiguous: " + ", ".join(r["job_id"] for r in rows[:10]))
+                more = ", ..." if len(rows) > 10 else ""
+                raise LauncherError(f"job id '{job_id}' is ambiguous, it begins the ids of "
+                                    + ", ".join(r["job_id"] for r in rows[:10]) + more
+                                    + ": give more of the id")
             else:
                 raise LauncherError(f"no job '{job_id}' in {self.path} (see `launcher status`)")
-        return job_rows(self.db, [row])[0]
+        got = self.readable_rows([row])
+        if not got:
+            from launcher.core.errors import StateStoreError
+
+            raise StateStoreError(f"the state store {self.path}: job {row['job_id']}: "
+                                  f"{self.unreadable[row['job_id']][1]}; it was left as it is")
+        return got[0]
 
     def list_jobs(self, active_only: bool = False, limit: int = 1000) -> list[JobRow]:
+        """The newest LIMIT jobs; a row whose meta cannot be read is left out and named in
+        ``unreadable`` (``readable_rows``)."""
         q = "SELECT * FROM jobs ORDER BY created DESC LIMIT ?"
-        rows = job_rows(self.db, self.db.execute(q, (limit,)).fetchall())
+        rows = self.readable_rows(self.db.execute(q, (limit,)).fetchall())
         return [r for r in rows if is_open(r)] if active_only else rows
+
+    def readable_rows(self, rows) -> list[JobRow]:
+        """``JobRow``s of the jobs table's ROWS. A row whose meta is not a JSON object is left
+        out, and ``self.unreadable`` (job id -> (state column, why)) names it until the next
+        read: one damaged row never stops a listing of the others (watch records an event
+        for it and goes on, ``launcher.recovery.watch.cycle``)."""
+        self.unreadable = {}
+        try:
+            out = job_rows(self.db, rows)
+            if all(isinstance(r.meta, dict) for r in out):
+                return out
+        except ValueError:  # json.JSONDecodeError: read the rows one by one to find which
+            pass
+        out = []
+        for r in rows:
+            try:
+                got = job_rows(self.db, [r])[0]
+            except ValueError as e:
+                self.unreadable[r["job_id"]] = (r["state"], f"its meta is not valid JSON ({e})")
+                continue
+            if not isinstance(got.meta, dict):
+                self.unreadable[r["job_id"]] = (r["state"], f"its meta is not a JSON object (a JSON "
+                                                            f"{type(got.meta).__name__})")
+                continue
+            out.append(got)
+        return out
 
     def attempts(self, job_id: str) -> list[AttemptRow]:
         return self._attempts(self.db, job_id)
@@ -344,6 +435,10 @@ class StateStore(BulkWrites, SweepRows):
 
     def open_jobs(self, limit: int = 100000) -> list[JobRow]:
         return [j for j in self.list_jobs(limit=limit) if is_open(j)]
+
+    def unreadable_open(self) -> dict:
+        """{job id: why} of the rows the last listing left out whose state is not final."""
+        return {j: why for j, (state, why) in self.unreadable.items() if not is_final(state)}
 
     def jobs_sharing_root(self, ckpt_root: str) -> list[JobRow]:
         rows = self.db.execute("SELECT * FROM jobs WHERE ckpt_root=? ORDER BY created", (ckpt_root,)).fetchall()
@@ -358,6 +453,12 @@ class StateStore(BulkWrites, SweepRows):
         row = _event_row(job_id, kind, detail, time.time())
         with self.tx() as db:
             db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", row)
+
+    def last_event(self, job_id: str) -> Optional[dict]:
+        """The job's latest event ({"ts", "kind", **detail}), or None."""
+        r = self.db.execute("SELECT ts,kind,detail FROM events WHERE job_id=? ORDER BY id DESC LIMIT 1",
+                            (job_id,)).fetchone()
+        return None if r is None else {"ts": r["ts"], "kind": r["kind"], **json.loads(r["detail"])}
 
     def events(self, job_id: str) -> list[dict]:
         rows = self.db.execute("SELECT ts,kind,detail FROM events WHERE job_id=? ORDER BY id", (job_id,)).fetchall()

@@ -189,7 +189,12 @@ class SweepRows:
             found = db.execute(ELEMENTS_SQL, (sweep_id,)).fetchall()
             elements = {}
             for r in found:
-                meta = json.loads(r["meta"] or "{}")
+                try:
+                    meta = json.loads(r["meta"] or "{}")
+                except ValueError:  # a damaged row: left out (the watch pass reports it), never stops the others
+                    continue
+                if not isinstance(meta, dict):
+                    continue
                 sw = meta.get("sweep") or {}
                 if sw.get("id") == sweep_id and isinstance(sw.get("index"), int):
                     elements[sw["index"]] = (r["job_id"], r["state"], meta)

@@ -13,6 +13,7 @@ from typing import Optional
 from launcher.core.errors import LauncherError
 from launcher.core.status import STOPPED
 from launcher.spec.sweep_elements import Element
+from launcher.sweep.early_stop import until_stop
 from launcher.sweep.judgements import stop_of
 from launcher.sweep.launching import sweep_rows
 from launcher.sweep.reports import latest, read_element_reports
@@ -90,11 +91,11 @@ def element_facts(rows, reports) -> dict:
     states, steps, metrics, stopped = {}, {}, {}, {}
     for r in rows:
         i = r.meta["sweep"]["index"]
-        last, metrics[i] = latest(reports.get(i) or {})
+        j = stop_of(r.meta)
+        last, metrics[i] = latest(until_stop(reports.get(i) or {}, j))  # reports after its stop do not count
         states[i] = r.state
         known = [s for s in (r.last_step, last) if s is not None]
         steps[i] = max(known) if known else None
-        j = stop_of(r.meta)
         if j is not None and (is_open(r) or r.state in (STOPPED, "CANCELLED")):
             stopped[i] = j
     return {"states": states, "steps": steps, "metrics": metrics, "stopped": stopped}

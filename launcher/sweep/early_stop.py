@@ -5,8 +5,9 @@ Programs report metrics with ``jobside.report(step, **metrics)``; this module se
 and which are stopped. The rule (``early_stop: {metric, mode, min_steps, keep, rungs}``):
 
 - An element **reaches** rung R once it has reported a step >= R. Its value at the rung is
-  the metric from its latest report at a step <= R (a report without the metric, or a NaN,
-  counts as the worst value). Elements that have not reached a rung are not judged there.
+  the metric from its latest report at a step <= R (a report without the metric, or a value
+  that is not a finite float: NaN, +inf, -inf, an integer beyond a float's range, counts as
+  the worst value: a non-finite report never ranks first, whatever the mode). Elements that have not reached a rung are not judged there.
 - An element is judged at a rung once. Everyone judged at rung R so far (the rung's
   population, stopped ones included) is ranked by value (``mode: min``: smaller is better),
   ties broken by the lower index; an element newly judged goes on if its rank is within
@@ -55,16 +56,17 @@ def reached(steps: Mapping[int, Mapping[str, float]], rung: int) -> bool:
 
 
 def value_at(steps: Mapping[int, Mapping[str, float]], rung: int, metric: str) -> Optional[float]:
-    """The metric from the latest report at a step <= RUNG that carries it (None if none does)."""
+    """The metric from the latest report at a step <= RUNG that carries it (None if none does,
+    or if that value is not a finite float: ranked worst)."""
     for s in sorted((int(s) for s in steps if int(s) <= rung), reverse=True):
         v = (steps.get(s) or steps.get(str(s)) or {}).get(metric)
         if v is None:
             continue
         try:
             v = float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond a float
             return None
-        return None if math.isnan(v) else v
+        return v if math.isfinite(v) else None
     return None
 
 
@@ -120,3 +122,13 @@ def judge(cfg: EarlyStop, reports: Reports, previous: Sequence[Judgement] = (),
 def stopped_elements(judgements: Iterable[Judgement]) -> dict[int, Judgement]:
     """index -> the judgement that stopped it."""
     return {j.index: j for j in judgements if j.stop}
+
+
+def until_stop(steps: Mapping, stop: Optional[Judgement]) -> dict:
+    """STEPS ({step: {metric: value}}) of an element as they count for its ranking: when STOP
+    (the judgement that stopped it) is given, only the steps up to the rung it was stopped
+    at, what it was judged on. A stopped element's program may go on reporting until the
+    cancel lands; those reports never make it the best element nor change its shown metric."""
+    if stop is None:
+        return dict(steps)
+    return {s: m for s, m in steps.items() if int(s) <= stop.rung}

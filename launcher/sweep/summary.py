@@ -7,6 +7,7 @@ The JSON shape (``--json``)::
      "elements": [{"index": i, "params": {...}, "state": STATE, "step": int or null,
                    "metric": float or null,          # the latest value of METRIC
                    "metrics": {NAME: float, ...},    # the latest value of every metric reported
+                                                     # (a stopped element's: up to its stopping rung)
                    "rung": int or null, "reason": str or null}, ...]}   # why it was stopped
 
 The text is the same table, one line per element, every value kept on its line: the column
