@@ -24,6 +24,8 @@ from launcher_backends.slurm.render import HELPER_NAME, render_sbatch
 from launcher_backends.slurm.states import parse_scontrol_oneliners, requeued_run
 from launcher_backends.slurm.submitting import PendingSubmit, raiser
 from launcher_backends.slurm.status_io import history, statuses
+from launcher_backends.slurm.times import epoch
+from launcher_backends.slurm.jobvars import run_of
 
 # named in the transport's error for a program missing on the login node
 CLIENT_PROGRAMS = {p: "Slurm's client" for p in ("sbatch", "squeue", "scontrol", "scancel", "sacct", "sinfo",
@@ -272,12 +274,18 @@ class SlurmBackend:
         return history(self._run, ids)[0]
 
     def run_history(self, handle: Handle) -> list[dict]:
-        """Every run of one job (a requeued job has several): state and nodes of each."""
+        """Every run of one job (a requeued job has several): state and nodes of each (and,
+        from accounting, its start and end as seconds since the epoch)."""
         recs = self._history([handle.native_id]).get(handle.native_id, [])
         if not recs:
             return self._requeue_history(handle)
-        return [{"state": x["State"].split()[0], "nodes": x.get("NodeList", ""), "start": x.get("Start"),
-                 "end": x.get("End"), "exit_code": x.get("ExitCode")} for x in recs]
+        return [{"state": x["State"].split()[0], "nodes": x.get("NodeList", ""), "start": epoch(x.get("Start")),
+                 "end": epoch(x.get("End")), "exit_code": x.get("ExitCode")} for x in recs]
+
+    @classmethod
+    def run_of(cls, scheduler: dict) -> Optional[tuple[str, int]]:
+        """IdentifiesRuns: an attempt record's scheduler variables -> (job id, restart count)."""
+        return run_of(scheduler)
 
     def _requeue_history(self, handle: Handle) -> list[dict]:
         """No accounting this user may read: one entry per requeue, the last one explained

@@ -169,9 +169,22 @@ class MeasuresQueueWait(Protocol):
 @runtime_checkable
 class KeepsRunHistory(Protocol):
     """A scheduler that restarts a job in place under one native id (Slurm requeue) and keeps
-    each run's own end state: one dict per run, oldest first ({"state", "nodes", ...})."""
+    each run's own end state: one dict per run, oldest first ({"state", "nodes", ...}; where
+    known, "start" and "end" as seconds since the epoch, parsed by the backend)."""
 
     def run_history(self, handle: Handle) -> list[dict]: ...
+
+
+@runtime_checkable
+class IdentifiesRuns(Protocol):
+    """The job side records its scheduler's variables at every start (``scheduler`` in
+    ``ROOT/.launcher/attempts/g<G>.json``: the variables the backend's job script names in
+    ``LAUNCHER_SCHEDULER_VARS``); the backend reads them back. ``run_of(scheduler)``: (the
+    native id of the job that ran, which run of it: 0 for the first, +1 per restart in
+    place), or None when the record does not say. A classmethod: no backend is built."""
+
+    @classmethod
+    def run_of(cls, scheduler: dict) -> Optional[tuple[str, int]]: ...
 
 
 @runtime_checkable

@@ -10,8 +10,8 @@ import re
 
 _DUR_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
 _DUR_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day)s?\s*$", re.IGNORECASE)
-# Slurm forms: D-HH:MM:SS, D-HH:MM, D-HH, HH:MM:SS, MM:SS
-_SLURM_RE = re.compile(r"^\s*(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\s*$")
+# clock forms (as Slurm writes them): D-HH:MM:SS, D-HH:MM, D-HH, HH:MM:SS, MM:SS
+_CLOCK_RE = re.compile(r"^\s*(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\s*$")
 
 DURATION_HINT = "a duration with a unit, like 30s, 90m, 24h, 2d, or D-HH:MM:SS / HH:MM:SS"
 SIZE_HINT = "a size with a unit, like 512MB, 16GB, 1.5TB or 64GiB"
@@ -28,7 +28,7 @@ def parse_duration(value) -> int:
     m = _DUR_RE.match(value)
     if m:
         return int(round(float(m.group(1)) * _DUR_UNITS[m.group(2).lower()]))
-    m = _SLURM_RE.match(value)
+    m = _CLOCK_RE.match(value)
     if m and (":" in value or "-" in value):
         days, a, b, c = m.groups()
         nums = [int(x) for x in (a, b, c) if x is not None]
@@ -43,16 +43,6 @@ def parse_duration(value) -> int:
             total = mi * 60 + s
         return total
     raise ValueError(f"expected {DURATION_HINT}, got {value!r}")
-
-
-def format_slurm_time(seconds: int) -> str:
-    """Seconds -> Slurm's D-HH:MM:SS (rounded up to whole minutes Slurm would not, so keep seconds)."""
-    if seconds < 0:
-        raise ValueError("negative duration")
-    d, rem = divmod(int(seconds), 86400)
-    h, rem = divmod(rem, 3600)
-    m, s = divmod(rem, 60)
-    return f"{d}-{h:02d}:{m:02d}:{s:02d}" if d else f"{h:02d}:{m:02d}:{s:02d}"
 
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(I?)(B?)\s*$", re.IGNORECASE)
