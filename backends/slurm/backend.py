@@ -96,6 +96,17 @@ class SlurmBackend:
         """RunsArrays: a sweep is one ``sbatch --array`` (``array.py``)."""
         return True
 
+    @classmethod
+    def array_of(cls, native_id: str) -> str:
+        """RunsArrays: the array's id from what sbatch printed (``<array>``) or a dedupe lookup
+        found (``<array>_<task>``, ``<array>_[0-5%2]``)."""
+        return native_id.split("_")[0]
+
+    @classmethod
+    def element_native_id(cls, array_id: str, index) -> str:
+        """RunsArrays: the array task as Slurm names it (squeue -r, sacct, scancel): ``<array id>_<index>``."""
+        return f"{array_id}_{index}"
+
     def version(self, facts: Facts) -> Optional[str]:
         return facts.get("slurm_version")
 

@@ -289,10 +289,21 @@ class RunsArrays(Protocol):
     the array (``JobRef.elements``: only those of its elements), its scheduler keeps
     ``max_parallel``. A classmethod, asked with the target's raw options (a target may say no).
     Without it, each element is its own job and the launcher keeps ``max_parallel``
-    (``launcher.sweep.queue``)."""
+    (``launcher.sweep.queue``).
+
+    ``array_of(native_id)``: the array's own id, from what ``submit`` returned or a dedupe
+    lookup found for it. ``element_native_id(array_id, index)``: one element's native id as
+    the scheduler names it (status, logs and cancel of one element go by it). Both are
+    classmethods too."""
 
     @classmethod
     def runs_arrays(cls, options: dict) -> bool: ...
+
+    @classmethod
+    def array_of(cls, native_id: str) -> str: ...
+
+    @classmethod
+    def element_native_id(cls, array_id: str, index) -> str: ...
 
 
 @runtime_checkable

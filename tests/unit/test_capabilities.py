@@ -3,7 +3,7 @@
 import pytest
 
 from launcher.backend.protocols import (CancelsMany, ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost,
-                              KeepsRunHistory, MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, RunsArrays, can)
+                              IdentifiesRuns, KeepsRunHistory, MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, RunsArrays, can)
 from launcher.backend.config import Target
 from launcher_backends.local.backend import LocalBackend
 from launcher_backends.skypilot.backend import SkyPilotBackend
@@ -12,11 +12,11 @@ from launcher_backends.slurm.backend import SlurmBackend
 EXPECTED = {
     LocalBackend: {FindsSubmissions, HasSubmitHost, PricesOffers, CancelsMany},
     SlurmBackend: {FindsSubmissions, MeasuresQueueWait, KeepsRunHistory, HasSubmitHost, ReportsVersion,
-                   RemoteWorkdir, PricesOffers, Closes, RunsArrays, CancelsMany},
+                   RemoteWorkdir, PricesOffers, Closes, RunsArrays, CancelsMany, IdentifiesRuns},
     SkyPilotBackend: {CancelsMany, FindsSubmissions, ChoosesPlacement, ReportsVersion, PricesOffers, ChecksInstall, Closes},
 }
 ALL = (CancelsMany, ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost, KeepsRunHistory,
-       MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, RunsArrays)
+       MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, RunsArrays, IdentifiesRuns)
 
 
 @pytest.mark.parametrize("cls", list(EXPECTED), ids=lambda c: c.__name__)
