@@ -17,6 +17,7 @@ from launcher.backend.staging import helper_zip_bytes, stage_helper_locally
 from launcher.core.status import Status
 
 from launcher_backends.slurm import nodeguard
+from launcher_backends.slurm import prices
 from launcher_backends.slurm import probe as probe_mod
 from launcher_backends.slurm.array import with_array_tasks
 from launcher_backends.slurm.options import SlurmOptions, SlurmSection
@@ -85,6 +86,14 @@ class SlurmBackend:
         from launcher_backends.slurm.offers import offer_key
 
         return offer_key(target, handle_extra, status_extra)
+
+    # ---- price files (OwnsPriceSection): prices.py
+    price_section: ClassVar[str] = prices.PRICE_SECTION
+    price_options: ClassVar = prices.PRICE_OPTIONS
+
+    @classmethod
+    def merge_prices(cls, merged, section, source: str):
+        return prices.merge_prices(merged, section, source)
 
     @classmethod
     def workdir_is_remote(cls, options: dict) -> bool:

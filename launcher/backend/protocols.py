@@ -192,14 +192,30 @@ class PricesOffers(Protocol):
     """The backend prices itself: the places this target could run SPEC, as planner offers
     (``launcher.plan.offers.Offer``), with hourly prices, spot or not, queue waits, the kind
     of capacity and the restart overhead. CONTEXT is a ``launcher.plan.context.OfferContext``
-    (the target's name and config keys, price book, rates, measured queue waits; notes go
-    to ``context.note``). ``offer_key``: the ``Offer.key`` an ended attempt ran on, from its
+    (the target's name and config keys, price book (its own section: ``OwnsPriceSection``),
+    rates, measured queue waits; notes go to ``context.note``). ``offer_key``: the ``Offer.key`` an ended attempt ran on, from its
     handle's and status's ``extra``, so the planner learns from it (None: not learned).
     Both are classmethods in the built-in backends: pricing builds no backend."""
 
     def offers(self, spec: JobSpec, context: Any) -> list: ...
 
     def offer_key(self, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]: ...
+
+
+@runtime_checkable
+class OwnsPriceSection(Protocol):
+    """The backend reads a section of the config's price files (``launcher.plan.prices``):
+    its top-level key and the type validating it (a pydantic model, ``dict[str, Model]``,
+    ``list[Model]`` ...), as class attributes, and ``merge_prices(merged, section, source)``,
+    a classmethod folding one file's validated SECTION into what the files before it gave
+    (None for the first; SOURCE names the file). Its offers find the result in
+    ``context.price_book.section(price_section)``."""
+
+    price_section: ClassVar[str]
+    price_options: ClassVar[Any]
+
+    @classmethod
+    def merge_prices(cls, merged: Any, section: Any, source: str) -> Any: ...
 
 
 @runtime_checkable
