@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from launcher.plan import Offer, PlanParams, rank  # noqa: E402
 from launcher.plan import ranking as rank_mod  # noqa: E402
-from launcher.plan.catalog import read_vms_csv  # noqa: E402
+from launcher_backends.skypilot.catalog import read_vms_csv  # noqa: E402
 from launcher.backend.sections import parse_spec  # noqa: E402
 
 CLOUDS = [("aws", 0.05, 120), ("gcp", 0.10, 30), ("runpod", 0.20, 5), ("lambda", None, 0), ("azure", 0.05, 30)]

@@ -80,7 +80,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from launcher_backends.skypilot.catalog_fixture import write_catalog
+    from tests.fixtures.skypilot_catalog import write_catalog
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -27,7 +27,7 @@ from launcher.core.errors import (BackendUnavailable, CapabilityError, ConfigErr
 from launcher.spec.model import JobSpec
 from launcher.core.status import JobState, Status
 
-from launcher_backends.skypilot import limits, states
+from launcher_backends.skypilot import limits, prices, states
 from launcher_backends.skypilot.client import ClusterUnavailable, SkyClient
 from launcher_backends.skypilot.client import short_error as _short
 from launcher_backends.skypilot.finals import FinalStates
@@ -130,6 +130,14 @@ class SkyPilotBackend:
         from launcher_backends.skypilot.offers import offer_key
 
         return offer_key(target, handle_extra, status_extra)
+
+    # ---- price files (OwnsPriceSection): prices.py
+    price_section: ClassVar[str] = prices.PRICE_SECTION
+    price_options: ClassVar = prices.PRICE_OPTIONS
+
+    @classmethod
+    def merge_prices(cls, merged, section, source: str):
+        return prices.merge_prices(merged, section, source)
 
     def version(self, facts: Facts) -> Optional[str]:
         """SkyPilot's installed version, from its metadata (``sky`` is not imported)."""

@@ -2,7 +2,7 @@
 
 ``SkyClient`` is what the backend (and, later, the launcher's recovery loop) calls;
 ``SdkClient`` implements it over the real SDK, one SDK call per method, returning
-plain records; ``fake.FakeSkyClient`` implements it as a stateful fake for unit
+plain records; ``tests.fixtures.skypilot_fake.FakeSkyClient`` implements it as a stateful fake for unit
 tests. Nothing here interprets states: that is ``states.py``. SkyPilot is imported
 inside the methods, never at module import.
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from launcher.plan.catalog import CatalogError, CatalogRow, load_catalog
 from launcher.plan.context import Gathered, OfferContext
 from launcher.plan.offers import Offer
 from launcher.plan.rates import notice_seconds, rate_and_source
+
+from launcher_backends.skypilot.catalog import CatalogError, CatalogRow, load_catalog
+from launcher_backends.skypilot.prices import neocloud_entries, neocloud_rows
 
 _NO_CATALOG_INFRA = {"k8s", "kubernetes", "ssh", "slurm", "local"}
 _LIVE = "skypilot.aws_spot"  # OfferContext.cache key: live AWS spot prices already fetched
@@ -117,9 +119,9 @@ def _rows(name: str, cloud: str, ctx: OfferContext, g: Gathered) -> dict:
         for r in load_catalog(cloud, ctx.catalog_dir):
             rows[(r.region, r.zone, r.instance_type, r.accelerator)] = (r, None)
     except CatalogError as e:
-        if not book.neocloud.get(cloud):
+        if not neocloud_entries(book, cloud):
             g.notes.append(f"target {name}: {e}")
-    for r, entry in book.neocloud_rows(cloud):  # price files override catalog rows
+    for r, entry in neocloud_rows(book, cloud):  # price files override catalog rows
         rows[(r.region, r.zone, r.instance_type, r.accelerator)] = (r, entry)
     return rows
 
@@ -156,7 +158,7 @@ def _live_prices(spec, ctx: OfferContext) -> Optional[Mapping]:
         return None
     key = (_LIVE, tuple(sorted((r, tuple(sorted(t))) for r, t in want.items())))
     if key not in ctx.cache:
-        from launcher.plan.spot_aws import SpotPriceError, fetch_aws_spot_prices
+        from launcher_backends.skypilot.spot_aws import SpotPriceError, fetch_aws_spot_prices
 
         try:
             ctx.cache[key] = fetch_aws_spot_prices(want, endpoint_url=ctx.spot_endpoint_url)

@@ -217,6 +217,8 @@ def _envs(spec: JobSpec, job: JobRef, opts: RenderOptions) -> dict:
         "LAUNCHER_GPUS_PER_NODE": str(spec.resources.gpus_per_node),
         "LAUNCHER_TASKS_PER_NODE": str(spec.resources.tasks_per_node),
         "LAUNCHER_PREEMPT_SIGNAL": spec.recovery.signal,
+        # what each start's attempt record keeps of SkyPilot (the job side names no scheduler)
+        "LAUNCHER_SCHEDULER_VARS": "SKYPILOT_TASK_ID SKYPILOT_CLUSTER_INFO",
         "MASTER_PORT": MASTER_PORT,
     }
     root = spec.checkpoint.root

@@ -17,6 +17,7 @@ from launcher.backend.staging import helper_zip_bytes, stage_helper_locally
 from launcher.core.status import Status
 
 from launcher_backends.slurm import nodeguard
+from launcher_backends.slurm import prices
 from launcher_backends.slurm import probe as probe_mod
 from launcher_backends.slurm.array import with_array_tasks
 from launcher_backends.slurm.options import SlurmOptions, SlurmSection
@@ -24,6 +25,8 @@ from launcher_backends.slurm.render import HELPER_NAME, render_sbatch
 from launcher_backends.slurm.states import parse_scontrol_oneliners, requeued_run
 from launcher_backends.slurm.submitting import PendingSubmit, raiser
 from launcher_backends.slurm.status_io import history, statuses
+from launcher_backends.slurm.times import epoch
+from launcher_backends.slurm.jobvars import run_of
 
 # named in the transport's error for a program missing on the login node
 CLIENT_PROGRAMS = {p: "Slurm's client" for p in ("sbatch", "squeue", "scontrol", "scancel", "sacct", "sinfo",
@@ -84,6 +87,14 @@ class SlurmBackend:
 
         return offer_key(target, handle_extra, status_extra)
 
+    # ---- price files (OwnsPriceSection): prices.py
+    price_section: ClassVar[str] = prices.PRICE_SECTION
+    price_options: ClassVar = prices.PRICE_OPTIONS
+
+    @classmethod
+    def merge_prices(cls, merged, section, source: str):
+        return prices.merge_prices(merged, section, source)
+
     @classmethod
     def workdir_is_remote(cls, options: dict) -> bool:
         """Reached over SSH, the job runs in a workdir on the cluster: nothing is staged from here."""
@@ -93,6 +104,17 @@ class SlurmBackend:
     def runs_arrays(cls, options: dict) -> bool:
         """RunsArrays: a sweep is one ``sbatch --array`` (``array.py``)."""
         return True
+
+    @classmethod
+    def array_of(cls, native_id: str) -> str:
+        """RunsArrays: the array's id from what sbatch printed (``<array>``) or a dedupe lookup
+        found (``<array>_<task>``, ``<array>_[0-5%2]``)."""
+        return native_id.split("_")[0]
+
+    @classmethod
+    def element_native_id(cls, array_id: str, index) -> str:
+        """RunsArrays: the array task as Slurm names it (squeue -r, sacct, scancel): ``<array id>_<index>``."""
+        return f"{array_id}_{index}"
 
     def version(self, facts: Facts) -> Optional[str]:
         return facts.get("slurm_version")
@@ -272,12 +294,18 @@ class SlurmBackend:
         return history(self._run, ids)[0]
 
     def run_history(self, handle: Handle) -> list[dict]:
-        """Every run of one job (a requeued job has several): state and nodes of each."""
+        """Every run of one job (a requeued job has several): state and nodes of each (and,
+        from accounting, its start and end as seconds since the epoch)."""
         recs = self._history([handle.native_id]).get(handle.native_id, [])
         if not recs:
             return self._requeue_history(handle)
-        return [{"state": x["State"].split()[0], "nodes": x.get("NodeList", ""), "start": x.get("Start"),
-                 "end": x.get("End"), "exit_code": x.get("ExitCode")} for x in recs]
+        return [{"state": x["State"].split()[0], "nodes": x.get("NodeList", ""), "start": epoch(x.get("Start")),
+                 "end": epoch(x.get("End")), "exit_code": x.get("ExitCode")} for x in recs]
+
+    @classmethod
+    def run_of(cls, scheduler: dict) -> Optional[tuple[str, int]]:
+        """IdentifiesRuns: an attempt record's scheduler variables -> (job id, restart count)."""
+        return run_of(scheduler)
 
     def _requeue_history(self, handle: Handle) -> list[dict]:
         """No accounting this user may read: one entry per requeue, the last one explained

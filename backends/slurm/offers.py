@@ -2,7 +2,7 @@
 
 Target keys read: ``partition``, ``gpu_hour_usd``. Everything else about a partition
 (GPU type and count, CPUs, memory, its own price, preemption rate, a static queue wait)
-comes from a price file's ``slurm:`` section. Offers are priced ``gpu_hour_usd x
+comes from a price file's ``slurm:`` section (``prices.py``). Offers are priced ``gpu_hour_usd x
 gpus_per_node (+ node_hour_usd)`` per node: the job pays for the GPUs it asks for, not
 for whole nodes. The queue wait is the one measured (``SlurmBackend.queue_wait``, passed
 in the context by target and partition), else a price file's static one.
@@ -17,6 +17,7 @@ from launcher.plan.offers import Offer
 from launcher.plan.rates import rate_and_source
 
 from launcher_backends.slurm.options import SlurmSection
+from launcher_backends.slurm.prices import target_price
 
 RATE_KEY = "slurm"  # the key of Slurm targets in the config's preemption_rates
 
@@ -25,7 +26,7 @@ def slurm_offers(spec, ctx: OfferContext, restart_hours: float) -> list[Offer]:
     name, raw, book = ctx.target, ctx.options, ctx.price_book
     out = []
     res = spec.resources
-    tprice = book.slurm.get(name)
+    tprice = target_price(book, name)
     pinned = spec.section(SlurmSection).partition or raw.get("partition")
     if pinned:
         parts = [pinned]

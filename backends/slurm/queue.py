@@ -29,6 +29,8 @@ from typing import Optional
 
 from launcher.backend.protocols import QueueEstimate  # hours (inf: it cannot start), source: how it was obtained
 
+from launcher_backends.slurm.times import parse_timestamp
+
 SQUEUE_JOBS_FORMAT = "%i|%P|%T|%D|%l|%L|%Q"     # id, partition, state, nodes, limit, time left, priority
 SINFO_NODES_FORMAT = "%N|%R|%T"                  # node, partition, state (the probe's longer format works too)
 SQUEUE_START_FORMAT = "%i|%P|%T|%S|%D"           # id, partition, state, start time, nodes
@@ -59,16 +61,6 @@ def parse_slurm_duration(text: str) -> Optional[float]:
     return float(nums[0] * 60)
 
 
-def _parse_time(text: str) -> Optional[datetime]:
-    t = text.strip()
-    if not t or t.upper() in ("N/A", "UNKNOWN", "NONE"):
-        return None
-    try:
-        return datetime.fromisoformat(t)
-    except ValueError:
-        return None
-
-
 # --- 1. sbatch --test-only ------------------------------------------------------------
 
 _TEST_ONLY_RE = re.compile(r"Job\s+\d+\s+to start at\s+(\S+)")
@@ -78,7 +70,7 @@ def wait_from_test_only(text: str, now: datetime) -> Optional[QueueEstimate]:
     m = _TEST_ONLY_RE.search(text)
     if not m:
         return None
-    start = _parse_time(m.group(1))
+    start = parse_timestamp(m.group(1))
     if start is None:
         return None
     return QueueEstimate(max(0.0, (start - now).total_seconds() / 3600.0), "sbatch --test-only")
@@ -102,11 +94,11 @@ def parse_squeue_start(text: str) -> list[tuple[str, str, Optional[datetime], in
             if len(f) < 5:
                 continue
             nodes = int(f[4]) if f[4].isdigit() else 1
-            rows.append((f[0], f[1].rstrip("*"), _parse_time(f[3]), nodes))
+            rows.append((f[0], f[1].rstrip("*"), parse_timestamp(f[3]), nodes))
             continue
         m = _START_ROW_RE.match(line)
         if m:
-            rows.append((m.group(1), m.group(2).rstrip("*"), _parse_time(m.group(4)), int(m.group(5))))
+            rows.append((m.group(1), m.group(2).rstrip("*"), parse_timestamp(m.group(4)), int(m.group(5))))
     return rows
 
 

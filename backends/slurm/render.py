@@ -13,11 +13,13 @@ from launcher.backend.protocols import Facts, JobRef, Request
 from launcher.core.errors import CapabilityError
 from launcher.spec.model import JobSpec
 from launcher.backend.templating import contract_context, render_template
-from launcher.spec.units import format_mebibytes, format_slurm_time
+from launcher.spec.units import format_mebibytes
 
 from launcher_backends.slurm.array import ELEMENT_LOG_PATTERN, ELEMENT_SELF_REF, LOG_PATTERN, SELF_REF, array_directive, sweep_context
 from launcher_backends.slurm.options import SlurmSection
 from launcher_backends.slurm.states import parse_version
+from launcher_backends.slurm.jobvars import ELEMENT_SCHEDULER_VARS, SCHEDULER_VARS
+from launcher_backends.slurm.times import format_time
 
 from launcher.backend.staging import HELPER_NAME  # noqa: E402  (re-exported for the backend)
 
@@ -71,7 +73,7 @@ def _resource_directives(r, facts: Facts, cluster: str) -> list[str]:
     if r.memory_per_node:
         d.append(f"--mem={format_mebibytes(r.memory_per_node)}")
     if r.time_limit:
-        d.append(f"--time={format_slurm_time(r.time_limit)}")
+        d.append(f"--time={format_time(r.time_limit)}")
     return d
 
 
@@ -112,7 +114,7 @@ def _topology_directives(t, facts: Facts, cluster: str) -> list[str]:
                                   f"max_switches needs topology/tree" +
                                   ("; use topology.segment instead" if "block" in facts.get("topology_plugin", "")
                                    else "; remove topology.max_switches"))
-        wait = f"@{format_slurm_time(t.switch_wait)}" if t.switch_wait else ""
+        wait = f"@{format_time(t.switch_wait)}" if t.switch_wait else ""
         d.append(f"--switches={t.max_switches}{wait}")
     if t.segment:
         ver = _version(facts)
@@ -170,6 +172,8 @@ def render_sbatch(spec: JobSpec, facts: Facts, job: JobRef, opts, target_name: s
         "grace_wait": max(1, int(grace * 0.8)),
         "sweep": sweep,  # a sweep is one job array: each task reads its element's line of the table
         "self_ref": ELEMENT_SELF_REF if spec.sweep else SELF_REF,
+        # what each start's attempt record keeps (jobvars.py)
+        "scheduler_vars": ELEMENT_SCHEDULER_VARS if spec.sweep else SCHEDULER_VARS,
     }
     text = render_template("sbatch.sh.j2", c=ctx)
     return Request(backend="slurm", target=target_name, job=job, text=text, kind="script", files=files,

@@ -10,10 +10,11 @@ maps them with the same ``job_status`` / ``run_status``.
 from __future__ import annotations
 
 import re
-import time
 from typing import Optional
 
 from launcher.core.status import JobState, Status
+
+from launcher_backends.slurm.times import epoch
 
 NATIVE = {
     "PENDING": JobState.PENDING, "CONFIGURING": JobState.PENDING, "RUNNING": JobState.RUNNING,
@@ -39,15 +40,6 @@ def parse_scontrol_oneliners(text: str) -> dict[str, dict]:
         fields = {m.group(1): m.group(2) for m in _KV.finditer(line)}
         jobs[fields["JobId"]] = fields
     return jobs
-
-
-def _slurm_time(v: Optional[str]) -> Optional[float]:
-    if not v or v in ("Unknown", "None", "N/A"):
-        return None
-    try:
-        return time.mktime(time.strptime(v, "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:
-        return None
 
 
 def _exit(v: Optional[str]) -> Optional[int]:
@@ -96,8 +88,8 @@ def job_status(raw: str, reason: str, code: Optional[int], restarts: int, nodes:
 def status_from_scontrol(f: dict) -> Status:
     nodes = f.get("NodeList", "") if f.get("NodeList") not in ("(null)", None) else ""
     return job_status(native_state(f.get("JobState", "")), f.get("Reason", ""), _exit(f.get("ExitCode")),
-                      int(f.get("Restarts", "0") or 0), nodes, _slurm_time(f.get("StartTime")),
-                      _slurm_time(f.get("EndTime")),
+                      int(f.get("Restarts", "0") or 0), nodes, epoch(f.get("StartTime")),
+                      epoch(f.get("EndTime")),
                       {"comment": f.get("Comment", ""), "partition": f.get("Partition", ""),
                        "requeue": f.get("Requeue", "")})
 
@@ -137,7 +129,7 @@ def run_status(raw: str, reason: str, code: Optional[int], nodes: str, start: Op
 def status_from_sacct(records: list[dict]) -> Status:
     last = records[-1]
     return run_status(native_state(last["State"]), last.get("Reason", "") or "", _exit(last.get("ExitCode")),
-                      last.get("NodeList", ""), _slurm_time(last.get("Start")), _slurm_time(last.get("End")),
+                      last.get("NodeList", ""), epoch(last.get("Start")), epoch(last.get("End")),
                       len(records) - 1, [r["State"] for r in records])
 
 
@@ -171,7 +163,7 @@ def requeued_run(job: dict, down_text: str, log_text: str = "", window: float = 
     '%H|%N|%E'``: up to SlurmdTimeout before, longer while slurmctld stalls); with no such
     line, a node marked in the requeue's second. Measured on 22.05 and 24.11.
     -> {"state": NODE_FAIL | PREEMPTED | REQUEUED, "nodes": ...}."""
-    at = _slurm_time(job.get("SubmitTime"))
+    at = epoch(job.get("SubmitTime"))
     if at is None:
         return {"state": "REQUEUED", "nodes": ""}
     last_run = str(int(job.get("Restarts", "1") or 1) - 1)
@@ -179,14 +171,14 @@ def requeued_run(job: dict, down_text: str, log_text: str = "", window: float = 
     if preempted_on:
         return {"state": "PREEMPTED", "nodes": preempted_on}
     for m in _PREEMPTED_LINE.finditer(log_text):
-        t = _slurm_time(m.group(2))
+        t = epoch(m.group(2))
         if t is not None and abs(t - at) <= window:
             return {"state": "PREEMPTED", "nodes": m.group(1)}
     ran_on = [hostnames(m.group(1)) for m in _START_LINE.finditer(log_text) if m.group(2) == last_run]
     down = set()
     for line in down_text.splitlines():
         parts = line.split("|")
-        t = _slurm_time(parts[0].strip()) if len(parts) >= 2 else None
+        t = epoch(parts[0].strip()) if len(parts) >= 2 else None
         node = parts[1].strip() if t is not None else ""
         if node and (node in ran_on[-1] and t <= at + window if ran_on else abs(t - at) <= window):
             down.add(node)

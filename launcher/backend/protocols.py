@@ -169,9 +169,22 @@ class MeasuresQueueWait(Protocol):
 @runtime_checkable
 class KeepsRunHistory(Protocol):
     """A scheduler that restarts a job in place under one native id (Slurm requeue) and keeps
-    each run's own end state: one dict per run, oldest first ({"state", "nodes", ...})."""
+    each run's own end state: one dict per run, oldest first ({"state", "nodes", ...}; where
+    known, "start" and "end" as seconds since the epoch, parsed by the backend)."""
 
     def run_history(self, handle: Handle) -> list[dict]: ...
+
+
+@runtime_checkable
+class IdentifiesRuns(Protocol):
+    """The job side records its scheduler's variables at every start (``scheduler`` in
+    ``ROOT/.launcher/attempts/g<G>.json``: the variables the backend's job script names in
+    ``LAUNCHER_SCHEDULER_VARS``); the backend reads them back. ``run_of(scheduler)``: (the
+    native id of the job that ran, which run of it: 0 for the first, +1 per restart in
+    place), or None when the record does not say. A classmethod: no backend is built."""
+
+    @classmethod
+    def run_of(cls, scheduler: dict) -> Optional[tuple[str, int]]: ...
 
 
 @runtime_checkable
@@ -179,14 +192,30 @@ class PricesOffers(Protocol):
     """The backend prices itself: the places this target could run SPEC, as planner offers
     (``launcher.plan.offers.Offer``), with hourly prices, spot or not, queue waits, the kind
     of capacity and the restart overhead. CONTEXT is a ``launcher.plan.context.OfferContext``
-    (the target's name and config keys, price book, rates, measured queue waits; notes go
-    to ``context.note``). ``offer_key``: the ``Offer.key`` an ended attempt ran on, from its
+    (the target's name and config keys, price book (its own section: ``OwnsPriceSection``),
+    rates, measured queue waits; notes go to ``context.note``). ``offer_key``: the ``Offer.key`` an ended attempt ran on, from its
     handle's and status's ``extra``, so the planner learns from it (None: not learned).
     Both are classmethods in the built-in backends: pricing builds no backend."""
 
     def offers(self, spec: JobSpec, context: Any) -> list: ...
 
     def offer_key(self, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]: ...
+
+
+@runtime_checkable
+class OwnsPriceSection(Protocol):
+    """The backend reads a section of the config's price files (``launcher.plan.prices``):
+    its top-level key and the type validating it (a pydantic model, ``dict[str, Model]``,
+    ``list[Model]`` ...), as class attributes, and ``merge_prices(merged, section, source)``,
+    a classmethod folding one file's validated SECTION into what the files before it gave
+    (None for the first; SOURCE names the file). Its offers find the result in
+    ``context.price_book.section(price_section)``."""
+
+    price_section: ClassVar[str]
+    price_options: ClassVar[Any]
+
+    @classmethod
+    def merge_prices(cls, merged: Any, section: Any, source: str) -> Any: ...
 
 
 @runtime_checkable
@@ -276,10 +305,21 @@ class RunsArrays(Protocol):
     the array (``JobRef.elements``: only those of its elements), its scheduler keeps
     ``max_parallel``. A classmethod, asked with the target's raw options (a target may say no).
     Without it, each element is its own job and the launcher keeps ``max_parallel``
-    (``launcher.sweep.queue``)."""
+    (``launcher.sweep.queue``).
+
+    ``array_of(native_id)``: the array's own id, from what ``submit`` returned or a dedupe
+    lookup found for it. ``element_native_id(array_id, index)``: one element's native id as
+    the scheduler names it (status, logs and cancel of one element go by it). Both are
+    classmethods too."""
 
     @classmethod
     def runs_arrays(cls, options: dict) -> bool: ...
+
+    @classmethod
+    def array_of(cls, native_id: str) -> str: ...
+
+    @classmethod
+    def element_native_id(cls, array_id: str, index) -> str: ...
 
 
 @runtime_checkable

@@ -6,7 +6,7 @@ by the process that started the generation and then by the process that commits:
 
     {"generation": G, "job_id": ..., "host": ..., "pid": ..., "started": ISO,
      "resume_step": N or -1, "resume_from": path or null, "resume_seconds": s,
-     "scheduler": {"SLURM_JOB_ID": ..., "SLURM_RESTART_COUNT": ..., ...},
+     "scheduler": {VAR: value for VAR in $LAUNCHER_SCHEDULER_VARS, LAUNCHER_JOB_ID},
      "preempt_signal_at": ISO or null, "seed": $LAUNCHER_SEED or null,
      "node": {"hostname", "python", "python_executable", "platform", "cpus",
               "gpu": {"present", "driver_version", "cuda_version", "gpus": [...]} ,
@@ -37,8 +37,12 @@ from launcher.checkpoint.contract import attempt_key, bump_generation, now_iso, 
 from launcher.checkpoint.discovery import latest
 from launcher.checkpoint.errors import CheckpointError, Conflict
 
-_SCHED_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_RESTART_COUNT", "SLURM_JOB_NODELIST",
-               "SKYPILOT_TASK_ID", "SKYPILOT_CLUSTER_INFO", "LAUNCHER_JOB_ID")
+
+def _scheduler_vars() -> dict:
+    """The scheduler's variables of this start, as the backend's job script names them
+    (``LAUNCHER_SCHEDULER_VARS``, space-separated), and ``LAUNCHER_JOB_ID``."""
+    names = os.environ.get("LAUNCHER_SCHEDULER_VARS", "").split() + ["LAUNCHER_JOB_ID"]
+    return {k: os.environ[k] for k in dict.fromkeys(names) if k in os.environ}
 
 
 def read_attempt(store, generation: int):
@@ -204,7 +208,7 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
                "pid": os.getpid(), "started": now_iso(),
                "resume_step": found.step if found else -1, "resume_from": found.path if found else None,
                "resume_seconds": round(time.monotonic() - t0, 6),
-               "scheduler": {k: os.environ[k] for k in _SCHED_VARS if k in os.environ},
+               "scheduler": _scheduler_vars(),
                "preempt_signal_at": None, "seed": os.environ.get("LAUNCHER_SEED") or None, "saves": []}
         rec["node"] = node_facts()  # after "started": the probes (nvidia-smi ...) are not resume time
         try:

@@ -21,17 +21,19 @@ PREEMPT = {"requested": False, "signum": None, "at": None, "installed": {}}
 def stand_down(reason="", max_wait=None):
     """What a superseded attempt (a zombie) does once a commit was refused: stop writing.
 
-    Under Slurm the live attempt is the *same* job restarted elsewhere, with the same job
-    and step ids: a zombie that exits makes its srun and slurmstepd report that exit when
-    the node reconnects, and slurmctld then ends the live run. So under Slurm it waits,
-    writing nothing, until the scheduler cleans it up (at most LAUNCHER_STAND_DOWN_SECONDS,
-    default one day). Elsewhere it exits with EXIT_SUPERSEDED (3)."""
+    Where the scheduler requeues a job in place (its job script renders
+    LAUNCHER_REQUEUE_CMD: Slurm), the live attempt is the *same* job restarted elsewhere,
+    with the same job and step ids: a zombie that exits makes its srun and slurmstepd
+    report that exit when the node reconnects, and slurmctld then ends the live run. So
+    there it waits, writing nothing, until the scheduler cleans it up (at most
+    LAUNCHER_STAND_DOWN_SECONDS, default one day). Elsewhere it exits with
+    EXIT_SUPERSEDED (3)."""
     if reason:
         print("launcher-job: %s" % reason, file=sys.stderr, flush=True)
-    if os.environ.get("SLURM_JOB_ID"):
+    if os.environ.get("LAUNCHER_REQUEUE_CMD"):
         limit = float(max_wait if max_wait is not None else os.environ.get("LAUNCHER_STAND_DOWN_SECONDS", 86400))
-        print("launcher-job: superseded under Slurm: waiting to be cleaned up instead of exiting",
-              file=sys.stderr, flush=True)
+        print("launcher-job: superseded under %s: waiting to be cleaned up instead of exiting"
+              % _scheduler_name(), file=sys.stderr, flush=True)
         deadline = time.monotonic() + limit
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
             try:
@@ -41,6 +43,12 @@ def stand_down(reason="", max_wait=None):
         while time.monotonic() < deadline:
             time.sleep(min(30.0, max(0.0, deadline - time.monotonic())))
     sys.exit(EXIT_SUPERSEDED)
+
+
+def _scheduler_name():
+    """The backend's name as its job script exports it, for messages ("slurm" -> "Slurm")."""
+    name = os.environ.get("LAUNCHER_BACKEND") or "its scheduler"
+    return name.capitalize() if name.islower() else name
 
 
 def preempt_signals(spec=None):

@@ -14,7 +14,8 @@ Public API (what ``launcher plan``, ``launcher launch`` and the SkyPilot backend
 * ``launcher.plan.observed``: those observations kept in the state store; ``observe_job``
   is what ``launcher watch`` feeds them with, ``gather_offers(store=...)`` applies them.
 
-Nothing here imports SkyPilot or paramiko; boto3 only for live spot prices.
+Nothing here imports SkyPilot, paramiko or boto3; catalogs, price-file sections and live spot
+prices are the backends' (``backends/<name>/``).
 """
 
 from launcher.plan.chase import Observation, apply_observations

@@ -27,7 +27,7 @@ class OfferContext:
     options: Mapping                   # its config keys, as written (``backend`` included)
     price_book: PriceBook
     rates: Any = None                  # the config's preemption_rates (launcher.backend.config.PreemptionDefaults)
-    catalog_dir: Any = None            # SkyPilot-format catalog CSVs (launcher.plan.catalog)
+    catalog_dir: Any = None            # the config's catalog_dir (catalog CSVs, for the backends that read them)
     queue_waits: Mapping = field(default_factory=dict)  # {target or (target, queue): hours} measured
     live_spot: bool = False            # ask clouds for current spot prices (--live-spot-prices)
     spot_endpoint_url: Optional[str] = None

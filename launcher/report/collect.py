@@ -4,13 +4,15 @@ records (where the backend keeps them) and the checkpoint root's attempt records
 Sources, best first, for each attempt:
 
 * submission: ``attempts.submitted`` (state store); a run requeued in place by the
-  scheduler (Slurm: same job id, ``SLURM_RESTART_COUNT`` + 1) starts waiting when the
-  previous run ended.
-* allocation start / end: the backend's per-run history (Slurm: ``sacct``, one record
-  per run), else ``attempts.started`` / ``attempts.ended``.
+  scheduler (Slurm: same job id, restart count + 1) starts waiting when the previous run
+  ended.
+* allocation start / end: the backend's per-run history (``KeepsRunHistory``; Slurm:
+  accounting, one record per run, its times parsed by the backend), else
+  ``attempts.started`` / ``attempts.ended``.
 * program start, resume step, save timings, preemption notice:
-  ``ROOT/.launcher/attempts/g<G>.json``, matched to attempts by (scheduler job id,
-  restart count) where the scheduler exports them, else by generation number.
+  ``ROOT/.launcher/attempts/g<G>.json``, matched to attempts by (native id, run) where
+  the backend reads them from the record's scheduler variables (``IdentifiesRuns``),
+  else by generation number.
 
 Nothing here fails because a source is missing: the report says what it lacked in
 ``notes``.
@@ -36,15 +38,6 @@ def iso_ts(v) -> Optional[float]:
     if d.tzinfo is None:
         d = d.astimezone()  # naive: this machine's local time
     return d.timestamp()
-
-
-def slurm_ts(v) -> Optional[float]:
-    if not v or v in ("Unknown", "None", "N/A") or not isinstance(v, str):
-        return None
-    try:
-        return time.mktime(time.strptime(v, "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:
-        return None
 
 
 def read_generation_records(root: Optional[str], job_id: str, notes: list) -> list[dict]:
@@ -87,8 +80,37 @@ def read_generation_records(root: Optional[str], job_id: str, notes: list) -> li
     return out
 
 
-def _match(attempts, records) -> dict:
-    """{attempt number: generation record}."""
+def _run_readers(app, rows) -> list:
+    """``run_of`` of the backends (``IdentifiesRuns``) of the targets ROWS ran on."""
+    from launcher.backend.protocols import IdentifiesRuns, can
+
+    readers = []
+    for target in dict.fromkeys(a.target for a in rows if a.target):
+        try:
+            cls = app.registry.load_class(app.config.raw_target(target)["backend"])
+        except Exception:  # noqa: BLE001 - the config may have changed since: matched by generation
+            continue
+        if can(cls, IdentifiesRuns) and cls.run_of not in readers:
+            readers.append(cls.run_of)
+    return readers
+
+
+def _run_of(readers, rec) -> Optional[tuple]:
+    sch = rec.get("scheduler")
+    if not isinstance(sch, dict) or not sch:
+        return None
+    for read in readers:
+        try:
+            got = read(sch)
+        except Exception:  # noqa: BLE001 - a record is advisory
+            got = None
+        if got is not None:
+            return got
+    return None
+
+
+def _match(attempts, records, readers=()) -> dict:
+    """{attempt number: generation record}. READERS: the backends' ``run_of``."""
     by_native: dict = {}
     for a in attempts:
         if a.native_id:
@@ -96,14 +118,10 @@ def _match(attempts, records) -> dict:
     out: dict = {}
     left = []
     for rec in records:
-        sch = rec.get("scheduler") or {}
-        jid, rc = sch.get("SLURM_JOB_ID"), sch.get("SLURM_RESTART_COUNT", "0")
-        nums = by_native.get(str(jid)) if jid else None
+        ran = _run_of(readers, rec)
+        nums = by_native.get(str(ran[0])) if ran else None
         if nums:
-            try:
-                n = min(nums) + int(rc or 0)
-            except ValueError:
-                n = None
+            n = min(nums) + ran[1]
             if n in nums:
                 if n not in out or (out[n].get("generation") or 0) < (rec.get("generation") or 0):
                     out[n] = rec
@@ -169,7 +187,7 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, hi
     runs = _run_histories(app, rows, notes) if (refresh if history is None else history) else {}
     if records is None:
         records = read_generation_records(row.ckpt_root, row.job_id, notes)
-    attempts = _attempts_in(app, rows, runs, _match(rows, records), spec)
+    attempts = _attempts_in(app, rows, runs, _match(rows, records, _run_readers(app, rows)), spec)
     if row.ckpt_root and not records:
         notes.append(f"no attempt records of {row.job_id} under {row.ckpt_root}: program starts and save timings "
                      f"unknown")
@@ -239,8 +257,8 @@ def _attempts_in(app, rows, runs: dict, matched: dict, spec) -> list:
         run = run[k] if k < len(run) else {}
         rec = matched.get(a.attempt) or {}
         program_start = iso_ts(rec.get("started"))
-        started = slurm_ts(run.get("start")) or a.started
-        ended = slurm_ts(run.get("end")) or a.ended
+        started = _num(run.get("start")) or a.started
+        ended = _num(run.get("end")) or a.ended
         if a is rows[-1] and a.state in ACTIVE and not run.get("end"):
             ended = None  # still pending or running
         queued = a.submitted

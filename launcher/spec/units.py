@@ -14,8 +14,8 @@ _DUR_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 
 _DUR_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|secs?|m|mins?|h|hrs?|d|days?)\s*$", re.IGNORECASE)
 _SUB_SECOND_RE = re.compile(r"^\s*\d+(?:\.\d+)?\s*(ms|msecs?|millis(?:econds?)?|us|µs|usecs?|ns|nsecs?)\s*$",
                             re.IGNORECASE)
-# Slurm forms: D-HH:MM:SS, D-HH:MM, D-HH, HH:MM:SS, MM:SS
-_SLURM_RE = re.compile(r"^\s*(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\s*$")
+# clock forms (as Slurm writes them): D-HH:MM:SS, D-HH:MM, D-HH, HH:MM:SS, MM:SS
+_CLOCK_RE = re.compile(r"^\s*(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\s*$")
 
 DURATION_HINT = "a duration with a unit, like 30s, 90m, 24h, 2d, or D-HH:MM:SS / HH:MM:SS"
 SIZE_HINT = "a size with a unit, like 512MB, 16GB, 1.5TB or 64GiB"
@@ -41,7 +41,7 @@ def parse_duration(value) -> int:
     if m:
         unit = m.group(2).lower()
         return int(round(float(m.group(1)) * _DUR_UNITS[unit[:-1] if len(unit) > 2 and unit[-1] == "s" else unit]))
-    m = _SLURM_RE.match(value)
+    m = _CLOCK_RE.match(value)
     if m and (":" in value or "-" in value):
         days, a, b, c = m.groups()
         nums = [int(x) for x in (a, b, c) if x is not None]
@@ -56,16 +56,6 @@ def parse_duration(value) -> int:
             total = mi * 60 + s
         return total
     raise ValueError(f"expected {DURATION_HINT}, got {value!r}")
-
-
-def format_slurm_time(seconds: int) -> str:
-    """Seconds -> Slurm's D-HH:MM:SS (rounded up to whole minutes Slurm would not, so keep seconds)."""
-    if seconds < 0:
-        raise ValueError("negative duration")
-    d, rem = divmod(int(seconds), 86400)
-    h, rem = divmod(rem, 3600)
-    m, s = divmod(rem, 60)
-    return f"{d}-{h:02d}:{m:02d}:{s:02d}" if d else f"{h:02d}:{m:02d}:{s:02d}"
 
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(I?)(B?)\s*$", re.IGNORECASE)

@@ -1,12 +1,13 @@
-"""Launching a sweep on Slurm: ONE array submission, one job row per element (a backend
-without ``RunsArrays``: each element its own job, ``launcher.sweep.queue``).
+"""Launching a sweep on a backend that ``RunsArrays`` (Slurm): ONE array submission, one job
+row per element (a backend without it: each element its own job, ``launcher.sweep.queue``).
 
-The whole sweep is one ``sbatch --array`` (one dedupe token, ``launcher:<sweep id>:1``).
+The whole sweep is one array submission (one dedupe token, ``launcher:<sweep id>:1``).
 Every element is recorded as its own job (``<sweep id>-e<index>``) whose handle names the
-array task ``<array id>_<index>``: status, logs and cancel of one element then work like
-those of any job. Each element row's meta carries ``sweep`` = {id, index, size, params,
+array task as the backend names it (``RunsArrays.element_native_id``; Slurm:
+``<array id>_<index>``): status, logs and cancel of one element then work like those of
+any job. Each element row's meta carries ``sweep`` = {id, index, size, params,
 array}; its ``ckpt_root`` is the element's own root. All-or-nothing like a single launch:
-the rows are written as SUBMITTING first and removed again when sbatch fails.
+the rows are written as SUBMITTING first and removed again when the submission fails.
 """
 
 from __future__ import annotations
@@ -31,9 +32,6 @@ def element_job_id(sweep_id: str, index: int) -> str:
     return ELEMENT_ID.format(sweep_id=sweep_id, index=index)
 
 
-def element_native_id(array_id: str, index: int) -> str:
-    """The array task as Slurm names it (squeue -r, sacct, scancel): ``<array id>_<index>``."""
-    return f"{array_id}_{index}"
 
 
 def element_rows(sweep_id: str, spec, seed: int, spec_base: str) -> list[dict]:
@@ -50,12 +48,12 @@ def element_rows(sweep_id: str, spec, seed: int, spec_base: str) -> list[dict]:
     return out
 
 
-def element_handle(array: Handle, job_id: str, index: int) -> Handle:
-    """The element's handle from the array's (sbatch prints ``<array>``; a job found by its
-    dedupe token may read ``<array>_<task>`` or ``<array>_[0-5%2]``)."""
-    array_id = array.native_id.split("_")[0]
+def element_handle(array: Handle, job_id: str, index: int, backend) -> Handle:
+    """The element's handle from the array's: BACKEND (``RunsArrays``, its class or an
+    instance) names the array (``array_of``) and the element (``element_native_id``)."""
+    array_id = backend.array_of(array.native_id)
     extra = {**array.extra, "sweep_array": array_id}
-    return replace(array, job_id=job_id, native_id=element_native_id(array_id, index), extra=extra)
+    return replace(array, job_id=job_id, native_id=backend.element_native_id(array_id, index), extra=extra)
 
 
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_.:@+-]+")
@@ -72,35 +70,39 @@ class ArrayLayout:
     native_ids: list  # every element's native id (their redaction is checked once)
 
 
-def array_layout(array: Handle, sweep_id: str, rows: list) -> Optional[ArrayLayout]:
+def array_layout(array: Handle, sweep_id: str, rows: list, backend) -> Optional[ArrayLayout]:
     """Pure: the ``ArrayLayout`` of the elements ROWS of the ARRAY just submitted, or None when
-    an id holds a character JSON would escape (then each element's texts are made in Python)."""
-    array_id = array.native_id.split("_")[0]
+    an id holds a character JSON would escape, or BACKEND's element ids are not its array's
+    prefix + the index (then each element's texts are made in Python)."""
+    array_id = backend.array_of(array.native_id)
     if not (_PLAIN_ID.fullmatch(sweep_id) and _PLAIN_ID.fullmatch(array_id)):
         return None
+    prefix = backend.element_native_id(array_id, "")
+    if not _PLAIN_ID.fullmatch(prefix) or any(backend.element_native_id(array_id, r["index"]) != prefix + str(r["index"])
+                                              for r in rows):
+        return None
     job_mark, index_mark = "\x01job\x01", "\x01index\x01"
-    text = element_handle(array, job_mark, index_mark).to_json()
+    text = element_handle(array, job_mark, index_mark, backend).to_json()
     from launcher.core.jsonrows import split_at
 
     pieces = split_at(text, [json.dumps(job_mark)[1:-1], json.dumps(index_mark)[1:-1]])
     if pieces is None:
         return None
     head, middle, tail = pieces
-    prefix = element_native_id(array_id, "")
     return ArrayLayout((head, middle, tail), len(element_job_id(sweep_id, "")) + 1, prefix,
                        [prefix + str(r["index"]) for r in rows])
 
 
-def submitted_entries(array: Handle, rows: list) -> list[tuple]:
+def submitted_entries(array: Handle, rows: list, backend) -> list[tuple]:
     """Pure: (job id, handle JSON, native id) of each element ROW once the ARRAY is in, for
     ``StateStore.record_submitted``: each JSON is ``element_handle(...).to_json()``, the
     handle dumped once for the whole sweep."""
     from launcher.core.jsonrows import dumps_varying
 
-    h = element_handle(array, "", 0)
+    h = element_handle(array, "", 0, backend)
     array_id = h.extra["sweep_array"]
     ids = [r["job_id"] for r in rows]
-    native = [element_native_id(array_id, r["index"]) for r in rows]
+    native = [backend.element_native_id(array_id, r["index"]) for r in rows]
     texts = dumps_varying(json.loads(h.to_json()), {"job_id": ids, "native_id": native}, sort_keys=True)
     return list(zip(ids, texts, native))
 
@@ -136,19 +138,21 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
     except BaseException:
         store.forget_sweep(sweep_id)
         raise
-    record_array(store, sweep_id, target_name, handle, [{"job_id": t.job_id, "index": t.index} for t in texts])
+    record_array(store, sweep_id, target_name, handle, [{"job_id": t.job_id, "index": t.index} for t in texts],
+                 backend)
     return Launched(sweep_id, handle, request)
 
 
-def record_array(store, sweep_id: str, target_name: str, array: Handle, rows: list) -> None:
+def record_array(store, sweep_id: str, target_name: str, array: Handle, rows: list, backend) -> None:
     """Record the submitted ARRAY for every element ROW in ONE transaction: the array's id
-    (once, on the sweep) and each element's handle, attempt and "submitted" event."""
+    (once, on the sweep) and each element's handle, attempt and "submitted" event. BACKEND
+    (``RunsArrays``) names the elements."""
     detail = {"sweep": sweep_id}
     with store.batch():
         store.share(sweep_id, array=array.native_id)
-        layout = array_layout(array, sweep_id, rows)
+        layout = array_layout(array, sweep_id, rows, backend)
         if layout is None or not store.record_array_submitted(sweep_id, target_name, layout, detail):
-            store.record_submitted(target_name, submitted_entries(array, rows), detail=detail)
+            store.record_submitted(target_name, submitted_entries(array, rows, backend), detail=detail)
 
 
 def begin_sweep(store, sweep_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
@@ -204,5 +208,5 @@ def resubmit_element(app, row, target_name: str, attempt: int):
     if existing is None:
         spec = with_seed(job_spec(row), job.seed)  # the table derives every element's seed from the sweep's
         existing = backend.submit(backend.render(spec, facts_for(app, spec, target_name), job))
-        return element_handle(existing, row.job_id, job.elements[0]), False
-    return element_handle(existing, row.job_id, job.elements[0]), True
+        return element_handle(existing, row.job_id, job.elements[0], backend), False
+    return element_handle(existing, row.job_id, job.elements[0], backend), True

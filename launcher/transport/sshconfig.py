@@ -47,7 +47,7 @@ class SSHTargetOptions(BaseModel):
     ssh_connect_timeout: float = Field(15.0, gt=0, description="seconds for TCP connect + SSH handshake")
     ssh_keepalive: Optional[float] = Field(None, ge=0, description="keepalive interval in seconds "
                                                                    "(default: ServerAliveInterval, else 30)")
-    env: dict[str, str] = Field(default_factory=dict, description="environment for every command (SLURM_CONF...)")
+    env: dict[str, str] = Field(default_factory=dict, description="environment for every command (a scheduler's config file ...)")
     ssh_shell: Literal["persistent", "exec"] = Field(
         "persistent", description="persistent: commands go through long-lived `bash --noprofile --norc` shells "
                                   "(the login environment captured once per shell); exec: one SSH channel and "

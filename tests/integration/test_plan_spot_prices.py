@@ -21,7 +21,7 @@ import yaml
 
 from launcher.backend.config import load_config
 from launcher.plan import gather_offers
-from launcher.plan.spot_aws import fetch_aws_spot_prices
+from launcher_backends.skypilot.spot_aws import fetch_aws_spot_prices
 from launcher.backend.sections import parse_spec
 
 pytestmark = pytest.mark.s3

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from launcher_backends.skypilot import SkyPilotBackend
-from launcher_backends.skypilot.catalog_fixture import write_catalog
+from tests.fixtures.skypilot_catalog import write_catalog
 from tests.fixtures.policy import service_unavailable
 from tests.fixtures.skypilot_slurm import api_ports
 

@@ -22,7 +22,7 @@ from launcher.backend.protocols import Facts, JobRef
 from launcher.backend.config import Target
 from launcher.backend.sections import spec_from_text
 from launcher_backends.skypilot import SkyPilotBackend
-from launcher_backends.skypilot.catalog_fixture import write_catalog
+from tests.fixtures.skypilot_catalog import write_catalog
 from launcher_backends.skypilot.options import SkyPilotOptions
 from tests.fixtures.policy import service_unavailable
 

@@ -31,6 +31,8 @@ def test_wheel_contains_templates_backends_and_the_job_side_helper(wheel):
                  "launcher_backends/local/backend.py", "launcher/cli.py", "launcher/jobside/__init__.py",
                  "launcher/jobside/__main__.py", "launcher_backends/slurm/nodeguard.py"):
         assert must in names, must
+    # test doubles live under tests/fixtures, never in the wheel
+    assert not [n for n in names if n.startswith("tests/") or n.endswith(("/fake.py", "/catalog_fixture.py"))]
     ep = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(ep).decode()
     assert "[launcher.backends]" in text and "slurm = launcher_backends.slurm:SlurmBackend" in text

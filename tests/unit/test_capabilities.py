@@ -3,7 +3,8 @@
 import pytest
 
 from launcher.backend.protocols import (CancelsMany, ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost,
-                              KeepsRunHistory, MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, RunsArrays, can)
+                              IdentifiesRuns, KeepsRunHistory, MeasuresQueueWait, OwnsPriceSection, PricesOffers,
+                              RemoteWorkdir, ReportsVersion, RunsArrays, can)
 from launcher.backend.config import Target
 from launcher_backends.local.backend import LocalBackend
 from launcher_backends.skypilot.backend import SkyPilotBackend
@@ -12,11 +13,14 @@ from launcher_backends.slurm.backend import SlurmBackend
 EXPECTED = {
     LocalBackend: {FindsSubmissions, HasSubmitHost, PricesOffers, CancelsMany},
     SlurmBackend: {FindsSubmissions, MeasuresQueueWait, KeepsRunHistory, HasSubmitHost, ReportsVersion,
-                   RemoteWorkdir, PricesOffers, Closes, RunsArrays, CancelsMany},
-    SkyPilotBackend: {CancelsMany, FindsSubmissions, ChoosesPlacement, ReportsVersion, PricesOffers, ChecksInstall, Closes},
+                   RemoteWorkdir, PricesOffers, Closes, RunsArrays, CancelsMany, IdentifiesRuns,
+                   OwnsPriceSection},
+    SkyPilotBackend: {CancelsMany, FindsSubmissions, ChoosesPlacement, ReportsVersion, PricesOffers, ChecksInstall, Closes,
+                      OwnsPriceSection},
 }
 ALL = (CancelsMany, ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost, KeepsRunHistory,
-       MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, RunsArrays)
+       MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, RunsArrays, IdentifiesRuns,
+       OwnsPriceSection)
 
 
 @pytest.mark.parametrize("cls", list(EXPECTED), ids=lambda c: c.__name__)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.plan.catalog import CatalogError, catalog_path, default_catalog_dir, load_catalog, read_vms_csv
+from launcher_backends.skypilot.catalog import CatalogError, catalog_path, default_catalog_dir, load_catalog, read_vms_csv
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "catalog"
 

@@ -163,7 +163,7 @@ def test_price_files_are_read_relative_to_the_config(tmp_path):
     (tmp_path / "prices").mkdir()
     (tmp_path / "prices" / "s.yaml").write_text("slurm: {cl: {gpu_hour_usd: 0.5}}\n")
     book = load_price_book(["prices/s.yaml"], tmp_path)
-    assert book.slurm["cl"].gpu_hour_usd == 0.5
+    assert book.section("slurm")["cl"].gpu_hour_usd == 0.5
 
 
 # --- spot chasing ---------------------------------------------------------------------
@@ -232,3 +232,49 @@ def test_ranked_rows_become_skypilot_placements(tmp_path):
     best = res.ranked[0]
     assert best.placement()["hourly_usd"] == pytest.approx(2 * best.offer.hourly_usd)
     assert best.placement()["instance_type"] == best.offer.instance_type
+
+
+# --- price files: each section is its backend's --------------------------------------
+
+def _rack_backend():
+    from typing import ClassVar
+
+    from launcher.backend.pricefiles import PriceModel
+
+    class RackRate(PriceModel):
+        usd: float
+
+    class RackBackend:
+        name: ClassVar[str] = "rack"
+        price_section: ClassVar[str] = "racks"
+        price_options: ClassVar = dict[str, RackRate]
+
+        @classmethod
+        def merge_prices(cls, merged, section, source):
+            return {**(merged or {}), **{k: (v.usd, source) for k, v in section.items()}}
+
+    return RackBackend
+
+
+def test_a_price_file_section_belongs_to_the_backend_that_declares_it(tmp_path, monkeypatch):
+    import sys
+    import types
+    from importlib.metadata import EntryPoint
+
+    from launcher.backend.registry import Registry
+    from launcher.plan.prices import price_sections
+
+    mod = types.ModuleType("rack_plugin_for_test")
+    mod.RackBackend = _rack_backend()
+    monkeypatch.setitem(sys.modules, "rack_plugin_for_test", mod)
+    reg = Registry([EntryPoint("slurm", "launcher_backends.slurm:SlurmBackend", "launcher.backends"),
+                    EntryPoint("rack", "rack_plugin_for_test:RackBackend", "launcher.backends")])
+    assert sorted(price_sections(reg)) == ["racks", "slurm"]
+    (tmp_path / "a.yaml").write_text("racks: {r1: {usd: 1.5}}\nslurm: {cl: {gpu_hour_usd: 0.5}}\n")
+    (tmp_path / "b.yaml").write_text("racks: {r2: {usd: 2}}\n")
+    book = load_price_book(["a.yaml", "b.yaml"], tmp_path, registry=reg)
+    assert book.section("racks") == {"r1": (1.5, str(tmp_path / "a.yaml")), "r2": (2.0, str(tmp_path / "b.yaml"))}
+    assert book.section("slurm")["cl"].gpu_hour_usd == 0.5 and book.section("neoclouds") is None
+    (tmp_path / "c.yaml").write_text("neoclouds: []\n")  # skypilot's section: not installed in REG
+    with pytest.raises(SpecError, match="neoclouds"):
+        load_price_book(["c.yaml"], tmp_path, registry=reg)

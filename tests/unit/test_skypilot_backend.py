@@ -17,7 +17,7 @@ from launcher.backend.sections import spec_from_text
 from launcher.core.status import JobState
 from launcher_backends.skypilot import INSTALL_HINT, SkyPilotBackend
 from launcher_backends.skypilot.client import CheckResult
-from launcher_backends.skypilot.fake import FakeSkyClient
+from tests.fixtures.skypilot_fake import FakeSkyClient
 from launcher_backends.skypilot.options import SkyPilotOptions
 
 

@@ -12,7 +12,7 @@ from launcher.launching.launch import launch
 from launcher.recovery import watch
 from launcher.backend.sections import spec_from_text
 from launcher_backends.skypilot.backend import SkyPilotBackend
-from launcher_backends.skypilot.fake import FakeSkyClient
+from tests.fixtures.skypilot_fake import FakeSkyClient
 
 
 class ResourcesUnavailableError(Exception):

@@ -12,6 +12,7 @@ from launcher.backend.protocols import Handle
 from launcher.state.store import StateStore
 from launcher.state.store import is_open
 from launcher.sweep.launching import array_layout, element_handle, submitted_entries
+from launcher_backends.slurm import SlurmBackend
 
 SPEC = "name: sw\nrun: 'true'\n"
 ARRAY = Handle(backend="slurm", target="t", job_id="sw-1", native_id="77", attempt=1, extra={})
@@ -33,7 +34,7 @@ def _one_by_one(store, rows):
     for r in rows:
         store.begin_job(r["job_id"], "sw", "t", "slurm", None, SPEC, ckpt_root=r["ckpt_root"], meta=r["meta"])
     for r in rows:
-        h = element_handle(ARRAY, r["job_id"], r["index"])
+        h = element_handle(ARRAY, r["job_id"], r["index"], SlurmBackend)
         store.patch_meta(r["job_id"], sweep={**r["meta"]["sweep"], "array": ARRAY.native_id})
         store.record_attempt(r["job_id"], 1, "t", h.to_json(), h.native_id, state="PENDING")
         store.record_event(r["job_id"], "submitted", target="t", native_id=h.native_id, attempt=1, sweep="sw-1")
@@ -43,7 +44,7 @@ def _bulk(store, rows):
     _begin(store, rows)
     with store.batch():
         store.share("sw-1", array=ARRAY.native_id)
-        store.record_submitted("t", submitted_entries(ARRAY, rows), detail={"sweep": "sw-1"})
+        store.record_submitted("t", submitted_entries(ARRAY, rows, SlurmBackend), detail={"sweep": "sw-1"})
 
 
 def _dump(store):
@@ -147,7 +148,7 @@ def _by_sql(store, rows, array=ARRAY, sweep_id="sw-1"):
     _begin(store, rows)
     with store.batch():
         store.share(sweep_id, array=array.native_id)
-        layout = array_layout(array, sweep_id, rows)
+        layout = array_layout(array, sweep_id, rows, SlurmBackend)
         return store.record_array_submitted(sweep_id, "t", layout, {"sweep": sweep_id})
 
 
@@ -158,7 +159,7 @@ def test_the_array_submission_put_together_by_sql_equals_the_one_by_one_writes(t
         assert _by_sql(b, _rows(12))
         assert _dump(a) == _dump(b)
         h = Handle.from_json(b.get_job("sw-1-e11").handle)
-        assert h == element_handle(ARRAY, "sw-1-e11", 11) and h.native_id == "77_11"
+        assert h == element_handle(ARRAY, "sw-1-e11", 11, SlurmBackend) and h.native_id == "77_11"
     finally:
         a.close()
         b.close()
@@ -170,7 +171,7 @@ def test_a_closed_element_is_reopened_by_the_recorded_submission(tmp_path):
         rows = _rows(3)
         _begin(store, rows)
         store.close_job("sw-1-e1", "FAILED", "limbo: not found")  # a watcher gave up on it meanwhile
-        assert store.record_array_submitted("sw-1", "t", array_layout(ARRAY, "sw-1", rows), {"sweep": "sw-1"})
+        assert store.record_array_submitted("sw-1", "t", array_layout(ARRAY, "sw-1", rows, SlurmBackend), {"sweep": "sw-1"})
         assert [j.state for j in store.sweep_jobs("sw-1")] == ["PENDING"] * 3
         assert all(is_open(j) for j in store.sweep_jobs("sw-1"))
     finally:
@@ -183,7 +184,7 @@ def test_a_native_id_that_would_be_redacted_is_left_to_the_one_by_one_writes(tmp
     try:
         rows = _rows(3)
         odd = Handle(backend="slurm", target="t", job_id="sw-1", native_id="a1b2c3d4e5", attempt=1, extra={})
-        assert array_layout(odd, "sw-1", rows) is not None
+        assert array_layout(odd, "sw-1", rows, SlurmBackend) is not None
         assert not _by_sql(store, rows, odd)
         assert store.db.execute("SELECT count(*) FROM attempts").fetchone()[0] == 0  # nothing written
     finally:
@@ -192,5 +193,23 @@ def test_a_native_id_that_would_be_redacted_is_left_to_the_one_by_one_writes(tmp
 
 def test_ids_json_would_escape_get_no_sql_layout():
     rows = _rows(2)
-    assert array_layout(Handle("slurm", "t", "x", 'a"b', 1, {}), "sw-1", rows) is None
-    assert array_layout(ARRAY, 'sw"1', rows) is None
+    assert array_layout(Handle("slurm", "t", "x", 'a"b', 1, {}), "sw-1", rows, SlurmBackend) is None
+    assert array_layout(ARRAY, 'sw"1', rows, SlurmBackend) is None
+
+
+class _DashNamed:
+    """A backend whose elements are not named <array prefix><index>."""
+
+    @classmethod
+    def array_of(cls, native_id):
+        return native_id
+
+    @classmethod
+    def element_native_id(cls, array_id, index):
+        return f"{array_id}-{index}" if index != "" else f"{array_id}:"
+
+
+def test_elements_not_named_prefix_plus_index_get_no_sql_layout_and_keep_the_backends_names():
+    rows = _rows(2)
+    assert array_layout(ARRAY, "sw-1", rows, _DashNamed) is None
+    assert [native for _, _, native in submitted_entries(ARRAY, rows, _DashNamed)] == ["77-0", "77-1"]

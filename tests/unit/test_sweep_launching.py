@@ -6,6 +6,7 @@ from launcher.backend.protocols import Handle
 from launcher.backend.sections import parse_spec
 from launcher.spec.sweep_elements import element_seed
 from launcher.sweep.launching import element_handle, element_job_id, element_rows
+from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.array import task_ids, with_array_tasks
 from launcher_backends.slurm.states import parse_sacct, parse_scontrol_oneliners
 
@@ -35,9 +36,11 @@ def test_the_spec_seed_is_the_sweep_seed():
 
 def test_an_element_handle_names_its_array_task():
     array = Handle("slurm", "cl", "sw-1", "812", 1, {"job_dir": "/j"})
-    h = element_handle(array, "sw-1-e3", 3)
+    h = element_handle(array, "sw-1-e3", 3, SlurmBackend)
     assert (h.job_id, h.native_id, h.extra) == ("sw-1-e3", "812_3", {"job_dir": "/j", "sweep_array": "812"})
     assert array.native_id == "812"
+    found = Handle("slurm", "cl", "sw-1", "812_[0-5%2]", 1, {})  # a dedupe lookup's spelling of the array
+    assert element_handle(found, "sw-1-e0", 0, SlurmBackend).native_id == "812_0"
 
 
 def test_array_task_id_forms():

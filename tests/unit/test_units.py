@@ -1,6 +1,7 @@
 import pytest
 
-from launcher.spec.units import format_mebibytes, format_slurm_time, parse_duration, parse_size
+from launcher.spec.units import format_mebibytes, parse_duration, parse_size
+from launcher_backends.slurm.times import format_time as format_slurm_time
 
 
 def test_slurm_time_round_trips_through_the_parser():

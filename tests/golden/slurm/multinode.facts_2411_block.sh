@@ -38,6 +38,9 @@ export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 export MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))
 export LOG_LEVEL=info
 export NCCL_DEBUG=WARN
+export LAUNCHER_SELF_ID="$SLURM_JOB_ID"
+export LAUNCHER_REQUEUE_CMD="scontrol requeue $LAUNCHER_SELF_ID"
+export LAUNCHER_SCHEDULER_VARS='SLURM_JOB_ID SLURM_RESTART_COUNT SLURM_JOB_NODELIST'
 echo "launcher: start $LAUNCHER_ATTEMPT of $LAUNCHER_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})" >&2
 # Resolve the latest COMMITTED checkpoint at every start of the job (requeues rerun
 # this script), bump the generation, and export LAUNCHER_RESUME_FROM / _STEP / _ATTEMPT.

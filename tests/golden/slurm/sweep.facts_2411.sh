@@ -43,6 +43,9 @@ if [ "${LAUNCHER_SWEEP_INDEX:-}" != "$((10#$SLURM_ARRAY_TASK_ID))" ]; then
   printf 'launcher: no element %s in the sweep table %s\n' "$SLURM_ARRAY_TASK_ID" "$_launcher_sweep_table" >&2
   exit 2
 fi
+export LAUNCHER_SELF_ID="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+export LAUNCHER_REQUEUE_CMD="scontrol requeue $LAUNCHER_SELF_ID"
+export LAUNCHER_SCHEDULER_VARS='SLURM_JOB_ID SLURM_ARRAY_JOB_ID SLURM_RESTART_COUNT SLURM_JOB_NODELIST'
 echo "launcher: start $LAUNCHER_ATTEMPT of $LAUNCHER_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})" >&2
 # Resolve the latest COMMITTED checkpoint at every start of the job (requeues rerun
 # this script), bump the generation, and export LAUNCHER_RESUME_FROM / _STEP / _ATTEMPT.
