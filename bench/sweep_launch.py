@@ -51,10 +51,10 @@ SWEEP_PHASES = (
     ("launcher.launching.submission", "facts_for", "facts_for"),
     ("launcher_backends.slurm.array", "sweep_table", "  the sweep table"),
     ("launcher_backends.slurm.render", "render_template", "  the script template"),
-    ("launcher.sweep.launching", "element_texts", "element rows (element_texts)"),
+    ("launcher.sweep.launching", "element_rows", "element rows (element_rows)"),
     ("launcher_backends.slurm.submitting", "submitted", "  wait for sbatch"),
     ("launcher.sweep.launching", "record_array", "adopting transaction (record_array)"),
-    ("launcher.sweep.launching", "array_layout", "  array_layout"),
+    ("launcher.sweep.launching", "submitted_entries", "  submitted_entries"),
 )
 
 
@@ -62,13 +62,13 @@ def sweep_objects(store, backend):
     """(object, method, label) of the store's and backend's steps of a sweep launch."""
     return ((store, "job_dir", "store.job_dir"),
             (backend, "render", "render"),
-            (store, "begin_sweep_texts", "SUBMITTING transaction (begin_sweep_texts)"),
+            (store, "begin_sweep", "SUBMITTING transaction (begin_sweep)"),
             (backend, "submit", "submit (stage, sbatch)"),
             (backend, "_stage_helper", "  stage helper"),
             (backend.runner, "put_file", "  write table and script"),
             (backend.runner, "start", "  start sbatch (fork/exec)"),
             (store, "share", "  share (the array id)"),
-            (store, "record_array_submitted", "  record_array_submitted"))
+            (store, "record_submitted", "  record_submitted"))
 
 
 def _noop(i):

@@ -21,9 +21,7 @@ import shlex
 from launcher.backend.protocols import Facts, JobRef
 from launcher.core.errors import CapabilityError
 from launcher.spec.model import JobSpec
-from launcher.spec.sweep_elements import Element, element_root, element_seeds, elements, env_value, json_scalar, \
-    sweep_seed_of, value_id
-from launcher.spec.sweep import param_env_name
+from launcher.spec.sweep_elements import element_env, elements, sweep_seed_of
 from launcher.backend.templating import comment_text
 
 TABLE_NAME = "sweep.sh"
@@ -78,44 +76,17 @@ _ANSI_C = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 def sweep_table(spec: JobSpec, job: JobRef) -> str:
     """The sweep table: after one comment line, line 2 + i holds element i's variables as one
-    ``export`` line (so a task reads only its own line, whatever the sweep's size)."""
+    ``export`` line (so a task reads only its own line, whatever the sweep's size): in
+    ``element_env``'s order, each variable as NAME=<line_quote(value)>."""
     els = elements(spec.sweep)
     seed = sweep_seed_of(spec, job.seed)
     sweep_id = job.sweep_id or job.job_id
-    line = export_line(sweep_id, len(els), seed, spec.checkpoint.root)
-    head = (f"# launcher sweep table of {comment_text(sweep_id)}: {len(els)} elements; line 2 + i exports "
-            f"element i's variables (bash, every value quoted)")
-    return "\n".join([head, *map(line, els)]) + "\n"
-
-
-def export_line(sweep_id: str, size: int, sweep_seed: int, root):
-    """Pure: a function from an element (index 0 to SIZE-1) to its table line: ``export`` and,
-    in ``element_env``'s order, each variable as NAME=<line_quote(value)>. What every line
-    repeats (sweep id, size, seed) is quoted once, and each parameter value once per sweep.
-    An index and a seed are digits, which ``line_quote`` leaves as they are; LAUNCHER_PARAMS
-    is JSON (never a raw line break, always a '{'), which it single-quotes: its pieces are
-    escaped for that once each."""
-    common = f"export LAUNCHER_SWEEP_ID={line_quote(sweep_id)} LAUNCHER_SWEEP_INDEX="
-    size_part = f" LAUNCHER_SWEEP_SIZE={line_quote(str(size))}"
-    seed_part = f"}}' LAUNCHER_SWEEP_SEED={line_quote(str(int(sweep_seed)))} LAUNCHER_SEED="
-    seeds = element_seeds(sweep_seed, size)
-    pieces: dict = {}  # value_id -> (its assignment, its "name":value in LAUNCHER_PARAMS, quoted)
-
-    def line(e: Element) -> str:
-        assign, js = [], []
-        for name, value in e.params.items():
-            got = pieces.get(value_id(name, value))
-            if got is None:
-                got = pieces[value_id(name, value)] = (
-                    f" {param_env_name(name)}={line_quote(env_value(value))}",
-                    f"{json_scalar(name)}:{json_scalar(value)}".replace("'", "'\"'\"'"))
-            assign.append(got[0])
-            js.append(got[1])
-        i = e.index
-        ckpt = element_root(root, i) if root else None
-        return (f"{common}{i}{size_part}{''.join(assign)} LAUNCHER_PARAMS='{{{','.join(js)}{seed_part}{seeds[i]}"
-                + (f" LAUNCHER_CKPT_ROOT={line_quote(ckpt)}" if ckpt else ""))
-    return line
+    lines = [f"# launcher sweep table of {comment_text(sweep_id)}: {len(els)} elements; line 2 + i exports "
+             f"element i's variables (bash, every value quoted)"]
+    for e in els:
+        env = element_env(sweep_id, e, len(els), seed, spec.checkpoint.root)
+        lines.append("export " + " ".join(f"{name}={line_quote(value)}" for name, value in env.items()))
+    return "\n".join(lines) + "\n"
 
 
 def sweep_context(spec: JobSpec, job: JobRef) -> tuple[dict, tuple]:

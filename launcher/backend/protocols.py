@@ -334,31 +334,8 @@ class StartsSubmit(Protocol):
 
 def can(backend: Any, capability: type) -> bool:
     """Whether BACKEND (an instance, or its class for the classmethod capabilities and
-    those made of methods only) declares CAPABILITY (one of the protocols above). A yes that
-    the class alone decides (every member of the protocol is on the class) is kept per
-    (class, protocol): the runtime protocol check walks every member each time."""
-    cls = backend if isinstance(backend, type) else type(backend)
-    key = (cls, capability, cls is backend)
-    if key in _CAN:
-        return True
-    ok = isinstance(backend, capability)
-    if ok and _class_decides(cls, capability):
-        _CAN.add(key)
-    return ok
-
-
-_CAN: set = set()
-
-
-def _class_decides(klass: type, capability: type) -> bool:
-    """Whether every member of CAPABILITY is on KLASS itself (then no instance can differ)."""
-    try:
-        import typing
-
-        attrs = getattr(capability, "__protocol_attrs__", None) or typing._get_protocol_attrs(capability)
-        return all(getattr(klass, a, None) is not None for a in attrs)
-    except Exception:  # noqa: BLE001 - an unknown typing internals: just not kept
-        return False
+    those made of methods only) declares CAPABILITY (one of the runtime-checkable protocols above)."""
+    return isinstance(backend, capability)
 
 
 def iter_file(path, follow: bool, poll: float = 0.5, done=None) -> Iterator[str]:

@@ -25,20 +25,11 @@ def helper_zip_bytes(extensions: tuple = ()) -> bytes:
 
 
 SHARED_DIR = ".helpers"
-_VERIFIED: dict = {}  # shared path -> stat stamp of the file whose content hash was checked
 
 
 def helper_digest(data: bytes) -> str:
-    """DATA's sha256; the helper's own bytes (the same object launch after launch) are hashed
-    once per process."""
-    if _DIGESTS and _DIGESTS[0][0] is data:
-        return _DIGESTS[0][1]
-    digest = hashlib.sha256(data).hexdigest()
-    _DIGESTS[:] = [(data, digest)]
-    return digest
-
-
-_DIGESTS: list = []  # [(the bytes object last hashed, its digest)]: kept by identity, bytes are immutable
+    """DATA's sha256."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def shared_helper_path(jobs_root: str, data: bytes) -> str:
@@ -47,39 +38,13 @@ def shared_helper_path(jobs_root: str, data: bytes) -> str:
     return os.path.join(jobs_root, SHARED_DIR, f"launcher_job-{helper_digest(data)[:40]}.pyz")
 
 
-def _stat_key(path: str) -> tuple:
-    st = os.stat(path)
-    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
 def _holds(path: str, data: bytes) -> bool:
-    """Whether PATH holds exactly DATA (the hash is read again only when its stat changed)."""
+    """Whether PATH holds exactly DATA."""
     try:
-        key = _stat_key(path)
-        if _VERIFIED.get(path) == key:
-            return True
         with open(path, "rb") as f:
-            ok = hashlib.sha256(f.read()).hexdigest() == helper_digest(data)
+            return f.read() == data
     except OSError:
         return False
-    if ok:
-        _VERIFIED[path] = key
-    return ok
-
-
-def _restamp(path: str, before) -> None:
-    """After our own link to the verified PATH: a link changes only the file's ctime (and
-    link count), so the check stays valid when inode, size and mtime are as verified;
-    otherwise (or when the stat fails) the next use hashes the file again."""
-    try:
-        after = _stat_key(path)
-    except OSError:
-        _VERIFIED.pop(path, None)
-        return
-    if before is not None and after[:4] == before[:4]:
-        _VERIFIED[path] = after
-    else:
-        _VERIFIED.pop(path, None)
 
 
 def _write_aside(path: str, data: bytes) -> str:
@@ -114,7 +79,6 @@ def ensure_shared_helper(jobs_root: str, data: bytes) -> str:
                 os.unlink(tmp)
             except OSError:
                 pass
-    _VERIFIED.pop(path, None)
     if not _holds(path, data):
         raise OSError(f"the shared job-side helper {path} does not hold what was written")
     return path
@@ -128,14 +92,12 @@ def stage_helper_locally(job_dir: str, data: bytes) -> str:
     os.makedirs(job_dir, exist_ok=True)
     try:
         shared = ensure_shared_helper(os.path.dirname(os.path.abspath(job_dir)), data)
-        before = _VERIFIED.get(shared)
         try:
             os.link(shared, dest)  # a new job's folder: nothing there yet
         except FileExistsError:  # a further attempt in the same folder: replace what is there
             tmp = f"{dest}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
             os.link(shared, tmp)
             os.replace(tmp, dest)
-        _restamp(shared, before)
         return dest
     except OSError:
         pass

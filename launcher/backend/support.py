@@ -14,7 +14,6 @@ declares no ``spec_fields`` is taken to honour every request (nothing is known a
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
@@ -53,9 +52,8 @@ def requested(spec) -> dict[str, object]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
 def _default(model, key: str):
-    """MODEL's default for field KEY, made once (only compared, never handed out)."""
+    """MODEL's default for field KEY."""
     return model.model_fields[key].get_default(call_default_factory=True)
 
 

@@ -21,18 +21,11 @@ from launcher.jobside.signals import PREEMPT, preemption_requested
 
 
 # ---------------------------------------------------------------- attempt record
-_ATTEMPT_CACHE = {}
-
-
 def _record_save(store, gen, rec) -> None:
     """Append a save timing to ROOT/.launcher/attempts/g<G>.json (advisory, never fails)."""
     try:
-        key = (store.root, gen)
-        doc = _ATTEMPT_CACHE.get(key)
-        if doc is None:
-            doc = read_attempt(store, gen) or {"generation": gen, "saves": []}
-            doc.setdefault("saves", [])
-            _ATTEMPT_CACHE[key] = doc
+        doc = read_attempt(store, gen) or {"generation": gen, "saves": []}
+        doc.setdefault("saves", [])
         if PREEMPT["at"] is not None and not doc.get("preempt_signal_at"):
             import datetime
 

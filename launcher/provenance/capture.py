@@ -331,10 +331,8 @@ def capture(*, job_id: str, spec, spec_text: str, spec_path: Optional[str], targ
     return doc
 
 
-@functools.lru_cache(maxsize=32)
 def _given(spec_text: str):
-    """The spec text as parsed YAML (None when it does not parse): the same text launch after
-    launch, parsed once per process. Shared between records, which are read-only."""
+    """The spec text as parsed YAML (None when it does not parse)."""
     import yaml
 
     try:
@@ -344,18 +342,8 @@ def _given(spec_text: str):
 
 
 def _user() -> Optional[str]:
-    """getpass.getuser(), looked up again only when what it reads changes: the environment
-    variables it tries first, else this process's uid (the passwd lookup costs ~0.3 ms)."""
-    key = (os.getuid(), *(os.environ.get(k) for k in ("LOGNAME", "USER", "LNAME", "USERNAME")))
-    hit = _USER.get(key, _USER)
-    if hit is _USER:
-        try:
-            hit = getpass.getuser()
-        except Exception:
-            hit = None
-        _USER.clear()
-        _USER[key] = hit
-    return hit
-
-
-_USER: dict = {}  # (uid, the variables getuser reads) -> the user name
+    """getpass.getuser(), or None when it cannot tell."""
+    try:
+        return getpass.getuser()
+    except Exception:
+        return None

@@ -13,7 +13,6 @@ environment, plus known credential shapes) before anything is written.
 
 from __future__ import annotations
 
-import functools
 import json
 import posixpath
 import re
@@ -23,7 +22,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 from launcher.checkpoint.contract import META_DIR
-from launcher.core.jsonrows import Template
 from launcher.core.redact import is_secret_name
 
 TABLE = """
@@ -63,66 +61,13 @@ def _values_under_secret_keys(obj, out: set) -> set:
     return out
 
 
-# Sections of a record that are the same launch after launch (the spec, the code identity, the
-# Python environment, ...): their redaction is kept per process, keyed by their exact JSON and
-# the masks in force, so an unchanged section is not walked again. The record is read-only.
-STATIC_SECTIONS = frozenset({"spec", "code", "python", "versions", "image", "secrets", "submitted_by"})
-_MEMO: dict = {}
-_MEMO_MAX = 256
-
-
-def _fingerprint(key: str, value) -> Optional[str]:
-    if key not in STATIC_SECTIONS:
-        return None
-    try:
-        return json.dumps(value, default=str)
-    except (TypeError, ValueError):  # keys JSON cannot carry: not kept, redacted every time
-        return None
-
-
-def _memo(key: tuple, compute):
-    if key[1] is None:
-        return compute()
-    hit = _MEMO.get(key)
-    if hit is None:
-        if len(_MEMO) >= _MEMO_MAX:
-            _MEMO.clear()
-        hit = _MEMO[key] = compute()
-    return hit
-
-
 def redact_record(doc: dict, secret_names=()) -> dict:
     """Mask the values of the spec's secrets and of every secret-looking variable of this
-    environment, values written under secret-looking keys, and known credential shapes.
-    Section by section (a dict's keys are redacted independently), unchanged sections once."""
+    environment, values written under secret-looking keys, and known credential shapes."""
     from launcher.core.redact import _masks, redact_obj, secret_values
 
-    python = doc.get("python")
-    packages = None
-    if isinstance(python, dict) and isinstance(python.get("packages"), list):
-        # the package list (~300 strings, no keys) is the same launch after launch: redacted once per list and masks
-        packages = python["packages"]
-        doc = {**doc, "python": {k: v for k, v in python.items() if k != "packages"}}
-    prints = {k: _fingerprint(k, v) for k, v in doc.items()}
-    found = set(secret_values(secret_names))
-    for k, v in doc.items():
-        found |= _memo(("keyed", prints[k], k), lambda: frozenset(_values_under_secret_keys({k: v}, set())))
-    masks = tuple(_masks(found))
-    out: dict = {}
-    for k, v in doc.items():
-        out[k] = _memo(("redacted", prints[k], k, masks), lambda: redact_obj({k: v}, _masks_=list(masks))[k])
-    if packages is not None:  # the same section object launch after launch (dump_record keeps its text)
-        listed, python_print = tuple(packages), prints.get("python")
-        out["python"] = _memo(("python", python_print, masks, listed),
-                              lambda: {**out["python"], "packages": list(_redacted_strings(listed, masks))})
-    return out
-
-
-@functools.lru_cache(maxsize=4)
-def _redacted_strings(values: tuple, masks: tuple) -> tuple:
-    from launcher.core.redact import redact_obj
-
-    return tuple(redact_obj(list(values), _masks_=list(masks)))
+    found = secret_values(secret_names) | _values_under_secret_keys(doc, set())
+    return redact_obj(doc, _masks_=_masks(found))
 
 
 DUMP_OPTIONS = {"indent": 1, "sort_keys": False, "default": str}  # RUN.json's and the store's text
@@ -130,35 +75,6 @@ DUMP_OPTIONS = {"indent": 1, "sort_keys": False, "default": str}  # RUN.json's a
 
 def to_bytes(doc: dict) -> bytes:
     return (json.dumps(doc, **DUMP_OPTIONS) + "\n").encode()
-
-
-_DUMPED: dict = {}  # (key, id(section)) -> (section, its text): redact_record hands out its memoized sections
-
-
-def dump_record(doc: dict) -> str:
-    """``json.dumps(DOC, **DUMP_OPTIONS)``, with the text of each section that ``redact_record``
-    kept from an earlier launch (the very same object) taken from then: indented JSON is
-    made by Python's slow encoder, and most of a record is the same launch after launch."""
-    if not all(isinstance(k, str) for k in doc):
-        return json.dumps(doc, **DUMP_OPTIONS)
-    parts = []
-    for k, v in doc.items():
-        hit = _DUMPED.get((k, id(v))) if isinstance(v, (dict, list)) else None
-        if hit is not None and hit[0] is v:
-            text = hit[1]
-        else:
-            text = json.dumps(v, **DUMP_OPTIONS).replace("\n", "\n ")  # one level deeper
-            if isinstance(v, (dict, list)) and _is_kept(k, v):
-                if len(_DUMPED) >= _MEMO_MAX:
-                    _DUMPED.clear()
-                _DUMPED[(k, id(v))] = (v, text)  # holding V: its id is not reused while kept
-        parts.append(f" {json.dumps(k)}: {text}")
-    return "{\n" + ",\n".join(parts) + "\n}" if parts else "{}"
-
-
-def _is_kept(key: str, value) -> bool:
-    """Is VALUE a section redact_record keeps between launches (handed out again as is)?"""
-    return key in STATIC_SECTIONS and any(v is value for v in _MEMO.values())
 
 
 # ---------------------------------------------------------------- state store
@@ -279,15 +195,14 @@ def _document(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str
 @dataclass
 class Captured:
     """A run's redacted record and where its RUN.json went (or the error that stopped the capture).
-    TEXT: the record as RUN.json holds it; a draft holds instead TEMPLATE, its text with holes
-    for what only the submission knows (``complete_launch`` fills them)."""
+    TEXT: the record as RUN.json holds it (a draft has none: ``complete_launch`` adds what only
+    the submission knows and makes it)."""
 
     doc: Optional[dict]
     location: Optional[str] = None
     note: str = ""
     error: str = ""
     text: Optional[str] = None
-    template: Optional[object] = None  # launcher.core.jsonrows.Template
 
 
 SUBMISSION_KEYS = ("native_id", "attempt")  # what complete_launch adds to a draft
@@ -315,10 +230,9 @@ def draft_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[
                         seed_source=seed_source, continues=continues)
         # the table, made outside any transaction: once per open store, never again inside save_launch's batch
         ensure_table(app.store)
-        template = Template.of(doc, SUBMISSION_KEYS, dumps=dump_record, **DUMP_OPTIONS)  # now, while sbatch runs
     except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
         return Captured(None, error=f"{type(e).__name__}: {e}")
-    return Captured(doc, template=template)
+    return Captured(doc)
 
 
 def complete_launch(app, draft: Captured, spec, target_name: str, job_id: str, handle=None) -> Captured:
@@ -333,9 +247,7 @@ def complete_launch(app, draft: Captured, spec, target_name: str, job_id: str, h
 
             ids = redact_obj([handle.native_id, handle.attempt], extra_values=secret_values(spec.secrets))
             doc = {**doc, **dict(zip(SUBMISSION_KEYS, ids))}
-        # what RUN.json and the store keep: the draft's text with the submission filled in
-        text = (draft.template.fill({k: doc.get(k) for k in SUBMISSION_KEYS}) if draft.template is not None
-                else json.dumps(doc, **DUMP_OPTIONS)) + "\n"
+        text = to_bytes(doc).decode()  # what RUN.json and the store keep
     except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
         return Captured(None, error=f"{type(e).__name__}: {e}")
     location, note = None, ""

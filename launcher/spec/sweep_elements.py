@@ -21,7 +21,6 @@ object, types kept), ``LAUNCHER_SEED`` (the element's seed, see ``element_seed``
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 import json
@@ -44,33 +43,10 @@ class Element:
         return params_json(self.params)
 
 
-# one encoder for every element (json.dumps with options makes a new one per call)
-# allow_nan=False: a non-finite float is a ValueError, never 'Infinity' or 'NaN' (not JSON)
-params_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-
-
-def value_id(name: str, value) -> tuple:
-    """A key telling parameter values apart as they are written (1, 1.0, true; 0.0, -0.0)."""
-    cls = value.__class__
-    return (name, cls, float.__repr__(value) if cls is float else value)
-
-
-def json_scalar(value, ensure_ascii: bool = False) -> str:
-    """A parameter value (bool, int, finite float or str) as ``params_json`` (or, with
-    ENSURE_ASCII, ``json.dumps``) writes it, without an encoder call."""
-    if value is True or value is False:
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return int.__repr__(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"a parameter value must be a finite number to be written as JSON (got {value!r})")
-        return float.__repr__(value)
-    return (_encode_ascii if ensure_ascii else _encode_string)(value)
-
-
-_encode_string = json.encoder.encode_basestring  # the encoder's own, with ensure_ascii=False
-_encode_ascii = json.encoder.encode_basestring_ascii
+def params_json(params: dict) -> str:
+    """LAUNCHER_PARAMS of PARAMS: one JSON object, types kept (a non-finite float is a
+    ValueError, never 'Infinity' or 'NaN', which are not JSON)."""
+    return json.dumps(params, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def elements(sweep: SweepSpec) -> list[Element]:
@@ -118,24 +94,11 @@ def draw(space: dict, seed: int, index: int) -> dict:
     return out
 
 
-@functools.lru_cache(maxsize=16384)  # the table and the element rows of one launch ask for the same
 def element_seed(sweep_seed: int, index: int) -> int:
     """The element's LAUNCHER_SEED: the first 31 bits of sha256("launcher-sweep-seed:<sweep seed>:<index>").
     Stable across Python versions and machines; distinct elements get unrelated seeds."""
     digest = hashlib.sha256(f"launcher-sweep-seed:{int(sweep_seed)}:{int(index)}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
-
-
-@functools.lru_cache(maxsize=4)  # the table and the element rows of one launch ask for the same
-def element_seeds(sweep_seed: int, size: int) -> tuple:
-    """``element_seed(SWEEP_SEED, i)`` for i in 0..SIZE-1, the common part of the hash input hashed once."""
-    base = hashlib.sha256(f"launcher-sweep-seed:{int(sweep_seed)}:".encode())
-    out = []
-    for i in range(size):
-        h = base.copy()
-        h.update(str(i).encode())
-        out.append(int.from_bytes(h.digest()[:4], "big") & 0x7FFFFFFF)
-    return tuple(out)
 
 
 def element_root(root: Optional[str], index: int) -> Optional[str]:

@@ -7,12 +7,6 @@ would silently win) is refused naming both lines; nesting deeper than ``MAX_DEPT
 is refused before Python's recursion limit turns it into a traceback; and aliases
 are counted as what they expand to, so a "billion laughs" document is refused while
 it is composed (in time linear in its text), before anything walks the expansion.
-
-When PyYAML has its libyaml binding, the document is scanned, parsed and composed in C, the
-same checks are made on the composed tree (``_strict_ok``), and only constructing stays in
-Python: the same nodes, marks and refusals, several times faster on a big sweep. A document
-libyaml or the checks refuse is loaded again by the pure-Python loader, so every error
-message is the one it has always been.
 """
 
 from __future__ import annotations
@@ -106,43 +100,6 @@ class StrictLoader(_StrictComposing, yaml.SafeLoader):
         self._sizes = {}  # id(node) -> its size with aliases expanded
 
 
-_C_LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else None  # PyYAML built without libyaml: pure Python
-
-
-def _strict_ok(root) -> bool:
-    """Whether a tree libyaml composed passes the checks ``_StrictComposing`` makes while
-    composing (False where the pure-Python loader refuses the text; a duplicate key raises).
-    Walked in document order, so a node is first met where it is written (its nesting depth
-    counted there) and every later meeting is an alias (its size counted expanded)."""
-    sizes: dict = {}  # id(node) -> its size with aliases expanded, once walked
-    walking: set = set()  # ids of the collections being walked
-    stack = [(root, 1, False)]
-    while stack:
-        node, depth, done = stack.pop()
-        key = id(node)
-        if done:
-            walking.discard(key)
-            pairs = node.value if isinstance(node, SequenceNode) else [c for kv in node.value for c in kv]
-            sizes[key] = 1 + sum(sizes[id(c)] for c in pairs)
-            if sizes[key] > MAX_NODES:
-                return False
-            continue
-        if key in sizes:  # an alias of a node met before
-            continue
-        if key in walking or depth > MAX_DEPTH:  # an alias inside the node it refers to; too deep
-            return False
-        if isinstance(node, ScalarNode):
-            sizes[key] = 1
-            continue
-        if isinstance(node, MappingNode):
-            _no_duplicate_keys(node)
-        walking.add(key)
-        stack.append((node, depth, True))
-        children = node.value if isinstance(node, SequenceNode) else [c for kv in node.value for c in kv]
-        stack.extend((c, depth + 1, False) for c in reversed(children))
-    return True
-
-
 def _no_duplicate_keys(node: MappingNode) -> None:
     seen: dict = {}
     for key, _value in node.value:
@@ -182,30 +139,8 @@ def syntax_message(e: yaml.MarkedYAMLError, text: str) -> str:
     return f"YAML syntax error at {where}: {e.problem or e.context}{_source_line(text, mark)}"
 
 
-def _load_fast(text: str):
-    """(node, data) by libyaml's own loader (parsed and composed in C) with the strict checks
-    made on its tree, or None when libyaml is missing or the text is refused (the pure-Python
-    loader then gives the error, worded as it always was)."""
-    if _C_LOADER is None:
-        return None
-    loader = _C_LOADER(text)
-    try:
-        node = loader.get_single_node()
-        if node is not None and not _strict_ok(node):
-            return None
-        return node, (loader.construct_document(node) if node is not None else None)
-    except (yaml.YAMLError, RecursionError):
-        return None
-    finally:
-        loader.dispose()
-
-
 def load_yaml(text: str, source: str):
     """Parse YAML; return (data, line_of) where line_of(path_tuple) -> 'line L' or ''."""
-    fast = _load_fast(text)
-    if fast is not None:
-        node, data = fast
-        return data, _line_finder(node)
     loader = StrictLoader(text)
     try:
         node = loader.get_single_node()

@@ -20,17 +20,13 @@ class BulkWrites:
         """What ``record_attempt`` (attempt 1) + ``record_event("submitted")`` write for each job,
         for many jobs in ONE transaction. ENTRIES: (job_id, handle_json, native_id); each event's
         detail is {target, native_id, attempt, **DETAIL}."""
-        from launcher.core.jsonrows import dumps_varying
         from launcher.core.redact import _masks, redact_obj, redact_text
         from launcher.core.status import job_state_for
 
         now, masks = time.time(), _masks(())
         ids, native = [e[0] for e in entries], [e[2] for e in entries]
         common = redact_obj({"target": target, "native_id": "", "attempt": 1, **(detail or {})}, _masks_=masks)
-        joined = "\n".join(native)  # no secret in any native id: each is written as it is
-        shown = native if redact_text(joined, _masks_=masks) == joined else [redact_text(n, _masks_=masks)
-                                                                            for n in native]
-        details = dumps_varying(common, {"native_id": shown}, default=str)
+        details = [json.dumps({**common, "native_id": redact_text(n, _masks_=masks)}, default=str) for n in native]
         job_state = job_state_for(state)
         with self.tx() as db:
             metas = reopened(_column(db, "meta", ids))

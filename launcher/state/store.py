@@ -285,7 +285,7 @@ class StateStore(BulkWrites, SweepRows):
         for each (kind, detail) of EVENTS, and ALSO ((sql, params) of other tables, such as
         the provenance record), in ONE transaction. While OWNER is given, only while its claim
         on the job holds (ClaimLost)."""
-        from launcher.state.bulk import reopened
+        from launcher.state.rows import reopened
 
         now = time.time()
         rows = [_event_row(job_id, kind, detail, now) for kind, detail in events]  # redacted before the lock

@@ -18,7 +18,7 @@ import json
 import time
 from typing import Optional
 
-from launcher.state.rows import JobRow, reopened
+from launcher.state.rows import JobRow
 
 # a sweep's element rows, found by the indexed ``jobs.sweep_id`` (rows written before that
 # column had it filled when their store was migrated: ``launcher.state.schema``)
@@ -87,22 +87,18 @@ class SweepRows:
 
     def begin_sweep(self, sweep_id, name, target, backend, spec_path, spec_yaml, shared: dict, rows) -> None:
         """Record the sweep (its spec and SHARED meta, once) and every element of it SUBMITTING
-        (ROWS: (job_id, ckpt_root, meta as readers see it)), in ONE transaction: all or none."""
-        self.begin_sweep_texts(sweep_id, name, target, backend, spec_path, spec_yaml, shared,
-                               [(job_id, root, json.dumps(own_meta(meta, shared))) for job_id, root, meta in rows])
-
-    def begin_sweep_texts(self, sweep_id, name, target, backend, spec_path, spec_yaml, shared: dict, rows) -> None:
-        """``begin_sweep`` with each element's meta given as stored (ROWS: (job_id, ckpt_root,
-        ``json.dumps(own_meta(meta, SHARED))``), as ``launcher.sweep.rowtexts`` writes them)."""
+        (ROWS: (job_id, ckpt_root, meta as readers see it)), in ONE transaction: all or none.
+        Each element's row keeps only its own meta (``own_meta``)."""
         now = time.time()
+        rows = list(rows)
         with self.tx() as db:
             db.execute("INSERT INTO sweeps(sweep_id,name,spec_path,spec_yaml,size,created,meta) VALUES(?,?,?,?,?,?,?)",
                        (sweep_id, name, spec_path, spec_yaml, len(rows), now, json.dumps(shared)))
             db.executemany(
                 "INSERT INTO jobs(job_id,name,target,backend,spec_path,spec_yaml,created,updated,state,ckpt_root,meta,"
                 "sweep_id) VALUES(?,?,?,?,?,'',?,?,'SUBMITTING',?,?,?)",
-                [(job_id, name, target, backend, spec_path, now, now, root, meta, sweep_id)
-                 for job_id, root, meta in rows])
+                [(job_id, name, target, backend, spec_path, now, now, root, json.dumps(own_meta(meta, shared)),
+                  sweep_id) for job_id, root, meta in rows])
 
     def forget_sweep(self, sweep_id: str) -> None:
         """Remove a sweep whose submission failed: its row, its elements and anything of theirs."""
@@ -128,41 +124,6 @@ class SweepRows:
         found = self.db.execute("SELECT * FROM jobs WHERE sweep_id=?", (sweep_id,)).fetchall()
         rows = [j for j in job_rows(self.db, found) if (j.meta.get("sweep") or {}).get("id") == sweep_id]
         return sorted(rows, key=lambda j: j.meta["sweep"]["index"])
-
-    def record_array_submitted(self, sweep_id: str, target: str, layout, detail: dict, state: str = "PENDING") -> bool:
-        """What ``record_submitted`` writes for every element of SWEEP_ID, put together by SQL
-        from each element's job id (LAYOUT: ``launcher.sweep.launching.ArrayLayout``): no
-        Python object per element. False (nothing written) when an element's native id would
-        be redacted: the caller then writes them one by one."""
-        from launcher.core.redact import _masks, redact_obj, redact_text
-        from launcher.core.status import job_state_for
-
-        masks = _masks(())
-        joined = "\n".join(layout.native_ids)
-        if redact_text(joined, _masks_=masks) != joined:
-            return False
-        mark = "\x01native\x01"
-        common = redact_obj({"target": target, "native_id": mark, "attempt": 1, **detail}, _masks_=masks)
-        pieces = json.dumps(common, default=str).split(json.dumps(mark))
-        if len(pieces) != 2:  # the detail holds the marker's text: nothing to put an id between
-            return False
-        d0, d1 = pieces
-        h0, h1, h2 = layout.handle_pieces
-        pre, at, now = layout.native_prefix, layout.index_at, time.time()
-        with self.tx() as db:
-            db.execute("UPDATE jobs SET handle = ? || job_id || ? || substr(job_id, ?) || ?, state=?, target=?, "
-                       "updated=? WHERE sweep_id=?", (h0, h1, at, h2, job_state_for(state), target, now, sweep_id))
-            db.execute("INSERT OR REPLACE INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,"
-                       "resume_step,meta) SELECT job_id, 1, ?, ? || substr(job_id, ?), handle, ?, ?, '', NULL, '{}' "
-                       "FROM jobs WHERE sweep_id=?", (target, pre, at, now, state, sweep_id))
-            db.execute("INSERT INTO events(job_id,ts,kind,detail) SELECT job_id, ?, 'submitted', "
-                       "? || '\"' || ? || substr(job_id, ?) || '\"' || ? FROM jobs WHERE sweep_id=?",
-                       (now, d0, pre, at, d1, sweep_id))
-            found = db.execute("SELECT job_id, meta FROM jobs WHERE sweep_id=? AND meta LIKE '%\"final\"%'",
-                               (sweep_id,)).fetchall()
-            db.executemany("UPDATE jobs SET meta=? WHERE job_id=?",
-                           [(m, j) for j, m in reopened({r[0]: r[1] for r in found}).items()])
-        return True
 
     def is_sweep(self, name: str) -> bool:
         """Whether NAME is a sweep (its row, or elements recorded before the sweeps table)."""

@@ -12,10 +12,8 @@ the rows are written as SUBMITTING first and removed again when the submission f
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Optional
 
 from launcher.backend.protocols import Handle, JobRef
@@ -23,7 +21,6 @@ from launcher.launching.submission import new_job_ref
 from launcher.core.errors import LauncherError
 from launcher.state.store import new_job_id
 from launcher.spec.sweep_elements import element_root, element_seed, elements, sweep_seed_of
-from launcher.sweep.rowtexts import element_texts
 
 ELEMENT_ID = "{sweep_id}-e{index}"
 
@@ -56,55 +53,14 @@ def element_handle(array: Handle, job_id: str, index: int, backend) -> Handle:
     return replace(array, job_id=job_id, native_id=backend.element_native_id(array_id, index), extra=extra)
 
 
-_PLAIN_ID = re.compile(r"[A-Za-z0-9_.:@+-]+")
-
-
-@dataclass(frozen=True)
-class ArrayLayout:
-    """How each element's handle and native id follow from its job id ``<sweep id>-e<index>``,
-    for ``StateStore.record_array_submitted`` (SQL puts every element's texts together)."""
-
-    handle_pieces: tuple  # an element's handle JSON = [0] + job id + [1] + index + [2]
-    index_at: int  # where the index begins in an element's job id (from 1, as SQL's substr counts)
-    native_prefix: str  # an element's native id = native_prefix + index
-    native_ids: list  # every element's native id (their redaction is checked once)
-
-
-def array_layout(array: Handle, sweep_id: str, rows: list, backend) -> Optional[ArrayLayout]:
-    """Pure: the ``ArrayLayout`` of the elements ROWS of the ARRAY just submitted, or None when
-    an id holds a character JSON would escape, or BACKEND's element ids are not its array's
-    prefix + the index (then each element's texts are made in Python)."""
-    array_id = backend.array_of(array.native_id)
-    if not (_PLAIN_ID.fullmatch(sweep_id) and _PLAIN_ID.fullmatch(array_id)):
-        return None
-    prefix = backend.element_native_id(array_id, "")
-    if not _PLAIN_ID.fullmatch(prefix) or any(backend.element_native_id(array_id, r["index"]) != prefix + str(r["index"])
-                                              for r in rows):
-        return None
-    job_mark, index_mark = "\x01job\x01", "\x01index\x01"
-    text = element_handle(array, job_mark, index_mark, backend).to_json()
-    from launcher.core.jsonrows import split_at
-
-    pieces = split_at(text, [json.dumps(job_mark)[1:-1], json.dumps(index_mark)[1:-1]])
-    if pieces is None:
-        return None
-    head, middle, tail = pieces
-    return ArrayLayout((head, middle, tail), len(element_job_id(sweep_id, "")) + 1, prefix,
-                       [prefix + str(r["index"]) for r in rows])
-
-
 def submitted_entries(array: Handle, rows: list, backend) -> list[tuple]:
     """Pure: (job id, handle JSON, native id) of each element ROW once the ARRAY is in, for
-    ``StateStore.record_submitted``: each JSON is ``element_handle(...).to_json()``, the
-    handle dumped once for the whole sweep."""
-    from launcher.core.jsonrows import dumps_varying
-
-    h = element_handle(array, "", 0, backend)
-    array_id = h.extra["sweep_array"]
-    ids = [r["job_id"] for r in rows]
-    native = [backend.element_native_id(array_id, r["index"]) for r in rows]
-    texts = dumps_varying(json.loads(h.to_json()), {"job_id": ids, "native_id": native}, sort_keys=True)
-    return list(zip(ids, texts, native))
+    ``StateStore.record_submitted`` (BACKEND names the elements: ``element_handle``)."""
+    out = []
+    for r in rows:
+        h = element_handle(array, r["job_id"], r["index"], backend)
+        out.append((r["job_id"], h.to_json(), h.native_id))
+    return out
 
 
 def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
@@ -126,20 +82,18 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
     job = new_job_ref(store, sweep_id, seed=seed)
     request = backend.render(spec, facts_for(app, spec, target_name), job)  # errors: nothing recorded yet
     base = os.path.dirname(spec_path) if spec_path else os.getcwd()
-    shared, texts = element_texts(sweep_id, spec, seed, base)  # what element_rows gives, as stored
+    rows = element_rows(sweep_id, spec, seed, base)
     if note:
-        note(f"sweep {sweep_id}: {len(texts)} elements as one job array (LAUNCHER_SWEEP_SEED "
-             f"{shared['sweep']['seed']}, {source})")
+        note(f"sweep {sweep_id}: {len(rows)} elements as one job array (LAUNCHER_SWEEP_SEED "
+             f"{sweep_seed_of(spec, seed)}, {source})")
     # the sweep (its spec once) and every element SUBMITTING before the scheduler is called, in one transaction
-    store.begin_sweep_texts(sweep_id, spec.name, target_name, backend.name, spec_path, spec_text, shared,
-                            [(t.job_id, t.ckpt_root, t.meta) for t in texts])
+    begin_sweep(store, sweep_id, spec, spec_text, spec_path, target_name, backend.name, rows)
     try:
         handle = backend.submit(request)
     except BaseException:
         store.forget_sweep(sweep_id)
         raise
-    record_array(store, sweep_id, target_name, handle, [{"job_id": t.job_id, "index": t.index} for t in texts],
-                 backend)
+    record_array(store, sweep_id, target_name, handle, rows, backend)
     return Launched(sweep_id, handle, request)
 
 
@@ -150,9 +104,7 @@ def record_array(store, sweep_id: str, target_name: str, array: Handle, rows: li
     detail = {"sweep": sweep_id}
     with store.batch():
         store.share(sweep_id, array=array.native_id)
-        layout = array_layout(array, sweep_id, rows, backend)
-        if layout is None or not store.record_array_submitted(sweep_id, target_name, layout, detail):
-            store.record_submitted(target_name, submitted_entries(array, rows, backend), detail=detail)
+        store.record_submitted(target_name, submitted_entries(array, rows, backend), detail=detail)
 
 
 def begin_sweep(store, sweep_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,

@@ -103,22 +103,10 @@ class LocalRunner:
 
     def __init__(self, env: Optional[dict] = None):
         self.base_env = dict(env or {})
-        self._env_memo: Optional[tuple] = None  # (os.environ's raw items, the env built from them)
 
     def _env(self, env: Optional[dict]) -> dict:
-        """This process's environment plus base_env and ENV. Without ENV it is built again only
-        when the environment changed (its raw bytes are compared: decoding every variable
-        on every command costs ~0.1 ms); Popen never changes the dict it is given."""
-        if env:
-            return {**os.environ, **self.base_env, **env}
-        raw = getattr(os.environ, "_data", None)
-        memo = self._env_memo
-        if memo is not None and raw is not None and memo[0] == raw:
-            return memo[1]
-        full = {**os.environ, **self.base_env}
-        if raw is not None:
-            self._env_memo = (dict(raw), full)
-        return full
+        """This process's environment plus base_env and ENV."""
+        return {**os.environ, **self.base_env, **(env or {})}
 
     def run(self, argv, input=None, timeout=60, check=True, env=None) -> Result:
         full_env = self._env(env)

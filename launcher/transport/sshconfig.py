@@ -177,9 +177,6 @@ def _expand_includes(path: str, depth: int = 0) -> str:
     return "\n".join(out)
 
 
-_CONFIG_CACHE: dict = {}
-
-
 def load_ssh_config(path: Optional[str]):
     """A paramiko SSHConfig for ``path`` ('' or a missing file: an empty config)."""
     import paramiko
@@ -187,17 +184,14 @@ def load_ssh_config(path: Optional[str]):
     if not path:
         return paramiko.SSHConfig.from_text("")
     path = os.path.expanduser(path)
+    if not os.path.exists(path):
+        return paramiko.SSHConfig.from_text("")
     try:
-        mtime = os.stat(path).st_mtime_ns
+        return paramiko.SSHConfig.from_text(_expand_includes(path))
     except FileNotFoundError:
         return paramiko.SSHConfig.from_text("")
-    key = (path, mtime)
-    if key not in _CONFIG_CACHE:
-        try:
-            _CONFIG_CACHE[key] = paramiko.SSHConfig.from_text(_expand_includes(path))
-        except Exception as e:
-            raise ConfigError(f"cannot parse SSH config {path}: {e}") from None
-    return _CONFIG_CACHE[key]
+    except Exception as e:
+        raise ConfigError(f"cannot parse SSH config {path}: {e}") from None
 
 
 def _lookup(cfg, host: str, path: str) -> dict:

@@ -1,7 +1,6 @@
 """Recording a submission in ONE transaction (``StateStore.record_submission``): the attempt,
 the job row, its events and other tables' rows (the provenance record) become visible together
-or not at all; ``launch.record_launched`` never lets provenance fail a launch; the provenance
-text is the draft's, filled with the submission (``jsonrows.Template``)."""
+or not at all; ``launch.record_launched`` never lets provenance fail a launch."""
 
 from __future__ import annotations
 
@@ -11,11 +10,8 @@ import sqlite3
 import pytest
 
 from launcher.backend.protocols import Handle
-from launcher.core.jsonrows import Template
 from launcher.launching.launch import record_launched
-from launcher.provenance.record import (INSERT_RECORD, SUBMISSION_KEYS, DUMP_OPTIONS, Captured, complete_launch,
-                                        ensure_table, load_record, store_writes, to_bytes)
-from launcher.spec.model import JobSpec
+from launcher.provenance.record import INSERT_RECORD, Captured, ensure_table, load_record, store_writes
 from launcher.state.store import StateStore
 
 
@@ -85,41 +81,6 @@ def test_a_failed_capture_is_recorded_as_its_error(store, capsys):
     (event,) = store.events(job)
     assert (event["kind"], event["error"]) == ("provenance_error", "git: boom")
     assert "git: boom" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("values", [{"native_id": "4242", "attempt": 2}, {"native_id": None, "attempt": None},
-                                    {"native_id": "é\n\"x", "attempt": 1}])
-def test_a_filled_template_is_exactly_the_plain_dump(values):
-    doc = {"run": "j", "native_id": None, "attempt": None, "spec": {"text": "a\nb", "list": [1, {"x": "ü"}]}}
-    template = Template.of(doc, SUBMISSION_KEYS, **DUMP_OPTIONS)
-    assert template.fill(values) == json.dumps({**doc, **values}, **DUMP_OPTIONS)
-
-
-def test_a_doc_holding_the_marker_text_is_dumped_plainly(app):
-    doc = {"run": "j", "native_id": None, "attempt": None, "odd": "\x00varying 0\x00"}
-    assert Template.of(doc, SUBMISSION_KEYS, **DUMP_OPTIONS) is None
-    done = complete_launch(app, Captured(doc), JobSpec(name="j", run="true"), "local", "j",
-                           Handle("b", "t", "j", "9", 1))
-    assert done.text == to_bytes({**doc, "native_id": "9", "attempt": 1}).decode()
-
-
-def test_a_record_dumped_by_sections_is_exactly_the_plain_dump_launch_after_launch(app, tmp_path, monkeypatch):
-    from launcher.provenance.record import dump_record, draft_launch
-
-    monkeypatch.chdir(tmp_path)
-    spec = JobSpec(name="j", run="true", env={"A": "é\n\u2028"})
-    texts = []
-    for job_id in ("j-1", "j-2", "j-3"):  # the second and third reuse the kept sections' text
-        draft = draft_launch(app, job_id=job_id, spec=spec, spec_text="name: j\nrun: 'true'\n", spec_path=None,
-                             target_name="local", seed=7)
-        assert draft.doc is not None and draft.template is not None
-        assert dump_record(draft.doc) == json.dumps(draft.doc, **DUMP_OPTIONS)
-        done = complete_launch(app, draft, spec, "local", job_id, Handle("local", "local", job_id, "99", 1))
-        assert done.text == to_bytes(done.doc).decode()
-        texts.append(done.text)
-    assert len(set(texts)) == 3
-    odd = {"a": {}, "b": [], "c": [1, {"d": "x\ny"}], "e": None, "f": object()}
-    assert dump_record(odd) == json.dumps(odd, **DUMP_OPTIONS) and dump_record({}) == "{}"
 
 
 def test_a_record_that_cannot_be_kept_by_save_launch_leaves_its_error_event(store, monkeypatch, capsys):

@@ -11,7 +11,7 @@ import pytest
 from launcher.backend.protocols import Handle
 from launcher.state.store import StateStore
 from launcher.state.store import is_open
-from launcher.sweep.launching import array_layout, element_handle, submitted_entries
+from launcher.sweep.launching import element_handle, record_array, submitted_entries
 from launcher_backends.slurm import SlurmBackend
 
 SPEC = "name: sw\nrun: 'true'\n"
@@ -144,57 +144,17 @@ def test_record_statuses_writes_nothing_when_nothing_changed(tmp_path):
         store.close()
 
 
-def _by_sql(store, rows, array=ARRAY, sweep_id="sw-1"):
-    _begin(store, rows)
-    with store.batch():
-        store.share(sweep_id, array=array.native_id)
-        layout = array_layout(array, sweep_id, rows, SlurmBackend)
-        return store.record_array_submitted(sweep_id, "t", layout, {"sweep": sweep_id})
-
-
-def test_the_array_submission_put_together_by_sql_equals_the_one_by_one_writes(tmp_path):
-    a, b = StateStore(tmp_path / "a"), StateStore(tmp_path / "b")
-    try:
-        _one_by_one(a, _rows(12))
-        assert _by_sql(b, _rows(12))
-        assert _dump(a) == _dump(b)
-        h = Handle.from_json(b.get_job("sw-1-e11").handle)
-        assert h == element_handle(ARRAY, "sw-1-e11", 11, SlurmBackend) and h.native_id == "77_11"
-    finally:
-        a.close()
-        b.close()
-
-
 def test_a_closed_element_is_reopened_by_the_recorded_submission(tmp_path):
     store = StateStore(tmp_path / "h")
     try:
         rows = _rows(3)
         _begin(store, rows)
         store.close_job("sw-1-e1", "FAILED", "limbo: not found")  # a watcher gave up on it meanwhile
-        assert store.record_array_submitted("sw-1", "t", array_layout(ARRAY, "sw-1", rows, SlurmBackend), {"sweep": "sw-1"})
+        record_array(store, "sw-1", "t", ARRAY, rows, SlurmBackend)
         assert [j.state for j in store.sweep_jobs("sw-1")] == ["PENDING"] * 3
         assert all(is_open(j) for j in store.sweep_jobs("sw-1"))
     finally:
         store.close()
-
-
-def test_a_native_id_that_would_be_redacted_is_left_to_the_one_by_one_writes(tmp_path, monkeypatch):
-    monkeypatch.setenv("MY_API_TOKEN", "a1b2c3d4e5_1")  # masked wherever it appears: here, element 1's native id
-    store = StateStore(tmp_path / "h")
-    try:
-        rows = _rows(3)
-        odd = Handle(backend="slurm", target="t", job_id="sw-1", native_id="a1b2c3d4e5", attempt=1, extra={})
-        assert array_layout(odd, "sw-1", rows, SlurmBackend) is not None
-        assert not _by_sql(store, rows, odd)
-        assert store.db.execute("SELECT count(*) FROM attempts").fetchone()[0] == 0  # nothing written
-    finally:
-        store.close()
-
-
-def test_ids_json_would_escape_get_no_sql_layout():
-    rows = _rows(2)
-    assert array_layout(Handle("slurm", "t", "x", 'a"b', 1, {}), "sw-1", rows, SlurmBackend) is None
-    assert array_layout(ARRAY, 'sw"1', rows, SlurmBackend) is None
 
 
 class _DashNamed:
@@ -209,7 +169,6 @@ class _DashNamed:
         return f"{array_id}-{index}" if index != "" else f"{array_id}:"
 
 
-def test_elements_not_named_prefix_plus_index_get_no_sql_layout_and_keep_the_backends_names():
+def test_elements_not_named_prefix_plus_index_keep_the_backends_names():
     rows = _rows(2)
-    assert array_layout(ARRAY, "sw-1", rows, _DashNamed) is None
     assert [native for _, _, native in submitted_entries(ARRAY, rows, _DashNamed)] == ["77-0", "77-1"]

@@ -1,5 +1,4 @@
-"""The Slurm sweep table, put together from pieces quoted once (``array.export_line``), is
-exactly the text of quoting each element's ``element_env`` value by value."""
+"""The Slurm sweep table is exactly the text of quoting each element's ``element_env`` value by value."""
 
 from __future__ import annotations
 
@@ -44,18 +43,3 @@ def test_the_table_is_each_elements_environment_quoted(sweep, extra):
     spec = parse_spec({"name": "sw", "run": "true", "sweep": sweep, **extra})
     for job in (JobRef("sw-1", 1, "/j", seed=5), JobRef("sw-1-e3", 2, "/j", seed=None, sweep_id="sw 'odd'")):
         assert sweep_table(spec, job) == reference_table(spec, job)
-
-
-@pytest.mark.parametrize("value", [True, False, 0, -3, 10 ** 30, 0.0, -0.0, 1.0e-5, 3.0e-4, 1.0e300, 2.0, *HOSTILE,
-                                   "\\", '"', "\x00", "\ud7ff", "😀"])
-def test_a_value_is_written_as_the_params_json_writes_it(value):
-    from launcher.spec.sweep_elements import json_scalar, params_json
-
-    assert f"{json_scalar('k')}:{json_scalar(value)}" == params_json({"k": value})[1:-1]
-
-
-@pytest.mark.parametrize("seed", [0, 7, 2 ** 63 - 1])
-def test_the_seeds_of_a_sweep_are_each_elements_seed(seed):
-    from launcher.spec.sweep_elements import element_seed, element_seeds
-
-    assert element_seeds(seed, 1200) == tuple(element_seed(seed, i) for i in range(1200))
