@@ -121,7 +121,13 @@ class Launcher:
         ident = plan_identity(app, si.spec, name, fresh=fresh, subject="a launch now", read_s3=False)
         seed = ident.seed.seed
         job = JobRef(job_id="JOB_ID", attempt=1, job_dir=str(app.home / "jobs" / "JOB_ID"), seed=seed)
-        req = render_for(app, with_run_env(si.spec, seed, fresh), name, job)
+        shape = None
+        if si.spec.sweep is not None:  # a sweep: the array, or element 0 where the backend runs no arrays
+            from launcher.sweep.queue import spec_to_render
+
+            def shape(s):
+                return spec_to_render(app.backend(name), s, job)
+        req = render_for(app, with_run_env(si.spec, seed, fresh), name, job, shape=shape)
         for line in ident.lines:  # the notes only once the render succeeded
             say(line)
         if ident.seed.source == "random":
@@ -140,7 +146,12 @@ class Launcher:
         app = self.app
         name = pick_target(app, si.spec, target, note=say)
         require_local_workdir(si.spec, si.source, app.config, [name], si.base)
-        done = launch(app, si.spec, si.text, si.path, name, fresh=fresh, note=say)
+        if si.spec.sweep is not None:  # one job array (or one job per element), one job row per element
+            from launcher.sweep.launching import launch_sweep
+
+            done = launch_sweep(app, si.spec, si.text, si.path, name, note=say)
+        else:
+            done = launch(app, si.spec, si.text, si.path, name, fresh=fresh, note=say)
         return Submitted(done.job_id, name, done.handle.backend, done.handle.native_id, notes)
 
     def plan(self, spec: SpecLike, targets=None, work: Union[float, str, None] = None,
