@@ -77,3 +77,9 @@ class App:
         for b in self._backends.values():
             if can(b, Closes):
                 b.close()
+
+    def close_store(self) -> None:
+        """Close the state store if it was opened (a later use opens it again)."""
+        store = self.__dict__.pop("store", None)  # the cached_property's value, when there is one
+        if store is not None:
+            store.close()
