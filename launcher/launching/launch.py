@@ -15,7 +15,8 @@ from launcher.backend.protocols import Handle, JobRef, MeasuresQueueWait, Reques
 from launcher.core.errors import LauncherError
 from launcher.spec.model import JobSpec
 from launcher.state.store import new_job_id
-from launcher.launching.submission import Launched, facts_for, find_submission, job_ref, job_spec
+from launcher.launching.submission import (Launched, facts_for, find_submission, job_ref, job_spec, stored_secrets,
+                                           with_secrets)
 
 
 def pick_target(app, spec: JobSpec, explicit: Optional[str], note=None) -> str:
@@ -243,4 +244,5 @@ def _submit_again(app, job_row, target_name: str, attempt: int, avoid) -> tuple:
     existing = find_submission(backend, job)
     if existing is not None:
         return existing, existing  # an earlier try of this very submission got through: never submitted twice
-    return backend.submit(backend.render(spec, facts_for(app, spec, target_name), job)), None
+    request = with_secrets(backend.render(spec, facts_for(app, spec, target_name), job), stored_secrets(job_row))
+    return backend.submit(request), None
