@@ -250,7 +250,9 @@ class SlurmBackend:
                 return self._run(argv, input=stdin, check=False)
             raise
 
-    def _cancel_native(self, native: str) -> None:
+    def cancel_native(self, native: str) -> None:
+        """scancel NATIVE (a job or array id), errors ignored: what a submission that failed after
+        sbatch answered undoes (``launcher_backends.slurm.submitting``)."""
         if native and native.split("_")[0].isdigit():
             try:
                 self._run(["scancel", native], check=False)

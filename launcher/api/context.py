@@ -8,7 +8,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Optional
 
-from launcher.backend.protocols import Facts
+from launcher.backend.protocols import Backend, Facts
 from launcher.backend.config import Config, Target, launcher_home, load_config, resolve_target
 from launcher.backend.registry import Registry, default_registry
 
@@ -41,14 +41,14 @@ class App:
     def target(self, name: str) -> Target:
         return resolve_target(self.config, name, self.registry)
 
-    def backend(self, target_name: str):
+    def backend(self, target_name: str) -> Backend:
         if target_name not in self._backends:
             t = self.target(target_name)
             cls = self.registry.load(t.backend)
             self._backends[target_name] = cls(t, self)
         return self._backends[target_name]
 
-    def backend_class(self, target_name: str):
+    def backend_class(self, target_name: str) -> type[Backend]:
         """TARGET_NAME's backend class, without building it or checking that it can run jobs
         (``Registry.load(check=False)``): for what the class declares about itself."""
         return self.registry.load(self.config.raw_target(target_name)["backend"], check=False)
