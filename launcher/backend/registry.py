@@ -55,9 +55,9 @@ class Registry:
         return sorted(self.entries)
 
     def load(self, name: str, check: bool = True) -> type[Backend]:
-        """The backend class NAME (a ``launcher.backend.protocols.Backend``). CHECK=False skips its ``available()`` (what it needs to
-        run jobs, e.g. an SDK): for what a backend declares about itself (capabilities,
-        offers priced from catalogs), which it can answer without it."""
+        """The backend class NAME (a ``launcher.backend.protocols.Backend``). CHECK=False skips its
+        ``available()`` (what it needs to run jobs, e.g. an SDK): for what a backend declares about
+        itself (capabilities, offers priced from catalogs), which it can answer without it."""
         if name in self._loaded:
             return self._loaded[name]
         cls = self.load_class(name)

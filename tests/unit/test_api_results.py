@@ -217,4 +217,5 @@ def test_report_backends_and_gc_json_are_unchanged(lx, tmp_path):
     want = json.dumps(gc(open_store(str(root)), 3, dry_run=True), indent=2) + "\n"
     assert cli("checkpoints", root, "--gc", "--dry-run", "--json") == (0, want, "")
     code, _, err = cli("report", sweep_id, "--plot", tmp_path / "x.png")
-    assert code == 2 and err.endswith(f"Error: --plot draws one job's timeline: pass one element, {sweep_id}-e<index>\n")
+    assert code == 2
+    assert err.endswith(f"Error: --plot draws one job's timeline: pass one element, {sweep_id}-e<index>\n")
