@@ -11,6 +11,10 @@ text (a str with a line break) or a ``JobSpec``; relative paths in text or a Job
 read against the current directory. Messages the CLI prints on stderr while it works
 (warnings, the planner's choice, what a launch resumes) go to ``note`` (a callable given
 to the constructor) as they happen, and into the result's ``notes``.
+
+A job or a sweep: ``launch``, ``render``, ``status``, ``cancel`` and ``report`` decide here, and
+only here, whether a spec or an id is a sweep (``launcher.sweep``) or one job
+(``launcher.launching``); the layers below never ask.
 """
 
 from __future__ import annotations
