@@ -23,8 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
-from launcher.api.results import (BackendInfo, CheckpointListing, GcResult, Lineage, LogStream, Rendered, RunDiff,
-                                  Submitted, SweepCancelled, SweepReport, SweepStatus, TargetInfo, Validated)
+from launcher.api.results import (BackendInfo, CheckpointListing, ConfigInfo, GcResult, Lineage, LogStream, Rendered,
+                                  RunDiff, Submitted, SweepCancelled, SweepReport, SweepStatus, TargetInfo, Validated)
 from launcher.launching.specinput import SpecInput, SpecLike
 
 if TYPE_CHECKING:
@@ -334,6 +334,11 @@ class Launcher:
             store = open_store(root)
             store.check_root()
             return GcResult.from_json(gc(store, keep, dry_run=dry_run, verify=verify))
+
+    def config_info(self) -> ConfigInfo:
+        """The config file this launcher reads, and whether it exists."""
+        config = self.app.config
+        return ConfigInfo(str(config.path), bool(config.exists))
 
     def targets(self, probe: bool = True) -> list[TargetInfo]:
         """The configured targets; with probe, each one's probed facts (or why not)."""

@@ -50,6 +50,18 @@ class CheckpointListing:
 
 
 @dataclass(frozen=True)
+class ConfigInfo:
+    """``Launcher.config_info``: which config file is read, and whether it exists (without it:
+    the built-in targets only)."""
+
+    path: str
+    exists: bool
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "exists": self.exists}
+
+
+@dataclass(frozen=True)
 class TargetInfo:
     name: str
     backend: Optional[str] = None  # None: the target could not be resolved (see error)

@@ -219,3 +219,17 @@ def test_report_backends_and_gc_json_are_unchanged(lx, tmp_path):
     code, _, err = cli("report", sweep_id, "--plot", tmp_path / "x.png")
     assert code == 2
     assert err.endswith(f"Error: --plot draws one job's timeline: pass one element, {sweep_id}-e<index>\n")
+
+
+def test_config_info_trust_and_keep_watching_go_through_the_launcher(lx, launcher_env):
+    from launcher.api.errors import ConfigError
+    from launcher.api.results import ConfigInfo
+
+    info = lx.config_info()
+    assert isinstance(info, ConfigInfo) and frozen(info) and info.path == str(launcher_env["config"]) and info.exists
+    with pytest.raises(ConfigError, match="has no ssh_host"):
+        lx.trust("local", lambda key: True)
+    seen: list = []
+    assert lx.keep_watching(once=True, echo=seen.append) is None and seen == []  # nothing open: nothing to say
+    code, out, err = cli("targets", "trust", "local", "--yes")
+    assert code == 2 and out == "" and "target 'local' has no ssh_host" in err

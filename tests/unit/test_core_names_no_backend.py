@@ -15,7 +15,7 @@ COMPARISON = re.compile(rf"""(?:[!=]=\s*{_Q})|(?:{_Q}\s*[!=]=)|(?:\bin\s*[(\[{{]
 PROBE = re.compile(r"""\b(?:getattr|hasattr)\(\s*(?:backend|cls|self\.backend|app\.backend\([^)]*\))\s*,""")
 # Documented exceptions. target_options is part of the Backend protocol itself (not an
 # optional capability); a plugin without it has its target's keys passed on as a dict.
-ALLOWED = {"config.py": ('getattr(cls, "target_options", None)',)}
+ALLOWED = {"backend/config.py": ('getattr(cls, "target_options", None)',)}
 
 
 def _allowed(where: str) -> bool:
