@@ -175,7 +175,7 @@ def time_status(bc, lx, sweep_id: str, rounds: int) -> tuple[float, list, float]
         lx.sweep(sweep_id)
         took.append(time.perf_counter() - t)
     took = statistics.median(took)
-    assert summary and summary["size"] == sum(summary["counts"].values()), summary
+    assert summary and summary.size == sum(summary.counts.values()), summary
     t = time.perf_counter()
     subprocess.run(["scontrol", "-o", "show", "job"], check=True, capture_output=True, env=bc.cluster.env)
     return took, calls, time.perf_counter() - t

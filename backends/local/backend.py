@@ -116,7 +116,7 @@ class LocalBackend:
         marker = _marker(job_dir, request.job.attempt)
         for stale in (exit_file, job_dir / f"cancelled-{request.job.attempt}", marker):
             stale.unlink(missing_ok=True)
-        env = _job_environ(request.meta.get("secrets", ()))
+        env = _job_environ(request)
         log = open(job_dir / OUTPUT, "ab")
         try:
             # A tiny supervisor first writes the durable marker `find` looks for (its pid and
@@ -250,10 +250,12 @@ def _q(s: str) -> str:
     return shlex.quote(s)
 
 
-def _job_environ(secret_names) -> dict:
-    """The job inherits this environment (secrets are passed by name, never written)."""
-    env = dict(os.environ)
-    missing = [n for n in secret_names if n not in env]
+def _job_environ(request: Request) -> dict:
+    """The job inherits this environment (secrets are passed by name, never written), plus the
+    secret values given with the request that it lacks."""
+    from launcher.backend.support import secret_values
+
+    values, missing = secret_values(request, request.meta.get("secrets", ()))
     if missing:
         raise SubmitError(f"secrets {missing} are listed in the spec but not set in this environment")
-    return env
+    return {**os.environ, **values}

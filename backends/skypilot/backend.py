@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import os
 import time
 from pathlib import Path
 from typing import Callable, ClassVar, Iterator, Optional, Sequence
@@ -168,7 +167,7 @@ class SkyPilotBackend:
         if request.backend != self.name or request.kind != "task":
             raise SubmitError(f"the SkyPilot backend cannot submit a {request.backend}/{request.kind} request")
         meta = request.meta
-        secrets = self._secret_values(meta.get("secrets", []))
+        secrets = self._secret_values(request, meta.get("secrets", []))
         client = self.client
         self._stage(request)
         try:
@@ -241,14 +240,16 @@ class SkyPilotBackend:
             pass
 
     @staticmethod
-    def _secret_values(names: Sequence[str]) -> dict[str, str]:
-        """Values from the launcher's own environment, kept in memory only."""
-        missing = [n for n in names if n not in os.environ]
+    def _secret_values(request: Request, names: Sequence[str]) -> dict[str, str]:
+        """Values from the launcher's own environment (or given with the request), kept in memory only."""
+        from launcher.backend.support import secret_values
+
+        values, missing = secret_values(request, names)
         if missing:
             raise ConfigError(f"secret(s) {', '.join(missing)} not set in the launcher's environment: export them "
                               "before launching (secret values are passed to SkyPilot in memory, never written "
                               "by the launcher)")
-        return {n: os.environ[n] for n in names}
+        return values
 
     @staticmethod
     def _require_enabled_cloud(client: SkyClient, placements: list[dict]) -> None:

@@ -207,7 +207,9 @@ class SlurmBackend:
         On a login node reached over SSH, sbatch has run (with its retries) when this returns."""
         job_dir = request.meta["job_dir"]
         script = f"{job_dir}/attempt-{request.job.attempt}.sbatch"
-        missing = [n for n in request.meta.get("secrets", ()) if n not in os.environ]
+        from launcher.backend.support import secret_values
+
+        secrets, missing = secret_values(request, request.meta.get("secrets", ()))
         if missing:
             raise SubmitError(f"secrets {missing} are listed in the spec but not set in this environment")
         try:
@@ -218,12 +220,14 @@ class SlurmBackend:
             self.runner.put_file(script, request.text.encode(), 0o700)
         except CommandError as e:
             raise SubmitError(f"could not stage the job script on {e.where}: {e}") from None
-        argv, stdin = self._sbatch_argv(script, request.meta.get("secrets", ()))
+        argv, stdin = self._sbatch_argv(script, secrets)
+        # on this host sbatch inherits this environment: the given values it lacks are added to it
+        given = {"env": extra} if (extra := {n: v for n, v in secrets.items() if n not in os.environ}) else {}
         if not self.opts.ssh_host and isinstance(self.runner, LocalRunner):
-            started = self.runner.start(argv, input=stdin, timeout=self.opts.command_timeout, check=False)
+            started = self.runner.start(argv, input=stdin, timeout=self.opts.command_timeout, check=False, **given)
             return PendingSubmit(self, request, script, started.wait)
         try:
-            r = self._sbatch_once(argv, stdin, request.job)
+            r = self._sbatch_once(argv, stdin, request.job, given)
         except TransientError as e:
             return PendingSubmit(self, request, script, raiser(e))
         return PendingSubmit(self, request, script, lambda: r)
@@ -237,22 +241,23 @@ class SlurmBackend:
         else:
             self.runner.put_file(f"{job_dir}/{HELPER_NAME}", data, 0o644)
 
-    def _sbatch_argv(self, script: str, secret_names) -> tuple[list, Optional[str]]:
+    def _sbatch_argv(self, script: str, secrets: dict) -> tuple[list, Optional[str]]:
         """On a login node sbatch inherits this environment, secrets included. Over SSH the
-        secret values travel on sbatch's stdin (never in argv, a file or a log) and reach
-        the job through --export=ALL."""
-        if not self.opts.ssh_host or not secret_names:
+        secret values (SECRETS: name -> value) travel on sbatch's stdin (never in argv, a file
+        or a log) and reach the job through --export=ALL."""
+        if not self.opts.ssh_host or not secrets:
             return ["sbatch", "--parsable", script], None
         import shlex
 
-        stdin = "".join(f"{n}={shlex.quote(os.environ[n])}\n" for n in secret_names)
+        stdin = "".join(f"{n}={shlex.quote(v)}\n" for n, v in secrets.items())
         return ["sh", "-c", 'set -a; . /dev/stdin; set +a; exec sbatch --parsable "$0"', script], stdin
 
-    def _sbatch_once(self, argv, stdin, job: JobRef):
+    def _sbatch_once(self, argv, stdin, job: JobRef, given=None):
         """sbatch, retried only where it surely did not run; where it may have run, the
-        dedupe token decides (a job is never submitted twice)."""
+        dedupe token decides (a job is never submitted twice). GIVEN: {"env": secret values
+        this environment lacks}, for sbatch on this host (over SSH they are on STDIN)."""
         if not self.opts.ssh_host:
-            return self._run(argv, input=stdin, check=False)
+            return self._run(argv, input=stdin, check=False, **(given or {}))
         from launcher.transport.errors import may_have_run
 
         from launcher_backends.slurm.retry import retry_unstarted
@@ -267,7 +272,9 @@ class SlurmBackend:
                 return self._run(argv, input=stdin, check=False)
             raise
 
-    def _cancel_native(self, native: str) -> None:
+    def cancel_native(self, native: str) -> None:
+        """scancel NATIVE (a job or array id), errors ignored: what a submission that failed after
+        sbatch answered undoes (``launcher_backends.slurm.submitting``)."""
         if native and native.split("_")[0].isdigit():
             try:
                 self._run(["scancel", native], check=False)

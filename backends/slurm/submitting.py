@@ -48,5 +48,5 @@ def submitted(backend, request: Request, script: str, wait) -> Handle:
                       extra={"job_dir": request.meta["job_dir"], "script": script,
                              "hourly_usd": request.meta.get("hourly_usd")})
     except BaseException:
-        backend._cancel_native(native)
+        backend.cancel_native(native)
         raise

@@ -1,8 +1,8 @@
 """The library's door: ``from launcher.api import Launcher``.
 
-``facade`` holds ``Launcher``, ``results`` the typed results its methods return, ``context``
-the application context it works in (config, registry, state store, backends) and
-``status_view`` what ``status`` gathers and shows.
+``facade`` holds ``Launcher``, ``results`` the typed results its methods return, ``errors`` the
+errors it raises and the CLI's exit codes, ``context`` the application context it works in
+(config, registry, state store, backends) and ``status_view`` what ``status`` gathers and shows.
 
     with Launcher() as lx:
         job = lx.launch("train.yaml", target="local")

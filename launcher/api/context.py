@@ -8,7 +8,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Optional
 
-from launcher.backend.protocols import Facts
+from launcher.backend.protocols import Backend, Facts
 from launcher.backend.config import Config, Target, launcher_home, load_config, resolve_target
 from launcher.backend.registry import Registry, default_registry
 
@@ -49,14 +49,14 @@ class App:
     def target(self, name: str) -> Target:
         return resolve_target(self.config, name, self.registry)
 
-    def backend(self, target_name: str):
+    def backend(self, target_name: str) -> Backend:
         if target_name not in self._backends:
             t = self.target(target_name)
             cls = self.registry.load(t.backend)
             self._backends[target_name] = cls(t, self)
         return self._backends[target_name]
 
-    def backend_class(self, target_name: str):
+    def backend_class(self, target_name: str) -> type[Backend]:
         """TARGET_NAME's backend class, without building it or checking that it can run jobs
         (``Registry.load(check=False)``): for what the class declares about itself."""
         return self.registry.load(self.config.raw_target(target_name)["backend"], check=False)
@@ -70,9 +70,24 @@ class App:
         """Take FACTS for the target instead of probing it (``render --facts``)."""
         self._facts[target_name] = facts
 
+    def resubmit_element(self, row, target_name: str, attempt: int) -> tuple:
+        """Submit attempt ATTEMPT of sweep element ROW alone: (its Handle, whether an earlier try
+        was found by its dedupe token). The sweep layer's (``launcher.sweep.launching.resubmit_element``),
+        wired here, the composition root, for ``launcher.launching.launch.resubmit``: launching
+        never imports launcher.sweep."""
+        from launcher.sweep.launching import resubmit_element
+
+        return resubmit_element(self, row, target_name, attempt)
+
     def close(self):
         from launcher.backend.protocols import Closes, can
 
         for b in self._backends.values():
             if can(b, Closes):
                 b.close()
+
+    def close_store(self) -> None:
+        """Close the state store if it was opened (a later use opens it again)."""
+        store = self.__dict__.pop("store", None)  # the cached_property's value, when there is one
+        if store is not None:
+            store.close()

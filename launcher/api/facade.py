@@ -11,6 +11,10 @@ text (a str with a line break) or a ``JobSpec``; relative paths in text or a Job
 read against the current directory. Messages the CLI prints on stderr while it works
 (warnings, the planner's choice, what a launch resumes) go to ``note`` (a callable given
 to the constructor) as they happen, and into the result's ``notes``.
+
+A job or a sweep: ``launch``, ``render``, ``status``, ``cancel`` and ``report`` decide here, and
+only here, whether a spec or an id is a sweep (``launcher.sweep``) or one job
+(``launcher.launching``); the layers below never ask.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from launcher.api.arguments import checked_arguments
-from launcher.api.results import CheckpointListing, LogStream, Rendered, Submitted, TargetInfo, Validated
+from launcher.api.results import (BackendInfo, CheckpointListing, ConfigInfo, GcResult, Lineage, LogStream, Rendered,
+                                  RunDiff, Submitted, SweepCancelled, SweepReport, SweepStatus, TargetInfo, Validated)
 from launcher.launching.specinput import SpecInput, SpecLike
 
 if TYPE_CHECKING:
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
     from launcher.recovery.outcome import Outcome
     from launcher.spec.model import JobSpec
     from launcher.report import JobReport
+    from launcher.transport.connect import HostKeyInfo
     from launcher.state.store import JobRow
     from launcher.core.status import Status
     from launcher.api.status_view import JobDetail
@@ -57,9 +63,7 @@ class Launcher:
     def close(self) -> None:
         """Close every backend (SSH connections) and the state store."""
         self.app.close()
-        store = self.app.__dict__.pop("store", None)
-        if store is not None:
-            store.close()
+        self.app.close_store()
 
     def _sayer(self, notes: list) -> Note:
         def say(line: str) -> None:
@@ -69,10 +73,16 @@ class Launcher:
 
         return say
 
-    def _load(self, spec: SpecLike, say: Note) -> SpecInput:
+    def _load(self, spec: SpecLike, say: Note, single: bool = False) -> SpecInput:
+        """SPEC read, its warnings said; SINGLE: a sweep is refused (WrongKind) before anything is said."""
         from launcher.launching.specinput import spec_input
 
         si = spec_input(spec)
+        if single and si.spec.sweep is not None:
+            from launcher.api.errors import WrongKind
+
+            named = isinstance(spec, (str, Path)) and "\n" not in str(spec)  # a path, else text or a JobSpec
+            raise WrongKind(str(spec) if named else si.spec.name, "follow", True, si.spec.sweep.size)
         for w in si.warnings:
             say(f"warning: {w}")
         return si
@@ -123,7 +133,13 @@ class Launcher:
         ident = plan_identity(app, si.spec, name, fresh=fresh, subject="a launch now", read_s3=False)
         seed = ident.seed.seed
         job = JobRef(job_id="JOB_ID", attempt=1, job_dir=str(app.home / "jobs" / "JOB_ID"), seed=seed)
-        req = render_for(app, with_run_env(si.spec, seed, fresh), name, job)
+        shape = None
+        if si.spec.sweep is not None:  # a sweep: the array, or element 0 where the backend runs no arrays
+            from launcher.sweep.queue import spec_to_render
+
+            def shape(s):
+                return spec_to_render(app.backend(name), s, job)
+        req = render_for(app, with_run_env(si.spec, seed, fresh), name, job, shape=shape)
         for line in ident.lines:  # the notes only once the render succeeded
             say(line)
         if ident.seed.source == "random":
@@ -131,18 +147,27 @@ class Launcher:
                 "in the spec, or LAUNCHER_SEED in the environment, to fix it)")
         return Rendered(name, req.text, req, seed, notes)
 
-    def launch(self, spec: SpecLike, target: Optional[str] = None, fresh: bool = False) -> Submitted:
-        """Render, record and submit; resumes the spec's latest committed checkpoint unless fresh."""
+    def launch(self, spec: SpecLike, target: Optional[str] = None, fresh: bool = False,
+               single: bool = False) -> Submitted:
+        """Render, record and submit; resumes the spec's latest committed checkpoint unless fresh.
+        A sweep spec is launched as a sweep (``launcher.sweep.launching``: its id is the job id),
+        any other as one job (``launcher.launching.launch``); SINGLE refuses a sweep (WrongKind,
+        before anything is submitted or said): for a caller that follows one job's log."""
         from launcher.launching.launch import launch, pick_target
         from launcher.launching.specinput import require_local_workdir
 
         notes: list = []
         say = self._sayer(notes)
-        si = self._load(spec, say)
+        si = self._load(spec, say, single=single)
         app = self.app
         name = pick_target(app, si.spec, target, note=say)
         require_local_workdir(si.spec, si.source, app.config, [name], si.base)
-        done = launch(app, si.spec, si.text, si.path, name, fresh=fresh, note=say)
+        if si.spec.sweep is not None:  # one job array (or one job per element), one job row per element
+            from launcher.sweep.launching import launch_sweep
+
+            done = launch_sweep(app, si.spec, si.text, si.path, name, note=say)
+        else:
+            done = launch(app, si.spec, si.text, si.path, name, fresh=fresh, note=say)
         return Submitted(done.job_id, name, done.handle.backend, done.handle.native_id, notes)
 
     def plan(self, spec: SpecLike, targets=None, work: Union[float, str, None] = None,
@@ -161,17 +186,23 @@ class Launcher:
                          live_spot=live_spot_prices, queue=queue)
 
     # ------------------------------------------------------------ jobs
-    def status(self, job: str) -> "JobDetail":
-        """One job brought up to date: every attempt, its reason, resumed and committed steps, events."""
+    def status(self, job: str) -> Union["JobDetail", SweepStatus]:
+        """One job brought up to date: every attempt, its reason, resumed and committed steps, events.
+        A sweep id: the sweep's SweepStatus (see ``sweep``)."""
         from launcher.api.status_view import gather_job
 
+        sweep = self.sweep(job)
+        if sweep is not None:
+            return sweep
         return gather_job(self.app, job, self._note)
 
-    def sweep(self, sweep_id: str) -> Optional[dict]:
+    def sweep(self, sweep_id: str) -> Optional[SweepStatus]:
         """A sweep's counts by state and element table (``launcher.sweep.summary``); None: no such sweep."""
         from launcher.sweep.control import sweep_status
 
-        return sweep_status(self.app, sweep_id, self._note) if self.is_sweep(sweep_id) else None
+        if not self.is_sweep(sweep_id):
+            return None
+        return SweepStatus.from_json(sweep_status(self.app, sweep_id, self._note))
 
     def jobs(self, all: bool = False) -> list["JobRow"]:  # noqa: A002 - mirrors `launcher status --all`
         """The 50 most recent jobs (1000 with all=True), open ones brought up to date."""
@@ -197,11 +228,15 @@ class Launcher:
 
         return wait_for(self.app, self.app.store.get_job(job).job_id, poll=poll, timeout=timeout)
 
-    def cancel(self, job: str) -> "CancelReport":
+    def cancel(self, job: str, element: Optional[int] = None) -> Union["CancelReport", SweepCancelled]:
         """Cancel what the scheduler has for the job; CancelFailed (with the report) when a
-        cancel did not go through and the job stays open."""
+        cancel did not go through and the job stays open. A sweep id (or an ELEMENT given): the
+        sweep, or that element of it, as ``cancel_sweep`` does (a SweepCancelled; nothing raised
+        when a cancel failed: see its ``ok``)."""
         from launcher.recovery.cancel import CancelFailed, cancel_job
 
+        if element is not None or self.is_sweep(job):
+            return SweepCancelled(job, element, self.cancel_sweep(job, element))
         report = cancel_job(self.app, job)
         if not report.ok:
             raise CancelFailed(report)
@@ -224,10 +259,31 @@ class Launcher:
 
         return cycle(self.app)
 
-    def report(self, job: str, refresh: bool = True, plot: Optional[str] = None) -> "JobReport":
-        """Where the job's wall time went; with plot, the timeline is drawn into that PNG."""
+    def keep_watching(self, interval: float = 10.0, once: bool = False, echo: Note = print) -> None:
+        """``launcher watch``: recovery cycles every INTERVAL seconds until no job is open (ONCE:
+        one cycle), each outcome worth reading said to ECHO as it happens; Ctrl-C stops it
+        (KeyboardInterrupt), safe at any point."""
+        from launcher.recovery.watch import run
+
+        run(self.app, interval=interval, once=once, echo=echo)
+
+    def report(self, job: str, refresh: bool = True, plot: Optional[str] = None, metric: Optional[str] = None,
+               mode: Optional[str] = None, scope: str = "last") -> Union["JobReport", SweepReport]:
+        """Where the job's wall time went; with plot, the timeline is drawn into that PNG. A sweep
+        id: the sweep's report (see ``report_sweep``; METRIC, MODE and SCOPE rank its elements).
+        WrongKind: a plot of a sweep, or a metric or mode for a job."""
         from launcher.report import gather
 
+        if self.is_sweep(job):
+            if plot:
+                from launcher.api.errors import WrongKind
+
+                raise WrongKind(job, "plot", True)
+            return self.report_sweep(job, metric=metric, mode=mode, scope=scope, refresh=refresh)
+        if metric or mode:
+            from launcher.api.errors import WrongKind
+
+            raise WrongKind(job, "metric" if metric else "mode", False)
         rep = gather(self.app, job, refresh=refresh)
         if plot:
             from launcher.report.plot import plot as draw
@@ -237,28 +293,29 @@ class Launcher:
         return rep
 
     def report_sweep(self, sweep: str, metric: Optional[str] = None, mode: Optional[str] = None,
-                     scope: str = "last", refresh: bool = True) -> dict:
+                     scope: str = "last", refresh: bool = True) -> SweepReport:
         """A sweep's element time by category, goodput and cost summed over its elements, one row
         per element and the best element by METRIC and MODE ("min"/"max"; default: the sweep's
         early_stop), SCOPE "last" (each element's latest report) or "best" (its best report).
         The JSON shape is ``launcher.report.sweep``'s."""
         from launcher.report.sweep_collect import gather_sweep
 
-        return gather_sweep(self.app, sweep, metric=metric, mode=mode, scope=scope, refresh=refresh)
+        return SweepReport.from_json(gather_sweep(self.app, sweep, metric=metric, mode=mode, scope=scope,
+                                                  refresh=refresh))
 
-    def lineage(self, checkpoint: str) -> dict:
+    def lineage(self, checkpoint: str) -> Lineage:
         """Which run, commit, spec and environment produced a checkpoint (a ROOT means its latest)."""
         from launcher.provenance.lineage import lineage
 
-        return lineage(checkpoint, home=self.app.home)
+        return Lineage.from_json(lineage(checkpoint, home=self.app.home))
 
-    def diff(self, run_a: str, run_b: str) -> dict:
+    def diff(self, run_a: str, run_b: str) -> RunDiff:
         """What differs between two runs' provenance. A run is a job id (or unique prefix), a
         RUN.json file or a checkpoint (the run that wrote it)."""
         from launcher.provenance.diff import diff_runs
         from launcher.provenance.runs import load_run
 
-        return diff_runs(load_run(self.app, run_a), load_run(self.app, run_b))
+        return RunDiff.from_json(diff_runs(load_run(self.app, run_a), load_run(self.app, run_b)))
 
     # ------------------------------------------------------------ checkpoints, targets, backends
     def checkpoints(self, root: str, verify: bool = False) -> CheckpointListing:
@@ -271,14 +328,19 @@ class Launcher:
             gens = read_generations(store)
             return CheckpointListing(store.root, gens.generation, scan(store, verify=verify, gens=gens))
 
-    def gc(self, root: str, keep: int = 3, dry_run: bool = False, verify: bool = False) -> dict:
+    def gc(self, root: str, keep: int = 3, dry_run: bool = False, verify: bool = False) -> GcResult:
         """Garbage-collect ROOT (see `launcher checkpoints --help`); what was (or would be) done."""
         from launcher.checkpoint import gc, open_store
 
         with _checkpoint_errors(root):
             store = open_store(root)
             store.check_root()
-            return gc(store, keep, dry_run=dry_run, verify=verify)
+            return GcResult.from_json(gc(store, keep, dry_run=dry_run, verify=verify))
+
+    def config_info(self) -> ConfigInfo:
+        """The config file this launcher reads, and whether it exists."""
+        config = self.app.config
+        return ConfigInfo(str(config.path), bool(config.exists))
 
     def targets(self, probe: bool = True) -> list[TargetInfo]:
         """The configured targets; with probe, each one's probed facts (or why not)."""
@@ -297,9 +359,23 @@ class Launcher:
             out.append(TargetInfo(name, backend, facts))
         return out
 
-    def backends(self) -> list[dict]:
+    def backends(self) -> list[BackendInfo]:
         """Installed backends, and why any cannot load."""
-        return self.app.registry.describe()
+        return [BackendInfo.from_json(d) for d in self.app.registry.describe()]
+
+    def trust(self, target: str, confirm: Callable[["HostKeyInfo"], bool]) -> list["HostKeyInfo"]:
+        """``launcher targets trust``: connect to every hop of TARGET's SSH route and record each
+        unknown host key CONFIRM accepts (jump hosts first); one HostKeyInfo per hop, status
+        "known" or "recorded". ConfigError: TARGET runs its commands on this machine (no ssh_host);
+        a changed key raises and is never replaced."""
+        from launcher.core.errors import ConfigError
+        from launcher.transport import trust_host_keys
+
+        raw = self.app.config.raw_target(target)
+        if not raw.get("ssh_host"):
+            raise ConfigError(f"target {target!r} has no ssh_host: its commands run on this machine, "
+                              "there is no host key to trust")
+        return trust_host_keys(raw, confirm, target_name=target)
 
 
 def _hours(value: Union[float, str, None], name: str) -> Optional[float]:

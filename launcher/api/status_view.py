@@ -48,6 +48,10 @@ class JobDetail:
                 "attempts": [{k: getattr(a, k) for k in ATTEMPT_FIELDS} for a in self.attempts],
                 "events": self.events}
 
+    def to_json(self) -> dict:
+        """What ``launcher status JOB --json`` prints (``json.dumps(..., default=str)``)."""
+        return self.to_dict()
+
 
 def summary_dict(r: JobRow) -> dict:
     return {"job_id": r.job_id, "name": r.name, "target": r.target, "state": r.state, "reason": r.reason,

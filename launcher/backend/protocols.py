@@ -49,6 +49,9 @@ class Request:
     kind: str = "script"  # "script" (sbatch/bash) or "task" (SkyPilot YAML)
     files: tuple = ()  # ((relative name, content), ...)
     meta: dict = field(default_factory=dict)
+    # secret values given with the request, for names in meta["secrets"] this process's environment
+    # lacks (``launcher.backend.support.secret_values``); never rendered, recorded or shown
+    secret_values: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Optional
+from typing import Optional, cast
 
-from launcher.backend.protocols import ChecksInstall, OwnsSpecSection, can
+from launcher.backend.protocols import Backend, ChecksInstall, OwnsSpecSection, can
 from launcher.core.errors import BackendUnavailable, ConfigError
 
 GROUP = "launcher.backends"
@@ -43,8 +43,8 @@ class Registry:
                 continue
             self.entries[ep.name] = BackendEntry(ep.name, ep.value, dist, builtin, shadowed=[])
             self._eps[ep.name] = ep
-        self._loaded: dict[str, type] = {}  # available
-        self._classes: dict[str, type] = {}  # imported
+        self._loaded: dict[str, type[Backend]] = {}  # available
+        self._classes: dict[str, type[Backend]] = {}  # imported
 
     @staticmethod
     def _dist(ep) -> str:
@@ -54,10 +54,10 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self.entries)
 
-    def load(self, name: str, check: bool = True):
-        """The backend class NAME. CHECK=False skips its ``available()`` (what it needs to
-        run jobs, e.g. an SDK): for what a backend declares about itself (capabilities,
-        offers priced from catalogs), which it can answer without it."""
+    def load(self, name: str, check: bool = True) -> type[Backend]:
+        """The backend class NAME (a ``launcher.backend.protocols.Backend``). CHECK=False skips its
+        ``available()`` (what it needs to run jobs, e.g. an SDK): for what a backend declares about
+        itself (capabilities, offers priced from catalogs), which it can answer without it."""
         if name in self._loaded:
             return self._loaded[name]
         cls = self.load_class(name)
@@ -71,7 +71,7 @@ class Registry:
         self._loaded[name] = cls
         return cls
 
-    def load_class(self, name: str):
+    def load_class(self, name: str) -> type[Backend]:
         """The backend's class, imported but not checked for availability (its SDK may be
         missing): enough to read what it declares, such as its spec section."""
         if name not in self._eps:
@@ -87,6 +87,7 @@ class Registry:
         except Exception as e:  # any import failure is reported, with the plugin's hint
             self.entries[name].error = f"{type(e).__name__}: {e}"
             raise BackendUnavailable(f"backend '{name}' is unavailable: {type(e).__name__}: {e}") from e
+        cls = cast("type[Backend]", cls)  # what the entry point names: a Backend class, by the plugin contract
         self._classes[name] = cls
         return cls
 

@@ -17,8 +17,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from launcher.backend.protocols import DeclaresSpecFields, LimitsSpec, can
+from launcher.backend.protocols import DeclaresSpecFields, LimitsSpec, Request, can
 from launcher.core.errors import LauncherError, SpecError
+
+
+def secret_values(request: Request, names: Iterable[str]) -> tuple[dict, list]:
+    """({name: value}, [names without a value]) of the secrets NAMES a backend delivers for REQUEST:
+    this process's environment first, then the values given with the request
+    (``Request.secret_values``). What every backend's submit reads; nothing is written."""
+    import os
+
+    given = request.secret_values or {}
+    values, missing = {}, []
+    for n in names:
+        if n in os.environ:
+            values[n] = os.environ[n]
+        elif n in given:
+            values[n] = given[n]
+        else:
+            missing.append(n)
+    return values, missing
 
 # The portable fields that ask a target for something (resources, placement, a container);
 # the rest of the spec (run, env, checkpoint, recovery, cost ...) is the core's, on every backend.

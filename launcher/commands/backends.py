@@ -14,7 +14,7 @@ from launcher.commands.common import launcher_of
 @click.pass_context
 def backends(ctx, as_json):
     """Installed backends, and why any of them cannot load."""
-    rows = launcher_of(ctx).backends()
+    rows = [b.to_json() for b in launcher_of(ctx).backends()]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

@@ -14,26 +14,22 @@ from launcher.commands.common import launcher_of, to_stderr
 def cancel(ctx, job, element):
     """Cancel what the scheduler has for a job (or a sweep, or one element of it), and say
     what that was (idempotent)."""
-    from launcher.recovery.cancel import CancelFailed
-    from launcher.core.errors import EXIT_FAILED
+    from launcher.api.errors import EXIT_FAILED, CancelFailed
+    from launcher.api.results import SweepCancelled
 
-    lx = launcher_of(ctx)
-    if element is not None or lx.is_sweep(job):
-        reports = lx.cancel_sweep(job, element)
-        for r in reports:
-            _print(r)
-        if element is None:
-            from launcher.sweep.cancelling import summary_line
-
-            click.echo(summary_line(job, reports))
-        if any(not r.ok for r in reports):
-            ctx.exit(EXIT_FAILED)
-        return
     try:
-        r = lx.cancel(job)
+        r = launcher_of(ctx).cancel(job, element)  # a sweep id or an element: the sweep's cancel
     except CancelFailed as e:
         _print(e.report)
         raise
+    if isinstance(r, SweepCancelled):
+        for one in r.reports:
+            _print(one)
+        if element is None:
+            click.echo(r.summary_line())
+        if not r.ok:
+            ctx.exit(EXIT_FAILED)
+        return
     _print(r)
 
 

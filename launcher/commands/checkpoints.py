@@ -54,7 +54,7 @@ opened in a way that blocks; manifests above 16 MiB are refused.
 def checkpoints(ctx, root, as_json, verify, do_gc, keep, dry_run):
     lx = launcher_of(ctx)
     if do_gc:
-        _print_gc(lx.gc(root, keep, dry_run=dry_run, verify=verify), as_json)
+        _print_gc(lx.gc(root, keep, dry_run=dry_run, verify=verify).to_json(), as_json)
         return
     listing = lx.checkpoints(root, verify=verify)
     entries = listing.entries

@@ -21,30 +21,24 @@ def launch(ctx, file, target, follow, fresh):
     A spec whose checkpoint root already holds committed checkpoints resumes the latest
     one: launch says which run and step (on stderr) before it submits, and the resumed
     run keeps its LAUNCHER_SEED. --fresh starts over instead."""
+    from launcher.api.errors import WrongKind
+
     lx = launcher_of(ctx)
-    if follow:
-        _refuse_sweep(file)
-    s = lx.launch(file, target=target, fresh=fresh)  # notes (planner, resume) go to stderr as they come
+    try:  # notes (planner, resume) go to stderr as they come
+        s = lx.launch(file, target=target, fresh=fresh, single=follow)
+    except WrongKind as e:  # --follow streams one job's log; a sweep has one per element: refused before submitting
+        raise click.UsageError(
+            f"{file} is a sweep of {e.size} elements and --follow follows one job: launch it without "
+            "--follow (it prints the sweep id), then `launcher status SWEEP` shows every element and "
+            "`launcher logs SWEEP --element N [-f]` prints (or follows) the output of element N") from None
     click.echo(f"{s.job_id}: submitted to {s.target} ({s.backend} id {s.native_id})", err=follow)
     if follow:
         ctx.exit(_follow(lx, s.job_id))
 
 
-def _refuse_sweep(file) -> None:
-    """--follow streams one job's log; a sweep has one per element: refused before submitting."""
-    from launcher.launching.specinput import spec_input
-
-    sweep = spec_input(file).spec.sweep
-    if sweep is not None:
-        raise click.UsageError(
-            f"{file} is a sweep of {sweep.size} elements and --follow follows one job: launch it without "
-            "--follow (it prints the sweep id), then `launcher status SWEEP` shows every element and "
-            "`launcher logs SWEEP --element N [-f]` prints (or follows) the output of element N")
-
-
 def _follow(lx, job_id) -> int:
+    from launcher.api.errors import EXIT_INTERRUPTED
     from launcher.api.results import exit_status
-    from launcher.core.errors import EXIT_INTERRUPTED
 
     logs = lx.logs(job_id, follow=True)
     if not stream(logs, job_id):

@@ -14,7 +14,7 @@ from launcher.commands.common import launcher_of, stream
 @click.pass_context
 def logs(ctx, job, follow, element):
     """Print a job's output (or one element's of a sweep)."""
-    from launcher.core.errors import EXIT_INTERRUPTED
+    from launcher.api.errors import EXIT_INTERRUPTED
 
     chunks = launcher_of(ctx).logs(job, follow=follow, element=element)
     if not stream(chunks, chunks.job_id):

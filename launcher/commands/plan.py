@@ -17,7 +17,7 @@ from launcher.commands.common import launcher_of
 def _duration_hours(value, name):
     if value is None:
         return None
-    from launcher.spec.units import parse_duration
+    from launcher.spec.units import parse_duration  # a pure parser
 
     try:
         return parse_duration(value) / 3600.0
@@ -41,7 +41,7 @@ def _duration_hours(value, name):
 @click.pass_context
 def plan_command(ctx, file, as_json, targets, live_spot_prices, work, checkpoint_cost, show_all, no_queue):
     """Rank the spec's offers by expected total cost, counting preemptions and lost work."""
-    from launcher.plan.text import render_plan
+    from launcher.plan.text import render_plan  # pure formatting
 
     result = launcher_of(ctx).plan(file, targets=targets, work=_duration_hours(work, "--work"),
                                    checkpoint_cost=_duration_hours(checkpoint_cost, "--checkpoint-cost"),

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from launcher.core.errors import LauncherError
+from launcher.api.errors import LauncherError
 from launcher.commands.common import launcher_of
 
 
@@ -22,9 +22,9 @@ def lineage(ctx, checkpoint, as_json, show_spec):
     Read from the checkpoint root only (COMMIT.json's run, ROOT/.launcher/runs/<run>/RUN.json,
     the attempt records, GENERATIONS.json), so it works after the job finished and on
     another machine; the local state store is only a fallback for a missing RUN.json."""
-    from launcher.provenance.lineage import format_lineage
+    from launcher.provenance.lineage import format_lineage  # pure formatting
 
-    d = launcher_of(ctx).lineage(checkpoint)
+    d = launcher_of(ctx).lineage(checkpoint).to_json()
     if show_spec:
         r = d.get("run") or {}
         text = (r.get("spec") or {}).get("text")
@@ -48,9 +48,9 @@ def diff(ctx, run_a, run_b, as_json):
 
     RUN_A and RUN_B are job ids (or unique prefixes) in the state store, RUN.json files,
     or checkpoints (directory, root or s3:// URL: the run that wrote it)."""
-    from launcher.provenance.diff import format_diff
+    from launcher.provenance.diff import format_diff  # pure formatting
 
-    d = launcher_of(ctx).diff(run_a, run_b)
+    d = launcher_of(ctx).diff(run_a, run_b).to_json()
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))
         return

@@ -56,31 +56,36 @@ ranks each element's latest report of it, --scope best its best one.
               help="A sweep: rank by each element's latest report of the metric, or its best one.")
 @click.pass_context
 def report(ctx, job, as_json, plot_path, no_refresh, metric, mode, scope):
-    lx = launcher_of(ctx)
-    if lx.is_sweep(job):
-        _sweep(lx, job, as_json, plot_path, not no_refresh, metric, mode, scope)
+    from launcher.api.errors import WrongKind
+    from launcher.api.results import SweepReport
+
+    try:  # a sweep id: the sweep's report
+        rep = launcher_of(ctx).report(job, refresh=not no_refresh, plot=plot_path, metric=metric, mode=mode,
+                                      scope=scope)
+    except WrongKind as e:
+        if e.sweep:
+            raise click.UsageError(f"--plot draws one job's timeline: pass one element, {job}-e<index>") from None
+        raise click.UsageError(f"--metric and --mode rank the elements of a sweep; {job} is not a sweep") from None
+    if isinstance(rep, SweepReport):
+        _sweep(rep, as_json)
         return
-    if metric or mode:
-        raise click.UsageError(f"--metric and --mode rank the elements of a sweep; {job} is not a sweep")
-    d = lx.report(job, refresh=not no_refresh, plot=plot_path).to_dict()
+    d = rep.to_dict()
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))
         return
-    from launcher.report.text import format_report
+    from launcher.report.text import format_report  # pure formatting
 
     click.echo(format_report(d), nl=False)
     if plot_path:
         click.echo(f"timeline written to {plot_path}")
 
 
-def _sweep(lx, sweep, as_json, plot_path, refresh, metric, mode, scope) -> None:
-    if plot_path:
-        raise click.UsageError(f"--plot draws one job's timeline: pass one element, {sweep}-e<index>")
-    d = lx.report_sweep(sweep, metric=metric, mode=mode, scope=scope, refresh=refresh)
+def _sweep(rep, as_json) -> None:
+    d = rep.to_json()
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))
         return
-    from launcher.report.sweep_text import format_sweep_report
+    from launcher.report.sweep_text import format_sweep_report  # pure formatting
 
     click.echo(format_sweep_report(d), nl=False)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import click
 
+from launcher.commands.common import launcher_of
+
 
 @click.command("trust")
 @click.argument("name")
@@ -19,17 +21,6 @@ import click
 def trust(ctx, name, yes):
     """Show the SSH host key and SHA256 fingerprint of target NAME (and of its ProxyJump
     hosts), and record them in known_hosts after confirmation."""
-    from launcher.api.context import App
-    from launcher.core.errors import ConfigError
-    from launcher.transport import trust_host_keys
-
-    root = ctx.find_root()
-    app = root.obj if isinstance(root.obj, App) else App()
-    raw = app.config.raw_target(name)
-    if not raw.get("ssh_host"):
-        raise ConfigError(f"target {name!r} has no ssh_host: its commands run on this machine, "
-                          "there is no host key to trust")
-
     def confirm(info) -> bool:
         click.echo(f"{info.name} ({info.hop}) offers an {info.display_type} host key:")
         click.echo(f"  fingerprint: {info.fingerprint}")
@@ -38,7 +29,7 @@ def trust(ctx, name, yes):
             return True
         return click.confirm(f"Is this the right key? Record it in {info.known_hosts}", default=False)
 
-    for info in trust_host_keys(raw, confirm, target_name=name):
+    for info in launcher_of(ctx).trust(name, confirm):
         if info.status == "recorded":
             click.echo(f"{info.name}: recorded {info.display_type} {info.fingerprint} in {info.known_hosts}")
         else:

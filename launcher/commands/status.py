@@ -14,20 +14,20 @@ from launcher.commands.common import launcher_of
 @click.pass_context
 def status(ctx, job, as_json, show_all):
     """Show jobs (or one job with every attempt, its reason and last committed step)."""
-    from launcher.api import status_view as view
+    import json
+
+    from launcher.api.results import SweepStatus
+    from launcher.api import status_view as view  # its pure formatters only
 
     lx = launcher_of(ctx)  # reconcile and refresh notes go to stderr
     if job:
-        sweep = lx.sweep(job)  # a sweep id: counts by state and the element table
-        if sweep is not None:
-            import json
+        d = lx.status(job)  # a sweep id: the sweep's counts by state and element table
+        if isinstance(d, SweepStatus):
+            from launcher.sweep.summary import format_text  # pure formatting
 
-            from launcher.sweep.summary import format_text
-
-            click.echo(json.dumps(sweep, indent=2) if as_json else format_text(sweep).rstrip("\n"))
+            click.echo(json.dumps(d.to_json(), indent=2) if as_json else format_text(d.to_json()).rstrip("\n"))
             return
-        d = lx.status(job)
-        click.echo(view.job_json(d) if as_json else "\n".join(view.job_lines(d)))
+        click.echo(json.dumps(d.to_json(), indent=2, default=str) if as_json else "\n".join(view.job_lines(d)))
         return
     rows = lx.jobs(all=show_all)
     click.echo(view.jobs_json(rows) if as_json else "\n".join(view.jobs_lines(rows)))

@@ -22,7 +22,7 @@ def targets(ctx, as_json, no_probe):
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
         return
-    config = lx.app.config
+    config = lx.config_info()
     click.echo(f"config: {config.path}" + ("" if config.exists else " (not present: built-in targets only)"))
     for r in rows:
         click.echo(f"{r['name']}  [{r.get('backend', '?')}]")

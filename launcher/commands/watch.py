@@ -14,11 +14,9 @@ from launcher.commands.common import launcher_of
 def watch(ctx, interval, once):
     """Recover every open job: one batched status call per target per cycle; every
     decision is recorded with its reason (see `launcher status JOB`)."""
-    from launcher.recovery.watch import run
-
     lx = launcher_of(ctx)  # closed when the command ends
     try:
-        run(lx.app, interval=interval, once=once, echo=click.echo)
+        lx.keep_watching(interval=interval, once=once, echo=click.echo)
     except KeyboardInterrupt:
         click.echo("watch stopped; start it again at any time", err=True)
 

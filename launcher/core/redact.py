@@ -72,27 +72,37 @@ def _secret_values(names, environ) -> set[str]:
     return vals
 
 
-def _masks(extra_values) -> list[str]:
-    """The values to mask, longest first (so a secret containing another is masked whole)."""
+def mask_values(extra_values=()) -> list[str]:
+    """The values to mask, longest first (so a secret containing another is masked whole): EXTRA_VALUES
+    and this environment's secret values. Read it once and pass it as ``masks=`` to
+    ``redact_text`` / ``redact_obj`` to redact many texts against one reading of the environment."""
     return sorted({v for v in set(extra_values) | secret_values() if v and maskable(v)}, key=len, reverse=True)
 
 
-def redact_text(text: str, extra_values=(), _masks_=None) -> str:
-    for v in _masks(extra_values) if _masks_ is None else _masks_:
+_masks = mask_values  # the former private name, kept for callers not yet moved to mask_values
+
+
+def redact_text(text: str, extra_values=(), masks=None, _masks_=None) -> str:
+    """TEXT with every value to mask (MASKS, from ``mask_values``; default: read now) and every
+    secret-looking value pattern replaced by MASK. ``_masks_`` is the former name of MASKS."""
+    masks = masks if masks is not None else _masks_
+    for v in mask_values(extra_values) if masks is None else masks:
         text = text.replace(v, MASK)
     for rx in SECRET_VALUE_RES:
         text = rx.sub(MASK, text)
     return text
 
 
-def redact_obj(obj, extra_values=(), _masks_=None):
-    """Redact every string in a JSON-like object; the environment is read once per call."""
-    masks = _masks(extra_values) if _masks_ is None else _masks_
+def redact_obj(obj, extra_values=(), masks=None, _masks_=None):
+    """Redact every string in a JSON-like object; the environment is read once per call (or
+    never: MASKS given, see ``mask_values``). ``_masks_`` is the former name of MASKS."""
+    masks = masks if masks is not None else _masks_
+    masks = mask_values(extra_values) if masks is None else masks
     if isinstance(obj, str):
-        return redact_text(obj, _masks_=masks)
+        return redact_text(obj, masks=masks)
     if isinstance(obj, dict):
-        return {k: (MASK if isinstance(v, str) and is_secret_name(str(k)) and v else redact_obj(v, _masks_=masks))
+        return {k: (MASK if isinstance(v, str) and is_secret_name(str(k)) and v else redact_obj(v, masks=masks))
                 for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [redact_obj(v, _masks_=masks) for v in obj]
+        return [redact_obj(v, masks=masks) for v in obj]
     return obj

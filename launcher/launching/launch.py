@@ -15,7 +15,8 @@ from launcher.backend.protocols import Handle, JobRef, MeasuresQueueWait, Reques
 from launcher.core.errors import LauncherError
 from launcher.spec.model import JobSpec
 from launcher.state.store import new_job_id
-from launcher.launching.submission import Launched, facts_for, find_submission, job_ref, job_spec, new_job_ref
+from launcher.launching.submission import (Launched, facts_for, find_submission, job_ref, job_spec, new_job_ref,
+                                           stored_secrets, with_secrets)
 
 
 def pick_target(app, spec: JobSpec, explicit: Optional[str], note=None) -> str:
@@ -89,16 +90,17 @@ def plan_spec(app, spec: JobSpec, targets=None, params=None, live_spot: bool = F
     return result.with_notes(notes) if notes else result
 
 
-def render_for(app, spec: JobSpec, target_name: str, job: JobRef) -> Request:
+def render_for(app, spec: JobSpec, target_name: str, job: JobRef, shape=None) -> Request:
+    """The Request a launch of SPEC on TARGET_NAME would submit. SHAPE (spec -> spec), when
+    given, is applied once the spec is checked and its secret-looking env lifted: the caller's
+    (``launcher.api.facade.Launcher.render``) way to render a sweep as its launch submits it."""
     from launcher.spec.secretenv import lift
     from launcher.backend.support import require_supported
 
     require_supported(app, spec, target_name)  # a field the target cannot honour is an error, never dropped
     spec = lift(spec)[0]  # what launch submits: secret-looking env delivered as secrets
-    if spec.sweep is not None:  # without arrays: what element 0 would run
-        from launcher.sweep.queue import spec_to_render
-
-        spec = spec_to_render(app.backend(target_name), spec, job)
+    if shape is not None:  # a sweep: what its launch submits (``launcher.sweep.queue.spec_to_render``)
+        spec = shape(spec)
     return app.backend(target_name).render(spec, facts_for(app, spec, target_name), job)
 
 
@@ -114,11 +116,10 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     from launcher.spec.secretenv import for_launch
     from launcher.backend.support import require_supported
 
+    if spec.sweep is not None:  # the caller dispatches: launcher.sweep.launching.launch_sweep launches a sweep
+        raise LauncherError(f"{spec.name} is a sweep: launcher.sweep.launching.launch_sweep launches it "
+                            "(launcher.api.facade.Launcher.launch picks the one that fits)")
     require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
-    if spec.sweep is not None:  # one Slurm job array, one job row per element
-        from launcher.sweep.launching import launch_sweep
-
-        return launch_sweep(app, spec, spec_text, spec_path, target_name, note=note)
     # secret-looking env -> secrets: delivered like secrets, never in the state store or the script
     spec, spec_text = for_launch(spec, spec_text)
     store = app.store
@@ -231,10 +232,10 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
 def _submit_again(app, job_row, target_name: str, attempt: int, avoid) -> tuple:
     """(the Handle of JOB_ROW's attempt ATTEMPT, the same Handle when an earlier try of it was
     found by its dedupe token, else None)."""
-    if job_row.meta.get("sweep"):  # one element of a sweep: resubmitted alone
-        from launcher.sweep.launching import resubmit_element
-
-        handle, found = resubmit_element(app, job_row, target_name, attempt)
+    if job_row.meta.get("sweep"):  # one element of a sweep: resubmitted alone, by the sweep layer
+        # (``launcher.sweep.launching.resubmit_element``), which the app context wires in: launching
+        # never imports launcher.sweep (sweep code calls launching, never the reverse)
+        handle, found = app.resubmit_element(job_row, target_name, attempt)
         return handle, (handle if found else None)
     spec = job_spec(job_row)
     backend = app.backend(target_name)
@@ -242,4 +243,5 @@ def _submit_again(app, job_row, target_name: str, attempt: int, avoid) -> tuple:
     existing = find_submission(backend, job)
     if existing is not None:
         return existing, existing  # an earlier try of this very submission got through: never submitted twice
-    return backend.submit(backend.render(spec, facts_for(app, spec, target_name), job)), None
+    request = with_secrets(backend.render(spec, facts_for(app, spec, target_name), job), stored_secrets(job_row))
+    return backend.submit(request), None

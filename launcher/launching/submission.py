@@ -5,7 +5,6 @@ the other's internals."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -57,7 +56,9 @@ def find_submission(backend, job: JobRef) -> Optional[Handle]:
 
 
 def job_spec(job_row) -> JobSpec:
-    """The spec a job was launched with, relative paths resolved as they were at launch."""
+    """The spec a job was launched with, relative paths resolved as they were at launch. Pure:
+    the values of secret-looking env a job recorded before they were kept out of the store still
+    holds are ``stored_secrets``' (nothing is put into os.environ)."""
     from pathlib import Path
 
     from launcher.spec.model import resolve_paths
@@ -65,12 +66,27 @@ def job_spec(job_row) -> JobSpec:
 
     from launcher.spec.secretenv import lift
 
-    spec, stored = lift(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id))
-    for k, v in stored.items():  # a job recorded before secret-looking env was kept out of the store
-        os.environ.setdefault(k, v)
+    spec = lift(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id))[0]
     base = job_row.meta.get("spec_base")
     spec = resolve_paths(spec, Path(base)) if base else spec
     # every submission of a job exports the same LAUNCHER_SEED (and LAUNCHER_FRESH: its first start starts over)
     from launcher.provenance.seed import with_run_env
 
     return with_run_env(spec, job_row.meta.get("seed"), bool(job_row.meta.get("fresh")))
+
+
+def stored_secrets(job_row) -> dict:
+    """{key: value} of the secret-looking env a job recorded before such values were kept out of
+    the store still holds in its spec text (empty for any later job: its text has the placeholder).
+    A resubmission gives them with its request (``with_secrets``); this process's environment wins."""
+    from launcher.backend.sections import spec_from_text
+    from launcher.spec.secretenv import lift
+
+    return lift(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id))[1]
+
+
+def with_secrets(request: Request, values: dict) -> Request:
+    """REQUEST with secret VALUES given for its submission (``Request.secret_values``)."""
+    from dataclasses import replace
+
+    return replace(request, secret_values={**request.secret_values, **values}) if values else request

@@ -66,10 +66,12 @@ def submitted_entries(array: Handle, rows: list, backend) -> list[tuple]:
 def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Render the sweep once, record every element, submit the array once. Returns a
     ``launcher.launching.submission.Launched`` whose job id is the sweep id and whose handle is the array's."""
+    from launcher.backend.support import require_supported
     from launcher.launching.submission import Launched, facts_for
     from launcher.provenance.seed import choose_seed
     from launcher.spec.secretenv import for_launch
 
+    require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
     backend = app.backend(target_name)
     from launcher.sweep.queue import launch_elements, runs_arrays
 

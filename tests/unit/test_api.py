@@ -136,7 +136,7 @@ def test_plan_validate_targets_backends(lx, train_spec):
     assert [t.to_dict() for t in lx.targets(probe=False)] == [{"name": "local", "backend": "local"}]
     probed = lx.targets()
     assert probed[0].facts and probed[0].error is None
-    assert "local" in {b["name"] for b in lx.backends()}
+    assert "local" in {b.name for b in lx.backends()}
 
 
 def test_errors_are_launcher_errors_never_exits(lx, tmp_path):

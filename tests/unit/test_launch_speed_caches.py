@@ -24,9 +24,9 @@ def _doc(run: str, rendered: str) -> dict:
 def _plain(doc: dict) -> dict:
     """The record redacted the straightforward way: the whole document at once."""
     from launcher.provenance.record import _values_under_secret_keys
-    from launcher.core.redact import _masks
+    from launcher.core.redact import mask_values
 
-    return redact_obj(doc, _masks_=_masks(_values_under_secret_keys(doc, set())))
+    return redact_obj(doc, masks=mask_values(_values_under_secret_keys(doc, set())))
 
 
 def test_a_record_is_redacted_as_the_whole_document_would_be_first_time_and_again():

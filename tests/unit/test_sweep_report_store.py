@@ -38,7 +38,7 @@ def _sweep(lx: Launcher, tmp, states, losses, early_stop=True) -> str:
 def test_the_report_sums_what_the_store_and_roots_hold_and_ranks_by_early_stop(tmp_path):
     with Launcher(home=tmp_path / "home") as lx:
         sweep_id = _sweep(lx, tmp_path, ["COMPLETED", "FAILED", "COMPLETED"], [0.5, 0.1, 0.3])
-        d = lx.report_sweep(sweep_id, refresh=False)
+        d = lx.report_sweep(sweep_id, refresh=False).to_json()
         own = [lx.report(element_job_id(sweep_id, i), refresh=False).to_dict() for i in range(3)]
     assert d["size"] == 3 and d["counts"] == {"COMPLETED": 2, "FAILED": 1}
     assert d["wall_s"] == sum(r["wall_s"] for r in own) and d["wall_s"] == sum(d["categories"].values())
@@ -51,7 +51,7 @@ def test_the_report_sums_what_the_store_and_roots_hold_and_ranks_by_early_stop(t
 def test_no_metrics_and_no_early_stop_say_so(tmp_path):
     with Launcher(home=tmp_path / "home") as lx:
         sweep_id = _sweep(lx, tmp_path, ["COMPLETED", "COMPLETED"], [None, None], early_stop=False)
-        d = lx.report_sweep(sweep_id, refresh=False)
+        d = lx.report_sweep(sweep_id, refresh=False).to_json()
     assert d["best"] is None and d["metric"] is None
     assert d["best_reason"] == ("no metric to rank by (the sweep has no early_stop): pass --metric NAME --mode "
                                 "min|max (no element reported a metric with jobside.report(step, NAME=value))")
@@ -70,7 +70,7 @@ def test_an_element_whose_root_hangs_is_named_and_the_report_still_comes(tmp_pat
         hung = hang_s3(monkeypatch)
         try:
             t0 = time.monotonic()
-            d = lx.report_sweep(sweep_id, refresh=False)
+            d = lx.report_sweep(sweep_id, refresh=False).to_json()
             assert time.monotonic() - t0 < 30
         finally:
             hung.close()
