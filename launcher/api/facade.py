@@ -213,7 +213,7 @@ class Launcher:
     def logs(self, job: str, follow: bool = False, element: Optional[int] = None) -> LogStream:
         """A job's output (with ELEMENT: that element's of sweep JOB); with follow, until it ends."""
         from launcher.core.errors import LauncherError
-        from launcher.sweep.launching import element_id
+        from launcher.sweep.elements import element_id
 
         job = element_id(self.app, job, element) if element is not None else job
 

@@ -25,7 +25,7 @@ HISTORY_MAX = 100  # elements; beyond this, no per-element scheduler history cal
 def gather_sweep(app, sweep_id: str, metric: Optional[str] = None, mode: Optional[str] = None,
                  scope: str = "last", refresh: bool = True, now: Optional[float] = None) -> dict:
     """The sweep report of SWEEP_ID (the JSON shape of ``launcher.report.sweep.aggregate``)."""
-    from launcher.sweep.launching import sweep_rows
+    from launcher.sweep.elements import sweep_rows
 
     rows = sweep_rows(app.store, sweep_id)
     if not rows:

@@ -18,7 +18,7 @@ from typing import Optional
 
 from launcher.recovery.cancel import Closing
 from launcher.core.errors import LauncherError
-from launcher.sweep.launching import sweep_rows
+from launcher.sweep.elements import sweep_rows
 
 CANCELLED = "CANCELLED"
 CLOSING = Closing()  # by the user
@@ -28,7 +28,7 @@ def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
     """Cancel the whole sweep or one ELEMENT: a CancelReport per element."""
     from launcher.recovery.cancel import cancel_job, finished_report
     from launcher.state.store import is_open
-    from launcher.sweep.launching import element_id
+    from launcher.sweep.elements import element_id
 
     from launcher.sweep.queue import cancel_queued, cancel_queued_element
 

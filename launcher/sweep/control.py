@@ -15,7 +15,7 @@ from launcher.core.status import STOPPED
 from launcher.spec.sweep_elements import Element
 from launcher.sweep.early_stop import until_stop
 from launcher.sweep.judgements import stop_of
-from launcher.sweep.launching import sweep_rows
+from launcher.sweep.elements import sweep_rows
 from launcher.sweep.reports import latest, read_element_reports
 from launcher.sweep.summary import summarize
 

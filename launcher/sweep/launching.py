@@ -18,31 +18,9 @@ from typing import Optional
 
 from launcher.backend.protocols import Handle, JobRef
 from launcher.launching.submission import new_job_ref
-from launcher.core.errors import LauncherError
 from launcher.state.store import new_job_id
-from launcher.spec.sweep_elements import element_root, element_seed, elements, sweep_seed_of
-
-ELEMENT_ID = "{sweep_id}-e{index}"
-
-
-def element_job_id(sweep_id: str, index: int) -> str:
-    return ELEMENT_ID.format(sweep_id=sweep_id, index=index)
-
-
-
-
-def element_rows(sweep_id: str, spec, seed: int, spec_base: str) -> list[dict]:
-    """Pure: what each element's job row holds (job id, checkpoint root, meta)."""
-    els = elements(spec.sweep)
-    sweep_seed = sweep_seed_of(spec, seed)
-    out = []
-    for e in els:
-        meta = {"spec_base": spec_base, "seed": element_seed(sweep_seed, e.index), "seed_source": "sweep",
-                "sweep": {"id": sweep_id, "index": e.index, "size": len(els), "params": dict(e.params),
-                          "seed": sweep_seed}}
-        out.append({"job_id": element_job_id(sweep_id, e.index), "index": e.index,
-                    "ckpt_root": element_root(spec.checkpoint.root, e.index), "meta": meta})
-    return out
+from launcher.spec.sweep_elements import sweep_seed_of
+from launcher.sweep.elements import begin_sweep, element_rows
 
 
 def element_handle(array: Handle, job_id: str, index: int, backend) -> Handle:
@@ -107,32 +85,6 @@ def record_array(store, sweep_id: str, target_name: str, array: Handle, rows: li
     with store.batch():
         store.share(sweep_id, array=array.native_id)
         store.record_submitted(target_name, submitted_entries(array, rows, backend), detail=detail)
-
-
-def begin_sweep(store, sweep_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
-                backend_name: str, rows: list) -> None:
-    """Record SWEEP_ID (its spec once) and its element ROWS (``element_rows``) SUBMITTING."""
-    from launcher.state.sweeps import shared_of
-
-    shared = shared_of(rows[0]["meta"]) if rows else {}
-    store.begin_sweep(sweep_id, spec.name, target_name, backend_name, spec_path, spec_text, shared,
-                      [(r["job_id"], r["ckpt_root"], r["meta"]) for r in rows])
-
-
-def sweep_rows(store, sweep_id: str) -> list:
-    """The element rows of SWEEP_ID in index order (empty when no such sweep)."""
-    return store.sweep_jobs(sweep_id)
-
-
-def element_id(app, sweep_id: str, index: int) -> str:
-    """The job id of element INDEX of SWEEP_ID, with a clear error when there is none."""
-    rows = sweep_rows(app.store, sweep_id)
-    if not rows:
-        raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")
-    size = rows[0].meta["sweep"]["size"]
-    if not 0 <= index < size:
-        raise LauncherError(f"sweep {sweep_id} has elements 0-{size - 1}; there is no element {index}")
-    return element_job_id(sweep_id, index)
 
 
 def element_ref(app, row, attempt: int) -> JobRef:

@@ -38,7 +38,7 @@ from launcher.state.claims import claim_ttl, claimed
 from launcher.state.store import is_open, new_job_id
 from launcher.core.status import QUEUED
 from launcher.state.claims import kept_alive
-from launcher.sweep.launching import begin_sweep, element_rows, sweep_rows
+from launcher.sweep.elements import begin_sweep, element_rows, sweep_rows
 from launcher.sweep.separate import element_spec_of, to_start
 
 START_TRIES = 3  # a queued element whose submission failed this often is closed FAILED

@@ -34,7 +34,7 @@ from launcher.state.store import is_open
 from launcher.core.status import STOPPED
 from launcher.sweep.early_stop import Judgement
 from launcher.sweep.judgements import judgements_of, record, stop_of
-from launcher.sweep.launching import element_job_id, sweep_rows
+from launcher.sweep.elements import element_job_id, sweep_rows
 from launcher.sweep.reports import read_element_reports
 
 CONFIGS_KEPT = 64  # parsed early-stop sections kept per process (one per sweep a watcher follows)

@@ -160,7 +160,7 @@ def test_gc_lineage_diff_backends_targets(lx, tmp_path, monkeypatch):
 
 # ---- the CLI's output, --json included, is what the former dicts printed
 def test_status_json_is_unchanged(lx, tmp_path):
-    from launcher.launching import status_view as view
+    from launcher.api import status_view as view
     from launcher.sweep.control import sweep_status
 
     job = lx.launch(spec(tmp_path, QUICK), target="local").job_id

@@ -130,7 +130,7 @@ def test_cancel_of_one_job_raises_what_cancel_many_reports(app, tmp_path):
 # ---- `launcher cancel SWEEP` on the local target: one cancel_many for every running element
 def test_cancel_of_a_local_sweep_stops_its_running_elements_in_one_call(lx, tmp_path, monkeypatch):
     from launcher.sweep.cancelling import cancel_counts
-    from launcher.sweep.launching import sweep_rows
+    from launcher.sweep.elements import sweep_rows
 
     from .test_sweep_queue import launch
 

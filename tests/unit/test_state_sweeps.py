@@ -21,7 +21,7 @@ from launcher.state.sweeps import merged, own_meta, shared_of
 from launcher.launching.submission import job_spec
 from launcher.sweep.control import sweep_status
 from launcher.sweep.judgements import record
-from launcher.sweep.launching import begin_sweep, element_rows, sweep_rows
+from launcher.sweep.elements import begin_sweep, element_rows, sweep_rows
 from launcher.spec.sweep import EarlyStop
 
 # the schema launcher wrote before the sweeps table (user_version 1), as it was

@@ -15,7 +15,7 @@ from launcher.backend.sections import spec_from_text
 from launcher.state.store import is_open
 from launcher.core.status import QUEUED, is_final
 from launcher.spec.sweep_elements import element_env, elements
-from launcher.sweep.launching import sweep_rows
+from launcher.sweep.elements import sweep_rows
 from launcher.sweep.separate import element_spec, occupies_slot, to_start
 
 SPEC = """name: sw

@@ -10,7 +10,7 @@ import yaml
 
 from launcher.api.facade import Launcher
 from launcher.checkpoint.metrics import encode_report, metrics_key
-from launcher.sweep.launching import element_job_id
+from launcher.sweep.elements import element_job_id
 
 
 def _sweep(lx: Launcher, tmp, states, losses, early_stop=True) -> str:

@@ -14,7 +14,7 @@ import yaml
 from launcher.api.facade import Launcher
 from launcher.checkpoint.metrics import encode_report, metrics_key
 from launcher.sweep.early_stop import Judgement, until_stop
-from launcher.sweep.launching import element_job_id
+from launcher.sweep.elements import element_job_id
 
 
 def _sweep(lx, tmp, reports: dict, stopped_at: dict) -> str:
@@ -50,7 +50,7 @@ REPORTS = {0: {100: {"loss": 0.9}, 200: {"loss": 0.01}},  # stopped at rung 100,
 def test_reports_after_a_stop_do_not_make_the_best_element(tmp_path):
     with Launcher(home=tmp_path / "home") as lx:
         sweep_id = _sweep(lx, tmp_path, REPORTS, {0: 100})
-        d = lx.report_sweep(sweep_id, refresh=False)
+        d = lx.report_sweep(sweep_id, refresh=False).to_json()
     assert d["best"]["index"] == 2, d["best"]
     assert [e["metric"] for e in d["elements"]] == [0.9, 0.4, 0.2]
     assert d["elements"][0]["metric_step"] == 100
@@ -59,7 +59,7 @@ def test_reports_after_a_stop_do_not_make_the_best_element(tmp_path):
 def test_the_sweep_status_shows_a_stopped_elements_metric_at_its_stop(tmp_path):
     with Launcher(home=tmp_path / "home") as lx:
         sweep_id = _sweep(lx, tmp_path, REPORTS, {0: 100})
-        s = lx.sweep(sweep_id)
+        s = lx.sweep(sweep_id).to_json()
     assert [e["metric"] for e in s["elements"]] == [0.9, 0.4, 0.2]
 
 

@@ -15,7 +15,7 @@ from launcher.backend.protocols import Handle
 from launcher.state.store import StateStore
 from launcher.sweep import stopping
 from launcher.sweep.judgements import judgements_of
-from launcher.sweep.launching import element_rows, sweep_rows
+from launcher.sweep.elements import element_rows, sweep_rows
 from launcher.backend.sections import spec_from_text
 
 ES_LOSS = "early_stop: {metric: loss, mode: min, keep: 0.5, rungs: [10, 20]}"

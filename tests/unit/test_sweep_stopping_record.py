@@ -13,7 +13,7 @@ from launcher.core.status import STOPPED
 from launcher.sweep.control import element_facts
 from launcher.state.sweeps import ELEMENTS_SQL
 from launcher.sweep.judgements import judgements_of, record, stop_of
-from launcher.sweep.launching import element_rows, sweep_rows
+from launcher.sweep.elements import element_rows, sweep_rows
 from launcher.spec.sweep import EarlyStop
 from launcher.backend.sections import spec_from_text
 

@@ -14,7 +14,7 @@ from launcher.recovery import watch
 from launcher.core.status import STOPPED, JobState, Status
 from launcher.sweep.control import sweep_status
 from launcher.sweep.judgements import record
-from launcher.sweep.launching import element_rows, sweep_rows
+from launcher.sweep.elements import element_rows, sweep_rows
 from launcher.spec.sweep import EarlyStop
 from launcher.sweep.summary import format_text
 from launcher.backend.sections import spec_from_text
