@@ -7,9 +7,26 @@ errors it raises and the CLI's exit codes, ``context`` the application context i
     with Launcher() as lx:
         job = lx.launch("train.yaml", target="local")
         print(lx.status(job.job_id).state)
+
+The names below are imported on first use (PEP 562): every CLI verb imports
+``launcher.api.errors`` when ``launcher --help`` starts, and that must not import the facade
+and everything a verb uses.
 """
 
-from launcher.api.facade import Launcher
-from launcher.api.results import CheckpointListing, LogStream, Rendered, Submitted, TargetInfo, Validated
+from __future__ import annotations
 
-__all__ = ["Launcher", "CheckpointListing", "LogStream", "Rendered", "Submitted", "TargetInfo", "Validated"]
+import importlib
+
+_PUBLIC = {
+    "Launcher": "facade",
+    **{name: "results" for name in ("BackendInfo", "CheckpointListing", "ConfigInfo", "GcResult", "Lineage",
+                                    "LogStream", "Rendered", "RunDiff", "Submitted", "SweepCancelled", "SweepReport",
+                                    "SweepStatus", "TargetInfo", "Validated")},
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)

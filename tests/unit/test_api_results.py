@@ -233,3 +233,18 @@ def test_config_info_trust_and_keep_watching_go_through_the_launcher(lx, launche
     assert lx.keep_watching(once=True, echo=seen.append) is None and seen == []  # nothing open: nothing to say
     code, out, err = cli("targets", "trust", "local", "--yes")
     assert code == 2 and out == "" and "target 'local' has no ssh_host" in err
+
+
+def test_the_door_names_every_public_result_and_imports_them_on_first_use():
+    import subprocess
+    import sys
+
+    import launcher.api as api
+    from launcher.api import results
+
+    assert api.Launcher.__module__ == "launcher.api.facade"
+    for name in api.__all__:
+        assert getattr(api, name) is getattr(results, name, None) or name == "Launcher"
+    code = "import sys, launcher.api.errors; print('launcher.api.facade' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.strip()
+    assert out == "False"  # `launcher --help` imports the errors module of every verb, not the facade
