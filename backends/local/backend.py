@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -11,13 +13,13 @@ from typing import ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from launcher.backend.protocols import Facts, Handle, JobRef, Request, iter_file
 from launcher.backend.config import Target
+from launcher.backend.protocols import Facts, Handle, JobRef, Request, iter_file
+from launcher.backend.support import Unsupported, secret_values, size_text
 from launcher.core.errors import LauncherError, SubmitError
-from launcher.transport.runner import LocalRunner
-from launcher.spec.model import JobSpec
 from launcher.core.status import JobState, Status
-
+from launcher.spec.model import JobSpec
+from launcher.transport.runner import LocalRunner
 from launcher_backends.local.processes import alive, proc_start_ticks, stop_groups
 
 OUTPUT = "output.log"
@@ -46,8 +48,6 @@ class LocalBackend:
     @classmethod
     def unsupported(cls, spec: JobSpec) -> list:
         """Resources this machine does not have."""
-        from launcher.backend.support import Unsupported, size_text
-
         r, out = spec.resources, []
         have = {"resources.cpus_per_node": (r.cpus_per_node, os.cpu_count(), lambda n: f"{n} CPUs"),
                 "resources.memory_per_node": (r.memory_per_node, _memory_bytes(), size_text),
@@ -228,8 +228,6 @@ def _memory_bytes() -> Optional[int]:
 
 def _disk_bytes(workdir: Optional[str]) -> Optional[int]:
     """Size of the file system the job runs in (its workdir, else this directory)."""
-    import shutil
-
     try:
         return shutil.disk_usage(workdir or ".").total
     except OSError:
@@ -245,16 +243,12 @@ def _token_word(job: JobRef) -> str:
 
 
 def _q(s: str) -> str:
-    import shlex
-
     return shlex.quote(s)
 
 
 def _job_environ(request: Request) -> dict:
     """The job inherits this environment (secrets are passed by name, never written), plus the
     secret values given with the request that it lacks."""
-    from launcher.backend.support import secret_values
-
     values, missing = secret_values(request, request.meta.get("secrets", ()))
     if missing:
         raise SubmitError(f"secrets {missing} are listed in the spec but not set in this environment")

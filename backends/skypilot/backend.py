@@ -15,25 +15,25 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Callable, ClassVar, Iterator, Optional, Sequence
 
-from launcher.backend.protocols import Facts, Handle, JobRef, Request
-from launcher.checkpoint.posix_io import write_atomic
 from launcher.backend.config import Target
+from launcher.backend.protocols import Facts, Handle, JobRef, Request
+from launcher.backend.support import secret_values
+from launcher.checkpoint.posix_io import write_atomic
 from launcher.core.errors import (BackendUnavailable, CapabilityError, ConfigError, LauncherError, SubmitError,
-                             TransientError)
-from launcher.spec.model import JobSpec
+                                  TransientError)
 from launcher.core.status import JobState, Status
-
+from launcher.spec.model import JobSpec
 from launcher_backends.skypilot import limits, prices, states
-from launcher_backends.skypilot.client import ClusterUnavailable, SkyClient
-from launcher_backends.skypilot.client import short_error as _short
+from launcher_backends.skypilot.client import ClusterUnavailable, SkyClient, short_error as _short
 from launcher_backends.skypilot.finals import FinalStates
 from launcher_backends.skypilot.names import cluster_name, task_name
 from launcher_backends.skypilot.options import SkyPilotOptions, SkyPilotSection, split_infra
 from launcher_backends.skypilot.placement import ranked_placements, without_avoided
-from launcher_backends.skypilot.render import RenderOptions, render_task
+from launcher_backends.skypilot.render import HANDOFF_NAME, HELPER_NAME, RenderOptions, render_task
 
 INSTALL_HINT = "pip install 'launcher[skypilot]'"
 
@@ -140,8 +140,6 @@ class SkyPilotBackend:
 
     def version(self, facts: Facts) -> Optional[str]:
         """SkyPilot's installed version, from its metadata (``sky`` is not imported)."""
-        from importlib import metadata
-
         try:
             return metadata.version("skypilot")
         except metadata.PackageNotFoundError:
@@ -214,7 +212,6 @@ class SkyPilotBackend:
         names = request.meta.get("stage") or []
         if not names:
             return
-        from launcher_backends.skypilot.render import HANDOFF_NAME, HELPER_NAME
 
         job_dir = Path(request.job.job_dir)
         job_dir.mkdir(parents=True, exist_ok=True)
@@ -242,8 +239,6 @@ class SkyPilotBackend:
     @staticmethod
     def _secret_values(request: Request, names: Sequence[str]) -> dict[str, str]:
         """Values from the launcher's own environment (or given with the request), kept in memory only."""
-        from launcher.backend.support import secret_values
-
         values, missing = secret_values(request, names)
         if missing:
             raise ConfigError(f"secret(s) {', '.join(missing)} not set in the launcher's environment: export them "

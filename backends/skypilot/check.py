@@ -15,14 +15,16 @@ and prints one JSON line per file (used by the tests and the bench in a fresh pr
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from launcher.core.errors import CapabilityError, ConfigError
+from launcher.core.errors import CapabilityError, ConfigError, LauncherError
 
 # Clouds whose feature checks SSH into the cluster or call an API: never at validation time.
 _DYNAMIC = ("slurm", "kubernetes", "ssh")
@@ -161,17 +163,12 @@ def _describe(r) -> str:
 
 
 def _clean(e: BaseException) -> str:
-    import re
-
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
     return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def main(argv=None) -> int:
     """Validate task files in this (fresh) process: one JSON line per file, exit 1 if any failed."""
-    import argparse
-
-    from launcher.core.errors import LauncherError
 
     ap = argparse.ArgumentParser(prog="python -m launcher_backends.skypilot.check")
     ap.add_argument("files", nargs="+")

@@ -19,6 +19,8 @@ Contract every implementation keeps:
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Optional, Protocol, Sequence, Union
 
@@ -140,8 +142,6 @@ def _value(x) -> str:
 
 def _plain(x) -> str:
     """A SkyPilot message without its terminal colour codes."""
-    import re
-
     return re.sub(r"\x1b\[[0-9;]*m", "", str(x)) if x else ""
 
 
@@ -213,8 +213,6 @@ class SdkClient:
     _LAUNCHES = {"sky.launch": False, "sky.jobs.launch": True}
 
     def pending_launches(self):
-        import json
-
         sky = self._sky()
         out = []
         for p in sky.api_status():  # unfinished requests only

@@ -13,12 +13,12 @@ catalog prices, and prices infra without a catalog such as ``slurm/NAME`` or
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping, Optional
 
 from launcher.plan.context import Gathered, OfferContext
 from launcher.plan.offers import Offer
 from launcher.plan.rates import notice_seconds, rate_and_source
-
 from launcher_backends.skypilot.catalog import CatalogError, CatalogRow, load_catalog
 from launcher_backends.skypilot.prices import neocloud_entries, neocloud_rows
 
@@ -65,8 +65,6 @@ def skypilot_offers(spec, ctx: OfferContext, restart_hours: float) -> list[Offer
 
 
 def _with_restart(o: Offer, hours: float) -> Offer:
-    import dataclasses
-
     return dataclasses.replace(o, restart_hours=hours)
 
 

@@ -3,30 +3,29 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import time
 from pathlib import Path
 from typing import ClassVar, Optional
 
-from launcher.checkpoint.posix_io import write_atomic
-from launcher.backend.protocols import Facts, Handle, JobRef, Request, iter_file
 from launcher.backend.config import Target
-from launcher.core.errors import CommandError, LauncherError, SubmitError, TransientError
-from launcher.transport.runner import LocalRunner
-from launcher.spec.model import JobSpec
+from launcher.backend.protocols import Facts, Handle, JobRef, Request, iter_file
 from launcher.backend.staging import helper_zip_bytes, stage_helper_locally
+from launcher.backend.support import Unsupported, secret_values
+from launcher.checkpoint.posix_io import write_atomic
+from launcher.core.errors import CommandError, LauncherError, SubmitError, TransientError
 from launcher.core.status import Status
-
-from launcher_backends.slurm import nodeguard
-from launcher_backends.slurm import prices
-from launcher_backends.slurm import probe as probe_mod
+from launcher.spec.model import JobSpec
+from launcher.transport.runner import LocalRunner
+from launcher_backends.slurm import nodeguard, prices, probe as probe_mod
 from launcher_backends.slurm.array import with_array_tasks
+from launcher_backends.slurm.jobvars import run_of
 from launcher_backends.slurm.options import SlurmOptions, SlurmSection
 from launcher_backends.slurm.render import HELPER_NAME, render_sbatch
 from launcher_backends.slurm.states import parse_scontrol_oneliners, requeued_run
-from launcher_backends.slurm.submitting import PendingSubmit, raiser
 from launcher_backends.slurm.status_io import history, statuses
+from launcher_backends.slurm.submitting import PendingSubmit, raiser
 from launcher_backends.slurm.times import epoch
-from launcher_backends.slurm.jobvars import run_of
 
 # named in the transport's error for a program missing on the login node
 CLIENT_PROGRAMS = {p: "Slurm's client" for p in ("sbatch", "squeue", "scontrol", "scancel", "sacct", "sinfo",
@@ -55,8 +54,6 @@ class SlurmBackend:
     @classmethod
     def unsupported(cls, spec: JobSpec) -> list:
         """Requests the sbatch script would drop because another field is missing."""
-        from launcher.backend.support import Unsupported
-
         r, t, out = spec.resources, spec.topology, []
         if r.accelerator and not r.gpus_per_node:
             out.append(Unsupported("resources.accelerator", f"{r.accelerator} is asked for with gpus_per_node: 0, "
@@ -207,7 +204,6 @@ class SlurmBackend:
         On a login node reached over SSH, sbatch has run (with its retries) when this returns."""
         job_dir = request.meta["job_dir"]
         script = f"{job_dir}/attempt-{request.job.attempt}.sbatch"
-        from launcher.backend.support import secret_values
 
         secrets, missing = secret_values(request, request.meta.get("secrets", ()))
         if missing:
@@ -247,7 +243,6 @@ class SlurmBackend:
         or a log) and reach the job through --export=ALL."""
         if not self.opts.ssh_host or not secrets:
             return ["sbatch", "--parsable", script], None
-        import shlex
 
         stdin = "".join(f"{n}={shlex.quote(v)}\n" for n, v in secrets.items())
         return ["sh", "-c", 'set -a; . /dev/stdin; set +a; exec sbatch --parsable "$0"', script], stdin
@@ -380,8 +375,6 @@ class SlurmBackend:
         launcher.backend.protocols.QueueEstimate whose queue is the partition), from ``squeue --start``,
         else the pending work ahead in the partition; None when Slurm says nothing.
         ``exclude_job`` leaves one of our own queued jobs out of the work ahead of itself."""
-        import dataclasses
-
         from launcher_backends.slurm.queue import SINFO_NODES_FORMAT, SQUEUE_JOBS_FORMAT, SQUEUE_START_FORMAT, estimate_queue_wait
 
         partition = spec.section(SlurmSection).partition or self.opts.partition or self._default_partition()

@@ -14,6 +14,7 @@ State lives in ``DIR/node-guard.json``; nothing runs on the login node.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -118,8 +119,6 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:
-    import argparse
-
     ap = argparse.ArgumentParser(prog=COMMAND, description=HELP)
     add_arguments(ap)
     return run(ap.parse_args(argv))

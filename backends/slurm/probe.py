@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from launcher.core.errors import CommandError, LauncherError, TransientError
-
+from launcher_backends.slurm.json_status import PROBE_ARGV, SINCE, probed_parser
 from launcher_backends.slurm.states import parse_version
 
 
@@ -103,8 +103,6 @@ def collect(runner, timeout: float = 60) -> dict:
 def json_status_parser(runner, version: tuple, timeout: float) -> str:
     """Whether the status path may read ``scontrol --json`` (23.02+): the data parser its
     answer names (``data_parser/v0.0.42`` on 24.11), else "" (22.05 has no ``--json``)."""
-    from launcher_backends.slurm.json_status import PROBE_ARGV, SINCE, probed_parser
-
     if version < SINCE:
         return ""
     try:

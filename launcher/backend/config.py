@@ -8,6 +8,7 @@ the target's keys, so plugins own their settings and the core stays generic.
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,8 +112,6 @@ class Config:
 
     def unknown_target(self, name: str) -> str:
         """Say which file was read (and whether it exists), what it has, and how to add NAME."""
-        import difflib
-
         guess = difflib.get_close_matches(name, self.target_names, n=1)
         hint = f"; did you mean '{guess[0]}'?" if guess else ""
         state = "exists" if self.exists else "does not exist"

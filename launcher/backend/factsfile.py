@@ -19,6 +19,7 @@ from pathlib import Path
 
 from launcher.backend.protocols import Facts
 from launcher.core.errors import ConfigError
+from launcher.core.regular import NotReadable, read_regular
 
 
 def use_facts_file(app, target, path) -> None:
@@ -50,8 +51,6 @@ def load_facts(path, target: str, backend: str) -> Facts:
 def _read(path: Path):
     """PATH's JSON: a regular file only, at most ``launcher.core.regular.DEFAULT_LIMIT`` bytes
     read (a FIFO or /dev/zero given as --facts is refused, never waited on or read without end)."""
-    from launcher.core.regular import NotReadable, read_regular
-
     try:
         text = read_regular(path, "facts file").decode("utf-8")
     except NotReadable as e:

@@ -8,12 +8,14 @@ takes that same Request, so the dry run and the real run cannot drift apart.
 from __future__ import annotations
 
 import json
+import os
+import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterator, Optional, Protocol, Sequence, runtime_checkable
 
 from launcher.backend.config import Target
-from launcher.spec.model import JobSpec
 from launcher.core.status import Status
+from launcher.spec.model import JobSpec
 
 
 @dataclass(frozen=True)
@@ -343,9 +345,6 @@ def can(backend: Any, capability: type) -> bool:
 
 def iter_file(path, follow: bool, poll: float = 0.5, done=None) -> Iterator[str]:
     """Yield a file's content, and with follow=True keep yielding appended text until done()."""
-    import os
-    import time
-
     pos = 0
     while True:
         try:

@@ -20,6 +20,7 @@ from typing import Optional
 from pydantic import BaseModel, Field, create_model
 
 from launcher.backend.protocols import OwnsSpecSection, can
+from launcher.backend.registry import default_registry
 from launcher.core.errors import LauncherError, SpecError
 from launcher.spec.model import JobSpec
 from launcher.spec.validation import validate_model
@@ -62,8 +63,6 @@ def unknown_section_hint(path: str, msg: str, model) -> tuple[str, str]:
 
 
 def _registry(registry):
-    from launcher.backend.registry import default_registry
-
     return registry if registry is not None else default_registry()
 
 

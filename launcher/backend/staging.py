@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import tempfile
 
 HELPER_NAME = "launcher_job.pyz"
 
@@ -15,8 +16,6 @@ def helper_zip_bytes(extensions: tuple = ()) -> bytes:
     the job-side command modules a backend adds (EXTENSIONS, e.g. Slurm's node guard):
     compute nodes run it with plain python3, whether or not launcher is installed there,
     and programs import ``launcher.jobside`` from it via LAUNCHER_JOB_PYZ."""
-    import tempfile
-
     from launcher.jobside.zipapp import stage_zip
 
     with tempfile.TemporaryDirectory() as d:

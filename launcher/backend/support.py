@@ -14,10 +14,12 @@ declares no ``spec_fields`` is taken to honour every request (nothing is known a
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from launcher.backend.protocols import DeclaresSpecFields, LimitsSpec, Request, can
+from launcher.backend.registry import default_registry
 from launcher.core.errors import LauncherError, SpecError
 
 
@@ -25,8 +27,6 @@ def secret_values(request: Request, names: Iterable[str]) -> tuple[dict, list]:
     """({name: value}, [names without a value]) of the secrets NAMES a backend delivers for REQUEST:
     this process's environment first, then the values given with the request
     (``Request.secret_values``). What every backend's submit reads; nothing is written."""
-    import os
-
     given = request.secret_values or {}
     values, missing = {}, []
     for n in names:
@@ -100,8 +100,6 @@ def _not_honoured(backend_cls, path: str, value) -> Unsupported:
 
 def honoured_by(path: str, registry=None) -> list[str]:
     """Installed backends that declare they honour PATH (for "what would work")."""
-    from launcher.backend.registry import default_registry
-
     reg = registry if registry is not None else default_registry()
     names = []
     for name in reg.names():
@@ -147,8 +145,6 @@ def backend_of(config, registry):
 def spec_target_problems(spec, config, registry=None) -> list[tuple[str, str]]:
     """For ``launcher validate``: what SPEC asks of every target it lists (else the default
     target) and of its burst targets that they cannot do."""
-    from launcher.backend.registry import default_registry
-
     names = roles(spec) if spec.targets else roles(spec, config.default_target())
     return target_problems(spec, names, backend_of(config, registry or default_registry()))
 
@@ -164,8 +160,6 @@ def require_supported(app, spec, target: str, source: str = "") -> None:
 def offer_filter(spec, registry=None):
     """For the planner: offer -> why its target cannot run SPEC (the same words as validate),
     or None. Worked out once per backend and target, not per offer."""
-    from launcher.backend.registry import default_registry
-
     reg = registry if registry is not None else default_registry()
     by_backend: dict[str, list] = {}
     seen: dict[tuple, Optional[str]] = {}

@@ -22,6 +22,7 @@ GPU/NCCL probes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -129,8 +130,6 @@ def _nccl(dists, timeout=60.0):
 
 def node_facts(probe_gpu=None):
     """What only the node knows, for the attempt record. Never raises."""
-    import hashlib
-
     t0 = time.monotonic()
     out = {"hostname": None}
     try:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 from launcher.checkpoint.contract import COMMIT, parse_manifest, parse_step_dir, read_generations
 from launcher.checkpoint.errors import CheckpointError, ManifestError, UnsafePath
@@ -273,7 +274,6 @@ def scan(store, verify: bool = False, gens=None, workers: int = 16):
         return [_evaluate(store, c, ctx) for c in cands]
     tree = store.prefetch_all()
     has_commit = set(k.split("/", 1)[0] for k in tree if k.endswith("/" + COMMIT) and k.count("/") == 1)
-    from concurrent.futures import ThreadPoolExecutor
 
     def one(c):
         return _evaluate(store, c, ctx, commit_known=(c[2] in has_commit) if c[3] == "launcher" else None)

@@ -5,12 +5,14 @@ half (create-only, compare-and-swap, atomic put, fsync, move, delete), on top of
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import os
 import stat as _stat
 
 from launcher.checkpoint.errors import CheckpointError, Conflict, UnsafePath
-from launcher.checkpoint.posix_io import _CLOEXEC, _DIR_FLAGS, _NOFOLLOW, _NONBLOCK, _READ_FLAGS, _fsync_fd, _ioerror, kind_of
+from launcher.checkpoint.posix_io import (_CLOEXEC, _DIR_FLAGS, _NOFOLLOW, _NONBLOCK, _READ_FLAGS, _fsync_fd, _ioerror,
+                                          kind_of)
 from launcher.checkpoint.posix_read import PosixReads
 
 
@@ -91,8 +93,6 @@ class LocalStore(PosixReads):
     def put_if_match(self, key: str, data: bytes, token):
         """Replace KEY if its current token is TOKEN (None: KEY must not exist).
         Returns the new token."""
-        import fcntl
-
         final = self.url(key)
         parts = self._parts(key)
         try:

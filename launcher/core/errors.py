@@ -5,6 +5,10 @@ The CLI's exit codes (README, "Exit codes"); every error class carries its own:
 
 from __future__ import annotations
 
+import errno
+import os
+import sys
+
 EXIT_OK = 0
 EXIT_FAILED = 1        # the command (or, with --follow, the job) failed
 EXIT_USAGE = 2         # bad command line, spec, config or template: fix the input
@@ -116,8 +120,6 @@ def missing_dependency(e: ImportError, needed_for: str = "") -> MissingDependenc
 def describe(exc: BaseException) -> tuple[str, int]:
     """(one line for stderr, exit code) for any exception reaching the CLI. Pure: the caller
     prints. Known failures say what to do; anything else is reported as an internal error."""
-    import errno
-
     if isinstance(exc, LauncherError):
         return str(exc), exc.exit_code
     if isinstance(exc, ImportError):
@@ -152,16 +154,12 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _loaded(module: str):
-    import sys
-
     return sys.modules.get(module)
 
 
 def template_error(name: str, exc: BaseException) -> TemplateError:
     """A Jinja failure as one line naming the template file and line: a syntax error carries
     both; a runtime error (an undefined variable) is located from the template's own frame."""
-    import os
-
     filename, lineno = getattr(exc, "filename", None), getattr(exc, "lineno", None)
     if not filename:
         tb = exc.__traceback__
@@ -181,7 +179,5 @@ def template_error(name: str, exc: BaseException) -> TemplateError:
 
 
 def _is_override(filename) -> bool:
-    import os
-
     dirs = [d for d in os.environ.get("LAUNCHER_TEMPLATES", "").split(":") if d]
     return bool(filename) and any(os.path.abspath(filename).startswith(os.path.abspath(d) + os.sep) for d in dirs)

@@ -11,10 +11,9 @@ import time
 
 from launcher.checkpoint import (COMMIT, AlreadyCommitted, CheckpointError, Superseded, attempt_key, check_fence,
                                  commit as _commit, gc as _gc, parse_manifest, read_attempt, read_generations,
-                                 step_dir, write_attempt)
-from launcher.checkpoint import scratch as _scratch
+                                 scratch as _scratch, step_dir, write_attempt)
 from launcher.checkpoint.contract import now_iso, parse_step_dir
-
+from launcher.checkpoint.discovery import sha256_file
 from launcher.jobside.env import PROG, ckpt_root, env_int, generation as _current_generation, resume_from, store_for
 from launcher.jobside.heartbeat import auto_heartbeat
 from launcher.jobside.signals import PREEMPT, preemption_requested
@@ -46,8 +45,6 @@ def _want_sha(sha256):
 
 
 def _hash_local_tree(d):
-    from launcher.checkpoint.discovery import sha256_file
-
     out = {}
     for dirpath, _dirs, files in os.walk(d):
         for f in files:
@@ -233,8 +230,6 @@ def _check_local(store, name, path, verify):
 
 
 def _download(store, name, path, dest, verify):
-    from launcher.checkpoint.discovery import sha256_file
-
     raw, _ = store.read(name + "/" + COMMIT)
     if raw is None:
         sg = parse_step_dir(name)

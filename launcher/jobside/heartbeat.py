@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
 import time
 
 from launcher.checkpoint import META_DIR, open_store
 from launcher.checkpoint.contract import now_iso
-
 from launcher.jobside.env import env_int
 
 _HEARTBEAT = {"thread": None}
@@ -50,9 +51,6 @@ def start_heartbeat(root=None, interval=None):
 
 
 def _beat_thread(store, gen, interval):
-    import socket
-    import threading
-
     key = heartbeat_key(gen)
     base = {"generation": gen, "host": socket.gethostname(), "pid": os.getpid(), "interval": interval}
 

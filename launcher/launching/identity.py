@@ -28,8 +28,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-from launcher.provenance.seed import ENV, SeedChoice, decide_seed, parse_env_seed
+from launcher.backend.protocols import HasSubmitHost, can
+from launcher.checkpoint import latest, open_store, read_generations
+from launcher.checkpoint.store import is_s3
+from launcher.core.errors import LauncherError
 from launcher.core.status import attempt_live
+from launcher.provenance.seed import ENV, SeedChoice, decide_seed, parse_env_seed
 
 @dataclass(frozen=True)
 class Earlier:
@@ -138,8 +142,6 @@ def plan_identity(app, spec, target_name: str, fresh: bool = False, environ=None
     decide. EXCLUDE: job ids that are not an earlier run (the launch's own). READ_S3=False
     (``render``, a fast path that never loads boto3 or touches the network): an s3://
     root is not read, the state store's last run with that root stands in."""
-    from launcher.checkpoint.store import is_s3
-
     root = spec.checkpoint.root
     earlier, unreadable = None, ""
     if root and is_s3(root) and not read_s3:
@@ -151,9 +153,6 @@ def plan_identity(app, spec, target_name: str, fresh: bool = False, environ=None
 
 def root_readable_here(app, target_name: str, root: str) -> str:
     """"" if ROOT can be read from this host for TARGET_NAME, else why not."""
-    from launcher.backend.protocols import HasSubmitHost, can
-    from launcher.checkpoint.store import is_s3
-
     if is_s3(root):
         return ""
     backend = app.backend(target_name)
@@ -175,9 +174,6 @@ def _look(app, target_name, root, exclude) -> tuple:
 
 
 def _from_root(app, root, exclude) -> Optional[Earlier]:
-    from launcher.checkpoint import latest, open_store, read_generations
-    from launcher.checkpoint.store import is_s3
-
     if not is_s3(root) and not os.path.isdir(root):
         return None  # nothing written yet
     store = open_store(root)
@@ -226,8 +222,6 @@ def _run_facts(app, run, root, store, generation) -> tuple:
 
 
 def _job_row(app, job_id):
-    from launcher.core.errors import LauncherError
-
     try:
         row = app.store.get_job(job_id)
     except LauncherError:

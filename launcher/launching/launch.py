@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import functools
 import os
+from contextlib import nullcontext
 from typing import Optional
 
 from launcher.backend.protocols import Handle, JobRef, MeasuresQueueWait, Request, StartsSubmit, can
+from launcher.backend.support import require_supported
 from launcher.core.errors import LauncherError
-from launcher.spec.model import JobSpec
-from launcher.state.store import new_job_id
 from launcher.launching.submission import (Launched, facts_for, find_submission, job_ref, job_spec, new_job_ref,
                                            stored_secrets, with_secrets)
+from launcher.spec.model import JobSpec
+from launcher.state.store import new_job_id
 
 
 def pick_target(app, spec: JobSpec, explicit: Optional[str], note=None) -> str:
@@ -95,7 +97,6 @@ def render_for(app, spec: JobSpec, target_name: str, job: JobRef, shape=None) ->
     given, is applied once the spec is checked and its secret-looking env lifted: the caller's
     (``launcher.api.facade.Launcher.render``) way to render a sweep as its launch submits it."""
     from launcher.spec.secretenv import lift
-    from launcher.backend.support import require_supported
 
     require_supported(app, spec, target_name)  # a field the target cannot honour is an error, never dropped
     spec = lift(spec)[0]  # what launch submits: secret-looking env delivered as secrets
@@ -114,7 +115,6 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     from launcher.provenance.record import complete_launch, draft_launch, store_writes
     from launcher.provenance.seed import with_run_env
     from launcher.spec.secretenv import for_launch
-    from launcher.backend.support import require_supported
 
     if spec.sweep is not None:  # the caller dispatches: launcher.sweep.launching.launch_sweep launches a sweep
         raise LauncherError(f"{spec.name} is a sweep: launcher.sweep.launching.launch_sweep launches it "
@@ -214,8 +214,6 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
     earlier (crashed) holder of the claim submitted is adopted, never submitted twice. While
     the lookup and the submission run, the claim is kept alive (a submission slower than the
     claim's TTL is not taken over by another watcher meanwhile)."""
-    from contextlib import nullcontext
-
     from launcher.state.claims import claim_ttl
     from launcher.state.claims import kept_alive
 

@@ -13,9 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
+from launcher.backend.protocols import RemoteWorkdir, can
+from launcher.backend.registry import default_registry
+from launcher.core.errors import LauncherError
+from launcher.spec import model as spec_module
+from launcher.spec.model import JobSpec, require_workdir, resolve_paths
+from launcher.spec.yamlio import read_text
+
 if TYPE_CHECKING:
     from launcher.backend.config import Config
-    from launcher.spec.model import JobSpec
 
 SpecLike = Union[str, "os.PathLike[str]", "JobSpec"]
 
@@ -39,9 +45,7 @@ def spec_input(spec: SpecLike, base: Optional[Union[str, Path]] = None) -> SpecI
     """Load a spec given as a path, YAML text or a JobSpec. Raises SpecError naming the
     field (and line, for text) of every problem."""
     from launcher.spec.secretenv import warnings
-    from launcher.spec.model import JobSpec, resolve_paths
     from launcher.backend.sections import load_spec, spec_from_text
-    from launcher.spec.yamlio import read_text
 
     if isinstance(spec, JobSpec):
         source, path, text, parsed = "<spec>", None, spec_text(spec), spec
@@ -72,7 +76,6 @@ def _plain(model) -> dict:
     from pydantic import BaseModel
     from pydantic_core import to_jsonable_python
 
-    from launcher.spec import model as spec_module
 
     units = {spec_module._duration: "s", spec_module._size: "B"}
     out = {}
@@ -95,11 +98,6 @@ def require_local_workdir(spec: "JobSpec", file, config: "Config", names, base: 
     """The workdir must exist here for every target that runs it from here (local, a login
     node, SkyPilot's sync); a backend may say that a target runs the job in a workdir on its
     own machines (``RemoteWorkdir``: a cluster reached over SSH), not staged from this one."""
-    from launcher.backend.protocols import RemoteWorkdir, can
-    from launcher.core.errors import LauncherError
-    from launcher.backend.registry import default_registry
-    from launcher.spec.model import require_workdir
-
     def from_here(name):
         try:
             raw = config.raw_target(name)

@@ -5,12 +5,13 @@ the other's internals."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Optional
 
 from launcher.backend.protocols import ChoosesPlacement, FindsSubmissions, Handle, JobRef, Request, can
 from launcher.core.errors import LauncherError
-from launcher.spec.model import JobSpec
+from launcher.spec.model import JobSpec, resolve_paths
 
 
 @dataclass
@@ -59,9 +60,6 @@ def job_spec(job_row) -> JobSpec:
     """The spec a job was launched with, relative paths resolved as they were at launch. Pure:
     the values of secret-looking env a job recorded before they were kept out of the store still
     holds are ``stored_secrets``' (nothing is put into os.environ)."""
-    from pathlib import Path
-
-    from launcher.spec.model import resolve_paths
     from launcher.backend.sections import spec_from_text
 
     from launcher.spec.secretenv import lift
@@ -87,6 +85,4 @@ def stored_secrets(job_row) -> dict:
 
 def with_secrets(request: Request, values: dict) -> Request:
     """REQUEST with secret VALUES given for its submission (``Request.secret_values``)."""
-    from dataclasses import replace
-
     return replace(request, secret_values={**request.secret_values, **values}) if values else request

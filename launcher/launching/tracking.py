@@ -8,11 +8,13 @@ requeue under the same native id) into a new attempt row.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Optional
 
 from launcher.backend.protocols import Handle, KeepsRunHistory, can
 from launcher.core.errors import LauncherError
+from launcher.core.status import Status
 
 
 def refresh(app, jobs) -> dict:
@@ -21,8 +23,6 @@ def refresh(app, jobs) -> dict:
     Returns {job_id: Status}. A failing target is reported per job as an error string,
     never turned into a job failure (that is a CONTROL_PLANE event).
     """
-    from launcher.core.status import Status
-
     by_target: dict[str, list] = {}
     for j in jobs:
         if j.handle:
@@ -79,8 +79,6 @@ def _follow_restarts(app, row, h: Handle, st, attempts=None) -> Handle:
     """A scheduler that restarts a job in place (Slurm requeue) keeps its native id: each
     restart becomes a new attempt row, and the finished run's own state (PREEMPTED,
     NODE_FAIL ...) is taken from the scheduler's per-run history where it keeps one."""
-    import dataclasses
-
     attempts = app.store.attempts(row.job_id) if attempts is None else attempts  # ATTEMPTS: as read before
     same = [a for a in attempts if a.native_id == h.native_id]
     if not same:

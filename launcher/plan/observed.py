@@ -30,10 +30,14 @@ again replaces its row, never counts it twice. ``load(store, now)`` gives the ro
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Optional
 
+from launcher.backend.protocols import PricesOffers, can
+from launcher.backend.registry import default_registry
+from launcher.core.errors import LauncherError
 from launcher.plan.chase import Observation
 from launcher.state import observations
 
@@ -87,10 +91,6 @@ def attempt_key(backend: str, target: str, handle_extra: dict, status_extra: dic
                 registry=None) -> Optional[tuple]:
     """The offer key an attempt ran on, as its backend says (``PricesOffers.offer_key``), or
     None when it cannot be told (a backend that does not price itself, or is not installed)."""
-    from launcher.backend.protocols import PricesOffers, can
-    from launcher.core.errors import LauncherError
-    from launcher.backend.registry import default_registry
-
     try:
         cls = (registry or default_registry()).load(backend, check=False)
     except LauncherError:
@@ -148,8 +148,6 @@ def observe_job(store, job_row, status=None, now: Optional[float] = None) -> lis
     ended while the job kept going (a Slurm requeue in place makes a new attempt row and
     the job is RUNNING again by the time watch looks). Advisory: a state store error is
     swallowed (learning must never stop recovery); returns what was recorded."""
-    import sqlite3
-
     try:
         done = observations.attempts_observed(store, job_row.job_id)
         attempts = store.attempts(job_row.job_id)

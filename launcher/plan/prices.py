@@ -30,6 +30,9 @@ from typing import Any
 from pydantic import BaseModel, Field, create_model
 
 from launcher.backend.pricefiles import PriceModel
+from launcher.backend.protocols import OwnsPriceSection, can
+from launcher.backend.registry import default_registry
+from launcher.core.errors import LauncherError
 from launcher.spec.validation import validate_model
 from launcher.spec.yamlio import load_yaml, read_text
 
@@ -49,10 +52,6 @@ class PriceBook:
 def price_sections(registry=None) -> dict:
     """{section key: backend class} of every installed backend that reads price files; a
     backend that cannot be imported reads none, a built-in's key cannot be taken."""
-    from launcher.backend.protocols import OwnsPriceSection, can
-    from launcher.backend.registry import default_registry
-    from launcher.core.errors import LauncherError
-
     reg = registry if registry is not None else default_registry()
     out: dict = {}
     for name in reg.entries:  # built-ins first

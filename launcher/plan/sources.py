@@ -13,9 +13,13 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from launcher.backend.config import LOCAL_TARGET
+from launcher.backend.protocols import PricesOffers, can
+from launcher.backend.registry import default_registry
+from launcher.core.errors import LauncherError
 from launcher.plan.chase import Observation, apply_observations
 from launcher.plan.context import Gathered, OfferContext
 from launcher.plan.prices import PriceBook, load_price_book
+from launcher.plan.ranking import rank
 
 __all__ = ["Gathered", "OfferContext", "gather_offers", "plan", "target_names"]
 
@@ -41,10 +45,6 @@ def gather_offers(spec, config, *, targets: Optional[Iterable[str]] = None, cata
     fed by ``launcher watch``) are added to them. ``registry``: where backends are found
     (default: the ``launcher.backends`` entry points).
     """
-    from launcher.backend.protocols import PricesOffers, can
-    from launcher.core.errors import LauncherError
-    from launcher.backend.registry import default_registry
-
     registry = registry or default_registry()
     names = target_names(spec, config, targets)
     cfg = config.file
@@ -79,7 +79,5 @@ def gather_offers(spec, config, *, targets: Optional[Iterable[str]] = None, cata
 
 def plan(spec, config, params=None, **gather_kw):
     """Gather the configured offers and rank them: what ``launcher plan`` prints."""
-    from launcher.plan.ranking import rank
-
     got = gather_offers(spec, config, **gather_kw)
     return rank(spec, got.offers, params).with_notes(got.notes)

@@ -13,11 +13,15 @@ import hashlib
 import os
 import platform
 import re
+import shutil
 import socket
 import subprocess
 import sys
 import time
+from importlib import metadata
 from typing import Optional
+
+from launcher.provenance.gitcache import cached_identity
 
 GIT_TIMEOUT = 30.0
 # untracked files bigger than this enter the dirty-tree hash by (path, size), not content
@@ -131,8 +135,6 @@ def _remote(out: dict, path: str) -> None:
 
 def code_identity(path: Optional[str]) -> dict:
     """``git_identity``, reused between launches while the work tree is unchanged (gitcache)."""
-    from launcher.provenance.gitcache import cached_identity
-
     return cached_identity(path, git_identity)
 
 
@@ -206,8 +208,6 @@ def python_env() -> dict:
 @functools.lru_cache(maxsize=64)
 def dist_version(name: str) -> Optional[str]:
     """An installed distribution's version (cached: installs do not change under a process)."""
-    from importlib import metadata
-
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -250,7 +250,6 @@ def image_identity(image: Optional[str], docker_timeout: float = 10.0) -> dict:
         return {"name": image, "digest": None, "source": None, "size": size,
                 "reason": "a local image file: not hashed at launch" if size is not None
                 else "a local image file that is not on this host"}
-    import shutil
 
     docker = shutil.which("docker")
     reason = "resolving a tag to a digest needs the registry (network): not done at launch"

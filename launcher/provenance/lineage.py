@@ -10,15 +10,19 @@ only a fallback for a run whose RUN.json is missing, and is never created here.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Optional
 
+from launcher.backend.config import launcher_home
+from launcher.checkpoint import CheckpointError, open_store, read_attempt, read_generations, scan
+from launcher.checkpoint.store import is_s3
 from launcher.core.errors import LauncherError
+from launcher.provenance.record import read_run_json
 
 
 def split_checkpoint(path: str) -> tuple[str, Optional[str]]:
     """(ROOT, step directory name or None) for a checkpoint directory or a root."""
     from launcher.checkpoint.contract import parse_step_dir
-    from launcher.checkpoint.store import is_s3
 
     p = path.rstrip("/")
     if not is_s3(p):
@@ -33,9 +37,6 @@ def split_checkpoint(path: str) -> tuple[str, Optional[str]]:
 
 def _state_store_record(run_id: str, home=None) -> tuple[Optional[dict], Optional[str]]:
     """The run's record from the local state store, if one exists (never creates it)."""
-    from pathlib import Path
-
-    from launcher.backend.config import launcher_home
 
     home = Path(home) if home else launcher_home()
     if not (home / "state.db").exists():
@@ -78,8 +79,6 @@ def lineage(path: str, home=None, max_hops: int = 10000) -> dict:
 
 def _open_root(root: str) -> tuple:
     """(store, generations, scanned entries) of a checkpoint root; CheckpointError becomes LauncherError."""
-    from launcher.checkpoint import CheckpointError, open_store, read_generations, scan
-
     try:
         store = open_store(root)
         store.check_root()
@@ -108,8 +107,6 @@ def _pick_entry(store, root: str, name: Optional[str], entries, by_name: dict):
 
 def _read_attempt(store, generation) -> Optional[dict]:
     """The attempt record of a generation, or None when it is missing or unreadable."""
-    from launcher.checkpoint import read_attempt
-
     try:
         return read_attempt(store, generation)
     except Exception:
@@ -131,8 +128,6 @@ def _run_of(store, gens, e) -> tuple[Optional[str], str]:
 
 def _run_record(store, run_id: str, home) -> tuple[Optional[dict], Optional[str]]:
     """(the run's RUN.json, its location), falling back to the local state store."""
-    from launcher.provenance.record import read_run_json
-
     try:
         record, location = read_run_json(store.root, run_id)
     except Exception:

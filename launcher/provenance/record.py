@@ -23,6 +23,7 @@ from typing import Optional
 
 from launcher.checkpoint.contract import META_DIR
 from launcher.core.redact import is_secret_name
+from launcher.provenance.capture import capture
 
 TABLE = """
 CREATE TABLE IF NOT EXISTS provenance (
@@ -176,7 +177,6 @@ def _document(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str
               request=None, handle=None, seed=None, seed_source=None, continues=None) -> dict:
     """The redacted provenance record (capture + redact; no writes)."""
     from launcher.backend.protocols import Facts, ReportsVersion, can
-    from launcher.provenance.capture import capture
 
     backend = app.backend(target_name)
     try:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import os
 
+from launcher.checkpoint.store import is_s3
 from launcher.core.errors import LauncherError
+from launcher.provenance.record import load_record
 
 
 def load_run(app, ref: str) -> dict:
     """A run's record from: a RUN.json file, a checkpoint (directory, root or s3:// URL), or a
     job id (or unique prefix) in APP's state store."""
-    from launcher.checkpoint.store import is_s3
-
     if os.path.isfile(ref):
         try:
             with open(ref, encoding="utf-8") as f:
@@ -29,7 +29,6 @@ def load_run(app, ref: str) -> dict:
         if not d.get("run"):
             raise LauncherError(f"{ref}: no run record found (run {d.get('run_id') or 'unknown'})")
         return d["run"]
-    from launcher.provenance.record import load_record
 
     row = app.store.get_job(ref)
     doc = load_record(app.store, row.job_id)

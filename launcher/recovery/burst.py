@@ -15,11 +15,12 @@ from typing import Optional
 
 from launcher.backend.protocols import Handle, MeasuresQueueWait, can
 from launcher.core.errors import LauncherError
-from launcher.state.store import ClaimLost
 from launcher.core.status import JobState
+from launcher.launching.launch import planned_target, resubmit
 from launcher.recovery.outcome import Outcome
 from launcher.recovery.state import BurstRace, RecoveryState
 from launcher.state.claims import claimed
+from launcher.state.store import ClaimLost
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,6 @@ def step(app, job, spec, status, clock):
                      _predicted_wait(app, job, spec, latest))
     if not d.go:
         return None
-    from launcher.launching.launch import planned_target, resubmit
 
     to = planned_target(app, spec.model_copy(update={"targets": list(spec.burst.to)})) or spec.burst.to[0]
     with claimed(app.store, job.job_id) as c:
@@ -89,8 +89,6 @@ def step(app, job, spec, status, clock):
 def burst_state(c, job_id: str, latest):
     """Under claim C (None: another watcher holds it): the job's RecoveryState when this
     watcher may start a burst of its LATEST attempt, else the Outcome saying why not."""
-    from launcher.recovery.outcome import Outcome
-
     if c is None:
         return Outcome(job_id, "claimed", "another watcher is deciding on it")
     rs = RecoveryState.load(c.job.meta)
@@ -112,8 +110,6 @@ def _predicted_wait(app, job, spec, latest) -> Optional[float]:
 
 def _race(app, job, rs: RecoveryState):
     """Both copies exist: the first one running wins; the other is cancelled."""
-    from launcher.recovery.outcome import Outcome
-
     store = app.store
     race = rs.burst
     slurm_h = Handle.from_json(race.queued_handle)

@@ -15,9 +15,12 @@ from typing import Optional
 
 from launcher.backend.protocols import Handle
 from launcher.core.errors import LauncherError
-from launcher.state.store import is_open
-from launcher.recovery.state import RecoveryState
 from launcher.core.status import JobState, attempt_ended
+from launcher.launching.submission import find_submission, job_ref
+from launcher.launching.tracking import refresh
+from launcher.recovery.state import RecoveryState
+from launcher.state.claims import claim_ttl
+from launcher.state.store import is_open
 
 
 @dataclass
@@ -64,9 +67,6 @@ def finished_report(row) -> CancelReport:
 def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, refresh_first: bool = True) \
         -> CancelReport:
     """REFRESH_FIRST=False: the caller brought the job up to date (a sweep, in one batched call)."""
-    from launcher.launching.tracking import refresh
-    from launcher.state.claims import claim_ttl
-
     store = app.store
     row = store.get_job(job)
     if refresh_first and row.handle and is_open(row):
@@ -93,8 +93,6 @@ def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, ref
 
 def cancel_claimed(app, c, closing: Closing = Closing()) -> CancelReport:
     """Cancel what the scheduler has of claimed job C, then close it as CLOSING says."""
-    from launcher.launching.submission import find_submission, job_ref
-
     job = c.job
     report = CancelReport(job.job_id)
     if not is_open(job):

@@ -25,6 +25,9 @@ import json
 import time
 from typing import Optional
 
+from launcher.checkpoint import CheckpointError, open_store, read_attempt, read_generations
+from launcher.jobside.heartbeat import heartbeat_key
+from launcher.launching.submission import job_spec
 from launcher.report.accounting import ACTIVE, AttemptIn, History, Save
 
 
@@ -44,8 +47,6 @@ def read_generation_records(root: Optional[str], job_id: str, notes: list) -> li
     """Every ROOT/.launcher/attempts/g<G>.json written by JOB_ID, oldest generation first."""
     if not root:
         return []
-    from launcher.checkpoint import CheckpointError, open_store, read_attempt, read_generations
-    from launcher.jobside.heartbeat import heartbeat_key
 
     try:
         store = open_store(root)
@@ -213,8 +214,6 @@ def _refreshed(app, row, notes: list):
 
 
 def _stored_spec(row, notes: list, specs: dict):
-    from launcher.launching.submission import job_spec
-
     key = (row.spec_yaml, row.spec_path, row.meta.get("spec_base"))
     if key not in specs:
         try:

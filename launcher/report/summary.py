@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from launcher.plan.model import daly, optimal_interval, young
+
 NOT_FAILURES = {"COMPLETED", "CANCELLED"}  # CANCELLED loses work, but is no failure for the MTBF
 
 
@@ -60,7 +62,6 @@ def checkpoint_interval(outs, totals, planned_s: Optional[float] = None) -> dict
     if M is None:
         out["reason"] = "no failure observed: the optimum is unbounded (checkpoint as rarely as you like)"
         return out
-    from launcher.plan.model import daly, optimal_interval, young
 
     C_eff = max(C, 1e-6)
     out["young_s"] = young(C_eff, M)

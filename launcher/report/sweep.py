@@ -41,6 +41,7 @@ from typing import Mapping, Optional
 
 from launcher.core.errors import EXIT_USAGE, LauncherError
 from launcher.report.accounting import CATEGORIES
+from launcher.sweep.summary import STATE_ORDER
 
 SCOPES = ("last", "best")
 
@@ -158,8 +159,6 @@ def element_row(e: ElementIn, choice: Optional[MetricChoice]) -> dict:
 
 
 def _counts(rows) -> dict:
-    from launcher.sweep.summary import STATE_ORDER
-
     counts: dict = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1

@@ -16,8 +16,16 @@ from __future__ import annotations
 
 from typing import Optional
 
+from launcher.checkpoint import CheckpointError
+from launcher.checkpoint.metrics import read_metrics
 from launcher.core.errors import LauncherError
+from launcher.report.collect import _stored_spec, collect, read_generation_records
 from launcher.report.sweep import ElementIn, aggregate, choose_metric
+from launcher.state.store import is_open
+from launcher.sweep.early_stop import until_stop
+from launcher.sweep.elements import sweep_rows
+from launcher.sweep.judgements import stop_of
+from launcher.sweep.reports import read_element_reports
 
 HISTORY_MAX = 100  # elements; beyond this, no per-element scheduler history calls
 
@@ -25,8 +33,6 @@ HISTORY_MAX = 100  # elements; beyond this, no per-element scheduler history cal
 def gather_sweep(app, sweep_id: str, metric: Optional[str] = None, mode: Optional[str] = None,
                  scope: str = "last", refresh: bool = True, now: Optional[float] = None) -> dict:
     """The sweep report of SWEEP_ID (the JSON shape of ``launcher.report.sweep.aggregate``)."""
-    from launcher.sweep.elements import sweep_rows
-
     rows = sweep_rows(app.store, sweep_id)
     if not rows:
         raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")
@@ -48,30 +54,23 @@ def gather_sweep(app, sweep_id: str, metric: Optional[str] = None, mode: Optiona
 def _read_roots(rows):
     """Every element root's records and metrics, read within the storage time bound (a
     ``launcher.sweep.reports.Read`` by element index)."""
-    from launcher.sweep.reports import read_element_reports
-
     jobs = {r.ckpt_root: r.job_id for r in rows if r.ckpt_root}
     roots = {r.meta["sweep"]["index"]: r.ckpt_root for r in rows if r.ckpt_root}
     return read_element_reports(roots, reader=lambda root: _read_root(root, jobs[root]))
 
 
 def _read_root(root: str, job_id: str) -> dict:
-    from launcher.report.collect import read_generation_records
-
     notes: list = []
     records = read_generation_records(root, job_id, notes)
     return {"records": records, "metrics": _metrics(root, notes), "notes": notes}
 
 
 def _early_stop(row, specs: dict):
-    from launcher.report.collect import _stored_spec
-
     spec = _stored_spec(row, [], specs)  # a spec that does not parse: each element's report says so
     return spec.sweep.early_stop if spec is not None and spec.sweep is not None else None
 
 
 def _refresh_open(app, rows, notes: list) -> None:
-    from launcher.state.store import is_open
     from launcher.launching.tracking import refresh
 
     try:
@@ -86,7 +85,6 @@ def _refresh_open(app, rows, notes: list) -> None:
 
 def _element(app, row, history: bool, now: Optional[float], specs: dict, roots) -> ElementIn:
     from launcher.report import account
-    from launcher.report.collect import collect
 
     sw = row.meta["sweep"]
     got = roots.reports.get(sw["index"]) or {}
@@ -103,8 +101,6 @@ def _element(app, row, history: bool, now: Optional[float], specs: dict, roots) 
         report = account(hist).to_dict()
     except (LauncherError, OSError, ValueError) as e:
         notes.append(f"no report: {e}")
-    from launcher.sweep.early_stop import until_stop
-    from launcher.sweep.judgements import stop_of
 
     metrics = until_stop(got.get("metrics") or {}, stop_of(row.meta))  # reports after its stop do not count
     return ElementIn(index=sw["index"], params=sw.get("params") or {}, state=row.state, job_id=row.job_id,
@@ -115,8 +111,6 @@ def _element(app, row, history: bool, now: Optional[float], specs: dict, roots) 
 def _metrics(root: Optional[str], notes: list) -> dict:
     if not root:
         return {}
-    from launcher.checkpoint import CheckpointError
-    from launcher.checkpoint.metrics import read_metrics
 
     try:
         return read_metrics(root)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from launcher.report.accounting import CATEGORIES, LABELS
 from launcher.report.text import _dur, _usd
+from launcher.sweep.summary import params_text
 
 
 def _pct(x) -> str:
@@ -39,8 +40,6 @@ def _cost_lines(d: dict) -> list[str]:
 
 
 def _best_line(d: dict) -> str:
-    from launcher.sweep.summary import params_text
-
     m, b = d["metric"], d["best"]
     if b is None:
         return f"best element: - ({d['best_reason']})"
@@ -51,8 +50,6 @@ def _best_line(d: dict) -> str:
 
 
 def _table(d: dict) -> list[str]:
-    from launcher.sweep.summary import params_text
-
     m = d["metric"]
     best = d["best"]["index"] if d["best"] else None
     head = ["", "index", "state", "attempts", "goodput", "cost", "step", m["name"] if m else "metric", "params"]

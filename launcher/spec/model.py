@@ -8,14 +8,15 @@ and bytes. A backend reads its own section with ``spec.section(ItsSectionModel)`
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Optional, TypeVar, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from launcher.spec import units
 from launcher.core.errors import SpecError
+from launcher.spec import units
 from launcher.spec.sweep import SweepSpec
 
 
@@ -282,8 +283,6 @@ S = TypeVar("S", bound=BaseModel)
 
 def require_workdir(workdir: str, source: str, base) -> None:
     """Refuse a workdir that is not an existing directory on this machine, naming the path."""
-    import os
-
     resolved = os.path.abspath(os.path.expanduser(workdir))
     if not os.path.isdir(resolved):
         why = "is not a directory" if os.path.exists(resolved) else "does not exist"
@@ -297,8 +296,6 @@ def resolve_paths(spec: JobSpec, base: Path, source: str = "", must_exist: bool 
     With ``must_exist``, a workdir that is not an existing
     directory on this machine is refused, naming the path it resolved to: it is what SkyPilot
     syncs, what provenance reads, and where the job starts."""
-    import os
-
     upd = {}
     workdir = spec.workdir
     if workdir and not os.path.isabs(os.path.expanduser(workdir)):

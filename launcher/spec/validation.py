@@ -5,6 +5,7 @@ mean" for misspelt keys."""
 from __future__ import annotations
 
 import difflib
+import typing
 from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
@@ -28,8 +29,6 @@ def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
 
 
 def _inner_model(ann):
-    import typing
-
     if isinstance(ann, type) and issubclass(ann, BaseModel):
         return ann
     for arg in typing.get_args(ann) or ():

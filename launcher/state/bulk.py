@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 
-from launcher.core.status import is_final
+from launcher.core.status import is_final, job_state_for
 from launcher.state.rows import AttemptRow, mirrored_state, reopened
 
 CHUNK = 500  # job ids per IN (...) query, under SQLite's variable limit
@@ -21,7 +21,6 @@ class BulkWrites:
         for many jobs in ONE transaction. ENTRIES: (job_id, handle_json, native_id); each event's
         detail is {target, native_id, attempt, **DETAIL}."""
         from launcher.core.redact import _masks, redact_obj, redact_text
-        from launcher.core.status import job_state_for
 
         now, masks = time.time(), _masks(())
         ids, native = [e[0] for e in entries], [e[2] for e in entries]

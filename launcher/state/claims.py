@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional
 
 from launcher.core.errors import LauncherError
+from launcher.state.store import StateStore
 
 CLAIM_TTL_S = 120.0  # longer than a submission takes; a crashed holder's claim is taken over after it
 
@@ -81,8 +82,6 @@ def kept_alive(store, job_id: str, owner: str, ttl: float,
 
 
 def _renew(home, job_id: str, owner: str, ttl: float, on_renew, keeping: Keeping, stop: threading.Event) -> None:
-    from launcher.state.store import StateStore
-
     own = None
     try:
         while not stop.wait(renewal_interval(ttl)):

@@ -22,12 +22,14 @@ Rules (README, "When the state store is damaged"):
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 from pathlib import Path
 from typing import Callable, Optional
 
 from launcher.core.errors import StateStoreError
+from launcher.core.regular import NotReadable, check_regular
 from launcher.state.schema import SCHEMA_VERSION, migrate
 
 APPLICATION_ID = 0x4C4E4348  # "LNCH"
@@ -215,8 +217,6 @@ def check_file(path: Path) -> None:
     forever, a device would be read without end), 0 bytes (contents lost) or not SQLite at
     all. The file (and its -wal and -shm beside it) is stat-ed before anything opens it, and
     opened non-blocking."""
-    from launcher.core.regular import NotReadable, check_regular
-
     try:
         for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
             if p is path or os.path.lexists(p):
@@ -320,8 +320,6 @@ def _create(path: Path, schema: str, timeout: float) -> None:
 
 def prepare_home(home: Path, path: Path) -> None:
     """Create $LAUNCHER_HOME (mode 0700) or say in one line why it cannot be."""
-    import errno
-
     try:
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as e:

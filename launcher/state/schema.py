@@ -4,6 +4,7 @@ date costs two PRAGMA reads)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 SCHEMA_VERSION = 2  # 2: the sweeps table, and jobs.sweep_id (``migrate``)
@@ -126,8 +127,6 @@ def _has_column(db, table: str, column: str) -> bool:
 
 def _old_elements(db) -> list:
     """(sweep id, job id) of the rows whose meta names the sweep they are an element of."""
-    import json
-
     out = []
     for r in db.execute("SELECT job_id, meta FROM jobs WHERE meta LIKE '%\"sweep\"%'").fetchall():
         try:

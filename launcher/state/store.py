@@ -11,6 +11,10 @@ is stored once, in ``sweeps``, and its elements' job rows refer to it (``launche
 from __future__ import annotations
 
 import json
+import os
+import re
+import secrets
+import socket
 import sqlite3
 import threading
 import time
@@ -19,20 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
+from launcher.core.args import job_ref
 from launcher.core.errors import LauncherError
 from launcher.core.status import FINAL_STATES, is_final, job_state_for
 from launcher.state.bulk import BulkWrites
-from launcher.state.rows import (AttemptRow, JobRow, claim_available, closed_meta, is_open, mirrored_state,
-                                 patched)
+from launcher.state.rows import (AttemptRow, JobRow, claim_available, closed_meta, is_open, mirrored_state, patched,
+                                 reopened)
 from launcher.state.sweeps import SweepRows, job_rows
 
 
 def new_owner() -> str:
     """A claim owner: host:pid:random (the random part tells two stores of one process apart)."""
-    import os
-    import secrets
-    import socket
-
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
@@ -285,8 +286,6 @@ class StateStore(BulkWrites, SweepRows):
         for each (kind, detail) of EVENTS, and ALSO ((sql, params) of other tables, such as
         the provenance record), in ONE transaction. While OWNER is given, only while its claim
         on the job holds (ClaimLost)."""
-        from launcher.state.rows import reopened
-
         now = time.time()
         rows = [_event_row(job_id, kind, detail, now) for kind, detail in events]  # redacted before the lock
         with self.tx() as db:
@@ -368,8 +367,6 @@ class StateStore(BulkWrites, SweepRows):
         """The job JOB_ID names: its exact id, or else a prefix matching exactly one job. A
         plain prefix (``substr``): '%' and '_' are characters, not LIKE wildcards; an empty or
         blank id is refused (ArgumentError), never read as the prefix of every job."""
-        from launcher.core.args import job_ref
-
         job_id = job_ref(job_id)
         row = self.db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
         if row is None:
@@ -473,8 +470,5 @@ def _event_row(job_id: str, kind: str, detail: dict, ts: float) -> tuple:
 
 
 def new_job_id(name: str) -> str:
-    import re
-    import secrets
-
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:24] or "job"
     return f"{slug}-{secrets.token_hex(3)}"

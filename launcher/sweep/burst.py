@@ -23,18 +23,18 @@ from typing import Optional
 
 from launcher.backend.protocols import Handle, MeasuresQueueWait, can
 from launcher.core.errors import LauncherError
+from launcher.core.status import Status
+from launcher.launching.launch import planned_target, resubmit
 from launcher.recovery.burst import burst_state, should_burst
 from launcher.recovery.outcome import Outcome
-from launcher.state.claims import claimed
 from launcher.recovery.state import BurstRace, RecoveryState
+from launcher.state.claims import claimed
 from launcher.state.store import ClaimLost
-from launcher.core.status import Status
+from launcher.sweep.queue import runs_arrays
 
 
 def applies(app, job) -> bool:
     """The element runs in an array (its own burst rules apply); else the single-job burst does."""
-    from launcher.sweep.queue import runs_arrays
-
     return bool(job.meta.get("sweep")) and runs_arrays(app.backend(job.target))
 
 
@@ -56,7 +56,6 @@ def step(app, job, spec, status, clock) -> Optional[Outcome]:
     d = should_burst(status.state, latest.submitted, clock(), spec.burst.after)
     if not d.go:
         return None
-    from launcher.launching.launch import planned_target
 
     to = planned_target(app, spec.model_copy(update={"targets": list(spec.burst.to), "sweep": None})) \
         or spec.burst.to[0]
@@ -74,8 +73,6 @@ def step(app, job, spec, status, clock) -> Optional[Outcome]:
 
 def _move(app, c, rs: RecoveryState) -> Outcome:
     """Under the element's claim C: cancel its array task, submit it on the burst target."""
-    from launcher.launching.launch import resubmit
-
     store, job, race = app.store, c.job, rs.burst
     task = Handle.from_json(race.queued_handle)
     try:

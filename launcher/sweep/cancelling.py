@@ -14,11 +14,18 @@ why. ``--element N`` is the ordinary single-job cancel of that element.
 
 from __future__ import annotations
 
+import time
 from typing import Optional
 
-from launcher.recovery.cancel import Closing
+from launcher.backend.protocols import Handle
 from launcher.core.errors import LauncherError
-from launcher.sweep.elements import sweep_rows
+from launcher.launching.submission import find_submission, job_ref
+from launcher.launching.tracking import refresh
+from launcher.recovery.cancel import Closing, next_attempt
+from launcher.state.claims import claim_ttl
+from launcher.state.store import is_open
+from launcher.sweep.elements import element_id, sweep_rows
+from launcher.sweep.queue import cancel_queued, cancel_queued_element, runs_arrays
 
 CANCELLED = "CANCELLED"
 CLOSING = Closing()  # by the user
@@ -27,10 +34,7 @@ CLOSING = Closing()  # by the user
 def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
     """Cancel the whole sweep or one ELEMENT: a CancelReport per element."""
     from launcher.recovery.cancel import cancel_job, finished_report
-    from launcher.state.store import is_open
-    from launcher.sweep.elements import element_id
 
-    from launcher.sweep.queue import cancel_queued, cancel_queued_element
 
     if element is not None:
         job_id = element_id(app, sweep_id, element)
@@ -48,9 +52,6 @@ def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
 def _refreshed(app, sweep_id: str, rows) -> list:
     """The rows after one batched status call for the open ones (a failing target: as stored;
     the cancel then finds out)."""
-    from launcher.state.store import is_open
-    from launcher.launching.tracking import refresh
-
     todo = [r for r in rows if is_open(r) and r.handle]
     if todo:
         refresh(app, todo)
@@ -61,9 +62,6 @@ def _refreshed(app, sweep_id: str, rows) -> list:
 def _array_of(app, rows):
     """The handle of the sweep's array job (its native id covers every task), or None where
     the elements are jobs of their own."""
-    from launcher.backend.protocols import Handle
-
-    from launcher.sweep.queue import runs_arrays
 
     with_handle = [r for r in rows if r.handle]
     if not with_handle or not runs_arrays(app.backend(with_handle[0].target)):
@@ -103,11 +101,7 @@ def cancel_rows(app, rows, array=None, wait_claim_s: float = 30.0) -> dict:
 def _claim_all(store, rows, wait_s: float, poll: float = 0.2) -> tuple[dict, dict]:
     """({job id: claim} of ROWS still open, {job id: CancelReport} of those another launcher
     kept acting on for WAIT_S)."""
-    import time
-
     from launcher.recovery.cancel import CancelReport, finished_report
-    from launcher.state.claims import claim_ttl
-    from launcher.state.store import is_open
 
     claims, out, left = {}, {}, [r.job_id for r in rows]
     deadline = time.monotonic() + wait_s
@@ -135,8 +129,6 @@ def _find_all(app, claims: dict, reports: dict) -> dict:
     """{job id: the job the scheduler has with its next attempt's dedupe token}: one lookup
     per target where the backend finds many at once (``FindsManySubmissions``)."""
     from launcher.backend.protocols import FindsManySubmissions, can
-    from launcher.recovery.cancel import next_attempt
-    from launcher.launching.submission import find_submission, job_ref
 
     by_target: dict = {}
     for j, c in claims.items():

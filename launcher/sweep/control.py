@@ -8,15 +8,22 @@ through the ordinary cancel (which finds it cancelled, or cancels what is left o
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Optional
 
 from launcher.core.errors import LauncherError
 from launcher.core.status import STOPPED
+from launcher.launching.tracking import refresh
 from launcher.spec.sweep_elements import Element
+from launcher.state.store import is_open
+from launcher.sweep.cancelling import cancel_sweep as cancel
 from launcher.sweep.early_stop import until_stop
-from launcher.sweep.judgements import stop_of
 from launcher.sweep.elements import sweep_rows
+from launcher.sweep.judgements import stop_of
+from launcher.sweep.queue import fill
 from launcher.sweep.reports import latest, read_element_reports
+from launcher.sweep.stopping import early_stop_of
 from launcher.sweep.summary import summarize
 
 
@@ -28,9 +35,6 @@ def sweep_status(app, sweep_id: str, note=None) -> dict:
     """The summary of ``launcher.sweep.summary`` for SWEEP_ID, its open elements refreshed first
     and every element's reports read (bounded: a root that does not answer shows no metric).
     The element rows are read once; after the refresh, only their states."""
-    from launcher.state.store import is_open
-    from launcher.launching.tracking import refresh
-
     rows = sweep_rows(app.store, sweep_id)
     if not rows:
         raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")
@@ -38,7 +42,6 @@ def sweep_status(app, sweep_id: str, note=None) -> dict:
     for job_id, r in results.items():
         if isinstance(r, Exception) and note:
             note(f"{job_id}: status not refreshed: {r}")
-    from launcher.sweep.queue import fill
 
     try:
         fill(app, sweep_id)  # elements the launcher queued start as slots free
@@ -56,8 +59,6 @@ def sweep_status(app, sweep_id: str, note=None) -> dict:
 
 def with_states(rows, states: dict) -> list:
     """Pure: ROWS with the (state, handle) STATES read after a refresh (a row not in STATES as it was)."""
-    from dataclasses import replace
-
     out = []
     for r in rows:
         now = states.get(r.job_id, (r.state, r.handle))
@@ -74,8 +75,6 @@ def _restarted(app, rows) -> dict:
 
 def _attempt_of(row) -> int:
     """The current attempt of ROW, from its handle (1 when it has none)."""
-    import json
-
     try:
         return int(json.loads(row.handle or "{}").get("attempt") or 1)
     except (ValueError, TypeError, AttributeError):
@@ -86,8 +85,6 @@ def element_facts(rows, reports) -> dict:
     """Pure: summarize's STATES, STEPS (the latest committed or reported step), METRICS (the
     latest of each) and STOPPED (the stop of an element STOPPED, being stopped, or whose
     stop's cancel the scheduler reported first) of the element ROWS, given their REPORTS."""
-    from launcher.state.store import is_open
-
     states, steps, metrics, stopped = {}, {}, {}, {}
     for r in rows:
         i = r.meta["sweep"]["index"]
@@ -102,8 +99,6 @@ def element_facts(rows, reports) -> dict:
 
 
 def _metric_of(row) -> Optional[str]:
-    from launcher.sweep.stopping import early_stop_of
-
     if "early_stop" not in row.spec_yaml:  # no such section: the spec (1,000 values) is not parsed
         return None
     cfg = early_stop_of(row)
@@ -112,6 +107,4 @@ def _metric_of(row) -> Optional[str]:
 
 def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
     """Cancel the whole sweep or one element: a CancelReport per element (``launcher.sweep.cancelling``)."""
-    from launcher.sweep.cancelling import cancel_sweep as cancel
-
     return cancel(app, sweep_id, element)

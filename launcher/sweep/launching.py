@@ -17,9 +17,12 @@ from dataclasses import replace
 from typing import Optional
 
 from launcher.backend.protocols import Handle, JobRef
+from launcher.backend.support import require_supported
 from launcher.launching.submission import new_job_ref
-from launcher.state.store import new_job_id
+from launcher.provenance.seed import choose_seed, with_seed
+from launcher.spec.secretenv import for_launch
 from launcher.spec.sweep_elements import sweep_seed_of
+from launcher.state.store import new_job_id
 from launcher.sweep.elements import begin_sweep, element_rows
 
 
@@ -44,10 +47,7 @@ def submitted_entries(array: Handle, rows: list, backend) -> list[tuple]:
 def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Render the sweep once, record every element, submit the array once. Returns a
     ``launcher.launching.submission.Launched`` whose job id is the sweep id and whose handle is the array's."""
-    from launcher.backend.support import require_supported
     from launcher.launching.submission import Launched, facts_for
-    from launcher.provenance.seed import choose_seed
-    from launcher.spec.secretenv import for_launch
 
     require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
     backend = app.backend(target_name)
@@ -100,7 +100,6 @@ def resubmit_element(app, row, target_name: str, attempt: int):
     root: it resumes its own latest commit); the other elements are untouched. The element's
     handle, adopted by dedupe token when an earlier try got through."""
     from launcher.launching.submission import facts_for, find_submission, job_spec
-    from launcher.provenance.seed import with_seed
     from launcher.sweep.queue import element_job, render_element, runs_arrays
 
     backend = app.backend(target_name)

@@ -31,15 +31,18 @@ from dataclasses import dataclass
 from typing import Iterator, Optional
 
 from launcher.backend.protocols import JobRef, RunsArrays, can
-from launcher.launching.submission import new_job_ref
 from launcher.core.errors import LauncherError
-from launcher.recovery.outcome import Outcome
-from launcher.state.claims import claim_ttl, claimed
-from launcher.state.store import is_open, new_job_id
 from launcher.core.status import QUEUED
-from launcher.state.claims import kept_alive
+from launcher.launching.submission import find_submission, new_job_ref
+from launcher.provenance.seed import choose_seed
+from launcher.recovery.cancel import CancelReport
+from launcher.recovery.outcome import Outcome
+from launcher.spec.secretenv import for_launch
+from launcher.spec.sweep_elements import elements, sweep_seed_of
+from launcher.state.claims import claim_ttl, claimed, kept_alive
+from launcher.state.store import is_open, new_job_id
 from launcher.sweep.elements import begin_sweep, element_rows, sweep_rows
-from launcher.sweep.separate import element_spec_of, to_start
+from launcher.sweep.separate import element_spec, element_spec_of, to_start
 
 START_TRIES = 3  # a queued element whose submission failed this often is closed FAILED
 
@@ -73,9 +76,6 @@ def sweep_claim(store, sweep_id: str) -> Iterator[Optional[str]]:
 def spec_to_render(backend, spec, job: JobRef):
     """What ``launcher render`` shows for a sweep: the array where BACKEND runs arrays, else
     element 0 as the job of its own it is launched as."""
-    from launcher.spec.sweep_elements import elements, sweep_seed_of
-    from launcher.sweep.separate import element_spec
-
     if runs_arrays(backend):
         return spec
     return element_spec(spec, job.job_id, elements(spec.sweep)[0], spec.sweep.size, sweep_seed_of(spec, job.seed))
@@ -138,8 +138,6 @@ def _still_starting(own_store, job_id: str) -> None:
 def _earlier_start(app, job):
     """The job an earlier start of element JOB submitted after all (a start whose launcher was
     lost, or one slower than its claim), found by its dedupe token; None on a first start."""
-    from launcher.launching.submission import find_submission
-
     if job.meta.get("start_at") is None:
         return None
     return find_submission(app.backend(job.target), element_job(app, job))
@@ -246,8 +244,6 @@ def fill_all(app) -> list[Outcome]:
 def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Record every element, submit element 0 now (its failure records nothing), queue the
     rest and start as many as max_parallel allows. A ``Launched`` named by the sweep id."""
-    from launcher.provenance.seed import choose_seed
-    from launcher.spec.secretenv import for_launch
     from launcher.launching.submission import Launched, facts_for
 
     spec, spec_text = for_launch(spec, spec_text)
@@ -285,8 +281,6 @@ def queue_rows(store, job_ids: list, reason: str) -> None:
 def cancel_queued(app, sweep_id: str, wait_s: float = 30.0, poll: float = 0.2) -> list:
     """Close every QUEUED element of SWEEP_ID as CANCELLED before it starts (under the sweep's
     claim, so no launcher starts one meanwhile). A ``launcher.recovery.cancel.CancelReport`` each."""
-    from launcher.recovery.cancel import CancelReport
-
     store, deadline = app.store, time.monotonic() + wait_s
     while True:
         with sweep_claim(store, sweep_id) as owner:
@@ -301,8 +295,6 @@ def cancel_queued(app, sweep_id: str, wait_s: float = 30.0, poll: float = 0.2) -
 
 def cancel_queued_element(app, job_id: str):
     """Close element JOB_ID as CANCELLED if it is still QUEUED (a CancelReport), else None."""
-    from launcher.recovery.cancel import CancelReport
-
     return _cancel_one_queued(app.store, job_id, CancelReport)
 
 

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
+from launcher.checkpoint.metrics import read_metrics
 from launcher.recovery.progress import default_timeout
 
 WORKERS = 8  # reads at once: enough to hide one slow root, few enough for a 2-core login node
@@ -90,8 +91,6 @@ def _work(todo: queue.Queue, box: dict, reader, done: threading.Semaphore) -> No
 
 
 def _read_metrics(root: str) -> dict:
-    from launcher.checkpoint.metrics import read_metrics
-
     return read_metrics(root)
 
 

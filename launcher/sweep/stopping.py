@@ -28,13 +28,15 @@ import weakref
 from typing import Optional
 
 from launcher.core.errors import LauncherError
+from launcher.core.status import STOPPED
+from launcher.recovery.cancel import Closing, cancel_claimed
+from launcher.recovery.decide import Close
 from launcher.recovery.outcome import Outcome
 from launcher.state.claims import claimed
 from launcher.state.store import is_open
-from launcher.core.status import STOPPED
 from launcher.sweep.early_stop import Judgement
-from launcher.sweep.judgements import judgements_of, record, stop_of
 from launcher.sweep.elements import element_job_id, sweep_rows
+from launcher.sweep.judgements import judgements_of, record, stop_of
 from launcher.sweep.reports import read_element_reports
 
 CONFIGS_KEPT = 64  # parsed early-stop sections kept per process (one per sweep a watcher follows)
@@ -111,8 +113,6 @@ def pending_stop(row) -> Optional[Judgement]:
 def stop_element(app, job_id: str) -> Optional[Outcome]:
     """Carry out the stop recorded for JOB_ID, under its claim: cancel it through its backend,
     close it as STOPPED with the judgement's reason."""
-    from launcher.recovery.cancel import Closing, cancel_claimed
-
     with claimed(app.store, job_id) as c:
         if c is None:
             return Outcome(job_id, "claimed", "another watcher is acting on it")
@@ -131,8 +131,6 @@ def stop_element(app, job_id: str) -> Optional[Outcome]:
 def stop_close(job):
     """The decision for an attempt that ended of an element with a stop recorded: close it as
     STOPPED (nothing is left to cancel). None when no stop is recorded."""
-    from launcher.recovery.decide import Close
-
     j = pending_stop(job)
     if j is None:
         return None

@@ -16,6 +16,7 @@ paramiko is imported inside functions only.
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import shlex
@@ -23,8 +24,8 @@ import socket
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
-from launcher.transport.errors import (AuthenticationError, HostKeyChangedError, HostNotFoundError, HostUnreachableError, SSHError,
-                     UnknownHostKeyError)
+from launcher.transport.errors import (AuthenticationError, HostKeyChangedError, HostNotFoundError,
+                                       HostUnreachableError, SSHError, UnknownHostKeyError)
 from launcher.transport.known_hosts import KnownHosts, append_known_host, display_type, fingerprint
 from launcher.transport.sshconfig import DEFAULT_IDENTITIES, Hop, Route, SSHOptions, resolve
 
@@ -192,8 +193,6 @@ def _key_desc(key, where: str) -> str:
 
 
 def _pub_blob(path: str) -> Optional[bytes]:
-    import base64
-
     try:
         with open(path + ".pub") as f:
             return base64.b64decode(f.read().split()[1])

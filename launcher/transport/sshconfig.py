@@ -16,7 +16,7 @@ import getpass
 import glob
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -286,6 +286,4 @@ def resolve(opts: SSHOptions) -> Route:
 
 
 def _no_proxy(h: Hop) -> Hop:
-    from dataclasses import replace
-
     return replace(h, proxy_command=None)
