@@ -36,14 +36,14 @@ def refresh(app, jobs) -> dict:
             for r in rows:
                 out[r.job_id] = e
             continue
-        known = app.store.attempts_of([r.job_id for r in rows])
+        known = app.store.bulk.attempts_of([r.job_id for r in rows])
         entries = []
         for r, h, st in zip(rows, handles, statuses):
             assert isinstance(st, Status)
             out[r.job_id] = st
             # may ask the scheduler for the run history: before the write lock is taken
             entries.append(status_entry(r, h, _follow_restarts(app, r, h, st, known[r.job_id]), st))
-        app.store.record_statuses(entries)  # one transaction for every row of this status call
+        app.store.bulk.record_statuses(entries)  # one transaction for every row of this status call
     return out
 
 

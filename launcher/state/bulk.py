@@ -1,4 +1,4 @@
-"""The state store's bulk writes (``StateStore`` inherits them): what a sweep of 1,000
+"""The state store's bulk writes (``StateStore.bulk``): what a sweep of 1,000
 elements writes once submitted and on each status call, in ONE transaction with
 ``executemany``, leaving exactly the rows, attempts and events the one-job writes would
 (tests/unit/test_state_bulk.py). Recording a sweep before it is submitted: ``launcher.state.sweeps``.
@@ -15,7 +15,13 @@ from launcher.state.rows import AttemptRow, mirrored_state, reopened
 CHUNK = 500  # job ids per IN (...) query, under SQLite's variable limit
 
 
-class BulkWrites:
+class BulkStore:
+    """Many jobs' attempts written or read at once (a sweep's submission, a status refresh):
+    ``StateStore.bulk``, one transaction each, on the store's connection."""
+
+    def __init__(self, store):
+        self.store = store
+
     def record_submitted(self, target: str, entries, state: str = "PENDING", detail=None) -> None:
         """What ``record_attempt`` (attempt 1) + ``record_event("submitted")`` write for each job,
         for many jobs in ONE transaction. ENTRIES: (job_id, handle_json, native_id); each event's
@@ -27,7 +33,7 @@ class BulkWrites:
         common = redact_obj({"target": target, "native_id": "", "attempt": 1, **(detail or {})}, _masks_=masks)
         details = [json.dumps({**common, "native_id": redact_text(n, _masks_=masks)}, default=str) for n in native]
         job_state = job_state_for(state)
-        with self.tx() as db:
+        with self.store.tx() as db:
             metas = reopened(_column(db, "meta", ids))
             db.executemany(
                 "INSERT OR REPLACE INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,"
@@ -47,7 +53,7 @@ class BulkWrites:
         now = time.time()
         by_cols: dict = {}  # the same columns set: one executemany
         jobs, events = [], []
-        with self.tx() as db:
+        with self.store.tx() as db:
             rows = _rows(db, "state, reason, handle, meta", [e[0] for e in entries])
             stored = _attempt_fields(db, entries)
             for job_id, attempt, fields, handle_json, state, reason in entries:
@@ -72,7 +78,7 @@ class BulkWrites:
         out: dict = {j: [] for j in job_ids}
         for chunk in _chunks(list(out)):
             q = f"SELECT * FROM attempts WHERE job_id IN ({','.join('?' * len(chunk))}) ORDER BY job_id, attempt"
-            for r in self.db.execute(q, chunk).fetchall():
+            for r in self.store.db.execute(q, chunk).fetchall():
                 meta = r["meta"]
                 out[r["job_id"]].append(AttemptRow(**{**dict(r), "meta": json.loads(meta) if meta and meta != "{}"
                                                       else {}}))

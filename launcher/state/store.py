@@ -26,10 +26,10 @@ from typing import Iterator, Optional
 from launcher.core.args import job_ref
 from launcher.core.errors import LauncherError
 from launcher.core.status import FINAL_STATES, is_final, job_state_for
-from launcher.state.bulk import BulkWrites
+from launcher.state.bulk import BulkStore
 from launcher.state.rows import (AttemptRow, JobRow, claim_available, closed_meta, is_open, mirrored_state, patched,
                                  reopened)
-from launcher.state.sweeps import SweepRows, job_rows
+from launcher.state.sweeps import SweepStore, job_rows
 
 
 def new_owner() -> str:
@@ -52,7 +52,7 @@ class Claim:
     attempts: list
 
 
-class StateStore(BulkWrites, SweepRows):
+class StateStore:
     """The state store of one $LAUNCHER_HOME. Usable from several threads: each thread gets a
     connection of its own (``threading.local``), opened on its first use, so each thread's
     transactions (``tx``, ``batch``) are its own and SQLite's locking orders them, exactly as
@@ -71,6 +71,8 @@ class StateStore(BulkWrites, SweepRows):
         self._local = threading.local()
         self._conns: list = []
         self._conns_lock = threading.Lock()
+        self.sweeps = SweepStore(self)  # a sweep's rows (launcher.state.sweeps)
+        self.bulk = BulkStore(self)  # many jobs' attempts at once (launcher.state.bulk)
         _ = self.db  # opened now, in the creating thread: a damaged store fails here, before anything else
 
     @property

@@ -82,16 +82,20 @@ def _sweeps(db, ids) -> dict:
     return {r["sweep_id"]: (r["spec_yaml"], json.loads(r["meta"] or "{}")) for r in db.execute(q, ids).fetchall()}
 
 
-class SweepRows:
-    """The state store's writes and reads of a sweep (``StateStore`` inherits them)."""
+class SweepStore:
+    """A sweep's rows in the state store: ``StateStore.sweeps`` (its own transactions, on the
+    store's connection)."""
 
-    def begin_sweep(self, sweep_id, name, target, backend, spec_path, spec_yaml, shared: dict, rows) -> None:
+    def __init__(self, store):
+        self.store = store
+
+    def begin(self, sweep_id, name, target, backend, spec_path, spec_yaml, shared: dict, rows) -> None:
         """Record the sweep (its spec and SHARED meta, once) and every element of it SUBMITTING
         (ROWS: (job_id, ckpt_root, meta as readers see it)), in ONE transaction: all or none.
         Each element's row keeps only its own meta (``own_meta``)."""
         now = time.time()
         rows = list(rows)
-        with self.tx() as db:
+        with self.store.tx() as db:
             db.execute("INSERT INTO sweeps(sweep_id,name,spec_path,spec_yaml,size,created,meta) VALUES(?,?,?,?,?,?,?)",
                        (sweep_id, name, spec_path, spec_yaml, len(rows), now, json.dumps(shared)))
             db.executemany(
@@ -100,9 +104,9 @@ class SweepRows:
                 [(job_id, name, target, backend, spec_path, now, now, root, json.dumps(own_meta(meta, shared)),
                   sweep_id) for job_id, root, meta in rows])
 
-    def forget_sweep(self, sweep_id: str) -> None:
+    def forget(self, sweep_id: str) -> None:
         """Remove a sweep whose submission failed: its row, its elements and anything of theirs."""
-        with self.tx() as db:
+        with self.store.tx() as db:
             for table in ("attempts", "events", "claims"):
                 db.execute(f"DELETE FROM {table} WHERE job_id IN (SELECT job_id FROM jobs WHERE sweep_id=?)",
                            (sweep_id,))
@@ -111,7 +115,7 @@ class SweepRows:
 
     def share(self, sweep_id: str, **changes) -> None:
         """Set keys of the meta every element of SWEEP_ID shares under ``sweep`` (the array's id)."""
-        with self.tx() as db:
+        with self.store.tx() as db:
             row = db.execute("SELECT meta FROM sweeps WHERE sweep_id=?", (sweep_id,)).fetchone()
             if row is None:
                 return
@@ -119,34 +123,34 @@ class SweepRows:
             meta["sweep"] = {**(meta.get("sweep") or {}), **changes}
             db.execute("UPDATE sweeps SET meta=? WHERE sweep_id=?", (json.dumps(meta), sweep_id))
 
-    def sweep_jobs(self, sweep_id: str) -> list:
+    def jobs(self, sweep_id: str) -> list:
         """The element rows of SWEEP_ID in index order (empty when there is no such sweep)."""
-        found = self.db.execute("SELECT * FROM jobs WHERE sweep_id=?", (sweep_id,)).fetchall()
-        rows = [j for j in job_rows(self.db, found) if (j.meta.get("sweep") or {}).get("id") == sweep_id]
+        found = self.store.db.execute("SELECT * FROM jobs WHERE sweep_id=?", (sweep_id,)).fetchall()
+        rows = [j for j in job_rows(self.store.db, found) if (j.meta.get("sweep") or {}).get("id") == sweep_id]
         return sorted(rows, key=lambda j: j.meta["sweep"]["index"])
 
-    def is_sweep(self, name: str) -> bool:
+    def exists(self, name: str) -> bool:
         """Whether NAME is a sweep (its row, or elements recorded before the sweeps table)."""
         q = "SELECT 1 FROM sweeps WHERE sweep_id=? UNION ALL SELECT 1 FROM jobs WHERE sweep_id=? LIMIT 1"
-        return self.db.execute(q, (name, name)).fetchone() is not None
+        return self.store.db.execute(q, (name, name)).fetchone() is not None
 
     def element_states(self, sweep_id: str) -> dict:
         """{job id: (state, handle)} of SWEEP_ID's elements: what a status refresh changes,
         read without the rest of each row."""
         q = "SELECT job_id, state, handle FROM jobs WHERE sweep_id=?"
-        return {r[0]: (r[1], r[2]) for r in self.db.execute(q, (sweep_id,)).fetchall()}
+        return {r[0]: (r[1], r[2]) for r in self.store.db.execute(q, (sweep_id,)).fetchall()}
 
-    def queued_sweeps(self, state: str) -> list:
+    def queued(self, state: str) -> list:
         """The ids of the sweeps that have an element in STATE (QUEUED: waiting for a slot)."""
         q = "SELECT DISTINCT sweep_id FROM jobs WHERE state=? AND sweep_id IS NOT NULL ORDER BY sweep_id"
-        return [r[0] for r in self.db.execute(q, (state,)).fetchall()]
+        return [r[0] for r in self.store.db.execute(q, (state,)).fetchall()]
 
     def update_elements(self, sweep_id: str, change) -> list:
         """Read SWEEP_ID's element rows and write what CHANGE makes of them, in ONE write
         transaction (one writer at a time: every caller sees what an earlier one wrote).
         CHANGE gets {index: (job id, state, meta as stored)} and returns
         [(job id, new meta, event kind, event detail)]; its list is returned."""
-        with self.tx() as db:
+        with self.store.tx() as db:
             found = db.execute(ELEMENTS_SQL, (sweep_id,)).fetchall()
             elements = {}
             for r in found:

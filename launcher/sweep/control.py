@@ -28,7 +28,7 @@ from launcher.sweep.summary import summarize
 
 
 def is_sweep(app, name: str) -> bool:
-    return app.store.is_sweep(name) if (app.home / "state.db").exists() else False
+    return app.store.sweeps.exists(name) if (app.home / "state.db").exists() else False
 
 
 def sweep_status(app, sweep_id: str, note=None) -> dict:
@@ -48,7 +48,7 @@ def sweep_status(app, sweep_id: str, note=None) -> dict:
     except LauncherError as e:
         if note:
             note(f"sweep {sweep_id}: queued elements not started: {e}")
-    rows = with_states(rows, app.store.element_states(sweep_id))
+    rows = with_states(rows, app.store.sweeps.element_states(sweep_id))
     read = read_element_reports({r.meta["sweep"]["index"]: r.ckpt_root for r in rows if r.ckpt_root})
     for i, why in sorted(read.problems.items()):
         if note:

@@ -37,13 +37,13 @@ def begin_sweep(store, sweep_id: str, spec, spec_text: str, spec_path: Optional[
                 backend_name: str, rows: list) -> None:
     """Record SWEEP_ID (its spec once) and its element ROWS (``element_rows``) SUBMITTING."""
     shared = shared_of(rows[0]["meta"]) if rows else {}
-    store.begin_sweep(sweep_id, spec.name, target_name, backend_name, spec_path, spec_text, shared,
+    store.sweeps.begin(sweep_id, spec.name, target_name, backend_name, spec_path, spec_text, shared,
                       [(r["job_id"], r["ckpt_root"], r["meta"]) for r in rows])
 
 
 def sweep_rows(store, sweep_id: str) -> list:
     """The element rows of SWEEP_ID in index order (empty when no such sweep)."""
-    return store.sweep_jobs(sweep_id)
+    return store.sweeps.jobs(sweep_id)
 
 
 def element_id(app, sweep_id: str, index: int) -> str:

@@ -53,5 +53,5 @@ def record(store, sweep_id: str, cfg: EarlyStop, reports: Mapping[int, Mapping])
             writes.append((job_id, meta, EVENT, j.to_json()))
         return writes
 
-    store.update_elements(sweep_id, judged)
+    store.sweeps.update_elements(sweep_id, judged)
     return new

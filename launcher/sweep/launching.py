@@ -71,7 +71,7 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
     try:
         handle = backend.submit(request)
     except BaseException:
-        store.forget_sweep(sweep_id)
+        store.sweeps.forget(sweep_id)
         raise
     record_array(store, sweep_id, target_name, handle, rows, backend)
     return Launched(sweep_id, handle, request)
@@ -83,8 +83,8 @@ def record_array(store, sweep_id: str, target_name: str, array: Handle, rows: li
     (``RunsArrays``) names the elements."""
     detail = {"sweep": sweep_id}
     with store.batch():
-        store.share(sweep_id, array=array.native_id)
-        store.record_submitted(target_name, submitted_entries(array, rows, backend), detail=detail)
+        store.sweeps.share(sweep_id, array=array.native_id)
+        store.bulk.record_submitted(target_name, submitted_entries(array, rows, backend), detail=detail)
 
 
 def element_ref(app, row, attempt: int) -> JobRef:

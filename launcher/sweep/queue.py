@@ -209,7 +209,7 @@ def fill(app, sweep_id: str, facts=None) -> list[Outcome]:
     from launcher.launching.submission import job_spec
 
     store = app.store
-    if QUEUED not in {state for state, _ in store.element_states(sweep_id).values()}:
+    if QUEUED not in {state for state, _ in store.sweeps.element_states(sweep_id).values()}:
         return []  # no row read in full: a status call of a sweep without queued elements
     with sweep_claim(store, sweep_id) as owner:
         if owner is None:
@@ -232,7 +232,7 @@ def fill(app, sweep_id: str, facts=None) -> list[Outcome]:
 def fill_all(app) -> list[Outcome]:
     """``launcher watch``'s hook: fill every sweep that has queued elements."""
     out = []
-    for sweep_id in app.store.queued_sweeps(QUEUED):
+    for sweep_id in app.store.sweeps.queued(QUEUED):
         try:
             out += fill(app, sweep_id)
         except LauncherError as e:
@@ -263,7 +263,7 @@ def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_
     try:
         handle = backend.submit(request)
     except BaseException:
-        store.forget_sweep(sweep_id)
+        store.sweeps.forget(sweep_id)
         raise
     store.record_submission(job0.job_id, 1, target_name, handle.to_json(), handle.native_id, state="PENDING",
                             events=[("submitted", {"target": target_name, "native_id": handle.native_id,

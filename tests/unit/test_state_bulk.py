@@ -26,7 +26,7 @@ def _rows(n):
 
 def _begin(store, rows):
     shared = {"sweep": {"id": "sw-1", "size": len(rows)}}
-    store.begin_sweep("sw-1", "sw", "t", "slurm", None, SPEC, shared,
+    store.sweeps.begin("sw-1", "sw", "t", "slurm", None, SPEC, shared,
                       [(r["job_id"], r["ckpt_root"], r["meta"]) for r in rows])
 
 
@@ -43,8 +43,8 @@ def _one_by_one(store, rows):
 def _bulk(store, rows):
     _begin(store, rows)
     with store.batch():
-        store.share("sw-1", array=ARRAY.native_id)
-        store.record_submitted("t", submitted_entries(ARRAY, rows, SlurmBackend), detail={"sweep": "sw-1"})
+        store.sweeps.share("sw-1", array=ARRAY.native_id)
+        store.bulk.record_submitted("t", submitted_entries(ARRAY, rows, SlurmBackend), detail={"sweep": "sw-1"})
 
 
 def _dump(store):
@@ -66,7 +66,7 @@ def test_bulk_writes_equal_the_one_by_one_writes(tmp_path):
         assert _dump(a) == _dump(b)
         assert b.get_job("sw-1-e3").meta["sweep"]["array"] == "77"
         assert [e["kind"] for e in b.events("sw-1-e3")] == ["submitted"]
-        assert [j.job_id for j in b.sweep_jobs("sw-1")] == [f"sw-1-e{i}" for i in range(5)]
+        assert [j.job_id for j in b.sweeps.jobs("sw-1")] == [f"sw-1-e{i}" for i in range(5)]
     finally:
         a.close()
         b.close()
@@ -84,7 +84,7 @@ def test_begin_sweep_is_all_or_nothing_and_forget_sweep_removes_it(tmp_path):
         store.forget_job("sw-1-e2")
         _bulk(store, rows)
         assert len(store.list_jobs()) == 3
-        store.forget_sweep("sw-1")
+        store.sweeps.forget("sw-1")
         assert _dump(store) == {"jobs": [], "attempts": [], "events": []}
         assert store.db.execute("SELECT count(*) FROM sweeps").fetchone()[0] == 0
     finally:
@@ -110,7 +110,7 @@ def test_record_statuses_equals_update_attempt_and_mirror_state(tmp_path):
         for job_id, attempt, fields, handle, state, reason in _statuses(a):
             a.update_attempt(job_id, attempt, **fields)
             a.mirror_state(job_id, handle, state, reason)
-        b.record_statuses(_statuses(b))
+        b.bulk.record_statuses(_statuses(b))
         assert _dump(a) == _dump(b)
         assert [b.get_job(f"sw-1-e{i}").state for i in range(5)] == \
             ["RUNNING", "COMPLETED", "CANCELLED", "PENDING", "PENDING"]
@@ -123,7 +123,7 @@ def test_attempts_of_reads_many_jobs_at_once(tmp_path):
     store = StateStore(tmp_path / "h")
     try:
         _bulk(store, _rows(3))
-        got = store.attempts_of(["sw-1-e0", "sw-1-e2", "nope"])
+        got = store.bulk.attempts_of(["sw-1-e0", "sw-1-e2", "nope"])
         assert got == {"sw-1-e0": store.attempts("sw-1-e0"), "sw-1-e2": store.attempts("sw-1-e2"), "nope": []}
     finally:
         store.close()
@@ -133,12 +133,12 @@ def test_record_statuses_writes_nothing_when_nothing_changed(tmp_path):
     store = StateStore(tmp_path / "h")
     try:
         entries = _statuses(store)
-        store.record_statuses(entries)
+        store.bulk.record_statuses(entries)
         before, changes = _dump(store), store.db.total_changes
-        store.record_statuses(entries)  # the next poll: the same states
+        store.bulk.record_statuses(entries)  # the next poll: the same states
         assert store.db.total_changes == changes and _dump(store) == before
         moved = [(*entries[0][:2], {**entries[0][2], "state": "COMPLETED", "ended": 9.0}, entries[0][3], "COMPLETED", "")]
-        store.record_statuses(moved)
+        store.bulk.record_statuses(moved)
         assert store.get_job("sw-1-e0").state == "COMPLETED" and store.attempts("sw-1-e0")[0].ended == 9.0
     finally:
         store.close()
@@ -151,8 +151,8 @@ def test_a_closed_element_is_reopened_by_the_recorded_submission(tmp_path):
         _begin(store, rows)
         store.close_job("sw-1-e1", "FAILED", "limbo: not found")  # a watcher gave up on it meanwhile
         record_array(store, "sw-1", "t", ARRAY, rows, SlurmBackend)
-        assert [j.state for j in store.sweep_jobs("sw-1")] == ["PENDING"] * 3
-        assert all(is_open(j) for j in store.sweep_jobs("sw-1"))
+        assert [j.state for j in store.sweeps.jobs("sw-1")] == ["PENDING"] * 3
+        assert all(is_open(j) for j in store.sweeps.jobs("sw-1"))
     finally:
         store.close()
 

@@ -102,7 +102,7 @@ def test_the_spec_is_stored_once_and_every_element_reads_it(tmp_path):
     store = StateStore(tmp_path / "h")
     try:
         begin_sweep(store, "old-1", spec, text, "/base/sw.yaml", "t", "fake", rows)
-        store.share("old-1", array="100")
+        store.sweeps.share("old-1", array="100")
         raw = store.db.execute("SELECT spec_yaml, meta, sweep_id FROM jobs ORDER BY job_id").fetchall()
         assert [r["spec_yaml"] for r in raw] == [""] * 4 and {r["sweep_id"] for r in raw} == {"old-1"}
         assert "spec_base" not in raw[0]["meta"] and '"size"' not in raw[0]["meta"]
