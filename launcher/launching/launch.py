@@ -167,9 +167,9 @@ def record_launched(store, job_id: str, attempt: int, target_name: str, handle: 
 
     args = (job_id, attempt, target_name, handle.to_json(), handle.native_id)
     try:
-        store.record_submission(*args, events=events + list(provenance.events), also=provenance.statements)
+        store.record_submission(*args, events=events + list(provenance.events), provenance=provenance.record)
     except Exception as e:  # noqa: BLE001 - retried below without what may have caused it
-        if not provenance.statements:
+        if provenance.record is None:
             raise
         provenance = failed_writes(job_id, f"{type(e).__name__}: {e}")
         store.record_submission(*args, events=events + list(provenance.events))

@@ -1,8 +1,8 @@
 """Where a run's provenance is kept, and how it is written and read back.
 
-* State store: table ``provenance(job_id PRIMARY KEY, created, location, record)``,
-  created with ``CREATE TABLE IF NOT EXISTS`` on first use, so existing databases
-  gain it without a migration and older launchers simply ignore it.
+* State store: table ``provenance`` (``launcher.state.provenance``), created with the
+  store's schema (``CREATE TABLE IF NOT EXISTS`` on every open, so an older database gains it
+  without a migration, and older launchers simply ignore it).
 * Checkpoint root: ``ROOT/.launcher/runs/<job_id>/RUN.json``. The ``.launcher`` folder
   is the contract's metadata folder, invisible to checkpoint discovery and gc.
 
@@ -17,22 +17,14 @@ import json
 import posixpath
 import re
 import sys
-import time
 from dataclasses import dataclass
 from typing import Optional
 
 from launcher.checkpoint.contract import META_DIR
 from launcher.core.redact import is_secret_name
 from launcher.provenance.capture import capture
+from launcher.state import provenance as provenance_rows
 
-TABLE = """
-CREATE TABLE IF NOT EXISTS provenance (
-  job_id   TEXT PRIMARY KEY,
-  created  REAL NOT NULL,
-  location TEXT,
-  record   TEXT NOT NULL
-);
-"""
 RUNS_DIR = META_DIR + "/runs"
 RUN_FILE = "RUN.json"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -79,35 +71,18 @@ def to_bytes(doc: dict) -> bytes:
 
 
 # ---------------------------------------------------------------- state store
-def ensure_table(store) -> None:
-    if getattr(store, "_provenance_table", False):  # once per open store, not once per launch
-        return
-    store.db.execute(TABLE)  # one statement, so it joins an open batch (executescript would commit it)
-    if store.db.in_transaction:  # made inside a transaction that may yet be rolled back: not known to stay
-        return
-    try:
-        store._provenance_table = True
-    except AttributeError:
-        pass
-
-
-INSERT_RECORD = "INSERT OR REPLACE INTO provenance(job_id, created, location, record) VALUES(?,?,?,?)"
-
-
 def save_record(store, job_id: str, doc: dict, location: Optional[str]) -> None:
-    ensure_table(store)
-    with store.tx() as db:
-        db.execute(INSERT_RECORD, (job_id, time.time(), location, json.dumps(doc, default=str)))
+    provenance_rows.save(store, job_id, location, json.dumps(doc, default=str))
 
 
 def load_record(store, job_id: str) -> Optional[dict]:
     """The record of JOB_ID (exact id) from the state store, or None."""
-    ensure_table(store)
-    row = store.db.execute("SELECT record, location FROM provenance WHERE job_id=?", (job_id,)).fetchone()
-    if row is None:
+    found = provenance_rows.load(store, job_id)
+    if found is None:
         return None
-    doc = json.loads(row["record"])
-    doc.setdefault("_location", row["location"])
+    text, location = found
+    doc = json.loads(text)
+    doc.setdefault("_location", location)
     return doc
 
 
@@ -228,8 +203,6 @@ def draft_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[
         doc = _document(app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
                         target_name=target_name, request=request, handle=handle, seed=seed,
                         seed_source=seed_source, continues=continues)
-        # the table, made outside any transaction: once per open store, never again inside save_launch's batch
-        ensure_table(app.store)
     except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
         return Captured(None, error=f"{type(e).__name__}: {e}")
     return Captured(doc)
@@ -265,10 +238,8 @@ def save_launch(store, job_id: str, captured: Captured, seed=None) -> Optional[d
     writes = store_writes(job_id, captured, seed)
     try:
         with store.batch():
-            if writes.statements:
-                ensure_table(store)
-            for sql, params in writes.statements:
-                store.db.execute(sql, params)
+            if writes.record is not None:
+                provenance_rows.save(store, job_id, *writes.record)
             for kind, detail in writes.events:
                 store.record_event(job_id, kind, **detail)
     except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
@@ -279,16 +250,16 @@ def save_launch(store, job_id: str, captured: Captured, seed=None) -> Optional[d
         except Exception:
             pass
     writes.warn()
-    return captured.doc if writes.statements else None
+    return captured.doc if writes.record is not None else None
 
 
 @dataclass(frozen=True)
 class StoreWrites:
     """What keeping a captured record writes to the state store, for the caller to write in
-    the transaction that records the submission: the provenance row ((sql, params)), its
-    event ((kind, detail)), and the warning to print once it is written."""
+    the transaction that records the submission: the provenance record ((location, text), or
+    None), its event ((kind, detail)), and the warning to print once it is written."""
 
-    statements: tuple
+    record: Optional[tuple]
     events: tuple
     warning: str = ""
 
@@ -306,17 +277,17 @@ def store_writes(job_id: str, captured: Captured, seed=None) -> StoreWrites:
         doc = captured.doc
         code = doc.get("code") or {}
         text = captured.text if captured.text is not None else to_bytes(doc).decode()
-        row = (INSERT_RECORD, (job_id, time.time(), captured.location, text))
+        record = (captured.location, text)
         event = ("provenance", {"run_json": captured.location, "note": captured.note or None,
                                 "commit": code.get("commit"), "dirty": code.get("dirty"), "seed": seed,
                                 "packages_sha256": (doc.get("python") or {}).get("packages_sha256")})
-        return StoreWrites((row,), (event,), f"warning: {captured.note}" if captured.note else "")
+        return StoreWrites(record, (event,), f"warning: {captured.note}" if captured.note else "")
     except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
         return failed_writes(job_id, f"{type(e).__name__}: {e}")
 
 
 def failed_writes(job_id: str, error: str) -> StoreWrites:
-    return StoreWrites((), (("provenance_error", {"error": error}),),
+    return StoreWrites(None, (("provenance_error", {"error": error}),),
                        f"warning: could not record the provenance of {job_id}: {error}")
 
 

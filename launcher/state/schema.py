@@ -11,6 +11,7 @@ SCHEMA_VERSION = 2  # 2: the sweeps table, and jobs.sweep_id (``migrate``)
 
 # the tables (``launcher.state.store`` reads and writes them); created with the file, and again
 # (IF NOT EXISTS) on every open, once ``migrate`` has brought an older store's tables up to it
+# (statements are split at ';' for the migration's one transaction: no ';' inside a comment)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
   job_id     TEXT PRIMARY KEY,
@@ -90,6 +91,14 @@ CREATE TABLE IF NOT EXISTS spot_observations (
   UNIQUE (job_id, attempt)
 );
 CREATE INDEX IF NOT EXISTS spot_observations_ts ON spot_observations(ts);
+
+-- what produced each run (launcher.state.provenance, the document made by launcher.provenance)
+CREATE TABLE IF NOT EXISTS provenance (
+  job_id   TEXT PRIMARY KEY,
+  created  REAL NOT NULL,
+  location TEXT,
+  record   TEXT NOT NULL
+);
 """
 
 

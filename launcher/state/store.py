@@ -26,6 +26,7 @@ from typing import Iterator, Optional
 from launcher.core.args import job_ref
 from launcher.core.errors import LauncherError
 from launcher.core.status import FINAL_STATES, is_final, job_state_for
+from launcher.state import provenance as provenance_rows
 from launcher.state.bulk import BulkStore
 from launcher.state.rows import (AttemptRow, JobRow, claim_available, closed_meta, is_open, mirrored_state, patched,
                                  reopened)
@@ -283,11 +284,11 @@ class StateStore:
 
     def record_submission(self, job_id, attempt, target, handle_json, native_id, state="PENDING",
                           reason="", resume_step=None, meta=None, owner: Optional[str] = None,
-                          events=(), also=()) -> None:
+                          events=(), provenance: Optional[tuple] = None) -> None:
         """A submission's attempt, the job row pointing at it, ``record_event(kind, **detail)``
-        for each (kind, detail) of EVENTS, and ALSO ((sql, params) of other tables, such as
-        the provenance record), in ONE transaction. While OWNER is given, only while its claim
-        on the job holds (ClaimLost)."""
+        for each (kind, detail) of EVENTS, and the run's PROVENANCE record ((location, record
+        text): ``launcher.state.provenance``), in ONE transaction. While OWNER is given, only
+        while its claim on the job holds (ClaimLost)."""
         now = time.time()
         rows = [_event_row(job_id, kind, detail, now) for kind, detail in events]  # redacted before the lock
         with self.tx() as db:
@@ -306,8 +307,9 @@ class StateStore:
             db.execute(f"UPDATE jobs SET {sets} WHERE job_id=?", (*values, job_id))
             if rows:
                 db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", rows)
-            for sql, params in also:
-                db.execute(sql, params)
+            if provenance is not None:
+                location, text = provenance
+                db.execute(provenance_rows.INSERT, (job_id, now, location, text))
 
     def set_waiting(self, job_ids: list, state: str, reason: str, event: str) -> None:
         """Rows still SUBMITTING become STATE (QUEUED: waiting for a slot the launcher keeps),

@@ -111,7 +111,11 @@ def test_an_existing_database_gains_the_provenance_table(tmp_path):
     # a database written before this table existed
     st = StateStore(tmp_path)
     st.close()
-    names = {r[0] for r in sqlite3.connect(tmp_path / "state.db").execute("SELECT name FROM sqlite_master")}
+    old = sqlite3.connect(tmp_path / "state.db")
+    old.execute("DROP TABLE provenance")
+    old.commit()
+    names = {r[0] for r in old.execute("SELECT name FROM sqlite_master")}
+    old.close()
     assert "provenance" not in names and "jobs" in names
     st = StateStore(tmp_path)
     assert load_record(st, "j-1") is None

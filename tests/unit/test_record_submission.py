@@ -1,5 +1,5 @@
 """Recording a submission in ONE transaction (``StateStore.record_submission``): the attempt,
-the job row, its events and other tables' rows (the provenance record) become visible together
+the job row, its events and the provenance record become visible together
 or not at all; ``launch.record_launched`` never lets provenance fail a launch."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import pytest
 
 from launcher.backend.protocols import Handle
 from launcher.launching.launch import record_launched
-from launcher.provenance.record import INSERT_RECORD, Captured, ensure_table, load_record, store_writes
+from launcher.provenance.record import Captured, load_record, store_writes
+from launcher.state import provenance as provenance_rows
 from launcher.state.store import StateStore
 
 
 @pytest.fixture
 def store(tmp_path):
     s = StateStore(tmp_path / "home")
-    ensure_table(s)
     yield s
     s.close()
 
@@ -28,13 +28,13 @@ def _job(store, job_id="j-1"):
     return job_id
 
 
-def test_the_attempt_the_job_row_events_and_extra_rows_are_written_together(store, monkeypatch):
+def test_the_attempt_the_job_row_events_and_the_provenance_record_are_written_together(store, monkeypatch):
     monkeypatch.setenv("RECORD_SUB_TOKEN", "Secret-Value-123456789")
     job = _job(store)
     store.record_submission(job, 1, "t", '{"native_id": "42"}', "42",
                             events=[("submitted", {"native_id": "42", "key": "Secret-Value-123456789"}),
                                     ("resumes", {"run": "old", "step": 7})],
-                            also=[(INSERT_RECORD, (job, 1.0, "/x/RUN.json", '{"run": "j-1"}'))])
+                            provenance=("/x/RUN.json", '{"run": "j-1"}'))
     row = store.get_job(job)
     assert (row.state, row.handle, row.meta) == ("PENDING", '{"native_id": "42"}', {"seed": 3})
     assert [(a.attempt, a.native_id, a.state) for a in store.attempts(job)] == [(1, "42", "PENDING")]
@@ -44,11 +44,11 @@ def test_the_attempt_the_job_row_events_and_extra_rows_are_written_together(stor
     assert load_record(store, job)["run"] == "j-1"
 
 
-def test_a_failing_extra_row_leaves_nothing_of_the_submission(store):
+def test_a_failing_provenance_row_leaves_nothing_of_the_submission(store, monkeypatch):
     job = _job(store)
+    monkeypatch.setattr(provenance_rows, "INSERT", "INSERT INTO no_such_table VALUES(?,?,?,?)")
     with pytest.raises(Exception):
-        store.record_submission(job, 1, "t", "{}", "42", events=[("submitted", {})],
-                                also=[("INSERT INTO no_such_table VALUES(?)", (1,))])
+        store.record_submission(job, 1, "t", "{}", "42", events=[("submitted", {})], provenance=(None, "{}"))
     other = sqlite3.connect(str(store.path))
     assert other.execute("SELECT state FROM jobs WHERE job_id=?", (job,)).fetchone() == ("SUBMITTING",)
     assert other.execute("SELECT count(*) FROM attempts").fetchone() == (0,)
@@ -89,7 +89,7 @@ def test_a_record_that_cannot_be_kept_by_save_launch_leaves_its_error_event(stor
     from launcher.provenance import record
 
     job = _job(store)
-    monkeypatch.setattr(record, "INSERT_RECORD", "INSERT INTO no_such_table VALUES(?,?,?,?)")
+    monkeypatch.setattr(provenance_rows, "INSERT", "INSERT INTO no_such_table VALUES(?,?,?,?)")
     assert record.save_launch(store, job, Captured({"run": job}, text="{}\n"), seed=3) is None
     (event,) = store.events(job)
     assert event["kind"] == "provenance_error" and "no_such_table" in event["error"]

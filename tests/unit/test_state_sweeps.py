@@ -201,3 +201,13 @@ def test_status_of_an_old_stores_sweep_reads_its_rows_and_metric(old_rig):
     assert s["size"] == 4 and s["metric"] == "loss"
     assert s["counts"] == {"RUNNING": 3, "COMPLETED": 1}
     assert [e["params"] for e in s["elements"]] == [{"x": i} for i in range(4)]
+
+
+def test_the_schema_splits_into_whole_statements():
+    """``migrate`` runs the schema statement by statement in one transaction (split at ';')."""
+    from launcher.state.schema import SCHEMA
+
+    db = sqlite3.connect(":memory:")
+    for statement in filter(str.strip, SCHEMA.split(";")):
+        assert sqlite3.complete_statement(statement + ";"), statement
+        db.execute(statement)
