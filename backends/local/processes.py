@@ -4,7 +4,8 @@ A local job is a process group led by its supervisor (``LocalBackend.submit``), 
 leader's pid and its start time (field 22 of ``/proc/PID/stat``), which tells our process from
 a later one that reused the pid. Stopping is SIGTERM to the group (the job's preemption notice:
 it may checkpoint), a grace period, then SIGKILL to the groups still there (a job that ignores
-its notice outlives its leader, the supervisor, which does not). ``stop_groups``
+its notice outlives its leader, the supervisor, which does not), and a wait until the killed
+groups have no live member. ``stop_groups``
 does that for many jobs against ONE grace period, so cancelling N jobs waits once, not N times.
 """
 
@@ -16,6 +17,7 @@ import time
 from typing import Callable, Mapping, Optional
 
 GRACE_S = 10.0  # from SIGTERM to SIGKILL: time for the job to save its checkpoint
+KILL_WAIT_S = 5.0  # after SIGKILL: how long the kernel may take to end the group's members
 
 
 def proc_start_ticks(pid: int) -> Optional[int]:
@@ -108,4 +110,18 @@ def stop_groups(groups: Mapping[str, tuple], grace_s: Optional[float] = None, po
         err = signal_group(pid, signal.SIGKILL)
         if err:
             errors[key] = err
+    # a killed group is gone only once the kernel has ended its members: wait for that (bounded),
+    # so a caller that looks right after sees no live member of a job it was told is stopped
+    killed = {p[0] for k, p in waiting.items() if k not in errors}
+    deadline = time.monotonic() + KILL_WAIT_S
+    while killed:
+        for pid in list(killed):
+            is_alive(pid, None)  # reaps a leader that is our own child
+        killed = live(killed)
+        if not killed or time.monotonic() >= deadline:
+            break
+        time.sleep(poll)
+    for pid in killed:
+        key = next(k for k, p in waiting.items() if p[0] == pid)
+        errors[key] = f"process group {pid} still has live members {KILL_WAIT_S:g} s after SIGKILL"
     return errors

@@ -36,12 +36,22 @@ def test_every_live_group_is_termed_once_and_those_left_after_the_grace_are_kill
         sent.append((pid, sig))
         if sig == signal.SIGTERM and pid == 101:
             table[101] = False  # 101 exits on its notice; 102 ignores it
+        if sig == signal.SIGKILL:
+            table[pid] = False
 
     monkeypatch.setattr(processes.os, "killpg", kill)
     errs = processes.stop_groups({"a": (101, 1), "b": (102, 1), "c": (103, 1)}, grace_s=0.2, poll=0.01,
                                  is_alive=lambda pid, ticks: table[pid], live=lambda pids: {p for p in pids if table[p]})
     assert errs == {}
     assert sent == [(101, signal.SIGTERM), (102, signal.SIGTERM), (102, signal.SIGKILL)]
+
+
+def test_a_group_still_alive_after_sigkill_is_that_ids_error_not_a_stop(monkeypatch):
+    monkeypatch.setattr(processes.os, "killpg", lambda pid, sig: None)  # nothing ever dies (an unkillable D state)
+    monkeypatch.setattr(processes, "KILL_WAIT_S", 0.05)
+    errs = processes.stop_groups({"a": (101, 1)}, grace_s=0.05, poll=0.01, is_alive=lambda pid, ticks: True,
+                                 live=lambda pids: set(pids))
+    assert list(errs) == ["a"] and "still has live members" in errs["a"]
 
 
 def test_a_group_that_outlives_its_leader_is_waited_for_and_killed(monkeypatch):
