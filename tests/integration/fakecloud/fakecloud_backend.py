@@ -73,15 +73,26 @@ class FakeCloudBackend(LocalBackend):
     def close(self) -> None:
         pass
 
+    # ---- OwnsPriceSection: a price file may say `fakecloud: {REGION: $ per node-hour}`; a later
+    # file's region replaces an earlier one's
+    price_section: ClassVar[str] = "fakecloud"
+    price_options: ClassVar = dict[str, float]
+
+    @classmethod
+    def merge_prices(cls, merged, section, source: str):
+        return {**(merged or {}), **section}
+
     # ---- PricesOffers
     @classmethod
     def offers(cls, spec, context) -> list:
         opts = _options(context.options)
         res = spec.resources
         wait = float(context.queue_waits.get(context.target, opts.queue_hours))
+        listed = context.price_book.section(cls.price_section) or {}
         return [Offer(backend=cls.name, target=context.target, cloud=cls.name, region=r, zone=None,
                       instance_type="vm", accelerator=res.accelerator, accelerator_count=res.gpus_per_node,
-                      vcpus=None, memory_gib=None, spot=opts.spot, hourly_usd=round(opts.hourly_usd * (1 + i / 10), 6),
+                      vcpus=None, memory_gib=None, spot=opts.spot,
+                      hourly_usd=round(listed.get(r, opts.hourly_usd * (1 + i / 10)), 6),
                       preemption_rate=opts.preemption_rate, queue_wait_hours=wait, notice_seconds=60.0,
                       source=f"{cls.name} price list", rate_source="catalog", restart_hours=cls.restart_hours)
                 for i, r in enumerate(opts.regions)]
@@ -115,10 +126,24 @@ class FakeCloudBackend(LocalBackend):
         return bool(options.get("remote_workdir"))
 
     # ---- RunsArrays: declared, but no target of it runs an array (each sweep element is its
-    # own job, max_parallel kept by the launcher)
+    # own job, max_parallel kept by the launcher); were one to, its elements would be named so
     @classmethod
     def runs_arrays(cls, options: dict) -> bool:
         return False
+
+    @classmethod
+    def array_of(cls, native_id: str) -> str:
+        return native_id.split(".", 1)[0]
+
+    @classmethod
+    def element_native_id(cls, array_id: str, index) -> str:
+        return f"{array_id}.{index}"
+
+    # ---- IdentifiesRuns: the job's own id as its script exports it; no restart in place
+    @classmethod
+    def run_of(cls, scheduler: dict) -> Optional[tuple[str, int]]:
+        native = scheduler.get("LAUNCHER_SELF_ID")
+        return (str(native), 0) if native else None
 
     # ---- the job: in the first ranked placement that is not cooling down
     def render(self, spec, facts: Facts, job: JobRef) -> Request:
