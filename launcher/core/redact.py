@@ -79,13 +79,9 @@ def mask_values(extra_values=()) -> list[str]:
     return sorted({v for v in set(extra_values) | secret_values() if v and maskable(v)}, key=len, reverse=True)
 
 
-_masks = mask_values  # the former private name, kept for callers not yet moved to mask_values
-
-
-def redact_text(text: str, extra_values=(), masks=None, _masks_=None) -> str:
+def redact_text(text: str, extra_values=(), masks=None) -> str:
     """TEXT with every value to mask (MASKS, from ``mask_values``; default: read now) and every
-    secret-looking value pattern replaced by MASK. ``_masks_`` is the former name of MASKS."""
-    masks = masks if masks is not None else _masks_
+    secret-looking value pattern replaced by MASK."""
     for v in mask_values(extra_values) if masks is None else masks:
         text = text.replace(v, MASK)
     for rx in SECRET_VALUE_RES:
@@ -93,10 +89,9 @@ def redact_text(text: str, extra_values=(), masks=None, _masks_=None) -> str:
     return text
 
 
-def redact_obj(obj, extra_values=(), masks=None, _masks_=None):
+def redact_obj(obj, extra_values=(), masks=None):
     """Redact every string in a JSON-like object; the environment is read once per call (or
-    never: MASKS given, see ``mask_values``). ``_masks_`` is the former name of MASKS."""
-    masks = masks if masks is not None else _masks_
+    never: MASKS given, see ``mask_values``)."""
     masks = mask_values(extra_values) if masks is None else masks
     if isinstance(obj, str):
         return redact_text(obj, masks=masks)

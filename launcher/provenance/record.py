@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from launcher.checkpoint.contract import META_DIR
-from launcher.core.redact import is_secret_name
+from launcher.core.redact import is_secret_name, mask_values, redact_obj, secret_values
 from launcher.provenance.capture import capture
 from launcher.state import provenance as provenance_rows
 
@@ -57,10 +57,8 @@ def _values_under_secret_keys(obj, out: set) -> set:
 def redact_record(doc: dict, secret_names=()) -> dict:
     """Mask the values of the spec's secrets and of every secret-looking variable of this
     environment, values written under secret-looking keys, and known credential shapes."""
-    from launcher.core.redact import _masks, redact_obj, secret_values
-
     found = secret_values(secret_names) | _values_under_secret_keys(doc, set())
-    return redact_obj(doc, _masks_=_masks(found))
+    return redact_obj(doc, masks=mask_values(found))
 
 
 DUMP_OPTIONS = {"indent": 1, "sort_keys": False, "default": str}  # RUN.json's and the store's text

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 
+from launcher.core.redact import mask_values, redact_obj, redact_text
 from launcher.core.status import is_final, job_state_for
 from launcher.state.rows import AttemptRow, mirrored_state, reopened
 
@@ -26,12 +27,11 @@ class BulkStore:
         """What ``record_attempt`` (attempt 1) + ``record_event("submitted")`` write for each job,
         for many jobs in ONE transaction. ENTRIES: (job_id, handle_json, native_id); each event's
         detail is {target, native_id, attempt, **DETAIL}."""
-        from launcher.core.redact import _masks, redact_obj, redact_text
 
-        now, masks = time.time(), _masks(())
+        now, masks = time.time(), mask_values(())
         ids, native = [e[0] for e in entries], [e[2] for e in entries]
-        common = redact_obj({"target": target, "native_id": "", "attempt": 1, **(detail or {})}, _masks_=masks)
-        details = [json.dumps({**common, "native_id": redact_text(n, _masks_=masks)}, default=str) for n in native]
+        common = redact_obj({"target": target, "native_id": "", "attempt": 1, **(detail or {})}, masks=masks)
+        details = [json.dumps({**common, "native_id": redact_text(n, masks=masks)}, default=str) for n in native]
         job_state = job_state_for(state)
         with self.store.tx() as db:
             metas = reopened(_column(db, "meta", ids))
