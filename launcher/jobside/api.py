@@ -94,6 +94,9 @@ def save(step, root=None, generation=None, sha256=None, commit=True, run=None):
             _record_failure(store, gen, rec, e, commit, t0, t1)
             raise
         t2 = time.monotonic()
+        # a notice that arrived while this save was being written makes it the save the
+        # program stops on: it counts as a save on notice, not a periodic one
+        rec["preempt"] = rec["preempt"] or preemption_requested()
         if manifest is not None:
             rec.update(committed=True, files=len(manifest["files"]),
                        bytes=sum(f["size"] for f in manifest["files"]))

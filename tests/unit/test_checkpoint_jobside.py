@@ -352,3 +352,29 @@ def test_export_lines_are_shell_quoted():
     assert out == "export A='x y'\nexport B='it'\"'\"'s'\nexport C=''\nexport D=3\n"
     for line in out.splitlines():
         assert shlex.split(line)[0] == "export"
+
+
+def test_a_notice_during_a_periodic_save_makes_it_the_save_on_notice(tmp_path, clean_env):
+    """The notice lands while a periodic save is being written: the program stops on that
+    save, so the record counts it as the save on notice (the report charges lost work and
+    counts 'failures with notice' from it)."""
+    root = str(tmp_path)
+    clean_env.setenv("LAUNCHER_CKPT_ROOT", root)
+    store = open_store(root)
+    start_generation(store, job_id="j")
+    clean_env.setenv("LAUNCHER_ATTEMPT", "1")
+    saved = signal.getsignal(signal.SIGUSR1)
+    try:
+        jobside.clear_preemption()
+        jobside.install_preemption_handler([signal.SIGUSR1])
+        with jobside.save(6) as d:
+            open(os.path.join(d, "w"), "w").write("a")
+        with jobside.save(12) as d:
+            open(os.path.join(d, "w"), "w").write("b")
+            os.kill(os.getpid(), signal.SIGUSR1)
+            time.sleep(0.01)
+    finally:
+        jobside.clear_preemption()
+        signal.signal(signal.SIGUSR1, saved)
+    saves = read_attempt(store, 1)["saves"]
+    assert [(s["step"], s["committed"], s["preempt"]) for s in saves] == [(6, True, False), (12, True, True)]
