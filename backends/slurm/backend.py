@@ -248,24 +248,16 @@ class SlurmBackend:
         return ["sh", "-c", 'set -a; . /dev/stdin; set +a; exec sbatch --parsable "$0"', script], stdin
 
     def _sbatch_once(self, argv, stdin, job: JobRef, given=None):
-        """sbatch, retried only where it surely did not run; where it may have run, the
-        dedupe token decides (a job is never submitted twice). GIVEN: {"env": secret values
-        this environment lacks}, for sbatch on this host (over SSH they are on STDIN)."""
+        """sbatch, retried only where it surely did not run (the connection could not be made).
+        Where it may have run, the error goes to ``submitting.submitted``: the dedupe token
+        decides, and a job it does not find is an unknown outcome, never a second sbatch.
+        GIVEN: {"env": secret values this environment lacks}, for sbatch on this host (over SSH
+        they are on STDIN)."""
         if not self.opts.ssh_host:
             return self._run(argv, input=stdin, check=False, **(given or {}))
-        from launcher.transport.errors import may_have_run
-
         from launcher_backends.slurm.retry import retry_unstarted
 
-        try:
-            return retry_unstarted(lambda: self._run(argv, input=stdin, check=False))
-        except TransientError as e:
-            if may_have_run(e):
-                found = self.find(job)
-                if found is not None:
-                    return found
-                return self._run(argv, input=stdin, check=False)
-            raise
+        return retry_unstarted(lambda: self._run(argv, input=stdin, check=False))
 
     def cancel_native(self, native: str) -> None:
         """scancel NATIVE (a job or array id), errors ignored: what a submission that failed after

@@ -71,8 +71,8 @@ class App:
         self._facts[target_name] = facts
 
     def resubmit_element(self, row, target_name: str, attempt: int) -> tuple:
-        """Submit attempt ATTEMPT of sweep element ROW alone: (its Handle, whether an earlier try
-        was found by its dedupe token). The sweep layer's (``launcher.sweep.launching.resubmit_element``),
+        """(lookup, submit) of attempt ATTEMPT of sweep element ROW alone, for the submission
+        protocol (``launcher.launching.submit.fenced_submit``). The sweep layer's (``launcher.sweep.launching.resubmit_element``),
         wired here, the composition root, for ``launcher.launching.launch.resubmit``: launching
         never imports launcher.sweep."""
         from launcher.sweep.launching import resubmit_element

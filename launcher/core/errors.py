@@ -94,6 +94,13 @@ class SubmitError(LauncherError):
     """Submission failed; nothing was left running (any id obtained was cancelled)."""
 
 
+class SubmitOutcomeUnknown(TransientError):
+    """A submission whose outcome the launcher does not know: the scheduler may have accepted
+    it (sbatch timed out talking to the controller, the call was interrupted). Never read as
+    "nothing ran": the job row stays SUBMITTING with its dedupe token, and ``status``,
+    ``watch`` and ``cancel`` settle it from what the scheduler has."""
+
+
 # ---------------------------------------------------------------- the CLI's error boundary
 # What to install when an import fails at run time (imports of heavy SDKs are lazy, so a
 # missing one shows up only when a command needs it).

@@ -32,6 +32,9 @@ Stdlib only (see ``launcher.jobside``). Supports Python 3.8+. Commands::
             python3 launcher_job.pyz wait-commit --since-step "$since" --timeout "$grace"
     gc [--root ROOT] --keep N [--dry-run] [--json]
         See ``launcher checkpoints --help``.
+    start-claim --job-dir DIR --attempt N [--self ID]
+        Claim attempt N's start once (``launcher.jobside.startclaim``): exit 0 when this
+        job (ID, default $LAUNCHER_SELF_ID) may run, 3 when another job started it.
     stage DEST
         Write this helper as a zipapp to DEST (with the same command modules).
 
@@ -55,6 +58,7 @@ from launcher.checkpoint import (CheckpointError, RootUnavailable, gc as _gc, la
                                  start_generation)
 from launcher.checkpoint import scratch as _scratch
 
+from launcher.jobside import startclaim
 from launcher.jobside.env import PROG, ckpt_root, env_int
 from launcher.jobside.zipapp import stage_zip
 
@@ -192,7 +196,7 @@ def _parser(extensions=()):
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(fn=cmd_gc)
 
-    for mod in extensions:
+    for mod in (startclaim,) + tuple(extensions):
         sp = sub.add_parser(mod.COMMAND, help=mod.HELP)
         mod.add_arguments(sp)
         sp.set_defaults(fn=mod.run)

@@ -1,8 +1,8 @@
-"""Launching a spec: render, record, submit, all-or-nothing.
+"""Launching a spec: render, record SUBMITTING, submit, record what the scheduler said.
 
-The job row is written as SUBMITTING before the backend is called, so a launcher
-killed mid-submit leaves a trace that ``find`` (the dedupe token) can resolve;
-when submission fails the row is removed again: nothing is recorded as submitted.
+How the scheduler's answer becomes a record (a rejection removes the row, an unknown
+outcome keeps it SUBMITTING for ``status``/``watch`` to settle by its dedupe token, a
+resubmission is fenced by its claim) is the submission protocol, ``launcher.launching.submit``.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import os
 from contextlib import nullcontext
 from typing import Optional
 
-from launcher.backend.protocols import Handle, JobRef, MeasuresQueueWait, Request, StartsSubmit, can
+from launcher.backend.protocols import Handle, JobRef, MeasuresQueueWait, Request, can
 from launcher.backend.support import require_supported
 from launcher.core.errors import LauncherError
 from launcher.launching.submission import (Launched, facts_for, find_submission, job_ref, job_spec, new_job_ref,
                                            stored_secrets, with_secrets)
+from launcher.launching.submit import NewSubmission, fenced_submit, record_or_cancel, settle_unrecorded
 from launcher.spec.model import JobSpec
 from launcher.state.store import new_job_id
 
@@ -139,11 +140,13 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
         meta["fresh"] = True
     if ident.resumes:
         meta["resumes"] = {"run": ident.earlier.run, "step": ident.earlier.step}
+    meta["launch_by"] = launch_owner()  # the reconciliation asks whether this launch is still alive
     store.begin_job(job_id, spec.name, target_name, backend.name, spec_path, spec_text,
                     ckpt_root=spec.checkpoint.root, meta=meta)
-    # provenance (advisory, never raises): captured while the scheduler answers (submit_recorded);
+    # provenance (advisory, never raises): captured while the scheduler answers;
     # ROOT/.launcher/runs/<job_id>/RUN.json written once the native id is known, before the store's lock
-    handle, drafted = submit_recorded(store, backend, request, job_id, functools.partial(
+    submission = NewSubmission(store, backend, request, [job_id], lambda: store.forget_job(job_id))
+    handle, drafted = submission.run(functools.partial(
         draft_launch, app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
         target_name=target_name, request=request, seed=seed, seed_source=ident.seed.source,
         continues=ident.event() if (fresh or ident.resumes) else None))
@@ -153,93 +156,90 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     events = [("submitted", {"target": target_name, "native_id": handle.native_id, "attempt": attempt})]
     if fresh or ident.resumes:
         events.append(("fresh" if fresh else "resumes", ident.event()))
-    record_launched(store, job_id, attempt, target_name, handle, events, store_writes(job_id, captured, seed))
+    writes = store_writes(job_id, captured, seed)
+    if not record_or_cancel(store, backend, job_id, handle, functools.partial(
+            record_launched, store, job_id, attempt, target_name, handle, events, writes)):
+        raise LauncherError(f"job {job_id} was cancelled while it was being launched: what the launch submitted "
+                            f"({backend.name} id {handle.native_id}) was cancelled")
     return Launched(job_id, handle, request)
 
 
+def launch_owner() -> str:
+    """host:pid of this launch (``launcher.recovery.watch.reconcile_one`` asks whether it lives)."""
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def record_launched(store, job_id: str, attempt: int, target_name: str, handle: Handle, events: list,
-                    provenance) -> None:
+                    provenance) -> bool:
     """Record a submitted launch: its attempt, EVENTS and PROVENANCE (``StoreWrites``) in one
     transaction. Provenance never fails a launch: when that transaction fails, the launch is
     recorded again without the record, with a ``provenance_error`` event (a store that cannot
-    record the launch at all raises)."""
+    record the launch at all raises). False when the job was cancelled meanwhile
+    (``StateStore.record_submission``)."""
     from launcher.provenance.record import failed_writes
+    from launcher.state.store import ClaimLost
 
     args = (job_id, attempt, target_name, handle.to_json(), handle.native_id)
     try:
-        store.record_submission(*args, events=events + list(provenance.events), provenance=provenance.record)
+        recorded = store.record_submission(*args, events=events + list(provenance.events),
+                                           provenance=provenance.record)
+    except ClaimLost:
+        raise
     except Exception as e:  # noqa: BLE001 - retried below without what may have caused it
         if provenance.record is None:
             raise
         provenance = failed_writes(job_id, f"{type(e).__name__}: {e}")
-        store.record_submission(*args, events=events + list(provenance.events))
+        recorded = store.record_submission(*args, events=events + list(provenance.events))
     provenance.warn()
-
-
-def submit_recorded(store, backend, request: Request, job_id: str, work) -> tuple:
-    """(the backend's Handle for REQUEST, WORK()). WORK runs while the scheduler answers where
-    the backend submits in two halves (StartsSubmit), else after the submission. A submission
-    that fails removes JOB_ID's SUBMITTING row (nothing was submitted). WORK interrupted while
-    the scheduler answers: the submission is waited for, and when it got through the row stays
-    SUBMITTING for ``watch``/``status`` to adopt by its dedupe token (a launcher killed there)."""
-    if not can(backend, StartsSubmit):
-        handle = _or_forget(store, job_id, lambda: backend.submit(request))
-        return handle, work()
-    pending = _or_forget(store, job_id, lambda: backend.start_submit(request))
-    try:
-        done = work()
-    except BaseException:
-        try:
-            _or_forget(store, job_id, pending.wait)
-        except BaseException:  # not submitted: its row is gone; the interrupt is what the caller hears
-            pass
-        raise
-    return _or_forget(store, job_id, pending.wait), done
-
-
-def _or_forget(store, job_id: str, call):
-    """CALL(); when it fails or is interrupted, JOB_ID's SUBMITTING row is removed."""
-    try:
-        return call()
-    except BaseException:
-        store.forget_job(job_id)
-        raise
+    return recorded
 
 
 def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=(), owner=None) -> Handle:
-    """Submit a further attempt of an existing job (recovery, burst). Same all-or-nothing rule.
+    """Submit a further attempt of an existing job (recovery, burst), by the submission
+    protocol (``launcher.launching.submit``).
 
-    The caller holds the job's claim (``owner``): the attempt is recorded only while that
-    claim is still ours. The dedupe token is looked up first, so an attempt that an
-    earlier (crashed) holder of the claim submitted is adopted, never submitted twice. While
-    the lookup and the submission run, the claim is kept alive (a submission slower than the
-    claim's TTL is not taken over by another watcher meanwhile)."""
-    from launcher.state.claims import claim_ttl
-    from launcher.state.claims import kept_alive
+    The caller holds the job's claim (``owner``): the dedupe token is looked up first, so an
+    attempt an earlier (crashed) holder submitted is adopted, never submitted twice; the
+    scheduler is called only while the claim still holds (the fence), and the attempt is
+    recorded only while it is ours (a compare-and-swap on job, attempt and owner). While
+    the lookup and the submission run, the claim is kept alive. A submission made by a
+    holder whose claim lapsed meanwhile (it was paused) is settled by it: adopted when the
+    new holder recorded it, else cancelled (``settle_unrecorded``); the ClaimLost is raised."""
+    from launcher.state.claims import claim_ttl, kept_alive
+    from launcher.state.store import ClaimLost
 
     with (kept_alive(app.store, job_row.job_id, owner, claim_ttl()) if owner else nullcontext()):
-        handle, existing = _submit_again(app, job_row, target_name, attempt, avoid)
-    app.store.record_submission(job_row.job_id, attempt, target_name, handle.to_json(), handle.native_id,
-                                state="PENDING", reason=reason, owner=owner, events=[(
-                                    "resubmitted", {"target": target_name, "attempt": attempt,
-                                                    "native_id": handle.native_id, "reason": reason,
-                                                    "found_existing": existing is not None})])
+        handle, found = _submit_again(app, job_row, target_name, attempt, avoid, owner)
+    try:
+        app.store.record_submission(job_row.job_id, attempt, target_name, handle.to_json(), handle.native_id,
+                                    state="PENDING", reason=reason, owner=owner, events=[(
+                                        "resubmitted", {"target": target_name, "attempt": attempt,
+                                                        "native_id": handle.native_id, "reason": reason,
+                                                        "found_existing": found})])
+    except ClaimLost:
+        if not found:  # ours alone: adopted by the new holder, or a second copy to cancel
+            settle_unrecorded(app.store, app.backend(target_name), job_row.job_id, attempt, handle)
+        raise
     return handle
 
 
-def _submit_again(app, job_row, target_name: str, attempt: int, avoid) -> tuple:
-    """(the Handle of JOB_ROW's attempt ATTEMPT, the same Handle when an earlier try of it was
-    found by its dedupe token, else None)."""
+def _submit_again(app, job_row, target_name: str, attempt: int, avoid, owner) -> tuple:
+    """(the Handle of JOB_ROW's attempt ATTEMPT, whether an earlier try of it was found by its
+    dedupe token), under OWNER's claim (``fenced_submit``)."""
+    store = app.store
+    backend = app.backend(target_name)
     if job_row.meta.get("sweep"):  # one element of a sweep: resubmitted alone, by the sweep layer
         # (``launcher.sweep.launching.resubmit_element``), which the app context wires in: launching
         # never imports launcher.sweep (sweep code calls launching, never the reverse)
-        handle, found = app.resubmit_element(job_row, target_name, attempt)
-        return handle, (handle if found else None)
-    spec = job_spec(job_row)
-    backend = app.backend(target_name)
+        lookup, submit = app.resubmit_element(job_row, target_name, attempt)
+        return fenced_submit(store, backend, job_row.job_id, owner, lookup, submit)
     job = job_ref(app, job_row, attempt, avoid=avoid)
-    existing = find_submission(backend, job)
-    if existing is not None:
-        return existing, existing  # an earlier try of this very submission got through: never submitted twice
-    request = with_secrets(backend.render(spec, facts_for(app, spec, target_name), job), stored_secrets(job_row))
-    return backend.submit(request), None
+
+    def submit() -> Handle:
+        spec = job_spec(job_row)
+        request = with_secrets(backend.render(spec, facts_for(app, spec, target_name), job), stored_secrets(job_row))
+        return backend.submit(request)
+
+    return fenced_submit(store, backend, job_row.job_id, owner, lambda: find_submission(backend, job), submit)

@@ -184,26 +184,52 @@ def _stalled_restarts(history: list[PastFailure], event: Event) -> Optional[str]
     return None
 
 
-# ---- SUBMITTING rows: a launch that died between the scheduler's accept and the state write
+# ---- SUBMITTING rows: a launch whose outcome is not recorded (it died, timed out, was
+# interrupted, or is still running); settled from the scheduler and the launcher's own traces
 SUBMITTING_GRACE_S = 600.0  # longer than any submission takes; a launch still running is left alone
+QUIET_S = 60.0  # after a launch is known over, how long a job it may have submitted gets to show
 
 
 @dataclass(frozen=True)
 class Reconcile:
-    action: str  # "adopt" | "wait" | "fail"
+    action: str  # "adopt" | "adopt_trace" | "wait" | "started" | "fail"
     reason: str
 
 
-def reconcile_submitting(found: bool, age_s: float, grace_s: float = SUBMITTING_GRACE_S) -> Reconcile:
-    """Pure: what to do with a job row left in SUBMITTING, given whether the scheduler has a
-    job with its dedupe token and how long ago the launch began."""
+def reconcile_submitting(found: bool, age_s: float, grace_s: float = SUBMITTING_GRACE_S, *,
+                         looked: bool = True, lookup_error: str = "", launch_over: bool = False,
+                         quiet_s: float = 0.0, trace: str = "", quiet_needed_s: float = QUIET_S) -> Reconcile:
+    """Pure: what to do with a job row left in SUBMITTING.
+
+    FOUND: the scheduler has a job with its dedupe token (LOOKED false: the lookup failed,
+    LOOKUP_ERROR says why). AGE_S: since the launch began. LAUNCH_OVER: the launch is known
+    to have ended (it recorded its outcome as unknown, or its process is gone), QUIET_S ago.
+    TRACE: what the launcher's own traces say of a start ("id X": the attempt's start was
+    claimed by job X; "started": its checkpoint root records the start; "": none).
+
+    "Nothing ran" is concluded only from a lookup that worked, found nothing and left no
+    trace, once the launch is over (and QUIET_NEEDED_S passed, for a stalled controller to
+    show what it accepted) or its grace has passed."""
     if found:
         return Reconcile("adopt", "the scheduler has the job (found by its dedupe token): the launch that "
                                   "submitted it died before recording it")
-    if age_s < grace_s:
+    if not looked:
+        return Reconcile("wait", f"the scheduler could not be asked for its dedupe token ({lookup_error or 'no answer'}); "
+                                 "its outcome is still unknown")
+    if trace.startswith("id "):
+        return Reconcile("adopt_trace", f"its start was claimed by {trace[3:]} (the job folder's start record): it "
+                                        "ran although the scheduler no longer lists it")
+    if trace:
+        return Reconcile("started", "it started (its checkpoint root records the start) but the scheduler no "
+                                    "longer has it: its outcome cannot be known; relaunch it to resume from the "
+                                    "last checkpoint")
+    if not launch_over and age_s < grace_s:
         return Reconcile("wait", f"submitting for {age_s:.0f}s; the launch may still be running")
-    return Reconcile("fail", f"the launch was interrupted before the scheduler accepted the job (no job with "
-                             f"its dedupe token after {age_s:.0f}s): nothing ran; launch it again")
+    if launch_over and quiet_s < quiet_needed_s and age_s < grace_s:
+        return Reconcile("wait", f"the launch ended {quiet_s:.0f}s ago without knowing whether the scheduler "
+                                 "accepted it; waiting for the scheduler to show it")
+    return Reconcile("fail", f"the launch ended before the scheduler accepted the job (no job with its dedupe "
+                             f"token after {age_s:.0f}s, and no trace of a start): nothing ran; launch it again")
 
 
 # ---- jobs nobody should recover any more

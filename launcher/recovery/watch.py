@@ -21,7 +21,9 @@ from typing import Callable, Optional
 
 from launcher.core.errors import LauncherError
 from launcher.launching.launch import resubmit
+from launcher.backend.protocols import Handle
 from launcher.launching.submission import find_submission, job_ref, job_spec
+from launcher.launching.submit import claimed_start, launch_alive
 from launcher.plan.observed import observe_job
 from launcher.state.store import ClaimLost, is_open
 from launcher.core.status import Status, closes_job
@@ -107,6 +109,10 @@ def reconcile(app, clock: Callable[[], float] = time.time, jobs=None, record_err
 
 def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time,
                   hooks: Optional[WatchHooks] = None) -> Optional[Outcome]:
+    """Settle one SUBMITTING row under its claim (``launcher.recovery.policy.reconcile_submitting``):
+    from the scheduler (its dedupe token), the launch's own state (alive, or over with an
+    unknown outcome) and the launcher's traces of a start (the job folder's start claim, the
+    checkpoint root's record of the attempt)."""
     store = app.store
     hooks = hooks_of(app, hooks)
     with claimed(store, job_id) as c:
@@ -116,21 +122,53 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time,
         if job.handle or job.state != "SUBMITTING" or not is_open(job):
             return None  # the launch (or another watcher) recorded it meanwhile
         attempt = RecoveryState.load(job.meta).attempt
-        found = find_submission(app.backend(job.target), job_ref(app, job, attempt))
-        if found is None:  # e.g. a queued sweep element's start, taken back into its queue
+        backend = app.backend(job.target)
+        try:
+            found, looked, error = find_submission(backend, job_ref(app, job, attempt)), True, ""
+        except LauncherError as e:
+            found, looked, error = None, False, str(e)
+        if found is None and looked:  # e.g. a queued sweep element's start, taken back into its queue
             o = hooks.unfound_submission(app, c, clock())
             if o is not None:
                 return o
-        r = reconcile_submitting(found is not None, clock() - job.created)
+        now = clock()
+        alive = launch_alive(job.meta)
+        unknown = job.meta.get("submit_unknown") or {}
+        over = bool(unknown) or alive is False
+        quiet = now - float(unknown.get("at") or job.updated or job.created)
+        trace = start_trace(app, job, attempt) if found is None and looked else ""
+        r = reconcile_submitting(found is not None, now - job.created, looked=looked, lookup_error=error,
+                                 launch_over=over, quiet_s=quiet, trace=trace)
         if r.action == "wait":
             return Outcome(job_id, "waiting", r.reason)
-        if r.action == "adopt":
+        if r.action in ("adopt", "adopt_trace"):
+            if found is None:  # its start record names the job: tracked by that id from now on
+                found = Handle(backend.name, job.target, job_id, trace[3:], attempt,
+                               extra={"job_dir": str(store.job_dir(job_id)), "found_by_trace": True})
             store.record_attempt(job_id, attempt, job.target, found.to_json(), found.native_id, state="PENDING",
-                                 reason="adopted by its dedupe token", owner=c.owner)
+                                 reason=r.reason, owner=c.owner)
             store.record_event(job_id, "adopted", attempt=attempt, native_id=found.native_id, reason=r.reason)
             return Outcome(job_id, "adopted", f"{job.target} id {found.native_id}")
+        if r.action == "started":
+            store.close_job(job_id, "FAILED", r.reason, owner=c.owner, event="submit_unknown_started",
+                            detail={"reason": r.reason})
+            return Outcome(job_id, "failed", r.reason)
         store.close_job(job_id, "FAILED", r.reason, owner=c.owner, event="submit_lost", detail={"reason": r.reason})
         return Outcome(job_id, "failed", r.reason)
+
+
+def start_trace(app, job, attempt: int) -> str:
+    """What the launcher's own traces say of ATTEMPT of JOB having started: "id X" (its start
+    was claimed by job X in its job folder), "started" (its checkpoint root records a start
+    of that attempt), or "" (no trace)."""
+    held = claimed_start(app.store, job, attempt)
+    if held:
+        return f"id {held}"
+    if job.ckpt_root:
+        progress = read_progress(job.ckpt_root)
+        if not progress.unknown and attempt in takeover.attempt_records(job.job_id, [attempt], progress.history):
+            return "started"
+    return ""
 
 
 # ---- one open job

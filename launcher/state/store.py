@@ -42,6 +42,15 @@ class ClaimLost(LauncherError):
     """Another watcher took this job's claim over (ours expired) while we acted on it."""
 
 
+class AttemptTaken(ClaimLost):
+    """The attempt is already recorded with another native id: a second submission of it
+    (made by a holder whose claim lapsed) is never recorded over the first."""
+
+    def __init__(self, message: str, recorded_native: str):
+        super().__init__(message)
+        self.recorded_native = recorded_native
+
+
 @dataclass(frozen=True)
 class Claim:
     """A job claimed by one owner until ``expires``, with the job and its attempts as read
@@ -284,24 +293,42 @@ class StateStore:
 
     def record_submission(self, job_id, attempt, target, handle_json, native_id, state="PENDING",
                           reason="", resume_step=None, meta=None, owner: Optional[str] = None,
-                          events=(), provenance: Optional[tuple] = None) -> None:
+                          events=(), provenance: Optional[tuple] = None) -> bool:
         """A submission's attempt, the job row pointing at it, ``record_event(kind, **detail)``
         for each (kind, detail) of EVENTS, and the run's PROVENANCE record ((location, record
-        text): ``launcher.state.provenance``), in ONE transaction. While OWNER is given, only
-        while its claim on the job holds (ClaimLost)."""
+        text): ``launcher.state.provenance``), in ONE transaction: a compare-and-swap on (job,
+        attempt, claim owner). While OWNER is given, only while its claim on the job holds
+        (ClaimLost); an attempt already recorded with another native id is never overwritten
+        (AttemptTaken). False when the job was cancelled while this submission was under way:
+        the attempt is recorded (its handle is what the caller now cancels) and the job stays
+        CANCELLED; True otherwise."""
+        from launcher.core import faults
+
         now = time.time()
         rows = [_event_row(job_id, kind, detail, now) for kind, detail in events]  # redacted before the lock
         with self.tx() as db:
             self._check_claim(db, job_id, owner)
+            had = db.execute("SELECT native_id FROM attempts WHERE job_id=? AND attempt=?",
+                             (job_id, attempt)).fetchone()
+            if had is not None and had["native_id"] and had["native_id"] != native_id:
+                raise AttemptTaken(f"job {job_id}: attempt {attempt} is already recorded as id "
+                                   f"{had['native_id']}; not recording id {native_id} over it",
+                                   had["native_id"])
+            faults.point("during_record")
             db.execute(
                 "INSERT OR REPLACE INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,"
                 "resume_step,meta) VALUES(?,?,?,?,?,?,?,?,?,?)",
                 (job_id, attempt, target, native_id, handle_json, now, state, reason, resume_step,
                  json.dumps(meta or {})))
+            job = db.execute("SELECT state, meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            if job is not None and job["state"] == "CANCELLED":
+                # cancel won over this launch: the job stays CANCELLED; the caller cancels what it submitted
+                if rows:
+                    db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", rows)
+                return False
             # a recorded submission is the truth: it reopens a job closed meanwhile (a launch
             # slower than the SUBMITTING grace); every other writer holds the job's claim
-            text = db.execute("SELECT meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
-            meta_text = reopened({job_id: text["meta"]} if text else {}).get(job_id)
+            meta_text = reopened({job_id: job["meta"]} if job else {}).get(job_id)
             sets = "handle=?, state=?, target=?, updated=?" + (", meta=?" if meta_text else "")
             values = [handle_json, job_state_for(state), target, now] + ([meta_text] if meta_text else [])
             db.execute(f"UPDATE jobs SET {sets} WHERE job_id=?", (*values, job_id))
@@ -310,6 +337,32 @@ class StateStore:
             if provenance is not None:
                 location, text = provenance
                 db.execute(provenance_rows.INSERT, (job_id, now, location, text))
+        return True
+
+    def claim_left(self, job_id: str, owner: str, now: Optional[float] = None) -> float:
+        """Seconds OWNER's claim of JOB_ID still holds (0 when it is gone or another's): the
+        fence a submission checks right before it calls the scheduler."""
+        now = time.time() if now is None else now
+        r = self.db.execute("SELECT owner, expires FROM claims WHERE job_id=?", (job_id,)).fetchone()
+        if r is None or r["owner"] != owner:
+            return 0.0
+        return max(0.0, float(r["expires"]) - now)
+
+    def mark_submit_unknown(self, job_ids: list, reason: str) -> None:
+        """JOB_IDS' rows, still SUBMITTING, had a submission whose outcome is unknown (REASON):
+        kept SUBMITTING for ``status``/``watch`` to settle by the dedupe token, with the
+        outcome noted in their meta (``submit_unknown``) and an event each, in one transaction."""
+        now = time.time()
+        with self.tx() as db:
+            for j in job_ids:
+                row = db.execute("SELECT meta, state FROM jobs WHERE job_id=?", (j,)).fetchone()
+                if row is None or row["state"] != "SUBMITTING":
+                    continue
+                meta = patched(json.loads(row["meta"] or "{}"), {"submit_unknown": {"at": now, "reason": reason}})
+                db.execute("UPDATE jobs SET meta=?, reason=?, updated=? WHERE job_id=?",
+                           (json.dumps(meta), f"submission outcome unknown: {reason}", now, j))
+                db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
+                           _event_row(j, "submit_outcome_unknown", {"reason": reason}, now))
 
     def set_waiting(self, job_ids: list, state: str, reason: str, event: str) -> None:
         """Rows still SUBMITTING become STATE (QUEUED: waiting for a slot the launcher keeps),

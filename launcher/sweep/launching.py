@@ -19,6 +19,7 @@ from typing import Optional
 from launcher.backend.protocols import Handle, JobRef
 from launcher.backend.support import require_supported
 from launcher.launching.submission import new_job_ref
+from launcher.launching.submit import NewSubmission
 from launcher.provenance.seed import choose_seed, with_seed
 from launcher.spec.secretenv import for_launch
 from launcher.spec.sweep_elements import sweep_seed_of
@@ -68,11 +69,10 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
              f"{sweep_seed_of(spec, seed)}, {source})")
     # the sweep (its spec once) and every element SUBMITTING before the scheduler is called, in one transaction
     begin_sweep(store, sweep_id, spec, spec_text, spec_path, target_name, backend.name, rows)
-    try:
-        handle = backend.submit(request)
-    except BaseException:
-        store.sweeps.forget(sweep_id)
-        raise
+    # the submission protocol (launcher.launching.submit): a rejection removes the rows, an
+    # unknown outcome keeps them SUBMITTING, to be adopted by the array's dedupe token
+    handle, _ = NewSubmission(store, backend, request, [r["job_id"] for r in rows],
+                              lambda: store.sweeps.forget(sweep_id)).run()
     record_array(store, sweep_id, target_name, handle, rows, backend)
     return Launched(sweep_id, handle, request)
 
@@ -95,23 +95,27 @@ def element_ref(app, row, attempt: int) -> JobRef:
                        sweep_id=sw["id"])
 
 
-def resubmit_element(app, row, target_name: str, attempt: int):
-    """Submit element ROW alone (``--array=<index>`` of the same table, so the same element
-    root: it resumes its own latest commit); the other elements are untouched. The element's
-    handle, adopted by dedupe token when an earlier try got through."""
+def resubmit_element(app, row, target_name: str, attempt: int) -> tuple:
+    """(lookup, submit) of element ROW's attempt ATTEMPT alone, for the submission protocol
+    (``launcher.launching.submit.fenced_submit``): LOOKUP() gives the element's handle when an
+    earlier try got through (its dedupe token), else None; SUBMIT() submits it
+    (``--array=<index>`` of the same table, so the same element root: it resumes its own
+    latest commit); the other elements are untouched."""
     from launcher.launching.submission import facts_for, find_submission, job_spec
     from launcher.sweep.queue import element_job, render_element, runs_arrays
 
     backend = app.backend(target_name)
     if not runs_arrays(backend):  # the element is a job of its own: submitted as one
-        existing = find_submission(backend, element_job(app, row, attempt))
-        if existing is not None:
-            return existing, True
-        return backend.submit(render_element(app, row, attempt, target=target_name)), False
+        alone = element_job(app, row, attempt)
+        return (lambda: find_submission(backend, alone),
+                lambda: backend.submit(render_element(app, row, attempt, target=target_name)))
     job = element_ref(app, row, attempt)
-    existing = find_submission(backend, job)
-    if existing is None:
+
+    def as_element(h: Optional[Handle]) -> Optional[Handle]:
+        return None if h is None else element_handle(h, row.job_id, job.elements[0], backend)
+
+    def submit() -> Handle:
         spec = with_seed(job_spec(row), job.seed)  # the table derives every element's seed from the sweep's
-        existing = backend.submit(backend.render(spec, facts_for(app, spec, target_name), job))
-        return element_handle(existing, row.job_id, job.elements[0], backend), False
-    return element_handle(existing, row.job_id, job.elements[0], backend), True
+        return as_element(backend.submit(backend.render(spec, facts_for(app, spec, target_name), job)))
+
+    return (lambda: as_element(find_submission(backend, job))), submit

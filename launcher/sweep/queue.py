@@ -31,16 +31,18 @@ from dataclasses import dataclass
 from typing import Iterator, Optional
 
 from launcher.backend.protocols import JobRef, RunsArrays, can
-from launcher.core.errors import LauncherError
+from launcher.core.errors import LauncherError, SubmitOutcomeUnknown
 from launcher.core.status import QUEUED
 from launcher.launching.submission import find_submission, new_job_ref
+from launcher.launching.submit import NewSubmission, claimed_start, fenced_submit, settle_unrecorded
+from launcher.recovery.policy import QUIET_S
 from launcher.provenance.seed import choose_seed
 from launcher.recovery.cancel import CancelReport
 from launcher.recovery.outcome import Outcome
 from launcher.spec.secretenv import for_launch
 from launcher.spec.sweep_elements import elements, sweep_seed_of
 from launcher.state.claims import claim_ttl, claimed, kept_alive
-from launcher.state.store import is_open, new_job_id
+from launcher.state.store import ClaimLost, is_open, new_job_id
 from launcher.sweep.elements import begin_sweep, element_rows, sweep_rows
 from launcher.sweep.separate import element_spec, element_spec_of, to_start
 
@@ -115,18 +117,29 @@ def start_element(app, row_id: str, facts=None) -> Outcome:
             return Outcome(row_id, "claimed", f"no longer queued ({job.state})")
         store.patch_meta(row_id, start_at=time.time(), start_seen=None)  # before SUBMITTING: marks it a start
         store.update_job(row_id, state="SUBMITTING")
+        backend = app.backend(job.target)
         try:
             with kept_alive(store, row_id, c.owner, claim_ttl(), _still_starting):  # a lookup or submit > TTL
-                found = _earlier_start(app, job)
-                handle = found or app.backend(job.target).submit(render_element(app, job, 1, facts))
+                # the submission protocol (launcher.launching.submit): looked up, fenced by the claim
+                handle, found = fenced_submit(store, backend, row_id, c.owner, lambda: _earlier_start(app, job),
+                                              lambda: backend.submit(render_element(app, job, 1, facts)))
+        except ClaimLost:
+            raise
+        except SubmitOutcomeUnknown as e:  # it may run: SUBMITTING, settled by its dedupe token
+            store.mark_submit_unknown([row_id], str(e))
+            return Outcome(row_id, "waiting", str(e))
         except LauncherError as e:
             return _start_failed(app, job, c.owner, e)
         why = "found by its dedupe token: an earlier start got through" if found else "a slot of max_parallel freed"
-        store.record_submission(row_id, 1, job.target, handle.to_json(), handle.native_id, state="PENDING",
-                                reason=why, owner=c.owner, events=[("submitted", {
-                                    "target": job.target, "native_id": handle.native_id, "attempt": 1,
-                                    "sweep": job.meta["sweep"]["id"], "reason": why,
-                                    "found_existing": found is not None})])
+        try:
+            store.record_submission(row_id, 1, job.target, handle.to_json(), handle.native_id, state="PENDING",
+                                    reason=why, owner=c.owner, events=[("submitted", {
+                                        "target": job.target, "native_id": handle.native_id, "attempt": 1,
+                                        "sweep": job.meta["sweep"]["id"], "reason": why, "found_existing": found})])
+        except ClaimLost:
+            if not found:
+                settle_unrecorded(store, backend, row_id, 1, handle)
+            raise
     return Outcome(row_id, "started", f"{job.target} id {handle.native_id}")
 
 
@@ -193,10 +206,16 @@ def last_seen(job) -> Optional[float]:
     return max(at, float(seen))
 
 
-def requeue_lost_start(app, c, now: float) -> Outcome:
+def requeue_lost_start(app, c, now: float) -> Optional[Outcome]:
     """Under the element's claim C: element C.job was left SUBMITTING by a start and the
     backend has no job of it (``lost_start``)."""
     job = c.job
+    if claimed_start(app.store, job, 1):  # it started after all: the reconciliation adopts it by that trace
+        return None
+    unknown = job.meta.get("submit_unknown") or {}
+    if unknown and now - float(unknown.get("at") or 0) < QUIET_S:
+        return Outcome(job.job_id, "waiting", f"its start's outcome is unknown ({unknown.get('reason')}); waiting "
+                                              "for the backend to show it")
     d = lost_start(now - last_seen(job), claim_ttl(), int(job.meta.get("start_failures") or 0))
     if d.action == "wait":
         return Outcome(job.job_id, "waiting", d.reason)
@@ -225,7 +244,11 @@ def fill(app, sweep_id: str, facts=None) -> list[Outcome]:
             if take_sweep_claim(store, sweep_id) != owner:  # renewed per start: a slow backend
                 out.append(Outcome(sweep_id, "claimed", "the sweep's claim was taken over"))
                 break
-            out.append(start_element(app, by_index[i].job_id, facts))
+            try:
+                out.append(start_element(app, by_index[i].job_id, facts))
+            except ClaimLost as e:  # its claim lapsed mid-start (this launcher was paused): settled
+                out.append(Outcome(by_index[i].job_id, "claimed", str(e)))
+                break
         return out
 
 
@@ -259,16 +282,16 @@ def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_
     if note:
         note(f"sweep {sweep_id}: {len(rows)} elements as separate jobs, at most {limit or len(rows)} at once "
              f"(LAUNCHER_SWEEP_SEED {rows[0]['meta']['sweep']['seed']}, {source})")
-    begin_sweep(store, sweep_id, spec, spec_text, spec_path, target_name, backend.name, rows)  # the spec once
-    try:
-        handle = backend.submit(request)
-    except BaseException:
-        store.sweeps.forget(sweep_id)
-        raise
+    with store.batch():  # the spec once, element 0 SUBMITTING, the others QUEUED: a launch killed
+        # from here on leaves every element either submitted or waiting, never lost
+        begin_sweep(store, sweep_id, spec, spec_text, spec_path, target_name, backend.name, rows)
+        queue_rows(store, [r["job_id"] for r in rows[1:]], f"waits for a slot (max_parallel {limit})")
+    # the submission protocol (launcher.launching.submit): a rejection removes the sweep, an
+    # unknown outcome keeps element 0 SUBMITTING for watch to settle by its dedupe token
+    handle, _ = NewSubmission(store, backend, request, [job0.job_id], lambda: store.sweeps.forget(sweep_id)).run()
     store.record_submission(job0.job_id, 1, target_name, handle.to_json(), handle.native_id, state="PENDING",
                             events=[("submitted", {"target": target_name, "native_id": handle.native_id,
                                                    "attempt": 1, "sweep": sweep_id})])
-    queue_rows(store, [r["job_id"] for r in rows[1:]], f"waits for a slot (max_parallel {limit})")
     fill(app, sweep_id, facts)
     return Launched(sweep_id, handle, request)
 

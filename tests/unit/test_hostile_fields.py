@@ -96,7 +96,20 @@ def _validate_spec(data: dict, leaf: Leaf):
 
 # ---------------------------------------------------------------- running what was rendered
 
+def _as_new_job(text: str) -> None:
+    """Each run of a rendered script here is a job of its own: the start claims an earlier run
+    left in the script's job folder (launcher.jobside.startclaim) are removed."""
+    import re
+    import shlex
+
+    m = re.search(r"^export LAUNCHER_JOB_DIR=(.*)$", text, re.M)
+    if m:
+        for claim in Path(shlex.split(m.group(1))[0]).glob("**/attempt-*.start"):
+            claim.unlink()
+
+
 def _run_local(text: str, tmp: Path, job_dir: Path) -> subprocess.CompletedProcess:
+    _as_new_job(text)
     script = job_dir / "attempt-1.sh"
     script.write_text(text)
     cwd = tmp / "cwd"
@@ -115,6 +128,7 @@ STUBS = {
 
 
 def _run_sbatch_script(text: str, tmp: Path, files=(), job_dir=None) -> subprocess.CompletedProcess:
+    _as_new_job(text)
     for name, content in files:  # staged beside the script by submit (a sweep's table)
         (Path(job_dir) / name).write_text(content)
     stubs = tmp / "stubs"

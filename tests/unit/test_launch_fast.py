@@ -1,5 +1,5 @@
 """What makes one launch() fast keeps its answers right: the submit command started in two
-halves (LocalRunner.start, launch.submit_recorded), the provenance record drafted before
+halves (LocalRunner.start, launching.submit.NewSubmission), the provenance record drafted before
 the native id is known, and the per-process cache of the package list's hash (it stops
 trusting itself when its input changes)."""
 
@@ -13,8 +13,9 @@ import pytest
 
 from launcher.backend import staging
 from launcher.backend.protocols import Handle, StartsSubmit, can
-from launcher.core.errors import CommandError, TransientError
-from launcher.launching.launch import submit_recorded
+from launcher.core.errors import CommandError, SubmitError, TransientError
+from launcher.launching.submit import NewSubmission
+from launcher.transport.errors import HostUnreachableError
 from launcher.provenance import capture
 from launcher.provenance.record import Captured, complete_launch
 from launcher.core.redact import MASK
@@ -58,14 +59,14 @@ def test_a_command_sees_the_environment_as_it_is_now(monkeypatch):
     assert r.start(show).wait().stdout == "|base|\n"
 
 
-# ---------------------------------------------------------------- launch.submit_recorded
+# ---------------------------------------------------------------- launching.submit.NewSubmission
 class TwoHalves:
     """A backend that submits in two halves, recording the order of events."""
 
     name = "fake"
 
-    def __init__(self, log, fail_wait=False):
-        self.log, self.fail_wait = log, fail_wait
+    def __init__(self, log, fail_wait=None):
+        self.log, self.fail_wait = log, fail_wait  # FAIL_WAIT: the error wait() raises
 
     def submit(self, request):
         return self.start_submit(request).wait()
@@ -77,8 +78,8 @@ class TwoHalves:
         class Pending:
             def wait(self):
                 backend.log.append("wait")
-                if backend.fail_wait:
-                    raise TransientError("sbatch timed out")
+                if backend.fail_wait is not None:
+                    raise backend.fail_wait
                 return Handle("fake", "t", "j", "42", 1)
         return Pending()
 
@@ -99,6 +100,10 @@ def _submitting(app, job_id="j-1"):
     return job_id
 
 
+def submit_recorded(store, backend, request, job_id, work):
+    return NewSubmission(store, backend, request, [job_id], lambda: store.forget_job(job_id)).run(work)
+
+
 def test_work_runs_between_start_and_wait(app):
     log = []
     assert can(TwoHalves(log), StartsSubmit) and not can(OneCall(log), StartsSubmit)
@@ -110,29 +115,40 @@ def test_work_runs_between_start_and_wait(app):
     assert app.store.get_job("j-1").state == "SUBMITTING"  # recording the attempt is the caller's
 
 
-def test_a_failed_wait_forgets_the_submitting_row(app):
+@pytest.mark.parametrize("error, kept", [
+    (SubmitError("sbatch rejected the script"), False),  # the scheduler said no: nothing was submitted
+    (HostUnreachableError("connection refused"), False),  # the command never started
+    (TransientError("sbatch timed out"), True),  # it may have got through: the outcome is unknown
+])
+def test_a_failed_wait_forgets_the_row_only_when_nothing_was_submitted(app, error, kept):
     log = []
     job_id = _submitting(app)
-    with pytest.raises(TransientError):
-        submit_recorded(app.store, TwoHalves(log, fail_wait=True), None, job_id, lambda: "d")
-    assert not [j for j in app.store.list_jobs() if j.job_id == job_id]
+    with pytest.raises(type(error)):
+        submit_recorded(app.store, TwoHalves(log, fail_wait=error), None, job_id, lambda: "d")
+    rows = [j for j in app.store.list_jobs() if j.job_id == job_id]
+    assert [j.state for j in rows] == (["SUBMITTING"] if kept else [])
+    if kept:
+        assert "sbatch timed out" in rows[0].meta["submit_unknown"]["reason"]
+        assert [e["kind"] for e in app.store.events(job_id)] == ["submit_outcome_unknown"]
 
 
-@pytest.mark.parametrize("got_through", [True, False])
-def test_an_interrupt_in_the_work_waits_for_the_submission_and_keeps_a_submitted_row(app, got_through):
-    """A launcher interrupted while sbatch runs: a job that reached the scheduler stays
-    SUBMITTING (watch/status adopt it by its dedupe token); one that did not is removed."""
+@pytest.mark.parametrize("answer", ["handle", "rejected", "timed out"])
+def test_an_interrupt_in_the_work_waits_for_the_submission_and_keeps_a_row_that_may_have_got_through(app, answer):
+    """A launcher interrupted while sbatch runs: a job that reached the scheduler, or may have,
+    stays SUBMITTING (watch/status settle it by its dedupe token); one the scheduler rejected
+    is removed."""
     log = []
     job_id = _submitting(app)
+    error = {"handle": None, "rejected": SubmitError("no"), "timed out": TransientError("sbatch timed out")}[answer]
 
     def work():
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        submit_recorded(app.store, TwoHalves(log, fail_wait=not got_through), None, job_id, work)
+        submit_recorded(app.store, TwoHalves(log, fail_wait=error), None, job_id, work)
     assert log == ["start", "wait"]
     rows = [j for j in app.store.list_jobs() if j.job_id == job_id]
-    assert [j.state for j in rows] == (["SUBMITTING"] if got_through else [])
+    assert [j.state for j in rows] == ([] if answer == "rejected" else ["SUBMITTING"])
 
 
 # ---------------------------------------------------------------- provenance drafted before the native id

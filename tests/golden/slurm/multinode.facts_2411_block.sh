@@ -41,6 +41,10 @@ export NCCL_DEBUG=WARN
 export LAUNCHER_SELF_ID="$SLURM_JOB_ID"
 export LAUNCHER_REQUEUE_CMD="scontrol requeue $LAUNCHER_SELF_ID"
 export LAUNCHER_SCHEDULER_VARS='SLURM_JOB_ID SLURM_RESTART_COUNT SLURM_JOB_NODELIST'
+# this attempt's start is claimed once (create-only, with this job's id): a duplicate
+# submission of the same attempt stands down here, before any user code (a Slurm requeue
+# of this very job holds the same id and goes on)
+python3 /state/jobs/basic-abc123/launcher_job.pyz start-claim --job-dir "$LAUNCHER_JOB_DIR" --attempt 1 --self "$LAUNCHER_SELF_ID" || exit $?
 echo "launcher: start $LAUNCHER_ATTEMPT of $LAUNCHER_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})" >&2
 # Resolve the latest COMMITTED checkpoint at every start of the job (requeues rerun
 # this script), bump the generation, and export LAUNCHER_RESUME_FROM / _STEP / _ATTEMPT.

@@ -1,0 +1,258 @@
+"""The submission protocol: the one place where a call to the scheduler becomes a record.
+
+Every submission (a launch, a sweep's array, a sweep element's start, a resubmission by
+``watch`` or a burst) goes through here, and follows four rules:
+
+1. **Durable first.** The row it will record onto (the job SUBMITTING, or the claimed job
+   of a resubmission) exists before the scheduler is called, with the dedupe token the
+   scheduler's job will carry.
+2. **An outcome not known is recorded as unknown.** A submission that fails with a
+   rejection the scheduler gave (``SubmitError`` and other plain ``LauncherError``s, or a
+   transport error that proves the command never started) removes a launch's rows. One
+   that timed out, was interrupted or whose process died leaves them SUBMITTING with their
+   token (``SubmitOutcomeUnknown``: ``StateStore.mark_submit_unknown``); ``status``,
+   ``watch`` and ``cancel`` settle them from what the scheduler has
+   (``launcher.recovery.watch.reconcile_one``). "Nothing ran" is never concluded from a
+   lookup that could not prove it.
+3. **Fenced at the point of action.** A resubmission runs under the job's claim: right
+   before the scheduler is called the claim must still hold for ``FENCE_S`` (a holder that
+   was paused past its claim never submits), and the record is a compare-and-swap on (job,
+   attempt, claim owner) (``StateStore.record_submission``). A submission made anyway by a
+   holder whose claim lapsed meanwhile is settled by that holder (``settle_unrecorded``):
+   adopted if the store recorded it (the new holder found it by its token), else cancelled.
+   The job side is the last line: an attempt's start is claimed once (create-only, with its
+   native id, ``launcher.jobside.startclaim``), so a duplicate that still starts stands down
+   before running user code.
+4. **Cancel wins.** A launch whose job was cancelled while it was under way cancels what
+   it submitted instead of reopening the job.
+
+The fault points of ``launcher.core.faults`` mark the steps, for the fault-injection tests.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional
+
+from launcher.backend.protocols import Handle, Request, StartsSubmit, can
+from launcher.core import faults
+from launcher.core.errors import LauncherError, SubmitOutcomeUnknown, TransientError
+from launcher.transport.errors import may_have_run
+
+FENCE_S = 10.0  # a claim that holds for less than this is not acted on: it may lapse mid-call
+SETTLE_WAIT_S = 30.0  # how long a holder that lost its claim waits to take it back to settle
+
+
+def proves_not_submitted(exc: BaseException) -> bool:
+    """Pure: whether EXC, raised by a submission, proves the scheduler never accepted it. Only
+    a rejection (a ``LauncherError`` that is not transient) or a transport error that proves
+    the command never started does; a timeout, an interrupt, a kill or an unexpected error
+    leaves the outcome unknown."""
+    if isinstance(exc, SubmitOutcomeUnknown):
+        return False
+    if isinstance(exc, TransientError):
+        return not may_have_run(exc)
+    return isinstance(exc, LauncherError)
+
+
+def why_unknown(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return "the launch was interrupted while the scheduler was being called"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class NewSubmission:
+    """A launch's submission of REQUEST onto rows already recorded SUBMITTING (JOB_IDS; FORGET
+    removes them). ``run(work)`` submits, running WORK (provenance capture) while the
+    scheduler answers where the backend submits in two halves, and gives (Handle, WORK())."""
+
+    def __init__(self, store, backend, request: Request, job_ids: list, forget: Callable[[], None]):
+        self.store, self.backend, self.request = store, backend, request
+        self.job_ids, self.forget = list(job_ids), forget
+
+    def run(self, work: Callable = lambda: None) -> tuple:
+        faults.point("between_lookup_and_submit")  # a new launch looks nothing up: its rows are new
+        if not can(self.backend, StartsSubmit):
+            handle = self._settled(lambda: self._submit_whole())
+            return handle, self._after(work, handle)
+        pending = self._settled(lambda: self.backend.start_submit(self.request))
+        try:
+            faults.point("during_submit")
+            done = work()
+        except BaseException:
+            # the launch is interrupted while the scheduler answers: its answer is still
+            # waited for, so the rows say what happened (the interrupt is what the caller hears)
+            try:
+                self._settled(pending.wait)
+            except BaseException:  # noqa: BLE001 - settled by _settled; the interrupt wins
+                pass
+            raise
+        handle = self._settled(pending.wait)
+        faults.point("between_submit_and_record")
+        return handle, done
+
+    def _submit_whole(self) -> Handle:
+        handle = self.backend.submit(self.request)
+        faults.point("during_submit")
+        return handle
+
+    def _after(self, work: Callable, handle: Handle):
+        faults.point("between_submit_and_record")
+        return work()
+
+    def _settled(self, call: Callable):
+        """CALL(); a failure that proves nothing was submitted removes the rows, any other
+        (a timeout, an interrupt) leaves them SUBMITTING, marked unknown."""
+        try:
+            return call()
+        except BaseException as e:
+            if proves_not_submitted(e):
+                self.forget()
+            else:
+                self._unknown(e)
+            raise
+
+    def _unknown(self, exc: BaseException) -> None:
+        try:
+            self.store.mark_submit_unknown(self.job_ids, why_unknown(exc))
+        except BaseException:  # noqa: BLE001 - the rows stay SUBMITTING either way
+            pass
+
+
+def record_or_cancel(store, backend, job_id: str, handle: Handle, record: Callable[[], bool]) -> bool:
+    """RECORD() (a ``record_submission``); when it says the job was cancelled meanwhile, the
+    submission HANDLE is cancelled at once and its attempt marked so. True when recorded."""
+    if record():
+        return True
+    try:
+        backend.cancel(handle)
+        store.update_attempt(job_id, handle.attempt, state="CANCELLED",
+                             reason="cancelled while it was being launched")
+        store.record_event(job_id, "cancelled_in_flight", native_id=handle.native_id)
+    except LauncherError as e:
+        store.record_event(job_id, "cancel_failed", errors=[f"id {handle.native_id}: {e}"])
+        raise LauncherError(f"job {job_id} was cancelled while it was being launched, and cancelling what the "
+                            f"launch submitted ({backend.name} id {handle.native_id}) failed: {e}; "
+                            f"run `launcher cancel {job_id}` again") from None
+    return False
+
+
+# ---- a resubmission under the job's claim
+def fenced_submit(store, backend, job_id: str, owner: Optional[str], lookup: Callable[[], Optional[Handle]],
+                  submit: Callable[[], Handle], fence_s: Optional[float] = None) -> tuple:
+    """(Handle, found) of a further attempt of JOB_ID: LOOKUP() (the dedupe token) first, an
+    attempt found there is adopted (found True); else, while OWNER's claim still holds for
+    FENCE_S (default: ``FENCE_S``, or a third of the claim's TTL when that is shorter: the
+    keep-alive renews it that often), SUBMIT(). A claim that may lapse mid-call is not acted
+    on (ClaimLost)."""
+    from launcher.state.claims import claim_ttl
+    from launcher.state.store import ClaimLost
+
+    fence_s = min(FENCE_S, claim_ttl() / 3) if fence_s is None else fence_s
+
+    faults.point("before_lookup")
+    existing = lookup()
+    if existing is not None:
+        return existing, True
+    faults.point("between_lookup_and_submit")
+    if owner is not None:
+        left = store.claim_left(job_id, owner)
+        if left < fence_s:
+            raise ClaimLost(f"job {job_id}: the claim of {owner} holds for {left:.0f}s only (it was paused or "
+                            f"slow); not submitting (another watcher takes the job over)")
+    handle = submit()
+    faults.point("during_submit")
+    faults.point("between_submit_and_record")
+    return handle, False
+
+
+def settle_unrecorded(store, backend, job_id: str, attempt: int, handle: Handle,
+                      wait_s: float = SETTLE_WAIT_S, sleep=time.sleep) -> str:
+    """HANDLE, attempt ATTEMPT of JOB_ID, was submitted under a claim that lapsed before it
+    could be recorded. Under the job's claim (waited for up to WAIT_S): kept when the store
+    recorded it (the new holder found it by its dedupe token: "adopted"), recorded when
+    nobody recorded that attempt ("recorded"), else cancelled ("cancelled"). When the claim
+    cannot be had, it is cancelled unless the attempt is recorded with its id ("cancelled"
+    or "adopted"): a second copy of an attempt never runs on."""
+    from launcher.state.claims import claim_ttl, claimed
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        with claimed(store, job_id, claim_ttl()) as c:
+            if c is not None:
+                recorded = {a.attempt: a for a in c.attempts}.get(attempt)
+                if recorded is not None and recorded.native_id == handle.native_id:
+                    return "adopted"
+                if recorded is None and c.job.state != "CANCELLED" and not c.job.meta.get("final"):
+                    store.record_submission(job_id, attempt, handle.target, handle.to_json(), handle.native_id,
+                                            owner=c.owner, reason="recorded by its submitter after its claim "
+                                            "lapsed", events=[("resubmitted", {
+                                                "target": handle.target, "attempt": attempt,
+                                                "native_id": handle.native_id, "late": True})])
+                    return "recorded"
+                return _cancel_copy(store, backend, job_id, attempt, handle)
+        if time.monotonic() >= deadline:
+            recorded = {a.attempt: a for a in store.attempts(job_id)}.get(attempt)
+            if recorded is not None and recorded.native_id == handle.native_id:
+                return "adopted"
+            return _cancel_copy(store, backend, job_id, attempt, handle)
+        sleep(0.5)
+
+
+def _cancel_copy(store, backend, job_id: str, attempt: int, handle: Handle) -> str:
+    try:
+        backend.cancel(handle)
+    except LauncherError as e:
+        store.record_event(job_id, "duplicate_cancel_failed", attempt=attempt, native_id=handle.native_id,
+                           error=str(e))
+        raise
+    store.record_event(job_id, "duplicate_cancelled", attempt=attempt, native_id=handle.native_id,
+                       reason="submitted under a claim that lapsed; the attempt is another submission's")
+    return "cancelled"
+
+
+# ---- the launcher's own traces of a start (the scheduler may have forgotten a finished job)
+def start_dirs(store, job_row) -> list:
+    """The job folders where JOB_ROW's starts claim themselves (``launcher.jobside.startclaim``):
+    its own, and for an element of a sweep launched as one array, the array's element folder."""
+    from pathlib import Path
+
+    dirs = [Path(store.home) / "jobs" / job_row.job_id]
+    sweep = job_row.meta.get("sweep") or {}
+    if sweep.get("id") is not None and sweep.get("index") is not None:
+        dirs.append(Path(store.home) / "jobs" / str(sweep["id"]) / f"element-{int(sweep['index'])}")
+    return dirs
+
+
+def claimed_start(store, job_row, attempt: int) -> Optional[str]:
+    """The native id that claimed ATTEMPT's start of JOB_ROW in its job folder, or None (no
+    trace there: not started, or its folder is on another host)."""
+    from launcher.jobside.startclaim import holder
+
+    for d in start_dirs(store, job_row):
+        try:
+            held = holder(str(d), attempt)
+        except OSError:
+            continue
+        if held:
+            return held
+    return None
+
+
+def launch_alive(meta: dict) -> Optional[bool]:
+    """Whether the launch that wrote a SUBMITTING row (its ``launch_by``, host:pid) still runs:
+    None when that cannot be told from here (another host, or an older row)."""
+    import os
+    import socket
+
+    by = str(meta.get("launch_by") or "")
+    host, _, pid = by.rpartition(":")
+    if not host or host != socket.gethostname() or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists (another user's process)
+    return True
