@@ -73,32 +73,40 @@ class NewSubmission:
     def run(self, work: Callable = lambda: None) -> tuple:
         faults.point("between_lookup_and_submit")  # a new launch looks nothing up: its rows are new
         if not can(self.backend, StartsSubmit):
-            handle = self._settled(lambda: self._submit_whole())
-            return handle, self._after(work, handle)
+            handle = self._settled(lambda: self.backend.submit(self.request))
+            return handle, self._accepted(handle, lambda: self._points("during_submit") or work())
         pending = self._settled(lambda: self.backend.start_submit(self.request))
         try:
             faults.point("during_submit")
             done = work()
-        except BaseException:
+        except BaseException as e:
             # the launch is interrupted while the scheduler answers: its answer is still
             # waited for, so the rows say what happened (the interrupt is what the caller hears)
             try:
-                self._settled(pending.wait)
+                handle = self._settled(pending.wait)
             except BaseException:  # noqa: BLE001 - settled by _settled; the interrupt wins
                 pass
+            else:
+                self._unknown(e, handle)
             raise
         handle = self._settled(pending.wait)
-        faults.point("between_submit_and_record")
-        return handle, done
+        return handle, self._accepted(handle, lambda: done)
 
-    def _submit_whole(self) -> Handle:
-        handle = self.backend.submit(self.request)
-        faults.point("during_submit")
-        return handle
+    @staticmethod
+    def _points(*names) -> None:
+        for name in names:
+            faults.point(name)
 
-    def _after(self, work: Callable, handle: Handle):
-        faults.point("between_submit_and_record")
-        return work()
+    def _accepted(self, handle: Handle, then: Callable):
+        """THEN() once the scheduler accepted HANDLE; an interrupt or a failure before the caller
+        records it leaves the rows SUBMITTING, marked unknown with the id the scheduler gave."""
+        try:
+            done = then()
+            faults.point("between_submit_and_record")
+            return done
+        except BaseException as e:
+            self._unknown(e, handle)
+            raise
 
     def _settled(self, call: Callable):
         """CALL(); a failure that proves nothing was submitted removes the rows, any other
@@ -112,9 +120,12 @@ class NewSubmission:
                 self._unknown(e)
             raise
 
-    def _unknown(self, exc: BaseException) -> None:
+    def _unknown(self, exc: BaseException, handle: Optional[Handle] = None) -> None:
+        why = why_unknown(exc)
+        if handle is not None:
+            why = f"{why}, after the scheduler accepted it as id {handle.native_id}"
         try:
-            self.store.mark_submit_unknown(self.job_ids, why_unknown(exc))
+            self.store.mark_submit_unknown(self.job_ids, why)
         except BaseException:  # noqa: BLE001 - the rows stay SUBMITTING either way
             pass
 

@@ -17,6 +17,7 @@ from launcher.backend.protocols import Handle
 from launcher.core.errors import LauncherError
 from launcher.core.status import JobState, attempt_ended
 from launcher.launching.submission import find_submission, job_ref
+from launcher.launching.submit import launch_alive
 from launcher.launching.tracking import refresh
 from launcher.recovery.state import RecoveryState
 from launcher.state.claims import claim_ttl
@@ -74,6 +75,9 @@ def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, ref
         row = store.get_job(row.job_id)
     if not is_open(row):
         return finished_report(row)
+    row = wait_for_launch(store, row, poll=poll)
+    if not is_open(row):
+        return finished_report(row)
     deadline = time.monotonic() + wait_claim_s
     while True:
         c = store.claim(row.job_id, ttl=claim_ttl())
@@ -89,6 +93,23 @@ def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, ref
         return cancel_claimed(app, c)
     finally:
         store.release(row.job_id, c.owner)
+
+
+LAUNCH_WAIT_S = 60.0  # how long a cancel waits for a launch under way to record what it submitted
+
+
+def wait_for_launch(store, row, wait_s: float = LAUNCH_WAIT_S, poll: float = 0.2):
+    """ROW as it is once the launch that is writing it (SUBMITTING, its launch process alive)
+    has recorded its outcome, or WAIT_S passed: a cancel then acts on what the launch
+    submitted, never closes a row a live job then appears behind. A launch still under way
+    after WAIT_S is overtaken: the job is closed CANCELLED, and the launch cancels what it
+    submits when it records it (``StateStore.record_submission``: cancel wins)."""
+    deadline = time.monotonic() + wait_s
+    while (row.state == "SUBMITTING" and not row.handle and is_open(row)
+           and launch_alive(row.meta) and time.monotonic() < deadline):
+        time.sleep(poll)
+        row = store.get_job(row.job_id)
+    return row
 
 
 def cancel_claimed(app, c, closing: Closing = Closing()) -> CancelReport:
@@ -154,9 +175,13 @@ def close_cancelled(app, c, report: CancelReport, todo: list, closing: Closing) 
     store, job, attempts = app.store, c.job, c.attempts
     if not todo and not report.errors:
         last = attempts[-1] if attempts else None
-        report.note = (f"the scheduler had nothing running for it (attempt {last.attempt} ended {last.state})"
-                       if last else "the scheduler has no job with its dedupe token (the launch never got "
-                                    "through)")
+        if last:
+            report.note = f"the scheduler had nothing running for it (attempt {last.attempt} ended {last.state})"
+        elif launch_alive(job.meta):
+            report.note = ("its launch is still under way: it cancels what it submits as soon as the scheduler "
+                           "answers")
+        else:
+            report.note = "the scheduler has no job with its dedupe token (the launch never got through)"
     if report.ok:
         store.close_job(job.job_id, closing.state, closing.reason, owner=c.owner, event=closing.event,
                         detail={**closing.detail, "cancelled": report.cancelled, "note": report.note,

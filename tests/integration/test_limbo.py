@@ -15,6 +15,8 @@ import pytest
 
 from tests.fixtures.polling import poll
 
+from .launcher_cli import LAUNCHER
+
 
 def killed_launch(cli, when: str) -> str:
     """Run `launch` in a process that dies (os._exit, no cleanup) right after the scheduler
@@ -148,3 +150,58 @@ def test_cancel_waits_for_a_watcher_holding_the_job_and_then_refuses_without_can
         app.close()
         other.close()
     assert cli.status(job)["state"] == "CANCELLED"
+
+
+# ---------------------------------------------------------------- unknown outcomes and in-flight launches
+def faulty_launch(cli, faults: str, run: str = None):
+    """`launcher launch` with the fault points FAULTS (launcher.core.faults), in the background:
+    (its Popen, the job id once its SUBMITTING row's folder exists)."""
+    spec = cli.spec("flight", {"run": run or f"echo started >> {cli.tmp / 'starts'}; sleep 300"})
+    env = {**cli.env, "LAUNCHER_FAULTS": faults}
+    p = subprocess.Popen([LAUNCHER, "launch", str(spec), "--target", "local"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    poll("the launch's job folder", lambda: (cli.home / "jobs").exists() and any((cli.home / "jobs").iterdir()),
+         timeout=30)
+    (job_dir,) = (cli.home / "jobs").iterdir()
+    return p, job_dir.name
+
+
+def starts(cli) -> int:
+    f = cli.tmp / "starts"
+    return f.read_text().count("started") if f.exists() else 0
+
+
+def test_cancel_during_a_slow_launch_waits_for_it_and_cancels_what_it_submitted(cli):
+    p, job = faulty_launch(cli, "between_submit_and_record=sleep:4")
+    out = cli.run("cancel", job).stdout  # while the launch holds the scheduler's answer unrecorded
+    assert p.wait(timeout=60) == 0, p.stderr
+    st = cli.status(job)
+    (a,) = st["attempts"]
+    assert f"cancelled attempt 1 (local id {a['native_id']})" in out and "closed as CANCELLED" in out, out
+    assert st["state"] == "CANCELLED" and not st["open"]
+    poll("process gone", lambda: not alive(int(a["native_id"])), timeout=15)
+    assert "no open jobs left" in cli.run("watch").stdout  # nothing reopened it
+
+
+def test_a_launch_interrupted_after_the_accept_keeps_its_row_and_status_adopts_it(cli):
+    p, job = faulty_launch(cli, "between_submit_and_record=interrupt")
+    assert p.wait(timeout=60) != 0
+    pre = json.loads(cli.run("status", job, "--json").stdout)
+    assert pre["state"] in ("PENDING", "RUNNING"), pre
+    kinds = [e["kind"] for e in pre["events"]]
+    assert "submit_outcome_unknown" in kinds and "adopted" in kinds, kinds
+    poll("its one start", lambda: starts(cli) == 1, timeout=15)
+    cli.run("cancel", job)
+    assert starts(cli) == 1
+
+
+def test_a_launch_killed_after_the_accept_is_adopted_at_once_by_its_token(cli):
+    p, job = faulty_launch(cli, "between_submit_and_record=kill")
+    assert p.wait(timeout=60) == -9
+    st = cli.status(job)
+    assert st["state"] in ("PENDING", "RUNNING") and [a["attempt"] for a in st["attempts"]] == [1], st
+    poll("its one start", lambda: starts(cli) == 1, timeout=15)
+    out = cli.run("watch", "--once").stdout
+    assert "resubmitted" not in out
+    cli.run("cancel", job)
+    assert starts(cli) == 1
