@@ -25,6 +25,7 @@ from launcher.recovery.cancel import Closing, next_attempt
 from launcher.state.claims import claim_ttl
 from launcher.state.store import is_open
 from launcher.sweep.elements import element_id, sweep_rows
+from launcher.sweep.launching import adopt_array
 from launcher.sweep.queue import cancel_queued, cancel_queued_element, runs_arrays
 
 CANCELLED = "CANCELLED"
@@ -42,6 +43,12 @@ def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
     rows = sweep_rows(app.store, sweep_id)
     if not rows:
         raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")
+    try:  # elements a killed launch left SUBMITTING: the array they belong to, by the sweep's token
+        if adopt_array(app, sweep_id) is not None:
+            rows = sweep_rows(app.store, sweep_id)
+    except LauncherError as e:
+        raise LauncherError(f"sweep {sweep_id}: its launch did not record the array, and looking the array up "
+                            f"by its dedupe token failed ({e}); nothing was cancelled: try again") from None
     queued = cancel_queued(app, sweep_id)  # first, under the sweep's claim: none of them starts meanwhile
     closed_now = {r.job_id for r in queued}
     rows = [r for r in _refreshed(app, sweep_id, rows) if r.job_id not in closed_now]

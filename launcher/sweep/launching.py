@@ -119,3 +119,32 @@ def resubmit_element(app, row, target_name: str, attempt: int) -> tuple:
         return as_element(backend.submit(backend.render(spec, facts_for(app, spec, target_name), job)))
 
     return (lambda: as_element(find_submission(backend, job))), submit
+
+
+def adopt_array(app, sweep_id: str):
+    """The array of SWEEP_ID, found by the sweep's dedupe token in ONE lookup, recorded for
+    every element row still SUBMITTING without a handle (a sweep launch that died, timed out or
+    was interrupted after the scheduler accepted the array). The array's Handle, or None (no
+    such rows, a backend that does not run arrays, or no array with the token)."""
+    from launcher.launching.submission import find_submission
+    from launcher.sweep.elements import sweep_rows
+    from launcher.sweep.queue import runs_arrays
+
+    rows = sweep_rows(app.store, sweep_id)
+    unsettled = [r for r in rows if r.state == "SUBMITTING" and not r.handle and r.meta.get("start_at") is None]
+    if not unsettled:
+        return None
+    target = unsettled[0].target
+    backend = app.backend(target)
+    if not runs_arrays(backend):
+        return None
+    found = find_submission(backend, new_job_ref(app.store, sweep_id, 1))
+    if found is None:
+        return None
+    record_array(app.store, sweep_id, target, found,
+                 [{"job_id": r.job_id, "index": r.meta["sweep"]["index"]} for r in unsettled], backend)
+    for r in unsettled:
+        app.store.record_event(r.job_id, "adopted", attempt=1, native_id=found.native_id,
+                               reason="the sweep's array, found by its dedupe token: the launch that submitted "
+                                      "it ended before recording it")
+    return found

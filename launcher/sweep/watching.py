@@ -18,8 +18,9 @@
 from __future__ import annotations
 
 from launcher.launching.submission import job_spec
-from launcher.recovery.outcome import WatchHooks
+from launcher.recovery.outcome import Outcome, WatchHooks
 from launcher.sweep import burst, queue, stopping
+from launcher.sweep.launching import adopt_array
 
 
 def act_first(app, row, status, clock):
@@ -31,9 +32,19 @@ def act_first(app, row, status, clock):
 
 
 def unfound_submission(app, claim, now: float):
-    if queue.started_at(claim.job) is None:
-        return None
-    return queue.requeue_lost_start(app, claim, now)
+    """A SUBMITTING element whose own dedupe token the backend does not know: a queued
+    element's start (``queue.requeue_lost_start``), or an element of an array whose launch
+    ended before recording it, adopted with every other element by the array's token in one
+    lookup (``launching.adopt_array``)."""
+    job = claim.job
+    if queue.started_at(job) is not None:
+        return queue.requeue_lost_start(app, claim, now)
+    sweep = job.meta.get("sweep") or {}
+    if sweep.get("id") is not None:
+        found = adopt_array(app, sweep["id"])
+        if found is not None:
+            return Outcome(job.job_id, "adopted", f"the sweep's array {found.native_id}, by its dedupe token")
+    return None
 
 
 def after(app, clock):
