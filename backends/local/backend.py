@@ -20,7 +20,8 @@ from launcher.core.errors import LauncherError, SubmitError
 from launcher.core.status import JobState, Status
 from launcher.spec.model import JobSpec
 from launcher.transport.runner import LocalRunner
-from launcher_backends.local.processes import alive, proc_start_ticks, stop_groups
+from launcher_backends.local.processes import (TOKEN_VAR, alive, orphaned_groups, proc_start_ticks, require_proc,
+                                               stop_groups)
 
 OUTPUT = "output.log"
 EXIT_CHECKPOINTED = 75  # EX_TEMPFAIL: the job-side contract's "saved on notice, restart me"
@@ -104,6 +105,10 @@ class LocalBackend:
 
     # ---- submit
     def submit(self, request: Request) -> Handle:
+        try:
+            require_proc()
+        except LauncherError as e:
+            raise SubmitError(str(e)) from None
         job_dir = Path(request.job.job_dir)
         job_dir.mkdir(parents=True, exist_ok=True)
         script = job_dir / f"attempt-{request.job.attempt}.sh"
@@ -114,14 +119,19 @@ class LocalBackend:
         (job_dir / HELPER_NAME).write_bytes(helper_zip_bytes())
         exit_file = job_dir / f"exit-{request.job.attempt}"
         marker = _marker(job_dir, request.job.attempt)
-        for stale in (exit_file, job_dir / f"cancelled-{request.job.attempt}", marker):
+        for stale in (exit_file, _own_exit(job_dir, request.job.attempt), job_dir / f"cancelled-{request.job.attempt}",
+                      marker):
             stale.unlink(missing_ok=True)
-        env = _job_environ(request)
+        # every process of the job inherits its token: the job's group is found by it even
+        # after its supervisor was killed (``processes.orphaned_groups``)
+        env = {**_job_environ(request), TOKEN_VAR: _token_word(request.job)}
         log = open(job_dir / OUTPUT, "ab")
         try:
-            # A tiny supervisor first writes the durable marker `find` looks for (its pid and
-            # start time: the attempt's dedupe record), then runs the job and records its exit
-            # status where `status` finds it, even after this launcher process has exited.
+            # A tiny supervisor, the leader of the job's process group, first writes the durable
+            # marker `find` looks for (its pid, the group's number, and start time: the attempt's
+            # dedupe record), then runs the job and records its exit status where `status` finds
+            # it, even after this launcher process has exited. The job records it too
+            # (``_own_exit``), for when the supervisor is killed and the job runs on.
             proc = subprocess.Popen(
                 ["/bin/bash", "-c", _SUPERVISOR, str(script), str(exit_file), str(marker),
                  _token_word(request.job)],
@@ -135,37 +145,49 @@ class LocalBackend:
         return Handle(self.name, self.target.name, request.job.job_id, str(proc.pid), request.job.attempt,
                       extra={"job_dir": str(job_dir), "start_ticks": started, "submitted": time.time()})
 
-    # ---- status (batched: no native query to batch, so one pass over the handles)
+    # ---- status (batched: no native query to batch, so one pass over the handles, and at most
+    # one over /proc for the jobs whose supervisor is gone)
     def status(self, handles) -> list[Status]:
-        return [self._status_one(h) for h in handles]
+        require_proc()
+        handles = list(handles)
+        up = {i for i, h in enumerate(handles) if alive(int(h.native_id), h.extra.get("start_ticks"))}
+        started = {i: _started(h) for i, h in enumerate(handles) if i not in up}
+        groups = orphaned_groups({int(handles[i].native_id): m for i, m in started.items()
+                                  if m and m[1] and not _recorded_exit(handles[i])})
+        return [self._status_one(h, i in up, started.get(i), int(h.native_id) in groups)
+                for i, h in enumerate(handles)]
 
-    def _status_one(self, h: Handle) -> Status:
+    def _status_one(self, h: Handle, leader_up: bool, started: Optional[tuple], group_up: bool) -> Status:
+        """What became of the attempt: its supervisor running, or the exit status it recorded;
+        else (the supervisor was killed) the job's process group running on, or the exit status
+        the job recorded itself; else what can be said without one."""
         pid = int(h.native_id)
         job_dir = Path(h.extra["job_dir"])
-        exit_file = job_dir / f"exit-{h.attempt}"
-        if alive(pid, h.extra.get("start_ticks")):
+        cancelled = _mtime(job_dir / f"cancelled-{h.attempt}")
+        if leader_up:
             return Status(JobState.RUNNING, native_state="running", reason="", start_time=h.extra.get("submitted"))
-        if exit_file.exists():
-            try:
-                rc = int(exit_file.read_text().strip())
-            except ValueError:
-                rc = None
-            end = exit_file.stat().st_mtime
-            if rc == 0:
-                return Status(JobState.COMPLETED, "exited", "", 0, end_time=end)
-            if rc == EXIT_CHECKPOINTED:
-                return Status(JobState.PREEMPTED, "exited", "checkpointed on a preemption notice (exit 75)",
-                              rc, end_time=end)
-            if (job_dir / f"cancelled-{h.attempt}").exists():
-                return Status(JobState.CANCELLED, "killed", "cancelled by user", rc, end_time=end)
-            from launcher.core.exitcodes import explain
-
-            return Status(JobState.FAILED, "signaled" if rc is not None and rc > 128 else "exited", explain(rc),
-                          rc, end_time=end)
-        if (job_dir / f"cancelled-{h.attempt}").exists():
+        ended = _read_exit(job_dir / f"exit-{h.attempt}")
+        if ended:
+            return _ended(*ended, cancelled)
+        if started is None:
+            if cancelled is not None:
+                return Status(JobState.CANCELLED, "killed", "cancelled by user")
+            return Status(JobState.FAILED, "not started",
+                          f"never started: its supervisor (pid {pid}) ended before it wrote "
+                          f"{_marker(job_dir, h.attempt).name}, which it writes before it starts the job")
+        killed = f"its supervisor (pid {pid}) was killed"
+        ended = _read_exit(_own_exit(job_dir, h.attempt))
+        if ended:
+            return _ended(*ended, cancelled, f"recorded by the job itself: {killed}")
+        if group_up:
+            return Status(JobState.RUNNING, native_state="running",
+                          reason=f"its supervisor (pid {pid}) is gone; the job's process group {pid} runs on",
+                          start_time=h.extra.get("submitted"))
+        if cancelled is not None:
             return Status(JobState.CANCELLED, "killed", "cancelled by user")
-        return Status(JobState.FAILED, "vanished", "the job's processes are gone and left no exit status "
-                                                   "(killed, or the machine restarted)")
+        return Status(JobState.FAILED, "vanished",
+                      f"{killed} (or the machine restarted), and the job's processes ended without "
+                      "recording an exit status: how the job ended is unknown")
 
     # ---- cancel (idempotent), of one job or many at once (CancelsMany)
     def cancel(self, handle: Handle) -> None:
@@ -176,6 +198,7 @@ class LocalBackend:
     def cancel_many(self, handles) -> dict:
         """Mark each job cancelled (its status then says so), SIGTERM every one still running,
         wait once for all of them (GRACE_S at most), SIGKILL those left. {native id: error}."""
+        require_proc()
         errors, groups = {}, {}
         for h in handles:
             try:
@@ -184,11 +207,13 @@ class LocalBackend:
                 errors[h.native_id] = "not a local job's handle (expected a process id and its job folder)"
                 continue
             try:
-                (job_dir / f"cancelled-{h.attempt}").touch()
+                # created once: a second cancel keeps the time of the first (``_ended`` reads it)
+                open(job_dir / f"cancelled-{h.attempt}", "a").close()
             except OSError as e:
                 errors[h.native_id] = f"could not mark it cancelled in {job_dir}: {e.strerror or e}"
                 continue
-            groups[h.native_id] = (pid, h.extra.get("start_ticks"))
+            started = _started(h)
+            groups[h.native_id] = (pid, h.extra.get("start_ticks"), started[1] if started else None)
         return {**errors, **stop_groups(groups)}
 
     def logs(self, handle: Handle, follow: bool = False, done=None):
@@ -197,7 +222,9 @@ class LocalBackend:
 
     def find(self, job: JobRef) -> Optional[Handle]:
         """The attempt's process, from the marker its supervisor wrote before the job ran
-        (so a launcher killed right after starting it is found after the crash)."""
+        (so a launcher killed right after starting it is found after the crash, and a job whose
+        supervisor was killed is found while its process group runs on)."""
+        require_proc()
         job_dir = Path(job.job_dir)
         try:
             pid, ticks, token = _marker(job_dir, job.attempt).read_text().split()[:3]
@@ -236,6 +263,73 @@ def _disk_bytes(workdir: Optional[str]) -> Optional[int]:
 
 def _marker(job_dir: Path, attempt: int) -> Path:
     return job_dir / f"attempt-{int(attempt)}.started"
+
+
+def _own_exit(job_dir: Path, attempt: int) -> Path:
+    """Where the job's script records its own exit status (local.sh.j2, ``_launcher_exit``)."""
+    return job_dir / f"exit-{int(attempt)}.job"
+
+
+def _recorded_exit(h: Handle) -> bool:
+    """The attempt of handle H ended with an exit status on record (its supervisor's or its own)."""
+    job_dir = Path(h.extra["job_dir"])
+    return (job_dir / f"exit-{h.attempt}").exists() or _own_exit(job_dir, h.attempt).exists()
+
+
+def _read_exit(path: Path) -> Optional[tuple]:
+    """(exit status or None when unreadable, when it was written) of an exit file, or None when absent."""
+    try:
+        text, end = path.read_text(), path.stat().st_mtime
+    except OSError:
+        return None
+    try:
+        return int(text.strip()), end
+    except ValueError:
+        return None, end
+
+
+def _ended(rc: Optional[int], end: float, cancelled: Optional[float], note: str = "") -> Status:
+    """The Status of an attempt that ended with exit status RC at END (NOTE: how that is known),
+    CANCELLED at that time or not. An exit 0 or 75 recorded before the cancel is the job's own
+    end; at or after it, the job's answer to the cancel's SIGTERM (a save, say): cancelled."""
+    def why(text: str) -> str:
+        return "; ".join(t for t in (text, note) if t)
+
+    if cancelled is not None and (rc not in (0, EXIT_CHECKPOINTED) or end >= cancelled):
+        return Status(JobState.CANCELLED, "killed", "cancelled by user", rc, end_time=end)
+    if rc == 0:
+        return Status(JobState.COMPLETED, "exited", why(""), 0, end_time=end)
+    if rc == EXIT_CHECKPOINTED:
+        return Status(JobState.PREEMPTED, "exited", why("checkpointed on a preemption notice (exit 75)"), rc,
+                      end_time=end)
+    from launcher.core.exitcodes import explain
+
+    return Status(JobState.FAILED, "signaled" if rc is not None and rc > 128 else "exited", why(explain(rc)), rc,
+                  end_time=end)
+
+
+def _mtime(path: Path) -> Optional[float]:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def _started(h: Handle) -> Optional[tuple]:
+    """(the supervisor's start ticks, the job's token) from the marker the supervisor of handle
+    H wrote before it started the job; None when there is no marker (it never started the job).
+    The token is None when the marker is unreadable or another supervisor's (the attempt was
+    started again): then only the supervisor itself tells whether it runs."""
+    path = _marker(Path(h.extra["job_dir"]), h.attempt)
+    try:
+        pid, ticks, token = path.read_text().split()[:3]
+        if int(pid) == int(h.native_id):
+            return int(ticks), token
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        pass
+    return h.extra.get("start_ticks"), None
 
 
 def _token_word(job: JobRef) -> str:

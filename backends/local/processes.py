@@ -7,33 +7,60 @@ it may checkpoint), a grace period, then SIGKILL to the groups still there (a jo
 its notice outlives its leader, the supervisor, which does not), and a wait until the killed
 groups have no live member. ``stop_groups``
 does that for many jobs against ONE grace period, so cancelling N jobs waits once, not N times.
+
+The supervisor is not the only way to the job: every process of the group carries the
+attempt's token in its environment (``TOKEN_VAR``, set when the supervisor is started, and
+inherited), so a group whose leader was killed while its members run on is still found
+(``orphaned_groups``): by its number, a member that is not a zombie, started no earlier than
+the leader, and has the token in ``/proc/PID/environ``. A group number is not reused while the
+group has a member, and the token tells our group from a later one that reused the number.
+All of this reads ``/proc``: the local backend runs on Linux only (``require_proc``).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from typing import Callable, Mapping, Optional
 
+from launcher.core.errors import LauncherError
+
+PROC = "/proc"
+TOKEN_VAR = "LAUNCHER_LOCAL_TOKEN"  # the attempt's token, in the environment of every process of its job
 GRACE_S = 10.0  # from SIGTERM to SIGKILL: time for the job to save its checkpoint
 KILL_WAIT_S = 5.0  # after SIGKILL: how long the kernel may take to end the group's members
 
 
-def proc_start_ticks(pid: int) -> Optional[int]:
+def require_proc() -> None:
+    """Raise unless this system has Linux's /proc, which the local backend follows its jobs by."""
+    if not os.path.isfile(f"{PROC}/self/stat"):
+        raise LauncherError(f"the local backend runs on Linux only: it follows its jobs through /proc, and "
+                            f"{PROC}/self/stat is missing on this system ({sys.platform})")
+
+
+def _stat(pid) -> Optional[list]:
+    """The fields of /proc/PID/stat after the command name (state first), or None when gone."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
+        with open(f"{PROC}/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def proc_start_ticks(pid: int) -> Optional[int]:
+    fields = _stat(pid)
+    try:
+        return int(fields[19]) if fields else None
+    except (ValueError, IndexError):
         return None
 
 
 def alive(pid: int, start_ticks: Optional[int]) -> bool:
     """True while *our* process runs: guards against PID reuse with the start time."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
+    fields = _stat(pid)
+    if fields is None:
         return False
     if fields[0] == "Z":
         try:  # our own child finished: reap it so it does not linger as a zombie
@@ -66,33 +93,75 @@ def live_groups(pgids) -> set:
     want, out = set(pgids), set()
     if not want:
         return out
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # ended meanwhile
+    for pid, fields in _processes():
         if fields[0] != "Z" and int(fields[2]) in want:
             out.add(int(fields[2]))
     return out
 
 
+def _processes():
+    """(pid, stat fields) of every process now (one pass over /proc; those that end meanwhile are left out)."""
+    for entry in os.scandir(PROC):
+        if entry.name.isdigit():
+            fields = _stat(entry.name)
+            if fields is not None:
+                yield int(entry.name), fields
+
+
+def carries(pid: int, token: str) -> bool:
+    """True when process PID was started with TOKEN_VAR=TOKEN in its environment (False when
+    gone, or its environment cannot be read: another user's, a setuid program)."""
+    try:
+        with open(f"{PROC}/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return False
+    return f"{TOKEN_VAR}={token}".encode() in env.split(b"\0")
+
+
+def orphaned_groups(groups: Mapping[int, tuple]) -> set:
+    """Those of GROUPS ({pgid: (its leader's start ticks, the job's token)}) that still have a
+    member of the job: not a zombie, started no earlier than the leader, with the token in its
+    environment (one pass over /proc for all of them). The leader itself need not be there:
+    this is how a job whose supervisor was killed is still seen."""
+    out: set = set()
+    if not groups:
+        return out
+    for pid, fields in _processes():
+        try:
+            pgid, started = int(fields[2]), int(fields[19])
+        except (ValueError, IndexError):
+            continue
+        if pgid in out or pgid not in groups or fields[0] == "Z":
+            continue
+        ticks, token = groups[pgid]
+        if token and (ticks is None or started >= ticks) and carries(pid, token):
+            out.add(pgid)
+    return out
+
+
 def stop_groups(groups: Mapping[str, tuple], grace_s: Optional[float] = None, poll: float = 0.05,
                 is_alive: Callable[[int, Optional[int]], bool] = alive,
-                live: Callable[[set], set] = live_groups) -> dict:
-    """Stop every job of GROUPS ({key: (leader pid, its start ticks)}): SIGTERM the group of
-    each leader still alive (IS_ALIVE: ours, not a reused pid), wait until every such group is
-    gone or GRACE_S (default ``GRACE_S``) has passed (one wait for all), SIGKILL the groups
-    left. {key: error} for the groups that could not be signalled; a job already gone counts
-    as stopped."""
+                live: Callable[[set], set] = live_groups,
+                orphans: Callable[[Mapping[int, tuple]], set] = orphaned_groups) -> dict:
+    """Stop every job of GROUPS ({key: (leader pid, its start ticks[, the job's token])}):
+    SIGTERM the group of each job still running, its leader alive (IS_ALIVE: ours, not a
+    reused pid) or, for a job with a token, its group still holding a member of the job
+    (ORPHANS, one pass for all: the leader was killed, the job runs on), wait until every such
+    group is gone or GRACE_S (default ``GRACE_S``) has passed (one wait for all), SIGKILL the
+    groups left. {key: error} for the groups that could not be signalled; a job already gone
+    counts as stopped."""
     grace_s = GRACE_S if grace_s is None else grace_s
-    errors, waiting = {}, {}
-    for key, (pid, ticks) in groups.items():
+    errors, waiting, jobs = {}, {}, {}
+    for key, (pid, ticks, *token) in groups.items():
         if pid <= 1:  # killpg(0) would signal our own group, killpg(1) init's
             errors[key] = f"{pid} is not a job's process id"
-        elif is_alive(pid, ticks):
+        else:
+            jobs[key] = (pid, ticks, token[0] if token else None)
+    up = {k for k, (pid, ticks, _) in jobs.items() if is_alive(pid, ticks)}
+    found = orphans({pid: (ticks, token) for k, (pid, ticks, token) in jobs.items() if k not in up and token})
+    for key, (pid, ticks, _) in jobs.items():
+        if key in up or pid in found:
             err = signal_group(pid, signal.SIGTERM)
             if err:
                 errors[key] = err
