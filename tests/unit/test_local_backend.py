@@ -115,3 +115,25 @@ def test_notice_checkpoint_then_watch_resumes_to_the_uninterrupted_result(app, t
     assert [a.state for a in attempts] == ["PREEMPTED", "COMPLETED"]
     assert attempts[1].resume_step >= 10
     assert json.loads((tmp_path / "out.json").read_text()) == json.loads((tmp_path / "ref.json").read_text())
+
+
+def test_a_run_that_exits_at_once_on_the_notice_keeps_its_own_exit_status(app, tmp_path):
+    """The notice interrupts the script's wait (128+signal); a run that saved and exited 75
+    before the script looked again is PREEMPTED with its own exit status, not 138. Repeated:
+    the window is a race."""
+    import json
+    import signal as sig
+    import subprocess
+    from pathlib import Path
+
+    prog = ("import signal, sys, time; signal.signal(signal.SIGUSR1, lambda *a: sys.exit(75)); "
+            "open(sys.argv[1], 'w').close(); time.sleep(60)")
+    for i in range(3):
+        ready = tmp_path / f"ready-{i}"
+        j = _launch(app, f"name: quick{i}\nrun: {json.dumps(['python3', '-c', prog, str(ready)])}\n")
+        poll("the program's handler", ready.exists, timeout=30, interval=0.05)
+        script = Path(j.handle.extra["job_dir"]) / "attempt-1.sh"
+        for p in subprocess.run(["pgrep", "-f", f"bash {script}"], capture_output=True, text=True).stdout.split():
+            os.kill(int(p), sig.SIGUSR1)
+        st = wait_for(app, j.job_id, poll=0.1, timeout=30)
+        assert st.state is JobState.PREEMPTED and st.exit_code == 75, (st.state, st.exit_code)

@@ -100,6 +100,9 @@ while :; do
   wait "$_launcher_step"; rc=$?
   kill -0 "$_launcher_step" 2>/dev/null || break   # a trap interrupted wait: keep waiting
 done
+# a trap that interrupted the last wait hid the exit status (128+signal) of a run that ended
+# meanwhile (it saved on the notice and exited 75 at once): bash still has it
+if [ "$rc" -gt 128 ]; then wait "$_launcher_step" 2>/dev/null; _launcher_rc=$?; [ "$_launcher_rc" -eq 127 ] || rc=$_launcher_rc; fi
 echo "launcher: run exited with $rc" >&2
 # A run that Slurm already restarted elsewhere (its node was cut off) must not report
 # its exit: when the node reconnects, slurmctld takes that report as the end of the job
