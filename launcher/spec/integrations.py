@@ -95,7 +95,7 @@ class NotifySection(_Section):
     @field_validator("webhook")
     @classmethod
     def _webhook(cls, v):
-        return _check_url(v, "notify.webhook", "LAUNCHER_NOTIFY_WEBHOOK_URL")
+        return _check_url(v, "notify.webhook", "NOTIFY_WEBHOOK_URL")
 
     @property
     def webhook_env(self) -> Optional[str]:
