@@ -12,6 +12,7 @@ pytest_plugins = [
     "tests.fixtures.slurm",
     "tests.fixtures.docker_slurm",
     "tests.fixtures.moto",
+    "tests.fixtures.mlflow_server",
     "tests.fixtures.sshd",
     "tests.fixtures.skypilot_slurm",
 ]

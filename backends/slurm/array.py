@@ -83,8 +83,9 @@ def sweep_table(spec: JobSpec, job: JobRef) -> str:
     sweep_id = job.sweep_id or job.job_id
     lines = [f"# launcher sweep table of {comment_text(sweep_id)}: {len(els)} elements; line 2 + i exports "
              f"element i's variables (bash, every value quoted)"]
+    extra = {i: dict(pairs) for i, pairs in job.element_env}  # e.g. each element's tracker run
     for e in els:
-        env = element_env(sweep_id, e, len(els), seed, spec.checkpoint.root)
+        env = {**element_env(sweep_id, e, len(els), seed, spec.checkpoint.root), **extra.get(e.index, {})}
         lines.append("export " + " ".join(f"{name}={line_quote(value)}" for name, value in env.items()))
     return "\n".join(lines) + "\n"
 

@@ -33,6 +33,9 @@ class JobRef:
     # indices, and the sweep they belong to (None: the whole sweep, whose id is job_id)
     elements: Optional[tuple] = None
     sweep_id: Optional[str] = None
+    # variables of some elements of a sweep besides their table's (a tracker run per element):
+    # ((index, ((name, value), ...)), ...); a backend that runs arrays exports them per element
+    element_env: tuple = ()
 
     @property
     def dedupe_token(self) -> str:

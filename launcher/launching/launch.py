@@ -115,6 +115,10 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     from launcher.launching.identity import plan_identity
     from launcher.provenance.record import complete_launch, draft_launch, store_writes
     from launcher.provenance.seed import with_run_env
+    from launcher.provenance.trackers import META_KEY as TRACKERS_KEY
+    from launcher.provenance.trackers import describe as describe_trackers
+    from launcher.provenance.trackers import open_job as open_trackers
+    from launcher.provenance.trackers import with_trackers
     from launcher.spec.secretenv import for_launch
 
     if spec.sweep is not None:  # the caller dispatches: launcher.sweep.launching.launch_sweep launches a sweep
@@ -129,9 +133,12 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     ident = plan_identity(app, spec, target_name, fresh=fresh, exclude=(job_id,))
     seed = ident.seed.seed  # exported to the job as LAUNCHER_SEED
     job = new_job_ref(store, job_id, attempt, seed=seed)
+    # tracking: the W&B id, the MLflow run (created now): every attempt gets the same (meta["trackers"])
+    trackers = open_trackers(spec, job_id, spec_path)
     # render errors: nothing recorded yet
-    request = backend.render(with_run_env(spec, seed, fresh), facts_for(app, spec, target_name), job)
-    for line in ident.lines:
+    request = backend.render(with_trackers(with_run_env(spec, seed, fresh), trackers),
+                             facts_for(app, spec, target_name), job)
+    for line in [*ident.lines, *(f"tracking: {t}" for t in describe_trackers(trackers))]:
         if note:
             note(line)
     meta = {"spec_base": os.path.dirname(spec_path) if spec_path else os.getcwd(), "seed": seed,
@@ -140,6 +147,8 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
         meta["fresh"] = True
     if ident.resumes:
         meta["resumes"] = {"run": ident.earlier.run, "step": ident.earlier.step}
+    if trackers:
+        meta[TRACKERS_KEY] = trackers
     meta["launch_by"] = launch_owner()  # the reconciliation asks whether this launch is still alive
     store.begin_job(job_id, spec.name, target_name, backend.name, spec_path, spec_text,
                     ckpt_root=spec.checkpoint.root, meta=meta)
@@ -149,7 +158,7 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     handle, drafted = submission.run(functools.partial(
         draft_launch, app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
         target_name=target_name, request=request, seed=seed, seed_source=ident.seed.source,
-        continues=ident.event() if (fresh or ident.resumes) else None))
+        continues=ident.event() if (fresh or ident.resumes) else None, trackers=trackers))
     captured = complete_launch(app, drafted, spec, target_name, job_id, handle)
     # then what the submission produced, ONE transaction (the SUBMITTING row was made durable
     # before the scheduler was called): the attempt, its events, the provenance record

@@ -69,8 +69,10 @@ def job_spec(job_row) -> JobSpec:
     spec = resolve_paths(spec, Path(base)) if base else spec
     # every submission of a job exports the same LAUNCHER_SEED (and LAUNCHER_FRESH: its first start starts over)
     from launcher.provenance.seed import with_run_env
+    from launcher.provenance.trackers import with_tracker_env  # the same tracker runs (meta["trackers"])
 
-    return with_run_env(spec, job_row.meta.get("seed"), bool(job_row.meta.get("fresh")))
+    return with_tracker_env(with_run_env(spec, job_row.meta.get("seed"), bool(job_row.meta.get("fresh"))),
+                            job_row.meta)
 
 
 def stored_secrets(job_row) -> dict:

@@ -56,6 +56,29 @@ def _state_store_record(run_id: str, home=None) -> tuple[Optional[dict], Optiona
         return None, None
 
 
+def _trackers_of(run_id: Optional[str], record: Optional[dict], home=None) -> Optional[dict]:
+    """The tracker runs (W&B, MLflow) RUN_ID logged to: its record's, else its job's meta in the
+    local state store (a sweep element has no record of its own), else None."""
+    if (record or {}).get("trackers"):
+        return record["trackers"]
+    if not run_id:
+        return None
+    home = Path(home) if home else launcher_home()
+    if not (home / "state.db").exists():
+        return None
+    try:
+        from launcher.provenance.trackers import META_KEY
+        from launcher.state.store import StateStore
+
+        st = StateStore(home)
+        try:
+            return st.get_job(run_id).meta.get(META_KEY) or None
+        finally:
+            st.close()
+    except Exception:
+        return None
+
+
 def lineage(path: str, home=None, max_hops: int = 10000) -> dict:
     """{"checkpoint", "run_id", "run", "record_location", "generation", "save", "ancestry"}."""
     root, name = split_checkpoint(path)
@@ -73,7 +96,7 @@ def lineage(path: str, home=None, max_hops: int = 10000) -> dict:
                            "created": (entry.manifest or {}).get("created"),
                            "files": len((entry.manifest or {}).get("files") or [])},
             "root": store.root, "run_id": run_id, "run_id_source": run_source, "record_location": location,
-            "run": record, "generation": attempt, "save": save,
+            "run": record, "trackers": _trackers_of(run_id, record, home), "generation": attempt, "save": save,
             "ancestry": _ancestry(store, gens, entry, by_name, max_hops)}
 
 
@@ -186,6 +209,10 @@ def format_lineage(d: dict) -> str:
                      f"({d.get('record_location') or 'no location'}) and no local state store has it")
     else:
         lines += _run_lines(d, r)
+    if d.get("trackers"):
+        from launcher.provenance.trackers import describe
+
+        lines += [f"{'tracking' if i == 0 else '':<12}{t}" for i, t in enumerate(describe(d["trackers"]))]
     g = d.get("generation") or {}
     if g:
         lines.append(_generation_line(g))

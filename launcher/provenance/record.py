@@ -193,7 +193,8 @@ def capture_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optiona
 
 
 def draft_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
-                 request=None, handle=None, seed=None, seed_source=None, continues=None) -> Captured:
+                 request=None, handle=None, seed=None, seed_source=None, continues=None,
+                 trackers=None) -> Captured:
     """The redacted record, captured before the submission is known (``launch`` does this
     while the scheduler answers); ``complete_launch`` adds the handle and writes RUN.json.
     Never raises: an error is kept in the result."""
@@ -203,6 +204,8 @@ def draft_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[
                         seed_source=seed_source, continues=continues)
     except Exception as e:  # noqa: BLE001 - provenance must never fail a launch that was submitted
         return Captured(None, error=f"{type(e).__name__}: {e}")
+    if trackers:  # the tracker runs this run logs to (launcher.provenance.trackers); `lineage` shows them
+        doc["trackers"] = trackers
     return Captured(doc)
 
 

@@ -28,7 +28,7 @@ from launcher.plan.observed import observe_job
 from launcher.state.store import ClaimLost, is_open
 from launcher.core.status import Status, closes_job
 from launcher.launching.tracking import refresh
-from launcher.recovery import burst, takeover
+from launcher.recovery import burst, notify, takeover
 from launcher.recovery.outcome import NO_HOOKS, Outcome, WatchHooks
 from launcher.state.claims import claimed
 from launcher.recovery.decide import Action, Close, Facts, Note, on_ended, on_status, settled
@@ -67,6 +67,7 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
         if o is not None:
             outcomes.append(o)
     outcomes.extend(hooks.after(app, clock))  # e.g. sweep elements queued by the launcher: start as slots free
+    outcomes += notify.step(app, jobs, clock)  # decided once under each job's claim, delivered off this thread
     return outcomes
 
 
@@ -265,6 +266,13 @@ def record_progress(app, job, progress=None) -> None:
 
 def run(app, interval: float = 10.0, once: bool = False, clock=time.time, sleep=time.sleep, echo=print,
         max_cycles: Optional[int] = None, hooks: Optional[WatchHooks] = None) -> None:
+    try:
+        _run(app, interval, once, clock, sleep, echo, max_cycles, hooks)
+    finally:
+        notify.flush(app)  # deliveries under way get a few seconds; the rest wait in the outbox
+
+
+def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks) -> None:
     n = 0
     while True:
         for o in cycle(app, clock, hooks):
@@ -273,7 +281,7 @@ def run(app, interval: float = 10.0, once: bool = False, clock=time.time, sleep=
         n += 1
         if once or (max_cycles is not None and n >= max_cycles):
             return
-        if not app.store.open_jobs():
+        if not app.store.open_jobs() and not notify.pending(app):  # notifications still to deliver: go on
             echo("no open jobs left")
             return
         sleep(interval)

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from launcher.core.errors import SpecError
 from launcher.spec import units
+from launcher.spec.integrations import NotifySection, TrackingSection
 from launcher.spec.sweep import SweepSpec
 
 
@@ -192,6 +193,9 @@ class JobSpec(Section):
     targets: list[TargetNameStr] = Field(default_factory=list, max_length=64)
     seed: Optional[int] = Field(None, ge=0, description="exported as LAUNCHER_SEED (random per launch if unset)")
     sweep: Optional[SweepSpec] = None
+    # experiment trackers and notifications (launcher.spec.integrations)
+    tracking: TrackingSection = Field(default_factory=TrackingSection)
+    notify: Optional[NotifySection] = None
     # backend sections (slurm:, skypilot:, ...) are added by launcher.backend.sections: each backend owns its own
 
     @field_validator("name")

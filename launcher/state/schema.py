@@ -92,6 +92,28 @@ CREATE TABLE IF NOT EXISTS spot_observations (
 );
 CREATE INDEX IF NOT EXISTS spot_observations_ts ON spot_observations(ts);
 
+-- notifications decided by `launcher watch`, delivered from here (launcher.state.outbox):
+-- one row per (job, event), so an event is decided once whatever the number of watchers
+CREATE TABLE IF NOT EXISTS notifications (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id      TEXT NOT NULL,
+  event       TEXT NOT NULL,
+  final       INTEGER NOT NULL DEFAULT 0,
+  created     REAL NOT NULL,
+  state       TEXT NOT NULL,
+  sink        TEXT NOT NULL DEFAULT '{}',
+  payload     TEXT NOT NULL DEFAULT '{}',
+  tries       INTEGER NOT NULL DEFAULT 0,
+  max_tries   INTEGER NOT NULL DEFAULT 8,
+  next_try    REAL NOT NULL DEFAULT 0,
+  lease_owner TEXT,
+  lease_until REAL,
+  delivered   REAL,
+  last_error  TEXT NOT NULL DEFAULT '',
+  UNIQUE (job_id, event)
+);
+CREATE INDEX IF NOT EXISTS notifications_due ON notifications(state, next_try);
+
 -- what produced each run (launcher.state.provenance, the document made by launcher.provenance)
 CREATE TABLE IF NOT EXISTS provenance (
   job_id   TEXT PRIMARY KEY,

@@ -21,6 +21,7 @@ from launcher.backend.support import require_supported
 from launcher.launching.submission import new_job_ref
 from launcher.launching.submit import NewSubmission
 from launcher.provenance.seed import choose_seed, with_seed
+from launcher.provenance.trackers import attach_sweep as attach_trackers
 from launcher.spec.secretenv import for_launch
 from launcher.spec.sweep_elements import sweep_seed_of
 from launcher.state.store import new_job_id
@@ -60,10 +61,13 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
     store = app.store
     sweep_id = new_job_id(spec.name)
     seed, source = choose_seed(spec)
-    job = new_job_ref(store, sweep_id, seed=seed)
-    request = backend.render(spec, facts_for(app, spec, target_name), job)  # errors: nothing recorded yet
     base = os.path.dirname(spec_path) if spec_path else os.getcwd()
     rows = element_rows(sweep_id, spec, seed, base)
+    # tracking: a W&B group, an MLflow parent run with a child per element (each element's in its row)
+    per_element = attach_trackers(spec, sweep_id, rows, spec_path)
+    job = new_job_ref(store, sweep_id, seed=seed,
+                      element_env=tuple(sorted((i, tuple(env.items())) for i, env in per_element.items())))
+    request = backend.render(spec, facts_for(app, spec, target_name), job)  # errors: nothing recorded yet
     if note:
         note(f"sweep {sweep_id}: {len(rows)} elements as one job array (LAUNCHER_SWEEP_SEED "
              f"{sweep_seed_of(spec, seed)}, {source})")

@@ -37,6 +37,8 @@ from launcher.launching.submission import find_submission, new_job_ref
 from launcher.launching.submit import NewSubmission, claimed_start, fenced_submit, settle_unrecorded
 from launcher.recovery.policy import QUIET_S
 from launcher.provenance.seed import choose_seed
+from launcher.provenance.trackers import attach_sweep as attach_trackers
+from launcher.provenance.trackers import with_tracker_env
 from launcher.recovery.cancel import CancelReport
 from launcher.recovery.outcome import Outcome
 from launcher.spec.secretenv import for_launch
@@ -274,7 +276,8 @@ def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_
     sweep_id = new_job_id(spec.name)
     seed, source = choose_seed(spec)
     rows = element_rows(sweep_id, spec, seed, os.path.dirname(spec_path) if spec_path else os.getcwd())
-    first = element_spec_of(spec, rows[0]["meta"]["sweep"])
+    attach_trackers(spec, sweep_id, rows, spec_path)  # each element's tracker runs, in its row's meta
+    first = with_tracker_env(element_spec_of(spec, rows[0]["meta"]["sweep"]), rows[0]["meta"])
     facts = facts_for(app, first, target_name)  # once per sweep
     job0 = new_job_ref(store, rows[0]["job_id"], seed=rows[0]["meta"]["seed"])
     request = backend.render(first, facts, job0)  # errors: nothing recorded yet

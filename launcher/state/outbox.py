@@ -1,0 +1,137 @@
+"""The notification outbox: table ``notifications`` (schema: ``launcher.state.schema``).
+
+Deciding and delivering are two steps (``launcher.recovery.notify``):
+
+* **decided once.** A row per (job, event), ``UNIQUE (job_id, event)``: the watcher that
+  decides an event (under the job's claim) inserts it with ``INSERT OR IGNORE`` in one
+  transaction, so however many watchers decide the same event, one row exists. A closed
+  job's decision is marked ``final`` (even when its event is not one the spec asks for:
+  state ``skipped``), so it is looked at once.
+* **delivered under a lease.** A watcher takes a due row's lease (a compare-and-swap on
+  its state and lease), sends, then records the answer only while the lease is its own:
+  ``delivered``, or a retry later (``next_try``, with backoff), or ``undeliverable`` after
+  ``max_tries``. Two watchers never send one row at the same time.
+
+The row keeps the payload (redacted) and the sink: a URL without a token, or the *name* of
+the environment variable that holds one, never its value.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from launcher.core.status import FINAL_STATES
+
+PENDING, DELIVERED, SKIPPED, UNDELIVERABLE = "pending", "delivered", "skipped", "undeliverable"
+
+
+@dataclass(frozen=True)
+class Notification:
+    id: int
+    job_id: str
+    event: str
+    state: str
+    sink: dict
+    payload: dict
+    tries: int
+    max_tries: int
+    next_try: float
+    delivered: Optional[float]
+    last_error: str
+
+
+def _row(r) -> Notification:
+    return Notification(r["id"], r["job_id"], r["event"], r["state"], json.loads(r["sink"] or "{}"),
+                        json.loads(r["payload"] or "{}"), r["tries"], r["max_tries"], r["next_try"],
+                        r["delivered"], r["last_error"])
+
+
+class Outbox:
+    def __init__(self, store):
+        self.store = store
+
+    # ---- deciding
+    def closed_unnoticed(self, limit: int = 500) -> list[str]:
+        """Job ids of closed jobs whose spec (or sweep's spec) may ask for notifications (or
+        tracks with MLflow, whose run ends with the job) and
+        whose closing has not been decided on yet (no ``final`` row)."""
+        finals = sorted(FINAL_STATES)
+        marks = ",".join("?" * len(finals))
+        q = (f"SELECT j.job_id FROM jobs j WHERE j.state IN ({marks}) AND "
+             "(instr(j.spec_yaml, 'notify') > 0 OR instr(j.spec_yaml, 'mlflow') > 0 OR (j.spec_yaml = '' AND "
+             "j.sweep_id IN (SELECT s.sweep_id FROM sweeps s WHERE instr(s.spec_yaml, 'notify') > 0 OR "
+             "instr(s.spec_yaml, 'mlflow') > 0))) AND NOT EXISTS "
+             "(SELECT 1 FROM notifications n WHERE n.job_id = j.job_id AND n.final = 1) "
+             "ORDER BY j.updated LIMIT ?")
+        return [r["job_id"] for r in self.store.db.execute(q, (*finals, limit)).fetchall()]
+
+    def has(self, job_id: str, event: str) -> bool:
+        return self.store.db.execute("SELECT 1 FROM notifications WHERE job_id=? AND event=?",
+                                     (job_id, event)).fetchone() is not None
+
+    def decide(self, job_id: str, event: str, *, send: bool, final: bool, sink: dict, payload: dict,
+               max_tries: int = 8, now: Optional[float] = None) -> bool:
+        """Record the decision on JOB_ID's EVENT once: to SEND it (pending) or not (skipped).
+        True when this call recorded it (False: it was decided already)."""
+        from launcher.core.redact import redact_obj
+
+        now = time.time() if now is None else now
+        with self.store.tx() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO notifications(job_id,event,final,created,state,sink,payload,max_tries,"
+                "next_try) VALUES(?,?,?,?,?,?,?,?,?)",
+                (job_id, event, 1 if final else 0, now, PENDING if send else SKIPPED, json.dumps(sink),
+                 json.dumps(redact_obj(payload), default=str), max_tries, now))
+            return cur.rowcount == 1
+
+    # ---- delivering
+    def due(self, now: Optional[float] = None, limit: int = 50) -> list[Notification]:
+        now = time.time() if now is None else now
+        rows = self.store.db.execute(
+            "SELECT * FROM notifications WHERE state=? AND next_try<=? AND (lease_until IS NULL OR lease_until<?) "
+            "ORDER BY next_try LIMIT ?", (PENDING, now, now, limit)).fetchall()
+        return [_row(r) for r in rows]
+
+    def next_due(self) -> Optional[float]:
+        r = self.store.db.execute("SELECT MIN(next_try) AS t FROM notifications WHERE state=?", (PENDING,)).fetchone()
+        return r["t"] if r is not None else None
+
+    def lease(self, nid: int, owner: str, seconds: float, now: Optional[float] = None) -> bool:
+        """Take row NID's lease for SECONDS: True when it is ours (pending, due, and no other
+        unexpired lease)."""
+        now = time.time() if now is None else now
+        with self.store.tx() as db:
+            cur = db.execute("UPDATE notifications SET lease_owner=?, lease_until=? WHERE id=? AND state=? AND "
+                             "next_try<=? AND (lease_until IS NULL OR lease_until<? OR lease_owner=?)",
+                             (owner, now + seconds, nid, PENDING, now, now, owner))
+            return cur.rowcount == 1
+
+    def delivered(self, nid: int, owner: str, now: Optional[float] = None) -> bool:
+        now = time.time() if now is None else now
+        with self.store.tx() as db:
+            cur = db.execute("UPDATE notifications SET state=?, delivered=?, tries=tries+1, lease_owner=NULL, "
+                             "lease_until=NULL, last_error='' WHERE id=? AND lease_owner=?",
+                             (DELIVERED, now, nid, owner))
+            return cur.rowcount == 1
+
+    def failed(self, nid: int, owner: str, error: str, retry_at: float) -> str:
+        """A try that failed: retried at RETRY_AT, or undeliverable once its tries are spent.
+        The row's new state ("" when the lease was no longer ours)."""
+        from launcher.core.redact import redact_text
+
+        with self.store.tx() as db:
+            r = db.execute("SELECT tries, max_tries FROM notifications WHERE id=? AND lease_owner=?",
+                           (nid, owner)).fetchone()
+            if r is None:
+                return ""
+            state = UNDELIVERABLE if r["tries"] + 1 >= r["max_tries"] else PENDING
+            db.execute("UPDATE notifications SET state=?, tries=tries+1, next_try=?, lease_owner=NULL, "
+                       "lease_until=NULL, last_error=? WHERE id=?", (state, retry_at, redact_text(error)[:500], nid))
+            return state
+
+    def of_job(self, job_id: str) -> list[Notification]:
+        rows = self.store.db.execute("SELECT * FROM notifications WHERE job_id=? ORDER BY id", (job_id,)).fetchall()
+        return [_row(r) for r in rows]
