@@ -48,7 +48,8 @@ PROGRAM = textwrap.dedent("""
 def run(env, *args, timeout=600) -> subprocess.CompletedProcess:
     # cwd: not this checkout (python -c puts the working directory first on sys.path)
     p = subprocess.run([sys.executable, "-c", "import sys; from launcher.cli import main; sys.exit(main())", *args],
-                       env=env, capture_output=True, text=True, timeout=timeout, cwd=os.path.dirname(env["LAUNCHER_HOME"]))
+                       env=env, capture_output=True, text=True, timeout=timeout,
+                       cwd=os.path.dirname(env["LAUNCHER_HOME"]))
     if p.returncode != 0:
         raise SystemExit(f"launcher {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
     return p

@@ -156,7 +156,8 @@ def test_the_default_bounds_end_all_three_commands(own_moto, finished):
     line = one_line_about(out["checkpoints"][2], root, own_moto.endpoint)
     assert "10s to read (3 attempts)" in line, line
     one_line_about(out["lineage"][2], root, own_moto.endpoint)
-    assert out["report"][0] == 0 and job in out["report"][1] and "could not read the checkpoint root" in out["report"][1]
+    code, text = out["report"][:2]
+    assert code == 0 and job in text and "could not read the checkpoint root" in text, out["report"]
 
 
 def test_a_job_side_save_to_a_frozen_root_fails_instead_of_hanging(own_moto, finished, tmp_path):
