@@ -2,9 +2,10 @@
 
 boto3 is imported only when this is called (``launcher plan --live-spot-prices``); the
 endpoint follows boto3's own settings (``AWS_ENDPOINT_URL_EC2`` / ``AWS_ENDPOINT_URL``)
-unless one is passed. SkyPilot's AWS catalog names zones by zone ID (``use1-az1``) while
-the price history names them by zone name (``us-east-1a``, which maps to a different ID
-in every account), so prices are returned under both, mapped with
+unless one is passed. Its timeouts and retries are bounded as for S3
+(``launcher.checkpoint.s3_client``). SkyPilot's AWS catalog names zones by zone ID
+(``use1-az1``) while the price history names them by zone name (``us-east-1a``, which maps
+to a different ID in every account), so prices are returned under both, mapped with
 ``describe_availability_zones`` of the same account.
 """
 
@@ -27,6 +28,8 @@ def fetch_aws_spot_prices(region_types: Mapping[str, Iterable[str]], *, endpoint
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
+    from launcher.checkpoint.s3_client import client_config  # bounded timeouts and retries
+
     now = now or datetime.now(timezone.utc)
     out: dict[tuple[str, str, str], float] = {}
     for region, types in sorted(region_types.items()):
@@ -34,7 +37,7 @@ def fetch_aws_spot_prices(region_types: Mapping[str, Iterable[str]], *, endpoint
         if not types:
             continue
         try:
-            client = boto3.client("ec2", region_name=region, endpoint_url=endpoint_url)
+            client = boto3.client("ec2", region_name=region, endpoint_url=endpoint_url, config=client_config())
             zones = client.describe_availability_zones()["AvailabilityZones"]
             zone_id = {z["ZoneName"]: z.get("ZoneId") for z in zones}
             latest: dict[tuple[str, str], tuple] = {}

@@ -11,6 +11,7 @@ import threading
 from launcher.checkpoint.contract import MAX_MANIFEST_BYTES
 from launcher.checkpoint.errors import CheckpointError, Conflict, RootUnavailable, UnsafePath
 from launcher.checkpoint.posix_io import _CHUNK, local_files, safe_join
+from launcher.checkpoint.s3_client import make_s3_client, s3_endpoint, unanswered, unanswered_message
 
 
 class S3Store:
@@ -33,19 +34,23 @@ class S3Store:
     def s3(self):
         if self._client is None:
             try:
-                import boto3
-                from botocore.config import Config
+                self._client = make_s3_client()  # bounded timeouts and retries (s3_client)
             except ImportError:
                 raise RootUnavailable("%s: boto3 is needed for S3 checkpoint roots (pip install boto3)"
                                       % self.root)
-            endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
-            self._client = boto3.session.Session().client(
-                "s3", endpoint_url=endpoint,
-                config=Config(retries={"max_attempts": 4, "mode": "standard"}, max_pool_connections=32))
         if not getattr(self, "_counting", False):
             self._client.meta.events.register("before-call.s3", self._count)
             self._counting = True
         return self._client
+
+    def _unanswered(self, e: BaseException):
+        """RootUnavailable (one line naming ROOT, the endpoint and what to do) if E means the
+        endpoint could not be reached or did not answer in time, else None."""
+        found = unanswered(e)
+        if found is None:
+            return None
+        endpoint = getattr(getattr(self._client, "meta", None), "endpoint_url", None) or s3_endpoint()
+        return RootUnavailable(unanswered_message(self.root, endpoint, found))
 
     def _count(self, model=None, **_kw):
         with self._lock:  # scan() reads on several threads
@@ -79,7 +84,18 @@ class S3Store:
                 raise RootUnavailable("%s: access denied (%s)" % (where, code))
             raise
         except BotoCoreError as e:
-            raise RootUnavailable("%s: %s" % (where, e))
+            raise self._unanswered(e) or RootUnavailable("%s: %s" % (where, e)) from None
+
+    def _transfer(self, op: str, *args, **kw):
+        """A managed transfer or body read (not an API call ``_call`` wraps): an endpoint that
+        does not answer is RootUnavailable, as there."""
+        try:
+            return op(*args, **kw)
+        except Exception as e:  # noqa: BLE001 - re-raised unless it is an unanswered endpoint
+            gone = self._unanswered(e)
+            if gone is not None:
+                raise gone from None
+            raise
 
     # ---------------------------------------------------------------- root
     def check_root(self, create: bool = False) -> None:
@@ -165,7 +181,7 @@ class S3Store:
             if limit is not None and int(r.get("ContentLength") or 0) > limit:
                 raise UnsafePath("%s: %d bytes, larger than the %d bytes a manifest or marker may have"
                                  % (self.url(key), r["ContentLength"], limit))
-            data = body.read(limit + 1) if limit is not None else body.read()
+            data = self._transfer(body.read, limit + 1) if limit is not None else self._transfer(body.read)
         finally:
             body.close()
         if limit is not None and len(data) > limit:
@@ -175,7 +191,7 @@ class S3Store:
     def sha256(self, key: str) -> str:
         h = hashlib.sha256()
         body = self._call("get_object", self.url(key), Bucket=self.bucket, Key=self._key(key))["Body"]
-        for b in iter(lambda: body.read(_CHUNK), b""):
+        for b in iter(lambda: self._transfer(body.read, _CHUNK), b""):
             h.update(b)
         return h.hexdigest()
 
@@ -226,7 +242,7 @@ class S3Store:
         for relp, p in local_files(local_dir):
             key = self._key(rel.rstrip("/") + "/" + relp)
             try:
-                self.s3.upload_file(p, self.bucket, key, Config=cfg)
+                self._transfer(self.s3.upload_file, p, self.bucket, key, Config=cfg)
             except Exception as e:  # boto3 wraps ClientError in S3UploadFailedError
                 if "NoSuchBucket" in str(e):
                     raise RootUnavailable("s3://%s: bucket does not exist" % self.bucket)
@@ -244,7 +260,7 @@ class S3Store:
             p = safe_join(dest, relp)
             os.makedirs(os.path.dirname(p), exist_ok=True)
             safe_join(dest, relp)  # re-check now that the parents exist
-            self.s3.download_file(self.bucket, self._key(rel.rstrip("/") + "/" + relp), p)
+            self._transfer(self.s3.download_file, self.bucket, self._key(rel.rstrip("/") + "/" + relp), p)
             self.requests["download_file"] += 1
 
     def _keys_under(self, rel: str):
@@ -273,7 +289,7 @@ class S3Store:
         src_full = self._key(src_rel.rstrip("/") + "/")
         dst_full = self._key(dst_rel.rstrip("/") + "/")
         for k in src_keys:
-            self.s3.copy({"Bucket": self.bucket, "Key": k}, self.bucket, dst_full + k[len(src_full):])
+            self._transfer(self.s3.copy, {"Bucket": self.bucket, "Key": k}, self.bucket, dst_full + k[len(src_full):])
             self.requests["copy"] += 1
         self._delete_keys(src_keys)
 

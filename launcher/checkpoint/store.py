@@ -24,6 +24,7 @@ contract needs:
   ``If-None-Match: *`` when the object must not exist yet).
 
 S3 endpoint: ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT_URL`` (so tests point at moto).
+The client, with its bounded timeouts and retries, is made in ``launcher.checkpoint.s3_client``.
 Every S3 request is counted in ``S3Store.requests`` (by operation name).
 """
 

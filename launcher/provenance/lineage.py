@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from launcher.backend.config import launcher_home
-from launcher.checkpoint import CheckpointError, open_store, read_attempt, read_generations, scan
+from launcher.checkpoint import CheckpointError, RootUnavailable, open_store, read_attempt, read_generations, scan
 from launcher.checkpoint.store import is_s3
 from launcher.core.errors import LauncherError
 from launcher.provenance.record import read_run_json
@@ -132,6 +132,8 @@ def _read_attempt(store, generation) -> Optional[dict]:
     """The attempt record of a generation, or None when it is missing or unreadable."""
     try:
         return read_attempt(store, generation)
+    except RootUnavailable as e:  # stopped answering: reading on would cost a timeout per read
+        raise LauncherError(str(e)) from None
     except Exception:
         return None
 
@@ -153,6 +155,8 @@ def _run_record(store, run_id: str, home) -> tuple[Optional[dict], Optional[str]
     """(the run's RUN.json, its location), falling back to the local state store."""
     try:
         record, location = read_run_json(store.root, run_id)
+    except RootUnavailable as e:
+        raise LauncherError(str(e)) from None
     except Exception:
         record, location = None, None
     if record is None:

@@ -25,7 +25,7 @@ import json
 import time
 from typing import Optional
 
-from launcher.checkpoint import CheckpointError, open_store, read_attempt, read_generations
+from launcher.checkpoint import CheckpointError, RootUnavailable, open_store, read_attempt, read_generations
 from launcher.jobside.heartbeat import heartbeat_key
 from launcher.launching.submission import job_spec
 from launcher.report.accounting import ACTIVE, AttemptIn, History, Save
@@ -43,6 +43,9 @@ def iso_ts(v) -> Optional[float]:
     return d.timestamp()
 
 
+_UNREAD = "could not read the checkpoint root"
+
+
 def read_generation_records(root: Optional[str], job_id: str, notes: list) -> list[dict]:
     """Every ROOT/.launcher/attempts/g<G>.json written by JOB_ID, oldest generation first."""
     if not root:
@@ -52,32 +55,43 @@ def read_generation_records(root: Optional[str], job_id: str, notes: list) -> li
         store = open_store(root)
         gens = read_generations(store)
     except (CheckpointError, OSError) as e:
-        notes.append(f"checkpoint root {root} unreadable ({e}): no program starts or save timings")
+        notes.append(f"{_UNREAD} {root}: program starts, resumes and save timings unknown: {e}")
         return []
     out = []
     for h in gens.history:
         g = h.get("generation")
         if not isinstance(g, int) or (h.get("job_id") not in (None, job_id)):
             continue
+        lost = None  # the root stopped answering: asking for each later record costs a timeout each
         try:
             rec = read_attempt(store, g)
+        except RootUnavailable as e:
+            lost, rec = e, None
         except Exception as e:  # noqa: BLE001 - a record is advisory
             notes.append(f"attempt record g{g}.json unreadable: {e}")
             rec = None
         rec = dict(rec or {})
-        try:
-            raw, _ = store.read(heartbeat_key(g))
-            hb = json.loads(raw.decode("utf-8")) if raw else None
-            rec["_heartbeat"] = hb if isinstance(hb, dict) else None
-        except Exception:  # noqa: BLE001 - advisory
-            rec["_heartbeat"] = None
+        rec["_heartbeat"] = None
+        if lost is None:
+            try:
+                raw, _ = store.read(heartbeat_key(g))
+                hb = json.loads(raw.decode("utf-8")) if raw else None
+                rec["_heartbeat"] = hb if isinstance(hb, dict) else None
+            except RootUnavailable as e:
+                lost = e
+            except Exception:  # noqa: BLE001 - advisory
+                pass
+        if lost is not None:
+            notes.append(f"{_UNREAD} {root} from generation {g} on: those attempts' program starts and save "
+                         f"timings unknown: {lost}")
         rec.setdefault("generation", g)
         rec.setdefault("started", h.get("started"))
         rec.setdefault("resume_step", h.get("resume_step"))
         rec.setdefault("job_id", h.get("job_id"))
-        if rec.get("job_id") not in (None, job_id):
-            continue
-        out.append(rec)
+        if rec.get("job_id") in (None, job_id):
+            out.append(rec)
+        if lost is not None:
+            break
     return out
 
 
@@ -189,7 +203,7 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, hi
     if records is None:
         records = read_generation_records(row.ckpt_root, row.job_id, notes)
     attempts = _attempts_in(app, rows, runs, _match(rows, records, _run_readers(app, rows)), spec)
-    if row.ckpt_root and not records:
+    if row.ckpt_root and not records and not any(n.startswith(_UNREAD) for n in notes):
         notes.append(f"no attempt records of {row.job_id} under {row.ckpt_root}: program starts and save timings "
                      f"unknown")
     gpus = spec.resources.nodes * spec.resources.gpus_per_node if spec is not None else 0

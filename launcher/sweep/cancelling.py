@@ -81,27 +81,66 @@ def _array_of(app, rows):
 def cancel_rows(app, rows, array=None, wait_claim_s: float = 30.0) -> dict:
     """Cancel open elements ROWS, under their claims, in a few scheduler calls; ARRAY (a
     Handle) stands for every task of the sweep's array. {job id: CancelReport}."""
-    from launcher.recovery.cancel import CancelReport, close_cancelled, mark_cancelled, to_cancel
-
     store = app.store
     claims, out = _claim_all(store, rows, wait_claim_s)
     try:
-        reports = {j: CancelReport(j) for j in claims}
-        found = _find_all(app, claims, reports)
-        todo = {j: to_cancel(app, c, found.get(j)) for j, c in claims.items()}
-        errors = _cancel_all(app, [h for t in todo.values() for _, h in t], array if claims else None)
-        with store.batch():  # one transaction for every element's close
-            for j, c in claims.items():
-                for n, h in todo[j]:
-                    err = errors.get((h.target, h.native_id))
-                    if err:
-                        reports[j].errors.append(f"attempt {n} ({h.backend} id {h.native_id}): {err}")
-                    else:
-                        mark_cancelled(app, c, reports[j], n, h, CLOSING)
-                out[j] = close_cancelled(app, c, reports[j], todo[j], CLOSING)
+        out.update(cancel_claimed_many(app, claims, CLOSING, array))
     finally:
         for j, c in claims.items():
             store.release(j, c.owner)
+    return out
+
+
+def cancel_claimed_many(app, claims: dict, closing, array=None, check_active: bool = False) -> dict:
+    """Cancel what the scheduler has of every claimed job of CLAIMS ({job id: claim}, held by
+    the caller) in a few scheduler calls: one dedupe lookup and one cancel per target (one
+    grace period for all where the backend stops many at once), then close each as its
+    CLOSING says (a Closing, or {job id: Closing}) in one store transaction. ARRAY: as in
+    ``cancel_rows``. CHECK_ACTIVE: one status call per target afterwards, and an attempt the
+    scheduler still shows active is listed in its report's ``still_active`` (as
+    ``cancel_claimed`` does for one job). {job id: CancelReport}."""
+    from launcher.recovery.cancel import CancelReport, attempt_label, close_cancelled, mark_cancelled, to_cancel
+
+    store = app.store
+    reports = {j: CancelReport(j) for j in claims}
+    found = _find_all(app, claims, reports)
+    todo = {j: to_cancel(app, c, found.get(j)) for j, c in claims.items()}
+    handles = [h for t in todo.values() for _, h in t]
+    errors = _cancel_all(app, handles, array if claims else None)
+    active = _still_active(app, [h for h in handles if (h.target, h.native_id) not in errors]) if check_active else {}
+    out = {}
+    with store.batch():  # one transaction for every job's close
+        for j, c in claims.items():
+            closes = closing.get(j) if isinstance(closing, dict) else closing
+            for n, h in todo[j]:
+                err = errors.get((h.target, h.native_id))
+                if err:
+                    reports[j].errors.append(f"{attempt_label(n, h)}: {err}")
+                    continue
+                mark_cancelled(app, c, reports[j], n, h, closes)
+                if (h.target, h.native_id) in active:
+                    reports[j].still_active.append(f"{attempt_label(n, h)}: {active[(h.target, h.native_id)]}")
+            out[j] = close_cancelled(app, c, reports[j], todo[j], closes)
+    return out
+
+
+def _still_active(app, handles) -> dict:
+    """{(target, native id): state} of HANDLES (just cancelled) the scheduler still shows
+    active: one status call per target (a target that does not answer: none listed)."""
+    from launcher.core.status import JobState
+
+    by_target: dict = {}
+    for h in handles:
+        by_target.setdefault(h.target, []).append(h)
+    out = {}
+    for target, hs in by_target.items():
+        try:
+            sts = app.backend(target).status(hs)
+        except LauncherError:
+            continue
+        for h, st in zip(hs, sts):
+            if st.state.is_active and st.state not in (JobState.COMPLETING, JobState.UNKNOWN):
+                out[(target, h.native_id)] = st.state.value
     return out
 
 

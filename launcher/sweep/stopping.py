@@ -7,13 +7,19 @@ Each watch pass, after the batched status refresh:
    the elements' reports (``launcher.sweep.reports``: bounded, one hung root never blocks the
    pass) and judge them (``launcher.sweep.judgements.record``: one write transaction against
    every judgement recorded before, so concurrent watchers make each judgement once).
-2. For each open element with a recorded stop, the watch's per-job step calls
-   ``stop_element`` before any recovery decision: under the element's claim, it cancels what
-   the scheduler has of it through the backend's ``cancel`` (a Slurm array element is
-   ``scancel <array>_<index>``, running or pending; an element launched as its own job is that
-   job) and closes it as STOPPED with the judgement's reason. STOPPED is final: watch never
-   resubmits it, and its cancelled attempt is no failure for ``launcher report``. A cancel
-   that fails leaves the element open with its stop recorded: the next pass tries again.
+2. ``stop_elements``: every open element of the pass with a recorded stop (judged now or in
+   an earlier pass whose cancel failed) is stopped in ONE batch, under the elements' claims:
+   one dedupe lookup and one cancel per target for all of them (``CancelsMany``: the local
+   backend signals every element and waits one grace period for all, Slurm runs one
+   ``scancel`` naming each ``<array>_<index>``, running or pending; an element launched as its
+   own job is that job), one status call per target, then each element is closed as STOPPED
+   with its judgement's reason, in one store transaction. N stops in a pass so cost about one
+   grace period, not N. STOPPED is final: watch never resubmits it, and its cancelled attempt
+   is no failure for ``launcher report``. A cancel that fails leaves the element open with its
+   stop recorded: the next pass tries again.
+3. The watch's per-job step (``act_first``) reports what the batch did to an element it left
+   open, and stops on its own (``stop_element``) an element the batch did not take (its claim
+   was held by another watcher, or the batch could not run).
 
 An element pending in its array for a slot of ``max_parallel`` (never started) has reported
 nothing, so successive halving does not judge it (``early_stop.judge``): it is not stopped for
@@ -32,8 +38,9 @@ from launcher.core.status import STOPPED
 from launcher.recovery.cancel import Closing, cancel_claimed
 from launcher.recovery.decide import Close
 from launcher.recovery.outcome import Outcome
-from launcher.state.claims import claimed
+from launcher.state.claims import claim_ttl, claimed
 from launcher.state.store import is_open
+from launcher.sweep.cancelling import cancel_claimed_many
 from launcher.sweep.early_stop import Judgement
 from launcher.sweep.elements import element_job_id, sweep_rows
 from launcher.sweep.judgements import judgements_of, record, stop_of
@@ -45,6 +52,9 @@ _configs: dict = {}  # spec text -> its EarlyStop (or None): a function of the t
 # store (two stores in one process never see each other's), and to the attempt (a reopened element's
 # next attempt reports anew)
 _settled: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# store -> {job id: outcome} of the elements this pass's batch of stops left open (their cancel
+# failed): the pass's per-job step reports it, and does not cancel again. Reset by every batch.
+_left_open: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def early_stop_of(row):
@@ -110,22 +120,87 @@ def pending_stop(row) -> Optional[Judgement]:
     return stop_of(row.meta) if row.meta.get("sweep") and is_open(row) else None
 
 
+def judge_and_stop(app, jobs) -> list[Outcome]:
+    """A watch pass's early stopping: judge every sweep among JOBS (the pass's open jobs), then
+    carry out every stop recorded for them in one batch."""
+    return judge_sweeps(app, jobs) + stop_elements(app, jobs)
+
+
+def _closing(j: Judgement) -> Closing:
+    return Closing(STOPPED, j.reason, "early_stopped", {"by": "early_stop", **j.to_json()})
+
+
+def _outcome(job_id: str, j: Judgement, report) -> Outcome:
+    if report.finished:
+        return Outcome(job_id, "done", f"{report.finished.lower()} before early stopping ended it")
+    if not report.ok:
+        return Outcome(job_id, "control_plane", "early stop: could not cancel: " + "; ".join(report.errors))
+    return Outcome(job_id, "stopped", j.reason)
+
+
+def stop_elements(app, jobs) -> list[Outcome]:
+    """Stop every open element among JOBS with a recorded stop, in one batch (see the module's
+    docstring): an outcome for each element closed STOPPED. An element whose cancel failed
+    stays open and its outcome waits for the pass's per-job step (``carried_out``); one whose
+    claim another watcher holds is left to that step. A batch that cannot run (a target that
+    cannot be loaded) leaves every element to that step."""
+    store = app.store
+    left = _left_open[store] = {}
+    ids = {j.job_id for j in jobs if j.meta.get("sweep") and j.handle}
+    sweeps = sorted({j.meta["sweep"]["id"] for j in jobs if j.job_id in ids})
+    claims: dict = {}
+    stops: dict = {}
+    try:
+        for sweep_id in sweeps:
+            for row in sweep_rows(store, sweep_id):  # read again: the judgements just recorded
+                if row.job_id not in ids or pending_stop(row) is None:
+                    continue
+                c = store.claim(row.job_id, ttl=claim_ttl())
+                if c is None:
+                    continue  # another watcher acts on it: the per-job step says so
+                j = stop_of(c.job.meta)
+                if j is None or not is_open(c.job):
+                    store.release(row.job_id, c.owner)
+                    continue
+                claims[row.job_id], stops[row.job_id] = c, j
+        if not claims:
+            return []
+        try:
+            reports = cancel_claimed_many(app, claims, {k: _closing(j) for k, j in stops.items()},
+                                          check_active=True)
+        except LauncherError:
+            return []  # each element is stopped on its own by the per-job step, which reports why not
+    finally:
+        for job_id, c in claims.items():
+            store.release(job_id, c.owner)
+    out = []
+    for job_id, report in reports.items():
+        o = _outcome(job_id, stops[job_id], report)
+        if is_open(store.get_job(job_id)):
+            left[job_id] = o
+        else:
+            out.append(o)
+    return out
+
+
+def carried_out(app, job_id: str) -> Optional[Outcome]:
+    """The outcome of this pass's batched stop of JOB_ID if the batch left it open (its cancel
+    failed), once; None if the batch did not take it."""
+    return _left_open.get(app.store, {}).pop(job_id, None)
+
+
 def stop_element(app, job_id: str) -> Optional[Outcome]:
-    """Carry out the stop recorded for JOB_ID, under its claim: cancel it through its backend,
-    close it as STOPPED with the judgement's reason."""
+    """Carry out the stop recorded for JOB_ID alone, under its claim: cancel it through its
+    backend, close it as STOPPED with the judgement's reason. (A pass stops its elements in
+    one batch, ``stop_elements``; this is for one the batch did not take.)"""
     with claimed(app.store, job_id) as c:
         if c is None:
             return Outcome(job_id, "claimed", "another watcher is acting on it")
         j = stop_of(c.job.meta)
         if j is None or not is_open(c.job):
             return None
-        closing = Closing(STOPPED, j.reason, "early_stopped", {"by": "early_stop", **j.to_json()})
-        report = cancel_claimed(app, c, closing)
-    if report.finished:
-        return Outcome(job_id, "done", f"{report.finished.lower()} before early stopping ended it")
-    if not report.ok:
-        return Outcome(job_id, "control_plane", "early stop: could not cancel: " + "; ".join(report.errors))
-    return Outcome(job_id, "stopped", j.reason)
+        report = cancel_claimed(app, c, _closing(j))
+    return _outcome(job_id, j, report)
 
 
 def stop_close(job):

@@ -4,10 +4,11 @@
 (``launcher.recovery.outcome.WatchHooks``); the application context hands them over
 (``launcher.api.context.App.watch_hooks``):
 
-- ``judge``: early stopping is judged on the jobs the pass just refreshed; the stops it
-  records are carried out by ``act_first`` below, in the same pass;
-- ``act_first``: an element with a stop recorded is stopped; an element of an array that waited
-  past ``burst.after`` is taken out of its array and launched on its burst target;
+- ``judge``: early stopping is judged on the jobs the pass just refreshed, and every stop
+  recorded for them is carried out in one batch (one cancel per target, one grace period);
+- ``act_first``: an element with a stop recorded that the batch left open says why (or, if the
+  batch did not take it, is stopped on its own); an element of an array that waited past
+  ``burst.after`` is taken out of its array and launched on its burst target;
 - ``owns_burst``: so an element of an array never runs the single job's race of two copies;
 - ``decide_ended``: an element whose attempt ended after its stop was recorded closes as STOPPED;
 - ``unfound_submission``: a queued element's start that never reached the scheduler goes back
@@ -25,7 +26,7 @@ from launcher.sweep.launching import adopt_array
 
 def act_first(app, row, status, clock):
     if stopping.pending_stop(row) is not None:
-        return stopping.stop_element(app, row.job_id)
+        return stopping.carried_out(app, row.job_id) or stopping.stop_element(app, row.job_id)
     if burst.applies(app, row):
         return burst.step(app, row, job_spec(row), status, clock)
     return None
@@ -52,5 +53,5 @@ def after(app, clock):
 
 
 def watch_hooks() -> WatchHooks:
-    return WatchHooks(judge=stopping.judge_sweeps, act_first=act_first, owns_burst=burst.applies,
+    return WatchHooks(judge=stopping.judge_and_stop, act_first=act_first, owns_burst=burst.applies,
                       decide_ended=stopping.stop_close, unfound_submission=unfound_submission, after=after)
