@@ -80,11 +80,8 @@ class App:
         return resubmit_element(self, row, target_name, attempt)
 
     def close(self):
-        from launcher.backend.protocols import Closes, can
-
         for b in self._backends.values():
-            if can(b, Closes):
-                b.close()
+            b.close()
 
     def close_store(self) -> None:
         """Close the state store if it was opened (a later use opens it again)."""

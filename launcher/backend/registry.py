@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Optional, cast
 
-from launcher.backend.protocols import Backend, ChecksInstall, OwnsSpecSection, can
+from launcher.backend.protocols import Backend, Host, SpecOwner, can
 from launcher.core.errors import BackendUnavailable, ConfigError
 
 GROUP = "launcher.backends"
@@ -63,7 +63,7 @@ class Registry:
         cls = self.load_class(name)
         if not check:
             return cls
-        if can(cls, ChecksInstall):
+        if can(cls, Host):
             problem = cls.available()
             if problem:
                 self.entries[name].error = problem
@@ -102,7 +102,7 @@ class Registry:
                 cls = self.load_class(name)
             except BackendUnavailable:
                 continue
-            if not can(cls, OwnsSpecSection):
+            if not can(cls, SpecOwner):
                 continue
             key, model = cls.spec_section, cls.spec_options
             if key and model is not None and key not in out:

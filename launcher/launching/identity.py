@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-from launcher.backend.protocols import HasSubmitHost, can
+from launcher.backend.protocols import Host, can
 from launcher.checkpoint import latest, open_store, read_generations
 from launcher.checkpoint.store import is_s3
 from launcher.core.errors import LauncherError
@@ -156,9 +156,10 @@ def root_readable_here(app, target_name: str, root: str) -> str:
     if is_s3(root):
         return ""
     backend = app.backend(target_name)
-    if not can(backend, HasSubmitHost):
+    runner = backend.runner if can(backend, Host) else None
+    if runner is None:
         return f"a path on the {backend.name} target's own file system"
-    if backend.runner.where == "localhost":
+    if runner.where == "localhost":
         return ""  # jobs are submitted from this host (a login node): the root is a path here
     return f"a path on target {target_name}'s cluster, reached over SSH"
 

@@ -12,7 +12,7 @@ import os
 from contextlib import nullcontext
 from typing import Optional
 
-from launcher.backend.protocols import Handle, JobRef, MeasuresQueueWait, Request, StartsSubmit, can
+from launcher.backend.protocols import Handle, JobRef, Request, Scheduler, StartsSubmit, can
 from launcher.backend.support import require_supported
 from launcher.core.errors import LauncherError
 from launcher.launching.submission import (Launched, facts_for, find_submission, job_ref, job_spec, new_job_ref,
@@ -37,11 +37,11 @@ def pick_target(app, spec: JobSpec, explicit: Optional[str], note=None) -> str:
 
 def queue_waits(app, spec: JobSpec, targets, note=None) -> dict:
     """{target: hours, (target, queue): hours} measured on every reachable target whose
-    backend has a queue (MeasuresQueueWait), for the planner."""
+    backend has a queue (Scheduler), for the planner."""
     out = {}
     for name in targets:
         try:
-            if not can(app.backend_class(name), MeasuresQueueWait):
+            if not can(app.backend_class(name), Scheduler):
                 continue
             est = app.backend(name).queue_wait(spec)
         except LauncherError as e:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
-from launcher.backend.protocols import RemoteWorkdir, can
+from launcher.backend.protocols import Host, can
 from launcher.backend.registry import default_registry
 from launcher.core.errors import LauncherError
 from launcher.spec import model as spec_module
@@ -97,14 +97,14 @@ def _plain(model) -> dict:
 def require_local_workdir(spec: "JobSpec", file, config: "Config", names, base: Optional[Path] = None) -> None:
     """The workdir must exist here for every target that runs it from here (local, a login
     node, SkyPilot's sync); a backend may say that a target runs the job in a workdir on its
-    own machines (``RemoteWorkdir``: a cluster reached over SSH), not staged from this one."""
+    own machines (``Host.workdir_is_remote``: a cluster reached over SSH), not staged from this one."""
     def from_here(name):
         try:
             raw = config.raw_target(name)
             cls = default_registry().load(raw["backend"], check=False)
         except LauncherError:
             return True  # unknown targets and backends are reported on their own
-        return not (can(cls, RemoteWorkdir) and cls.workdir_is_remote(raw))
+        return not (can(cls, Host) and cls.workdir_is_remote(raw))
 
     if spec.workdir and any(from_here(n) for n in names):
         require_workdir(spec.workdir, str(file), base if base is not None else Path(file).resolve().parent)

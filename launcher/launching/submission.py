@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
-from launcher.backend.protocols import ChoosesPlacement, FindsSubmissions, Handle, JobRef, Request, can
+from launcher.backend.protocols import ChoosesPlacement, Handle, JobRef, Request, can
 from launcher.core.errors import LauncherError
 from launcher.spec.model import JobSpec, resolve_paths
 
@@ -51,9 +51,9 @@ def job_ref(app, job_row, attempt: int, avoid=()) -> JobRef:
 
 
 def find_submission(backend, job: JobRef) -> Optional[Handle]:
-    """The scheduler's job carrying ``job``'s dedupe token, or None. Every built-in backend
-    can answer; a backend without FindsSubmissions cannot dedupe (None)."""
-    return backend.find(job) if can(backend, FindsSubmissions) else None
+    """The scheduler's job carrying ``job``'s dedupe token, or None (``Backend.find``: a
+    backend that cannot look it up answers None, and cannot dedupe)."""
+    return backend.find(job)
 
 
 def job_spec(job_row) -> JobSpec:

@@ -217,7 +217,7 @@ def dist_version(name: str) -> Optional[str]:
 
 
 def versions(backend_name: str, facts_data: Optional[dict], backend_version: Optional[str] = None) -> dict:
-    """The launcher's version, the backend's (what it reports, ``ReportsVersion``; else the
+    """The launcher's version, the backend's (what it reports, ``Host.version``; else the
     probed facts' ``version``), and, kept for comparing runs, Slurm's from the probed facts
     and SkyPilot's if installed (read from its metadata: ``sky`` is never imported)."""
     from launcher import __version__
@@ -289,7 +289,7 @@ def capture(*, job_id: str, spec, spec_text: str, spec_path: Optional[str], targ
             facts_data: Optional[dict], request=None, handle=None, seed=None, seed_source=None,
             environ=None, backend_version: Optional[str] = None) -> dict:
     """The provenance record of one run (not yet redacted: ``record`` redacts it).
-    BACKEND_VERSION: what the backend says runs its jobs (``ReportsVersion``)."""
+    BACKEND_VERSION: what the backend says runs its jobs (``Host.version``)."""
     from launcher.provenance import FORMAT
 
     environ = os.environ if environ is None else environ

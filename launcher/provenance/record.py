@@ -90,7 +90,7 @@ def write_run_json(app, target_name: str, root: str, job_id: str, data: bytes) -
 
     s3:// roots: through the checkpoint store (S3 PutObject). POSIX roots: on this host
     for a backend that submits from here (local, Slurm on its login node); over the
-    target's SSH runner (atomic put_file) for a cluster reached over SSH (HasSubmitHost);
+    target's SSH runner (atomic put_file) for a cluster reached over SSH (``Host.runner``);
     a POSIX root of any other backend (a cloud VM's disk) is not reachable from here and
     is skipped."""
     from launcher.checkpoint.store import is_s3, open_store
@@ -100,10 +100,10 @@ def write_run_json(app, target_name: str, root: str, job_id: str, data: bytes) -
         store = open_store(root)
         store.put(key, data)
         return store.url(key), ""
-    from launcher.backend.protocols import HasSubmitHost, can
+    from launcher.backend.protocols import Host, can
 
     backend = app.backend(target_name)
-    runner = backend.runner if can(backend, HasSubmitHost) else None  # local subprocess or SSH
+    runner = backend.runner if can(backend, Host) else None  # local subprocess or SSH
     where = runner.where if runner is not None else None
     if runner is not None and where != "localhost":
         path = posixpath.join(root, key)
@@ -149,17 +149,19 @@ def list_runs(root: str) -> list[str]:
 def _document(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
               request=None, handle=None, seed=None, seed_source=None, continues=None) -> dict:
     """The redacted provenance record (capture + redact; no writes)."""
-    from launcher.backend.protocols import Facts, ReportsVersion, can
+    from launcher.backend.protocols import Facts, Host, can
 
     backend = app.backend(target_name)
     try:
         facts = app.facts(target_name)
     except Exception:
         facts = Facts(target_name, backend.name, {})
+    # asked of the class: the instance check would build the backend's runner (an SSH one's
+    # setup) only to read a version
+    version = backend.version(facts) if can(type(backend), Host) else None
     doc = capture(job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path, target=target_name,
                   backend=backend.name, facts_data=facts.data, request=request, handle=handle, seed=seed,
-                  seed_source=seed_source,
-                  backend_version=backend.version(facts) if can(backend, ReportsVersion) else None)
+                  seed_source=seed_source, backend_version=version)
     if continues:
         doc["continues"] = continues
     return redact_record(doc, spec.secrets)

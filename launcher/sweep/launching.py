@@ -1,9 +1,9 @@
-"""Launching a sweep on a backend that ``RunsArrays`` (Slurm): ONE array submission, one job
+"""Launching a sweep on a backend that runs arrays (``Scheduler.runs_arrays``: Slurm): ONE array submission, one job
 row per element (a backend without it: each element its own job, ``launcher.sweep.queue``).
 
 The whole sweep is one array submission (one dedupe token, ``launcher:<sweep id>:1``).
 Every element is recorded as its own job (``<sweep id>-e<index>``) whose handle names the
-array task as the backend names it (``RunsArrays.element_native_id``; Slurm:
+array task as the backend names it (``Scheduler.element_native_id``; Slurm:
 ``<array id>_<index>``): status, logs and cancel of one element then work like those of
 any job. Each element row's meta carries ``sweep`` = {id, index, size, params,
 array}; its ``ckpt_root`` is the element's own root. All-or-nothing like a single launch:
@@ -27,7 +27,7 @@ from launcher.sweep.elements import begin_sweep, element_rows
 
 
 def element_handle(array: Handle, job_id: str, index: int, backend) -> Handle:
-    """The element's handle from the array's: BACKEND (``RunsArrays``, its class or an
+    """The element's handle from the array's: BACKEND (a ``Scheduler``, its class or an
     instance) names the array (``array_of``) and the element (``element_native_id``)."""
     array_id = backend.array_of(array.native_id)
     extra = {**array.extra, "sweep_array": array_id}
@@ -80,7 +80,7 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
 def record_array(store, sweep_id: str, target_name: str, array: Handle, rows: list, backend) -> None:
     """Record the submitted ARRAY for every element ROW in ONE transaction: the array's id
     (once, on the sweep) and each element's handle, attempt and "submitted" event. BACKEND
-    (``RunsArrays``) names the elements."""
+    (``Scheduler``) names the elements."""
     detail = {"sweep": sweep_id}
     with store.batch():
         store.sweeps.share(sweep_id, array=array.native_id)

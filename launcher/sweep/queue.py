@@ -1,4 +1,4 @@
-"""A sweep on a backend that cannot run arrays (no ``RunsArrays``): every element is its own
+"""A sweep on a backend that cannot run arrays (``Scheduler.runs_arrays`` says no, or no ``Scheduler``): every element is its own
 job, and the launcher keeps ``max_parallel``.
 
 ``launch_elements`` renders the first element (a render error records nothing), records
@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
-from launcher.backend.protocols import JobRef, RunsArrays, can
+from launcher.backend.protocols import JobRef, Scheduler, can
 from launcher.core.errors import LauncherError
 from launcher.core.status import QUEUED
 from launcher.launching.submission import find_submission, new_job_ref
@@ -48,8 +48,8 @@ START_TRIES = 3  # a queued element whose submission failed this often is closed
 
 
 def runs_arrays(backend) -> bool:
-    """Whether BACKEND's target runs a sweep as one array job (``RunsArrays``)."""
-    return can(backend, RunsArrays) and bool(backend.runs_arrays(dict(backend.target.raw or {})))
+    """Whether BACKEND's target runs a sweep as one array job (``Scheduler.runs_arrays``)."""
+    return can(backend, Scheduler) and bool(backend.runs_arrays(dict(backend.target.raw or {})))
 
 
 # ---- the sweep's claim
