@@ -8,6 +8,7 @@ never silently dropped.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Optional, cast
@@ -75,8 +76,6 @@ class Registry:
         """The backend's class, imported but not checked for availability (its SDK may be
         missing): enough to read what it declares, such as its spec section."""
         if name not in self._eps:
-            import difflib
-
             guess = difflib.get_close_matches(name, self.names(), n=1)
             hint = f"; did you mean '{guess[0]}'?" if guess else ""
             raise ConfigError(f"unknown backend '{name}'{hint} (installed: {', '.join(self.names()) or 'none'})")

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from launcher.backend.protocols import Host, can
-from launcher.checkpoint import latest, open_store, read_generations
+from launcher.checkpoint import latest, open_store, read_attempt, read_generations
 from launcher.checkpoint.store import is_s3
 from launcher.core.errors import LauncherError
 from launcher.core.status import attempt_live
@@ -211,8 +211,6 @@ def _run_facts(app, run, root, store, generation) -> tuple:
     if seed is None and run:
         seed, seed_from = _recorded_seed(app, run, root)
     if seed is None and generation is not None:
-        from launcher.checkpoint import read_attempt
-
         try:
             raw = (read_attempt(store, generation) or {}).get("seed")
             if raw not in (None, ""):
@@ -232,7 +230,7 @@ def _job_row(app, job_id):
 
 def _recorded_seed(app, run, root) -> tuple:
     """The seed in RUN's provenance: the state store's record, else RUN.json under ROOT."""
-    from launcher.provenance.record import load_record, read_run_json
+    from launcher.provenance.record import load_record, read_run_json  # provenance: only when an earlier run is resumed
 
     try:
         doc = load_record(app.store, run)

@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
+import yaml
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
 from launcher.backend.protocols import Host, can
 from launcher.backend.registry import default_registry
 from launcher.core.errors import LauncherError
@@ -44,8 +48,8 @@ def is_yaml_text(value: str) -> bool:
 def spec_input(spec: SpecLike, base: Optional[Union[str, Path]] = None) -> SpecInput:
     """Load a spec given as a path, YAML text or a JobSpec. Raises SpecError naming the
     field (and line, for text) of every problem."""
-    from launcher.spec.secretenv import warnings
-    from launcher.backend.sections import load_spec, spec_from_text
+    from launcher.spec.secretenv import warnings  # spec reading: not for status, backends
+    from launcher.backend.sections import load_spec, spec_from_text  # spec reading: not for status, backends
 
     if isinstance(spec, JobSpec):
         source, path, text, parsed = "<spec>", None, spec_text(spec), spec
@@ -67,15 +71,10 @@ def spec_input(spec: SpecLike, base: Optional[Union[str, Path]] = None) -> SpecI
 def spec_text(spec: "JobSpec") -> str:
     """YAML text that parses back into SPEC: what the state store keeps for a spec built in
     Python (only the fields that were set; durations in seconds, sizes in bytes, with units)."""
-    import yaml
-
     return yaml.safe_dump(_plain(spec), sort_keys=False, allow_unicode=True)
 
 
 def _plain(model) -> dict:
-    from pydantic import BaseModel
-    from pydantic_core import to_jsonable_python
-
 
     units = {spec_module._duration: "s", spec_module._size: "B"}
     out = {}

@@ -180,7 +180,7 @@ def _nodes(job_row, h_extra: dict) -> int:
     if n:
         return int(n)
     try:
-        from launcher.backend.sections import spec_from_text
+        from launcher.backend.sections import spec_from_text  # spec reading: status reads no stored spec
 
         return int(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id).resources.nodes)
     except Exception:  # an unreadable spec: count one node rather than lose the observation

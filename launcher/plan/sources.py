@@ -18,6 +18,7 @@ from launcher.backend.registry import default_registry
 from launcher.core.errors import LauncherError
 from launcher.plan.chase import Observation, apply_observations
 from launcher.plan.context import Gathered, OfferContext
+from launcher.plan.observed import load
 from launcher.plan.prices import PriceBook, load_price_book
 from launcher.plan.ranking import rank
 
@@ -69,8 +70,6 @@ def gather_offers(spec, config, *, targets: Optional[Iterable[str]] = None, cata
         g.offers.extend(cls.offers(spec, shared.for_target(n, raw)))
     observations = list(observations)
     if store is not None:
-        from launcher.plan.observed import load
-
         observations += load(store)
     if observations:
         g.offers = apply_observations(g.offers, observations)

@@ -15,15 +15,15 @@ from typing import Optional
 
 from launcher.backend.config import launcher_home
 from launcher.checkpoint import CheckpointError, open_store, read_attempt, read_generations, scan
+from launcher.checkpoint.contract import parse_step_dir
 from launcher.checkpoint.store import is_s3
 from launcher.core.errors import LauncherError
-from launcher.provenance.record import read_run_json
+from launcher.provenance.record import load_record, read_run_json
+from launcher.state.store import StateStore
 
 
 def split_checkpoint(path: str) -> tuple[str, Optional[str]]:
     """(ROOT, step directory name or None) for a checkpoint directory or a root."""
-    from launcher.checkpoint.contract import parse_step_dir
-
     p = path.rstrip("/")
     if not is_s3(p):
         p = os.path.abspath(os.path.expanduser(p))
@@ -42,10 +42,6 @@ def _state_store_record(run_id: str, home=None) -> tuple[Optional[dict], Optiona
     if not (home / "state.db").exists():
         return None, None
     try:
-        from launcher.state.store import StateStore
-
-        from launcher.provenance.record import load_record
-
         st = StateStore(home)
         try:
             doc = load_record(st, run_id)
@@ -141,8 +137,6 @@ def _run_record(store, run_id: str, home) -> tuple[Optional[dict], Optional[str]
 
 def _ancestry(store, gens, entry, by_name: dict, max_hops: int) -> list[dict]:
     """This checkpoint's generation resumed from X, whose generation resumed from Y ..."""
-    from launcher.checkpoint import parse_step_dir
-
     ancestry = []
     cur = entry
     seen = set()

@@ -25,9 +25,11 @@ import json
 import time
 from typing import Optional
 
+from launcher.backend.protocols import Handle, Scheduler, can
 from launcher.checkpoint import CheckpointError, open_store, read_attempt, read_generations
 from launcher.jobside.heartbeat import heartbeat_key
 from launcher.launching.submission import job_spec
+from launcher.launching.tracking import refresh as do_refresh
 from launcher.report.accounting import ACTIVE, AttemptIn, History, Save
 
 
@@ -83,8 +85,6 @@ def read_generation_records(root: Optional[str], job_id: str, notes: list) -> li
 
 def _run_readers(app, rows) -> list:
     """``run_of`` of the backends (``Scheduler``) of the targets ROWS ran on."""
-    from launcher.backend.protocols import Scheduler, can
-
     readers = []
     for target in dict.fromkeys(a.target for a in rows if a.target):
         try:
@@ -203,8 +203,6 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, hi
 def _refreshed(app, row, notes: list):
     """The job's row after asking its backend for the status (a failure becomes a note)."""
     try:
-        from launcher.launching.tracking import refresh as do_refresh
-
         st = do_refresh(app, [row]).get(row.job_id)
         if isinstance(st, Exception):
             notes.append(f"could not refresh the job's status: {st}")
@@ -229,8 +227,6 @@ def _stored_spec(row, notes: list, specs: dict):
 
 def _run_histories(app, rows, notes: list) -> dict:
     """{native id: the scheduler's runs of it} from backends that keep a run history."""
-    from launcher.backend.protocols import Handle, Scheduler, can
-
     runs: dict = {}
     for nid in dict.fromkeys(a.native_id for a in rows if a.native_id):
         a0 = next(a for a in rows if a.native_id == nid)

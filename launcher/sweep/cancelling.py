@@ -21,7 +21,8 @@ from launcher.backend.protocols import Handle, Scheduler, can
 from launcher.core.errors import LauncherError
 from launcher.launching.submission import find_submission, job_ref
 from launcher.launching.tracking import refresh
-from launcher.recovery.cancel import Closing, next_attempt
+from launcher.recovery.cancel import (CancelReport, Closing, cancel_job, close_cancelled, finished_report,
+                                      mark_cancelled, next_attempt, to_cancel)
 from launcher.state.claims import claim_ttl
 from launcher.state.store import is_open
 from launcher.sweep.elements import element_id, sweep_rows
@@ -33,8 +34,6 @@ CLOSING = Closing()  # by the user
 
 def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
     """Cancel the whole sweep or one ELEMENT: a CancelReport per element."""
-    from launcher.recovery.cancel import cancel_job, finished_report
-
 
     if element is not None:
         job_id = element_id(app, sweep_id, element)
@@ -74,8 +73,6 @@ def _array_of(app, rows):
 def cancel_rows(app, rows, array=None, wait_claim_s: float = 30.0) -> dict:
     """Cancel open elements ROWS, under their claims, in a few scheduler calls; ARRAY (a
     Handle) stands for every task of the sweep's array. {job id: CancelReport}."""
-    from launcher.recovery.cancel import CancelReport, close_cancelled, mark_cancelled, to_cancel
-
     store = app.store
     claims, out = _claim_all(store, rows, wait_claim_s)
     try:
@@ -101,8 +98,6 @@ def cancel_rows(app, rows, array=None, wait_claim_s: float = 30.0) -> dict:
 def _claim_all(store, rows, wait_s: float, poll: float = 0.2) -> tuple[dict, dict]:
     """({job id: claim} of ROWS still open, {job id: CancelReport} of those another launcher
     kept acting on for WAIT_S)."""
-    from launcher.recovery.cancel import CancelReport, finished_report
-
     claims, out, left = {}, {}, [r.job_id for r in rows]
     deadline = time.monotonic() + wait_s
     while left:

@@ -18,12 +18,13 @@ from typing import Optional
 
 from launcher.backend.protocols import Handle, JobRef
 from launcher.backend.support import require_supported
-from launcher.launching.submission import new_job_ref
+from launcher.launching.submission import Launched, facts_for, find_submission, job_spec, new_job_ref
 from launcher.provenance.seed import choose_seed, with_seed
 from launcher.spec.secretenv import for_launch
 from launcher.spec.sweep_elements import sweep_seed_of
 from launcher.state.store import new_job_id
 from launcher.sweep.elements import begin_sweep, element_rows
+from launcher.sweep.queue import element_job, launch_elements, render_element, runs_arrays
 
 
 def element_handle(array: Handle, job_id: str, index: int, backend) -> Handle:
@@ -47,11 +48,8 @@ def submitted_entries(array: Handle, rows: list, backend) -> list[tuple]:
 def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Render the sweep once, record every element, submit the array once. Returns a
     ``launcher.launching.submission.Launched`` whose job id is the sweep id and whose handle is the array's."""
-    from launcher.launching.submission import Launched, facts_for
-
     require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
     backend = app.backend(target_name)
-    from launcher.sweep.queue import launch_elements, runs_arrays
 
     if not runs_arrays(backend):  # each element its own job, max_parallel kept by the launcher
         return launch_elements(app, spec, spec_text, spec_path, target_name, note=note)
@@ -99,9 +97,6 @@ def resubmit_element(app, row, target_name: str, attempt: int):
     """Submit element ROW alone (``--array=<index>`` of the same table, so the same element
     root: it resumes its own latest commit); the other elements are untouched. The element's
     handle, adopted by dedupe token when an earlier try got through."""
-    from launcher.launching.submission import facts_for, find_submission, job_spec
-    from launcher.sweep.queue import element_job, render_element, runs_arrays
-
     backend = app.backend(target_name)
     if not runs_arrays(backend):  # the element is a job of its own: submitted as one
         existing = find_submission(backend, element_job(app, row, attempt))

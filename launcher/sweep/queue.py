@@ -33,7 +33,7 @@ from typing import Iterator, Optional
 from launcher.backend.protocols import JobRef, Scheduler, can
 from launcher.core.errors import LauncherError
 from launcher.core.status import QUEUED
-from launcher.launching.submission import find_submission, new_job_ref
+from launcher.launching.submission import Launched, facts_for, find_submission, job_spec, new_job_ref
 from launcher.provenance.seed import choose_seed
 from launcher.recovery.cancel import CancelReport
 from launcher.recovery.outcome import Outcome
@@ -89,8 +89,6 @@ def element_job(app, row, attempt: int = 1, avoid=()) -> JobRef:
 def render_element(app, row, attempt: int = 1, facts=None, avoid=(), target: Optional[str] = None):
     """The Request of element ROW as a single job (its own env, seed and root) on TARGET
     (default: the row's)."""
-    from launcher.launching.submission import facts_for, job_spec
-
     target = target or row.target
     spec = element_spec_of(job_spec(row), row.meta["sweep"])
     facts = facts if facts is not None else facts_for(app, spec, target)
@@ -99,8 +97,6 @@ def render_element(app, row, attempt: int = 1, facts=None, avoid=(), target: Opt
 
 def element_facts(app, row):
     """The facts rendering element ROW on its target needs (the same for every element)."""
-    from launcher.launching.submission import facts_for, job_spec
-
     return facts_for(app, element_spec_of(job_spec(row), row.meta["sweep"]), row.target)
 
 
@@ -206,8 +202,6 @@ def requeue_lost_start(app, c, now: float) -> Outcome:
 # ---- keeping max_parallel
 def fill(app, sweep_id: str, facts=None) -> list[Outcome]:
     """Start queued elements of SWEEP_ID while fewer than max_parallel hold a slot."""
-    from launcher.launching.submission import job_spec
-
     store = app.store
     if QUEUED not in {state for state, _ in store.sweeps.element_states(sweep_id).values()}:
         return []  # no row read in full: a status call of a sweep without queued elements
@@ -244,8 +238,6 @@ def fill_all(app) -> list[Outcome]:
 def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Record every element, submit element 0 now (its failure records nothing), queue the
     rest and start as many as max_parallel allows. A ``Launched`` named by the sweep id."""
-    from launcher.launching.submission import Launched, facts_for
-
     spec, spec_text = for_launch(spec, spec_text)
     store, backend = app.store, app.backend(target_name)
     sweep_id = new_job_id(spec.name)
