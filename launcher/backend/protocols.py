@@ -3,6 +3,10 @@
 ``render`` is pure: it turns a spec, a target and the target's probed facts into a
 frozen ``Request`` whose ``text`` is exactly what would be submitted. ``submit``
 takes that same Request, so the dry run and the real run cannot drift apart.
+
+Every backend is a ``Backend``; it may also be a ``Scheduler`` (a batch queue), ``Pricing``
+(or ``ChoosesPlacement``, which chooses among the placements it prices), a ``SpecOwner``, a
+``Host`` and ``StartsSubmit`` (docs/extending.md, "What a backend is").
 """
 
 from __future__ import annotations
