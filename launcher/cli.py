@@ -6,11 +6,14 @@ and paramiko load inside the backend that needs them."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from launcher import __version__
+from launcher.commands import register_all
+from launcher.core.errors import EXIT_INTERRUPTED, describe
 
 
 class LauncherGroup(click.Group):
@@ -19,8 +22,6 @@ class LauncherGroup(click.Group):
     --debug (or LAUNCHER_DEBUG=1) asks for it."""
 
     def invoke(self, ctx):
-        from launcher.core.errors import EXIT_INTERRUPTED, describe
-
         try:
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
@@ -34,7 +35,7 @@ class LauncherGroup(click.Group):
         except Exception as e:  # noqa: BLE001 - this is the boundary
             message, code = describe(e)
             if _debug(ctx):
-                import traceback
+                import traceback  # only --debug prints one
 
                 traceback.print_exc()
             click.echo(f"error: {message}", err=True)
@@ -42,15 +43,11 @@ class LauncherGroup(click.Group):
 
 
 def _debug(ctx) -> bool:
-    import os
-
     return bool(ctx.find_root().params.get("debug")) or os.environ.get("LAUNCHER_DEBUG", "") not in ("", "0")
 
 
 def _quiet_stdout():
     """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
-    import os
-
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):
@@ -66,8 +63,6 @@ def main(debug):
 
 
 def _register_feature_commands():
-    from launcher.commands import register_all
-
     register_all(main)
 
 

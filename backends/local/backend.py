@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from launcher.backend.config import Target
 from launcher.backend.protocols import Facts, Handle, JobRef, Request, iter_file
 from launcher.backend.support import Unsupported, secret_values, size_text
-from launcher.core.errors import LauncherError, SubmitError
+from launcher.core.errors import LauncherError, NotSupported, SubmitError
 from launcher.core.status import JobState, Status
 from launcher.spec.model import JobSpec
 from launcher.transport.runner import LocalRunner
@@ -63,7 +63,31 @@ class LocalBackend:
         self.target = target
         self.app = app
 
-    # ---- pricing (PricesOffers): this machine is free; its resources are not checked
+    # ---- what it is not (launcher.backend.protocols: the "no" answers of SpecOwner, Pricing, Host)
+    spec_section: ClassVar[Optional[str]] = None  # no section of the job spec is its own
+    spec_options: ClassVar = None
+    price_section: ClassVar[Optional[str]] = None  # reads no price file: this machine is free
+    price_options: ClassVar = None
+
+    @classmethod
+    def merge_prices(cls, merged, section, source: str):
+        raise NotSupported("the local backend reads no price file section")
+
+    @classmethod
+    def workdir_is_remote(cls, options: dict) -> bool:
+        return False  # the job runs in the spec's workdir on this machine
+
+    def version(self, facts: Facts) -> Optional[str]:
+        return None  # nothing runs the jobs but the launcher's own helper
+
+    @classmethod
+    def available(cls) -> Optional[str]:
+        return None  # nothing to install
+
+    def close(self) -> None:
+        pass  # holds no connection
+
+    # ---- pricing (Pricing): this machine is free; its resources are not checked
     @classmethod
     def offers(cls, spec: JobSpec, context) -> list:
         from launcher.plan.offers import Offer
@@ -81,7 +105,7 @@ class LocalBackend:
 
     @property
     def runner(self) -> LocalRunner:
-        """Jobs start on this host (HasSubmitHost): their paths are this machine's."""
+        """Jobs start on this host (Host): their paths are this machine's."""
         return LocalRunner()
 
     # ---- facts
@@ -189,7 +213,7 @@ class LocalBackend:
                       f"{killed} (or the machine restarted), and the job's processes ended without "
                       "recording an exit status: how the job ended is unknown")
 
-    # ---- cancel (idempotent), of one job or many at once (CancelsMany)
+    # ---- cancel (idempotent), of one job or many at once
     def cancel(self, handle: Handle) -> None:
         err = self.cancel_many([handle]).get(handle.native_id)
         if err:

@@ -117,7 +117,7 @@ class SkyPilotBackend:
             "skypilot": "installed" if self.available() is None else "missing",
         })
 
-    # ---- pricing (PricesOffers): catalogs and price files, never importing sky
+    # ---- pricing (Pricing): catalogs and price files, never importing sky
     @classmethod
     def offers(cls, spec: JobSpec, context) -> list:
         from launcher_backends.skypilot.offers import skypilot_offers
@@ -130,13 +130,20 @@ class SkyPilotBackend:
 
         return offer_key(target, handle_extra, status_extra)
 
-    # ---- price files (OwnsPriceSection): prices.py
+    # ---- price files (Pricing's price section): prices.py
     price_section: ClassVar[str] = prices.PRICE_SECTION
     price_options: ClassVar = prices.PRICE_OPTIONS
 
     @classmethod
     def merge_prices(cls, merged, section, source: str):
         return prices.merge_prices(merged, section, source)
+
+    # ---- where jobs run (Host): SkyPilot's API server starts them; no submit host, no remote workdir
+    runner = None  # jobs go to SkyPilot's API server, not through a host the launcher reaches
+
+    @classmethod
+    def workdir_is_remote(cls, options: dict) -> bool:
+        return False  # SkyPilot syncs the workdir from here
 
     def version(self, facts: Facts) -> Optional[str]:
         """SkyPilot's installed version, from its metadata (``sky`` is not imported)."""
@@ -322,7 +329,7 @@ class SkyPilotBackend:
             raise TransientError(f"could not cancel {handle.native_id} through SkyPilot ({errors[handle.native_id]})")
 
     def cancel_many(self, handles: Sequence[Handle]) -> dict:
-        """Cancel HANDLES in a few API calls (launcher.backend.protocols.CancelsMany): their launch
+        """Cancel HANDLES in a few API calls (``Backend.cancel_many``): their launch
         requests in one, then every teardown (or managed job's cancel) fired before any is
         waited for. {native id: error} of those whose cancel did not go through."""
         from launcher_backends.skypilot.cancelling import cancel_many

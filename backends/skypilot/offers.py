@@ -1,4 +1,4 @@
-"""The SkyPilot backend prices itself (``PricesOffers``): the target's own placement, then
+"""The SkyPilot backend prices itself (``Pricing``): the target's own placement, then
 its ``fallbacks``, each matched against SkyPilot's catalog CSVs (read directly: ``sky`` is
 never imported), neocloud price files and, with ``--live-spot-prices``, AWS's current spot
 prices.

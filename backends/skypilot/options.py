@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Annotated, Optional
+from typing import Annotated, ClassVar, Optional
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
@@ -57,7 +57,8 @@ def join_infra(cloud: str, region: Optional[str], zone: Optional[str]) -> str:
 
 
 class Placement(BaseModel):
-    """One place a task may run: the target's own placement, or one of a planner's ranked offers."""
+    """One place a task may run: a target's own placement (``SkyPilotOptions`` is one), one of
+    its fallbacks, or one of the planner's ranked offers (which carries its price)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     infra: str
@@ -108,15 +109,11 @@ class Placement(BaseModel):
         return join_infra(cloud, self.region or region, self.zone or zone)
 
 
-class SkyPilotOptions(BaseModel):
-    """The keys of a ``backend: skypilot`` target in the user's config."""
+class SkyPilotOptions(Placement):
+    """The keys of a ``backend: skypilot`` target in the user's config: its own placement
+    (``Placement``'s keys, checked as any placement is), then the target's settings."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    infra: str
-    use_spot: bool = False
-    region: Optional[str] = None
-    zone: Optional[str] = None
-    instance_type: Optional[str] = None
+    hourly_usd: ClassVar[None] = None  # the planner's price of a ranked offer: not a key of a target
     # Internal or negotiated price per GPU-hour where no catalog has one (Slurm, a reserved
     # neocloud contract); it also overrides the catalog for the cost record.
     gpu_hour_usd: Optional[float] = Field(None, ge=0)
@@ -138,14 +135,9 @@ class SkyPilotOptions(BaseModel):
             raise ValueError("expected 1-20 characters: a lower-case letter, then letters, digits or '-'")
         return v
 
-    @model_validator(mode="after")
-    def _own_placement(self):
-        self.placement()  # validates infra/region/zone/use_spot together
-        return self
-
     def placement(self) -> Placement:
-        return Placement(infra=self.infra, use_spot=self.use_spot, region=self.region, zone=self.zone,
-                         instance_type=self.instance_type)
+        """The target's own placement, without its settings."""
+        return Placement(**self.model_dump(include=set(Placement.model_fields)))
 
     def placements(self) -> list[Placement]:
         return [self.placement(), *self.fallbacks]

@@ -71,7 +71,7 @@ class SlurmBackend:
         self.app = app
         self._runner = runner
 
-    # ---- pricing (PricesOffers): one offer per partition
+    # ---- pricing (Pricing): one offer per partition
     @classmethod
     def offers(cls, spec: JobSpec, context) -> list:
         from launcher_backends.slurm.offers import slurm_offers
@@ -84,7 +84,7 @@ class SlurmBackend:
 
         return offer_key(target, handle_extra, status_extra)
 
-    # ---- price files (OwnsPriceSection): prices.py
+    # ---- price files (Pricing's price section): prices.py
     price_section: ClassVar[str] = prices.PRICE_SECTION
     price_options: ClassVar = prices.PRICE_OPTIONS
 
@@ -92,25 +92,32 @@ class SlurmBackend:
     def merge_prices(cls, merged, section, source: str):
         return prices.merge_prices(merged, section, source)
 
+    # ---- where jobs are submitted from and run (Host)
     @classmethod
     def workdir_is_remote(cls, options: dict) -> bool:
         """Reached over SSH, the job runs in a workdir on the cluster: nothing is staged from here."""
         return bool(options.get("ssh_host"))
 
     @classmethod
+    def available(cls) -> Optional[str]:
+        """Nothing to install here: Slurm's client commands are on the login node, where
+        probing the target finds them (or says which is missing)."""
+        return None
+
+    @classmethod
     def runs_arrays(cls, options: dict) -> bool:
-        """RunsArrays: a sweep is one ``sbatch --array`` (``array.py``)."""
+        """Scheduler: a sweep is one ``sbatch --array`` (``array.py``)."""
         return True
 
     @classmethod
     def array_of(cls, native_id: str) -> str:
-        """RunsArrays: the array's id from what sbatch printed (``<array>``) or a dedupe lookup
+        """Scheduler: the array's id from what sbatch printed (``<array>``) or a dedupe lookup
         found (``<array>_<task>``, ``<array>_[0-5%2]``)."""
         return native_id.split("_")[0]
 
     @classmethod
     def element_native_id(cls, array_id: str, index) -> str:
-        """RunsArrays: the array task as Slurm names it (squeue -r, sacct, scancel): ``<array id>_<index>``."""
+        """Scheduler: the array task as Slurm names it (squeue -r, sacct, scancel): ``<array id>_<index>``."""
         return f"{array_id}_{index}"
 
     def version(self, facts: Facts) -> Optional[str]:
@@ -199,7 +206,7 @@ class SlurmBackend:
         return self.start_submit(request).wait()
 
     def start_submit(self, request: Request) -> "PendingSubmit":
-        """``submit`` in two halves (launcher.backend.protocols.StartsSubmit): the job is staged and
+        """``submit`` in two halves (``launcher.backend.protocols.StartsSubmit``): the job is staged and
         sbatch started now; ``.wait()`` gives the Handle or raises what ``submit`` would.
         On a login node reached over SSH, sbatch has run (with its retries) when this returns."""
         job_dir = request.meta["job_dir"]
@@ -298,7 +305,7 @@ class SlurmBackend:
 
     @classmethod
     def run_of(cls, scheduler: dict) -> Optional[tuple[str, int]]:
-        """IdentifiesRuns: an attempt record's scheduler variables -> (job id, restart count)."""
+        """Scheduler: an attempt record's scheduler variables -> (job id, restart count)."""
         return run_of(scheduler)
 
     def _requeue_history(self, handle: Handle) -> list[dict]:

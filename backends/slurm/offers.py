@@ -1,4 +1,4 @@
-"""The Slurm backend prices itself (``PricesOffers``): one offer per partition.
+"""The Slurm backend prices itself (``Pricing``): one offer per partition.
 
 Target keys read: ``partition``, ``gpu_hour_usd``. Everything else about a partition
 (GPU type and count, CPUs, memory, its own price, preemption rate, a static queue wait)

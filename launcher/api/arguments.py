@@ -19,6 +19,7 @@ import os
 from typing import Callable
 
 from launcher.core.args import ArgumentError, job_ref, type_name
+from launcher.spec.model import JobSpec
 
 
 def _fail(where: str, name: str, expected: str, value) -> None:
@@ -50,8 +51,6 @@ def _path(optional: bool = False) -> Callable:
 
 
 def _spec(where, name, v):
-    from launcher.spec.model import JobSpec
-
     if isinstance(v, JobSpec):
         return
     if isinstance(v, os.PathLike):

@@ -34,7 +34,7 @@ class App:
 
     @cached_property
     def store(self):
-        from launcher.state.store import StateStore
+        from launcher.state.store import StateStore  # sqlite: validate and `launcher backends` open no store
 
         return StateStore(self.home)
 
@@ -42,7 +42,7 @@ class App:
     def watch_hooks(self):
         """What sweeps add to every watch pass (``launcher.recovery.outcome.WatchHooks``).
         Imported on first use: a command that never watches loads no sweep module."""
-        from launcher.sweep.watching import watch_hooks
+        from launcher.sweep.watching import watch_hooks  # the sweep layer: loaded by a watch pass only
 
         return watch_hooks()
 
@@ -75,16 +75,13 @@ class App:
         protocol (``launcher.launching.submit.fenced_submit``). The sweep layer's (``launcher.sweep.launching.resubmit_element``),
         wired here, the composition root, for ``launcher.launching.launch.resubmit``: launching
         never imports launcher.sweep."""
-        from launcher.sweep.launching import resubmit_element
+        from launcher.sweep.launching import resubmit_element  # the sweep layer: loaded when an element is resubmitted
 
         return resubmit_element(self, row, target_name, attempt)
 
     def close(self):
-        from launcher.backend.protocols import Closes, can
-
         for b in self._backends.values():
-            if can(b, Closes):
-                b.close()
+            b.close()
 
     def close_store(self) -> None:
         """Close the state store if it was opened (a later use opens it again)."""

@@ -30,8 +30,8 @@ class WrongKind(LauncherError):
 
 
 def __getattr__(name: str):
-    # CancelFailed on first use: its module (the state store's) stays unimported at the CLI's start
     if name == "CancelFailed":
+        # on first use: its module (the state store's) stays unimported at the CLI's start
         from launcher.recovery.cancel import CancelFailed
 
         return CancelFailed

@@ -15,6 +15,10 @@ to the constructor) as they happen, and into the result's ``notes``.
 A job or a sweep: ``launch``, ``render``, ``status``, ``cancel`` and ``report`` decide here, and
 only here, whether a spec or an id is a sweep (``launcher.sweep``) or one job
 (``launcher.launching``); the layers below never ask.
+
+Each method imports the modules only its verb needs (launching, recovery, sweeps, reports)
+when it runs, so that ``launcher --help``, ``validate`` and ``status`` load only their own
+(``tests/unit/test_import_hygiene.py``); what every verb shares is imported above.
 """
 
 from __future__ import annotations
@@ -24,9 +28,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from launcher.api.arguments import checked_arguments
+from launcher.api.context import App
+from launcher.api.errors import WrongKind
 from launcher.api.results import (BackendInfo, CheckpointListing, ConfigInfo, GcResult, Lineage, LogStream, Rendered,
                                   RunDiff, Submitted, SweepCancelled, SweepReport, SweepStatus, TargetInfo, Validated)
-from launcher.launching.specinput import SpecInput, SpecLike
+from launcher.backend.protocols import JobRef
+from launcher.backend.support import spec_target_problems
+from launcher.core.errors import ConfigError, LauncherError, SpecError, describe
+from launcher.launching.specinput import SpecInput, SpecLike, require_local_workdir, spec_input, unknown_targets
+from launcher.spec.units import parse_duration
 
 if TYPE_CHECKING:
     from launcher.recovery.cancel import CancelReport
@@ -49,8 +59,6 @@ class Launcher:
 
     def __init__(self, config: Optional[Union[str, Path]] = None, home: Optional[Union[str, Path]] = None,
                  note: Optional[Note] = None, registry=None):
-        from launcher.api.context import App
-
         self.app = App(Path(config) if config else None, Path(home) if home else None, registry)
         self._note = note
 
@@ -75,12 +83,8 @@ class Launcher:
 
     def _load(self, spec: SpecLike, say: Note, single: bool = False) -> SpecInput:
         """SPEC read, its warnings said; SINGLE: a sweep is refused (WrongKind) before anything is said."""
-        from launcher.launching.specinput import spec_input
-
         si = spec_input(spec)
         if single and si.spec.sweep is not None:
-            from launcher.api.errors import WrongKind
-
             named = isinstance(spec, (str, Path)) and "\n" not in str(spec)  # a path, else text or a JobSpec
             raise WrongKind(str(spec) if named else si.spec.name, "follow", True, si.spec.sweep.size)
         for w in si.warnings:
@@ -95,10 +99,6 @@ class Launcher:
 
     def validate(self, spec: SpecLike) -> Validated:
         """Check a spec and its target names against the config; SpecError lists every problem."""
-        from launcher.core.errors import SpecError
-        from launcher.launching.specinput import require_local_workdir, unknown_targets
-        from launcher.backend.support import spec_target_problems
-
         notes: list = []
         si = self._load(spec, self._sayer(notes))
         config = self.app.config
@@ -114,18 +114,16 @@ class Launcher:
         """Exactly what a launch now would submit, with what it would resume (in notes).
         FACTS_FILE (`launcher targets --json` output or a captured probe) stands in for
         probing TARGET: render for a cluster this machine cannot reach."""
-        from launcher.backend.protocols import JobRef
-        from launcher.launching.identity import plan_identity
-        from launcher.launching.launch import pick_target, render_for
-        from launcher.provenance.seed import with_run_env
-        from launcher.launching.specinput import require_local_workdir
+        from launcher.launching.identity import plan_identity  # this verb's own modules (see the module doc)
+        from launcher.launching.launch import pick_target, render_for  # this verb's own modules (see the module doc)
+        from launcher.provenance.seed import with_run_env  # this verb's own modules (see the module doc)
 
         notes: list = []
         say = self._sayer(notes)
         si = self._load(spec, say)
         app = self.app
         if facts_file:
-            from launcher.backend.factsfile import use_facts_file
+            from launcher.backend.factsfile import use_facts_file  # only with --facts
 
             use_facts_file(app, target, facts_file)
         name = pick_target(app, si.spec, target)
@@ -135,7 +133,7 @@ class Launcher:
         job = JobRef(job_id="JOB_ID", attempt=1, job_dir=str(app.home / "jobs" / "JOB_ID"), seed=seed)
         shape = None
         if si.spec.sweep is not None:  # a sweep: the array, or element 0 where the backend runs no arrays
-            from launcher.sweep.queue import spec_to_render
+            from launcher.sweep.queue import spec_to_render  # the sweep layer: only for a sweep
 
             def shape(s):
                 return spec_to_render(app.backend(name), s, job)
@@ -153,8 +151,7 @@ class Launcher:
         A sweep spec is launched as a sweep (``launcher.sweep.launching``: its id is the job id),
         any other as one job (``launcher.launching.launch``); SINGLE refuses a sweep (WrongKind,
         before anything is submitted or said): for a caller that follows one job's log."""
-        from launcher.launching.launch import launch, pick_target
-        from launcher.launching.specinput import require_local_workdir
+        from launcher.launching.launch import launch, pick_target  # this verb's own modules (see the module doc)
 
         notes: list = []
         say = self._sayer(notes)
@@ -163,7 +160,7 @@ class Launcher:
         name = pick_target(app, si.spec, target, note=say)
         require_local_workdir(si.spec, si.source, app.config, [name], si.base)
         if si.spec.sweep is not None:  # one job array (or one job per element), one job row per element
-            from launcher.sweep.launching import launch_sweep
+            from launcher.sweep.launching import launch_sweep  # the sweep layer: only for a sweep
 
             done = launch_sweep(app, si.spec, si.text, si.path, name, note=say)
         else:
@@ -175,9 +172,8 @@ class Launcher:
              queue: bool = True) -> "PlanResult":
         """The places the job could run, ranked by expected total cost. ``work`` and
         ``checkpoint_cost`` are hours or durations ("36h", "5m")."""
-        from launcher.launching.launch import plan_spec
-        from launcher.plan import params_for
-        from launcher.launching.specinput import spec_input
+        from launcher.launching.launch import plan_spec  # this verb's own modules (see the module doc)
+        from launcher.plan import params_for  # this verb's own modules (see the module doc)
 
         s = spec_input(spec).spec
         params = params_for(s, work_hours=_hours(work, "work"), checkpoint_cost_hours=_hours(checkpoint_cost,
@@ -189,7 +185,7 @@ class Launcher:
     def status(self, job: str) -> Union["JobDetail", SweepStatus]:
         """One job brought up to date: every attempt, its reason, resumed and committed steps, events.
         A sweep id: the sweep's SweepStatus (see ``sweep``)."""
-        from launcher.api.status_view import gather_job
+        from launcher.api.status_view import gather_job  # this verb's own modules (see the module doc)
 
         sweep = self.sweep(job)
         if sweep is not None:
@@ -198,7 +194,7 @@ class Launcher:
 
     def sweep(self, sweep_id: str) -> Optional[SweepStatus]:
         """A sweep's counts by state and element table (``launcher.sweep.summary``); None: no such sweep."""
-        from launcher.sweep.control import sweep_status
+        from launcher.sweep.control import sweep_status  # the sweep layer: only for a sweep
 
         if not self.is_sweep(sweep_id):
             return None
@@ -206,14 +202,13 @@ class Launcher:
 
     def jobs(self, all: bool = False) -> list["JobRow"]:  # noqa: A002 - mirrors `launcher status --all`
         """The 50 most recent jobs (1000 with all=True), open ones brought up to date."""
-        from launcher.api.status_view import gather_jobs
+        from launcher.api.status_view import gather_jobs  # this verb's own modules (see the module doc)
 
         return gather_jobs(self.app, show_all=all, note=self._note)
 
     def logs(self, job: str, follow: bool = False, element: Optional[int] = None) -> LogStream:
         """A job's output (with ELEMENT: that element's of sweep JOB); with follow, until it ends."""
-        from launcher.core.errors import LauncherError
-        from launcher.sweep.elements import element_id
+        from launcher.sweep.elements import element_id  # the sweep layer: only for a sweep
 
         job = element_id(self.app, job, element) if element is not None else job
 
@@ -224,7 +219,7 @@ class Launcher:
 
     def wait(self, job: str, poll: float = 1.0, timeout: Optional[float] = None) -> "Status":
         """Block until the job's current attempt ends; its final status (LauncherError on timeout)."""
-        from launcher.launching.tracking import wait_for
+        from launcher.launching.tracking import wait_for  # this verb's own modules (see the module doc)
 
         return wait_for(self.app, self.app.store.get_job(job).job_id, poll=poll, timeout=timeout)
 
@@ -233,7 +228,7 @@ class Launcher:
         cancel did not go through and the job stays open. A sweep id (or an ELEMENT given): the
         sweep, or that element of it, as ``cancel_sweep`` does (a SweepCancelled; nothing raised
         when a cancel failed: see its ``ok``)."""
-        from launcher.recovery.cancel import CancelFailed, cancel_job
+        from launcher.recovery.cancel import CancelFailed, cancel_job  # this verb's own modules (see the module doc)
 
         if element is not None or self.is_sweep(job):
             return SweepCancelled(job, element, self.cancel_sweep(job, element))
@@ -243,19 +238,19 @@ class Launcher:
         return report
 
     def is_sweep(self, name: str) -> bool:
-        from launcher.sweep.control import is_sweep
+        from launcher.sweep.control import is_sweep  # the sweep layer: only to tell a sweep
 
         return is_sweep(self.app, name)
 
     def cancel_sweep(self, sweep: str, element: Optional[int] = None) -> list["CancelReport"]:
         """Cancel a whole sweep (one cancel of its array) or one ELEMENT: a report per element."""
-        from launcher.sweep.control import cancel_sweep
+        from launcher.sweep.control import cancel_sweep  # the sweep layer: only for a sweep
 
         return cancel_sweep(self.app, sweep, element)
 
     def watch(self) -> list["Outcome"]:
         """One recovery cycle over every open job (what `launcher watch --once` does)."""
-        from launcher.recovery.watch import cycle
+        from launcher.recovery.watch import cycle  # this verb's own modules (see the module doc)
 
         return cycle(self.app)
 
@@ -263,7 +258,7 @@ class Launcher:
         """``launcher watch``: recovery cycles every INTERVAL seconds until no job is open (ONCE:
         one cycle), each outcome worth reading said to ECHO as it happens; Ctrl-C stops it
         (KeyboardInterrupt), safe at any point."""
-        from launcher.recovery.watch import run
+        from launcher.recovery.watch import run  # this verb's own modules (see the module doc)
 
         run(self.app, interval=interval, once=once, echo=echo)
 
@@ -272,21 +267,17 @@ class Launcher:
         """Where the job's wall time went; with plot, the timeline is drawn into that PNG. A sweep
         id: the sweep's report (see ``report_sweep``; METRIC, MODE and SCOPE rank its elements).
         WrongKind: a plot of a sweep, or a metric or mode for a job."""
-        from launcher.report import gather
+        from launcher.report import gather  # this verb's own modules (see the module doc)
 
         if self.is_sweep(job):
             if plot:
-                from launcher.api.errors import WrongKind
-
                 raise WrongKind(job, "plot", True)
             return self.report_sweep(job, metric=metric, mode=mode, scope=scope, refresh=refresh)
         if metric or mode:
-            from launcher.api.errors import WrongKind
-
             raise WrongKind(job, "metric" if metric else "mode", False)
         rep = gather(self.app, job, refresh=refresh)
         if plot:
-            from launcher.report.plot import plot as draw
+            from launcher.report.plot import plot as draw  # matplotlib: only with --plot
 
             draw(rep.to_dict(), plot)
             rep = replace(rep, plot=plot)
@@ -298,28 +289,29 @@ class Launcher:
         per element and the best element by METRIC and MODE ("min"/"max"; default: the sweep's
         early_stop), SCOPE "last" (each element's latest report) or "best" (its best report).
         The JSON shape is ``launcher.report.sweep``'s."""
-        from launcher.report.sweep_collect import gather_sweep
+        from launcher.report.sweep_collect import gather_sweep  # this verb's own modules (see the module doc)
 
         return SweepReport.from_json(gather_sweep(self.app, sweep, metric=metric, mode=mode, scope=scope,
                                                   refresh=refresh))
 
     def lineage(self, checkpoint: str) -> Lineage:
         """Which run, commit, spec and environment produced a checkpoint (a ROOT means its latest)."""
-        from launcher.provenance.lineage import lineage
+        from launcher.provenance.lineage import lineage  # this verb's own modules (see the module doc)
 
         return Lineage.from_json(lineage(checkpoint, home=self.app.home))
 
     def diff(self, run_a: str, run_b: str) -> RunDiff:
         """What differs between two runs' provenance. A run is a job id (or unique prefix), a
         RUN.json file or a checkpoint (the run that wrote it)."""
-        from launcher.provenance.diff import diff_runs
-        from launcher.provenance.runs import load_run
+        from launcher.provenance.diff import diff_runs  # this verb's own modules (see the module doc)
+        from launcher.provenance.runs import load_run  # this verb's own modules (see the module doc)
 
         return RunDiff.from_json(diff_runs(load_run(self.app, run_a), load_run(self.app, run_b)))
 
     # ------------------------------------------------------------ checkpoints, targets, backends
     def checkpoints(self, root: str, verify: bool = False) -> CheckpointListing:
         """Every checkpoint under ROOT, newest first: committed / torn / stale and why."""
+        # this verb's own modules (see the module doc)
         from launcher.checkpoint import open_store, read_generations, scan
 
         with _checkpoint_errors(root):
@@ -330,7 +322,7 @@ class Launcher:
 
     def gc(self, root: str, keep: int = 3, dry_run: bool = False, verify: bool = False) -> GcResult:
         """Garbage-collect ROOT (see `launcher checkpoints --help`); what was (or would be) done."""
-        from launcher.checkpoint import gc, open_store
+        from launcher.checkpoint import gc, open_store  # this verb's own modules (see the module doc)
 
         with _checkpoint_errors(root):
             store = open_store(root)
@@ -344,8 +336,6 @@ class Launcher:
 
     def targets(self, probe: bool = True) -> list[TargetInfo]:
         """The configured targets; with probe, each one's probed facts (or why not)."""
-        from launcher.core.errors import LauncherError, describe
-
         out = []
         for name in self.app.config.target_names:
             backend = facts = None
@@ -368,8 +358,7 @@ class Launcher:
         unknown host key CONFIRM accepts (jump hosts first); one HostKeyInfo per hop, status
         "known" or "recorded". ConfigError: TARGET runs its commands on this machine (no ssh_host);
         a changed key raises and is never replaced."""
-        from launcher.core.errors import ConfigError
-        from launcher.transport import trust_host_keys
+        from launcher.transport import trust_host_keys  # paramiko's side of the transport: only for this verb
 
         raw = self.app.config.raw_target(target)
         if not raw.get("ssh_host"):
@@ -379,9 +368,6 @@ class Launcher:
 
 
 def _hours(value: Union[float, str, None], name: str) -> Optional[float]:
-    from launcher.core.errors import SpecError
-    from launcher.spec.units import parse_duration
-
     if value is None or isinstance(value, (int, float)):
         return value
     try:
@@ -401,8 +387,7 @@ class _checkpoint_errors:
         return self
 
     def __exit__(self, kind, e, tb):
-        from launcher.checkpoint import CheckpointError
-        from launcher.core.errors import LauncherError
+        from launcher.checkpoint import CheckpointError  # the checkpoint package: only the checkpoint verbs raise it
 
         if isinstance(e, CheckpointError):
             raise LauncherError(str(e))

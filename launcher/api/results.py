@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Optional
 
+from launcher.backend.protocols import Handle
+
 if TYPE_CHECKING:
     from launcher.api.context import App
     from launcher.backend.protocols import Request
@@ -115,7 +117,7 @@ class SweepCancelled:
 
     def summary_line(self) -> str:
         """The line ``launcher cancel SWEEP`` ends with: how many were cancelled now, already, or not."""
-        from launcher.sweep.cancelling import summary_line
+        from launcher.sweep.cancelling import summary_line  # the sweep layer: only a sweep's cancel
 
         return summary_line(self.sweep_id, self.reports)
 
@@ -247,7 +249,7 @@ class LogStream:
         self.status: Optional["Status"] = None
 
     def _done(self) -> bool:
-        from launcher.launching.tracking import refresh
+        from launcher.launching.tracking import refresh  # launching's tracking: only a followed log polls
 
         st = refresh(self._app, [self._app.store.get_job(self.job_id)]).get(self.job_id)
         if st is not None and not isinstance(st, Exception):
@@ -256,7 +258,5 @@ class LogStream:
         return False
 
     def __iter__(self) -> Iterator[str]:
-        from launcher.backend.protocols import Handle
-
         backend = self._app.backend(self._target)
         return iter(backend.logs(Handle.from_json(self._handle), follow=self._follow, done=self._done))

@@ -12,6 +12,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from launcher.launching.tracking import refresh
+from launcher.recovery.progress import read_progress
+from launcher.recovery.watch import reconcile, record_progress
 from launcher.state.store import AttemptRow, JobRow, is_open
 
 Note = Callable[[str], None]
@@ -63,9 +66,6 @@ def summary_dict(r: JobRow) -> dict:
 def gather_job(app, job: str, note: Optional[Note] = None) -> JobDetail:
     """Bring one job up to date (reconcile a SUBMITTING row, refresh its status, record
     its checkpoint progress) and read it back."""
-    from launcher.launching.tracking import refresh
-    from launcher.recovery.watch import reconcile
-
     notes: list[str] = []
     say = _collector(notes, note)
     store = app.store
@@ -79,9 +79,6 @@ def gather_job(app, job: str, note: Optional[Note] = None) -> JobDetail:
         if isinstance(st, Exception):
             say(f"warning: could not refresh status: {st}")
     if row.ckpt_root:
-        from launcher.recovery.progress import read_progress
-        from launcher.recovery.watch import record_progress
-
         prog = read_progress(row.ckpt_root)
         if prog.error:
             say(f"warning: cannot read checkpoints under {row.ckpt_root}: {prog.error}")
@@ -93,9 +90,6 @@ def gather_job(app, job: str, note: Optional[Note] = None) -> JobDetail:
 
 def gather_jobs(app, show_all: bool = False, note: Optional[Note] = None) -> list[JobRow]:
     """The most recent jobs (50, or 1000 with ``show_all``), open ones brought up to date."""
-    from launcher.launching.tracking import refresh
-    from launcher.recovery.watch import reconcile
-
     say = _collector([], note)
     store = app.store
     limit = 1000 if show_all else 50

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Optional
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from launcher.core.errors import ConfigError, SpecError
+from launcher.spec.model import TARGET_NAME_HINT, TARGET_NAME_RE
 from launcher.spec.validation import validate_model
 from launcher.spec.yamlio import load_yaml, read_text
 
@@ -52,8 +53,6 @@ class PreemptionDefaults(BaseModel):
 
 
 def _target_name(v: str) -> str:
-    from launcher.spec.model import TARGET_NAME_HINT, TARGET_NAME_RE
-
     if not TARGET_NAME_RE.match(v):
         # names reach file names (the facts cache), script comments and logs
         raise ValueError(f"expected {TARGET_NAME_HINT}, got {v!r}")
@@ -132,8 +131,6 @@ class Config:
 
 
 def _plain_target_name(name: str) -> bool:
-    from launcher.spec.model import TARGET_NAME_RE
-
     return bool(TARGET_NAME_RE.match(name))
 
 

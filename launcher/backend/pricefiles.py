@@ -1,4 +1,4 @@
-"""What a backend's section of the price files is built from (``OwnsPriceSection``; the
+"""What a backend's section of the price files is built from (``Pricing``'s price section; the
 files are read by ``launcher.plan.prices``). Light on purpose: a backend imports it when it
 is imported, and that must not bring in the planner."""
 

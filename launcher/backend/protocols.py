@@ -3,6 +3,10 @@
 ``render`` is pure: it turns a spec, a target and the target's probed facts into a
 frozen ``Request`` whose ``text`` is exactly what would be submitted. ``submit``
 takes that same Request, so the dry run and the real run cannot drift apart.
+
+Every backend is a ``Backend``; it may also be a ``Scheduler`` (a batch queue), ``Pricing``
+(or ``ChoosesPlacement``, which chooses among the placements it prices), a ``SpecOwner``, a
+``Host`` and ``StartsSubmit`` (docs/extending.md, "What a backend is").
 """
 
 from __future__ import annotations
@@ -11,11 +15,14 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator, Optional, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Optional, Protocol, Sequence, runtime_checkable
 
 from launcher.backend.config import Target
 from launcher.core.status import Status
 from launcher.spec.model import JobSpec
+
+if TYPE_CHECKING:  # for the annotation only
+    from launcher.transport.runner import Runner
 
 
 @dataclass(frozen=True)
@@ -92,19 +99,32 @@ class Facts:
         return self.data.get(key, default)
 
 
+# ---- what a backend is, and what more it may be ------------------------------------------
+# ``Backend`` is what every backend implements. The other protocols below are optional; the
+# core asks whether a backend has one (``can(backend, Pricing)``, never its name), and a
+# backend declares one by implementing all of its members. Within a protocol, a member a
+# backend cannot honour gives the documented "no" answer its docstring names (None, [],
+# False), which the callers already handle; only a member no caller can reach on that backend
+# raises ``NotSupported``.
+
+
+@runtime_checkable
 class Backend(Protocol):
-    """One instance per target. Heavy SDKs are imported inside methods, never at module top."""
+    """One instance per target (``registry.load`` returns its class). Heavy SDKs are imported
+    inside methods, never at module top.
+
+    ``find``: the scheduler's job carrying ``job.dedupe_token`` (a launch or a resubmission
+    that a crash interrupted is adopted, never submitted twice); None when there is none, or
+    when the backend cannot look it up (then it cannot dedupe). ``cancel_many``: ``cancel``
+    of many handles in as few calls as the backend can (a backend with no batched call
+    cancels each): {native id: error text} for those whose cancel did not go through.
+    ``close``: ends the connections the backend holds (an SSH session); nothing to do for
+    one that holds none."""
 
     name: ClassVar[str]
     target_options: ClassVar[Any]  # a pydantic model validating the target's config keys
     install_hint: ClassVar[str]
-    # Optional declarations about the job spec (read from the class, see launcher.spec.model and
-    # launcher.backend.support):
-    #   spec_section: ClassVar[str]       the top-level key this backend owns ("slurm")
-    #   spec_options: ClassVar[type]      the pydantic model validating that section
-    #   spec_fields: ClassVar[frozenset]  the portable requests it honours (support.REQUESTS);
-    #                                     any other one set in a spec is an error on its targets
-    #   spec_scope, spec_instead          wording for those errors (what it is; {field: do this})
+    target: Target
 
     def __init__(self, target: Target, app: Any) -> None:
         """One instance per target; APP (launcher.api.context.App) gives the home, config and store."""
@@ -124,14 +144,17 @@ class Backend(Protocol):
     def cancel(self, handle: Handle) -> None:
         """Idempotent: cancelling a finished or unknown job is not an error."""
 
+    def cancel_many(self, handles: Sequence[Handle]) -> dict[str, str]:
+        """``cancel`` of every handle, idempotently: {native id: error} of those that failed."""
+
     def logs(self, handle: Handle, follow: bool = False, done=None) -> Iterator[str]:
         """Yield chunks of the job's output; with follow, until ``done()`` is true."""
 
+    def find(self, job: JobRef) -> Optional[Handle]:
+        """The job carrying ``job.dedupe_token``, or None (none, or the backend cannot tell)."""
 
-
-# ---- optional capabilities -------------------------------------------------------------
-# The core asks what a backend CAN do (``isinstance(backend, Capability)``, see ``can``),
-# never what it is called. A backend declares a capability by implementing its methods.
+    def close(self) -> None:
+        """End the connections this backend holds (nothing to do when it holds none)."""
 
 
 @dataclass(frozen=True)
@@ -144,181 +167,43 @@ class QueueEstimate:
 
 
 @runtime_checkable
-class FindsSubmissions(Protocol):
-    """Dedupe lookup: the scheduler's job carrying ``job.dedupe_token``, or None."""
+class Scheduler(Protocol):
+    """The backend submits to a batch scheduler (Slurm): jobs wait in its queue, a job may be
+    restarted in place under one native id, a sweep may run as one array job. A machine or a
+    cloud that starts jobs at once is no Scheduler. Burst (waiting too long here: go
+    elsewhere) and the planner's measured queue waits apply only to Schedulers.
 
-    def find(self, job: JobRef) -> Optional[Handle]: ...
-
-
-@runtime_checkable
-class FindsManySubmissions(Protocol):
-    """Dedupe lookup of many jobs in a few scheduler calls (whatever their number):
-    {``job.dedupe_token``: the scheduler's job} for those of JOBS the scheduler has."""
-
-    def find_many(self, jobs: Sequence[JobRef]) -> dict: ...
-
-
-@runtime_checkable
-class CancelsMany(Protocol):
-    """Cancel many jobs in a few scheduler calls (whatever their number), idempotently like
-    ``cancel``: {native id: error text} for those whose cancel did not go through."""
-
-    def cancel_many(self, handles: Sequence[Handle]) -> dict: ...
-
-
-@runtime_checkable
-class MeasuresQueueWait(Protocol):
-    """The backend has a queue; it can tell how long a job of this shape would wait in it.
-    Burst (waiting too long here: go elsewhere) applies only to such backends."""
+    - ``queue_wait(spec, exclude_job)``: how long a job of this shape would wait (a
+      ``QueueEstimate``, whose ``queue`` names the queue), leaving our own queued job
+      EXCLUDE_JOB out of the work ahead of itself; None when the scheduler says nothing.
+    - ``find_many(jobs)``: ``Backend.find`` of many jobs in a few scheduler calls (one listing
+      of the queue): {``job.dedupe_token``: its Handle} for those the scheduler has.
+    - ``run_history(handle)``: each run of a job restarted in place (Slurm requeue), oldest
+      first, one dict each ({"state", "nodes", ...}; where known, "start" and "end" as seconds
+      since the epoch, parsed by the backend); [] when it keeps none.
+    - ``run_of(scheduler)``, a classmethod (no backend is built): the job side records its
+      scheduler's variables at every start (``scheduler`` in
+      ``ROOT/.launcher/attempts/g<G>.json``: those the job script names in
+      ``LAUNCHER_SCHEDULER_VARS``); from them, (the native id of the job that ran, which run
+      of it: 0 for the first, +1 per restart in place), or None when the record does not say.
+    - ``runs_arrays(options)``, a classmethod asked with the target's raw options: whether a
+      sweep on that target is ONE array job (rendering a spec with ``sweep:`` gives the array;
+      ``JobRef.elements``: only those of its elements; the scheduler keeps ``max_parallel``).
+      False: each element is its own job and the launcher keeps ``max_parallel``
+      (``launcher.sweep.queue``). Where it is True, the classmethods ``array_of(native_id)``
+      (the array's own id, from what ``submit`` returned or a dedupe lookup found for it) and
+      ``element_native_id(array_id, index)`` (one element's native id as the scheduler names
+      it: status, logs and cancel of one element go by it) name them; a scheduler whose
+      ``runs_arrays`` is always False raises ``NotSupported`` from both."""
 
     def queue_wait(self, spec: JobSpec, exclude_job: Optional[str] = None) -> Optional[QueueEstimate]: ...
 
-
-@runtime_checkable
-class KeepsRunHistory(Protocol):
-    """A scheduler that restarts a job in place under one native id (Slurm requeue) and keeps
-    each run's own end state: one dict per run, oldest first ({"state", "nodes", ...}; where
-    known, "start" and "end" as seconds since the epoch, parsed by the backend)."""
+    def find_many(self, jobs: Sequence[JobRef]) -> dict[str, Handle]: ...
 
     def run_history(self, handle: Handle) -> list[dict]: ...
 
-
-@runtime_checkable
-class IdentifiesRuns(Protocol):
-    """The job side records its scheduler's variables at every start (``scheduler`` in
-    ``ROOT/.launcher/attempts/g<G>.json``: the variables the backend's job script names in
-    ``LAUNCHER_SCHEDULER_VARS``); the backend reads them back. ``run_of(scheduler)``: (the
-    native id of the job that ran, which run of it: 0 for the first, +1 per restart in
-    place), or None when the record does not say. A classmethod: no backend is built."""
-
     @classmethod
     def run_of(cls, scheduler: dict) -> Optional[tuple[str, int]]: ...
-
-
-@runtime_checkable
-class PricesOffers(Protocol):
-    """The backend prices itself: the places this target could run SPEC, as planner offers
-    (``launcher.plan.offers.Offer``), with hourly prices, spot or not, queue waits, the kind
-    of capacity and the restart overhead. CONTEXT is a ``launcher.plan.context.OfferContext``
-    (the target's name and config keys, price book (its own section: ``OwnsPriceSection``),
-    rates, measured queue waits; notes go to ``context.note``). ``offer_key``: the ``Offer.key`` an ended attempt ran on, from its
-    handle's and status's ``extra``, so the planner learns from it (None: not learned).
-    Both are classmethods in the built-in backends: pricing builds no backend."""
-
-    def offers(self, spec: JobSpec, context: Any) -> list: ...
-
-    def offer_key(self, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]: ...
-
-
-@runtime_checkable
-class OwnsPriceSection(Protocol):
-    """The backend reads a section of the config's price files (``launcher.plan.prices``):
-    its top-level key and the type validating it (a pydantic model, ``dict[str, Model]``,
-    ``list[Model]`` ...), as class attributes, and ``merge_prices(merged, section, source)``,
-    a classmethod folding one file's validated SECTION into what the files before it gave
-    (None for the first; SOURCE names the file). Its offers find the result in
-    ``context.price_book.section(price_section)``."""
-
-    price_section: ClassVar[str]
-    price_options: ClassVar[Any]
-
-    @classmethod
-    def merge_prices(cls, merged: Any, section: Any, source: str) -> Any: ...
-
-
-@runtime_checkable
-class ChoosesPlacement(Protocol):
-    """The backend chooses among several placements (clouds, regions, spot or not) itself:
-    it is handed the planner's ranked candidates and fails over among them."""
-
-    def with_candidates(self, facts: Facts, candidates: list[dict]) -> Facts: ...
-
-
-@runtime_checkable
-class HasSubmitHost(Protocol):
-    """Jobs are submitted from a host this backend reaches with a runner (a login node, over
-    SSH or local): ``runner.where`` is "localhost" or the host; ``runner.put_file`` writes there."""
-
-    @property
-    def runner(self) -> Any: ...
-
-
-@runtime_checkable
-class ReportsVersion(Protocol):
-    """The version of what runs the jobs (Slurm's, SkyPilot's), recorded in each run's
-    provenance; FACTS are the target's probed facts. Without it, ``facts["version"]``."""
-
-    def version(self, facts: Facts) -> Optional[str]: ...
-
-
-@runtime_checkable
-class RemoteWorkdir(Protocol):
-    """For some target options the job runs in a workdir on the target's own machines (a
-    cluster reached over SSH), not staged from this one: the spec's workdir then need not
-    exist here. A classmethod: it is asked before any backend is built, with the target's
-    raw options (its config keys). Without it, the workdir is staged from here."""
-
-    @classmethod
-    def workdir_is_remote(cls, options: dict) -> bool: ...
-
-
-@runtime_checkable
-class ChecksInstall(Protocol):
-    """What the backend needs to run jobs (an SDK) may be missing: None when it is there,
-    else why not, with the install hint. A classmethod that never imports the SDK: the
-    registry asks it before any backend is built (`launcher backends` shows the answer)."""
-
-    @classmethod
-    def available(cls) -> Optional[str]: ...
-
-
-@runtime_checkable
-class Closes(Protocol):
-    """The backend holds connections (an SSH session to a login node): ``close`` ends them
-    when the launcher is done with it."""
-
-    def close(self) -> None: ...
-
-
-@runtime_checkable
-class OwnsSpecSection(Protocol):
-    """The backend owns a section of the job spec (``slurm:``): its key and the pydantic model
-    that validates it, as class attributes (read from the class, before any instance)."""
-
-    spec_section: ClassVar[str]
-    spec_options: ClassVar[Any]
-
-
-@runtime_checkable
-class DeclaresSpecFields(Protocol):
-    """The portable requests (``launcher.backend.support.REQUESTS`` paths) this backend honours; any
-    other one a spec sets is an error on its targets. Optional wording, also class
-    attributes: ``spec_scope`` (what the backend is, in words) and ``spec_instead``
-    ({path: what would work instead}). A backend without it is taken to honour everything."""
-
-    spec_fields: ClassVar[frozenset]
-
-
-@runtime_checkable
-class LimitsSpec(Protocol):
-    """Value-dependent limits beyond ``spec_fields`` (a classmethod: no instance, no probe):
-    what SPEC asks that this backend cannot do, as ``launcher.backend.support.Unsupported`` items."""
-
-    def unsupported(self, spec: JobSpec) -> list: ...
-
-
-@runtime_checkable
-class RunsArrays(Protocol):
-    """The backend runs a whole sweep as ONE array job: rendering a spec with ``sweep:`` gives
-    the array (``JobRef.elements``: only those of its elements), its scheduler keeps
-    ``max_parallel``. A classmethod, asked with the target's raw options (a target may say no).
-    Without it, each element is its own job and the launcher keeps ``max_parallel``
-    (``launcher.sweep.queue``).
-
-    ``array_of(native_id)``: the array's own id, from what ``submit`` returned or a dedupe
-    lookup found for it. ``element_native_id(array_id, index)``: one element's native id as
-    the scheduler names it (status, logs and cancel of one element go by it). Both are
-    classmethods too."""
 
     @classmethod
     def runs_arrays(cls, options: dict) -> bool: ...
@@ -327,22 +212,126 @@ class RunsArrays(Protocol):
     def array_of(cls, native_id: str) -> str: ...
 
     @classmethod
-    def element_native_id(cls, array_id: str, index) -> str: ...
+    def element_native_id(cls, array_id: str, index: Any) -> str: ...
+
+
+@runtime_checkable
+class Pricing(Protocol):
+    """The backend prices itself for the planner. Classmethods and class attributes: pricing
+    builds no backend and imports no SDK.
+
+    - ``offers(spec, context)``: the places this target could run SPEC, as planner offers
+      (``launcher.plan.offers.Offer``: hourly prices, spot or not, queue waits, the kind of
+      capacity, the restart overhead). CONTEXT is a ``launcher.plan.context.OfferContext``
+      (the target's name and config keys, the price book, rates, measured queue waits; notes
+      go to ``context.note``).
+    - ``offer_key(target, handle_extra, status_extra)``: the ``Offer.key`` an ended attempt
+      ran on, from its handle's and status's ``extra``, so the planner learns from it; None:
+      not learned.
+    - ``price_section`` and ``price_options``: the top-level key the backend reads in the
+      config's price files (``launcher.plan.prices``) and the type validating it (a pydantic
+      model, ``dict[str, Model]``, ``list[Model]`` ...); both None for a backend that reads no
+      price file. ``merge_prices(merged, section, source)`` folds one file's validated SECTION
+      into what the files before it gave (None for the first; SOURCE names the file); its
+      offers find the result in ``context.price_book.section(price_section)``. A backend
+      without a price section raises ``NotSupported`` from it (it is never asked)."""
+
+    price_section: ClassVar[Optional[str]]
+    price_options: ClassVar[Any]
+
+    @classmethod
+    def offers(cls, spec: JobSpec, context: Any) -> list: ...
+
+    @classmethod
+    def offer_key(cls, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]: ...
+
+    @classmethod
+    def merge_prices(cls, merged: Any, section: Any, source: str) -> Any: ...
+
+
+@runtime_checkable
+class ChoosesPlacement(Pricing, Protocol):
+    """A backend that prices several placements (clouds, regions, spot or not) and chooses
+    among them itself: ``with_candidates`` hands it the planner's ranked candidates (dicts of
+    ``launcher.plan.ranking.PlanRow.placement``) in the facts its render gets, and it fails
+    over among them in that order, away from those in ``JobRef.avoid``."""
+
+    def with_candidates(self, facts: Facts, candidates: list[dict]) -> Facts: ...
+
+
+@runtime_checkable
+class SpecOwner(Protocol):
+    """What the backend says about the job spec, read from its class before any instance.
+
+    - ``spec_section`` and ``spec_options``: the top-level key of the spec the backend owns
+      (``slurm:``) and the pydantic model validating it; both None for a backend without one.
+    - ``spec_fields``: the portable requests (``launcher.backend.support.REQUESTS`` paths) it
+      honours; any other one a spec sets is an error on its targets. None: it honours every
+      one. Optional wording, also class attributes: ``spec_scope`` (what the backend is, in
+      words) and ``spec_instead`` ({path: what would work instead}).
+    - ``unsupported(spec)``, a classmethod: value-dependent limits beyond ``spec_fields``,
+      what SPEC asks that this backend cannot do, as ``launcher.backend.support.Unsupported``
+      items ([] when there are none).
+    A backend that is no SpecOwner owns no section and honours every request."""
+
+    spec_section: ClassVar[Optional[str]]
+    spec_options: ClassVar[Any]
+    spec_fields: ClassVar[Optional[frozenset]]
+
+    @classmethod
+    def unsupported(cls, spec: JobSpec) -> list: ...
+
+
+@runtime_checkable
+class Host(Protocol):
+    """Where the backend's jobs are submitted from and run, and what runs them.
+
+    - ``runner``: the host jobs are submitted from, reached with a runner (a login node, over
+      SSH or local: ``runner.where`` is "localhost" or the host; ``runner.put_file`` writes
+      there); None when there is no such host (jobs go to a cloud's API).
+    - ``workdir_is_remote(options)``, a classmethod asked with the target's raw options before
+      any backend is built: whether the job runs in a workdir on the target's own machines (a
+      cluster reached over SSH), so the spec's workdir need not exist here; False: the workdir
+      is staged from here.
+    - ``version(facts)``: the version of what runs the jobs (Slurm's, SkyPilot's), recorded in
+      each run's provenance; FACTS are the target's probed facts. None: the facts' "version".
+    - ``available()``, a classmethod that never imports an SDK (the registry asks it before any
+      backend is built; `launcher backends` shows the answer): None when what the backend needs
+      to run jobs is installed here, else why not, with the install hint.
+    A backend that is no Host answers as if every one of these said "no"."""
+
+    @property
+    def runner(self) -> Optional[Runner]: ...
+
+    @classmethod
+    def workdir_is_remote(cls, options: dict) -> bool: ...
+
+    def version(self, facts: Facts) -> Optional[str]: ...
+
+    @classmethod
+    def available(cls) -> Optional[str]: ...
+
+
+class Pending(Protocol):
+    """A submission under way (``StartsSubmit.start_submit``)."""
+
+    def wait(self) -> Handle:
+        """The Handle ``submit`` would have returned, or the error it would have raised."""
 
 
 @runtime_checkable
 class StartsSubmit(Protocol):
-    """``submit`` in two halves: ``start_submit(request)`` stages the job and starts the
-    scheduler's submit command; what it returns has ``wait()``, giving exactly what ``submit``
-    would (the Handle, or its error). ``launch`` does its provenance work while the scheduler
-    answers."""
+    """``submit`` in two halves, for a backend whose submission answers slowly (sbatch waits
+    for slurmctld): ``start_submit(request)`` stages the job and starts the submission;
+    ``.wait()`` of what it returns gives exactly what ``submit`` would. ``launch`` does its
+    provenance work while the scheduler answers."""
 
-    def start_submit(self, request: Request) -> Any: ...
+    def start_submit(self, request: Request) -> Pending: ...
 
 
 def can(backend: Any, capability: type) -> bool:
-    """Whether BACKEND (an instance, or its class for the classmethod capabilities and
-    those made of methods only) declares CAPABILITY (one of the runtime-checkable protocols above)."""
+    """Whether BACKEND (an instance, or its class for the protocols made of classmethods,
+    class attributes and methods only) declares CAPABILITY (one of the protocols above)."""
     return isinstance(backend, capability)
 
 

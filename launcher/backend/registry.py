@@ -8,11 +8,12 @@ never silently dropped.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Optional, cast
 
-from launcher.backend.protocols import Backend, ChecksInstall, OwnsSpecSection, can
+from launcher.backend.protocols import Backend, Host, SpecOwner, can
 from launcher.core.errors import BackendUnavailable, ConfigError
 
 GROUP = "launcher.backends"
@@ -63,7 +64,7 @@ class Registry:
         cls = self.load_class(name)
         if not check:
             return cls
-        if can(cls, ChecksInstall):
+        if can(cls, Host):
             problem = cls.available()
             if problem:
                 self.entries[name].error = problem
@@ -75,8 +76,6 @@ class Registry:
         """The backend's class, imported but not checked for availability (its SDK may be
         missing): enough to read what it declares, such as its spec section."""
         if name not in self._eps:
-            import difflib
-
             guess = difflib.get_close_matches(name, self.names(), n=1)
             hint = f"; did you mean '{guess[0]}'?" if guess else ""
             raise ConfigError(f"unknown backend '{name}'{hint} (installed: {', '.join(self.names()) or 'none'})")
@@ -102,7 +101,7 @@ class Registry:
                 cls = self.load_class(name)
             except BackendUnavailable:
                 continue
-            if not can(cls, OwnsSpecSection):
+            if not can(cls, SpecOwner):
                 continue
             key, model = cls.spec_section, cls.spec_options
             if key and model is not None and key not in out:

@@ -19,7 +19,7 @@ from typing import Optional
 
 from pydantic import BaseModel, Field, create_model
 
-from launcher.backend.protocols import OwnsSpecSection, can
+from launcher.backend.protocols import SpecOwner, can
 from launcher.backend.registry import default_registry
 from launcher.core.errors import LauncherError, SpecError
 from launcher.spec.model import JobSpec
@@ -76,7 +76,7 @@ def _by_name(reg, keys) -> Optional[dict]:
             cls = reg.load_class(key)
         except LauncherError:
             return None
-        if not can(cls, OwnsSpecSection) or cls.spec_section != key or cls.spec_options is None:
+        if not can(cls, SpecOwner) or cls.spec_section != key or cls.spec_options is None:
             return None
         out[key] = cls.spec_options
     return out

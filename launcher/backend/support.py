@@ -5,7 +5,7 @@ Each backend declares the portable requests it honours (``spec_fields``, a Class
 the field paths in ``REQUESTS``; optionally ``spec_scope``, what the backend is, and
 ``spec_instead``, {field: what to do instead}, for the messages) and may add value-dependent
 limits (``unsupported(spec)``, a classmethod returning ``Unsupported`` items: the
-``LimitsSpec`` capability of ``launcher.backend.protocols``). A spec that sets a request to anything
+``SpecOwner`` protocol of ``launcher.backend.protocols``). A spec that sets a request to anything
 but its default on a backend that does not declare it fails at ``launcher validate``,
 ``render`` and ``launch``, naming the field, the target and what would work; the planner
 excludes such a target's offers with the same words. A backend that
@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from launcher.backend.protocols import DeclaresSpecFields, LimitsSpec, Request, can
+from launcher.backend.protocols import Request, SpecOwner, can
 from launcher.backend.registry import default_registry
 from launcher.core.errors import LauncherError, SpecError
 
@@ -77,14 +77,13 @@ def _default(model, key: str):
 
 def unsupported(spec, backend_cls) -> list[Unsupported]:
     """Everything SPEC asks that BACKEND_CLS (a backend class) cannot honour."""
-    honoured = backend_cls.spec_fields if can(backend_cls, DeclaresSpecFields) else None
-    out = []
+    if not can(backend_cls, SpecOwner):
+        return []  # honours every request
+    honoured, out = backend_cls.spec_fields, []
     if honoured is not None:
         out += [_not_honoured(backend_cls, path, value) for path, value in requested(spec).items()
                 if path not in honoured]
-    if can(backend_cls, LimitsSpec):
-        out += list(backend_cls.unsupported(spec))
-    return out
+    return out + list(backend_cls.unsupported(spec))
 
 
 def _not_honoured(backend_cls, path: str, value) -> Unsupported:
@@ -107,7 +106,7 @@ def honoured_by(path: str, registry=None) -> list[str]:
             cls = reg.load_class(name)
         except LauncherError:
             continue
-        if can(cls, DeclaresSpecFields) and path in cls.spec_fields:
+        if can(cls, SpecOwner) and cls.spec_fields is not None and path in cls.spec_fields:
             names.append(name)
     return names
 

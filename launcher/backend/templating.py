@@ -18,9 +18,11 @@ from pathlib import Path
 
 import jinja2
 
+from launcher.core.errors import template_error
+
 
 def builtin_dir() -> Path:
-    import launcher_templates
+    import launcher_templates  # only a render reads the templates (not plan, backends)
 
     return Path(launcher_templates.__file__).resolve().parent
 
@@ -61,8 +63,6 @@ def render_template(name: str, **context) -> str:
     try:
         return _env(os.environ.get("LAUNCHER_TEMPLATES", "")).get_template(name).render(**context)
     except jinja2.TemplateError as e:  # a site override with a syntax error or an unknown variable
-        from launcher.core.errors import template_error
-
         raise template_error(name, e) from None
 
 

@@ -93,7 +93,7 @@ def _nvidia_smi(timeout=15.0):
 def _dist_versions():
     """{canonical name: version} of the distributions this interpreter sees."""
     try:
-        from importlib import metadata
+        from importlib import metadata  # guarded: the job side may run on a Python without it
     except ImportError:  # Python < 3.8
         return {}
     out = {}

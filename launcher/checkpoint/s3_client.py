@@ -58,6 +58,7 @@ def client_config(**extra):
     """The botocore ``Config`` every client the launcher makes uses (EXTRA: more options).
     ``total_max_attempts`` counts the first attempt (botocore's ``max_attempts`` does not:
     ``max_attempts=4`` made 5)."""
+    # boto3/botocore: heavy SDK, loaded for an s3:// root only
     from botocore.config import Config
 
     connect, read, attempts = limits()
@@ -73,6 +74,7 @@ def s3_endpoint() -> Optional[str]:
 def make_s3_client():
     """A boto3 S3 client for checkpoint roots: its usual credentials, ``s3_endpoint()``,
     ``client_config()``. Raises ImportError without boto3."""
+    # boto3/botocore: heavy SDK, loaded for an s3:// root only
     import boto3
 
     return boto3.session.Session().client("s3", endpoint_url=s3_endpoint(),
@@ -84,6 +86,7 @@ def unanswered(e: Optional[BaseException]) -> Optional[BaseException]:
     that means the endpoint could not be reached or did not answer in time: a connect or read
     timeout, a refused or dropped connection. None if E is something else."""
     try:
+        # boto3/botocore: heavy SDK, loaded for an s3:// root only
         from botocore.exceptions import (ConnectionClosedError, ConnectTimeoutError, EndpointConnectionError,
                                          ReadTimeoutError)
     except ImportError:
@@ -101,6 +104,7 @@ def unanswered(e: Optional[BaseException]) -> Optional[BaseException]:
 def unanswered_message(root: str, endpoint: Optional[str], e: BaseException) -> str:
     """One line: which root and endpoint did not answer (E: what ``unanswered`` found),
     within what, and what to do."""
+    # boto3/botocore: heavy SDK, loaded for an s3:// root only
     from botocore.exceptions import EndpointConnectionError
 
     connect, read, attempts = limits()

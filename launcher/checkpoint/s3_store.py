@@ -72,7 +72,7 @@ class S3Store:
 
     def _call(self, op: str, where: str, **kw):
         """Call S3 and turn the errors a user can act on into RootUnavailable."""
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError  # botocore: with boto3
 
         try:
             return getattr(self.s3, op)(**kw)
@@ -100,7 +100,7 @@ class S3Store:
     # ---------------------------------------------------------------- root
     def check_root(self, create: bool = False) -> None:
         """S3 has no directories: only the bucket must exist (never created here)."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # botocore: with boto3
 
         try:
             self._call("head_bucket", self.root, Bucket=self.bucket)
@@ -168,7 +168,7 @@ class S3Store:
     # ---------------------------------------------------------------- reading
     def read(self, key: str, limit: int = MAX_MANIFEST_BYTES):
         """(bytes, ETag) or (None, None) if absent; UnsafePath above LIMIT bytes."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # botocore: with boto3
 
         try:
             r = self._call("get_object", self.url(key), Bucket=self.bucket, Key=self._key(key))
@@ -200,7 +200,7 @@ class S3Store:
         return self.url(rel)
 
     def _conditional_put(self, key: str, data: bytes, **cond):
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # botocore: with boto3
 
         try:
             return self._call("put_object", self.url(key), Bucket=self.bucket, Key=self._key(key), Body=data, **cond)
@@ -232,7 +232,7 @@ class S3Store:
     def upload_tree(self, local_dir: str, rel: str) -> dict:
         """Upload every file under LOCAL_DIR to ROOT/rel/ (multipart above 64 MiB).
         Returns {relative path: size}."""
-        from boto3.s3.transfer import TransferConfig
+        from boto3.s3.transfer import TransferConfig  # boto3: heavy, loaded for an s3:// root only
 
         cfg = TransferConfig(multipart_threshold=int(os.environ.get("LAUNCHER_S3_MULTIPART_THRESHOLD",
                                                                     64 << 20)),

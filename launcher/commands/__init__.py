@@ -7,6 +7,8 @@ keep heavy imports inside the command functions. A new verb: a module here, and 
 name in MODULES.
 """
 
+import importlib
+
 MODULES = [
     "validate",
     "render",
@@ -26,7 +28,5 @@ MODULES = [
 
 
 def register_all(group) -> None:
-    import importlib
-
     for name in MODULES:
         importlib.import_module(f"{__name__}.{name}").register(group)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from launcher.api.errors import EXIT_FAILED
 from launcher.commands.common import launcher_of, to_stderr
 
 
@@ -14,8 +15,8 @@ from launcher.commands.common import launcher_of, to_stderr
 def cancel(ctx, job, element):
     """Cancel what the scheduler has for a job (or a sweep, or one element of it), and say
     what that was (idempotent)."""
-    from launcher.api.errors import EXIT_FAILED, CancelFailed
-    from launcher.api.results import SweepCancelled
+    from launcher.api.errors import CancelFailed  # loads recovery and the state store: not at --help
+    from launcher.api.results import SweepCancelled  # the typed results: not at --help
 
     try:
         r = launcher_of(ctx).cancel(job, element)  # a sweep id or an element: the sweep's cancel

@@ -15,7 +15,7 @@ def to_stderr(line: str) -> None:
 
 def launcher_of(ctx, note=to_stderr):
     """The invocation's ``launcher.api.facade.Launcher`` (created on first use, closed with ``ctx``)."""
-    from launcher.api.facade import Launcher
+    from launcher.api.facade import Launcher  # the facade and all below it: not at --help
 
     if ctx.obj is None:
         ctx.obj = Launcher(note=note)

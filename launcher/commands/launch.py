@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from launcher.api.errors import EXIT_INTERRUPTED, WrongKind
 from launcher.commands.common import FRESH_HELP, launcher_of, stream, to_stderr
 
 
@@ -21,8 +22,6 @@ def launch(ctx, file, target, follow, fresh):
     A spec whose checkpoint root already holds committed checkpoints resumes the latest
     one: launch says which run and step (on stderr) before it submits, and the resumed
     run keeps its LAUNCHER_SEED. --fresh starts over instead."""
-    from launcher.api.errors import WrongKind
-
     lx = launcher_of(ctx)
     try:  # notes (planner, resume) go to stderr as they come
         s = lx.launch(file, target=target, fresh=fresh, single=follow)
@@ -37,8 +36,7 @@ def launch(ctx, file, target, follow, fresh):
 
 
 def _follow(lx, job_id) -> int:
-    from launcher.api.errors import EXIT_INTERRUPTED
-    from launcher.api.results import exit_status
+    from launcher.api.results import exit_status  # the typed results: not at --help
 
     logs = lx.logs(job_id, follow=True)
     if not stream(logs, job_id):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from launcher.api.errors import EXIT_INTERRUPTED
 from launcher.commands.common import launcher_of, stream
 
 
@@ -14,8 +15,6 @@ from launcher.commands.common import launcher_of, stream
 @click.pass_context
 def logs(ctx, job, follow, element):
     """Print a job's output (or one element's of a sweep)."""
-    from launcher.api.errors import EXIT_INTERRUPTED
-
     chunks = launcher_of(ctx).logs(job, follow=follow, element=element)
     if not stream(chunks, chunks.job_id):
         ctx.exit(EXIT_INTERRUPTED)

@@ -7,6 +7,7 @@ import json
 
 import click
 
+from launcher.api.errors import WrongKind
 from launcher.commands.common import launcher_of
 
 _HELP = """Where JOB's wall time went, from its first submission to the end of its
@@ -56,8 +57,7 @@ ranks each element's latest report of it, --scope best its best one.
               help="A sweep: rank by each element's latest report of the metric, or its best one.")
 @click.pass_context
 def report(ctx, job, as_json, plot_path, no_refresh, metric, mode, scope):
-    from launcher.api.errors import WrongKind
-    from launcher.api.results import SweepReport
+    from launcher.api.results import SweepReport  # the typed results: not at --help
 
     try:  # a sweep id: the sweep's report
         rep = launcher_of(ctx).report(job, refresh=not no_refresh, plot=plot_path, metric=metric, mode=mode,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from launcher.commands.common import launcher_of
@@ -14,9 +16,7 @@ from launcher.commands.common import launcher_of
 @click.pass_context
 def status(ctx, job, as_json, show_all):
     """Show jobs (or one job with every attempt, its reason and last committed step)."""
-    import json
-
-    from launcher.api.results import SweepStatus
+    from launcher.api.results import SweepStatus  # the typed results: not at --help
     from launcher.api import status_view as view  # its pure formatters only
 
     lx = launcher_of(ctx)  # reconcile and refresh notes go to stderr

@@ -66,6 +66,11 @@ class CapabilityError(LauncherError):
     exit_code = EXIT_USAGE
 
 
+class NotSupported(CapabilityError):
+    """A backend was asked for what its protocol lets it refuse and it does not do (the
+    members of ``launcher.backend.protocols`` that say so); the core never asks it that."""
+
+
 class BackendUnavailable(LauncherError):
     """A backend's plugin failed to import (its import error and install hint are kept)."""
 

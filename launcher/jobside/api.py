@@ -5,6 +5,7 @@ Stdlib only (see ``launcher.jobside``)."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import sys
 import time
@@ -26,8 +27,6 @@ def _record_save(store, gen, rec) -> None:
         doc = read_attempt(store, gen) or {"generation": gen, "saves": []}
         doc.setdefault("saves", [])
         if PREEMPT["at"] is not None and not doc.get("preempt_signal_at"):
-            import datetime
-
             doc["preempt_signal_at"] = datetime.datetime.fromtimestamp(
                 PREEMPT["at"], datetime.timezone.utc).isoformat(timespec="microseconds")
         doc["saves"].append(rec)

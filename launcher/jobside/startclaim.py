@@ -14,6 +14,8 @@ run. Stdlib only.
 
 from __future__ import annotations
 
+import time
+import sys
 import errno
 import os
 
@@ -49,7 +51,6 @@ def claim_start(job_dir: str, attempt: int, self_id: str) -> tuple:
             held = holder(job_dir, attempt)
             if held:
                 return held == self_id, held
-            import time
             time.sleep(0.1)
         return False, "?"
     try:
@@ -71,7 +72,6 @@ def add_arguments(p) -> None:
 
 
 def run(a) -> int:
-    import sys
 
     ok, held = claim_start(a.job_dir, a.attempt, a.self_id)
     if ok:

@@ -21,6 +21,7 @@ import pkgutil
 import re
 import zipfile
 
+import launcher
 from launcher.checkpoint import CheckpointError
 from launcher.checkpoint.posix_io import write_atomic
 
@@ -65,8 +66,6 @@ def _extension_files(modname: str) -> dict:
 
 def zip_files(extensions=()) -> dict:
     """{archive name: source} of the helper with EXTENSIONS (pure but for reading sources)."""
-    import launcher
-
     version = getattr(launcher, "__version__", "0")
     files = {}
     for modname in extensions:

@@ -28,8 +28,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-from launcher.backend.protocols import HasSubmitHost, can
-from launcher.checkpoint import latest, open_store, read_generations
+from launcher.backend.protocols import Host, can
+from launcher.checkpoint import latest, open_store, read_attempt, read_generations
 from launcher.checkpoint.store import is_s3
 from launcher.core.errors import LauncherError
 from launcher.core.status import attempt_live
@@ -156,9 +156,10 @@ def root_readable_here(app, target_name: str, root: str) -> str:
     if is_s3(root):
         return ""
     backend = app.backend(target_name)
-    if not can(backend, HasSubmitHost):
+    runner = backend.runner if can(backend, Host) else None
+    if runner is None:
         return f"a path on the {backend.name} target's own file system"
-    if backend.runner.where == "localhost":
+    if runner.where == "localhost":
         return ""  # jobs are submitted from this host (a login node): the root is a path here
     return f"a path on target {target_name}'s cluster, reached over SSH"
 
@@ -210,8 +211,6 @@ def _run_facts(app, run, root, store, generation) -> tuple:
     if seed is None and run:
         seed, seed_from = _recorded_seed(app, run, root)
     if seed is None and generation is not None:
-        from launcher.checkpoint import read_attempt
-
         try:
             raw = (read_attempt(store, generation) or {}).get("seed")
             if raw not in (None, ""):
@@ -231,7 +230,7 @@ def _job_row(app, job_id):
 
 def _recorded_seed(app, run, root) -> tuple:
     """The seed in RUN's provenance: the state store's record, else RUN.json under ROOT."""
-    from launcher.provenance.record import load_record, read_run_json
+    from launcher.provenance.record import load_record, read_run_json  # provenance: only when an earlier run is resumed
 
     try:
         doc = load_record(app.store, run)

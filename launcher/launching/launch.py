@@ -7,12 +7,13 @@ resubmission is fenced by its claim) is the submission protocol, ``launcher.laun
 
 from __future__ import annotations
 
+import socket
 import functools
 import os
 from contextlib import nullcontext
 from typing import Optional
 
-from launcher.backend.protocols import Handle, JobRef, MeasuresQueueWait, Request, can
+from launcher.backend.protocols import Handle, JobRef, Request, Scheduler, can
 from launcher.backend.support import require_supported
 from launcher.core.errors import LauncherError
 from launcher.launching.submission import (Launched, facts_for, find_submission, job_ref, job_spec, new_job_ref,
@@ -38,11 +39,11 @@ def pick_target(app, spec: JobSpec, explicit: Optional[str], note=None) -> str:
 
 def queue_waits(app, spec: JobSpec, targets, note=None) -> dict:
     """{target: hours, (target, queue): hours} measured on every reachable target whose
-    backend has a queue (MeasuresQueueWait), for the planner."""
+    backend has a queue (Scheduler), for the planner."""
     out = {}
     for name in targets:
         try:
-            if not can(app.backend_class(name), MeasuresQueueWait):
+            if not can(app.backend_class(name), Scheduler):
                 continue
             est = app.backend(name).queue_wait(spec)
         except LauncherError as e:
@@ -80,6 +81,7 @@ def plan_spec(app, spec: JobSpec, targets=None, params=None, live_spot: bool = F
     one) ranked by expected cost, with the queue waits measured on the targets that have a queue
     (unless ``queue`` is false) and the rates `launcher watch` learned (when a state store exists).
     What could not be measured goes to NOTE when given, else into the result's notes."""
+    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.plan import params_for, plan
 
     config = app.config
@@ -97,6 +99,7 @@ def render_for(app, spec: JobSpec, target_name: str, job: JobRef, shape=None) ->
     """The Request a launch of SPEC on TARGET_NAME would submit. SHAPE (spec -> spec), when
     given, is applied once the spec is checked and its secret-looking env lifted: the caller's
     (``launcher.api.facade.Launcher.render``) way to render a sweep as its launch submits it."""
+    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.spec.secretenv import lift
 
     require_supported(app, spec, target_name)  # a field the target cannot honour is an error, never dropped
@@ -112,13 +115,21 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     print to stderr) gets what this launch continues (``launcher.launching.identity``): which run
     and step it resumes, or that --fresh starts over, and the LAUNCHER_SEED it carries;
     the same goes into the job's events ("resumes" / "fresh")."""
+    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.launching.identity import plan_identity
+    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.provenance.record import complete_launch, draft_launch, store_writes
+    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.provenance.seed import with_run_env
+    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.provenance.trackers import META_KEY as TRACKERS_KEY
+    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.provenance.trackers import describe as describe_trackers
+    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.provenance.trackers import open_job as open_trackers
+    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.provenance.trackers import with_trackers
+    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.spec.secretenv import for_launch
 
     if spec.sweep is not None:  # the caller dispatches: launcher.sweep.launching.launch_sweep launches a sweep
@@ -175,7 +186,6 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
 
 def launch_owner() -> str:
     """host:pid of this launch (``launcher.recovery.watch.reconcile_one`` asks whether it lives)."""
-    import socket
 
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -187,7 +197,9 @@ def record_launched(store, job_id: str, attempt: int, target_name: str, handle: 
     recorded again without the record, with a ``provenance_error`` event (a store that cannot
     record the launch at all raises). False when the job was cancelled meanwhile
     (``StateStore.record_submission``)."""
+    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.provenance.record import failed_writes
+    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.state.store import ClaimLost
 
     args = (job_id, attempt, target_name, handle.to_json(), handle.native_id)
@@ -216,7 +228,9 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
     the lookup and the submission run, the claim is kept alive. A submission made by a
     holder whose claim lapsed meanwhile (it was paused) is settled by it: adopted when the
     new holder recorded it, else cancelled (``settle_unrecorded``); the ClaimLost is raised."""
+    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.state.claims import claim_ttl, kept_alive
+    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.state.store import ClaimLost
 
     with (kept_alive(app.store, job_row.job_id, owner, claim_ttl()) if owner else nullcontext()):

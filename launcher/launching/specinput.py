@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
-from launcher.backend.protocols import RemoteWorkdir, can
+import yaml
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from launcher.backend.protocols import Host, can
 from launcher.backend.registry import default_registry
 from launcher.core.errors import LauncherError
 from launcher.spec import model as spec_module
@@ -44,8 +48,8 @@ def is_yaml_text(value: str) -> bool:
 def spec_input(spec: SpecLike, base: Optional[Union[str, Path]] = None) -> SpecInput:
     """Load a spec given as a path, YAML text or a JobSpec. Raises SpecError naming the
     field (and line, for text) of every problem."""
-    from launcher.spec.secretenv import warnings
-    from launcher.backend.sections import load_spec, spec_from_text
+    from launcher.spec.secretenv import warnings  # spec reading: not for status, backends
+    from launcher.backend.sections import load_spec, spec_from_text  # spec reading: not for status, backends
 
     if isinstance(spec, JobSpec):
         source, path, text, parsed = "<spec>", None, spec_text(spec), spec
@@ -67,15 +71,10 @@ def spec_input(spec: SpecLike, base: Optional[Union[str, Path]] = None) -> SpecI
 def spec_text(spec: "JobSpec") -> str:
     """YAML text that parses back into SPEC: what the state store keeps for a spec built in
     Python (only the fields that were set; durations in seconds, sizes in bytes, with units)."""
-    import yaml
-
     return yaml.safe_dump(_plain(spec), sort_keys=False, allow_unicode=True)
 
 
 def _plain(model) -> dict:
-    from pydantic import BaseModel
-    from pydantic_core import to_jsonable_python
-
 
     units = {spec_module._duration: "s", spec_module._size: "B"}
     out = {}
@@ -97,14 +96,14 @@ def _plain(model) -> dict:
 def require_local_workdir(spec: "JobSpec", file, config: "Config", names, base: Optional[Path] = None) -> None:
     """The workdir must exist here for every target that runs it from here (local, a login
     node, SkyPilot's sync); a backend may say that a target runs the job in a workdir on its
-    own machines (``RemoteWorkdir``: a cluster reached over SSH), not staged from this one."""
+    own machines (``Host.workdir_is_remote``: a cluster reached over SSH), not staged from this one."""
     def from_here(name):
         try:
             raw = config.raw_target(name)
             cls = default_registry().load(raw["backend"], check=False)
         except LauncherError:
             return True  # unknown targets and backends are reported on their own
-        return not (can(cls, RemoteWorkdir) and cls.workdir_is_remote(raw))
+        return not (can(cls, Host) and cls.workdir_is_remote(raw))
 
     if spec.workdir and any(from_here(n) for n in names):
         require_workdir(spec.workdir, str(file), base if base is not None else Path(file).resolve().parent)

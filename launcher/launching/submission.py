@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
-from launcher.backend.protocols import ChoosesPlacement, FindsSubmissions, Handle, JobRef, Request, can
+from launcher.backend.protocols import ChoosesPlacement, Handle, JobRef, Request, can
 from launcher.core.errors import LauncherError
 from launcher.spec.model import JobSpec, resolve_paths
 
@@ -28,7 +28,7 @@ def facts_for(app, spec: JobSpec, target_name: str):
     backend = app.backend(target_name)
     if not can(backend, ChoosesPlacement):
         return facts
-    from launcher.plan import params_for, plan
+    from launcher.plan import params_for, plan  # the planner: only for a backend that chooses placements
 
     try:
         result = plan(spec, app.config, params_for(spec), targets=[target_name], store=app.store)
@@ -51,18 +51,18 @@ def job_ref(app, job_row, attempt: int, avoid=()) -> JobRef:
 
 
 def find_submission(backend, job: JobRef) -> Optional[Handle]:
-    """The scheduler's job carrying ``job``'s dedupe token, or None. Every built-in backend
-    can answer; a backend without FindsSubmissions cannot dedupe (None)."""
-    return backend.find(job) if can(backend, FindsSubmissions) else None
+    """The scheduler's job carrying ``job``'s dedupe token, or None (``Backend.find``: a
+    backend that cannot look it up answers None, and cannot dedupe)."""
+    return backend.find(job)
 
 
 def job_spec(job_row) -> JobSpec:
     """The spec a job was launched with, relative paths resolved as they were at launch. Pure:
     the values of secret-looking env a job recorded before they were kept out of the store still
     holds are ``stored_secrets``' (nothing is put into os.environ)."""
-    from launcher.backend.sections import spec_from_text
+    from launcher.backend.sections import spec_from_text  # spec reading: status reads no stored spec
 
-    from launcher.spec.secretenv import lift
+    from launcher.spec.secretenv import lift  # spec reading: status reads no stored spec
 
     spec = lift(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id))[0]
     base = job_row.meta.get("spec_base")
@@ -79,8 +79,8 @@ def stored_secrets(job_row) -> dict:
     """{key: value} of the secret-looking env a job recorded before such values were kept out of
     the store still holds in its spec text (empty for any later job: its text has the placeholder).
     A resubmission gives them with its request (``with_secrets``); this process's environment wins."""
-    from launcher.backend.sections import spec_from_text
-    from launcher.spec.secretenv import lift
+    from launcher.backend.sections import spec_from_text  # spec reading: status reads no stored spec
+    from launcher.spec.secretenv import lift  # spec reading: status reads no stored spec
 
     return lift(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id))[1]
 

@@ -31,12 +31,18 @@ The fault points of ``launcher.core.faults`` mark the steps, for the fault-injec
 
 from __future__ import annotations
 
+from pathlib import Path
+import os
+import socket
 import time
 from typing import Callable, Optional
 
 from launcher.backend.protocols import Handle, Request, StartsSubmit, can
 from launcher.core import faults
 from launcher.core.errors import LauncherError, SubmitOutcomeUnknown, TransientError
+from launcher.jobside.startclaim import holder
+from launcher.state.claims import claim_ttl, claimed
+from launcher.state.store import ClaimLost
 from launcher.transport.errors import may_have_run
 
 FENCE_S = 10.0  # a claim that holds for less than this is not acted on: it may lapse mid-call
@@ -156,9 +162,6 @@ def fenced_submit(store, backend, job_id: str, owner: Optional[str], lookup: Cal
     FENCE_S (default: ``FENCE_S``, or a third of the claim's TTL when that is shorter: the
     keep-alive renews it that often), SUBMIT(). A claim that may lapse mid-call is not acted
     on (ClaimLost)."""
-    from launcher.state.claims import claim_ttl
-    from launcher.state.store import ClaimLost
-
     fence_s = min(FENCE_S, claim_ttl() / 3) if fence_s is None else fence_s
 
     faults.point("before_lookup")
@@ -185,8 +188,6 @@ def settle_unrecorded(store, backend, job_id: str, attempt: int, handle: Handle,
     nobody recorded that attempt ("recorded"), else cancelled ("cancelled"). When the claim
     cannot be had, it is cancelled unless the attempt is recorded with its id ("cancelled"
     or "adopted"): a second copy of an attempt never runs on."""
-    from launcher.state.claims import claim_ttl, claimed
-
     deadline = time.monotonic() + wait_s
     while True:
         with claimed(store, job_id, claim_ttl()) as c:
@@ -226,7 +227,6 @@ def _cancel_copy(store, backend, job_id: str, attempt: int, handle: Handle) -> s
 def start_dirs(store, job_row) -> list:
     """The job folders where JOB_ROW's starts claim themselves (``launcher.jobside.startclaim``):
     its own, and for an element of a sweep launched as one array, the array's element folder."""
-    from pathlib import Path
 
     dirs = [Path(store.home) / "jobs" / job_row.job_id]
     sweep = job_row.meta.get("sweep") or {}
@@ -238,8 +238,6 @@ def start_dirs(store, job_row) -> list:
 def claimed_start(store, job_row, attempt: int) -> Optional[str]:
     """The native id that claimed ATTEMPT's start of JOB_ROW in its job folder, or None (no
     trace there: not started, or its folder is on another host)."""
-    from launcher.jobside.startclaim import holder
-
     for d in start_dirs(store, job_row):
         try:
             held = holder(str(d), attempt)
@@ -253,8 +251,6 @@ def claimed_start(store, job_row, attempt: int) -> Optional[str]:
 def launch_alive(meta: dict) -> Optional[bool]:
     """Whether the launch that wrote a SUBMITTING row (its ``launch_by``, host:pid) still runs:
     None when that cannot be told from here (another host, or an older row)."""
-    import os
-    import socket
 
     by = str(meta.get("launch_by") or "")
     host, _, pid = by.rpartition(":")

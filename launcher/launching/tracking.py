@@ -12,7 +12,7 @@ import dataclasses
 import time
 from typing import Optional
 
-from launcher.backend.protocols import Handle, KeepsRunHistory, can
+from launcher.backend.protocols import Handle, Scheduler, can
 from launcher.core.errors import LauncherError
 from launcher.core.status import Status
 
@@ -89,7 +89,7 @@ def _follow_restarts(app, row, h: Handle, st, attempts=None) -> Handle:
         return h
     history = []
     backend = app.backend(row.target)
-    if can(backend, KeepsRunHistory):
+    if can(backend, Scheduler):
         try:
             history = backend.run_history(h)
         except LauncherError:

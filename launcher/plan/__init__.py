@@ -3,7 +3,7 @@
 Public API (what ``launcher plan``, ``launcher launch`` and the SkyPilot backend call):
 
 * ``gather_offers(spec, config, ...) -> Gathered(offers, notes)``: offers from the
-  configured targets, each priced by its own backend (``PricesOffers``, handed an
+  configured targets, each priced by its own backend (``Pricing``, handed an
   ``OfferContext``: price files, rates, catalog CSVs, queue waits, live spot prices).
 * ``rank(spec, offers, params=None) -> PlanResult``: pure; ``PlanResult.candidates()``
   is the order to try offers in, ``PlanResult.best`` the first.

@@ -1,4 +1,4 @@
-"""What a backend is handed to price a spec (``PricesOffers.offers(spec, context)``).
+"""What a backend is handed to price a spec (``Pricing.offers(spec, context)``).
 
 One ``OfferContext`` per target of one ``gather_offers`` call: the target's name and raw
 config keys, and what every target shares (price book, rate table, catalog folder,

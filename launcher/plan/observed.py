@@ -19,7 +19,7 @@ narrowed to the cloud and region the backend reports it actually ran in. When th
 differ (SkyPilot failed over to a later candidate) only cloud and region are kept, and
 the observation counts for every offer in that region. Slurm attempts are keyed by
 (target, "", "", partition, False), like the Slurm offers. Local runs are not recorded.
-Each backend says which key its attempts ran on (``PricesOffers.offer_key``).
+Each backend says which key its attempts ran on (``Pricing.offer_key``).
 
 The table ``spot_observations`` lives in the state store's database
 (``launcher.state.observations``), one row per (job, attempt): watching an ended attempt
@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from launcher.backend.protocols import PricesOffers, can
+from launcher.backend.protocols import Pricing, can
 from launcher.backend.registry import default_registry
 from launcher.core.errors import LauncherError
 from launcher.plan.chase import Observation
@@ -89,13 +89,13 @@ class Seen:
 
 def attempt_key(backend: str, target: str, handle_extra: dict, status_extra: dict,
                 registry=None) -> Optional[tuple]:
-    """The offer key an attempt ran on, as its backend says (``PricesOffers.offer_key``), or
+    """The offer key an attempt ran on, as its backend says (``Pricing.offer_key``), or
     None when it cannot be told (a backend that does not price itself, or is not installed)."""
     try:
         cls = (registry or default_registry()).load(backend, check=False)
     except LauncherError:
         return None
-    if not can(cls, PricesOffers):
+    if not can(cls, Pricing):
         return None
     return cls.offer_key(target, handle_extra, status_extra)
 
@@ -180,7 +180,7 @@ def _nodes(job_row, h_extra: dict) -> int:
     if n:
         return int(n)
     try:
-        from launcher.backend.sections import spec_from_text
+        from launcher.backend.sections import spec_from_text  # spec reading: status reads no stored spec
 
         return int(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id).resources.nodes)
     except Exception:  # an unreadable spec: count one node rather than lose the observation

@@ -41,7 +41,7 @@ class Offer:
     rate_node_hours: float = 0.0      # node-hours of exposure (decayed)
     capacity_failures: float = 0.0    # launches refused for lack of capacity (decayed)
     launch_tries: float = 0.0         # launches tried here (decayed), capacity failures included
-    # what the backend says about the offer itself (``PricesOffers``):
+    # what the backend says about the offer itself (``Pricing``):
     kind: str = ""                    # not spot: "queue" (a scheduler's), "local"...; "" is on-demand
     restart_hours: float = 10 / 60    # re-provision, restart and load after an interruption
     gpu_type_unknown: bool = False    # the GPU type is declared nowhere: a fit when the count is

@@ -2,7 +2,7 @@
 file): what negotiated, internal or extra offers cost.
 
 Each top-level key of a price file is a backend's section, read by that backend alone
-(``launcher.backend.protocols.OwnsPriceSection``: the key, the type validating it and how
+(``launcher.backend.protocols.Pricing``: the key, the type validating it and how
 later files fold into earlier ones). The built-in sections are ``slurm:`` (internal prices
 of Slurm targets, ``launcher_backends.slurm.prices``) and ``neoclouds:`` (offers SkyPilot's
 catalogs do not have, or negotiated prices: ``launcher_backends.skypilot.prices``)::
@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel, Field, create_model
 
 from launcher.backend.pricefiles import PriceModel
-from launcher.backend.protocols import OwnsPriceSection, can
+from launcher.backend.protocols import Pricing, can
 from launcher.backend.registry import default_registry
 from launcher.core.errors import LauncherError
 from launcher.spec.validation import validate_model
@@ -59,7 +59,7 @@ def price_sections(registry=None) -> dict:
             cls = reg.load_class(name)
         except LauncherError:
             continue
-        if can(cls, OwnsPriceSection) and cls.price_section and cls.price_section not in out:
+        if can(cls, Pricing) and cls.price_section and cls.price_section not in out:
             out[cls.price_section] = cls
     return out
 

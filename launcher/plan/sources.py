@@ -1,5 +1,5 @@
 """Offers for a spec from the user's configured targets: each target's backend prices
-itself (``launcher.backend.protocols.PricesOffers``); this module only asks them.
+itself (``launcher.backend.protocols.Pricing``); this module only asks them.
 
 Config keys read here: ``catalog_dir`` (default ``~/.sky/catalogs/v8``; relative to the
 config file), ``price_files``, ``preemption_rates`` (``spot`` / ``on_demand``: cloud ->
@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from launcher.backend.config import LOCAL_TARGET
-from launcher.backend.protocols import PricesOffers, can
+from launcher.backend.protocols import Pricing, can
 from launcher.backend.registry import default_registry
 from launcher.core.errors import LauncherError
 from launcher.plan.chase import Observation, apply_observations
 from launcher.plan.context import Gathered, OfferContext
+from launcher.plan.observed import load
 from launcher.plan.prices import PriceBook, load_price_book
 from launcher.plan.ranking import rank
 
@@ -63,14 +64,12 @@ def gather_offers(spec, config, *, targets: Optional[Iterable[str]] = None, cata
             cls = registry.load(backend, check=False)  # pricing needs no SDK: catalogs are read directly
         except LauncherError:
             cls = None
-        if cls is None or not can(cls, PricesOffers):
+        if cls is None or not can(cls, Pricing):
             g.notes.append(f"target {n}: backend {backend} has no price source")
             continue
         g.offers.extend(cls.offers(spec, shared.for_target(n, raw)))
     observations = list(observations)
     if store is not None:
-        from launcher.plan.observed import load
-
         observations += load(store)
     if observations:
         g.offers = apply_observations(g.offers, observations)

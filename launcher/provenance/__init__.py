@@ -35,6 +35,6 @@ __all__ = ["FORMAT", "choose_seed", "with_seed", "record_launch"]
 
 def record_launch(*args, **kwargs):
     """See ``launcher.provenance.record.record_launch`` (imported lazily)."""
-    from launcher.provenance.record import record_launch as _record_launch
+    from launcher.provenance.record import record_launch as _record_launch  # record and its capture: not for render
 
     return _record_launch(*args, **kwargs)

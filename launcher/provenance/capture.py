@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import getpass
 import hashlib
+import json
 import os
 import platform
 import re
@@ -21,6 +22,10 @@ import time
 from importlib import metadata
 from typing import Optional
 
+import yaml
+
+from launcher import __version__
+from launcher.provenance import FORMAT
 from launcher.provenance.gitcache import cached_identity
 
 GIT_TIMEOUT = 30.0
@@ -217,11 +222,9 @@ def dist_version(name: str) -> Optional[str]:
 
 
 def versions(backend_name: str, facts_data: Optional[dict], backend_version: Optional[str] = None) -> dict:
-    """The launcher's version, the backend's (what it reports, ``ReportsVersion``; else the
+    """The launcher's version, the backend's (what it reports, ``Host.version``; else the
     probed facts' ``version``), and, kept for comparing runs, Slurm's from the probed facts
     and SkyPilot's if installed (read from its metadata: ``sky`` is never imported)."""
-    from launcher import __version__
-
     facts_data = facts_data or {}
     if backend_version is None:
         backend_version = facts_data.get("version")
@@ -259,8 +262,6 @@ def image_identity(image: Optional[str], docker_timeout: float = 10.0) -> dict:
             p = subprocess.run([docker, "image", "inspect", "--format", "{{json .RepoDigests}}", ref],
                                capture_output=True, text=True, timeout=docker_timeout)
             if p.returncode == 0:
-                import json
-
                 digests = json.loads(p.stdout.strip() or "[]") or []
                 for d in digests:
                     dm = re.search(r"(sha256:[0-9a-f]{64})", d)
@@ -289,9 +290,7 @@ def capture(*, job_id: str, spec, spec_text: str, spec_path: Optional[str], targ
             facts_data: Optional[dict], request=None, handle=None, seed=None, seed_source=None,
             environ=None, backend_version: Optional[str] = None) -> dict:
     """The provenance record of one run (not yet redacted: ``record`` redacts it).
-    BACKEND_VERSION: what the backend says runs its jobs (``ReportsVersion``)."""
-    from launcher.provenance import FORMAT
-
+    BACKEND_VERSION: what the backend says runs its jobs (``Host.version``)."""
     environ = os.environ if environ is None else environ
     t0 = time.monotonic()
     given = _given(spec_text) if spec_text else None
@@ -332,8 +331,6 @@ def capture(*, job_id: str, spec, spec_text: str, spec_path: Optional[str], targ
 
 def _given(spec_text: str):
     """The spec text as parsed YAML (None when it does not parse)."""
-    import yaml
-
     try:
         return yaml.load(spec_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError:

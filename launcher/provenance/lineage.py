@@ -15,15 +15,15 @@ from typing import Optional
 
 from launcher.backend.config import launcher_home
 from launcher.checkpoint import CheckpointError, RootUnavailable, open_store, read_attempt, read_generations, scan
+from launcher.checkpoint.contract import parse_step_dir
 from launcher.checkpoint.store import is_s3
 from launcher.core.errors import LauncherError
-from launcher.provenance.record import read_run_json
+from launcher.provenance.record import load_record, read_run_json
+from launcher.state.store import StateStore
 
 
 def split_checkpoint(path: str) -> tuple[str, Optional[str]]:
     """(ROOT, step directory name or None) for a checkpoint directory or a root."""
-    from launcher.checkpoint.contract import parse_step_dir
-
     p = path.rstrip("/")
     if not is_s3(p):
         p = os.path.abspath(os.path.expanduser(p))
@@ -42,10 +42,6 @@ def _state_store_record(run_id: str, home=None) -> tuple[Optional[dict], Optiona
     if not (home / "state.db").exists():
         return None, None
     try:
-        from launcher.state.store import StateStore
-
-        from launcher.provenance.record import load_record
-
         st = StateStore(home)
         try:
             doc = load_record(st, run_id)
@@ -67,7 +63,9 @@ def _trackers_of(run_id: Optional[str], record: Optional[dict], home=None) -> Op
     if not (home / "state.db").exists():
         return None
     try:
+        # lineage/report only: kept off the launch path
         from launcher.provenance.trackers import META_KEY
+        # lineage/report only: kept off the launch path
         from launcher.state.store import StateStore
 
         st = StateStore(home)
@@ -168,8 +166,6 @@ def _run_record(store, run_id: str, home) -> tuple[Optional[dict], Optional[str]
 
 def _ancestry(store, gens, entry, by_name: dict, max_hops: int) -> list[dict]:
     """This checkpoint's generation resumed from X, whose generation resumed from Y ..."""
-    from launcher.checkpoint import parse_step_dir
-
     ancestry = []
     cur = entry
     seen = set()
@@ -214,6 +210,7 @@ def format_lineage(d: dict) -> str:
     else:
         lines += _run_lines(d, r)
     if d.get("trackers"):
+        # lineage/report only: kept off the launch path
         from launcher.provenance.trackers import describe
 
         lines += [f"{'tracking' if i == 0 else '':<12}{t}" for i, t in enumerate(describe(d["trackers"]))]

@@ -20,7 +20,9 @@ import sys
 from dataclasses import dataclass
 from typing import Optional
 
+from launcher.backend.protocols import Facts, Host, can
 from launcher.checkpoint.contract import META_DIR
+from launcher.checkpoint.store import is_s3, open_store
 from launcher.core.redact import is_secret_name, mask_values, redact_obj, secret_values
 from launcher.provenance.capture import capture
 from launcher.state import provenance as provenance_rows
@@ -90,20 +92,17 @@ def write_run_json(app, target_name: str, root: str, job_id: str, data: bytes) -
 
     s3:// roots: through the checkpoint store (S3 PutObject). POSIX roots: on this host
     for a backend that submits from here (local, Slurm on its login node); over the
-    target's SSH runner (atomic put_file) for a cluster reached over SSH (HasSubmitHost);
+    target's SSH runner (atomic put_file) for a cluster reached over SSH (``Host.runner``);
     a POSIX root of any other backend (a cloud VM's disk) is not reachable from here and
     is skipped."""
-    from launcher.checkpoint.store import is_s3, open_store
-
     key = run_key(job_id)
     if is_s3(root):
         store = open_store(root)
         store.put(key, data)
         return store.url(key), ""
-    from launcher.backend.protocols import HasSubmitHost, can
 
     backend = app.backend(target_name)
-    runner = backend.runner if can(backend, HasSubmitHost) else None  # local subprocess or SSH
+    runner = backend.runner if can(backend, Host) else None  # local subprocess or SSH
     where = runner.where if runner is not None else None
     if runner is not None and where != "localhost":
         path = posixpath.join(root, key)
@@ -119,8 +118,6 @@ def write_run_json(app, target_name: str, root: str, job_id: str, data: bytes) -
 
 def read_run_json(root: str, run_id: str) -> tuple[Optional[dict], str]:
     """(record, location) of RUN_ID under ROOT, or (None, location) if absent."""
-    from launcher.checkpoint.store import open_store
-
     store = open_store(root)
     key = run_key(run_id)
     raw, _ = store.read(key)
@@ -135,8 +132,6 @@ def read_run_json(root: str, run_id: str) -> tuple[Optional[dict], str]:
 
 def list_runs(root: str) -> list[str]:
     """Run ids with a RUN.json under ROOT (POSIX roots: a directory listing; S3: a prefix listing)."""
-    from launcher.checkpoint.store import open_store
-
     store = open_store(root)
     try:
         tree = store.list_tree(RUNS_DIR)
@@ -149,17 +144,17 @@ def list_runs(root: str) -> list[str]:
 def _document(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
               request=None, handle=None, seed=None, seed_source=None, continues=None) -> dict:
     """The redacted provenance record (capture + redact; no writes)."""
-    from launcher.backend.protocols import Facts, ReportsVersion, can
-
     backend = app.backend(target_name)
     try:
         facts = app.facts(target_name)
     except Exception:
         facts = Facts(target_name, backend.name, {})
+    # asked of the class: the instance check would build the backend's runner (an SSH one's
+    # setup) only to read a version
+    version = backend.version(facts) if can(type(backend), Host) else None
     doc = capture(job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path, target=target_name,
                   backend=backend.name, facts_data=facts.data, request=request, handle=handle, seed=seed,
-                  seed_source=seed_source,
-                  backend_version=backend.version(facts) if can(backend, ReportsVersion) else None)
+                  seed_source=seed_source, backend_version=version)
     if continues:
         doc["continues"] = continues
     return redact_record(doc, spec.secrets)
@@ -217,8 +212,6 @@ def complete_launch(app, draft: Captured, spec, target_name: str, job_id: str, h
     doc = draft.doc
     try:
         if handle is not None:
-            from launcher.core.redact import redact_obj, secret_values
-
             ids = redact_obj([handle.native_id, handle.attempt], extra_values=secret_values(spec.secrets))
             doc = {**doc, **dict(zip(SUBMISSION_KEYS, ids))}
         text = to_bytes(doc).decode()  # what RUN.json and the store keep

@@ -7,6 +7,7 @@ import os
 
 from launcher.checkpoint.store import is_s3
 from launcher.core.errors import LauncherError
+from launcher.provenance.lineage import lineage
 from launcher.provenance.record import load_record
 
 
@@ -23,8 +24,6 @@ def load_run(app, ref: str) -> dict:
             raise LauncherError(f"{ref}: not a RUN.json record")
         return doc
     if is_s3(ref) or os.path.isdir(ref):
-        from launcher.provenance.lineage import lineage
-
         d = lineage(ref, home=app.home)
         if not d.get("run"):
             raise LauncherError(f"{ref}: no run record found (run {d.get('run_id') or 'unknown'})")

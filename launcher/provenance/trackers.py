@@ -24,6 +24,8 @@ needs them in ``secrets:`` to log.
 
 from __future__ import annotations
 
+import hashlib
+from urllib.parse import urlencode
 import base64
 import json
 import os
@@ -52,7 +54,6 @@ def wandb_run_id(job_id: str) -> str:
     at most 64), else a stable transformation of it."""
     rid = RUN_ID_RE.sub("-", job_id).strip("-") or "run"
     if len(rid) > 64:
-        import hashlib
 
         rid = rid[:51] + "-" + hashlib.sha256(job_id.encode()).hexdigest()[:12]
     return rid
@@ -180,7 +181,6 @@ class MlflowRest:
 
     def experiment_id(self, name: str) -> str:
         """The id of experiment NAME, created when missing (a concurrent creation is read back)."""
-        from urllib.parse import urlencode
 
         try:
             got = self.call("GET", "experiments/get-by-name", query=urlencode({"experiment_name": name}))
@@ -205,7 +205,6 @@ class MlflowRest:
         self.call("POST", "runs/update", {"run_id": run_id, "status": status, "end_time": int(time.time() * 1000)})
 
     def get_run(self, run_id: str) -> dict:
-        from urllib.parse import urlencode
 
         return self.call("GET", "runs/get", query=urlencode({"run_id": run_id}))["run"]
 
@@ -223,6 +222,7 @@ def _mlflow_tags(job_id: str, commit: Optional[str], name: str, extra=None) -> d
 def commit_of(spec, spec_path: Optional[str]) -> Optional[str]:
     """The commit of the job's code (what provenance records), or None."""
     try:
+        # only when a tracker is configured
         from launcher.provenance.capture import code_dir, code_identity
 
         return code_identity(code_dir(spec, spec_path)).get("commit")

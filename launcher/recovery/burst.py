@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from launcher.backend.protocols import Handle, MeasuresQueueWait, can
+from launcher.backend.protocols import Handle, Scheduler, can
 from launcher.core.errors import LauncherError
 from launcher.core.status import JobState
 from launcher.launching.launch import planned_target, resubmit
@@ -59,7 +59,7 @@ def step(app, job, spec, status, clock):
             return _race(app, c.job, rs)
     if rs.burst or not spec.burst.to or not spec.burst.after or isinstance(status, Exception) or status is None:
         return None
-    if not can(app.backend(job.target), MeasuresQueueWait):
+    if not can(app.backend(job.target), Scheduler):
         return None  # burst leaves a queue that is too long: only a backend with a queue has one
     latest = app.store.latest_attempt(job.job_id)
     d = should_burst(status.state, latest.submitted, clock(), spec.burst.after,

@@ -138,6 +138,7 @@ def step(app, open_rows=(), clock: Callable[[], float] = time.time, deliver: boo
 
 
 def _spec(job):
+    # only when a job notifies or tracks: kept off the plain watch pass
     from launcher.launching.submission import job_spec
 
     try:
@@ -148,6 +149,7 @@ def _spec(job):
 
 def decide_closed(app, job_id: str, now: float) -> Optional[Outcome]:
     """Under JOB_ID's claim: record the event its closing is (sent when ``notify.on`` names it)."""
+    # only when a job notifies or tracks: kept off the plain watch pass
     from launcher.provenance.trackers import FINAL_STATUS, META_KEY
 
     store = app.store
@@ -241,6 +243,7 @@ def send(n, environ=None) -> None:
     sink = n.sink
     timeout = float(sink.get("timeout") or 5.0)
     if sink.get("mlflow"):
+        # only when a job notifies or tracks: kept off the plain watch pass
         from launcher.provenance.trackers import MlflowRest, TrackerError
 
         m = sink["mlflow"]

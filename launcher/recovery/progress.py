@@ -79,6 +79,7 @@ def _run(root: str, box: dict) -> None:
 
 def read_progress_now(root: str) -> Progress:
     """The unbounded read (blocks as long as the storage does)."""
+    # the checkpoint package: read when a job has a checkpoint root
     from launcher.checkpoint import CheckpointError, latest, open_store, read_generations
 
     try:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from launcher.report.accounting import CATEGORIES, LABELS, Accounting, AttemptIn, History, Save, account
+from launcher.report.collect import collect
 
 __all__ = ["CATEGORIES", "LABELS", "Accounting", "AttemptIn", "History", "JobReport", "Save", "account", "build",
            "gather"]
@@ -38,8 +39,6 @@ class JobReport:
 
 def gather(app, job: str, refresh: bool = True, now=None) -> JobReport:
     """The report of JOB: the state store, the scheduler's records and the checkpoint root."""
-    from launcher.report.collect import collect
-
     hist, row, notes = collect(app, job, refresh=refresh, now=now)
     return JobReport(account(hist), row, notes)
 

@@ -6,12 +6,12 @@ Sources, best first, for each attempt:
 * submission: ``attempts.submitted`` (state store); a run requeued in place by the
   scheduler (Slurm: same job id, restart count + 1) starts waiting when the previous run
   ended.
-* allocation start / end: the backend's per-run history (``KeepsRunHistory``; Slurm:
+* allocation start / end: the backend's per-run history (``Scheduler.run_history``; Slurm:
   accounting, one record per run, its times parsed by the backend), else
   ``attempts.started`` / ``attempts.ended``.
 * program start, resume step, save timings, preemption notice:
   ``ROOT/.launcher/attempts/g<G>.json``, matched to attempts by (native id, run) where
-  the backend reads them from the record's scheduler variables (``IdentifiesRuns``),
+  the backend reads them from the record's scheduler variables (``Scheduler.run_of``),
   else by generation number.
 
 Nothing here fails because a source is missing: the report says what it lacked in
@@ -25,9 +25,11 @@ import json
 import time
 from typing import Optional
 
+from launcher.backend.protocols import Handle, Scheduler, can
 from launcher.checkpoint import CheckpointError, RootUnavailable, open_store, read_attempt, read_generations
 from launcher.jobside.heartbeat import heartbeat_key
 from launcher.launching.submission import job_spec
+from launcher.launching.tracking import refresh as do_refresh
 from launcher.report.accounting import ACTIVE, AttemptIn, History, Save
 
 
@@ -96,16 +98,14 @@ def read_generation_records(root: Optional[str], job_id: str, notes: list) -> li
 
 
 def _run_readers(app, rows) -> list:
-    """``run_of`` of the backends (``IdentifiesRuns``) of the targets ROWS ran on."""
-    from launcher.backend.protocols import IdentifiesRuns, can
-
+    """``run_of`` of the backends (``Scheduler``) of the targets ROWS ran on."""
     readers = []
     for target in dict.fromkeys(a.target for a in rows if a.target):
         try:
             cls = app.registry.load_class(app.config.raw_target(target)["backend"])
         except Exception:  # noqa: BLE001 - the config may have changed since: matched by generation
             continue
-        if can(cls, IdentifiesRuns) and cls.run_of not in readers:
+        if can(cls, Scheduler) and cls.run_of not in readers:
             readers.append(cls.run_of)
     return readers
 
@@ -217,8 +217,6 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, hi
 def _refreshed(app, row, notes: list):
     """The job's row after asking its backend for the status (a failure becomes a note)."""
     try:
-        from launcher.launching.tracking import refresh as do_refresh
-
         st = do_refresh(app, [row]).get(row.job_id)
         if isinstance(st, Exception):
             notes.append(f"could not refresh the job's status: {st}")
@@ -243,14 +241,12 @@ def _stored_spec(row, notes: list, specs: dict):
 
 def _run_histories(app, rows, notes: list) -> dict:
     """{native id: the scheduler's runs of it} from backends that keep a run history."""
-    from launcher.backend.protocols import Handle, KeepsRunHistory, can
-
     runs: dict = {}
     for nid in dict.fromkeys(a.native_id for a in rows if a.native_id):
         a0 = next(a for a in rows if a.native_id == nid)
         try:
             backend = app.backend(a0.target)
-            if can(backend, KeepsRunHistory) and a0.handle:
+            if can(backend, Scheduler) and a0.handle:
                 runs[nid] = backend.run_history(Handle.from_json(a0.handle)) or []
         except Exception as e:  # noqa: BLE001
             notes.append(f"no per-run history for {a0.target} id {nid}: {e}")

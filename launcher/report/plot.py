@@ -17,11 +17,11 @@ COLORS = {"queue_wait": "#bdbdbd", "provisioning": "#9ecae1", "useful_compute": 
 
 def plot(report: dict, path: str) -> str:
     try:
-        import matplotlib
+        import matplotlib  # matplotlib: heavy and optional (the [plot] extra)
 
         matplotlib.use("Agg", force=True)
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Patch
+        import matplotlib.pyplot as plt  # matplotlib: heavy and optional (the [plot] extra)
+        from matplotlib.patches import Patch  # matplotlib: heavy and optional (the [plot] extra)
     except ImportError as e:
         raise LauncherError(f"--plot needs matplotlib: pip install 'launcher[plot]' ({e})") from None
 

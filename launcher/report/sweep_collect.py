@@ -19,6 +19,8 @@ from typing import Optional
 from launcher.checkpoint import CheckpointError
 from launcher.checkpoint.metrics import read_metrics
 from launcher.core.errors import LauncherError
+from launcher.launching.tracking import refresh
+from launcher.report import account
 from launcher.report.collect import _stored_spec, collect, read_generation_records
 from launcher.report.sweep import ElementIn, aggregate, choose_metric
 from launcher.state.store import is_open
@@ -71,8 +73,6 @@ def _early_stop(row, specs: dict):
 
 
 def _refresh_open(app, rows, notes: list) -> None:
-    from launcher.launching.tracking import refresh
-
     try:
         results = refresh(app, [r for r in rows if is_open(r)])
     except Exception as e:  # noqa: BLE001 - report from what is stored
@@ -84,8 +84,6 @@ def _refresh_open(app, rows, notes: list) -> None:
 
 
 def _element(app, row, history: bool, now: Optional[float], specs: dict, roots) -> ElementIn:
-    from launcher.report import account
-
     sw = row.meta["sweep"]
     got = roots.reports.get(sw["index"]) or {}
     unread = roots.problems.get(sw["index"])

@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+import yaml
+
 from launcher.core.redact import is_secret_name
 
 PLACEHOLDER = "<secret: taken from the launcher's environment>"
@@ -72,7 +74,6 @@ def scrub_text(text: str, values: dict) -> str:
     edited = _edit_in_place(text, values)
     if edited is not None and _clean(edited, values):
         return edited
-    import yaml
 
     data = yaml.safe_load(text) or {}
     env = dict(data.get("env") or {})
@@ -84,8 +85,6 @@ def scrub_text(text: str, values: dict) -> str:
 
 
 def _edit_in_place(text: str, values: dict) -> Optional[str]:
-    import yaml
-
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
@@ -108,8 +107,6 @@ def _edit_in_place(text: str, values: dict) -> Optional[str]:
 
 
 def _clean(text: str, values: dict) -> bool:
-    import yaml
-
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError:

@@ -27,6 +27,7 @@ def read_text(path: str | Path, what: str = "job spec") -> str:
     """The text of the file PATH. Only a regular file is read, and at most
     ``launcher.core.regular.DEFAULT_LIMIT`` bytes of it: a FIFO, a device or a socket is refused
     without blocking, a larger file is refused (``launcher.core.regular.read_regular``)."""
+    # only reading a file needs it (`launcher backends` reads none)
     from launcher.core.regular import NotReadable, read_regular
 
     p = Path(path)

@@ -303,8 +303,6 @@ def _create(path: Path, schema: str, timeout: float) -> None:
         raise (as_store_error(path, e, timeout) or
                StateStoreFailure(f"cannot create the state store {path}: {e}")) from e
     except OSError as e:
-        import errno
-
         kind = ("full" if e.errno in (errno.ENOSPC, errno.EDQUOT) else
                 "readonly" if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else "cantopen")
         raise StateStoreFailure(describe_failure(path, kind, e.strerror or str(e))) from e

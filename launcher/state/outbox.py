@@ -76,6 +76,7 @@ class Outbox:
                max_tries: int = 8, now: Optional[float] = None) -> bool:
         """Record the decision on JOB_ID's EVENT once: to SEND it (pending) or not (skipped).
         True when this call recorded it (False: it was decided already)."""
+        # redaction: loaded when a notification is written
         from launcher.core.redact import redact_obj
 
         now = time.time() if now is None else now
@@ -120,6 +121,7 @@ class Outbox:
     def failed(self, nid: int, owner: str, error: str, retry_at: float) -> str:
         """A try that failed: retried at RETRY_AT, or undeliverable once its tries are spent.
         The row's new state ("" when the lease was no longer ours)."""
+        # redaction: loaded when a notification is written
         from launcher.core.redact import redact_text
 
         with self.store.tx() as db:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-from launcher.backend.protocols import Handle, MeasuresQueueWait, can
+from launcher.backend.protocols import Handle, Scheduler, can
 from launcher.core.errors import LauncherError
 from launcher.core.status import Status
 from launcher.launching.launch import planned_target, resubmit
@@ -50,7 +50,7 @@ def step(app, job, spec, status, clock) -> Optional[Outcome]:
             return _move(app, c, rs) if rs.racing else Outcome(job.job_id, "claimed", "moved meanwhile")
     if rs.burst or not spec.burst.to or not spec.burst.after or not isinstance(status, Status):
         return None
-    if not can(app.backend(job.target), MeasuresQueueWait):
+    if not can(app.backend(job.target), Scheduler):
         return None
     latest = app.store.latest_attempt(job.job_id)
     d = should_burst(status.state, latest.submitted, clock(), spec.burst.after)

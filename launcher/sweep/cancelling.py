@@ -4,10 +4,10 @@ calls, then each closed and reported for what it was.
 The open elements are first brought up to date in ONE batched status call, so an element
 that had finished (or had been cancelled) before is reported as such and left alone (no
 event is written for it). Then, holding every open element's claim: one dedupe lookup for
-all of them (``FindsManySubmissions``: the attempt a crashed watcher submitted but never
-recorded), and one cancel of everything the scheduler has (``CancelsMany``: on Slurm one
-``scancel`` naming the sweep's array, which covers its tasks, and each element's later
-attempts; a backend without it cancels each handle). Each element that was cancelled is
+all of them (``Scheduler.find_many``: the attempt a crashed watcher submitted but never
+recorded; another backend looks each up), and one cancel of everything the scheduler has
+(``Backend.cancel_many``: on Slurm one ``scancel`` naming the sweep's array, which covers its
+tasks, and each element's later attempts). Each element that was cancelled is
 closed CANCELLED with one ``cancelled`` event; one whose cancel failed stays open and says
 why. ``--element N`` is the ordinary single-job cancel of that element.
 """
@@ -17,11 +17,12 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-from launcher.backend.protocols import Handle
+from launcher.backend.protocols import Handle, Scheduler, can
 from launcher.core.errors import LauncherError
 from launcher.launching.submission import find_submission, job_ref
 from launcher.launching.tracking import refresh
-from launcher.recovery.cancel import Closing, next_attempt
+from launcher.recovery.cancel import (CancelReport, Closing, cancel_job, close_cancelled, finished_report,
+                                      mark_cancelled, next_attempt, to_cancel)
 from launcher.state.claims import claim_ttl
 from launcher.state.store import is_open
 from launcher.sweep.elements import element_id, sweep_rows
@@ -34,8 +35,6 @@ CLOSING = Closing()  # by the user
 
 def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
     """Cancel the whole sweep or one ELEMENT: a CancelReport per element."""
-    from launcher.recovery.cancel import cancel_job, finished_report
-
 
     if element is not None:
         job_id = element_id(app, sweep_id, element)
@@ -99,6 +98,7 @@ def cancel_claimed_many(app, claims: dict, closing, array=None, check_active: bo
     ``cancel_rows``. CHECK_ACTIVE: one status call per target afterwards, and an attempt the
     scheduler still shows active is listed in its report's ``still_active`` (as
     ``cancel_claimed`` does for one job). {job id: CancelReport}."""
+    # recovery's cancel helpers: loaded by a sweep cancel only
     from launcher.recovery.cancel import CancelReport, attempt_label, close_cancelled, mark_cancelled, to_cancel
 
     store = app.store
@@ -127,6 +127,7 @@ def cancel_claimed_many(app, claims: dict, closing, array=None, check_active: bo
 def _still_active(app, handles) -> dict:
     """{(target, native id): state} of HANDLES (just cancelled) the scheduler still shows
     active: one status call per target (a target that does not answer: none listed)."""
+    # recovery's cancel helpers: loaded by a sweep cancel only
     from launcher.core.status import JobState
 
     by_target: dict = {}
@@ -147,8 +148,6 @@ def _still_active(app, handles) -> dict:
 def _claim_all(store, rows, wait_s: float, poll: float = 0.2) -> tuple[dict, dict]:
     """({job id: claim} of ROWS still open, {job id: CancelReport} of those another launcher
     kept acting on for WAIT_S)."""
-    from launcher.recovery.cancel import CancelReport, finished_report
-
     claims, out, left = {}, {}, [r.job_id for r in rows]
     deadline = time.monotonic() + wait_s
     while left:
@@ -173,9 +172,7 @@ def _claim_all(store, rows, wait_s: float, poll: float = 0.2) -> tuple[dict, dic
 
 def _find_all(app, claims: dict, reports: dict) -> dict:
     """{job id: the job the scheduler has with its next attempt's dedupe token}: one lookup
-    per target where the backend finds many at once (``FindsManySubmissions``)."""
-    from launcher.backend.protocols import FindsManySubmissions, can
-
+    per target where the backend finds many at once (``Scheduler.find_many``)."""
     by_target: dict = {}
     for j, c in claims.items():
         by_target.setdefault(c.job.target, []).append((j, job_ref(app, c.job, next_attempt(c))))
@@ -183,7 +180,7 @@ def _find_all(app, claims: dict, reports: dict) -> dict:
     for target, refs in by_target.items():
         backend = app.backend(target)
         try:
-            if can(backend, FindsManySubmissions):
+            if can(backend, Scheduler):
                 got = backend.find_many([r for _, r in refs])
                 found.update({j: got[r.dedupe_token] for j, r in refs if r.dedupe_token in got})
                 continue
@@ -202,8 +199,6 @@ def _cancel_all(app, handles, array=None) -> dict:
     """Cancel HANDLES, and the sweep's ARRAY (whatever the store knows of its tasks: a task
     Slurm requeued in place is cancelled too), which stands for its own tasks (``<array>_<i>``):
     {(target, native id): error} of those whose cancel did not go through."""
-    from launcher.backend.protocols import CancelsMany, can
-
     by_target: dict = {array.target: []} if array is not None else {}
     for h in handles:
         by_target.setdefault(h.target, []).append(h)
@@ -214,18 +209,10 @@ def _cancel_all(app, handles, array=None) -> dict:
                    and h.native_id.startswith(f"{array.native_id}_")]
         send = ([array] if array is not None and target == array.target else []) + \
             [h for h in hs if h not in covered]
-        if can(backend, CancelsMany):
-            try:
-                errs = backend.cancel_many(send)
-            except (LauncherError, OSError) as e:
-                errs = {h.native_id: str(e) for h in send}
-        else:
-            errs = {}
-            for h in send:
-                try:
-                    backend.cancel(h)
-                except (LauncherError, OSError) as e:
-                    errs[h.native_id] = str(e)
+        try:
+            errs = backend.cancel_many(send)
+        except (LauncherError, OSError) as e:
+            errs = {h.native_id: str(e) for h in send}
         if covered and array.native_id in errs:
             errs.update({h.native_id: errs[array.native_id] for h in covered})
         errors.update({(target, i): e for i, e in errs.items()})

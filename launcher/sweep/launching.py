@@ -1,9 +1,9 @@
-"""Launching a sweep on a backend that ``RunsArrays`` (Slurm): ONE array submission, one job
+"""Launching a sweep on a backend that runs arrays (``Scheduler.runs_arrays``: Slurm): ONE array submission, one job
 row per element (a backend without it: each element its own job, ``launcher.sweep.queue``).
 
 The whole sweep is one array submission (one dedupe token, ``launcher:<sweep id>:1``).
 Every element is recorded as its own job (``<sweep id>-e<index>``) whose handle names the
-array task as the backend names it (``RunsArrays.element_native_id``; Slurm:
+array task as the backend names it (``Scheduler.element_native_id``; Slurm:
 ``<array id>_<index>``): status, logs and cancel of one element then work like those of
 any job. Each element row's meta carries ``sweep`` = {id, index, size, params,
 array}; its ``ckpt_root`` is the element's own root. All-or-nothing like a single launch:
@@ -18,18 +18,19 @@ from typing import Optional
 
 from launcher.backend.protocols import Handle, JobRef
 from launcher.backend.support import require_supported
-from launcher.launching.submission import new_job_ref
+from launcher.launching.submission import Launched, facts_for, find_submission, job_spec, new_job_ref
 from launcher.launching.submit import NewSubmission
 from launcher.provenance.seed import choose_seed, with_seed
 from launcher.provenance.trackers import attach_sweep as attach_trackers
 from launcher.spec.secretenv import for_launch
 from launcher.spec.sweep_elements import sweep_seed_of
 from launcher.state.store import new_job_id
-from launcher.sweep.elements import begin_sweep, element_rows
+from launcher.sweep.elements import begin_sweep, element_rows, sweep_rows
+from launcher.sweep.queue import element_job, launch_elements, render_element, runs_arrays
 
 
 def element_handle(array: Handle, job_id: str, index: int, backend) -> Handle:
-    """The element's handle from the array's: BACKEND (``RunsArrays``, its class or an
+    """The element's handle from the array's: BACKEND (a ``Scheduler``, its class or an
     instance) names the array (``array_of``) and the element (``element_native_id``)."""
     array_id = backend.array_of(array.native_id)
     extra = {**array.extra, "sweep_array": array_id}
@@ -49,11 +50,8 @@ def submitted_entries(array: Handle, rows: list, backend) -> list[tuple]:
 def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Render the sweep once, record every element, submit the array once. Returns a
     ``launcher.launching.submission.Launched`` whose job id is the sweep id and whose handle is the array's."""
-    from launcher.launching.submission import Launched, facts_for
-
     require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
     backend = app.backend(target_name)
-    from launcher.sweep.queue import launch_elements, runs_arrays
 
     if not runs_arrays(backend):  # each element its own job, max_parallel kept by the launcher
         return launch_elements(app, spec, spec_text, spec_path, target_name, note=note)
@@ -84,7 +82,7 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
 def record_array(store, sweep_id: str, target_name: str, array: Handle, rows: list, backend) -> None:
     """Record the submitted ARRAY for every element ROW in ONE transaction: the array's id
     (once, on the sweep) and each element's handle, attempt and "submitted" event. BACKEND
-    (``RunsArrays``) names the elements."""
+    (``Scheduler``) names the elements."""
     detail = {"sweep": sweep_id}
     with store.batch():
         store.sweeps.share(sweep_id, array=array.native_id)
@@ -105,9 +103,6 @@ def resubmit_element(app, row, target_name: str, attempt: int) -> tuple:
     earlier try got through (its dedupe token), else None; SUBMIT() submits it
     (``--array=<index>`` of the same table, so the same element root: it resumes its own
     latest commit); the other elements are untouched."""
-    from launcher.launching.submission import facts_for, find_submission, job_spec
-    from launcher.sweep.queue import element_job, render_element, runs_arrays
-
     backend = app.backend(target_name)
     if not runs_arrays(backend):  # the element is a job of its own: submitted as one
         alone = element_job(app, row, attempt)
@@ -130,10 +125,6 @@ def adopt_array(app, sweep_id: str):
     every element row still SUBMITTING without a handle (a sweep launch that died, timed out or
     was interrupted after the scheduler accepted the array). The array's Handle, or None (no
     such rows, a backend that does not run arrays, or no array with the token)."""
-    from launcher.launching.submission import find_submission
-    from launcher.sweep.elements import sweep_rows
-    from launcher.sweep.queue import runs_arrays
-
     rows = sweep_rows(app.store, sweep_id)
     unsettled = [r for r in rows if r.state == "SUBMITTING" and not r.handle and r.meta.get("start_at") is None]
     if not unsettled:

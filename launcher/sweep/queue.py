@@ -1,4 +1,4 @@
-"""A sweep on a backend that cannot run arrays (no ``RunsArrays``): every element is its own
+"""A sweep on a backend that cannot run arrays (``Scheduler.runs_arrays`` says no, or no ``Scheduler``): every element is its own
 job, and the launcher keeps ``max_parallel``.
 
 ``launch_elements`` renders the first element (a render error records nothing), records
@@ -30,10 +30,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
-from launcher.backend.protocols import JobRef, RunsArrays, can
+from launcher.backend.protocols import JobRef, Scheduler, can
 from launcher.core.errors import LauncherError, SubmitOutcomeUnknown
 from launcher.core.status import QUEUED
-from launcher.launching.submission import find_submission, new_job_ref
+from launcher.launching.submission import Launched, facts_for, find_submission, job_spec, new_job_ref
 from launcher.launching.submit import NewSubmission, claimed_start, fenced_submit, settle_unrecorded
 from launcher.recovery.policy import QUIET_S
 from launcher.provenance.seed import choose_seed
@@ -52,8 +52,8 @@ START_TRIES = 3  # a queued element whose submission failed this often is closed
 
 
 def runs_arrays(backend) -> bool:
-    """Whether BACKEND's target runs a sweep as one array job (``RunsArrays``)."""
-    return can(backend, RunsArrays) and bool(backend.runs_arrays(dict(backend.target.raw or {})))
+    """Whether BACKEND's target runs a sweep as one array job (``Scheduler.runs_arrays``)."""
+    return can(backend, Scheduler) and bool(backend.runs_arrays(dict(backend.target.raw or {})))
 
 
 # ---- the sweep's claim
@@ -93,8 +93,6 @@ def element_job(app, row, attempt: int = 1, avoid=()) -> JobRef:
 def render_element(app, row, attempt: int = 1, facts=None, avoid=(), target: Optional[str] = None):
     """The Request of element ROW as a single job (its own env, seed and root) on TARGET
     (default: the row's)."""
-    from launcher.launching.submission import facts_for, job_spec
-
     target = target or row.target
     spec = element_spec_of(job_spec(row), row.meta["sweep"])
     facts = facts if facts is not None else facts_for(app, spec, target)
@@ -103,8 +101,6 @@ def render_element(app, row, attempt: int = 1, facts=None, avoid=(), target: Opt
 
 def element_facts(app, row):
     """The facts rendering element ROW on its target needs (the same for every element)."""
-    from launcher.launching.submission import facts_for, job_spec
-
     return facts_for(app, element_spec_of(job_spec(row), row.meta["sweep"]), row.target)
 
 
@@ -227,8 +223,6 @@ def requeue_lost_start(app, c, now: float) -> Optional[Outcome]:
 # ---- keeping max_parallel
 def fill(app, sweep_id: str, facts=None) -> list[Outcome]:
     """Start queued elements of SWEEP_ID while fewer than max_parallel hold a slot."""
-    from launcher.launching.submission import job_spec
-
     store = app.store
     if QUEUED not in {state for state, _ in store.sweeps.element_states(sweep_id).values()}:
         return []  # no row read in full: a status call of a sweep without queued elements
@@ -269,8 +263,6 @@ def fill_all(app) -> list[Outcome]:
 def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Record every element, submit element 0 now (its failure records nothing), queue the
     rest and start as many as max_parallel allows. A ``Launched`` named by the sweep id."""
-    from launcher.launching.submission import Launched, facts_for
-
     spec, spec_text = for_launch(spec, spec_text)
     store, backend = app.store, app.backend(target_name)
     sweep_id = new_job_id(spec.name)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import weakref
 from typing import Optional
 
+from launcher.backend.sections import spec_from_text
 from launcher.core.errors import LauncherError
 from launcher.core.status import STOPPED
 from launcher.recovery.cancel import Closing, cancel_claimed
@@ -61,8 +62,6 @@ def early_stop_of(row):
     """The ``sweep.early_stop`` section of the spec element ROW was launched with (None: none)."""
     text = row.spec_yaml
     if text not in _configs:
-        from launcher.backend.sections import spec_from_text
-
         spec = spec_from_text(text, row.spec_path or row.job_id)
         if len(_configs) >= CONFIGS_KEPT:
             _configs.clear()

@@ -56,7 +56,7 @@ class HostKeyInfo:
 
 def _tcp_socket(hop: Hop):
     if hop.proxy_command:
-        import paramiko
+        import paramiko  # heavy: loaded for SSH targets only
 
         try:
             return paramiko.ProxyCommand(hop.proxy_command)
@@ -80,7 +80,7 @@ def _tcp_socket(hop: Hop):
 
 
 def _jump_channel(via, via_hop: Hop, hop: Hop):
-    import paramiko
+    import paramiko  # heavy: loaded for SSH targets only
 
     try:
         return via.open_channel("direct-tcpip", (hop.hostname, hop.port), ("127.0.0.1", 0),
@@ -107,7 +107,7 @@ def _preferred_key_types(t, known: list) -> None:
 
 
 def _handshake(hop: Hop, sock):
-    import paramiko
+    import paramiko  # heavy: loaded for SSH targets only
 
     t = paramiko.Transport(sock)
     t.banner_timeout = hop.connect_timeout
@@ -166,7 +166,7 @@ def _verify(hop: Hop, kh: KnownHosts, key, hint: str,
 
 
 def _load_key(path: str, tried: list):
-    import paramiko
+    import paramiko  # heavy: loaded for SSH targets only
 
     try:
         key = paramiko.PKey.from_path(path)
@@ -203,7 +203,7 @@ def _pub_blob(path: str) -> Optional[bytes]:
 
 def _offer(t, hop: Hop, key, desc: str, tried: list) -> bool:
     """Offer one key; True when the server accepted it (``tried`` records the outcome)."""
-    import paramiko
+    import paramiko  # heavy: loaded for SSH targets only
 
     try:
         remaining = t.auth_publickey(hop.user, key)
@@ -228,7 +228,7 @@ def _offer(t, hop: Hop, key, desc: str, tried: list) -> bool:
 
 def _agent_key_accepted(t, hop: Hop, files: list, tried: list) -> bool:
     """Offer the agent's keys (with IdentitiesOnly, only those of ``files``)."""
-    import paramiko
+    import paramiko  # heavy: loaded for SSH targets only
 
     wanted = {b for b in (_pub_blob(p) for p in files) if b} if hop.identities_only else None
     try:

@@ -82,7 +82,7 @@ class Connection:
     def open_session(self, deadline: float, where: str):
         """A new channel on the connection. A pooled connection found dead is replaced
         once: nothing was sent yet, so this never runs a command twice."""
-        import paramiko
+        import paramiko  # heavy: loaded for SSH targets only
 
         for attempt in (1, 2):
             t = self.transport()
@@ -99,7 +99,7 @@ class Connection:
 
     def sftp_client(self):
         """The connection's SFTP session (opened once), or None if the server has no SFTP."""
-        import paramiko
+        import paramiko  # heavy: loaded for SSH targets only
 
         with self.lock:
             if self.sftp is not None and not self.sftp.get_channel().closed and self.transports \

@@ -127,7 +127,7 @@ def shell_exec(conn: Connection, where: str, cmdline: str, data: Optional[bytes]
                argv) -> tuple[int, bytes, bytes]:
     """Run a command line through one of the connection's persistent shells. Raises
     ShellUnavailable when there is none to be had (then: an exec channel)."""
-    import paramiko
+    import paramiko  # heavy: loaded for SSH targets only
 
     for attempt in (1, 2):
         sh = _take_shell(conn, where, time.monotonic() + timeout, argv)
@@ -204,7 +204,7 @@ def _start_shell(conn: Connection, where: str) -> Shell:
     """``bash --noprofile --norc`` on a new channel (the user's login shell runs once,
     to start it: its noise lands before the first frame), then the login environment
     of ``bash -l`` captured and exported in it once."""
-    import paramiko
+    import paramiko  # heavy: loaded for SSH targets only
 
     deadline = time.monotonic() + SHELL_START_TIMEOUT
     chan = conn.open_session(deadline, where)

@@ -141,7 +141,7 @@ class SSHRunner:
         """Run a command line on its own channel, framed (``sh -c SCRIPT``: the login
         shell's noise falls outside the frame); ``source`` (a binary file object or None)
         feeds stdin."""
-        import paramiko
+        import paramiko  # heavy: loaded for SSH targets only
 
         frame = Frame.new()
         command = "sh -c " + shlex.quote(frame.exec_script(command))

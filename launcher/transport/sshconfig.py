@@ -179,7 +179,7 @@ def _expand_includes(path: str, depth: int = 0) -> str:
 
 def load_ssh_config(path: Optional[str]):
     """A paramiko SSHConfig for ``path`` ('' or a missing file: an empty config)."""
-    import paramiko
+    import paramiko  # heavy: loaded for SSH targets only
 
     if not path:
         return paramiko.SSHConfig.from_text("")

@@ -96,7 +96,7 @@ def put_file(runner: SSHRunner, path: str, content: bytes, mode: int = 0o644) ->
     sftp = conn.sftp_client()
     if sftp is None:
         return _put_file_shell(runner, path, content, mode)
-    import paramiko
+    import paramiko  # heavy: loaded for SSH targets only
 
     d, base = posixpath.split(path)
     tmp = posixpath.join(d, f".{base}.tmp-{uuid.uuid4().hex[:12]}")
@@ -120,7 +120,7 @@ def put_file(runner: SSHRunner, path: str, content: bytes, mode: int = 0o644) ->
 def _sftp_write(sftp, tmp: str, path: str, content: bytes, mode: int) -> None:
     """Write ``tmp`` (mode set before any byte lands), check its size, rename it to
     ``path``; on failure ``tmp`` is removed."""
-    import paramiko
+    import paramiko  # heavy: loaded for SSH targets only
 
     try:
         with sftp.open(tmp, "wb") as f:

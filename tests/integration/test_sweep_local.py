@@ -142,7 +142,7 @@ def test_cancel_of_the_sweep_closes_queued_elements_before_they_start(tmp_path):
 
 
 def test_a_plugin_target_that_runs_no_arrays_gets_one_job_per_element(tmp_path):
-    # the fakecloud plugin declares RunsArrays but says no for its targets: the launcher keeps
+    # the fakecloud plugin is a Scheduler whose runs_arrays says no for its targets: the launcher keeps
     # max_parallel, as on local
     plugin = Path(__file__).parent / "fakecloud"
     cli = LauncherCLI(tmp_path, None, {"cloud": {"backend": "fakecloud"}})

@@ -1,7 +1,7 @@
 """The backend boundary, proven with a third-party plugin (issue 12 §7): the test-only
 ``fakecloud`` backend (tests/integration/fakecloud), installed through the
-``launcher.backends`` entry-point group like any plugin, implements every optional
-capability ``launcher.backend.protocols`` declares. `launcher plan` ranks its offers, `launch` and
+``launcher.backends`` entry-point group like any plugin, implements every protocol
+``launcher.backend.protocols`` declares. `launcher plan` ranks its offers, `launch` and
 `watch` recover it after a preemption (failing over to its next region), `report`
 accounts for it, provenance records its version, and ``launcher/`` names it nowhere.
 Burst from the real Slurm cluster to it: tests/integration/test_burst.py."""
@@ -32,9 +32,11 @@ TRAIN = ROOT / "examples" / "train.py"
 
 
 def capabilities() -> list[type]:
-    """Every optional capability launcher.backend.protocols declares (its runtime-checkable protocols)."""
+    """Every optional protocol launcher.backend.protocols declares (its runtime-checkable
+    protocols but Backend, which every backend is)."""
     return [v for v in vars(backend_mod).values()
-            if isinstance(v, type) and getattr(v, "_is_runtime_protocol", False) and v.__module__ == backend_mod.__name__]
+            if isinstance(v, type) and getattr(v, "_is_runtime_protocol", False) and v.__module__ == backend_mod.__name__
+            and v is not backend_mod.Backend]
 
 
 def plugin_cli(tmp_path, **options) -> LauncherCLI:
@@ -55,9 +57,12 @@ def plugin_class(monkeypatch):
 
 
 def test_the_plugin_declares_every_optional_capability(plugin_class, tmp_path):
+    from launcher.backend.config import Target
+
     caps = capabilities()
-    assert len(caps) >= 10, caps
+    assert len(caps) >= 6, caps
     assert [c.__name__ for c in caps if not can(plugin_class, c)] == []
+    assert can(plugin_class(Target(name="cloud", backend=NAME, options=None, raw={}), None), backend_mod.Backend)
     backends = {b["name"]: b for b in json.loads(plugin_cli(tmp_path).run("backends", "--json").stdout)}
     assert backends[NAME]["status"] == "ok" and backends[NAME]["source"] == NAME
 

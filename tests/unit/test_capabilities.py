@@ -1,35 +1,49 @@
-"""What each built-in backend declares it can do: the core asks these (``can``), never a name."""
+"""What each built-in backend declares it is: the core asks these (``can``), never a name."""
 
 import pytest
 
-from launcher.backend.protocols import (CancelsMany, ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost,
-                              IdentifiesRuns, KeepsRunHistory, MeasuresQueueWait, OwnsPriceSection, PricesOffers,
-                              RemoteWorkdir, ReportsVersion, RunsArrays, can)
 from launcher.backend.config import Target
+from launcher.backend.protocols import (Backend, ChoosesPlacement, Host, Pricing, Scheduler, SpecOwner, StartsSubmit,
+                                        can)
+from launcher.core.errors import NotSupported
 from launcher_backends.local.backend import LocalBackend
 from launcher_backends.skypilot.backend import SkyPilotBackend
 from launcher_backends.slurm.backend import SlurmBackend
 
+OPTIONAL = (Scheduler, Pricing, ChoosesPlacement, SpecOwner, Host, StartsSubmit)
 EXPECTED = {
-    LocalBackend: {FindsSubmissions, HasSubmitHost, PricesOffers, CancelsMany},
-    SlurmBackend: {FindsSubmissions, MeasuresQueueWait, KeepsRunHistory, HasSubmitHost, ReportsVersion,
-                   RemoteWorkdir, PricesOffers, Closes, RunsArrays, CancelsMany, IdentifiesRuns,
-                   OwnsPriceSection},
-    SkyPilotBackend: {CancelsMany, FindsSubmissions, ChoosesPlacement, ReportsVersion, PricesOffers, ChecksInstall, Closes,
-                      OwnsPriceSection},
+    LocalBackend: {Pricing, SpecOwner, Host},
+    SlurmBackend: {Scheduler, Pricing, SpecOwner, Host, StartsSubmit},
+    SkyPilotBackend: {Pricing, ChoosesPlacement, SpecOwner, Host},
 }
-ALL = (CancelsMany, ChecksInstall, ChoosesPlacement, Closes, FindsSubmissions, HasSubmitHost, KeepsRunHistory,
-       MeasuresQueueWait, PricesOffers, RemoteWorkdir, ReportsVersion, RunsArrays, IdentifiesRuns,
-       OwnsPriceSection)
+
+
+def _instance(cls):
+    return cls(Target(name="t", backend=cls.name, options=None, raw={}), None)
 
 
 @pytest.mark.parametrize("cls", list(EXPECTED), ids=lambda c: c.__name__)
-def test_each_builtin_declares_exactly_its_capabilities(cls):
-    declared = {cap for cap in ALL if can(cls, cap)}
+def test_each_builtin_declares_exactly_its_protocols(cls):
+    declared = {cap for cap in OPTIONAL if can(cls, cap)}
     assert declared == EXPECTED[cls], sorted(c.__name__ for c in declared ^ EXPECTED[cls])
-    # an instance declares what its class does
-    inst = cls(Target(name="t", backend=cls.name, options=None, raw={}), None)
-    assert {cap for cap in ALL if can(inst, cap)} == declared
+    # an instance declares what its class does, and is a Backend
+    inst = _instance(cls)
+    assert {cap for cap in OPTIONAL if can(inst, cap)} == declared
+    assert can(inst, Backend)
+
+
+def test_the_no_answers_of_a_backend_that_is_not_what_a_protocol_asks():
+    # SpecOwner: the local backend owns no section of the spec
+    assert LocalBackend.spec_section is None and LocalBackend.spec_options is None
+    # Pricing: this machine is free and reads no price file
+    assert LocalBackend.price_section is None and LocalBackend.price_options is None
+    with pytest.raises(NotSupported):
+        LocalBackend.merge_prices(None, {}, "prices.yaml")
+    # Host: no submit host for SkyPilot (its API server starts the jobs), nothing remote for local
+    assert _instance(SkyPilotBackend).runner is None
+    assert not SkyPilotBackend.workdir_is_remote({}) and not LocalBackend.workdir_is_remote({})
+    assert LocalBackend.available() is None and SlurmBackend.available() is None
+    assert _instance(LocalBackend).version(None) is None
 
 
 def test_remote_workdir_follows_the_target_options():
@@ -42,3 +56,12 @@ def test_a_local_submit_host_is_this_machine():
     assert b.runner.where == "localhost"
     s = SlurmBackend(Target(name="c", backend="slurm", options=None, raw={}), None)
     assert s.runner.where == "localhost"
+
+
+def test_the_protocols_are_a_handful():
+    """19 single-method capabilities were folded into these (issue 19 §5)."""
+    import launcher.backend.protocols as mod
+
+    protocols = sorted(v.__name__ for v in vars(mod).values() if isinstance(v, type)
+                       and getattr(v, "_is_runtime_protocol", False) and v.__module__ == mod.__name__)
+    assert protocols == ["Backend", "ChoosesPlacement", "Host", "Pricing", "Scheduler", "SpecOwner", "StartsSubmit"]

@@ -244,7 +244,7 @@ def _rack_backend():
     class RackRate(PriceModel):
         usd: float
 
-    class RackBackend:
+    class RackBackend:  # launcher.backend.protocols.Pricing
         name: ClassVar[str] = "rack"
         price_section: ClassVar[str] = "racks"
         price_options: ClassVar = dict[str, RackRate]
@@ -252,6 +252,14 @@ def _rack_backend():
         @classmethod
         def merge_prices(cls, merged, section, source):
             return {**(merged or {}), **{k: (v.usd, source) for k, v in section.items()}}
+
+        @classmethod
+        def offers(cls, spec, context):
+            return []
+
+        @classmethod
+        def offer_key(cls, target, handle_extra, status_extra):
+            return None
 
     return RackBackend
 

@@ -45,6 +45,17 @@ def test_config_mistakes_are_reported_with_the_key_path_and_a_hint(tmp_path, bod
     assert fragment in str(err.value)
 
 
+def test_a_targets_own_placement_is_one_placement_checked_once():
+    opts = SkyPilotOptions(infra="aws/us-east-1", use_spot=True, instance_type="p4d.24xlarge", gpu_hour_usd=2.0,
+                           fallbacks=[{"infra": "runpod"}])
+    assert isinstance(opts, Placement) and "hourly_usd" not in SkyPilotOptions.model_fields
+    own = opts.placement()
+    assert type(own) is Placement
+    assert own.model_dump(exclude_none=True) == {"infra": "aws/us-east-1", "use_spot": True,
+                                                 "instance_type": "p4d.24xlarge"}
+    assert [p.full_infra for p in opts.placements()] == ["aws/us-east-1", "runpod"]
+
+
 def test_infra_forms_skypilot_takes():
     assert split_infra("aws") == ("aws", None, None)
     assert split_infra("AWS/us-east-1/us-east-1a") == ("aws", "us-east-1", "us-east-1a")

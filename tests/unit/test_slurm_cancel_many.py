@@ -3,13 +3,13 @@ of many tokens in one listing (launcher_backends.slurm.cancel_many)."""
 
 from __future__ import annotations
 
-from launcher.backend.protocols import CancelsMany, FindsManySubmissions, can
+from launcher.backend.protocols import Scheduler, can
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.cancel_many import id_batches, is_job_id, scancel_errors, tokens_in
 
 
-def test_slurm_declares_both_capabilities():
-    assert can(SlurmBackend, CancelsMany) and can(SlurmBackend, FindsManySubmissions)
+def test_slurm_cancels_and_finds_many_its_own_way():
+    assert "cancel_many" in vars(SlurmBackend) and can(SlurmBackend, Scheduler)  # Scheduler.find_many
 
 
 def test_a_thousand_task_ids_are_one_batch_and_a_huge_list_is_split_below_the_cap():

@@ -24,18 +24,22 @@ class RackSection(Section):
     slots: int = Field(1, ge=1)
 
 
-class RackBackend:
+class RackBackend:  # launcher.backend.protocols.SpecOwner
     name: ClassVar[str] = "rack"
     spec_section: ClassVar[str] = "rack"
     spec_options: ClassVar = RackSection
+    spec_fields: ClassVar = None  # honours every portable request
+
+    @classmethod
+    def unsupported(cls, spec):
+        return []
 
 
-class GreedyBackend:
+class GreedyBackend(RackBackend):
     """A plugin that tries to take a portable field and a built-in's key as its section."""
 
     name: ClassVar[str] = "greedy"
     spec_section: ClassVar[str] = "resources"
-    spec_options: ClassVar = RackSection
 
 
 def registry(*extra):

@@ -82,6 +82,17 @@ class FakeScheduler:
         self.cancelled.append(h.native_id)
         self.states[h.native_id] = JobState.CANCELLED
 
+    def cancel_many(self, handles):
+        for h in handles:
+            self.cancel(h)
+        return {}
+
+    def find(self, job):
+        return None  # it keeps no dedupe token
+
+    def close(self):
+        pass
+
 
 # ---------------------------------------------------------------- the new layout
 def test_own_meta_keeps_what_is_the_elements_and_merged_gives_it_back():

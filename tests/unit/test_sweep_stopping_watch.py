@@ -41,6 +41,21 @@ class FakeScheduler:
         self.cancelled.append(h.native_id)
         self.states[h.native_id] = JobState.CANCELLED
 
+    def cancel_many(self, handles):
+        errors = {}
+        for h in handles:
+            try:
+                self.cancel(h)
+            except LauncherError as e:
+                errors[h.native_id] = str(e)
+        return errors
+
+    def find(self, job):
+        return None  # it keeps no dedupe token
+
+    def close(self):
+        pass
+
 
 @pytest.fixture
 def rig(app, tmp_path):

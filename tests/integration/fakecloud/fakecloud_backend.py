@@ -1,14 +1,14 @@
 """A third-party backend for the tests, registered through the `launcher.backends`
 entry-point group exactly like a plugin (see the .dist-info beside it), that implements
-EVERY optional capability of ``launcher.backend.protocols``; ``launcher/`` names it nowhere
+EVERY protocol of ``launcher.backend.protocols``; ``launcher/`` names it nowhere
 (tests/integration/test_third_party_backend.py checks both).
 
 It is a "cloud" with regions that runs the job on this machine, like the local backend it
 extends: after a short provisioning phase in which it reports PENDING, the job runs "in"
 the first placement the planner ranked that is not cooling down (ChoosesPlacement). A
 SIGUSR1 to the job is its spot reclaim notice (the trainer checkpoints and exits 75:
-PREEMPTED). Its prices come from its target options (PricesOffers), its queue wait is an
-option too (MeasuresQueueWait).
+PREEMPTED). Its prices come from its target options (Pricing), its queue wait is an
+option too (Scheduler).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class FakeCloudBackend(LocalBackend):
     target_options: ClassVar = FakeCloudOptions
     install_hint: ClassVar[str] = "tests/integration/fakecloud on PYTHONPATH"
     restart_hours: ClassVar[float] = 2 / 60
-    # ---- OwnsSpecSection (DeclaresSpecFields and LimitsSpec come with LocalBackend: one
+    # ---- SpecOwner: its own section (spec_fields and unsupported come with LocalBackend: one
     # process on this machine)
     spec_section: ClassVar[str] = "fakecloud"
     spec_options: ClassVar = FakeCloudSection
@@ -65,7 +65,7 @@ class FakeCloudBackend(LocalBackend):
         o = self.target.options
         return o if isinstance(o, FakeCloudOptions) else _options(self.target.raw)
 
-    # ---- ChecksInstall, Closes
+    # ---- Host (available; runner, the local one, inherited) and Backend.close
     @classmethod
     def available(cls) -> Optional[str]:
         return None  # nothing to install: it runs the job on this machine
@@ -73,7 +73,7 @@ class FakeCloudBackend(LocalBackend):
     def close(self) -> None:
         pass
 
-    # ---- OwnsPriceSection: a price file may say `fakecloud: {REGION: $ per node-hour}`; a later
+    # ---- Pricing, its price section: a price file may say `fakecloud: {REGION: $ per node-hour}`; a later
     # file's region replaces an earlier one's
     price_section: ClassVar[str] = "fakecloud"
     price_options: ClassVar = dict[str, float]
@@ -82,7 +82,7 @@ class FakeCloudBackend(LocalBackend):
     def merge_prices(cls, merged, section, source: str):
         return {**(merged or {}), **section}
 
-    # ---- PricesOffers
+    # ---- Pricing, its offers
     @classmethod
     def offers(cls, spec, context) -> list:
         opts = _options(context.options)
@@ -102,11 +102,11 @@ class FakeCloudBackend(LocalBackend):
         region = status_extra.get("region") or handle_extra.get("region")
         return (cls.name, region, "", "vm", bool(handle_extra.get("use_spot"))) if region else None
 
-    # ---- MeasuresQueueWait
+    # ---- Scheduler: its queue wait is an option
     def queue_wait(self, spec, exclude_job: Optional[str] = None) -> Optional[QueueEstimate]:
         return QueueEstimate(self.opts.queue_hours, f"{self.name}: queue_hours option", queue="vm")
 
-    # ---- KeepsRunHistory: no restart in place, so one run per native id
+    # ---- Scheduler: no restart in place, so one run per native id
     def run_history(self, handle: Handle) -> list[dict]:
         st = self._status_one(handle)
         return [{"state": st.state.value, "nodes": "localhost"}] if st.state.is_terminal else []
@@ -116,16 +116,16 @@ class FakeCloudBackend(LocalBackend):
     def with_candidates(facts: Facts, candidates: list[dict]) -> Facts:
         return dataclasses.replace(facts, data={**facts.data, "candidates": list(candidates)})
 
-    # ---- ReportsVersion
+    # ---- Host: the version of what runs the jobs
     def version(self, facts: Facts) -> Optional[str]:
         return VERSION
 
-    # ---- RemoteWorkdir
+    # ---- Host: a target option says where the workdir is
     @classmethod
     def workdir_is_remote(cls, options: dict) -> bool:
         return bool(options.get("remote_workdir"))
 
-    # ---- RunsArrays: declared, but no target of it runs an array (each sweep element is its
+    # ---- Scheduler's arrays: declared, but no target of it runs an array (each sweep element is its
     # own job, max_parallel kept by the launcher); were one to, its elements would be named so
     @classmethod
     def runs_arrays(cls, options: dict) -> bool:
@@ -139,7 +139,7 @@ class FakeCloudBackend(LocalBackend):
     def element_native_id(cls, array_id: str, index) -> str:
         return f"{array_id}.{index}"
 
-    # ---- IdentifiesRuns: the job's own id as its script exports it; no restart in place
+    # ---- Scheduler: a run is named by the job's own id as its script exports it; no restart in place
     @classmethod
     def run_of(cls, scheduler: dict) -> Optional[tuple[str, int]]:
         native = scheduler.get("LAUNCHER_SELF_ID")
@@ -169,12 +169,12 @@ class FakeCloudBackend(LocalBackend):
         except Exception as e:  # noqa: BLE001 - handed to wait(), which raises it
             return _Started(None, e)
 
-    # ---- FindsManySubmissions: one lookup per job (its marker file), the same answer as find()
+    # ---- Scheduler.find_many: one lookup per job (its marker file), the same answer as find()
     def find_many(self, jobs) -> dict:
         found = {j.dedupe_token: self.find(j) for j in jobs}
         return {t: h for t, h in found.items() if h is not None}
 
-    # ---- CancelsMany: the local backend's (one grace period for all), inherited
+    # ---- Backend.cancel_many: the local backend's (one grace period for all), inherited
 
     def status(self, handles):
         out = []
