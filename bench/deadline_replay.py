@@ -476,65 +476,60 @@ def optimal_cost(world: World, start: int, work: float, deadline: float, overhea
     for j in range(1, L):
         run_up &= up[:, j:T + j]
     run_cost = sum(price[:, j:T + j] for j in range(L))
-    F = np.full((T + L + 1, M, G), inf)
+    # a ring of L + 1 ticks: tick k is final once k - 1 (hold, wait) and k - L (start) are done
+    B = L + 1
+    F = np.full((B, M, G), inf)
     # ticks held along the cheapest path, encoded as on-demand x 1e5 + spot (exact in a float)
-    H = np.zeros((T + L + 1, M, G))
+    H = np.zeros((B, M, G))
     F[0, 0, 0] = 0.0
     best = (inf, 0.0, 0)
     w_idx = np.arange(G) * u
     ticks_od = np.ones(M)
     ticks_od[0], ticks_od[M - 1] = 0, 1e5
 
-    def done_mask(k_end):
+    def finish(k_end, c, h):
         # progress = elapsed - lost: finished when k_end * g - lost >= work
-        return (k_end * g_s - w_idx) >= W_s
+        nonlocal best
+        fin = ((k_end * g_s - w_idx) >= W_s) & np.isfinite(c)
+        if fin.any():
+            i = int(np.argmin(np.where(fin, c, inf)))
+            if c[i] < best[0]:
+                best = (float(c[i]), float(h[i]), k_end)
+            c = np.where(fin, inf, c)
+        return c
 
     for k in range(T):
-        Fk, Hk = F[k], H[k]
-        if not np.isfinite(Fk).any():
-            continue
-        # preempted spot holders become "nothing" at k
-        for m in range(1, Z + 1):
-            if not up[m, k]:
-                better = Fk[m] < Fk[0]
-                Fk[0] = np.where(better, Fk[m], Fk[0])
-                Hk[0] = np.where(better, Hk[m], Hk[0])
-                Fk[m] = inf
-        # keep holding m for tick k
-        for m in range(1, M):
-            if not np.isfinite(Fk[m]).any():
-                continue
-            c, h = Fk[m] + price[m, k], Hk[m] + ticks_od[m]
-            fin = done_mask(k + 1) & np.isfinite(c)
-            if fin.any():
-                i = int(np.argmin(np.where(fin, c, inf)))
-                if c[i] < best[0]:
-                    best = (c[i], h[i], k + 1)
-                c = np.where(fin, inf, c)
-            _relax(F[k + 1, m], H[k + 1, m], c, h)
-        # wait one tick: lose g
-        if gu < G:
-            c, h = np.full(G, inf), np.zeros(G)
-            c[gu:], h[gu:] = Fk[0][:G - gu], Hk[0][:G - gu]
-            _relax(F[k + 1, 0], H[k + 1, 0], c, h)
-        # start m at k (from whatever is held): lose d, hold m for L ticks
-        if du < G:
-            src = Fk.min(axis=0)
-            arg = Fk.argmin(axis=0)
-            srch = Hk[arg, np.arange(G)]
-            sh_c, sh_h = np.full(G, inf), np.zeros(G)
-            sh_c[du:], sh_h[du:] = src[:G - du], srch[:G - du]
+        Fk, Hk = F[k % B], H[k % B]
+        if np.isfinite(Fk).any():
+            # preempted spot holders hold nothing at k
+            for m in range(1, Z + 1):
+                if not up[m, k]:
+                    _relax(Fk[0], Hk[0], Fk[m], Hk[m])
+                    Fk[m] = inf
+            n1 = (k + 1) % B
+            # keep holding m for tick k
             for m in range(1, M):
-                if not run_up[m, k]:
-                    continue
-                c, h = sh_c + run_cost[m, k], sh_h + ticks_od[m] * L
-                fin = done_mask(k + L) & np.isfinite(c)
-                if fin.any():
-                    i = int(np.argmin(np.where(fin, c, inf)))
-                    if c[i] < best[0]:
-                        best = (c[i], h[i], k + L)
-                    c = np.where(fin, inf, c)
-                _relax(F[k + L, m], H[k + L, m], c, h)
+                if np.isfinite(Fk[m]).any():
+                    _relax(F[n1, m], H[n1, m], finish(k + 1, Fk[m] + price[m, k], Hk[m] + ticks_od[m]),
+                           Hk[m] + ticks_od[m])
+            # from whatever is held (or nothing): release it and wait a tick (lose g), or
+            # start m at k (lose d, hold m for L ticks)
+            arg = Fk.argmin(axis=0)
+            src, srch = Fk[arg, np.arange(G)], Hk[arg, np.arange(G)]
+            if gu < G:
+                c, h = np.full(G, inf), np.zeros(G)
+                c[gu:], h[gu:] = src[:G - gu], srch[:G - gu]
+                _relax(F[n1, 0], H[n1, 0], c, h)
+            if du < G:
+                sh_c, sh_h = np.full(G, inf), np.zeros(G)
+                sh_c[du:], sh_h[du:] = src[:G - du], srch[:G - du]
+                nL = (k + L) % B
+                for m in range(1, M):
+                    if run_up[m, k]:
+                        h = sh_h + ticks_od[m] * L
+                        _relax(F[nL, m], H[nL, m], finish(k + L, sh_c + run_cost[m, k], h), h)
+        Fk[:] = inf
+        Hk[:] = 0.0
     if not math.isfinite(best[0]):
         return None
     cost, ticks, _ = best

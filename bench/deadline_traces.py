@@ -24,6 +24,11 @@ Neither trace set is shipped with the launcher.
   inverted to 1 = preempted, ``prices`` the zone's series from ``data/v100_spot_prices.json``,
   ``metadata.price_info`` with on-demand $3.06/h.
 
+Synthetic: ``python bench/deadline_traces.py synthetic OUT [--ticks N --seed N]`` writes a made-up
+set in both layouts (``OUT/single/<zone>_v100_1.json`` and ``OUT/multi/<zone>_v100_1/full.json``):
+per zone a two-state Markov chain of availability (its own mean up and down spells) and its
+own spot price level with small steps. ``tests/fixtures/deadline_traces`` is one of these.
+
 Windows: ``python bench/deadline_traces.py windows --traces DIR [--multi-region] --seed N
 --count N --span-h 70 --out FILE.json`` draws random starts that leave ``--span-h`` hours of
 trace; ``--split train|test`` keeps starts in the first or the second half of each trace (so
@@ -77,6 +82,35 @@ def v100(artifact: Path, out: Path) -> list[Path]:
     return written
 
 
+# zone: (mean ticks up, mean ticks down, spot $/h level)
+SYNTHETIC_ZONES = {"us-east-1a": (30, 6, 1.20), "us-east-2a": (12, 4, 0.95), "us-west-2a": (60, 20, 1.05)}
+
+
+def synthetic(out: Path, ticks: int = 600, seed: int = 0, gap: int = 600) -> list[Path]:
+    rng = random.Random(seed)
+    written = []
+    for zone, (mean_up, mean_down, level) in SYNTHETIC_ZONES.items():
+        up, avail, prices, price = True, [], [], level
+        for _ in range(ticks):
+            avail.append(1 if up else 0)
+            if rng.random() < 1 / (mean_up if up else mean_down):
+                up = not up
+            if rng.random() < 0.02:
+                price = round(min(max(price * rng.choice([0.95, 1.05]), 0.9 * level), 1.4 * level), 4)
+            prices.append(price)
+        single = out / "single" / f"{zone}_v100_1.json"
+        single.parent.mkdir(parents=True, exist_ok=True)
+        single.write_text(json.dumps({"metadata": {"gap_seconds": gap}, "data": avail}) + "\n")
+        multi = out / "multi" / f"{zone}_v100_1" / "full.json"
+        multi.parent.mkdir(parents=True, exist_ok=True)
+        multi.write_text(json.dumps({
+            "metadata": {"gap_seconds": gap, "zone": zone,
+                         "price_info": {"zone": zone, "on_demand_price": V100_ON_DEMAND, "price": level}},
+            "data": [1 - a for a in avail], "prices": prices}) + "\n")
+        written += [single, multi]
+    return written
+
+
 def _lengths(traces: Path, multi: bool) -> dict:
     """{env or "": (ticks, gap_seconds)}"""
     out = {}
@@ -121,6 +155,10 @@ def main(argv=None):
     v = sub.add_parser("v100", help="build the SkyNomad V100 9-zone full.json set from its artifact")
     v.add_argument("artifact", type=Path)
     v.add_argument("out", type=Path)
+    y = sub.add_parser("synthetic", help="a made-up set in both layouts (Markov availability, prices)")
+    y.add_argument("out", type=Path)
+    y.add_argument("--ticks", type=int, default=600)
+    y.add_argument("--seed", type=int, default=0)
     w = sub.add_parser("windows", help="random windows, optionally in the train or test half")
     w.add_argument("--traces", required=True, type=Path)
     w.add_argument("--multi-region", action="store_true")
@@ -132,6 +170,10 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.cmd == "v100":
         for p in v100(a.artifact, a.out):
+            print(p)
+        return 0
+    if a.cmd == "synthetic":
+        for p in synthetic(a.out, a.ticks, a.seed):
             print(p)
         return 0
     ws = windows(a.traces, a.multi_region, a.count, a.span_h, a.seed, a.split)

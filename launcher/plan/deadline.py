@@ -128,12 +128,12 @@ def _fresh_fallback_h(s: Situation) -> float:
 def safe(s: Situation, p: Placement) -> bool:
     """The safety net's test: after holding ``p`` for this tick, can a guaranteed offer
     started at the next tick boundary still finish? (Guaranteed placements are safe when
-    they finish themselves.)"""
+    they finish themselves; spot where none is available is a wait.)"""
     left, g = s.left_h, s.tick_h
     if p.kind in (ON_DEMAND, SLURM):
         o = next((o for o in s.offers if o.kind == p.kind and o.where == p.where), None)
         return o is not None and can_finish(s, o)
-    if p.kind == SPOT:
+    if p.kind == SPOT and any(o.kind == SPOT and o.where == p.where and o.available for o in s.offers):
         start = s.overhead_left_h if s.current == p else s.overhead_h
         if s.elapsed_h + start + left <= s.elapsed_h + g + _EPS:   # it finishes within the tick
             return s.elapsed_h + start + left <= s.deadline_h + _EPS
