@@ -101,7 +101,7 @@ class Params:
     stay_h: float = 6.0        # multi-region: hours a spot start is expected to last (move test)
 
 
-SINGLE = Params()
+SINGLE = Params(reserve=0.8, back=0.0)   # tuned on train windows of the AWS 2022 set (bench/deadline_replay.py)
 MULTI = Params()
 
 
