@@ -31,10 +31,10 @@ def test_spot_available_is_taken():
 
 
 def test_no_spot_with_slack_waits_and_says_why_with_its_numbers():
-    # 7 h left, 13 h to go: slack 13 - 0.5 - 7 = 5.5 h; the reserve is Uniform Progress's line,
-    # 7 x (14 - 10) / 10 - 0.5 = 2.3 h
+    # 7 h left, 13 h to go: slack 13 - 0.5 - 7 = 5.5 h; at reserve=1 the reserve is Uniform
+    # Progress's line, 7 x (14 - 10) / 10 - 0.5 = 2.3 h
     gone = dl.Offer("us-east-1a", dl.SPOT, 1.0, available=False)
-    d = dl.decide(sit(elapsed_h=1.0, done_h=3.0, offers=(gone, OD_A)))
+    d = dl.decide(sit(elapsed_h=1.0, done_h=3.0, offers=(gone, OD_A)), dl.Params(reserve=1.0))
     assert d.placement == dl.NOWHERE and "waiting" in d.reason
     assert d.numbers["slack_h"] == 5.5 and d.numbers["reserve_h"] == pytest.approx(2.3)
     d = dl.decide(sit(elapsed_h=4.0, done_h=3.0, offers=(gone, OD_A)))
