@@ -1,0 +1,257 @@
+"""Finish by a deadline at the lowest cost: where a job with ``cost.deadline`` should run next.
+
+A pure policy, asked once per tick (``Situation`` -> ``Decision``). All times are hours.
+
+The one resource a deadline gives is **slack**: the time the job may still lose (waiting for
+spot, restart overheads) and still finish on a guaranteed offer (on-demand, or a Slurm target
+whose expected queue wait fits)::
+
+    slack = deadline - elapsed - (restart overhead + queue wait + work left)
+
+Waiting spends slack one for one; every start spends its restart overhead; running (spot or
+on-demand) keeps it. Money is spent only while an instance is held, far more on on-demand.
+So the policy rides spot while it is there, and when it is not, it waits while the slack is
+above a **reserve** that shrinks with the work left (``Params.reserve``: at ``reserve=1`` it is
+exactly Uniform Progress's line, "Can't Be Late", NSDI '24), else runs on the guaranteed
+offer. From on-demand it returns to spot when the slack is above the reserve plus the two
+restarts a return risks (``Params.back``: Uniform Progress's 2x-overhead hysteresis).
+
+**The safety net** (``safety_net``) is checked last and overrides everything: a placement
+other than a guaranteed one is allowed for this tick only if, should spot vanish at the next
+tick boundary, the guaranteed offer started then still finishes by the deadline. A
+preemption takes effect at a tick boundary, so a spot tick's progress is certain; the net
+therefore keeps "on-demand can still finish" true from tick to tick, and the deadline is met
+whenever on-demand could still meet it when the policy was first asked (``can_finish``).
+
+Two forms: ``decide_single`` (one zone: its spot and on-demand, the Can't-Be-Late setting)
+and ``decide_multi`` (spot in many zones with their own prices, on-demand where it is
+cheapest, Slurm targets with a queue wait). Both are ``decide`` with their own tuned
+``Params`` (``SINGLE``, ``MULTI``; measured by ``bench/deadline_replay.py``). The multi-region
+form also moves a running spot job to a cheaper zone when the saving over the hours it may
+stay pays for the restart (``Params.stay_h``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+SPOT, ON_DEMAND, SLURM, WAIT = "spot", "on_demand", "slurm", "wait"
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A place the job could run this tick."""
+
+    where: str                 # zone (spot), region (on-demand) or Slurm target name
+    kind: str                  # SPOT | ON_DEMAND | SLURM
+    price: float               # $/h for the whole job
+    available: bool = True     # spot: capacity now (what ``watch`` learns); others: True
+    wait_h: float = 0.0        # SLURM: expected queue wait before the job starts
+
+    @property
+    def guaranteed(self) -> bool:
+        return self.kind != SPOT
+
+
+@dataclass(frozen=True)
+class Placement:
+    kind: str = WAIT
+    where: Optional[str] = None
+
+    def __str__(self) -> str:
+        return self.kind if self.where is None else f"{self.kind}:{self.where}"
+
+
+NOWHERE = Placement()
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What the policy is told at one tick."""
+
+    elapsed_h: float           # since the job was submitted
+    done_h: float              # work committed (restorable after a restart)
+    work_h: float              # total work
+    deadline_h: float          # from submission
+    overhead_h: float          # one restart: provisioning plus restore
+    current: Placement = NOWHERE
+    overhead_left_h: float = 0.0   # of the current placement's start (0 once it runs)
+    offers: tuple = ()         # Offer, every place known this tick
+    tick_h: float = 1 / 6      # the decision holds until the next tick
+
+    @property
+    def left_h(self) -> float:
+        return max(self.work_h - self.done_h, 0.0)
+
+
+@dataclass(frozen=True)
+class Decision:
+    placement: Placement
+    reason: str
+    numbers: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Params:
+    reserve: float = 1.0       # slack kept back, as a fraction of the Uniform Progress line's
+    back: float = 2.0          # from on-demand, back to spot only with this many overheads above it
+    min_left_h: float = 0.0    # no return to spot with less work than this left
+    stay_h: float = 6.0        # multi-region: hours a spot start is expected to last (move test)
+
+
+SINGLE = Params(reserve=0.8, back=0.0)   # tuned on train windows of the AWS 2022 set (bench/deadline_replay.py)
+MULTI = Params()
+
+
+# ---- the guarantee -------------------------------------------------------------------------
+
+def _start_h(s: Situation, o: Offer) -> float:
+    """Hours from now until ``o`` makes progress (its overhead, or what is left of it)."""
+    if s.current.kind == o.kind and s.current.where == o.where:
+        return s.overhead_left_h
+    return s.overhead_h + o.wait_h
+
+
+def can_finish(s: Situation, o: Offer) -> bool:
+    """Does the guaranteed offer ``o``, started (or kept) now, finish by the deadline?"""
+    return s.elapsed_h + _start_h(s, o) + s.left_h <= s.deadline_h + _EPS
+
+
+def _fresh_fallback_h(s: Situation) -> float:
+    """Overhead plus queue wait of the quickest guaranteed offer started from scratch."""
+    waits = [o.wait_h for o in s.offers if o.guaranteed]
+    return s.overhead_h + (min(waits) if waits else float("inf"))
+
+
+def safe(s: Situation, p: Placement) -> bool:
+    """The safety net's test: after holding ``p`` for this tick, can a guaranteed offer
+    started at the next tick boundary still finish? (Guaranteed placements are safe when
+    they finish themselves; spot where none is available is a wait.)"""
+    left, g = s.left_h, s.tick_h
+    if p.kind in (ON_DEMAND, SLURM):
+        o = next((o for o in s.offers if o.kind == p.kind and o.where == p.where), None)
+        return o is not None and can_finish(s, o)
+    if p.kind == SPOT and any(o.kind == SPOT and o.where == p.where and o.available for o in s.offers):
+        start = s.overhead_left_h if s.current == p else s.overhead_h
+        if s.elapsed_h + start + left <= s.elapsed_h + g + _EPS:   # it finishes within the tick
+            return s.elapsed_h + start + left <= s.deadline_h + _EPS
+        left -= max(g - start, 0.0)
+    return s.elapsed_h + g + _fresh_fallback_h(s) + left <= s.deadline_h + _EPS
+
+
+def fallback(s: Situation) -> Optional[Offer]:
+    """The guaranteed offer to finish on: the one held if it finishes and no other finishing
+    one is cheaper after paying a restart; else the cheapest that finishes; else (the deadline
+    is already lost) the one that finishes soonest."""
+    gs = [o for o in s.offers if o.guaranteed]
+    if not gs:
+        return None
+    fits = [o for o in gs if can_finish(s, o)]
+    if not fits:
+        return min(gs, key=lambda o: (_start_h(s, o), o.price, o.where))
+    held = next((o for o in fits if s.current.kind == o.kind and s.current.where == o.where), None)
+    best = min(fits, key=lambda o: (o.price * (_start_h(s, o) + s.left_h), o.where))
+    if held is not None and held.price * (s.overhead_left_h + s.left_h) <= best.price * (
+            _start_h(s, best) + s.left_h) + _EPS:
+        return held
+    return best
+
+
+def safety_net(s: Situation, d: Decision) -> Decision:
+    """Let ``d`` stand if it keeps the deadline reachable on a guaranteed offer, else replace
+    it by the guaranteed offer (``fallback``)."""
+    if d.placement.kind in (SPOT, WAIT) and safe(s, d.placement):
+        return d
+    if d.placement.kind in (ON_DEMAND, SLURM) and safe(s, d.placement):
+        return d
+    f = fallback(s)
+    if f is None:
+        return d
+    numbers = dict(d.numbers, would=str(d.placement))
+    why = "safety net: " + ("only a guaranteed offer still meets the deadline"
+                            if can_finish(s, f) else "the deadline cannot be met any more; finishing soonest")
+    return Decision(Placement(f.kind, f.where), why, numbers)
+
+
+# ---- the policy ----------------------------------------------------------------------------
+
+def slack_h(s: Situation) -> float:
+    """Slack if the job had to start on a guaranteed offer now (see the module docstring)."""
+    return s.deadline_h - s.elapsed_h - _fresh_fallback_h(s) - s.left_h
+
+
+def reserve_h(s: Situation, params: Params) -> float:
+    """Slack to keep back with this much work left. Uniform Progress waits while the job is
+    ahead of the line ``done = elapsed x work / deadline``, i.e. while
+    ``slack >= left x (deadline - work) / work - overhead``; ``params.reserve`` scales it."""
+    line = s.left_h * (s.deadline_h - s.work_h) / s.work_h if s.work_h > 0 else 0.0
+    return params.reserve * line - s.overhead_h
+
+
+def _best_spot(s: Situation) -> Optional[Offer]:
+    up = [o for o in s.offers if o.kind == SPOT and o.available]
+    return min(up, key=lambda o: (o.price, o.where)) if up else None
+
+
+def _held_spot(s: Situation) -> Optional[Offer]:
+    if s.current.kind != SPOT:
+        return None
+    return next((o for o in s.offers if o.kind == SPOT and o.where == s.current.where
+                 and o.available), None)
+
+
+def _worth_moving(s: Situation, held: Offer, to: Offer, params: Params) -> bool:
+    """Move a running spot job to a cheaper zone when the saving over the hours it may stay
+    there pays for the restart (billed at the new price, no progress)."""
+    hours = min(s.left_h, params.stay_h)
+    return (held.price - to.price) * hours > to.price * s.overhead_h + _EPS
+
+
+def decide(s: Situation, params: Params = SINGLE) -> Decision:
+    """One tick's placement, with its reason and the numbers behind it (safety net applied)."""
+    if s.left_h <= _EPS:
+        return Decision(NOWHERE, "done", {})
+    slack, reserve = slack_h(s), reserve_h(s, params)
+    nums = {"elapsed_h": round(s.elapsed_h, 4), "left_h": round(s.left_h, 4),
+            "slack_h": round(slack, 4), "reserve_h": round(reserve, 4)}
+    held, best = _held_spot(s), _best_spot(s)
+    if held is not None:
+        if best is not None and best.price < held.price and _worth_moving(s, held, best, params):
+            d = Decision(Placement(SPOT, best.where), f"moving to cheaper spot {best.where} "
+                         f"(${best.price:.4g}/h, from ${held.price:.4g}/h)", nums)
+            if safe(s, d.placement):
+                return d
+        return safety_net(s, Decision(s.current, "riding spot", nums))
+    if s.current.kind in (ON_DEMAND, SLURM):
+        # the slack a return to spot would leave: this restart, and the next one back
+        held_slack = s.deadline_h - s.elapsed_h - s.overhead_left_h - s.left_h - 2 * s.overhead_h
+        nums["held_slack_h"] = round(held_slack, 4)
+        if (best is not None and held_slack >= reserve + params.back * s.overhead_h
+                and s.left_h > params.min_left_h):
+            return safety_net(s, Decision(Placement(SPOT, best.where),
+                                          "ahead of the reserve: back to spot", nums))
+        f = fallback(s)
+        stay = Decision(Placement(f.kind, f.where) if f else s.current,
+                        "spot gone" if best is None else "behind the reserve: staying on it", nums)
+        return safety_net(s, stay)
+    if best is not None:
+        return safety_net(s, Decision(Placement(SPOT, best.where), "spot available", nums))
+    if slack - s.tick_h >= reserve:
+        return safety_net(s, Decision(NOWHERE, "no spot; waiting (slack above the reserve)", nums))
+    f = fallback(s)
+    if f is None:
+        return Decision(NOWHERE, "no spot and no guaranteed offer", nums)
+    return safety_net(s, Decision(Placement(f.kind, f.where), "no spot; behind the reserve", nums))
+
+
+def decide_single(s: Situation, params: Params = SINGLE) -> Decision:
+    """The single-region form: ``s.offers`` are one zone's spot and its on-demand."""
+    return decide(s, params)
+
+
+def decide_multi(s: Situation, params: Params = MULTI) -> Decision:
+    """The multi-region form: spot in many zones, each with its price; on-demand and Slurm
+    targets as fallbacks."""
+    return decide(s, params)
