@@ -25,6 +25,8 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+import threading
+from collections import Counter
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -172,6 +174,21 @@ class StoreConnection(sqlite3.Connection):
     def commit(self):
         return _mapped(super().commit, self.path, self.timeout)
 
+    def close(self):
+        if self.path and not getattr(self, "_closed", False):
+            self._closed = True
+            with _OPEN_LOCK:
+                _OPEN[self.path] -= 1
+        return super().close()
+
+
+# Store files this process has a connection to ({path: count}). Their header is not read again
+# while one is open: closing any descriptor of a file drops every POSIX lock this process
+# holds on it, SQLite's own included (another process could then reset the WAL under a
+# connection still reading it: it would go on reading an old snapshot).
+_OPEN: Counter = Counter()
+_OPEN_LOCK = threading.Lock()
+
 
 # ---------------------------------------------------------------- opening
 def open_db(path: Path, schema: str, shared: bool = False) -> StoreConnection:
@@ -182,7 +199,10 @@ def open_db(path: Path, schema: str, shared: bool = False) -> StoreConnection:
     timeout = busy_timeout()
     if not path.exists():
         _create(path, schema, timeout)
-    check_file(path)
+    with _OPEN_LOCK:
+        validated = _OPEN[str(path)] > 0
+    if not validated:  # see _OPEN: never while one of this process's connections holds a lock
+        check_file(path)
     if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
         # SQLite would open it read-only and fail at the first write, possibly mid-command
         raise StateStoreFailure(describe_failure(path, "readonly"))
@@ -209,6 +229,8 @@ def _connect(path: Path, timeout: float, shared: bool = False) -> StoreConnectio
             from e
     db.path, db.timeout = str(path), timeout
     db.row_factory = sqlite3.Row
+    with _OPEN_LOCK:
+        _OPEN[db.path] += 1
     return db
 
 
