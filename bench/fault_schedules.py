@@ -42,7 +42,7 @@ def main() -> int:
     ap.add_argument("--slurm", type=int, default=100, help="schedules on a netns Slurm test cluster (0: none)")
     ap.add_argument("--seed", type=int, default=None, help="base seed (default $LAUNCHER_FAULT_SEED, else random)")
     ap.add_argument("--only", default="", help="comma-separated schedule indices to run alone (replay)")
-    ap.add_argument("--parallel", type=int, default=4, help="local schedules at a time")
+    ap.add_argument("--parallel", type=int, default=6, help="local schedules at a time")
     ap.add_argument("--slurm-parallel", type=int, default=2, help="Slurm schedules at a time")
     ap.add_argument("--json", default="", help="write every result here")
     ap.add_argument("--keep", action="store_true", help="keep every schedule's folder (default: failing ones)")

@@ -16,7 +16,7 @@ import os
 from .fault_harness import base_seed, chosen, run_many, summary
 
 COUNT = int(os.environ.get("LAUNCHER_FAULT_SCHEDULES", "100"))
-PARALLEL = int(os.environ.get("LAUNCHER_FAULT_PARALLEL", "4"))
+PARALLEL = int(os.environ.get("LAUNCHER_FAULT_PARALLEL", "6"))
 
 
 def test_randomized_fault_schedules_on_local_keep_the_three_invariants(tmp_path):
