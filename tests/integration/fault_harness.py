@@ -6,7 +6,8 @@ seed S is ``random.Random(f"{S}:{I}")``, so any one replays alone):
 
 - a backend: ``local``, or ``slurm`` (the real test cluster);
 - a scenario: ``launch`` (a plain launch), ``fail_first`` (the job's first attempt fails,
-  so a watcher resubmits it) or ``sweep`` (a sweep of three elements, two at a time);
+  so a watcher resubmits it) or ``sweep`` (a sweep of three elements, two at a time, whose
+  element 0 fails its first attempt);
 - a fault point of ``launcher.core.faults`` and an action there: ``pause`` (SIGSTOP; the
   harness sends SIGCONT after longer than the claim TTL), ``kill`` (-9), ``interrupt``
   (Ctrl-C) or ``sleep``;
@@ -186,7 +187,9 @@ PROGRAM = textwrap.dedent("""
         f.write("%s %s %d %s\\n" % (job, os.environ["LAUNCHER_ATTEMPT"], os.getpid(),
                                    os.environ.get("LAUNCHER_SELF_ID", "?")))
     time.sleep(float(os.environ.get("FAULT_HOLD", "1")))
-    sys.exit(1 if os.environ.get("FAULT_FAIL_FIRST") and os.environ["LAUNCHER_ATTEMPT"] == "1" else 0)
+    first = os.environ["LAUNCHER_ATTEMPT"] == "1"
+    fail = os.environ.get("FAULT_FAIL_FIRST", "")  # "all", or the sweep element that fails its attempt 1
+    sys.exit(1 if first and fail and fail in ("all", index) else 0)
 """)
 
 
@@ -253,8 +256,9 @@ class Run:
                 "env": {"FAULT_LINES": str(self.lines), "FAULT_HOLD": f"{HOLD_S:g}"},
                 "recovery": {"app_error": 2}}
         if self.s.scenario == "fail_first":
-            body["env"]["FAULT_FAIL_FIRST"] = "1"
-        if self.s.scenario == "sweep":
+            body["env"]["FAULT_FAIL_FIRST"] = "all"
+        if self.s.scenario == "sweep":  # element 0's first attempt fails: a watcher resubmits that element
+            body["env"]["FAULT_FAIL_FIRST"] = "0"
             body["sweep"] = {"grid": {"lr": [1, 2, 3]}, "max_parallel": 2}
         if self.s.backend == "slurm":
             body["resources"] = {"time_limit": "5m"}
