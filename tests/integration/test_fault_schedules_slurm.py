@@ -12,6 +12,7 @@ with ``LAUNCHER_FAULT_SEED=S LAUNCHER_FAULT_ONLY=I pytest tests/integration/test
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -34,3 +35,4 @@ def test_randomized_fault_schedules_on_slurm_keep_the_three_invariants(clean_que
     bad = [r for r in results if r.violations]
     assert not bad, (f"{len(bad)} of {len(results)} schedules broke an invariant (base seed {seed}):\n\n"
                      + "\n\n".join(r.report() for r in bad) + "\n\n" + summary(results))
+    shutil.rmtree(root, ignore_errors=True)  # the cluster's shared dir outlives this test (a session fixture)
