@@ -1,0 +1,108 @@
+"""Randomized fault schedules, many more than CI runs (issue 20 §10): the harness of
+tests/integration/fault_harness.py on the local target and on a throw-away netns Slurm test
+cluster that this script starts and always stops.
+
+    .venv/bin/python bench/fault_schedules.py [--local 500] [--slurm 100] [--seed S] [--only I,J]
+                                              [--parallel 4] [--slurm-parallel 2] [--json FILE] [--keep]
+
+Each schedule draws a scenario (a launch, a job whose first attempt fails so a watcher
+resubmits it, a sweep), a fault point of launcher.core.faults, an action there (a pause
+longer than the claim TTL, kill -9, an interrupt, a sleep), the process that gets it (the
+launch or one of 2-3 concurrent watchers), timing jitter, sometimes a concurrent cancel, and
+on Slurm sometimes slurmctld stopped past its MessageTimeout. After healing, it checks the
+three invariants (no (job, attempt) ran user code twice; no job the scheduler has is unknown
+to `status`; no command reported an action it did not take).
+
+Prints, per backend: schedules run, per scenario, fault point, action and victim how many
+ran and in how many the fault fired, and the violations (must be 0), each with its seed
+and the line that replays it. Exits 1 when there is a violation. --slurm 0 skips Slurm
+(it needs root and the Slurm packages, as the slurm test tier does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.integration.fault_harness import as_dict, base_seed, draw, run_many, summary  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--local", type=int, default=500, help="schedules on the local target")
+    ap.add_argument("--slurm", type=int, default=100, help="schedules on a netns Slurm test cluster (0: none)")
+    ap.add_argument("--seed", type=int, default=None, help="base seed (default $LAUNCHER_FAULT_SEED, else random)")
+    ap.add_argument("--only", default="", help="comma-separated schedule indices to run alone (replay)")
+    ap.add_argument("--parallel", type=int, default=6, help="local schedules at a time")
+    ap.add_argument("--slurm-parallel", type=int, default=2, help="Slurm schedules at a time")
+    ap.add_argument("--json", default="", help="write every result here")
+    ap.add_argument("--keep", action="store_true", help="keep every schedule's folder (default: failing ones)")
+    a = ap.parse_args()
+    seed = a.seed if a.seed is not None else base_seed()
+    only = [int(i) for i in a.only.split(",") if i.strip()]
+    print(f"base seed {seed} (replay one: bench/fault_schedules.py --seed {seed} --only I)", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="launcher-faults-"))
+    results, out = {}, []
+    if a.local:
+        t0 = time.monotonic()
+        schedules = [draw(seed, i) for i in (only or range(a.local))]
+        results["local"] = run_many(schedules, work / "local", a.parallel, echo=_echo, keep=a.keep)
+        out.append(f"== local: {time.monotonic() - t0:.0f}s\n{summary(results['local'])}")
+        print(out[-1], flush=True)
+    if a.slurm:
+        from tests.fixtures.slurm import preflight, start_cluster, stop_cluster
+
+        problem = preflight()
+        if problem:
+            out.append(f"== slurm: not run ({problem})")
+            print(out[-1], flush=True)
+        else:
+            cluster = start_cluster(4)
+            try:
+                t0 = time.monotonic()
+                root = cluster.shared_dir / "faults"
+                root.mkdir()
+                # Slurm schedules take their own indices (after the local ones): one base seed replays both
+                base = a.local if not only else 0
+                schedules = [draw(seed, base + i, backends=("slurm",)) for i in (only or range(a.slurm))]
+                results["slurm"] = run_many(schedules, root, a.slurm_parallel, env=cluster.env, cluster=cluster,
+                                            echo=_echo, keep=a.keep)
+                out.append(f"== slurm ({_version(cluster)}): {time.monotonic() - t0:.0f}s\n"
+                           f"{summary(results['slurm'])}")
+                print(out[-1], flush=True)
+            finally:
+                cluster.run("scancel", "-u", str(os.getuid()), check=False)  # the cluster is ours
+                stop_cluster(cluster, keep=a.keep)
+    if a.json:
+        Path(a.json).write_text(json.dumps({k: [as_dict(x) for x in v] for k, v in results.items()}, indent=1,
+                                           default=str))
+    print("\n".join(out))
+    bad = [x for v in results.values() for x in v if x.violations]
+    for x in bad:
+        print("\n" + x.report())
+    print(f"\nviolations: {sum(len(x.violations) for x in bad)} (base seed {seed}); folders under {work}")
+    return 1 if bad else 0
+
+
+def _echo(line: str) -> None:
+    print(line, flush=True)
+
+
+def _version(cluster) -> str:
+    try:
+        return cluster.run("sinfo", "--version").stdout.strip()
+    except Exception:  # noqa: BLE001 - only a label
+        return "Slurm ?"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

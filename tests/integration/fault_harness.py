@@ -1,0 +1,744 @@
+"""The fault-injection harness (issue 20 §10): randomized schedules of faults on the submit and
+record path, run against real `launcher` processes, each checked against three invariants.
+
+A schedule (``Schedule``) is drawn from its own seeded stream (``draw``: schedule I of base
+seed S is ``random.Random(f"{S}:{I}")``, so any one replays alone):
+
+- a backend: ``local``, or ``slurm`` (the real test cluster);
+- a scenario: ``launch`` (a plain launch), ``fail_first`` (the job's first attempt fails,
+  so a watcher resubmits it) or ``sweep`` (a sweep of three elements, two at a time, whose
+  element 0 fails its first attempt);
+- a fault point of ``launcher.core.faults`` and an action there: ``pause`` (SIGSTOP; the
+  harness sends SIGCONT after longer than the claim TTL), ``kill`` (-9), ``interrupt``
+  (Ctrl-C) or ``sleep``;
+- the process that gets it: the launch, or one of 2-3 concurrent watchers (each a
+  ``launcher watch`` loop, or back-to-back ``launcher watch --once``);
+- timing jitter (when each watcher starts, how long a pause or sleep lasts), and sometimes a
+  concurrent ``launcher cancel``;
+- on Slurm, sometimes slurmctld paused (SIGSTOP) when the fault point is reached, for
+  longer than sbatch's MessageTimeout, so the scheduler calls time out.
+
+``run_schedule`` runs one in a folder of its own (its own LAUNCHER_HOME: schedules may run
+side by side), heals it (every paused process continued, every process of the schedule
+ended), runs ``launcher watch --once`` until quiet, reads ``launcher status --json`` and
+checks (``Result.violations``):
+
+1. no (job, attempt) ran user code twice (every start appends "JOB ATTEMPT PID SELF_ID" to
+   a lines file; the jobs have no checkpoint root, so LAUNCHER_ATTEMPT is the launcher's
+   attempt);
+2. no job the scheduler has is unknown to ``status``: every start that ran user code is
+   an attempt of a job ``status`` lists, recorded with the id that ran it; local: every
+   live job process group and every start marker; Slurm: every job in ``squeue -t all``
+   whose comment is one of this schedule's dedupe tokens;
+3. no command reports an action it did not take: a launch that exited 0 printed a job
+   ``status`` has, with that id; one that said "rejected" left nothing running; a
+   ``cancel`` that said "cancelled attempt N (… id X)" left X gone, one that said "closed
+   as CANCELLED" left the job CANCELLED with nothing running; a watcher that said
+   "resubmitted/adopted/started (… id X)" left X recorded.
+
+Replay a failing schedule with the line its report prints, e.g.
+``LAUNCHER_FAULT_SEED=123 LAUNCHER_FAULT_ONLY=17 pytest tests/integration/test_fault_schedules.py``
+(or ``bench/fault_schedules.py --seed 123 --only 17``).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from launcher.core.faults import POINTS
+
+LAUNCHER = str(Path(sys.executable).parent / "launcher")
+ACTIONS = ("pause", "kill", "interrupt", "sleep")
+SCENARIOS = ("launch", "fail_first", "sweep")
+CLAIM_TTL_S = 2.0  # $LAUNCHER_CLAIM_TTL of every schedule: a pause "longer than the TTL" costs ~3 s
+WATCH_INTERVAL_S = 0.5
+ONCE_GAP_S = 2.0  # between two runs of a watcher (its `watch --once` runs, or a loop that ended)
+HOLD_S = 1.0  # how long each start of the user program runs
+SLURM_TARGET = "testcl"
+
+
+# ---- schedules
+@dataclass(frozen=True)
+class Schedule:
+    seed: int  # the base seed
+    index: int  # this schedule's place in the base seed's stream
+    backend: str  # "local" | "slurm"
+    scenario: str  # one of SCENARIOS
+    point: str  # one of launcher.core.faults.POINTS
+    action: str  # one of ACTIONS
+    victim: str  # "launch" or "watch<i>"
+    watchers: tuple  # the mode of each watcher: "loop" or "once"
+    starts: tuple  # seconds after the launch started when each watcher starts
+    hold_s: float  # pause: seconds from SIGSTOP to SIGCONT; sleep: the sleep's length
+    cancel_at: Optional[float] = None  # seconds after the launch started when `cancel` runs (None: no cancel)
+    stall_s: Optional[float] = None  # Slurm: slurmctld is stopped this long when the fault point is reached,
+    stall_at: Optional[float] = None  # or this many seconds after the launch started, whichever comes first
+
+    def fault(self) -> str:
+        """$LAUNCHER_FAULTS of the victim."""
+        action = {"pause": "pause", "kill": "kill", "interrupt": "interrupt"}.get(self.action)
+        return f"{self.point}={action or f'sleep:{self.hold_s:g}'}"
+
+    def describe(self) -> str:
+        who = ", ".join(f"watch{i}:{m}@{s:.2f}s" for i, (m, s) in enumerate(zip(self.watchers, self.starts)))
+        out = (f"schedule {self.index} of seed {self.seed}: {self.backend} {self.scenario}; {self.victim} gets "
+               f"{self.point}={self.action} (hold {self.hold_s:.2f}s); watchers {who}")
+        if self.cancel_at is not None:
+            out += f"; cancel at {self.cancel_at:.2f}s"
+        if self.stall_s is not None:
+            out += f"; slurmctld stopped {self.stall_s:.1f}s at the fault point or at {self.stall_at:.2f}s"
+        return out
+
+    def replay(self) -> str:
+        return f"LAUNCHER_FAULT_SEED={self.seed} LAUNCHER_FAULT_ONLY={self.index}"
+
+
+def draw(seed: int, index: int, backends=("local",)) -> Schedule:
+    """Schedule INDEX of base seed SEED (its own stream: it replays alone)."""
+    rng = random.Random(f"{seed}:{index}")
+    backend = rng.choice(list(backends))
+    scenario = rng.choice(SCENARIOS)
+    point = rng.choice(POINTS)
+    action = rng.choice(ACTIONS)
+    n = rng.choice((2, 3))
+    # a plain launch's watchers only reconcile: its faults mostly go to the launch
+    victim = "launch" if rng.random() < (0.8 if scenario == "launch" else 0.3) else f"watch{rng.randrange(n)}"
+    if victim == "launch" and point == "before_lookup":  # a new launch looks nothing up: it never passes there
+        point = rng.choice(POINTS[1:])
+    # the victim watcher is mostly a loop (it acts first more often than back-to-back --once runs)
+    watchers = tuple(rng.choice(("loop",) * 4 + ("once",) if victim == f"watch{i}" else ("loop", "once"))
+                     for i in range(n))
+    # the victim watcher tends to start first (it is the one that acts more often)
+    starts = tuple(round(rng.uniform(0.0, 0.5) if victim == f"watch{i}" else rng.uniform(0.2, 1.5), 2)
+                   for i in range(n))
+    if action == "pause":
+        hold = round(CLAIM_TTL_S + rng.uniform(0.5, 1.5), 2)  # longer than the claim's TTL
+    elif action == "sleep":
+        hold = rng.choice((0.2, round(CLAIM_TTL_S + 1.0, 2)))
+    else:
+        hold = 0.0
+    cancel_at = round(rng.uniform(0.0, 4.0), 2) if rng.random() < 0.2 else None
+    stall = stall_at = None
+    if backend == "slurm" and rng.random() < 0.4:
+        stall = round(rng.uniform(4.0, 8.0), 1)  # longer than the test cluster's MessageTimeout (3 s)
+        stall_at = round(rng.uniform(0.2, 3.0), 2)
+    return Schedule(seed, index, backend, scenario, point, action, victim, watchers, starts, hold, cancel_at, stall,
+                    stall_at)
+
+
+def job_name(s: Schedule) -> str:
+    """The spec's name: unique per (seed, index), so a schedule's Slurm jobs are told from others'."""
+    return f"f{s.seed % 100000}i{s.index}"
+
+
+def base_seed() -> int:
+    """$LAUNCHER_FAULT_SEED, else a fresh one (printed with every failure)."""
+    v = os.environ.get("LAUNCHER_FAULT_SEED")
+    return int(v) if v else random.SystemRandom().randrange(1, 2**31)
+
+
+def chosen(seed: int, count: int, backends=("local",)) -> list:
+    """The schedules to run: $LAUNCHER_FAULT_ONLY (comma-separated indices) alone, else COUNT."""
+    only = os.environ.get("LAUNCHER_FAULT_ONLY")
+    idx = [int(i) for i in only.split(",")] if only else range(count)
+    return [draw(seed, i, backends) for i in idx]
+
+
+# ---- what a schedule left
+@dataclass
+class Result:
+    schedule: Schedule
+    violations: list = field(default_factory=list)
+    fired: list = field(default_factory=list)  # "point pid action" lines of the faults log
+    notes: list = field(default_factory=list)  # what happened that is not a violation
+    seconds: float = 0.0
+    folder: str = ""
+
+    def report(self) -> str:
+        lines = [self.schedule.describe(), f"  replay: {self.schedule.replay()}", f"  folder: {self.folder}",
+                 f"  fault fired: {self.fired or 'no'}"]
+        lines += [f"  VIOLATION: {v}" for v in self.violations]
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+PROGRAM = textwrap.dedent("""
+    import os, sys, time
+    job, index = os.environ["LAUNCHER_JOB_ID"], os.environ.get("LAUNCHER_SWEEP_INDEX")
+    if index is not None and not job.endswith("-e" + index):  # an array's element: its row is SWEEP-eINDEX
+        job = job + "-e" + index
+    with open(os.environ["FAULT_LINES"], "a") as f:
+        f.write("%s %s %d %s\\n" % (job, os.environ["LAUNCHER_ATTEMPT"], os.getpid(),
+                                   os.environ.get("LAUNCHER_SELF_ID", "?")))
+    time.sleep(float(os.environ.get("FAULT_HOLD", "1")))
+    first = os.environ["LAUNCHER_ATTEMPT"] == "1"
+    fail = os.environ.get("FAULT_FAIL_FIRST", "")  # "all", or the sweep element that fails its attempt 1
+    sys.exit(1 if first and fail and fail in ("all", index) else 0)
+""")
+
+
+class Run:
+    """One schedule's processes and what they said."""
+
+    def __init__(self, s: Schedule, folder: Path, env: dict, cluster=None):
+        self.s, self.dir, self.cluster = s, Path(folder), cluster
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.home = self.dir / "home"
+        self.lines = self.dir / "lines"
+        self.lines.touch()
+        self.faults_log = self.dir / "faults.log"
+        self.faults_log.touch()
+        targets = {}
+        if cluster is not None:
+            targets[SLURM_TARGET] = {"backend": "slurm", "slurm_conf": str(cluster.conf), "partition": "batch",
+                                     "facts_ttl": 0, "command_timeout": 20}
+        (self.dir / "config.yaml").write_text(yaml.safe_dump({"targets": targets}))
+        self.env = {**env, "LAUNCHER_HOME": str(self.home), "LAUNCHER_CONFIG": str(self.dir / "config.yaml"),
+                    "LAUNCHER_CLAIM_TTL": f"{CLAIM_TTL_S:g}", "LAUNCHER_FAULTS_LOG": str(self.faults_log)}
+        self.env.pop("LAUNCHER_FAULTS", None)
+        self.procs: list = []  # every Popen this run started: (name, Popen)
+        self.lock = threading.Lock()
+        self.said: list = []  # (name, returncode, stdout, stderr, ended at)
+        self.stop = threading.Event()
+        self.continued: set = set()
+        self.cancel_proc = None
+        self.cancel_target = None
+
+    @property
+    def target(self) -> str:
+        return SLURM_TARGET if self.s.backend == "slurm" else "local"
+
+    # ---- processes
+    def popen(self, name: str, args: list, faulty: bool) -> subprocess.Popen:
+        env = dict(self.env)
+        if faulty:
+            env["LAUNCHER_FAULTS"] = self.s.fault()
+        out = open(self.dir / f"{name}.out", "wb")
+        err = open(self.dir / f"{name}.err", "wb")
+        try:
+            p = subprocess.Popen([LAUNCHER, *args], env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                 cwd=str(self.dir), start_new_session=True)
+        finally:
+            out.close()
+            err.close()
+        with self.lock:
+            self.procs.append((name, p))
+        return p
+
+    def collect(self, name: str, p: subprocess.Popen) -> None:
+        with self.lock:
+            self.said.append((name, p.returncode, (self.dir / f"{name}.out").read_text(errors="replace"),
+                              (self.dir / f"{name}.err").read_text(errors="replace"), time.time()))
+
+    def fired(self) -> list:
+        return [ln.split() for ln in self.faults_log.read_text().splitlines() if ln.strip()]
+
+    def spec(self) -> Path:
+        prog = self.dir / "prog.py"
+        prog.write_text(PROGRAM)
+        body = {"name": job_name(self.s), "run": f"{sys.executable} {prog}",
+                "env": {"FAULT_LINES": str(self.lines), "FAULT_HOLD": f"{HOLD_S:g}"},
+                "recovery": {"app_error": 2}}
+        if self.s.scenario == "fail_first":
+            body["env"]["FAULT_FAIL_FIRST"] = "all"
+        if self.s.scenario == "sweep":  # element 0's first attempt fails: a watcher resubmits that element
+            body["env"]["FAULT_FAIL_FIRST"] = "0"
+            body["sweep"] = {"grid": {"lr": [1, 2, 3]}, "max_parallel": 2}
+        if self.s.backend == "slurm":
+            body["resources"] = {"time_limit": "5m"}
+        f = self.dir / "spec.yaml"
+        f.write_text(yaml.safe_dump(body, sort_keys=False))
+        return f
+
+    def watcher(self, i: int, mode: str) -> None:
+        """Watcher I until the stop event: a `watch` loop (started again when it ends by itself:
+        it does once no job is open, e.g. before the launch wrote its row), or back-to-back
+        `watch --once` runs."""
+        faulty = self.s.victim == f"watch{i}"
+        if self.stop.wait(self.s.starts[i]):
+            return
+        n = 0
+        while not self.stop.is_set():
+            name = f"watch{i}-{n}"
+            args = ["watch", "--interval", f"{WATCH_INTERVAL_S:g}"] if mode == "loop" else ["watch", "--once"]
+            # the fault goes to this watcher's runs until one of them reached it
+            p = self.popen(name, args, faulty and not self.fired())
+            while p.poll() is None:
+                if self.stop.wait(0.1):
+                    self.end(p)
+            p.wait()
+            self.collect(name, p)
+            n += 1
+            self.stop.wait(ONCE_GAP_S)
+
+    def end(self, p: subprocess.Popen) -> None:
+        """End P's session (it is ours: started with start_new_session), continued first if paused."""
+        if p.poll() is not None:
+            return
+        for sig in (signal.SIGCONT, signal.SIGTERM):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                return
+
+    def rows(self) -> list:
+        db = self.home / "state.db"
+        if not db.exists():
+            return []
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+        try:
+            con.row_factory = sqlite3.Row
+            return [dict(r) for r in con.execute("SELECT job_id, state FROM jobs")]
+        except sqlite3.Error:
+            return []
+        finally:
+            con.close()
+
+
+def ctld_pid(cluster) -> Optional[int]:
+    """slurmctld's pid of a netns test cluster (cluster.sh writes it to run/slurmctld.pid.sh)."""
+    f = Path(cluster.state) / "run" / "slurmctld.pid.sh"
+    try:
+        return int(f.read_text().split()[0])
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def run_schedule(s: Schedule, folder: Path, env: Optional[dict] = None, cluster=None,
+                 ctld_lock: Optional[threading.Lock] = None) -> Result:
+    """Run schedule S in FOLDER (its own LAUNCHER_HOME), heal it, check the invariants."""
+    t0 = time.monotonic()
+    r = Run(s, folder, dict(env if env is not None else os.environ), cluster)
+    res = Result(s, folder=str(folder))
+    threads = [threading.Thread(target=r.watcher, args=(i, m), daemon=True) for i, m in enumerate(s.watchers)]
+    spec = r.spec()
+    launch = r.popen("launch", ["launch", str(spec), "--target", r.target], s.victim == "launch")
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    paused: dict = {}  # pid -> when to continue it
+    stalled_until = None  # while slurmctld is stopped: when to continue it
+    stall_pid = ctld_pid(cluster) if (cluster is not None and s.stall_s) else None
+    seen = 0
+    launch_done = None
+    deadline = start + 90.0
+    try:
+        while True:
+            now = time.monotonic()
+            fired = r.fired()
+            for f in fired[seen:]:
+                if len(f) >= 3 and f[2] == "pause":
+                    paused[int(f[1])] = now + s.hold_s
+            if stall_pid and stalled_until is None and (len(fired) > seen or now - start >= s.stall_at):
+                if ctld_lock is None or ctld_lock.acquire(blocking=False):  # else another schedule's stall: later
+                    os.kill(stall_pid, signal.SIGSTOP)
+                    stalled_until = now + s.stall_s
+            seen = len(fired)
+            for pid, when in list(paused.items()):
+                if now >= when:
+                    _signal(pid, signal.SIGCONT)
+                    r.continued.add(pid)
+                    del paused[pid]
+            if stalled_until is not None and now >= stalled_until and stall_pid:
+                os.kill(stall_pid, signal.SIGCONT)
+                stall_pid = None
+                if ctld_lock is not None:
+                    ctld_lock.release()
+                res.notes.append(f"slurmctld was stopped for {s.stall_s:g}s")
+            if s.cancel_at is not None and r.cancel_proc is None and now - start >= s.cancel_at:
+                r.cancel_target = _cancel_target(r)
+                if r.cancel_target:
+                    r.cancel_proc = r.popen("cancel", ["cancel", r.cancel_target], False)
+            if r.cancel_proc is not None and r.cancel_proc.poll() is not None and not any(
+                    n == "cancel" for n, *_ in r.said):
+                r.collect("cancel", r.cancel_proc)
+                res.notes += _check_cancel_now(r)
+            if launch_done is None and launch.poll() is not None:
+                launch_done = now
+                r.collect("launch", launch)
+            settled = (launch_done is not None and not paused and stall_pid is None
+                       and (r.cancel_proc is None or r.cancel_proc.poll() is not None)
+                       and (s.cancel_at is None or r.cancel_proc is not None or now - start > s.cancel_at + 2))
+            if settled and (now - launch_done > 12.0 or (now - launch_done > 1.0 and quiet(r))):
+                break
+            if now > deadline:
+                res.notes.append("the active phase hit its 90 s deadline")
+                break
+            time.sleep(0.05)
+    finally:
+        # heal: continue whatever is paused, stop the watchers and anything still running
+        for pid in list(paused):
+            _signal(pid, signal.SIGCONT)
+        if stall_pid and stalled_until is not None:
+            os.kill(stall_pid, signal.SIGCONT)
+            if ctld_lock is not None:
+                ctld_lock.release()
+        r.stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        for name, p in list(r.procs):
+            if p.poll() is None:
+                r.end(p)
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+        if launch_done is None:
+            r.collect("launch", launch)
+        if r.cancel_proc is not None and not any(n == "cancel" for n, *_ in r.said):
+            r.collect("cancel", r.cancel_proc)
+    res.fired = [" ".join(f) for f in r.fired()]
+    for name, rc, out, err, _ in r.said:
+        if name == "launch":
+            last = (err.strip().splitlines() or out.strip().splitlines() or [""])[-1]
+            res.notes.append(f"launch exited {rc}: {last[:200]}")
+    try:
+        heal(r)
+        res.violations += check(r, res)
+    finally:
+        stop_jobs(r)
+    res.seconds = time.monotonic() - t0
+    return res
+
+
+def _signal(pid: int, sig) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _cancel_target(r: Run) -> Optional[str]:
+    """What `cancel` is run on: the launch's job (a sweep's id, else its row), once it has a row."""
+    rows = r.rows()
+    if not rows:
+        return None
+    ids = sorted(x["job_id"] for x in rows)
+    if r.s.scenario == "sweep":
+        return re.sub(r"-e\d+$", "", ids[0])
+    return ids[0]
+
+
+CLOSED = ("COMPLETED", "FAILED", "CANCELLED", "STOPPED")
+
+
+def quiet(r: Run) -> bool:
+    """Every job closed, or what is left open is a SUBMITTING row with no job process alive
+    (nothing was found for it: it is settled after the launcher's quiet period)."""
+    open_ = [x for x in r.rows() if x["state"] not in CLOSED]
+    return not open_ or (all(x["state"] == "SUBMITTING" for x in open_) and not _live_supervisors(r))
+
+
+def cli(r: Run, *args, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([LAUNCHER, *args], env=r.env, capture_output=True, text=True, timeout=timeout,
+                          cwd=str(r.dir))
+
+
+def heal(r: Run, limit_s: float = 45.0) -> None:
+    """`launcher watch --once` until quiet: every job closed, or what is left open is a
+    SUBMITTING row nothing was found for (it is settled after the launcher's quiet period)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        p = cli(r, "watch", "--once")
+        with r.lock:
+            r.said.append(("heal", p.returncode, p.stdout, p.stderr, time.time()))
+        if quiet(r) or time.monotonic() > deadline:
+            return
+        time.sleep(WATCH_INTERVAL_S)
+
+
+def _live_supervisors(r: Run) -> dict:
+    """{pgid: (job id, attempt)} of the local job process groups of this run still alive."""
+    jobs = str(r.home / "jobs") + "/"
+    out = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+            cmd = Path(f"/proc/{entry.name}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] == "Z":
+            continue
+        pid, pgid = int(entry.name), int(fields[2])
+        for arg in cmd:
+            a = arg.decode(errors="replace")
+            m = re.match(re.escape(jobs) + r"([^/]+)/attempt-(\d+)\.sh$", a)
+            if m and pid == pgid:
+                out[pgid] = (m.group(1), int(m.group(2)))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def stop_jobs(r: Run) -> None:
+    """End every job process group this schedule's launches started (ours), and on Slurm
+    cancel the schedule's jobs by their ids."""
+    for pgid in _live_supervisors(r):
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+    if r.cluster is not None:
+        ids = [j for j, *_ in _slurm_jobs(r) if j]
+        if ids:
+            r.cluster.run("scancel", *sorted({i.split("_")[0] for i in ids}), check=False)
+
+
+# ---- the invariants
+def _store(r: Run) -> tuple:
+    """(jobs {id: row}, attempts {(job, attempt): row}) of the schedule's state store."""
+    db = r.home / "state.db"
+    if not db.exists():
+        return {}, {}
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    con.row_factory = sqlite3.Row
+    try:
+        jobs = {x["job_id"]: dict(x) for x in con.execute("SELECT * FROM jobs")}
+        attempts = {(x["job_id"], x["attempt"]): dict(x) for x in con.execute("SELECT * FROM attempts")}
+    finally:
+        con.close()
+    return jobs, attempts
+
+
+def _starts(r: Run) -> list:
+    out = []
+    for ln in r.lines.read_text().splitlines():
+        parts = ln.split()
+        if len(parts) == 4:
+            out.append((parts[0], int(parts[1]), int(parts[2]), parts[3]))
+    return out
+
+
+def _slurm_jobs(r: Run) -> list:
+    """(job id, comment, state) of every Slurm job carrying one of this schedule's tokens."""
+    if r.cluster is None:
+        return []
+    p = r.cluster.run("squeue", "-h", "-t", "all", "-o", "%i|%k|%T", check=False)
+    prefix = f"launcher:{job_name(r.s)}-"
+    out = []
+    for ln in p.stdout.splitlines():
+        jid, _, rest = ln.partition("|")
+        comment, _, state = rest.rpartition("|")
+        if comment.startswith(prefix):
+            out.append((jid.strip(), comment.strip(), state.strip()))
+    return out
+
+
+def check(r: Run, res: Result) -> list:
+    v = []
+    p = cli(r, "status", "--json")
+    if p.returncode != 0:
+        return [f"`launcher status --json` exited {p.returncode}: {p.stderr.strip()[-500:]}"]
+    listed = {x["job_id"]: x for x in json.loads(p.stdout)}
+    jobs, attempts = _store(r)
+    for j in jobs:
+        if j not in listed:
+            v.append(f"(2) job {j} is in the state store but `status --json` does not list it")
+    by_native = {(a["job_id"], a["attempt"]): a["native_id"] for a in attempts.values()}
+    starts = _starts(r)
+    v += start_violations(starts, listed, by_native)
+    if r.s.backend == "local":
+        for pgid, (job, attempt) in _live_supervisors(r).items():
+            row = jobs.get(job)
+            if row is None or str(by_native.get((job, attempt))) != str(pgid):
+                v.append(f"(2) local process group {pgid} (job {job} attempt {attempt}) is alive but status "
+                         f"records {by_native.get((job, attempt))} for that attempt (job state "
+                         f"{row and row['state']})")
+            elif row["state"] in CLOSED:
+                v.append(f"(2) local process group {pgid} (job {job} attempt {attempt}) is alive behind a "
+                         f"{row['state']} row")
+        for marker in sorted((r.home / "jobs").glob("*/attempt-*.started")):
+            job, attempt = marker.parent.name, int(marker.name.split("-")[1].split(".")[0])
+            if (job, attempt) not in by_native and not (job in jobs and jobs[job]["state"] == "SUBMITTING"
+                                                       and not _ran(starts, job, attempt)):
+                v.append(f"(2) job {job} attempt {attempt} has a start marker ({marker.read_text().strip()}) but "
+                         f"status has no such attempt (job {'state ' + jobs[job]['state'] if job in jobs else 'unknown'})")
+    else:
+        for jid, token, state in _slurm_jobs(r):
+            _, job, attempt = token.split(":")
+            attempt = int(attempt)
+            known = {str(n) for (j, a), n in by_native.items() if j == job or j.startswith(job + "-e")}
+            if job not in jobs and not any(j.startswith(job + "-e") for j in jobs):
+                v.append(f"(2) Slurm job {jid} ({token}, {state}) belongs to no job status lists")
+            elif state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED") and \
+                    not any(k == jid or k.split("_")[0] == jid.split("_")[0] for k in known):
+                v.append(f"(2) Slurm job {jid} ({token}) is {state} but status records no attempt with its id")
+    v += _check_said(r, listed, jobs, attempts, starts)
+    return v
+
+
+def start_violations(starts: list, listed: dict, by_native: dict) -> list:
+    """Pure: invariants 1 and 2 over the starts that ran user code (STARTS: (job, attempt, pid,
+    self id)), the jobs `status --json` listed (LISTED: {job id: row}) and the attempts the
+    store recorded (BY_NATIVE: {(job, attempt): native id})."""
+    v = []
+    # (1) no (job, attempt) ran user code twice
+    for (job, attempt), n in collections.Counter((j, a) for j, a, _, _ in starts).items():
+        if n > 1:
+            ids = [s for j, a, _, s in starts if (j, a) == (job, attempt)]
+            v.append(f"(1) job {job} attempt {attempt} ran user code {n} times (ids {ids})")
+    # (2) every start that ran user code is an attempt status has, with the id that ran it
+    for job, attempt, pid, self_id in starts:
+        if job not in listed:
+            v.append(f"(2) job {job} ran user code (attempt {attempt}, id {self_id}) but `status` does not list it")
+        elif (job, attempt) not in by_native:
+            v.append(f"(2) job {job} attempt {attempt} ran user code as id {self_id}; status has no such attempt "
+                     f"(state {listed[job]['state']})")
+        elif str(by_native[(job, attempt)]) != self_id:
+            v.append(f"(2) job {job} attempt {attempt} ran user code as id {self_id}; status records it as id "
+                     f"{by_native[(job, attempt)]}")
+    return v
+
+
+def _ran(starts, job, attempt) -> bool:
+    return any(j == job and a == attempt for j, a, _, _ in starts)
+
+
+SUBMITTED = re.compile(r"^(\S+): submitted to (\S+) \((\S+) id (\S+)\)", re.M)
+CLOSED_CANCELLED = re.compile(r"^(\S+): closed as CANCELLED", re.M)
+CANCELLED = re.compile(r"^(\S+): cancelled attempt (\d+) \((\S+) id (\S+)\)", re.M)
+WATCH_ID = re.compile(r"^(\S+): (resubmitted|adopted|started) \(.*?(?:->\s*)?\S+ id (\S+)\)\s*$", re.M)
+
+
+def _check_said(r: Run, listed: dict, jobs: dict, attempts: dict, starts: list) -> list:
+    v = []
+    natives = {(j, str(a["native_id"])) for (j, _), a in attempts.items()}
+    live = _live_supervisors(r) if r.s.backend == "local" else {}
+    for name, rc, out, err, _ in r.said:
+        text = out + "\n" + err
+        if name == "launch":
+            m = SUBMITTED.search(text)
+            if rc == 0:
+                if m is None:
+                    v.append(f"(3) launch exited 0 without naming the job it submitted: {text.strip()[-300:]}")
+                    continue
+                job, native = m.group(1), m.group(4)
+                ids = [j for j in jobs if j == job or j.startswith(job + "-e")]
+                if not ids:
+                    v.append(f"(3) launch exited 0 and printed job {job}, which status does not have")
+                elif not any((j, native) in natives or (j, f"{native}_0") in natives for j in ids):
+                    v.append(f"(3) launch printed {job} ({m.group(3)} id {native}); status records no attempt "
+                             f"with that id")
+            elif "rejected" in text:
+                own = [x for x in starts]
+                if own or live:
+                    v.append(f"(3) launch exited {rc} saying the scheduler rejected it, but user code ran "
+                             f"({own}) or jobs live ({live})")
+        elif name == "cancel":
+            for m in CANCELLED.finditer(text):
+                native = m.group(4)
+                if r.s.backend == "local" and native.isdigit() and int(native) in live:
+                    v.append(f"(3) cancel said it cancelled {m.group(0).split(': ', 1)[1]} but it still runs")
+            for m in CLOSED_CANCELLED.finditer(text):
+                job = m.group(1)
+                if job not in jobs:
+                    v.append(f"(3) cancel said {job} is closed as CANCELLED; status does not have it")
+                elif jobs[job]["state"] != "CANCELLED":
+                    v.append(f"(3) cancel said {job} is closed as CANCELLED; status says {jobs[job]['state']}")
+                for pgid, (j, a) in live.items():
+                    if j == job:
+                        v.append(f"(3) cancel closed {job} as CANCELLED but its attempt {a} runs (group {pgid})")
+        elif name.startswith("watch") or name == "heal":
+            for m in WATCH_ID.finditer(text):
+                job, native = m.group(1), m.group(3)
+                if (job, native) not in natives:
+                    v.append(f"(3) {name} said `{m.group(0).strip()}`; status records no attempt of {job} with "
+                             f"id {native}")
+    return v
+
+
+def _check_cancel_now(r: Run) -> list:
+    """Right after `cancel` returned: every id it said it cancelled is gone (local)."""
+    notes = []
+    name, rc, out, err, _ = [x for x in r.said if x[0] == "cancel"][-1]
+    for m in CANCELLED.finditer(out):
+        native = m.group(4)
+        if r.s.backend == "local" and native.isdigit() and _alive(int(native)):
+            notes.append(f"cancel said it cancelled local id {native}, which still ran when it returned")
+    return notes
+
+
+def summary(results: list) -> str:
+    """Counts: schedules run, per fault point and action (run / fired), violations."""
+    by = collections.Counter()
+    fired = collections.Counter()
+    for x in results:
+        for key in (("scenario", x.schedule.scenario), ("point", x.schedule.point), ("action", x.schedule.action),
+                    ("victim", "launch" if x.schedule.victim == "launch" else "watcher"),
+                    ("backend", x.schedule.backend)):
+            by[key] += 1
+            if x.fired:
+                fired[key] += 1
+    bad = [x for x in results if x.violations]
+    out = [f"schedules run: {len(results)}; a fault fired in {sum(1 for x in results if x.fired)}; "
+           f"violations: {sum(len(x.violations) for x in bad)} in {len(bad)} schedules"]
+    for kind in ("backend", "scenario", "point", "action", "victim"):
+        out.append(f"  {kind:8} " + ", ".join(f"{k}={by[(kind, k)]} (fired {fired[(kind, k)]})"
+                                            for (kd, k) in sorted(by) if kd == kind))
+    cancels = sum(1 for x in results if x.schedule.cancel_at is not None)
+    stalls = sum(1 for x in results if x.schedule.stall_s is not None)
+    out.append(f"  with a concurrent cancel: {cancels}; with slurmctld stopped: {stalls}")
+    return "\n".join(out)
+
+
+def run_many(schedules: list, root: Path, parallel: int = 4, env: Optional[dict] = None, cluster=None,
+             echo=None, keep: bool = False) -> list:
+    """Run SCHEDULES, PARALLEL at a time (each in ROOT/s<index>: its own LAUNCHER_HOME); ECHO gets
+    each one's one-line outcome (and the report of a schedule with a violation). The folder of a
+    schedule without violations is removed unless KEEP."""
+    import shutil
+    from concurrent.futures import ThreadPoolExecutor
+
+    env = dict(env if env is not None else os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # its CLI runs compile the launcher once, not every time
+    env.setdefault("PYTHONPYCACHEPREFIX", str(Path(root) / "pycache"))
+    ctld_lock = threading.Lock()  # one schedule at a time stops slurmctld
+
+    def one(s: Schedule) -> Result:
+        folder = Path(root) / f"s{s.index}"
+        try:
+            res = run_schedule(s, folder, env, cluster, ctld_lock)
+        except Exception as e:  # noqa: BLE001 - a harness failure is reported as the schedule's
+            res = Result(s, violations=[f"the harness failed: {type(e).__name__}: {e}"], folder=str(folder))
+        if echo is not None:
+            mark = "VIOLATION" if res.violations else "ok"
+            echo(f"[{mark}] {s.describe()} (fired: {len(res.fired)}, {res.seconds:.1f}s)"
+                 + "".join(f"\n    {n}" for n in res.notes))
+            if res.violations:
+                echo(res.report())
+        if not res.violations and not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+        return res
+
+    with ThreadPoolExecutor(max(1, parallel)) as ex:
+        return list(ex.map(one, schedules))
+
+
+def as_dict(res: Result) -> dict:
+    return {**asdict(res), "schedule": asdict(res.schedule)}

@@ -1,0 +1,49 @@
+"""The fault-injection harness's own logic (tests/integration/fault_harness.py): schedules are
+drawn from a seeded stream and replay alone, and the invariant checks catch what they are for."""
+
+from __future__ import annotations
+
+from launcher.core.faults import POINTS
+from tests.integration.fault_harness import ACTIONS, CLAIM_TTL_S, SCENARIOS, draw, start_violations, summary, Result
+
+
+def test_a_schedule_is_a_function_of_its_seed_and_index_alone():
+    assert draw(7, 3) == draw(7, 3)
+    assert [draw(7, i) for i in range(20)] != [draw(8, i) for i in range(20)]
+    s = draw(7, 3)
+    assert s.replay() == "LAUNCHER_FAULT_SEED=7 LAUNCHER_FAULT_ONLY=3"
+    assert "schedule 3 of seed 7" in s.describe() and s.point in s.describe()
+
+
+def test_schedules_cover_every_point_action_and_scenario_and_pauses_outlast_the_claim():
+    drawn = [draw(11, i, backends=("local", "slurm")) for i in range(400)]
+    assert {s.point for s in drawn} == set(POINTS)
+    assert {s.action for s in drawn} == set(ACTIONS)
+    assert {s.scenario for s in drawn} == set(SCENARIOS)
+    assert {s.backend for s in drawn} == {"local", "slurm"}
+    assert any(s.victim == "launch" for s in drawn) and any(s.victim.startswith("watch") for s in drawn)
+    assert all(s.hold_s > CLAIM_TTL_S for s in drawn if s.action == "pause")
+    assert all(s.stall_s is None for s in drawn if s.backend == "local")
+    assert any(s.stall_s for s in drawn if s.backend == "slurm")
+    assert any(s.cancel_at is not None for s in drawn)
+    assert {s.fault() for s in drawn if s.action == "kill"} == {f"{p}=kill" for p in POINTS}
+    assert all(s.fault().endswith(f"sleep:{s.hold_s:g}") for s in drawn if s.action == "sleep")
+
+
+def test_the_start_checks_catch_a_second_run_an_unknown_job_and_a_wrong_id():
+    listed = {"j1": {"state": "COMPLETED"}, "j2": {"state": "RUNNING"}}
+    recorded = {("j1", 1): "100", ("j1", 2): "200", ("j2", 1): "300"}
+    fine = [("j1", 1, 11, "100"), ("j1", 2, 12, "200"), ("j2", 1, 13, "300")]
+    assert start_violations(fine, listed, recorded) == []
+    twice = start_violations(fine + [("j1", 2, 14, "201")], listed, recorded)
+    assert any(v.startswith("(1) job j1 attempt 2 ran user code 2 times") for v in twice)
+    assert any("ran user code as id 201; status records it as id 200" in v for v in twice)
+    unknown = start_violations([("j3", 1, 15, "400"), ("j2", 2, 16, "500")], listed, recorded)
+    assert any("job j3 ran user code" in v and "does not list it" in v for v in unknown)
+    assert any("job j2 attempt 2 ran user code as id 500; status has no such attempt" in v for v in unknown)
+
+
+def test_the_summary_counts_schedules_faults_fired_and_violations():
+    results = [Result(draw(1, 0), fired=["before_lookup 1 pause"]), Result(draw(1, 1), violations=["(1) x"])]
+    text = summary(results)
+    assert text.startswith("schedules run: 2; a fault fired in 1; violations: 1 in 1 schedules")
