@@ -1,0 +1,112 @@
+"""The state store opened for reading only: what ``launcher serve`` (``launcher.api.readview``)
+reads through, so that a web page, however often it is asked for, never writes the store.
+
+``ReadOnlyStore`` is a ``StateStore`` whose connections are opened with SQLite's
+``mode=ro`` URI and ``PRAGMA query_only``: SQLite itself refuses any write (SQLITE_READONLY),
+whatever method is called, and ``tx`` refuses before SQLite is asked. Opening it never
+creates, stamps, migrates or re-initialises anything: a missing store is ``exists() == False``
+(nothing to show yet), a store of an older schema is read as it is (a command that writes
+brings it up to date), a newer one is refused, and a damaged one is refused exactly as every
+command refuses it (``PRAGMA quick_check``). The ``-wal`` and ``-shm`` files beside the
+store are SQLite's own coordination files: a reader of a WAL store may create them; the
+store's contents, and ``state.db`` itself, are never written.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+from launcher.core.errors import LauncherError
+from launcher.state.store import JobRow, StateStore
+from launcher.state.sweeps import SweepStore
+from launcher.state.bulk import BulkStore
+
+
+class ReadOnly(LauncherError):
+    """Something tried to write through a read-only store."""
+
+
+class ReadOnlyStore(StateStore):
+    """The store of HOME for reading (see the module docstring). Like ``StateStore``, each
+    thread gets its own connection: give it a fixed set of threads (a pool), not one per
+    request, since each connection stays open until ``close``."""
+
+    def __init__(self, home: Path):  # not super().__init__: it creates the home and the store
+        self.home = Path(home)
+        self.path = self.home / "state.db"
+        self._local = threading.local()
+        self._conns: list = []
+        self._conns_lock = threading.Lock()
+        self.sweeps = SweepStore(self)
+        self.bulk = BulkStore(self)
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        c = getattr(self._local, "db", None)
+        if c is None:
+            c = _open_read_only(self.path)
+            with self._conns_lock:
+                self._conns.append(c)
+            self._local.db = c
+        return c
+
+    @contextmanager
+    def tx(self):
+        raise ReadOnly(f"the state store {self.path} is open read-only here: nothing is written")
+        yield  # pragma: no cover
+
+    def job_dir(self, job_id: str) -> Path:  # the base class creates it
+        return self.home / "jobs" / job_id
+
+    # ---- reads the web view needs beyond the base class's
+    def count_jobs(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+
+    def page_jobs(self, offset: int, limit: int) -> list[JobRow]:
+        """The jobs, newest first, LIMIT of them from OFFSET (unreadable rows left out and
+        named in ``unreadable``, as ``list_jobs`` does)."""
+        q = "SELECT * FROM jobs ORDER BY created DESC, job_id LIMIT ? OFFSET ?"
+        return self.readable_rows(self.db.execute(q, (int(limit), int(offset))).fetchall())
+
+    def sweep_ids(self, limit: int = 1000) -> list[tuple]:
+        """[(sweep id, name, size, created)] of the newest sweeps."""
+        q = "SELECT sweep_id, name, size, created FROM sweeps ORDER BY created DESC LIMIT ?"
+        return [tuple(r) for r in self.db.execute(q, (int(limit),)).fetchall()]
+
+
+def _open_read_only(path: Path):
+    from launcher.state.db import (APPLICATION_ID, StoreConnection, StateStoreFailure, as_store_error, busy_timeout,
+                                   check_file, check_intact, describe_failure)
+    from launcher.state.schema import SCHEMA_VERSION
+
+    timeout = busy_timeout()
+    check_file(path)  # a FIFO, a 0-byte or a foreign file: refused before SQLite opens it
+    try:
+        db = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, timeout=timeout,
+                             isolation_level=None, factory=StoreConnection, check_same_thread=False)
+    except sqlite3.Error as e:
+        raise (as_store_error(path, e, timeout) or StateStoreFailure(f"cannot open the state store {path}: {e}")) \
+            from e
+    db.path, db.timeout = str(path), timeout
+    db.row_factory = sqlite3.Row
+    try:
+        db.execute("PRAGMA query_only=ON")
+        check_intact(db, path)
+        app_id = db.execute("PRAGMA application_id").fetchone()[0]
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if app_id not in (0, APPLICATION_ID):
+            raise StateStoreFailure(describe_failure(path, "notadb", f"application_id {app_id:#x}"))
+        if version > SCHEMA_VERSION:
+            raise StateStoreFailure(f"the state store {path} has schema version {version}, written by a newer "
+                                    f"launcher (this one knows {SCHEMA_VERSION}): upgrade launcher")
+    except BaseException:
+        db.close()
+        raise
+    return db
