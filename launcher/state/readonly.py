@@ -51,8 +51,13 @@ class ReadOnlyStore(StateStore):
     def db(self) -> sqlite3.Connection:
         c = getattr(self._local, "db", None)
         if c is None:
-            c = _open_read_only(self.path)
             with self._conns_lock:
+                # the file is checked (opened and closed by Python) only before this process holds a
+                # connection to it: closing any descriptor of a file drops every POSIX lock the process
+                # holds on it, those of SQLite's open connections included, and a writer elsewhere
+                # would then delete the WAL and its index from under them (they would read on from
+                # a stale snapshot)
+                c = _open_read_only(self.path, check=not self._conns)
                 self._conns.append(c)
             self._local.db = c
         return c
@@ -81,13 +86,14 @@ class ReadOnlyStore(StateStore):
         return [tuple(r) for r in self.db.execute(q, (int(limit),)).fetchall()]
 
 
-def _open_read_only(path: Path):
+def _open_read_only(path: Path, check: bool = True):
     from launcher.state.db import (APPLICATION_ID, StoreConnection, StateStoreFailure, as_store_error, busy_timeout,
                                    check_file, check_intact, describe_failure)
     from launcher.state.schema import SCHEMA_VERSION
 
     timeout = busy_timeout()
-    check_file(path)  # a FIFO, a 0-byte or a foreign file: refused before SQLite opens it
+    if check:
+        check_file(path)  # a FIFO, a 0-byte or a foreign file: refused before SQLite opens it
     try:
         db = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, timeout=timeout,
                              isolation_level=None, factory=StoreConnection, check_same_thread=False)

@@ -202,3 +202,31 @@ def test_is_loopback():
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", ""))
     assert [host_of(h) for h in ("127.0.0.1:80", "[::1]:8765", "localhost")] == ["127.0.0.1", "::1", "localhost"]
+
+
+WRITER = """
+import sys, json
+from launcher.state.store import StateStore
+s = StateStore(sys.argv[1])
+for j in sys.argv[2:]:
+    s.begin_job(j, "w", "local", "local", None, "name: x\\nrun: 'true'\\n")
+s.close()
+"""
+
+
+def test_pages_follow_what_other_processes_write(launcher_env):
+    """Each request reads the store as it is now: writers in other processes (launch, watch)
+    that open, write and close between requests are all seen."""
+    import subprocess
+    import sys
+
+    home = launcher_env["home"]
+    fill(home, n=1)
+    with served(home) as (url, _):
+        for i in range(12):
+            for _ in range(3):
+                assert get(url + "/api/jobs")[0] == 200
+                get(url + "/api/job/job-00000")
+            subprocess.run([sys.executable, "-c", WRITER, str(home), f"w-{i}"], check=True)
+            got = {json.loads(get(url + "/api/jobs")[2])["total"] for _ in range(6)}
+            assert got == {i + 2}, (i, got)
