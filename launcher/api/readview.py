@@ -52,8 +52,6 @@ class ReadView:
         """One page of the jobs, newest first: each with its state, target, attempts and the
         cost its attempts recorded. {"total", "page", "pages", "per_page", "jobs": [...],
         "sweeps": [...], "unreadable": {job id: why}}."""
-        from launcher.state.rows import is_open
-
         per_page = max(1, min(int(per_page), MAX_PER_PAGE))
         page = max(1, int(page))
         if not self.store.exists():
@@ -62,20 +60,17 @@ class ReadView:
         total = self.store.count_jobs()
         pages = max(1, -(-total // per_page))
         page = min(page, pages)
-        rows = self.store.page_jobs((page - 1) * per_page, per_page)
-        unreadable = {j: why for j, (_s, why) in sorted(self.store.unreadable.items())}
-        attempts = self.store.bulk.attempts_of([r.job_id for r in rows])
+        rows, bad = self.store.job_summaries((page - 1) * per_page, per_page)
+        unreadable = {j: why for j, (_s, why) in sorted(bad.items())}
         out = []
         for r in rows:
-            ats = attempts.get(r.job_id) or []
-            costs = [a.cost_usd for a in ats if a.cost_usd is not None]
-            sw = r.meta.get("sweep") or {}
-            out.append({"job_id": r.job_id, "name": r.name, "target": r.target, "backend": r.backend,
-                        "state": r.state, "reason": r.reason, "open": is_open(r), "created": r.created,
-                        "updated": r.updated, "attempts": len(ats), "last_step": r.last_step,
-                        "cost_usd": sum(costs) if costs else None,
-                        "cost_complete": bool(ats) and len(costs) == len(ats),
-                        "sweep": sw.get("id"), "element": sw.get("index")})
+            n, priced = r["attempts"], r["priced"]
+            out.append({"job_id": r["job_id"], "name": r["name"], "target": r["target"], "backend": r["backend"],
+                        "state": r["state"], "reason": r["reason"],
+                        "open": r["open"], "created": r["created"],
+                        "updated": r["updated"], "attempts": n, "last_step": r["last_step"],
+                        "cost_usd": r["cost_usd"] if priced else None, "cost_complete": bool(n) and priced == n,
+                        "sweep": r["sweep_id"], "element": r["element"] if r["sweep_id"] else None})
         sweeps = [{"sweep": s, "name": n, "size": size, "created": c} for s, n, size, c in self.store.sweep_ids(50)]
         return {"total": total, "page": page, "pages": pages, "per_page": per_page, "jobs": out, "sweeps": sweeps,
                 "unreadable": unreadable, "store": str(self.store.path), "exists": True}

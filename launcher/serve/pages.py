@@ -11,6 +11,8 @@ part of a URL. Nothing is ever inserted unescaped.
 from __future__ import annotations
 
 import json
+import re
+from functools import lru_cache
 from html import escape
 from typing import Optional
 from urllib.parse import quote
@@ -20,12 +22,20 @@ from launcher.report.text import _dur, _ts, _usd
 DEFAULT_REFRESH_S = 5.0
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9._ ,:/+=@-]*\Z").match  # nothing to escape (the fast path of e)
+_URL_PLAIN = re.compile(r"[A-Za-z0-9._~-]*\Z").match  # nothing to percent-encode (the fast path of q)
+
+
 def e(x) -> str:
-    return escape("-" if x is None else str(x), quote=True)
+    """X as HTML text or attribute value: & < > " ' escaped."""
+    s = "-" if x is None else str(x)
+    return s if _PLAIN(s) else escape(s, quote=True)
 
 
 def q(x) -> str:
-    return escape(quote(str(x), safe=""), quote=True)
+    """X as one segment (or query value) of a URL inside an attribute."""
+    s = str(x)
+    return s if _URL_PLAIN(s) else escape(quote(s, safe=""), quote=True)
 
 
 def _pct(x) -> str:
@@ -36,9 +46,15 @@ def _num(x) -> str:
     return "-" if x is None else f"{x:.6g}"
 
 
+@lru_cache(maxsize=256)
 def _state(s) -> str:
     cls = "".join(c for c in str(s) if c.isalnum() or c == "_")
     return f'<span class="state state-{cls}">{e(s)}</span>'
+
+
+@lru_cache(maxsize=4096)
+def _name(s) -> str:  # names repeat: escaped once each
+    return e(s)
 
 
 def _params(p) -> str:
@@ -83,8 +99,8 @@ def jobs_body(d: dict) -> str:
         sweep = (f'<a href="/sweep/{q(j["sweep"])}">{e(j["sweep"])}</a> #{e(j["element"])}' if j.get("sweep")
                  else "")
         cost = _usd(j["cost_usd"]) + ("" if j["cost_complete"] or j["cost_usd"] is None else "+")
-        rows.append(f'<tr data-job="{e(jid)}"><td><a href="/job/{q(jid)}">{e(jid)}</a></td><td>{e(j["name"])}</td>'
-                    f'<td>{_state(j["state"])}</td><td>{e(j["target"])}</td><td class="num">{j["attempts"]}</td>'
+        rows.append(f'<tr data-job="{e(jid)}"><td><a href="/job/{q(jid)}">{e(jid)}</a></td><td>{_name(j["name"])}</td>'
+                    f'<td>{_state(j["state"])}</td><td>{_name(j["target"])}</td><td class="num">{j["attempts"]}</td>'
                     f'<td class="num">{e(cost)}</td><td class="num">{e(j["last_step"])}</td><td>{sweep}</td>'
                     f'<td>{e(_ts(j["created"]))}</td><td class="reason">{e(j["reason"] or "")}</td></tr>')
     rows.append("</tbody></table>")

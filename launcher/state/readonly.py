@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from launcher.core.errors import LauncherError
+from launcher.core.status import is_final
 from launcher.state.store import JobRow, StateStore
 from launcher.state.sweeps import SweepStore
 from launcher.state.bulk import BulkStore
@@ -79,6 +80,37 @@ class ReadOnlyStore(StateStore):
         named in ``unreadable``, as ``list_jobs`` does)."""
         q = "SELECT * FROM jobs ORDER BY created DESC, job_id LIMIT ? OFFSET ?"
         return self.readable_rows(self.db.execute(q, (int(limit), int(offset))).fetchall())
+
+    def job_summaries(self, offset: int, limit: int) -> tuple[list[dict], dict]:
+        """(rows, unreadable) of one page of the jobs, newest first, in ONE query: each row's
+        columns, its sweep and element index, whether a decision closed it, and its attempts'
+        count, summed recorded cost and how many have one. The job listing of the web view, which
+        needs no spec and no attempt rows ("open": ``launcher.state.rows.is_open``); a row whose meta is not a JSON object is left out and
+        named in UNREADABLE (job id -> why), as ``readable_rows`` does."""
+        q = """
+            WITH page AS (SELECT job_id, name, target, backend, state, reason, created, updated, last_step, sweep_id,
+                                 meta FROM jobs ORDER BY created DESC, job_id LIMIT ? OFFSET ?)
+            SELECT page.job_id, name, page.target, backend, page.state, page.reason, created, updated, last_step,
+                   sweep_id,
+                   CASE WHEN json_valid(page.meta) THEN json_type(page.meta) END AS meta_type,
+                   CASE WHEN json_valid(page.meta) AND json_type(page.meta) = 'object'
+                        THEN json_extract(page.meta, '$.sweep.index') END AS element,
+                   CASE WHEN json_valid(page.meta) AND json_type(page.meta) = 'object'
+                        THEN json_extract(page.meta, '$.final') END AS closed,
+                   COUNT(a.attempt) AS attempts, SUM(a.cost_usd) AS cost_usd, COUNT(a.cost_usd) AS priced
+            FROM page LEFT JOIN attempts a ON a.job_id = page.job_id
+            GROUP BY page.job_id ORDER BY created DESC, page.job_id"""
+        rows, unreadable = [], {}
+        for r in self.db.execute(q, (int(limit), int(offset))).fetchall():
+            d = dict(r)
+            kind = d.pop("meta_type")
+            if kind != "object":
+                unreadable[d["job_id"]] = (d["state"], "its meta is not valid JSON" if kind is None else
+                                           f"its meta is not a JSON object (a JSON {kind})")
+                continue
+            d["open"] = not is_final(d["state"]) and not d.pop("closed")  # ``rows.is_open``, from the columns
+            rows.append(d)
+        return rows, unreadable
 
     def sweep_ids(self, limit: int = 1000) -> list[tuple]:
         """[(sweep id, name, size, created)] of the newest sweeps."""

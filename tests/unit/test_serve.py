@@ -59,6 +59,22 @@ def test_the_jobs_page_shows_state_target_attempts_and_cost(launcher_env):
         assert get(url + "/static/refresh.js")[0] == 200 and get(url + "/static/style.css")[0] == 200
 
 
+def test_a_row_with_a_damaged_meta_is_named_not_shown(launcher_env):
+    import sqlite3
+
+    ids = fill(launcher_env["home"], n=3)
+    db = sqlite3.connect(launcher_env["home"] / "state.db")
+    db.execute("UPDATE jobs SET meta='[1]' WHERE job_id=?", (ids[1],))
+    db.execute("UPDATE jobs SET meta='{oops' WHERE job_id=?", (ids[2],))
+    db.commit()
+    db.close()
+    with served(launcher_env["home"]) as (url, _):
+        d = json.loads(get(url + "/api/jobs")[2])
+        assert [j["job_id"] for j in d["jobs"]] == [ids[0]] and d["jobs"][0]["open"]
+        assert "not a JSON object" in d["unreadable"][ids[1]] and "not valid JSON" in d["unreadable"][ids[2]]
+        assert f"{ids[2]}: not shown" in get(url + "/")[2]
+
+
 def test_the_jobs_page_is_paginated(launcher_env):
     fill(launcher_env["home"], n=7)
     with served(launcher_env["home"]) as (url, _):
