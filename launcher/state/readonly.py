@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from launcher.core.errors import LauncherError
 from launcher.core.status import is_final
-from launcher.state.store import JobRow, StateStore
+from launcher.state.store import StateStore
 from launcher.state.sweeps import SweepStore
 from launcher.state.bulk import BulkStore
 
@@ -74,12 +74,6 @@ class ReadOnlyStore(StateStore):
     # ---- reads the web view needs beyond the base class's
     def count_jobs(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
-
-    def page_jobs(self, offset: int, limit: int) -> list[JobRow]:
-        """The jobs, newest first, LIMIT of them from OFFSET (unreadable rows left out and
-        named in ``unreadable``, as ``list_jobs`` does)."""
-        q = "SELECT * FROM jobs ORDER BY created DESC, job_id LIMIT ? OFFSET ?"
-        return self.readable_rows(self.db.execute(q, (int(limit), int(offset))).fetchall())
 
     def job_summaries(self, offset: int, limit: int) -> tuple[list[dict], dict]:
         """(rows, unreadable) of one page of the jobs, newest first, in ONE query: each row's
