@@ -132,6 +132,9 @@ def test_many_requests_never_write_the_store(launcher_env):
     s = StateStore(home)  # a SUBMITTING row (what `launcher status` would reconcile, a write) and events
     s.begin_job("limbo-1", "limbo", "local", "local", None, "name: x\nrun: 'true'\n")
     s.record_event(ids[0], "note", detail="x")
+    s.sweeps.begin("sw-1", "sw", "local", "local", None, "name: sw\nrun: 'true'\nsweep: {grid: {lr: [1, 2]}}\n",
+                   {}, [(f"sw-1-e{i}", None, {"sweep": {"id": "sw-1", "index": i, "size": 2, "params": {"lr": i}}})
+                        for i in range(2)])  # its elements SUBMITTING, open: a sweep status would refresh them
     s.close()
     db = home / "state.db"
     before = _fingerprint(db)
@@ -139,14 +142,15 @@ def test_many_requests_never_write_the_store(launcher_env):
     with served(home) as (url, _):
         for i in range(40):
             for page in ("/", "/api/jobs", f"/job/{ids[i % 5]}", f"/api/job/{ids[i % 5]}", "/job/limbo-1",
-                         "/job/nope", "/sweep/nope", "/?page=2&per=2"):
-                assert get(url + page)[0] in (200, 404), page
+                         "/job/nope", "/sweep/nope", "/?page=2&per=2", "/sweep/sw-1", "/api/sweep/sw-1",
+                         "/job/sw-1-e0", "/job/sw-1"):
+                assert get(url + page)[0] in ((404,) if "nope" in page else (200, 302)), page
             assert get(url + "/", method="POST")[0] == 405
     assert _fingerprint(db) == before
     assert not wal.exists() or wal.stat().st_size == 0  # nothing was written to the WAL either
     s = StateStore(home)
     try:
-        assert s.get_job("limbo-1").state == "SUBMITTING"
+        assert s.get_job("limbo-1").state == "SUBMITTING" and s.get_job("sw-1-e1").state == "SUBMITTING"
     finally:
         s.close()
 
