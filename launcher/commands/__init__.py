@@ -24,6 +24,7 @@ MODULES = [
     "watch",
     "report",
     "provenance",
+    "serve",
 ]
 
 

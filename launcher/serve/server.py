@@ -1,0 +1,354 @@
+"""The web view's HTTP server: ``http.server`` with a fixed pool of threads, read-only routes,
+and the token check.
+
+Routes (GET and HEAD only; anything else is 405):
+
+    /                       the jobs (?page=N&per=M; newest first)
+    /job/JOB                one job: attempts, timeline, goodput breakdown, events
+    /sweep/SWEEP            a sweep: its element table and best element (?metric=&mode=&scope=)
+    /api/jobs, /api/job/JOB, /api/sweep/SWEEP   the same data as JSON
+    /static/refresh.js, /static/style.css, /healthz
+
+Access: bound to a loopback address without a token, a request must name a loopback host
+(``Host: 127.0.0.1:PORT`` or ``localhost``; another name is a DNS-rebinding page reading it:
+403). With a token (required for any other address), every request but /healthz carries
+it: ``Authorization: Bearer TOKEN``, or the ``launcher_token`` cookie, which a first visit to
+``/?token=TOKEN`` sets (then redirects to the same page without it, so it leaves the
+address bar). Without it: 401. The token is compared in constant time and never logged:
+the access log shows the method, the path without its query, and the status.
+
+Threads: the pool's threads are long-lived, so the read-only store opens one connection per
+thread (``ReadOnlyStore``), not one per request.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import queue
+import sys
+import threading
+from http import HTTPStatus
+from http.cookies import SimpleCookie
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Callable, Optional
+from urllib.parse import parse_qs, unquote, urlsplit
+
+COOKIE = "launcher_token"
+TOKEN_ENV = "LAUNCHER_SERVE_TOKEN"
+THREADS = 4
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+def is_loopback(host: str) -> bool:
+    h = host.strip("[]")
+    if h.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+class PooledHTTPServer(HTTPServer):
+    """An HTTPServer whose requests are handled by THREADS long-lived threads."""
+
+    daemon_threads = True
+
+    def __init__(self, address, handler, threads: int = THREADS):
+        super().__init__(address, handler)
+        self._jobs: queue.Queue = queue.Queue(maxsize=256)
+        self._workers = [threading.Thread(target=self._work, name=f"serve-{i}", daemon=True) for i in range(threads)]
+        for t in self._workers:
+            t.start()
+
+    def process_request(self, request, client_address):
+        try:
+            self._jobs.put_nowait((request, client_address))
+        except queue.Full:  # overloaded: refuse rather than queue without end
+            self.shutdown_request(request)
+
+    def _work(self):
+        while True:
+            item = self._jobs.get()
+            if item is None:
+                return
+            request, client_address = item
+            try:
+                self.finish_request(request, client_address)
+            except Exception:  # noqa: BLE001 - one request's failure is that request's
+                self.handle_error(request, client_address)
+            finally:
+                self.shutdown_request(request)
+
+    def server_close(self):
+        super().server_close()
+        for _ in self._workers:
+            self._jobs.put(None)
+
+    def handle_error(self, request, client_address):  # never a traceback with request data on stderr
+        print(f"serve: a request failed: {sys.exc_info()[1]!r}"[:300], file=sys.stderr)
+
+
+class Site:
+    """What the handler needs: the read view, the token (None: loopback only), where it is
+    served, how often pages refresh, and where the access log goes."""
+
+    def __init__(self, view, token: Optional[str], host: str, refresh_s: float = 5.0,
+                 log: Optional[Callable[[str], None]] = None):
+        self.view = view
+        self.token = token or None
+        self.host = host
+        self.refresh_s = refresh_s
+        self.log = log
+        self.home = str(view.home)
+
+
+def make_handler(site: Site):
+    class Handler(_Handler):
+        pass
+
+    Handler.site = site
+    return Handler
+
+
+def serve(view, host: str = "127.0.0.1", port: int = 8765, token: Optional[str] = None, refresh_s: float = 5.0,
+          log: Optional[Callable[[str], None]] = None, ready: Optional[Callable[[PooledHTTPServer], None]] = None):
+    """Serve VIEW until interrupted (KeyboardInterrupt) or ``shutdown()``. READY is called with
+    the server once it listens (its ``server_address`` has the port when PORT was 0)."""
+    check_bind(host, token)
+    try:
+        httpd = PooledHTTPServer((host, port), make_handler(Site(view, token, host, refresh_s, log)))
+    except OSError as e:
+        from launcher.core.errors import LauncherError
+
+        raise LauncherError(f"cannot serve on {host}:{port}: {e.strerror or e}") from None
+    try:
+        if ready is not None:
+            ready(httpd)
+        httpd.serve_forever(poll_interval=0.2)
+    finally:
+        httpd.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    site: Site
+    server_version = "launcher-serve"
+    sys_version = ""
+    protocol_version = "HTTP/1.0"
+
+    # ------------------------------------------------------------ logging (never the query, never a header)
+    def log_request(self, code="-", size="-"):
+        if self.site.log is not None:
+            path = urlsplit(getattr(self, "path", "") or "").path
+            self.site.log(f"{self.client_address[0]} {getattr(self, 'command', '-')} {path} {int(code)}"
+                          if str(code).isdigit() else f"{self.client_address[0]} {path} {code}")
+
+    def log_error(self, format, *args):  # noqa: A002 - the base class's name
+        if self.site.log is not None:
+            self.site.log(f"{self.client_address[0]} bad request")
+
+    def log_message(self, format, *args):  # noqa: A002
+        pass
+
+    # ------------------------------------------------------------ methods
+    def do_GET(self):
+        self._dispatch(head=False)
+
+    def do_HEAD(self):
+        self._dispatch(head=True)
+
+    def _refuse_method(self):
+        self._send(HTTPStatus.METHOD_NOT_ALLOWED, "text/plain; charset=utf-8", b"read-only: GET and HEAD only\n",
+                   extra={"Allow": "GET, HEAD"})
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = _refuse_method  # noqa: N815
+
+    def _dispatch(self, head: bool):
+        self._head = head
+        url = urlsplit(self.path)
+        path, args = url.path, parse_qs(url.query, keep_blank_values=True)
+        if path == "/healthz":
+            return self._send(HTTPStatus.OK, "text/plain; charset=utf-8", b"ok\n")
+        if not self._allowed(path, args):
+            return
+        try:
+            self._route(path, args)
+        except Exception as e:  # noqa: BLE001 - the page says what is wrong
+            from launcher.core.errors import LauncherError, describe
+
+            from launcher.core.errors import StateStoreError
+
+            status = HTTPStatus.NOT_FOUND if isinstance(e, LauncherError) and not isinstance(e, StateStoreError) \
+                else HTTPStatus.INTERNAL_SERVER_ERROR
+            message = describe(e)[0] if isinstance(e, LauncherError) else f"{type(e).__name__}: {e}"
+            self._error(status, message, path.startswith("/api/"))
+
+    # ------------------------------------------------------------ access
+    def _allowed(self, path: str, args: dict) -> bool:
+        site = self.site
+        if site.token is None:
+            if not is_loopback(host_of(self.headers.get("Host") or "")):
+                self._error(HTTPStatus.FORBIDDEN, "this view answers only requests to a loopback address "
+                                                  "(127.0.0.1 or localhost)", path.startswith("/api/"))
+                return False
+            return True
+        given = args.get("token", [None])[-1]
+        if given is not None:
+            if _same(given, site.token):  # remember it in a cookie, and take it out of the address bar
+                clean = dict(args)
+                clean.pop("token", None)
+                from urllib.parse import urlencode
+
+                target = urlsplit(self.path).path + (("?" + urlencode(clean, doseq=True)) if clean else "")
+                self._send(HTTPStatus.SEE_OTHER, "text/plain; charset=utf-8", b"",
+                           extra={"Location": target,
+                                  "Set-Cookie": f"{COOKIE}={site.token}; HttpOnly; SameSite=Strict; Path=/"})
+                return False
+            self._error(HTTPStatus.UNAUTHORIZED, "wrong token", path.startswith("/api/"))
+            return False
+        auth = self.headers.get("Authorization") or ""
+        if auth.startswith("Bearer ") and _same(auth[len("Bearer "):].strip(), site.token):
+            return True
+        cookie = SimpleCookie()
+        try:
+            cookie.load(self.headers.get("Cookie") or "")
+        except Exception:  # noqa: BLE001 - a malformed cookie header is no token
+            cookie = SimpleCookie()
+        if COOKIE in cookie and _same(cookie[COOKIE].value, site.token):
+            return True
+        self._error(HTTPStatus.UNAUTHORIZED, "this view needs its token: open /?token=TOKEN once (a cookie keeps "
+                                             "it), or send Authorization: Bearer TOKEN", path.startswith("/api/"),
+                    extra={"WWW-Authenticate": 'Bearer realm="launcher"'})
+        return False
+
+    # ------------------------------------------------------------ routes
+    def _route(self, path: str, args: dict):
+        from launcher.serve import pages
+        from launcher.serve.assets import REFRESH_JS, style_css
+
+        site, view = self.site, self.site.view
+        one = (lambda k, default=None: args.get(k, [default])[-1])
+        refresh = site.refresh_s
+        if path == "/static/refresh.js":
+            return self._send(HTTPStatus.OK, "text/javascript; charset=utf-8", REFRESH_JS.encode(), cache=True)
+        if path == "/static/style.css":
+            return self._send(HTTPStatus.OK, "text/css; charset=utf-8", style_css().encode(), cache=True)
+        if path in ("/", "/jobs", "/api/jobs"):
+            d = view.jobs(page=_int(one("page"), 1), per_page=_int(one("per"), pages_default_per()))
+            if path == "/api/jobs":
+                return self._json(d)
+            return self._html(pages.jobs_page(d, site.home, refresh))
+        for prefix, api in (("/job/", False), ("/api/job/", True)):
+            if path.startswith(prefix) and len(path) > len(prefix):
+                job = unquote(path[len(prefix):])
+                if view.is_sweep(job):
+                    if api:
+                        return self._json(view.sweep(job))
+                    return self._redirect(f"/sweep/{_quote(job)}")
+                d = view.job(job)
+                return self._json(d) if api else self._html(pages.job_page(d, site.home, refresh))
+        for prefix, api in (("/sweep/", False), ("/api/sweep/", True)):
+            if path.startswith(prefix) and len(path) > len(prefix):
+                sweep = unquote(path[len(prefix):])
+                if not view.is_sweep(sweep):
+                    from launcher.core.errors import LauncherError
+
+                    raise LauncherError(f"no sweep '{sweep}' in this launcher home")
+                d = view.sweep(sweep, metric=one("metric") or None, mode=one("mode") or None,
+                               scope=one("scope") or "last")
+                return self._json(d) if api else self._html(pages.sweep_page(d, site.home, refresh))
+        self._error(HTTPStatus.NOT_FOUND, "no such page", path.startswith("/api/"))
+
+    # ------------------------------------------------------------ answers
+    def _html(self, text: str):
+        self._send(HTTPStatus.OK, "text/html; charset=utf-8", text.encode("utf-8"))
+
+    def _json(self, d):
+        self._send(HTTPStatus.OK, "application/json", json.dumps(d, default=str).encode("utf-8"))
+
+    def _redirect(self, where: str):
+        self._send(HTTPStatus.FOUND, "text/plain; charset=utf-8", b"", extra={"Location": where})
+
+    def _error(self, status, message: str, api: bool, extra: Optional[dict] = None):
+        from launcher.serve.pages import error_page
+
+        if api:
+            body = json.dumps({"error": message}).encode("utf-8")
+            return self._send(status, "application/json", body, extra=extra)
+        self._send(status, "text/html; charset=utf-8", error_page(int(status), message, self.site.home)
+                   .encode("utf-8"), extra=extra)
+
+    def _send(self, status, ctype: str, body: bytes, extra: Optional[dict] = None, cache: bool = False):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "max-age=300" if cache else "no-store")
+        self.send_header("Content-Security-Policy", CSP)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("X-Frame-Options", "DENY")
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if not getattr(self, "_head", False):
+            self.wfile.write(body)
+
+
+def _same(a: str, b: str) -> bool:
+    return hmac.compare_digest(a.encode("utf-8", "surrogateescape"), b.encode("utf-8", "surrogateescape"))
+
+
+def _int(x, default: int) -> int:
+    try:
+        return int(x)
+    except (TypeError, ValueError):
+        return default
+
+
+def _quote(x: str) -> str:
+    from urllib.parse import quote
+
+    return quote(x, safe="")
+
+
+def pages_default_per() -> int:
+    from launcher.api.readview import DEFAULT_PER_PAGE
+
+    return DEFAULT_PER_PAGE
+
+
+def host_of(header: str) -> str:
+    """The host name of a Host header ("127.0.0.1:8765" -> "127.0.0.1", "[::1]:80" -> "::1")."""
+    if header.startswith("["):
+        return header[1:].split("]", 1)[0]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def check_bind(host: str, token: Optional[str]) -> None:
+    """Refuse (ArgumentError, one line naming the flag) a token that cannot be one, or an address
+    other than this machine's loopback without a token."""
+    from launcher.core.args import ArgumentError
+
+    if token is not None:
+        why = check_token(token)
+        if why:
+            raise ArgumentError(f"--token: {why}")
+    if not is_loopback(host) and not token:
+        raise ArgumentError(f"--host {host} is reachable from other machines: give --token TOKEN (or set "
+                            f"{TOKEN_ENV}) to require a token, or serve on 127.0.0.1")
+
+
+def check_token(token: str) -> Optional[str]:
+    """Why TOKEN cannot be this view's token (None: it can): it must be hard to guess and fit
+    in a cookie and a header unchanged."""
+    import re
+
+    if len(token) < 16:
+        return "the token must have at least 16 characters (e.g. python3 -c 'import secrets; " \
+               "print(secrets.token_urlsafe())')"
+    if not re.fullmatch(r"[A-Za-z0-9._~+/=-]+", token):
+        return "the token may hold only letters, digits and . _ ~ + / = -"
+    return None
