@@ -78,6 +78,7 @@ class NewSubmission:
 
     def run(self, work: Callable = lambda: None) -> tuple:
         faults.point("between_lookup_and_submit")  # a new launch looks nothing up: its rows are new
+        self._not_cancelled()
         if not can(self.backend, StartsSubmit):
             handle = self._settled(lambda: self.backend.submit(self.request))
             return handle, self._accepted(handle, lambda: self._points("during_submit") or work())
@@ -97,6 +98,13 @@ class NewSubmission:
             raise
         handle = self._settled(pending.wait)
         return handle, self._accepted(handle, lambda: done)
+
+    def _not_cancelled(self) -> None:
+        """A launch whose job was cancelled while it was paused before the scheduler call does
+        not submit at all (cancel wins; ``record_or_cancel`` covers a cancel that comes later)."""
+        row = self.store.get_job(self.job_ids[0])
+        if row.state == "CANCELLED":
+            raise LauncherError(f"job {row.job_id} was cancelled before it was submitted: nothing was submitted")
 
     @staticmethod
     def _points(*names) -> None:

@@ -9,6 +9,7 @@ through; a job that had already finished is reported with its state and left alo
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Optional
@@ -95,16 +96,25 @@ def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, ref
         store.release(row.job_id, c.owner)
 
 
-LAUNCH_WAIT_S = 60.0  # how long a cancel waits for a launch under way to record what it submitted
+LAUNCH_WAIT_S = 60.0  # how long a cancel waits for a launch under way ($LAUNCHER_CANCEL_LAUNCH_WAIT)
 
 
-def wait_for_launch(store, row, wait_s: float = LAUNCH_WAIT_S, poll: float = 0.2):
+def launch_wait_s() -> float:
+    """$LAUNCHER_CANCEL_LAUNCH_WAIT seconds, else LAUNCH_WAIT_S."""
+    try:
+        return max(0.0, float(os.environ.get("LAUNCHER_CANCEL_LAUNCH_WAIT") or LAUNCH_WAIT_S))
+    except ValueError:
+        raise LauncherError(f"LAUNCHER_CANCEL_LAUNCH_WAIT={os.environ['LAUNCHER_CANCEL_LAUNCH_WAIT']!r}: expected "
+                            "seconds (a number)") from None
+
+
+def wait_for_launch(store, row, wait_s: Optional[float] = None, poll: float = 0.2):
     """ROW as it is once the launch that is writing it (SUBMITTING, its launch process alive)
     has recorded its outcome, or WAIT_S passed: a cancel then acts on what the launch
     submitted, never closes a row a live job then appears behind. A launch still under way
     after WAIT_S is overtaken: the job is closed CANCELLED, and the launch cancels what it
     submits when it records it (``StateStore.record_submission``: cancel wins)."""
-    deadline = time.monotonic() + wait_s
+    deadline = time.monotonic() + (launch_wait_s() if wait_s is None else wait_s)
     while (row.state == "SUBMITTING" and not row.handle and is_open(row)
            and launch_alive(row.meta) and time.monotonic() < deadline):
         time.sleep(poll)

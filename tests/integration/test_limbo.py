@@ -205,3 +205,24 @@ def test_a_launch_killed_after_the_accept_is_adopted_at_once_by_its_token(cli):
     assert "resubmitted" not in out
     cli.run("cancel", job)
     assert starts(cli) == 1
+
+
+def test_a_launch_paused_before_the_scheduler_call_and_cancelled_meanwhile_submits_nothing(cli):
+    import signal
+
+    faults_log = cli.tmp / "faults.log"
+    spec = cli.spec("paused", {"run": f"echo started >> {cli.tmp / 'starts'}; sleep 300"})
+    env = {**cli.env, "LAUNCHER_FAULTS": "between_lookup_and_submit=pause", "LAUNCHER_FAULTS_LOG": str(faults_log)}
+    p = subprocess.Popen([LAUNCHER, "launch", str(spec), "--target", "local"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        poll("the launch paused", lambda: faults_log.exists() and faults_log.read_text(), timeout=30)
+        (job_dir,) = (cli.home / "jobs").iterdir()
+        # a paused launch is alive: cancel waits for it (bounded: 1 s here), then closes the job
+        out = cli.run("cancel", job_dir.name, env={"LAUNCHER_CANCEL_LAUNCH_WAIT": "1"}).stdout
+        assert "closed as CANCELLED" in out, out
+    finally:
+        p.send_signal(signal.SIGCONT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode != 0 and "cancelled before it was submitted" in err, err
+    assert starts(cli) == 0 and cli.status(job_dir.name)["state"] == "CANCELLED"
