@@ -61,6 +61,7 @@ def collect_deadline(app, row, spec, accounting_dict: dict) -> Optional[dict]:
     from launcher.plan.sources import gather_offers
 
     kinds: dict = {}
+    prices: dict = {}
     od: list = []
     try:
         offers = gather_offers(spec, app.config, targets=list(spec.targets) or [row.target]).offers
@@ -71,6 +72,7 @@ def collect_deadline(app, row, spec, accounting_dict: dict) -> Optional[dict]:
         if d is None:
             continue
         kinds.setdefault(o.target, d.kind)
+        prices.setdefault(o.target, d.price)
         if d.kind == dl.ON_DEMAND:
             od.append(d.price)
     meta = row.meta.get("deadline") or {}
@@ -78,7 +80,11 @@ def collect_deadline(app, row, spec, accounting_dict: dict) -> Optional[dict]:
     per = []
     for p in accounting_dict.get("cost", {}).get("per_attempt", []):
         handle, target = handles.get(p["attempt"], (None, row.target))
-        per.append({"attempt": p["attempt"], "billable_s": p.get("billable_s"), "usd": p.get("usd"),
+        usd, source = p.get("usd"), p.get("source")
+        if usd is None and p.get("billable_s") is not None and target in prices:
+            # no price recorded at submit: the target's offer now (a replayed price may have moved since)
+            usd, source = p["billable_s"] / 3600.0 * prices[target], f"{target}: ${prices[target]:.4g}/h offered now"
+        per.append({"attempt": p["attempt"], "billable_s": p.get("billable_s"), "usd": usd, "source": source,
                     "kind": attempt_kind(p["attempt"], handle, meta.get("placements", {}), kinds, target)})
     finished = accounting_dict.get("t_end") if row.state == "COMPLETED" else None
     out = summarize(spec.cost.deadline_at(row.created), row.created, finished,
