@@ -136,6 +136,8 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
         raise LauncherError(f"{spec.name} is a sweep: launcher.sweep.launching.launch_sweep launches it "
                             "(launcher.api.facade.Launcher.launch picks the one that fits)")
     require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
+    if spec.cost.deadline is not None:
+        check_deadline(app, spec, target_name)
     # secret-looking env -> secrets: delivered like secrets, never in the state store or the script
     spec, spec_text = for_launch(spec, spec_text)
     store = app.store
@@ -182,6 +184,31 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
         raise LauncherError(f"job {job_id} was cancelled while it was being launched: what the launch submitted "
                             f"({backend.name} id {handle.native_id}) was cancelled")
     return Launched(job_id, handle, request)
+
+
+def check_deadline(app, spec: JobSpec, target_name: str, now: Optional[float] = None) -> None:
+    """Refuse a spec whose ``cost.deadline`` cannot be met even on its quickest guaranteed offer
+    (on-demand, a Slurm queue) among its targets (else TARGET_NAME): the work
+    (``resources.expected_runtime``, else the time limit) plus a restart overhead plus the
+    queue wait, against the time left. The message gives the numbers."""
+    # launch/plan only: `launcher render` and `status` import this module and stay light
+    import time
+
+    from launcher.plan import deadline as dl
+    from launcher.plan.ranking import params_for, work_estimate
+    from launcher.plan.sources import gather_offers
+
+    now = time.time() if now is None else now
+    targets = list(spec.targets) or [target_name]
+    got = gather_offers(spec, app.config, targets=targets, queue_waits=queue_waits(app, spec, targets))
+    pairs = [(dl.offer_of(o, spec.resources.nodes), o) for o in got.offers]
+    pairs = [(d, o) for d, o in pairs if d is not None]
+    overhead_h = min((o.restart_hours for d, o in pairs if d.guaranteed), default=10 / 60)
+    work_h, source = work_estimate(spec, params_for(spec))
+    why = dl.refusal(work_h, (spec.cost.deadline_at(now) - now) / 3600.0, overhead_h, [d for d, _ in pairs])
+    if why:
+        raise LauncherError(f"cost.deadline cannot be met: {why} (work from {source}; targets "
+                            f"{', '.join(targets)})")
 
 
 def launch_owner() -> str:

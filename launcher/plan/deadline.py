@@ -255,3 +255,36 @@ def decide_multi(s: Situation, params: Params = MULTI) -> Decision:
     """The multi-region form: spot in many zones, each with its price; on-demand and Slurm
     targets as fallbacks."""
     return decide(s, params)
+
+
+# ---- at launch -----------------------------------------------------------------------------
+
+def refusal(work_h: float, deadline_h: float, overhead_h: float, offers) -> Optional[str]:
+    """Why a job of ``work_h`` hours cannot meet a deadline ``deadline_h`` hours away even on
+    the quickest guaranteed offer (on-demand, a Slurm target: its overhead, queue wait and the
+    work), with the numbers; None when one can. Spot alone guarantees nothing, so a spec
+    whose targets have no guaranteed offer is refused too."""
+    gs = [o for o in offers if o.guaranteed]
+    if not gs:
+        return (f"no target of the spec offers on-demand or a Slurm queue: spot alone cannot guarantee "
+                f"the deadline ({deadline_h:.3g} h away, {work_h:.3g} h of work)")
+    best = min(gs, key=lambda o: (o.wait_h, o.price, o.where))
+    need = overhead_h + best.wait_h + work_h
+    if need <= deadline_h + _EPS:
+        return None
+    wait = f" + {best.wait_h:.3g} h queue wait" if best.wait_h else ""
+    return (f"the deadline is {deadline_h:.3g} h away, but even {best.kind.replace('_', '-')} on {best.where} "
+            f"needs {need:.3g} h ({work_h:.3g} h of work + {overhead_h:.3g} h restart overhead{wait}), "
+            f"{need - deadline_h:.3g} h too many")
+
+
+def offer_of(o, nodes: int = 1, available: bool = True) -> Optional[Offer]:
+    """The policy's Offer for a planner offer (``launcher.plan.offers.Offer``): spot per target and
+    region, on-demand, a Slurm target (kind "queue") with its queue wait; None for a local one.
+    ``where`` is ``target/region`` (the target alone when it has no region)."""
+    if o.kind == "local":
+        return None
+    kind = SPOT if o.spot else (SLURM if o.kind == "queue" else ON_DEMAND)
+    where = f"{o.target}/{o.region}" if o.region else o.target
+    return Offer(where, kind, o.hourly_usd * nodes, available=available,
+                 wait_h=o.queue_wait_hours if kind == SLURM else 0.0)

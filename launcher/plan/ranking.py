@@ -26,6 +26,8 @@ Budgets filter before ranking, each exclusion with its reason: ``cost.max_hourly
 from __future__ import annotations
 
 import math
+import time
+from datetime import datetime
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Iterable, Mapping, Optional
@@ -223,7 +225,11 @@ def _model(spec, params: PlanParams) -> tuple[_Model, str]:
 def _budget(spec, params: PlanParams) -> _Budget:
     cost = spec.cost
     max_total = cost.max_total_usd - params.spent_usd if cost.max_total_usd is not None else None
-    deadline = cost.deadline / 3600.0 - params.elapsed_hours if cost.deadline else None
+    deadline = None
+    if isinstance(cost.deadline, datetime):  # absolute: what is left of it from now
+        deadline = (cost.deadline.timestamp() - time.time()) / 3600.0
+    elif cost.deadline:
+        deadline = cost.deadline / 3600.0 - params.elapsed_hours
     return _Budget(cost.max_hourly_usd, max_total, deadline)
 
 

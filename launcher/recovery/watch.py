@@ -28,7 +28,7 @@ from launcher.plan.observed import observe_job
 from launcher.state.store import ClaimLost, is_open
 from launcher.core.status import Status, closes_job
 from launcher.launching.tracking import refresh
-from launcher.recovery import burst, notify, takeover
+from launcher.recovery import burst, deadline, notify, takeover
 from launcher.recovery.outcome import NO_HOOKS, Outcome, WatchHooks
 from launcher.state.claims import claimed
 from launcher.recovery.decide import Action, Close, Facts, Note, on_ended, on_status, settled
@@ -187,6 +187,9 @@ def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS) -> Optional[
         bursting = burst.step(app, row, job_spec(row), st, clock)
         if bursting is not None:
             return bursting
+        moved = deadline.step(app, row, job_spec(row), st, clock)  # cost.deadline: keep it on schedule
+        if moved is not None:
+            return moved
     rs = RecoveryState.load(row.meta)
     seen = on_status(rs, st, clock())
     if isinstance(st, Status):

@@ -25,6 +25,7 @@ class JobReport:
     job: Any  # the state store's JobRow
     notes: list = field(default_factory=list)
     plot: Optional[str] = None  # the timeline PNG, when one was drawn
+    deadline: Optional[dict] = None  # cost.deadline: launcher.report.deadline
 
     def to_dict(self) -> dict:
         """The JSON-ready dict ``launcher report --json`` prints."""
@@ -34,13 +35,31 @@ class JobReport:
                  ckpt_root=row.ckpt_root, notes=self.notes)
         if self.plot:
             d["plot"] = self.plot
+        if self.deadline:
+            d["deadline"] = self.deadline
         return d
 
 
 def gather(app, job: str, refresh: bool = True, now=None) -> JobReport:
     """The report of JOB: the state store, the scheduler's records and the checkpoint root."""
     hist, row, notes = collect(app, job, refresh=refresh, now=now)
-    return JobReport(account(hist), row, notes)
+    acc = account(hist)
+    return JobReport(acc, row, notes, deadline=_deadline(app, row, acc, notes))
+
+
+def _deadline(app, row, acc, notes: list) -> Optional[dict]:
+    from launcher.report.deadline import collect_deadline
+    from launcher.launching.submission import job_spec
+
+    try:
+        spec = job_spec(row)
+    except Exception:  # noqa: BLE001 - collect noted it
+        return None
+    try:
+        return collect_deadline(app, row, spec, acc.to_dict())
+    except Exception as e:  # noqa: BLE001 - the rest of the report stands
+        notes.append(f"deadline summary not made: {e}")
+        return None
 
 
 def build(app, job: str, refresh: bool = True, now=None) -> dict:

@@ -60,6 +60,9 @@ def format_report(d: dict) -> str:
                    f"({c['useful_gpu_hours']:.4f} useful GPU-hours on {c['gpus']} GPU(s))")
     elif c.get("reason") and c["total_usd"] is not None:
         out.append(f"  per useful GPU-hour: - ({c['reason']})")
+    from launcher.report.deadline import deadline_lines
+
+    out += deadline_lines(d.get("deadline"))
     iv = d["interval"]
     line = (f"checkpoint interval: achieved {_dur(iv['achieved_s'])} of compute between commits "
             f"({iv['intervals']} interval(s)); save cost C {_dur(iv['checkpoint_cost_s'])}")

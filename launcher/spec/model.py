@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional, TypeVar, Union
 
@@ -162,10 +163,47 @@ class Recovery(Section):
         return v
 
 
+_ISO_DATE_RE = re.compile(r"^\s*\d{4}-\d{2}-\d{2}[T ]")
+
+
+def _deadline(v):
+    """A duration from submission (``70h``), or an absolute time with its zone
+    (``2026-12-10T18:00Z``, ``2026-12-10T18:00:00+01:00``): kept as an aware datetime."""
+    if isinstance(v, datetime):
+        dt = v
+    elif isinstance(v, str) and _ISO_DATE_RE.match(v):
+        try:
+            dt = datetime.fromisoformat(v.strip())
+        except ValueError:
+            raise ValueError(f"expected an ISO date and time like 2026-12-10T18:00Z, got {v!r}") from None
+    else:
+        return _positive_duration(_duration(v))
+    if dt.tzinfo is None:
+        raise ValueError(f"{v!s}: give the time zone (2026-12-10T18:00Z, or +01:00): "
+                         "a deadline without one means a different time on every machine")
+    return dt.astimezone(timezone.utc)
+
+
+Deadline = Annotated[Optional[Union[int, datetime]], BeforeValidator(_deadline)]
+
+
 class Cost(Section):
     max_total_usd: Optional[float] = Field(None, gt=0)
     max_hourly_usd: Optional[float] = Field(None, gt=0)
-    deadline: PositiveDuration = None
+    # a duration from the job's submission (70h), or an absolute time (2026-12-10T18:00Z):
+    # ``deadline_at`` resolves either; `launcher watch` keeps the job on schedule for it
+    # (launcher.recovery.deadline), the planner drops offers that would finish after it
+    deadline: Deadline = None
+    # the job's total steps: its committed step / total_steps is the work done (with a deadline)
+    total_steps: Optional[int] = Field(None, ge=1)
+
+    def deadline_at(self, submitted: float) -> Optional[float]:
+        """The deadline as a Unix time, for a job submitted at SUBMITTED (None: no deadline)."""
+        if self.deadline is None:
+            return None
+        if isinstance(self.deadline, datetime):
+            return self.deadline.timestamp()
+        return submitted + float(self.deadline)
 
 
 class Burst(Section):

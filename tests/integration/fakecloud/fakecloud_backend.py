@@ -9,12 +9,25 @@ the first placement the planner ranked that is not cooling down (ChoosesPlacemen
 SIGUSR1 to the job is its spot reclaim notice (the trainer checkpoints and exits 75:
 PREEMPTED). Its prices come from its target options (Pricing), its queue wait is an
 option too (Scheduler).
+
+It can replay a trace (option ``trace``: a JSON file ``{"t0": unix time, "tick_s": seconds,
+"spot": {REGION: [1 = spot capacity, 0 = none, per tick]}, "prices": {REGION: [$ per hour,
+per tick]}}``; past its end the last tick holds). Tick ``(now - t0) // tick_s``: a spot
+region's offer is priced at that tick's price; a spot submission to a region with no capacity
+then ends at once NO_CAPACITY (nothing runs); a running spot job in a region whose capacity
+is gone gets its reclaim notice (SIGUSR1) at the first status call of that tick. Option
+``restart_s`` is what its offers say a restart costs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import signal
+import subprocess
 import time
+from pathlib import Path
 from typing import ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,6 +51,26 @@ class FakeCloudOptions(BaseModel):
     preemption_rate: float = 0.05  # per node-hour
     queue_hours: float = 0.0
     remote_workdir: bool = False
+    trace: Optional[str] = None     # availability and prices to replay (see the module doc)
+    restart_s: Optional[float] = None
+
+
+def _trace(path: Optional[str]) -> Optional[dict]:
+    return json.loads(Path(path).read_text()) if path else None
+
+
+def _at(series, tick: int, default):
+    if not series:
+        return default
+    return series[min(max(tick, 0), len(series) - 1)]
+
+
+def trace_tick(trace: dict, now: Optional[float] = None) -> int:
+    return int(((time.time() if now is None else now) - float(trace["t0"])) // float(trace["tick_s"]))
+
+
+def spot_up(trace: Optional[dict], region: str, now: Optional[float] = None) -> bool:
+    return trace is None or bool(_at(trace.get("spot", {}).get(region), trace_tick(trace, now), 1))
 
 
 class FakeCloudSection(Section):
@@ -89,12 +122,17 @@ class FakeCloudBackend(LocalBackend):
         res = spec.resources
         wait = float(context.queue_waits.get(context.target, opts.queue_hours))
         listed = context.price_book.section(cls.price_section) or {}
+        trace = _trace(opts.trace) if opts.spot else None
+        if trace:
+            tick = trace_tick(trace)
+            listed = {**listed, **{r: float(_at(p, tick, 0.0)) for r, p in trace.get("prices", {}).items()}}
+        restart = opts.restart_s / 3600.0 if opts.restart_s is not None else cls.restart_hours
         return [Offer(backend=cls.name, target=context.target, cloud=cls.name, region=r, zone=None,
                       instance_type="vm", accelerator=res.accelerator, accelerator_count=res.gpus_per_node,
                       vcpus=None, memory_gib=None, spot=opts.spot,
                       hourly_usd=round(listed.get(r, opts.hourly_usd * (1 + i / 10)), 6),
                       preemption_rate=opts.preemption_rate, queue_wait_hours=wait, notice_seconds=60.0,
-                      source=f"{cls.name} price list", rate_source="catalog", restart_hours=cls.restart_hours)
+                      source=f"{cls.name} price list", rate_source="catalog", restart_hours=restart)
                 for i, r in enumerate(opts.regions)]
 
     @classmethod
@@ -108,6 +146,8 @@ class FakeCloudBackend(LocalBackend):
 
     # ---- Scheduler: no restart in place, so one run per native id
     def run_history(self, handle: Handle) -> list[dict]:
+        if handle.extra.get("no_capacity"):
+            return []
         st = self._status_one(handle)
         return [{"state": st.state.value, "nodes": "localhost"}] if st.state.is_terminal else []
 
@@ -155,11 +195,35 @@ class FakeCloudBackend(LocalBackend):
         return dataclasses.replace(req, meta={**req.meta, "placement": dict(usable[0])})
 
     def submit(self, request: Request) -> Handle:
-        h = super().submit(request)
         p = request.meta.get("placement") or {}
         region = p.get("infra", "").partition("/")[2]
-        return dataclasses.replace(h, extra={**h.extra, "infra": p.get("infra"), "region": region,
-                                             "use_spot": bool(p.get("use_spot")), "hourly_usd": p.get("hourly_usd")})
+        placed = {"infra": p.get("infra"), "region": region, "use_spot": bool(p.get("use_spot")),
+                  "hourly_usd": p.get("hourly_usd")}
+        if self.opts.spot and not spot_up(_trace(self.opts.trace), region):  # refused: nothing runs
+            job = request.job
+            return Handle(self.name, self.target.name, job.job_id, f"nocap-{job.job_id}-{job.attempt}", job.attempt,
+                          extra={**placed, "no_capacity": True, "submitted": time.time(),
+                                 "job_dir": str(job.job_dir)})
+        h = super().submit(request)
+        return dataclasses.replace(h, extra={**h.extra, **placed})
+
+    def cancel(self, handle: Handle) -> None:
+        if not handle.extra.get("no_capacity"):
+            super().cancel(handle)
+
+    def _reclaim(self, h: Handle) -> None:
+        """The trace took the region's spot capacity away: the reclaim notice, once."""
+        sent = Path(h.extra["job_dir"]) / f"reclaimed-{h.attempt}"
+        if sent.exists():
+            return
+        sent.touch()
+        script = Path(h.extra["job_dir"]) / f"attempt-{h.attempt}.sh"
+        out = subprocess.run(["pgrep", "-f", f"bash {script}"], capture_output=True, text=True).stdout.split()
+        for pid in out:
+            try:
+                os.kill(int(pid), signal.SIGUSR1)
+            except OSError:
+                pass
 
     # ---- StartsSubmit: the "cloud API call" is made when the submission starts; wait() hands
     # back its Handle or raises its error, exactly as submit() would
@@ -177,8 +241,20 @@ class FakeCloudBackend(LocalBackend):
     # ---- Backend.cancel_many: the local backend's (one grace period for all), inherited
 
     def status(self, handles):
+        trace = _trace(self.opts.trace) if self.opts.spot else None
+        refused = [h for h in handles if h.extra.get("no_capacity")]
+        ran = [h for h in handles if not h.extra.get("no_capacity")]
+        got = dict(zip([id(h) for h in ran], super().status(ran) if ran else []))
+        for h in refused:
+            at = h.extra.get("submitted")
+            got[id(h)] = Status(JobState.NO_CAPACITY, "no capacity", f"no spot capacity in {h.extra.get('region')}",
+                                start_time=None, end_time=at)
         out = []
-        for h, st in zip(handles, super().status(handles)):
+        for h in handles:
+            st = got[id(h)]
+            if (trace and st.state is JobState.RUNNING and h.extra.get("use_spot")
+                    and not spot_up(trace, h.extra.get("region", ""))):
+                self._reclaim(h)
             if st.state is JobState.RUNNING and time.time() - h.extra.get("submitted", 0) < PROVISIONING_S:
                 st = Status(JobState.PENDING, "provisioning", "provisioning a VM")
             out.append(dataclasses.replace(st, extra={**st.extra, "cloud": self.name,
