@@ -4,6 +4,7 @@ backend registry, state store and per-target backend instances (all lazy, so
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from pathlib import Path
 from typing import Optional
@@ -34,9 +35,12 @@ class App:
 
     @cached_property
     def store(self):
+        from launcher.state.engines import STATE_URL_ENV, state_url
         from launcher.state.store import StateStore
 
-        return StateStore(self.home)
+        # $LAUNCHER_STATE_URL, else the config's state_url (the config is read only then)
+        configured = None if os.environ.get(STATE_URL_ENV, "").strip() else self.config.file.state_url
+        return StateStore(self.home, url=state_url(configured))
 
     @cached_property
     def watch_hooks(self):
