@@ -120,6 +120,11 @@ def _mapped(db: "PgConnection", e: psycopg.Error) -> BaseException:
     return sqlite3.OperationalError(f"postgresql: {text}")
 
 
+@lru_cache(maxsize=4096)
+def _writes(sql: str) -> bool:
+    return sql.lstrip()[:6].upper() in ("INSERT", "UPDATE", "DELETE")
+
+
 # ---------------------------------------------------------------- the connection
 class PgConnection:
     """What the store uses of a ``sqlite3.Connection``, on a psycopg connection (autocommit:
@@ -131,6 +136,7 @@ class PgConnection:
         self.path = shown(url)
         self.timeout = timeout
         self.engine = PostgresEngine()
+        self.total_changes = 0  # rows inserted, updated or deleted on this connection (sqlite3's)
 
     def execute(self, sql: str, parameters=()):
         if sql.strip().upper() == "BEGIN IMMEDIATE":
@@ -144,6 +150,7 @@ class PgConnection:
         try:
             cur = self.conn.cursor()
             cur.executemany(pg_statement(sql), rows)
+            self._count(sql, cur)
             return cur
         except psycopg.Error as e:
             raise _mapped(self, e) from e
@@ -154,9 +161,15 @@ class PgConnection:
 
     def _run(self, sql: str, parameters):
         try:
-            return self.conn.execute(sql, parameters)
+            cur = self.conn.execute(sql, parameters)
         except psycopg.Error as e:
             raise _mapped(self, e) from e
+        self._count(sql, cur)
+        return cur
+
+    def _count(self, sql: str, cur) -> None:
+        if cur.rowcount > 0 and _writes(sql):
+            self.total_changes += cur.rowcount
 
     @property
     def in_transaction(self) -> bool:

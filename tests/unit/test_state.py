@@ -1,8 +1,13 @@
 import sqlite3
 
+import pytest
+
 from launcher.state.store import StateStore
 
+both_engines = pytest.mark.usefixtures("state_engine")  # tests.fixtures.stores
 
+
+@both_engines
 def test_forget_removes_every_trace_of_a_failed_submission(tmp_path):
     s = StateStore(tmp_path)
     s.begin_job("j1", "n", "local", "local", None, "name: n\n")
@@ -11,6 +16,7 @@ def test_forget_removes_every_trace_of_a_failed_submission(tmp_path):
     assert s.list_jobs() == [] and s.events("j1") == []
 
 
+@both_engines
 def test_attempts_and_prefix_lookup(tmp_path):
     s = StateStore(tmp_path)
     s.begin_job("train-abc123", "train", "local", "local", None, "name: train\n")
@@ -27,6 +33,7 @@ def test_database_is_in_wal_mode(tmp_path):
     assert mode == "wal"
 
 
+@both_engines
 def test_events_redact_secret_looking_values(tmp_path, monkeypatch):
     monkeypatch.setenv("MY_API_TOKEN", "tok-9f8e7d6c5b4a")
     s = StateStore(tmp_path)
