@@ -22,6 +22,7 @@ MODULES = [
     "watch",
     "report",
     "provenance",
+    "state",
 ]
 
 
