@@ -140,8 +140,18 @@ class PgConnection:
 
     def execute(self, sql: str, parameters=()):
         if sql.strip().upper() == "BEGIN IMMEDIATE":
-            return self._run(BEGIN_WRITE, None)
+            return self.begin(BEGIN_WRITE)
         return self._run(pg_statement(sql), tuple(parameters))
+
+    def begin(self, statements: str):
+        """BEGIN and take a lock; a lock not granted (timeout, server gone) leaves no transaction
+        open, as a failed BEGIN IMMEDIATE leaves none on SQLite."""
+        try:
+            return self._run(statements, None)
+        except BaseException:
+            if self.in_transaction:
+                self._run("ROLLBACK", None)
+            raise
 
     def executemany(self, sql: str, parameters):
         rows = [tuple(p) for p in parameters]
@@ -227,7 +237,7 @@ class PostgresEngine:
     @staticmethod
     @contextmanager
     def migration(db):
-        db.execute(BEGIN_MIGRATION)
+        db.begin(BEGIN_MIGRATION)
         try:
             yield
             db.execute("COMMIT")
