@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from typing import Optional
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from launcher.core.errors import ConfigError
 
@@ -52,6 +52,6 @@ def shown(url: str) -> str:
             netloc = f"{userinfo.split(':', 1)[0]}@{host}"
         query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
                            if k.lower() != "password"], safe="/:")
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")  # (keeps an empty host)
     except ValueError:
         return "<a URL that cannot be parsed>"

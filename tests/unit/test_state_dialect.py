@@ -94,3 +94,24 @@ def test_the_sqlite_schema_is_unchanged_by_the_dialect_step():
     db.executescript(SCHEMA)
     assert [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE "
                                      "'sqlite_%' ORDER BY rowid")] == list(dialect.tables())
+
+
+def test_the_state_url_comes_from_the_environment_else_the_config(monkeypatch):
+    from launcher.core.errors import ConfigError
+    from launcher.state.engines import state_url
+
+    monkeypatch.delenv("LAUNCHER_STATE_URL", raising=False)
+    assert state_url() == "" and state_url("postgresql://c@h/db") == "postgresql://c@h/db"
+    monkeypatch.setenv("LAUNCHER_STATE_URL", "postgres://e@h/db")
+    assert state_url("postgresql://c@h/db") == "postgres://e@h/db"
+    monkeypatch.setenv("LAUNCHER_STATE_URL", "sqlite:///x.db")
+    with pytest.raises(ConfigError, match="expected a postgresql:// URL"):
+        state_url()
+
+
+def test_a_url_is_shown_without_its_password():
+    from launcher.state.engines import shown
+
+    assert shown("postgresql://me:s3cret@db:5432/team") == "postgresql://me@db:5432/team"
+    assert shown("postgresql:///team?host=/run/pg&password=s3cret&sslmode=require") == \
+        "postgresql:///team?host=/run/pg&sslmode=require"
