@@ -14,7 +14,9 @@ for SQLite. On a PostgreSQL store (``launcher.state.pg``) each is rewritten here
   defaults, as SQLite's REPLACE (delete the old row, insert the new one) leaves them. The key
   is the table's primary key or UNIQUE constraint that the listed columns hold, read from the
   schema itself (an in-memory SQLite database made from SCHEMA), never kept by hand;
-* ``INSERT OR IGNORE`` becomes ``ON CONFLICT DO NOTHING``.
+* ``INSERT OR IGNORE`` becomes ``ON CONFLICT DO NOTHING``;
+* SQLite's scalar functions that PostgreSQL spells otherwise (``FUNCTIONS``: ``instr(a, b)`` is
+  ``strpos(a, b)``), outside quoted text.
 
 Transactions (``BEGIN IMMEDIATE``) are the engine's: ``launcher.state.pg``.
 """
@@ -98,6 +100,17 @@ def placeholders(sql: str) -> str:
     return "".join(out)
 
 
+FUNCTIONS = {"instr": "strpos"}  # SQLite's name: PostgreSQL's (same arguments, same result)
+_FUNCTION = re.compile(r"\b(" + "|".join(FUNCTIONS) + r")(\s*\()", re.I)
+
+
+def functions(sql: str) -> str:
+    """SQL with SQLite's function names (``FUNCTIONS``) as PostgreSQL's, outside quoted text."""
+    parts = re.split(r"('(?:[^']|'')*'|\"[^\"]*\")", sql)  # odd items: quoted text
+    return "".join(p if i % 2 else _FUNCTION.sub(lambda m: FUNCTIONS[m.group(1).lower()] + m.group(2), p)
+                   for i, p in enumerate(parts))
+
+
 _INSERT_OR = re.compile(r"^\s*INSERT\s+OR\s+(\w+)\s+INTO\s+(\w+)\s*\(([^)]*)\)\s*(VALUES\s*\(.*\))\s*$",
                         re.I | re.S)
 
@@ -137,4 +150,4 @@ def upsert(sql: str) -> str:
 @lru_cache(maxsize=4096)
 def pg_statement(sql: str) -> str:
     """One statement of the store, as PostgreSQL runs it (cached: the store's statements are few)."""
-    return placeholders(upsert(sql))
+    return placeholders(functions(upsert(sql)))

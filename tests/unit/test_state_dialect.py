@@ -115,3 +115,9 @@ def test_a_url_is_shown_without_its_password():
     assert shown("postgresql://me:s3cret@db:5432/team") == "postgresql://me@db:5432/team"
     assert shown("postgresql:///team?host=/run/pg&password=s3cret&sslmode=require") == \
         "postgresql:///team?host=/run/pg&sslmode=require"
+
+
+def test_sqlites_functions_get_postgresqls_names_outside_quotes():
+    assert dialect.pg_statement("SELECT 1 FROM jobs WHERE instr(spec_yaml, 'notify') > 0 AND INSTR (x, ?) = 0 "
+                                "AND name = 'instr(a, b)'") == \
+        "SELECT 1 FROM jobs WHERE strpos(spec_yaml, 'notify') > 0 AND strpos (x, %s) = 0 AND name = 'instr(a, b)'"
