@@ -200,7 +200,8 @@ def test_a_launch_and_its_status_on_the_server(tmp_path, pg_url):
 # ---------------------------------------------------------------- moving in
 def rich_sqlite_store(home: Path) -> None:
     """A SQLite store with a row in every table: jobs, a sweep, attempts, events, claims,
-    provenance and spot observations (one of an attempt, one of none)."""
+    provenance and spot observations (one of an attempt, one of none), written by the store;
+    then a row in any other table of SCHEMA (``fill_the_rest``)."""
     from launcher.state import observations, provenance
 
     s = StateStore(home, url="")
@@ -222,6 +223,28 @@ def rich_sqlite_store(home: Path) -> None:
         provenance.save(s, "sw-1-e0", None, '{"run": "sw-1-e0"}')
     finally:
         s.close()
+    fill_the_rest(home / "state.db")
+
+
+def fill_the_rest(path: Path) -> None:
+    """A row in each table the writes above left empty (a table added to SCHEMA later): every
+    column set, of its declared type, its job being solo-1."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    try:
+        for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+                                   ).fetchall():
+            if db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]:
+                continue
+            cols = [(r[1], r[2].upper(), r[5]) for r in db.execute(f"PRAGMA table_info({table})").fetchall()]
+            values = {name: ("solo-1" if name == "job_id" else 1 if "INT" in kind else 1.5 if "REAL" in kind
+                             else f"{table}.{name}") for name, kind, pk in cols if not (pk and kind == "INTEGER")}
+            db.execute(f"INSERT INTO {table}({', '.join(values)}) VALUES({','.join('?' * len(values))})",
+                       list(values.values()))
+        db.commit()
+    finally:
+        db.close()
 
 
 def every_row(store) -> dict:
