@@ -12,10 +12,13 @@ tier_args() { # NAME: the pytest arguments of tier NAME, into TIER_ARGS
   case $1 in
     # (not niced: at nice 10 on a machine at load 20 the unit tier starved, its CLI calls
     # past their 60 s timeouts; on an idle machine the tiers leave each other room anyway)
-    unit) TIER_ARGS=(tests --ignore=tests/integration) ;;
+    # (the state store's tests on PostgreSQL, marked postgres wherever they live, run in the
+    # services tier only: it alone starts the PostgreSQL server, tests/fixtures/postgres.py)
+    unit) TIER_ARGS=(tests --ignore=tests/integration -m "not postgres") ;;
     slurm) TIER_ARGS=(tests/integration -m "slurm and not docker_slurm and $not_e2e") ;;
     docker) TIER_ARGS=(tests/integration -m "docker_slurm and $not_e2e") ;;
-    services) TIER_ARGS=(tests/integration -m "not slurm and $not_e2e") ;;
+    # `integration`: every test under tests/integration (tests/conftest.py marks them)
+    services) TIER_ARGS=(tests -m "(integration or postgres) and not slurm and $not_e2e") ;;
     e2e) TIER_ARGS=(tests/integration -m skypilot_e2e) ;;
     *) die "unknown tier '$1' in LAUNCHER_TEST_TIERS (known: $TIER_NAMES, or all)" ;;
   esac

@@ -4,6 +4,7 @@ backend registry, state store and per-target backend instances (all lazy, so
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from pathlib import Path
 from typing import Optional
@@ -33,10 +34,24 @@ class App:
         return self._registry
 
     @cached_property
+    def state_url(self) -> str:
+        """The state store's PostgreSQL URL, or "" for the SQLite file under the home:
+        $LAUNCHER_STATE_URL, else the config's ``state_url`` (the config is read only then)."""
+        from launcher.state.engines import STATE_URL_ENV, state_url
+
+        configured = None if os.environ.get(STATE_URL_ENV, "").strip() else self.config.file.state_url
+        return state_url(configured)
+
+    @cached_property
     def store(self):
         from launcher.state.store import StateStore  # sqlite: validate and `launcher backends` open no store
 
-        return StateStore(self.home)
+        return StateStore(self.home, url=self.state_url)
+
+    def has_store(self) -> bool:
+        """Is there a store to read, without creating one? (A server's always is; a SQLite
+        store once its file exists.)"""
+        return bool(self.state_url) or (self.home / "state.db").exists()
 
     @cached_property
     def watch_hooks(self):

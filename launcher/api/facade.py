@@ -31,7 +31,8 @@ from launcher.api.arguments import checked_arguments
 from launcher.api.context import App
 from launcher.api.errors import WrongKind
 from launcher.api.results import (BackendInfo, CheckpointListing, ConfigInfo, GcResult, Lineage, LogStream, Rendered,
-                                  RunDiff, Submitted, SweepCancelled, SweepReport, SweepStatus, TargetInfo, Validated)
+                                  RunDiff, StateMigration, Submitted, SweepCancelled, SweepReport, SweepStatus,
+                                  TargetInfo, Validated)
 from launcher.backend.protocols import JobRef
 from launcher.backend.support import spec_target_problems
 from launcher.core.errors import ConfigError, LauncherError, SpecError, describe
@@ -328,6 +329,34 @@ class Launcher:
             store = open_store(root)
             store.check_root()
             return GcResult.from_json(gc(store, keep, dry_run=dry_run, verify=verify))
+
+    def migrate_state(self, to: str, dry_run: bool = False, source: Union[str, Path, None] = None) -> StateMigration:
+        """``launcher state migrate``: copy the SQLite store of SOURCE (a $LAUNCHER_HOME, or its
+        state.db; default this launcher's home) into the PostgreSQL store at TO, every table,
+        without loss and idempotently (``launcher.state.copy``); with DRY_RUN only count."""
+        from launcher.core.errors import ConfigError, LauncherError
+        from launcher.state import copy
+        from launcher.state.engines import is_postgres, shown
+        from launcher.state.store import StateStore
+
+        if not is_postgres(to):
+            raise ConfigError(f"--to {shown(to)!r}: expected a postgresql:// URL (docs/team-store.md)")
+        home = Path(source).expanduser() if source else self.app.home
+        if home.name == "state.db" and home.is_file():
+            home = home.parent
+        if not (home / "state.db").is_file():
+            raise LauncherError(f"no SQLite state store at {home / 'state.db'}: nothing to copy (give --from "
+                                f"a $LAUNCHER_HOME, or its state.db)")
+        src = StateStore(home, url="")
+        try:
+            dst = StateStore(home, url=to)
+            try:
+                tables = copy.plan(src, dst) if dry_run else copy.copy(src, dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+        return StateMigration(str(home / "state.db"), shown(to), dry_run, tables)
 
     def config_info(self) -> ConfigInfo:
         """The config file this launcher reads, and whether it exists."""

@@ -64,6 +64,28 @@ class ConfigInfo:
 
 
 @dataclass(frozen=True)
+class StateMigration:
+    """``Launcher.migrate_state``: a SQLite store copied (or, dry, counted) into a PostgreSQL one.
+    ``tables``: ``launcher.state.copy.TableCopy`` of every table (rows in the SQLite store,
+    already on the server, copied now)."""
+
+    source: str
+    target: str  # the URL without its password
+    dry_run: bool
+    tables: list
+
+    @property
+    def copied(self) -> int:
+        return sum(t.copied for t in self.tables)
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "target": self.target, "dry_run": self.dry_run,
+                "tables": {t.table: {"in_source": t.in_source, "present": t.present,
+                                     ("to_copy" if self.dry_run else "copied"): t.to_copy if self.dry_run else t.copied}
+                           for t in self.tables}}
+
+
+@dataclass(frozen=True)
 class TargetInfo:
     name: str
     backend: Optional[str] = None  # None: the target could not be resolved (see error)

@@ -69,6 +69,8 @@ class ConfigFile(BaseModel):
     catalog_dir: Optional[str] = None
     price_files: list[str] = Field(default_factory=list)
     preemption_rates: PreemptionDefaults = Field(default_factory=PreemptionDefaults)
+    # a team's shared state store: a postgresql:// URL ($LAUNCHER_STATE_URL wins; docs/team-store.md)
+    state_url: Optional[str] = None
 
 
 @dataclass(frozen=True)

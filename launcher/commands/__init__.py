@@ -25,6 +25,7 @@ MODULES = [
     "report",
     "provenance",
     "serve",
+    "state",
 ]
 
 

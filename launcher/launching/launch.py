@@ -89,7 +89,7 @@ def plan_spec(app, spec: JobSpec, targets=None, params=None, live_spot: bool = F
     configured = [n for n in names if n in config.file.targets]  # queue_waits asks the ones with a queue
     notes: list = []
     waits = queue_waits(app, spec, configured, note or notes.append) if queue else {}
-    store = app.store if (app.home / "state.db").exists() else None  # no store yet: nothing learned
+    store = app.store if app.has_store() else None  # no store yet: nothing learned
     result = plan(spec, config, params or params_for(spec), targets=list(targets) if targets else None,
                   live_spot=live_spot, queue_waits=waits, store=store)
     return result.with_notes(notes) if notes else result

@@ -39,7 +39,8 @@ def _state_store_record(run_id: str, home=None) -> tuple[Optional[dict], Optiona
     """The run's record from the local state store, if one exists (never creates it)."""
 
     home = Path(home) if home else launcher_home()
-    if not (home / "state.db").exists():
+    url = os.environ.get("LAUNCHER_STATE_URL", "").strip()  # a team's PostgreSQL store (launcher.state.engines)
+    if not url and not (home / "state.db").exists():
         return None, None
     try:
         st = StateStore(home)
@@ -47,7 +48,7 @@ def _state_store_record(run_id: str, home=None) -> tuple[Optional[dict], Optiona
             doc = load_record(st, run_id)
         finally:
             st.close()
-        return doc, (f"state store {home / 'state.db'}" if doc else None)
+        return doc, (f"state store {st.path}" if doc else None)
     except Exception:
         return None, None
 

@@ -30,6 +30,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Callable, Optional
 from urllib.parse import urlsplit
 
@@ -301,7 +302,7 @@ class Deliverer:
         self.thread.start()
 
     def _loop(self) -> None:
-        while self.store.path.exists():  # a store that is gone (a test's home removed): nothing to send
+        while getattr(self.store, "url", None) or Path(self.store.path).exists():  # a store that is gone (a test's home removed): nothing to send
             self.wake.wait(self.POLL_S)
             self.wake.clear()
             self.busy.set()

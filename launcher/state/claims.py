@@ -71,7 +71,7 @@ def kept_alive(store, job_id: str, owner: str, ttl: float,
                on_renew: Optional[Callable] = None) -> Iterator[Keeping]:
     """Renew OWNER's claim of JOB_ID (for TTL seconds each time) until the block ends."""
     keeping, stop = Keeping(), threading.Event()
-    t = threading.Thread(target=_renew, args=(store.home, job_id, owner, ttl, on_renew, keeping, stop),
+    t = threading.Thread(target=_renew, args=(store, job_id, owner, ttl, on_renew, keeping, stop),
                          name=f"launcher-claim-{job_id}", daemon=True)
     t.start()
     try:
@@ -81,12 +81,12 @@ def kept_alive(store, job_id: str, owner: str, ttl: float,
         t.join()
 
 
-def _renew(home, job_id: str, owner: str, ttl: float, on_renew, keeping: Keeping, stop: threading.Event) -> None:
+def _renew(store, job_id: str, owner: str, ttl: float, on_renew, keeping: Keeping, stop: threading.Event) -> None:
     own = None
     try:
         while not stop.wait(renewal_interval(ttl)):
             try:
-                own = own or StateStore(home)
+                own = own or StateStore(store.home, url=store.url)
                 if own.claim(job_id, ttl=ttl, owner=owner) is None:  # taken over (we were frozen) or gone
                     keeping.lost = True
                     return

@@ -5,7 +5,7 @@ date costs two PRAGMA reads)."""
 from __future__ import annotations
 
 import json
-import sqlite3
+from contextlib import contextmanager
 
 SCHEMA_VERSION = 2  # 2: the sweeps table, and jobs.sweep_id (``migrate``)
 
@@ -124,36 +124,89 @@ CREATE TABLE IF NOT EXISTS provenance (
 """
 
 
-def migrate(db: sqlite3.Connection) -> None:
+def migrate(db) -> None:
     """Bring a store written by an earlier schema up to this one, in place and in ONE
-    transaction (a second process opening it meanwhile waits, then finds it done).
+    transaction that excludes every other writer (a second process opening it meanwhile
+    waits, then finds it done). The same steps serve both engines: DB's ``engine`` says how to
+    read and stamp its version and how to exclude the others (SQLite: ``BEGIN IMMEDIATE``;
+    PostgreSQL: an advisory lock, ``launcher.state.pg``), and ``STEPS`` run in order, each
+    idempotent, before SCHEMA's statements (``CREATE ... IF NOT EXISTS``) in the engine's dialect.
 
     Schema 2 adds the ``sweeps`` table (a sweep's spec, stored once) and ``jobs.sweep_id``,
     and fills ``sweep_id`` of the element rows an earlier version wrote (their meta names
     the sweep); those rows keep their own ``spec_yaml`` and are read as before."""
-    if _has_column(db, "jobs", "sweep_id") and _version(db) >= SCHEMA_VERSION:
+    engine = engine_of(db)
+    if engine.current(db):
         return
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        if not _has_column(db, "jobs", "sweep_id"):
-            db.execute("ALTER TABLE jobs ADD COLUMN sweep_id TEXT")
-            db.executemany("UPDATE jobs SET sweep_id=? WHERE job_id=?", _old_elements(db))
-        for statement in filter(str.strip, SCHEMA.split(";")):  # executescript would COMMIT first
+    with engine.migration(db):
+        if engine.current(db):  # another process did it while this one waited for the lock
+            return
+        for _version, step in STEPS:
+            step(db, engine)
+        for statement in engine.schema():
             db.execute(statement)
-        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
+        engine.set_version(db, SCHEMA_VERSION)
+
+
+def _add_sweep_ids(db, engine) -> None:
+    """Schema 2: ``jobs.sweep_id``, filled from the meta of the rows written before it."""
+    columns = engine.columns(db, "jobs")
+    if columns and "sweep_id" not in columns:  # (no jobs table yet: SCHEMA creates it with the column)
+        db.execute("ALTER TABLE jobs ADD COLUMN sweep_id TEXT")
+        db.executemany("UPDATE jobs SET sweep_id=? WHERE job_id=?", _old_elements(db))
+
+
+# (the version a step brings a store to, the step): run in order by ``migrate``, each idempotent
+STEPS = [(2, _add_sweep_ids)]
+
+
+class SQLiteEngine:
+    """How ``migrate`` reads, stamps and locks a SQLite store (``PRAGMA user_version``)."""
+
+    name = "sqlite"
+
+    @staticmethod
+    def columns(db, table: str) -> list:
+        return [r[1] for r in db.execute(f"PRAGMA table_info({table})").fetchall()]
+
+    @staticmethod
+    def version(db) -> int:
+        return _version(db)
+
+    def current(self, db) -> bool:
+        return "sweep_id" in self.columns(db, "jobs") and _version(db) >= SCHEMA_VERSION
+
+    @staticmethod
+    def set_version(db, version: int) -> None:
+        db.execute(f"PRAGMA user_version={int(version)}")
+
+    @staticmethod
+    def schema() -> list:
+        return list(filter(str.strip, SCHEMA.split(";")))  # executescript would COMMIT first
+
+    @staticmethod
+    @contextmanager
+    def migration(db):
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+
+SQLITE = SQLiteEngine()
+
+
+def engine_of(db):
+    """The engine of connection DB: its own ``engine`` (PostgreSQL's adapter has one), else SQLite."""
+    return getattr(db, "engine", SQLITE)
 
 
 def _version(db) -> int:
     return db.execute("PRAGMA user_version").fetchone()[0]
-
-
-def _has_column(db, table: str, column: str) -> bool:
-    return any(r[1] == column for r in db.execute(f"PRAGMA table_info({table})").fetchall())
 
 
 def _old_elements(db) -> list:

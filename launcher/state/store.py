@@ -72,36 +72,60 @@ class StateStore:
     every thread's connection (they are opened with ``check_same_thread=False`` for that
     alone; each is only ever used by its own thread)."""
 
-    def __init__(self, home: Path):
-        # kept off `launcher --help`/`validate`, which import the store's names only
+    def __init__(self, home: Path, url: Optional[str] = None):
+        """The store of HOME: its SQLite file ``HOME/state.db``, or, with URL (default:
+        ``$LAUNCHER_STATE_URL``; ``launcher.state.engines``), a PostgreSQL server's database.
+        HOME keeps the jobs' local files (``job_dir``) either way."""
         from launcher.state.db import prepare_home
+        from launcher.state.engines import shown, state_url
 
         self.home = Path(home)
-        self.path = self.home / "state.db"
-        prepare_home(self.home, self.path)
+        self.url = state_url() if url is None else url
+        self.path = shown(self.url) if self.url else self.home / "state.db"  # what messages name
+        if not self.url:
+            prepare_home(self.home, self.path)
         self._local = threading.local()
         self._conns: list = []
         self._conns_lock = threading.Lock()
         self.sweeps = SweepStore(self)  # a sweep's rows (launcher.state.sweeps)
         self.bulk = BulkStore(self)  # many jobs' attempts at once (launcher.state.bulk)
         _ = self.db  # opened now, in the creating thread: a damaged store fails here, before anything else
+        if self.url:
+            prepare_home(self.home, self.home / "jobs")  # the jobs' local files, once the server answered
 
     @property
     def db(self) -> sqlite3.Connection:
-        """This thread's connection (opened on its first use)."""
+        """This thread's connection (opened on its first use; on PostgreSQL, opened again
+        after the server dropped it: the failed transaction was rolled back whole)."""
         c = getattr(self._local, "db", None)
+        if c is not None and getattr(c, "broken", False) and not self._batch_depth:
+            with self._conns_lock:
+                self._conns = [x for x in self._conns if x is not c]
+            c.close()
+            c = None
         if c is None:
-            # kept off `launcher --help`/`validate`, which import the store's names only
-            from launcher.state.db import open_db
-            # kept off `launcher --help`/`validate`, which import the store's names only
-            from launcher.state.schema import SCHEMA
-
-            # never re-initialises an existing file; damaged, read-only, locked or full: StateStoreError
-            c = open_db(self.path, SCHEMA, shared=True)
-            c.executescript(SCHEMA)
+            c = self._connect()
             with self._conns_lock:
                 self._conns.append(c)
             self._local.db = c
+        return c
+
+    def _connect(self):
+        if self.url:
+            try:
+                from launcher.state import pg  # the driver (psycopg) loads only for a PostgreSQL store
+            except ImportError as e:
+                from launcher.state.db import StateStoreFailure
+                from launcher.state.engines import missing_driver
+
+                raise StateStoreFailure(missing_driver(self.url, e)) from None
+            return pg.connect(self.url)  # unreachable, refused, newer schema: one line (StateStoreError)
+        from launcher.state.db import open_db
+        from launcher.state.schema import SCHEMA
+
+        # never re-initialises an existing file; damaged, read-only, locked or full: StateStoreError
+        c = open_db(self.path, SCHEMA, shared=True)
+        c.executescript(SCHEMA)
         return c
 
     @property

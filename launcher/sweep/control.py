@@ -28,7 +28,7 @@ from launcher.sweep.summary import summarize
 
 
 def is_sweep(app, name: str) -> bool:
-    return app.store.sweeps.exists(name) if (app.home / "state.db").exists() else False
+    return app.store.sweeps.exists(name) if app.has_store() else False
 
 
 def sweep_status(app, sweep_id: str, note=None) -> dict:

@@ -1,6 +1,7 @@
 """Exactly-once recovery with several `launcher watch` processes (real processes, real
 jobs on the local target): every (job, attempt) runs exactly once, whatever the number
-of watchers, and when one of them is killed in the middle."""
+of watchers, and when one of them is killed in the middle; on both engines of the state store
+(the watchers share one SQLite file, or one PostgreSQL server)."""
 
 from __future__ import annotations
 
@@ -54,8 +55,9 @@ def launch_jobs(cli: LauncherCLI, n: int, starts: Path) -> list[str]:
 
 
 @pytest.fixture
-def cli(cli):
+def cli(cli, state_engine):
     cli.env["LAUNCHER_CLAIM_TTL"] = "3"  # a killed watcher's claim is taken over quickly
+    cli.env["LAUNCHER_STATE_URL"] = state_engine.url  # on SQLite and on PostgreSQL (tests.fixtures.stores)
     return cli
 
 

@@ -1,6 +1,8 @@
 """A sweep on the local target (real processes, the real `launcher` command): every element is
 its own process, `launcher watch` starts queued elements as slots free and never runs more
-than max_parallel at once; with three watchers every element still runs exactly once."""
+than max_parallel at once; with three watchers every element still runs exactly once. On both
+engines of the state store (tests.fixtures.stores: the launchers share one SQLite file, or one
+PostgreSQL server)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.fixtures.polling import poll
 
 from .launcher_cli import LauncherCLI, job_id_of, start_watcher, stop_watchers
+
+pytestmark = pytest.mark.usefixtures("state_engine")  # sets LAUNCHER_STATE_URL, which LauncherCLI passes on
 
 N, MAX_PARALLEL = 6, 2
 

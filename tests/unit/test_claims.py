@@ -9,6 +9,9 @@ import pytest
 
 from launcher.state.store import ClaimLost, StateStore, claim_available, is_open
 
+# the store's semantics, on SQLite and on PostgreSQL (tests.fixtures.stores)
+pytestmark = pytest.mark.usefixtures("state_engine")
+
 
 def store_with_job(tmp_path, job_id="j"):
     s = StateStore(tmp_path)
@@ -147,3 +150,28 @@ def test_patching_one_meta_key_keeps_what_another_watcher_wrote(tmp_path):
     assert a.get_job("j").meta == {"burst": {"phase": "racing"}, "control_plane_errors": 1}
     a.patch_meta("j", control_plane_errors=None)
     assert a.get_job("j").meta == {"burst": {"phase": "racing"}}
+
+
+CONTENDER = """
+import sys, time
+from launcher.state.store import StateStore
+home, start = sys.argv[1], float(sys.argv[2])
+s = StateStore(home)
+time.sleep(max(0.0, start - time.time()))
+c = s.claim("j", ttl=60)
+print("won" if c is not None else "lost")
+"""
+
+
+def test_processes_with_their_own_stores_claim_a_job_exactly_once(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    store_with_job(tmp_path).close()
+    start = time.time() + 3.0  # every process connected and waiting by then: they claim at once
+    procs = [subprocess.Popen([sys.executable, "-c", CONTENDER, str(tmp_path), str(start)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    assert sorted(out.strip() for out, _ in outs) == ["lost", "lost", "lost", "won"]

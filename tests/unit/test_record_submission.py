@@ -5,7 +5,6 @@ or not at all; ``launch.record_launched`` never lets provenance fail a launch.""
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pytest
 
@@ -14,11 +13,12 @@ from launcher.launching.launch import record_launched
 from launcher.provenance.record import Captured, load_record, store_writes
 from launcher.state import provenance as provenance_rows
 from launcher.state.store import StateStore
+from tests.fixtures.stores import other_connection
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = StateStore(tmp_path / "home")
+def store(tmp_path, state_engine):
+    s = StateStore(tmp_path / "home")  # on both engines (tests.fixtures.stores)
     yield s
     s.close()
 
@@ -49,7 +49,7 @@ def test_a_failing_provenance_row_leaves_nothing_of_the_submission(store, monkey
     monkeypatch.setattr(provenance_rows, "INSERT", "INSERT INTO no_such_table VALUES(?,?,?,?)")
     with pytest.raises(Exception):
         store.record_submission(job, 1, "t", "{}", "42", events=[("submitted", {})], provenance=(None, "{}"))
-    other = sqlite3.connect(str(store.path))
+    other = other_connection(store)
     assert other.execute("SELECT state FROM jobs WHERE job_id=?", (job,)).fetchone() == ("SUBMITTING",)
     assert other.execute("SELECT count(*) FROM attempts").fetchone() == (0,)
     assert other.execute("SELECT count(*) FROM events").fetchone() == (0,)

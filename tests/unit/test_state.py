@@ -1,8 +1,14 @@
+import json
 import sqlite3
+
+import pytest
 
 from launcher.state.store import StateStore
 
+both_engines = pytest.mark.usefixtures("state_engine")  # tests.fixtures.stores
 
+
+@both_engines
 def test_forget_removes_every_trace_of_a_failed_submission(tmp_path):
     s = StateStore(tmp_path)
     s.begin_job("j1", "n", "local", "local", None, "name: n\n")
@@ -11,6 +17,7 @@ def test_forget_removes_every_trace_of_a_failed_submission(tmp_path):
     assert s.list_jobs() == [] and s.events("j1") == []
 
 
+@both_engines
 def test_attempts_and_prefix_lookup(tmp_path):
     s = StateStore(tmp_path)
     s.begin_job("train-abc123", "train", "local", "local", None, "name: train\n")
@@ -27,6 +34,7 @@ def test_database_is_in_wal_mode(tmp_path):
     assert mode == "wal"
 
 
+@both_engines
 def test_events_redact_secret_looking_values(tmp_path, monkeypatch):
     monkeypatch.setenv("MY_API_TOKEN", "tok-9f8e7d6c5b4a")
     s = StateStore(tmp_path)
@@ -34,3 +42,43 @@ def test_events_redact_secret_looking_values(tmp_path, monkeypatch):
     s.record_event("j", "x", note="value tok-9f8e7d6c5b4a here", password="hunter22")
     ev = s.events("j")[0]
     assert "tok-9f8e7d6c5b4a" not in str(ev) and "hunter22" not in str(ev)
+
+
+@both_engines
+def test_read_modify_write_transactions_of_many_threads_never_lose_an_update(tmp_path):
+    """Writers are serialised (SQLite: BEGIN IMMEDIATE; PostgreSQL: the writers' advisory lock):
+    each transaction reads what the previous one wrote."""
+    import threading
+
+    StateStore(tmp_path).begin_job("j", "n", "local", "local", None, "", meta={"n": 0})
+    barrier = threading.Barrier(4)
+
+    def bump():
+        s = StateStore(tmp_path)
+        barrier.wait()
+        for _ in range(25):
+            with s.tx() as db:
+                n = json.loads(db.execute("SELECT meta FROM jobs WHERE job_id=?", ("j",)).fetchone()[0])["n"]
+                db.execute("UPDATE jobs SET meta=? WHERE job_id=?", (json.dumps({"n": n + 1}), "j"))
+        s.close()
+
+    threads = [threading.Thread(target=bump) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert StateStore(tmp_path).get_job("j").meta == {"n": 100}
+
+
+@both_engines
+def test_a_writer_that_waits_past_the_busy_timeout_is_told_the_store_is_locked(tmp_path, monkeypatch):
+    from launcher.core.errors import StateStoreError
+
+    monkeypatch.setenv("LAUNCHER_STATE_BUSY_TIMEOUT", "1")
+    holder, waiter = StateStore(tmp_path), StateStore(tmp_path)
+    holder.begin_job("j", "n", "local", "local", None, "")
+    with holder.tx():
+        with pytest.raises(StateStoreError, match="locked by another"):
+            waiter.record_event("j", "x")
+    waiter.record_event("j", "y")  # the lock released: the store is usable again
+    assert [e["kind"] for e in waiter.events("j")] == ["y"]

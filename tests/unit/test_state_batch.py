@@ -9,17 +9,18 @@ import pytest
 
 from launcher.provenance.record import load_record, save_record
 from launcher.state.store import StateStore
+from tests.fixtures.stores import other_connection
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = StateStore(tmp_path / "home")
+def store(tmp_path, state_engine):
+    s = StateStore(tmp_path / "home")  # on both engines (tests.fixtures.stores)
     yield s
     s.close()
 
 
 def _other(store) -> sqlite3.Connection:
-    return sqlite3.connect(str(store.path))
+    return other_connection(store)
 
 
 def _job(store, job_id="j-1"):

@@ -13,6 +13,9 @@ from launcher.state.store import StateStore
 from launcher.state.store import is_open
 from launcher.sweep.launching import element_handle, record_array, submitted_entries
 from launcher_backends.slurm import SlurmBackend
+from tests.fixtures.stores import other_connection
+
+both_engines = pytest.mark.usefixtures("state_engine")  # tests.fixtures.stores
 
 SPEC = "name: sw\nrun: 'true'\n"
 ARRAY = Handle(backend="slurm", target="t", job_id="sw-1", native_id="77", attempt=1, extra={})
@@ -49,17 +52,19 @@ def _bulk(store, rows):
 
 def _dump(store):
     """The jobs as every reader sees them (JobRow, times left out), the attempts and the events."""
-    db = sqlite3.connect(str(store.path))
+    db = other_connection(store)
     timeless = {"attempts": "job_id,attempt,target,native_id,handle,state,reason,resume_step,meta",
                 "events": "job_id,kind,detail"}
+    order = {"attempts": "attempt", "events": "id"}  # the order they were written in
     jobs = sorted((j.job_id, j.name, j.target, j.backend, j.spec_path, j.spec_yaml, j.state, j.reason, j.handle,
                    j.ckpt_root, j.meta, j.sweep_id) for j in store.list_jobs())
     return {"jobs": jobs,
-            **{t: db.execute(f"SELECT {cols} FROM {t} ORDER BY job_id, rowid").fetchall() for t, cols in timeless.items()}}
+            **{t: [tuple(r) for r in db.execute(f"SELECT {cols} FROM {t} ORDER BY job_id, {order[t]}").fetchall()]
+               for t, cols in timeless.items()}}
 
 
-def test_bulk_writes_equal_the_one_by_one_writes(tmp_path):
-    a, b = StateStore(tmp_path / "a"), StateStore(tmp_path / "b")
+def test_bulk_writes_equal_the_one_by_one_writes(tmp_path, state_engine):
+    a, b = StateStore(tmp_path / "a"), StateStore(tmp_path / "b", url=state_engine.new_url())
     try:
         _one_by_one(a, _rows(5))
         _bulk(b, _rows(5))
@@ -72,6 +77,7 @@ def test_bulk_writes_equal_the_one_by_one_writes(tmp_path):
         b.close()
 
 
+@both_engines
 def test_begin_sweep_is_all_or_nothing_and_forget_sweep_removes_it(tmp_path):
     store = StateStore(tmp_path / "h")
     try:
@@ -104,8 +110,8 @@ def _statuses(store):
             ("sw-1-e3", 1, fields, "{\"stale\": 1}", "RUNNING", "")]
 
 
-def test_record_statuses_equals_update_attempt_and_mirror_state(tmp_path):
-    a, b = StateStore(tmp_path / "a"), StateStore(tmp_path / "b")
+def test_record_statuses_equals_update_attempt_and_mirror_state(tmp_path, state_engine):
+    a, b = StateStore(tmp_path / "a"), StateStore(tmp_path / "b", url=state_engine.new_url())
     try:
         for job_id, attempt, fields, handle, state, reason in _statuses(a):
             a.update_attempt(job_id, attempt, **fields)
@@ -119,6 +125,7 @@ def test_record_statuses_equals_update_attempt_and_mirror_state(tmp_path):
         b.close()
 
 
+@both_engines
 def test_attempts_of_reads_many_jobs_at_once(tmp_path):
     store = StateStore(tmp_path / "h")
     try:
@@ -129,6 +136,7 @@ def test_attempts_of_reads_many_jobs_at_once(tmp_path):
         store.close()
 
 
+@both_engines
 def test_record_statuses_writes_nothing_when_nothing_changed(tmp_path):
     store = StateStore(tmp_path / "h")
     try:
@@ -144,6 +152,7 @@ def test_record_statuses_writes_nothing_when_nothing_changed(tmp_path):
         store.close()
 
 
+@both_engines
 def test_a_closed_element_is_reopened_by_the_recorded_submission(tmp_path):
     store = StateStore(tmp_path / "h")
     try:

@@ -106,6 +106,7 @@ def test_own_meta_keeps_what_is_the_elements_and_merged_gives_it_back():
     assert merged(meta, None) is meta  # a row written before the sweeps table: its own meta
 
 
+@pytest.mark.usefixtures("state_engine")  # on both engines (tests.fixtures.stores)
 def test_the_spec_is_stored_once_and_every_element_reads_it(tmp_path):
     text = sweep_text(tmp_path / "ck")
     spec = spec_from_text(text)

@@ -16,6 +16,9 @@ from launcher.sweep import queue
 
 from .test_sweep_queue import launch, lx, states  # noqa: F401 - the fixture
 
+# the tests with a store: on SQLite and on PostgreSQL (tests.fixtures.stores)
+both_engines = pytest.mark.usefixtures("state_engine")
+
 # ---- pure: the decision
 def test_within_a_claims_time_the_start_may_still_be_submitting():
     d = queue.lost_start(age_s=5.0, ttl_s=120.0, tries=0)
@@ -56,6 +59,7 @@ def interrupted_start(lx, tmp_path, monkeypatch, accept: bool) -> tuple[str, str
     return sweep_id, job_id
 
 
+@both_engines
 def test_a_start_killed_before_the_accept_goes_back_to_the_queue_once_then_runs(lx, tmp_path, monkeypatch):
     sweep_id, job_id = interrupted_start(lx, tmp_path, monkeypatch, accept=False)
     store = lx.app.store
@@ -72,6 +76,7 @@ def test_a_start_killed_before_the_accept_goes_back_to_the_queue_once_then_runs(
     lx.cancel_sweep(sweep_id)
 
 
+@both_engines
 def test_a_start_killed_after_the_accept_is_adopted_not_started_again(lx, tmp_path, monkeypatch):
     sweep_id, job_id = interrupted_start(lx, tmp_path, monkeypatch, accept=True)
     # the detached supervisor registers its token on its own schedule: until then, "waiting"
@@ -85,6 +90,7 @@ def test_a_start_killed_after_the_accept_is_adopted_not_started_again(lx, tmp_pa
     lx.cancel_sweep(sweep_id)
 
 
+@both_engines
 def test_a_plain_launch_left_submitting_is_not_taken_for_a_queued_start(lx, tmp_path):
     sweep_id = launch(lx, tmp_path)
     row = lx.app.store.get_job(f"{sweep_id}-e0")
@@ -92,6 +98,7 @@ def test_a_plain_launch_left_submitting_is_not_taken_for_a_queued_start(lx, tmp_
     lx.cancel_sweep(sweep_id)
 
 
+@both_engines
 def test_a_start_that_got_through_late_is_adopted_by_the_next_start_not_submitted_twice(lx, tmp_path, monkeypatch):
     # the start's submission got through but the lookup missed it (slower than the claim): the
     # element went back to the queue; its next start finds the job by its token and keeps it

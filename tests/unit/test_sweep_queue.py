@@ -18,6 +18,9 @@ from launcher.spec.sweep_elements import element_env, elements
 from launcher.sweep.elements import sweep_rows
 from launcher.sweep.separate import element_spec, occupies_slot, to_start
 
+# the tests with a store: on SQLite and on PostgreSQL (tests.fixtures.stores)
+both_engines = pytest.mark.usefixtures("state_engine")
+
 SPEC = """name: sw
 run: sleep 60
 checkpoint: {root: /ck/sw}
@@ -87,6 +90,7 @@ def states(lx, sweep_id) -> dict:
     return {r.meta["sweep"]["index"]: r.state for r in sweep_rows(lx.app.store, sweep_id)}
 
 
+@both_engines
 def test_launch_starts_max_parallel_and_queues_the_rest_then_cancel_never_starts_them(lx, tmp_path):
     from launcher.sweep.queue import fill
 
@@ -104,6 +108,7 @@ def test_launch_starts_max_parallel_and_queues_the_rest_then_cancel_never_starts
     assert fill(lx.app, sweep_id) == []
 
 
+@both_engines
 def test_a_slot_freed_starts_the_next_element_once(lx, tmp_path):
     from launcher.sweep.queue import fill
 
@@ -119,6 +124,7 @@ def test_a_slot_freed_starts_the_next_element_once(lx, tmp_path):
     lx.cancel_sweep(sweep_id)
 
 
+@both_engines
 def test_a_launcher_holding_the_sweeps_claim_keeps_others_from_starting(lx, tmp_path):
     from launcher.sweep.queue import claim_key, fill
 
@@ -135,6 +141,7 @@ def test_a_launcher_holding_the_sweeps_claim_keeps_others_from_starting(lx, tmp_
     lx.cancel_sweep(sweep_id)
 
 
+@both_engines
 def test_an_element_that_cannot_start_stays_queued_then_fails(lx, tmp_path, monkeypatch):
     from launcher.sweep import queue
     from launcher_backends.local.backend import LocalBackend
@@ -155,6 +162,7 @@ def test_an_element_that_cannot_start_stays_queued_then_fails(lx, tmp_path, monk
     lx.cancel_sweep(sweep_id)
 
 
+@both_engines
 def test_an_element_is_resubmitted_as_a_job_of_its_own(lx, tmp_path):
     from launcher.launching.launch import resubmit
 
@@ -167,6 +175,7 @@ def test_an_element_is_resubmitted_as_a_job_of_its_own(lx, tmp_path):
     lx.cancel_sweep(sweep_id)
 
 
+@both_engines
 def test_a_render_error_records_nothing(lx, tmp_path):
     from launcher.core.errors import LauncherError
 
@@ -175,6 +184,7 @@ def test_a_render_error_records_nothing(lx, tmp_path):
     assert lx.app.store.list_jobs() == []
 
 
+@both_engines
 def test_cancel_of_one_queued_element_closes_it_before_it_starts(lx, tmp_path):
     from launcher.sweep.queue import fill
 

@@ -19,6 +19,9 @@ from tests.fixtures.polling import poll
 from .test_sweep_lost_start import interrupted_start
 from .test_sweep_queue import launch, lx, states  # noqa: F401 - the fixture
 
+# the tests with a store: on SQLite and on PostgreSQL (tests.fixtures.stores)
+both_engines = pytest.mark.usefixtures("state_engine")
+
 
 # ---- pure
 def row(meta: dict, state: str = "SUBMITTING", handle=None):
@@ -48,6 +51,7 @@ def store(tmp_path):
     s.close()
 
 
+@both_engines
 def test_a_claim_kept_alive_outlives_its_ttl_and_each_renewal_is_reported(store):
     c = store.claim("j-1", ttl=0.3)
     seen: list = []
@@ -58,6 +62,7 @@ def test_a_claim_kept_alive_outlives_its_ttl_and_each_renewal_is_reported(store)
     assert not keeping.lost and seen[:2] == ["j-1", "j-1"]
 
 
+@both_engines
 def test_a_claim_taken_over_meanwhile_is_reported_lost_and_not_taken_back(store):
     c = store.claim("j-1", ttl=0.3)
     other = StateStore(store.home)
@@ -71,6 +76,7 @@ def test_a_claim_taken_over_meanwhile_is_reported_lost_and_not_taken_back(store)
 
 
 # ---- on the local backend: the decision, and a real start slower than the TTL
+@both_engines
 def test_a_start_seen_submitting_within_a_ttl_is_waited_for_however_old_it_is(lx, tmp_path, monkeypatch):
     sweep_id, job_id = interrupted_start(lx, tmp_path, monkeypatch, accept=False)
     store = lx.app.store
@@ -84,6 +90,7 @@ def test_a_start_seen_submitting_within_a_ttl_is_waited_for_however_old_it_is(lx
     lx.cancel_sweep(sweep_id)
 
 
+@both_engines
 def test_a_start_slower_than_the_claims_ttl_is_not_taken_over_and_runs_once(lx, tmp_path, monkeypatch):
     from launcher.api.context import App
     from launcher_backends.local.backend import LocalBackend

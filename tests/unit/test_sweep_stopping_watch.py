@@ -19,6 +19,9 @@ from launcher.spec.sweep import EarlyStop
 from launcher.sweep.summary import format_text
 from launcher.backend.sections import spec_from_text
 
+# the tests with a store: on SQLite and on PostgreSQL (tests.fixtures.stores)
+both_engines = pytest.mark.usefixtures("state_engine")
+
 LOSS = [0.4, 0.1, 0.3, 0.2]  # rung 10 stops 0 and 2; rung 20 stops 3 (ranks 2 of 2); 1 runs to the end
 
 
@@ -84,6 +87,7 @@ def states(app) -> list:
     return [r.state for r in sweep_rows(app.store, "sw-1")]
 
 
+@both_engines
 def test_each_rung_stops_the_worst_half_through_cancel_and_the_survivor_completes(rig, monkeypatch):
     app, fake, root = rig
     reports(monkeypatch, root, 10, range(4))
@@ -115,6 +119,7 @@ def test_each_rung_stops_the_worst_half_through_cancel_and_the_survivor_complete
     assert "element 3 stopped: rung 20: loss 0.2 ranks 2 of 2" in format_text(s)
 
 
+@both_engines
 def test_an_element_whose_attempt_ended_with_a_stop_recorded_is_closed_stopped_not_resubmitted(rig, monkeypatch):
     app, fake, root = rig
     record(app.store, "sw-1", EarlyStop(metric="loss", mode="min", keep=0.5, rungs=[10, 20]),
@@ -127,6 +132,7 @@ def test_an_element_whose_attempt_ended_with_a_stop_recorded_is_closed_stopped_n
     assert "100_0" not in fake.cancelled  # nothing was left to cancel
 
 
+@both_engines
 def test_a_cancel_that_fails_leaves_the_element_open_and_the_next_pass_stops_it(rig, monkeypatch):
     app, fake, root = rig
     reports(monkeypatch, root, 10, range(4))
@@ -142,6 +148,7 @@ def test_a_cancel_that_fails_leaves_the_element_open_and_the_next_pass_stops_it(
     assert states(app) == [STOPPED, "RUNNING", STOPPED, "RUNNING"]
 
 
+@both_engines
 def test_a_sweep_without_early_stop_is_never_judged(app, tmp_path, monkeypatch):
     fake = FakeScheduler()
     app._backends["local"] = fake

@@ -4,7 +4,6 @@ loop that applies it picking up recovery state an older version stored."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import replace
 
 import pytest
@@ -17,6 +16,10 @@ from launcher.recovery.state import RecoveryState
 from launcher.backend.sections import spec_from_text
 from launcher.state.store import AttemptRow, JobRow
 from launcher.core.status import JobState, Status
+from tests.fixtures.stores import other_connection
+
+# the tests with a store: on SQLite and on PostgreSQL (tests.fixtures.stores)
+both_engines = pytest.mark.usefixtures("state_engine")
 
 SPEC = spec_from_text("name: d\nrun: train\nrecovery: {preemption: 3, no_capacity: 3, placement_cooldown: 60s}\n")
 
@@ -107,13 +110,14 @@ def test_an_unreadable_checkpoint_root_decides_nothing():
 
 # ---- the loop, on a real local job, with recovery state an older version stored
 def _write_meta_as_before(app, job_id, **keys):
-    db = sqlite3.connect(app.store.path)
+    db = other_connection(app.store)  # tests.fixtures.stores: SQLite's file, or the PostgreSQL database
     meta = json.loads(db.execute("SELECT meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()[0])
     db.execute("UPDATE jobs SET meta=? WHERE job_id=?", (json.dumps({**meta, **keys}), job_id))
     db.commit()
     db.close()
 
 
+@both_engines
 def test_a_retry_an_older_version_scheduled_is_waited_for_then_submitted(app):
     from launcher.launching.launch import launch
     from launcher.recovery import watch

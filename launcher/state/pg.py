@@ -1,0 +1,295 @@
+"""The state store on a PostgreSQL server (psycopg 3): the engine module, the only one that
+imports the driver (``launcher.state.engines`` imports it when a store's URL is ``postgresql://``).
+
+``connect(url)`` returns a ``PgConnection``: the small adapter that lets the store's plain SQL
+(written once, for SQLite) run unchanged. It offers what the store uses of a
+``sqlite3.Connection`` (``execute``, ``executemany``, ``executescript``, ``in_transaction``,
+``close``; rows readable by index and by column name, and ``dict(row)``), and rewrites each
+statement once (``launcher.state.dialect``). Its failures are the ones SQLite's would be:
+``StateStoreFailure`` (a ``StateStoreError``: one line saying what to do) for the server, the
+login or a lock; ``sqlite3.IntegrityError`` / ``sqlite3.OperationalError`` for a statement's
+own error, so code that handles the store's errors handles both engines.
+
+Writers are serialised exactly as SQLite serialises them. ``BEGIN IMMEDIATE`` (every write
+transaction of the store: ``StateStore.tx``) becomes ``BEGIN`` plus a transaction-level
+advisory lock, one per database (``pg_advisory_xact_lock``), taken before the transaction
+reads anything and released by its COMMIT or ROLLBACK. At READ COMMITTED each later statement
+sees every write committed before the lock was granted, so a claim, the SUBMITTING
+reconciliation, a sweep's slots and the bulk writes keep the one property their SQLite code
+is written against: one writer at a time, each seeing what the previous one wrote. Readers
+never wait (MVCC), as under SQLite's WAL. Row locks (``SELECT ... FOR UPDATE``) would not do
+it mechanically: a claim's row may not exist yet (nothing to lock), and the multi-row writes
+(a sweep's slot accounting) would each need their own reasoning (docs/team-store.md).
+
+Migrations run under a second advisory lock (``launcher.state.schema.migrate``): two
+launchers upgrading one server at once never run a step twice. The schema version lives in
+the table ``launcher_schema`` (SQLite's ``PRAGMA user_version``).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from contextlib import contextmanager
+from functools import lru_cache
+
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg import pq
+
+from launcher.state import schema as schema_module
+from launcher.state.db import StateStoreFailure, busy_timeout
+from launcher.state.dialect import pg_schema, pg_statement
+from launcher.state.engines import shown
+
+APPLICATION = 0x4C4E4348  # "LNCH": the advisory locks' first key (the SQLite file's application_id)
+WRITE_LOCK = 1  # every write transaction (BEGIN IMMEDIATE)
+MIGRATE_LOCK = 2  # a migration
+BEGIN_WRITE = f"BEGIN; SELECT pg_advisory_xact_lock({APPLICATION}, {WRITE_LOCK})"
+BEGIN_MIGRATION = f"BEGIN; SELECT pg_advisory_xact_lock({APPLICATION}, {MIGRATE_LOCK})"
+VERSION_TABLE = "launcher_schema"
+CONNECT_TIMEOUT_S = 10
+
+
+# ---------------------------------------------------------------- rows
+class Row(tuple):
+    """A row by index (``r[0]``) and by column name (``r["state"]``), and ``dict(r)``: what the
+    store reads of ``sqlite3.Row``. Each column set gets its own subclass (``_row_class``), whose
+    ``_index`` maps names and positions alike to positions (one lookup: 10,000 jobs are read
+    for a `status`)."""
+
+    __slots__ = ()
+    _index: dict = {}
+    _names: tuple = ()
+
+    def __getitem__(self, key, _get=tuple.__getitem__):
+        try:
+            return _get(self, self._index[key])
+        except (KeyError, TypeError):  # a slice or a negative index, as a tuple takes them
+            if isinstance(key, str):
+                raise IndexError(f"No item with that key: {key!r}") from None
+            return _get(self, key)
+
+    def keys(self) -> tuple:
+        return self._names
+
+
+@lru_cache(maxsize=1024)
+def _row_class(names: tuple) -> type:
+    index = {**{i: i for i in range(len(names))}, **{n: i for i, n in enumerate(names)}}
+    return type("Row", (Row,), {"__slots__": (), "_index": index, "_names": names})
+
+
+def _rows(cursor):
+    desc = cursor.description
+    if desc is None:
+        return tuple
+    return _row_class(tuple(c.name for c in desc))
+
+
+# ---------------------------------------------------------------- errors
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:300]
+
+
+def connect_failure(url: str, e: BaseException) -> StateStoreFailure:
+    """One line for a connection that could not be made: what is wrong and what to do. Pure."""
+    where, text = shown(url), _one_line(e)
+    low = text.lower()
+    if "password authentication failed" in low or "authentication failed" in low or "no password supplied" in low \
+            or ("role" in low and "does not exist" in low) or "no pg_hba.conf entry" in low:
+        return StateStoreFailure(f"the state store {where} refused the login ({text}); check the user and password "
+                                 f"in $LAUNCHER_STATE_URL or state_url (a password may also come from ~/.pgpass)")
+    if "database" in low and "does not exist" in low:
+        return StateStoreFailure(f"the state store {where}: the database does not exist on the server ({text}); "
+                                 f"create it (createdb), or fix the database name in the URL")
+    return StateStoreFailure(f"the state store {where} cannot be reached ({text}); check that the server runs and "
+                             f"the host and port in $LAUNCHER_STATE_URL or state_url (nothing was written)")
+
+
+def _mapped(db: "PgConnection", e: psycopg.Error) -> BaseException:
+    """A statement's failure as the SQLite engine would raise it."""
+    where, text = db.path, _one_line(e)
+    if isinstance(e, (pgerrors.LockNotAvailable, pgerrors.QueryCanceled)) and "lock" in text.lower():
+        return StateStoreFailure(f"the state store {where} is locked by another launcher (waited "
+                                 f"{db.timeout:g} s) ({text}); let it finish, or raise LAUNCHER_STATE_BUSY_TIMEOUT")
+    if isinstance(e, pgerrors.DiskFull):
+        return StateStoreFailure(f"the state store {where} cannot be written: the server's disk is full ({text}); "
+                                 f"the store was left as it was")
+    if isinstance(e, (pgerrors.InsufficientPrivilege, pgerrors.ReadOnlySqlTransaction)):
+        return StateStoreFailure(f"the state store {where} may not be written by this role ({text}); ask the "
+                                 f"server's administrator, or point $LAUNCHER_STATE_URL at a primary server")
+    if isinstance(e, psycopg.OperationalError) or db.broken:
+        return StateStoreFailure(f"the state store {where} cannot be reached ({text}); check that the server runs "
+                                 f"(the command's last write, if any, was rolled back whole)")
+    if isinstance(e, psycopg.IntegrityError):
+        return sqlite3.IntegrityError(text)
+    return sqlite3.OperationalError(f"postgresql: {text}")
+
+
+@lru_cache(maxsize=4096)
+def _writes(sql: str) -> bool:
+    return sql.lstrip()[:6].upper() in ("INSERT", "UPDATE", "DELETE")
+
+
+# ---------------------------------------------------------------- the connection
+class PgConnection:
+    """What the store uses of a ``sqlite3.Connection``, on a psycopg connection (autocommit:
+    transactions are the store's own BEGIN/COMMIT, as with SQLite's isolation_level=None)."""
+
+    def __init__(self, conn: psycopg.Connection, url: str, timeout: float):
+        self.conn = conn
+        self.url = url
+        self.path = shown(url)
+        self.timeout = timeout
+        self.engine = PostgresEngine()
+        self.total_changes = 0  # rows inserted, updated or deleted on this connection (sqlite3's)
+
+    def execute(self, sql: str, parameters=()):
+        if sql.strip().upper() == "BEGIN IMMEDIATE":
+            return self.begin(BEGIN_WRITE)
+        return self._run(pg_statement(sql), tuple(parameters))
+
+    def begin(self, statements: str):
+        """BEGIN and take a lock; a lock not granted (timeout, server gone) leaves no transaction
+        open, as a failed BEGIN IMMEDIATE leaves none on SQLite."""
+        try:
+            return self._run(statements, None)
+        except BaseException:
+            if self.in_transaction:
+                self._run("ROLLBACK", None)
+            raise
+
+    def executemany(self, sql: str, parameters):
+        rows = [tuple(p) for p in parameters]
+        if not rows:
+            return None
+        try:
+            cur = self.conn.cursor()
+            cur.executemany(pg_statement(sql), rows)
+            self._count(sql, cur)
+            return cur
+        except psycopg.Error as e:
+            raise _mapped(self, e) from e
+
+    def executescript(self, script: str):
+        for statement in filter(str.strip, script.split(";")):
+            self.execute(statement)
+
+    def _run(self, sql: str, parameters):
+        try:
+            cur = self.conn.execute(sql, parameters)
+        except psycopg.Error as e:
+            raise _mapped(self, e) from e
+        self._count(sql, cur)
+        return cur
+
+    def _count(self, sql: str, cur) -> None:
+        if cur.rowcount > 0 and _writes(sql):
+            self.total_changes += cur.rowcount
+
+    @property
+    def in_transaction(self) -> bool:
+        return not self.broken and self.conn.info.transaction_status != pq.TransactionStatus.IDLE
+
+    @property
+    def broken(self) -> bool:
+        """The server went away (restarted, connection dropped): the store opens a new one."""
+        return self.conn.closed or self.conn.broken
+
+    def commit(self) -> None:
+        if self.in_transaction:
+            self.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PostgresEngine:
+    """How ``launcher.state.schema.migrate`` reads, stamps and locks a PostgreSQL store."""
+
+    name = "postgresql"
+
+    @staticmethod
+    def columns(db, table: str) -> list:
+        rows = db.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                          "AND table_name = ? ORDER BY ordinal_position", (table,)).fetchall()
+        return [r[0] for r in rows]
+
+    @staticmethod
+    def version(db):
+        """The store's schema version, or None when it has none yet (a new database)."""
+        if db.execute("SELECT to_regclass(?)", (VERSION_TABLE,)).fetchone()[0] is None:
+            return None
+        row = db.execute(f"SELECT version FROM {VERSION_TABLE} WHERE id = 1").fetchone()
+        return None if row is None else int(row[0])
+
+    def current(self, db) -> bool:
+        v = self.version(db)
+        if v is not None and v > schema_module.SCHEMA_VERSION:
+            raise newer(db, v)
+        return v == schema_module.SCHEMA_VERSION
+
+    @staticmethod
+    def set_version(db, version: int) -> None:
+        db.execute(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (id BIGINT PRIMARY KEY CHECK (id = 1), "
+                   "application TEXT NOT NULL, version BIGINT NOT NULL)")
+        db.execute(f"INSERT INTO {VERSION_TABLE}(id, application, version) VALUES(1, 'launcher', ?) "
+                   "ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version", (int(version),))
+
+    @staticmethod
+    def schema() -> list:
+        return pg_schema(schema_module.SCHEMA)
+
+    @staticmethod
+    @contextmanager
+    def migration(db):
+        db.begin(BEGIN_MIGRATION)
+        try:
+            yield
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+
+def newer(db, version: int) -> StateStoreFailure:
+    return StateStoreFailure(f"the state store {db.path} has schema version {version}, written by a newer launcher "
+                             f"(this one knows {schema_module.SCHEMA_VERSION}): upgrade launcher")
+
+
+def _check_identity(db: PgConnection) -> None:
+    """Refuse a database that holds tables but is not a launcher store (before anything is written)."""
+    if db.engine.version(db) is not None:
+        return
+    tables = {r[0] for r in db.execute("SELECT table_name FROM information_schema.tables "
+                                       "WHERE table_schema = current_schema()").fetchall()}
+    if tables and "jobs" not in tables:
+        raise StateStoreFailure(f"{db.path} is not a launcher state store (its schema holds other tables: "
+                                f"{', '.join(sorted(tables)[:5])}); it was left as it is: point $LAUNCHER_STATE_URL "
+                                f"at a database (or a schema, ?options=-csearch_path=...) of the launcher's own")
+
+
+def connect(url: str) -> PgConnection:
+    """Connect, check the store, and migrate it (under the migration lock) when it is older or new."""
+    timeout = busy_timeout()
+    kwargs = {"autocommit": True, "row_factory": _rows, "application_name": "launcher"}
+    if "connect_timeout" not in url:
+        kwargs["connect_timeout"] = int(os.environ.get("LAUNCHER_STATE_CONNECT_TIMEOUT", CONNECT_TIMEOUT_S))
+    try:
+        conn = psycopg.connect(url, **kwargs)
+    except psycopg.Error as e:
+        raise connect_failure(url, e) from None
+    except ValueError as e:  # psycopg's own checks of a malformed URL
+        raise StateStoreFailure(f"the state store URL {shown(url)} cannot be used: {_one_line(e)}") from None
+    db = PgConnection(conn, url, timeout)
+    try:
+        # a lock held longer than the busy timeout fails as SQLite's does ("locked")
+        db.execute(f"SET lock_timeout = {int(timeout * 1000)}")
+        _check_identity(db)
+        schema_module.migrate(db)
+    except BaseException:
+        db.close()
+        raise
+    return db
