@@ -12,6 +12,8 @@ Stdlib only (see ``launcher.jobside``). Supports Python 3.8+. Commands::
             export LAUNCHER_ATTEMPT=...       the new generation G
             export LAUNCHER_RESUME_FROM=...   checkpoint dir or s3:// URL; '' on a fresh start
             export LAUNCHER_RESUME_STEP=...   its step; -1 on a fresh start
+            export LAUNCHER_RESUME_TIER=...   with $LAUNCHER_CKPT_LOCAL: local, peer or durable
+                                              (the farthest tier a rank's part comes from)
         Exit 1 (and nothing on stdout) if ROOT is unusable. ROOT defaults to
         $LAUNCHER_CKPT_ROOT, the job id to $LAUNCHER_JOB_ID, the hint to $LAUNCHER_ATTEMPT
         (the new generation is max(recorded + 1, hint)).
@@ -58,7 +60,8 @@ from launcher.checkpoint import (CheckpointError, RootUnavailable, gc as _gc, la
                                  start_generation)
 from launcher.checkpoint import scratch as _scratch
 
-from launcher.jobside import startclaim
+from launcher.checkpoint import tiers as _tiers
+from launcher.jobside import startclaim, tiered as _tiered
 from launcher.jobside.env import PROG, ckpt_root, env_int
 from launcher.jobside.zipapp import stage_zip
 
@@ -76,8 +79,17 @@ def cmd_resume_env(a) -> int:
     hint = a.attempt_hint if a.attempt_hint is not None else env_int("LAUNCHER_ATTEMPT")
     job_id = a.job_id or os.environ.get("LAUNCHER_JOB_ID") or None
     fresh = a.fresh or os.environ.get("LAUNCHER_FRESH", "").strip() == "1"
-    gens, found, log = start_generation(store, job_id=job_id, hint=hint, verify=a.verify, fresh=fresh)
+    cfg = _tiered.config()
+    resolver = None
+    if cfg is not None:  # multi-tier: the nearest complete copy of every rank's part
+        def resolver(st, gens_, verify, log_, seen_):
+            return _tiers.resolve(st, cfg.layout, gens_, verify, log_, seen_)
+    gens, found, log = start_generation(store, job_id=job_id, hint=hint, verify=a.verify, fresh=fresh,
+                                        resolver=resolver)
     rec = gens.record(gens.generation) or {}
+    tier = rec.get("resume_tier") if cfg is not None else None
+    if cfg is not None and found is not None:
+        _tiers.write_resolution(store, gens.generation, found)
     if rec.get("fresh") is True:
         print("%s: generation %d starts over (the job was launched with --fresh): every checkpoint of an "
               "earlier generation under %s stays on disk and is never resumed from"
@@ -88,7 +100,8 @@ def cmd_resume_env(a) -> int:
     if len(skipped) > 5:
         print("%s: skipped %d more newer checkpoints" % (PROG, len(skipped) - 5), file=sys.stderr)
     if found:
-        print("%s: generation %d resumes from %s (step %d)" % (PROG, gens.generation, found.path, found.step),
+        print("%s: generation %d resumes from %s (step %d%s)" % (PROG, gens.generation, found.path, found.step,
+                                                                 ", %s tier" % tier if tier else ""),
               file=sys.stderr)
     elif rec.get("fresh") is not True:
         print("%s: generation %d starts fresh (no committed checkpoint under %s)"
@@ -98,7 +111,7 @@ def cmd_resume_env(a) -> int:
         ("LAUNCHER_ATTEMPT", gens.generation),
         ("LAUNCHER_RESUME_FROM", found.path if found else ""),
         ("LAUNCHER_RESUME_STEP", found.step if found else -1),
-    ]))
+    ] + ([("LAUNCHER_RESUME_TIER", tier if found else "")] if cfg is not None else [])))
     sys.stdout.flush()
     return 0
 
