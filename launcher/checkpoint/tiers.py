@@ -179,6 +179,26 @@ def replicate(src, dst, name) -> str:
     return "copied"
 
 
+def fault(point: str) -> None:
+    """A fault point for the fault-injection tests (as ``launcher.core.faults``, which the job
+    side cannot import): ``$LAUNCHER_FAULTS`` holding ``POINT=kill`` makes this process kill
+    itself (SIGKILL) here, ``POINT=sleep:S`` sleep S seconds. A no-op otherwise."""
+    spec = os.environ.get("LAUNCHER_FAULTS")
+    if not spec:
+        return
+    for item in spec.split(","):
+        name, _, action = item.strip().partition("=")
+        if name.strip() != point:
+            continue
+        action = action.strip()
+        if action == "kill":
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif action.startswith("sleep:"):
+            time.sleep(float(action[6:]))
+
+
 # ---------------------------------------------------------------- durable: parts, then the commit
 def durable_committed(durable, name) -> bool:
     raw, _ = durable.read(name + "/" + COMMIT)
@@ -197,8 +217,10 @@ def upload_part(src, durable, name, rank) -> str:
     marker = "%s/%s/r%d.json" % (name, PARTS, int(rank))
     if durable.read(marker)[0] is not None:
         return "already"
-    for f in doc["files"]:
+    for i, f in enumerate(doc["files"]):
         durable.upload_file(src.local_path(name + "/" + f["path"]), name + "/" + f["path"])
+        if i == 0:
+            fault("drain_mid_upload")
     try:
         durable.put_if_absent(marker, raw)
     except Conflict:

@@ -206,8 +206,9 @@ def _tiers(root):
 
 def drain(timeout=None) -> bool:
     """Wait (at most TIMEOUT seconds, default $LAUNCHER_CKPT_DRAIN_TIMEOUT) until every part
-    saved so far is drained to the peer and the root; True if it finished. Also run at exit."""
-    return _tiered.close_all(timeout)
+    saved so far is drained to the peer and the root; True if it finished. The drainer keeps
+    running; at exit the same wait is made (bounded), then it stops."""
+    return _tiered.wait_all(timeout)
 
 
 @contextlib.contextmanager

@@ -198,6 +198,20 @@ def drainer(cfg, durable, gen, run=None) -> Drainer:
     return d
 
 
+def wait_all(timeout=None) -> bool:
+    """Wait until every drainer of this process has nothing queued (at most TIMEOUT seconds,
+    default the config's); the drainers keep running. True if they all went idle."""
+    with _LOCK:
+        items = list(_DRAINERS.values())
+    deadline = time.monotonic() + (items[0].cfg.timeout if timeout is None and items else (timeout or 0))
+    for d in items:
+        while d.q.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if d.q.unfinished_tasks:
+            return False
+    return True
+
+
 def close_all(timeout=None) -> bool:
     ok = True
     with _LOCK:
