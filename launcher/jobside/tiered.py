@@ -181,9 +181,9 @@ _LOCK = threading.Lock()
 
 
 def drainer(cfg, durable, gen, run=None) -> Drainer:
-    """This process's drainer for DURABLE and generation GEN (started once; its backlog of
+    """This process's drainer for DURABLE, generation GEN and its rank (started once; its backlog of
     earlier starts queued first; closed, bounded, at exit)."""
-    key = (durable.root, gen)
+    key = (durable.root, gen, cfg.layout.own().root)
     with _LOCK:
         d = _DRAINERS.get(key)
         if d is None:

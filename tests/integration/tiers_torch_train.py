@@ -20,6 +20,7 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from launcher import jobside
 
@@ -52,10 +53,10 @@ with jobside.restore() as d:
     if d:
         start = int(E("LAUNCHER_RESUME_STEP"))
         if api == "dcp":
-            sd = state()
+            msd, osd = get_state_dict(model, opt)  # the optimizer's state initialised, so DCP can fill it
+            sd = {"model": msd, "opt": osd}
             dcp.load(sd, checkpoint_id=d, process_group=ckpt_group)
-            model.load_state_dict(sd["model"])
-            opt.load_state_dict(sd["opt"])
+            set_state_dict(model, opt, model_state_dict=sd["model"], optim_state_dict=sd["opt"])
         else:
             sd = torch.load(os.path.join(d, "rank-%d.pt" % rank), weights_only=True)
             assert sd["step"] == start
@@ -79,7 +80,8 @@ for step in range(start + 1, steps + 1):
             if pending is not None:
                 pending.result()  # DCP allows one async save in flight
             with jobside.save(step, commit=False) as d:
-                pending = dcp.async_save(state(), checkpoint_id=d, process_group=ckpt_group)
+                msd, osd = get_state_dict(model, opt)
+                pending = dcp.async_save({"model": msd, "opt": osd}, checkpoint_id=d, process_group=ckpt_group)
             jobside.commit(step, after=pending)
         else:
             with jobside.save(step) as d:
