@@ -243,7 +243,15 @@ class S3Store:
         cfg = TransferConfig(multipart_threshold=int(os.environ.get("LAUNCHER_S3_MULTIPART_THRESHOLD", 64 << 20)),
                              multipart_chunksize=int(os.environ.get("LAUNCHER_S3_MULTIPART_CHUNKSIZE", 64 << 20)))
         try:
-            self.s3.upload_file(local_path, self.bucket, self._key(key), Config=cfg)
+            try:
+                self.s3.upload_file(local_path, self.bucket, self._key(key), Config=cfg)
+            except RuntimeError as e:
+                # at interpreter exit (the drainer's final drain runs from atexit) no thread
+                # pool takes new work: upload on this thread instead
+                if "after interpreter shutdown" not in str(e):
+                    raise
+                cfg.use_threads = False
+                self.s3.upload_file(local_path, self.bucket, self._key(key), Config=cfg)
         except Exception as e:  # boto3 wraps ClientError in S3UploadFailedError
             if "NoSuchBucket" in str(e):
                 raise RootUnavailable("s3://%s: bucket does not exist" % self.bucket)

@@ -37,16 +37,17 @@ def clean_env(extra=None):
 
 
 class Job:
-    def __init__(self, tmp, nodes=4, ranks_per_node=1, peers=1):
+    def __init__(self, tmp, nodes=4, ranks_per_node=1, peers=1, root=None, env=None):
         self.tmp = tmp
-        self.root = str(tmp / "root")
+        self.root = root or str(tmp / "root")
         self.template = str(tmp / "local" / "node-{node}")
         self.results = tmp / "results"
         self.results.mkdir(exist_ok=True)
         self.nodes, self.rpn, self.world = nodes, ranks_per_node, nodes * ranks_per_node
         self.env = clean_env({"LAUNCHER_CKPT_ROOT": self.root, "LAUNCHER_CKPT_LOCAL": self.template,
                               "LAUNCHER_CKPT_PEERS": str(peers), "LAUNCHER_NUM_NODES": str(nodes),
-                              "LAUNCHER_JOB_ID": "job-tiers", "TRAIN_RESULT_DIR": str(self.results)})
+                              "LAUNCHER_JOB_ID": "job-tiers", "TRAIN_RESULT_DIR": str(self.results),
+                              **(env or {})})
         self.attempt = 0
 
     def resume_env(self):
@@ -211,3 +212,40 @@ def test_two_ranks_per_node(tmp_path, reference):
     assert codes(procs) == [0] * 4, [p.err for p in procs]
     assert (ex["LAUNCHER_RESUME_STEP"], ex["LAUNCHER_RESUME_TIER"]) == ("40", "peer")
     assert job.results_sha() == reference
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("lose, tier", [([3], "peer"), ([3, 0], "durable")])
+def test_with_s3_as_the_durable_tier(tmp_path, reference, s3_bucket, moto_server, lose, tier):
+    root = "s3://%s/job" % s3_bucket
+    job = Job(tmp_path, root=root, env={**moto_server.env(), "LAUNCHER_STAGING_DIR": str(tmp_path / "staging")})
+    ex, procs = job.start(TRAIN_DIE_AT=45, TRAIN_DRAIN_BEFORE_DIE=1)
+    assert codes(procs) == [9] * 4, [p.err for p in procs]
+    for node in lose:
+        job.lose(node)
+    ex, procs = job.start()
+    assert codes(procs) == [0] * 4, [p.err for p in procs]
+    assert (ex["LAUNCHER_RESUME_STEP"], ex["LAUNCHER_RESUME_TIER"]) == ("40", tier)
+    assert job.results_sha() == reference
+    e = latest(open_store(root))
+    assert e.step == STEPS and e.manifest["parts"] == 4, [p.err for p in procs]
+
+
+def test_the_final_drain_at_exit_is_bounded_and_leaves_no_process_behind(tmp_path):
+    job = Job(tmp_path, nodes=1, peers=0)
+    job.env.update(LAUNCHER_CKPT_DRAIN_TIMEOUT="1", LAUNCHER_FAULTS="drain_mid_upload=sleep:60")
+    ex = job.resume_env()
+    env = dict(job.env, **ex, RANK="0", WORLD_SIZE="1", LAUNCHER_NODE_RANK="0", TRAIN_STEPS="10")
+    p = finish(subprocess.Popen([sys.executable, RANK], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True))
+    assert p.returncode == 0, p.err            # the upload still sleeps: exit did not wait for it
+    assert "the final drain did not finish within 1s" in p.err
+    try:
+        os.killpg(p.pid, 0)                     # the drainer was a thread: nothing of the job is left
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive
+    assert latest(open_store(job.root)) is None
+    ex = job.resume_env()                       # the part stays committed locally: the next start has it
+    assert (ex["LAUNCHER_RESUME_STEP"], ex["LAUNCHER_RESUME_TIER"]) == ("10", "local")
