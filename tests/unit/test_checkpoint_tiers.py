@@ -234,3 +234,25 @@ def test_local_gc_keeps_parts_the_root_does_not_have(c):
     names = [n for _s, _g, n in T.local_parts(c.layout(0).own())]
     # keep 3 newest; 20 was never drained but 30/40 are in the root (newer), so it may go
     assert names[:3] == [step_dir(s, 1) for s in (50, 40, 30)]
+
+
+def test_the_staged_helper_saves_drains_and_resumes_with_tiers_on_the_stdlib_alone(tmp_path):
+    """-I -S: no site-packages: the zipapp carries the tier code (python 3.8+ stdlib only)."""
+    import subprocess
+    import sys
+
+    from launcher import jobside
+
+    pyz = jobside.stage_zip(tmp_path / "launcher_job.pyz")
+    env = {"PATH": os.environ["PATH"], "LAUNCHER_CKPT_ROOT": str(tmp_path / "root"), "LAUNCHER_NODE_FACTS": "0",
+           "LAUNCHER_CKPT_LOCAL": str(tmp_path / "local" / "n{node}"), "LAUNCHER_HEARTBEAT_SECONDS": "0"}
+    code = ("import sys, os; sys.path.insert(0, sys.argv[1]); from launcher import jobside as j\n"
+            "with j.save(5) as d: open(os.path.join(d, 'w.bin'), 'w').write('z')\n"
+            "assert j.drain(30)\n")
+    p = subprocess.run([sys.executable, "-I", "-S", str(pyz), "resume-env"], env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(pyz)], env=dict(env, LAUNCHER_ATTEMPT="1"),
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([sys.executable, "-I", "-S", str(pyz), "resume-env"], env=env, capture_output=True, text=True)
+    assert "export LAUNCHER_RESUME_TIER=local" in p.stdout and "export LAUNCHER_RESUME_STEP=5" in p.stdout
