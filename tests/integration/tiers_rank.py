@@ -21,7 +21,11 @@ import struct
 import sys
 import time
 
-from launcher import jobside
+try:
+    from launcher import jobside
+except ImportError:  # on a node without the launcher installed: the staged helper
+    sys.path.insert(0, os.environ["LAUNCHER_JOB_PYZ"])
+    from launcher import jobside
 from launcher.checkpoint import Superseded
 
 E = os.environ.get
