@@ -440,6 +440,30 @@ def resolve(durable, layout, gens=None, verify=False, log=None, seen=None):
                       {r: (None, DURABLE, newest.path) for r in range(int(world))})
 
 
+def tier_table(durable) -> dict:
+    """{step dir name: {"step", "generation", "world", "local": [ranks], "peer": [ranks],
+    "durable": "committed" | "parts R/W" | None}} from the holdings records and ROOT, newest
+    first: what ``launcher checkpoints ROOT --tiers`` shows. Holdings are what the nodes last
+    recorded (a lost node's record still names its local copies)."""
+    rows = {}
+    for _node, doc in read_holdings(durable).items():
+        for name, st in doc["steps"].items():
+            sg = parse_step_dir(name)
+            if sg is None or not isinstance(st, dict):
+                continue
+            row = rows.setdefault(name, {"step": sg[0], "generation": sg[1], "world": st.get("world"),
+                                         LOCAL: [], PEER: [], DURABLE: None})
+            for t in (LOCAL, PEER):
+                row[t] = sorted(set(row[t]) | set(r for r in st.get(t) or [] if isinstance(r, int)))
+    for name, row in rows.items():
+        if durable_committed(durable, name):
+            row[DURABLE] = "committed"
+        else:
+            n = len([k for k in durable.list_tree(name + "/" + PARTS) if k.endswith(".json")])
+            row[DURABLE] = "parts %d/%s" % (n, row["world"] or "?") if n else None
+    return dict(sorted(rows.items(), key=lambda kv: parse_step_dir(kv[0]), reverse=True))
+
+
 def write_resolution(durable, generation, res) -> None:
     durable.put("%s/g%d.json" % (RESUME, int(generation)), (json.dumps(res.to_doc(), indent=1) + "\n").encode())
 

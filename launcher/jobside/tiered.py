@@ -100,7 +100,9 @@ class Drainer:
     # backlog: parts committed locally by an earlier start of this rank that the root lacks
     def backlog(self) -> list:
         out = []
-        for _s, _g, name in reversed(T.local_parts(self.own)):
+        for _s, g, name in reversed(T.local_parts(self.own)):
+            if g >= self.gen:
+                continue  # this start's own parts come through save()
             if T.part_state(self.own, name)[0] is not None and not T.durable_committed(self.durable, name):
                 out.append(name)
         return out
@@ -125,9 +127,19 @@ class Drainer:
     def _handle(self, item):
         if isinstance(item, str):
             return self.drain(item)
-        name, fn = item  # (name, callable committing the part locally first: async_save futures)
-        fn()
-        return self.drain(name)
+        # (name, callable committing the part locally first or None, the save's record or None)
+        name, fn, rec = item
+        if fn is not None:
+            rec = fn()
+        t = time.monotonic()
+        state = self.drain(name)
+        if rec is not None:
+            # for the report: seconds = capture stall (training blocked); drain_seconds = drain
+            # lag, from the local commit until this rank's part was in the root
+            t0 = rec.pop("_t0", t)
+            rec.update(drain=state, drain_seconds=round(time.monotonic() - t0, 6))
+            record(self.durable, self.gen, save=rec)
+        return state
 
     def drain(self, name, t_commit=None) -> str:
         """Replicate (peers: 1), upload, and commit in the root when every rank's part is
@@ -308,7 +320,8 @@ def commit_local(cfg, durable, step, gen, run=None, sha256=False, rec=None, t0=N
         rec["seconds"] = round(time.monotonic() - t0, 6)
         record(durable, gen, save=rec)
         return state
-    dr.submit((name, lambda: record(durable, gen, save=rec)))
+    rec["_t0"] = t1
+    dr.submit((name, None, rec))
     return "queued"
 
 
@@ -323,16 +336,19 @@ def commit_after(cfg, durable, step, gen, future, run=None, sha256=False) -> Non
         future.result()
         lay = cfg.layout
         manifest = T.commit_part(lay.own(), lay, int(step), gen, run=run, sha256=sha256)
-        record(durable, gen, save={"step": int(step), "tier": T.LOCAL, "rank": lay.rank, "committed": True,
-                                   "async": True, "files": len(manifest["files"]),
-                                   "bytes": sum(f["size"] for f in manifest["files"]),
-                                   "seconds": round(time.monotonic() - t0, 6), "end": now_iso()})
+        # seconds: until the part was committed locally, in the background (training was
+        # blocked only by async_save's staging, which the program measures)
+        return {"step": int(step), "tier": T.LOCAL, "rank": lay.rank, "committed": True, "async": True,
+                "files": len(manifest["files"]), "bytes": sum(f["size"] for f in manifest["files"]),
+                "seconds": round(time.monotonic() - t0, 6), "end": now_iso(), "_t0": time.monotonic()}
 
     if cfg.drain == "sync":
-        fn()
-        dr.drain(name)
+        rec = fn()
+        rec.pop("_t0", None)
+        rec["drain"] = dr.drain(name)
+        record(durable, gen, save=rec)
     else:
-        dr.submit((name, fn))
+        dr.submit((name, fn, None))
 
 
 @contextlib.contextmanager

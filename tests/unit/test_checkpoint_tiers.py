@@ -256,3 +256,40 @@ def test_the_staged_helper_saves_drains_and_resumes_with_tiers_on_the_stdlib_alo
     assert p.returncode == 0, p.stderr
     p = subprocess.run([sys.executable, "-I", "-S", str(pyz), "resume-env"], env=env, capture_output=True, text=True)
     assert "export LAUNCHER_RESUME_TIER=local" in p.stdout and "export LAUNCHER_RESUME_STEP=5" in p.stdout
+
+
+def test_launcher_checkpoints_tiers_lists_each_steps_state_per_tier(c):
+    from click.testing import CliRunner
+
+    from launcher.cli import main
+
+    bump_generation(c.durable, read_generations(c.durable))
+    for r in range(c.world):
+        c.save(r, 10, 1)
+    for r in range(c.world):
+        c.save(r, 20, 1, drain=r != 3)
+    table = T.tier_table(c.durable)
+    assert list(table) == [step_dir(20, 1), step_dir(10, 1)]
+    assert table[step_dir(10, 1)] == {"step": 10, "generation": 1, "world": 4, "local": [0, 1, 2, 3],
+                                      "peer": [0, 1, 2, 3], "durable": "committed"}
+    assert table[step_dir(20, 1)]["durable"] == "parts 3/4" and table[step_dir(20, 1)]["peer"] == [0, 1, 2]
+    out = CliRunner().invoke(main, ["checkpoints", c.root, "--tiers"])
+    assert out.exit_code == 0, out.output
+    assert step_dir(20, 1) in out.output and "parts 3/4" in out.output and "0,1,2,3" in out.output
+    doc = json.loads(CliRunner().invoke(main, ["checkpoints", c.root, "--tiers", "--json"]).output)
+    assert doc[step_dir(10, 1)]["durable"] == "committed"
+
+
+def test_the_attempt_record_keeps_each_saves_stall_and_drain_lag(c):
+    from launcher.checkpoint import read_attempt
+
+    c2 = Cluster(c.tmp / "one", nodes=1, peers=0)
+    bump_generation(c2.durable, read_generations(c2.durable))
+    cfg = tiered.Config(c2.layout(0), "async", 3, 30.0, 0)
+    with tiered.save(cfg, c2.durable, 10, 1) as d:
+        open(os.path.join(d, "rank-0.bin"), "wb").write(b"x" * 1000)
+    assert tiered.wait_all(30)
+    (rec,) = read_attempt(c2.durable, 1)["saves"]
+    assert rec["tier"] == "local" and rec["committed"] and rec["drain"] == "committed"
+    assert rec["seconds"] >= 0 and rec["drain_seconds"] >= 0 and rec["bytes"] == 1000
+    tiered.close_all(5)
