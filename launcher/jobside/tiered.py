@@ -36,6 +36,7 @@ from launcher.checkpoint import tiers as T
 from launcher.checkpoint.contract import now_iso
 from launcher.checkpoint.gc import gc as _gc
 from launcher.jobside.env import PROG, env_int
+from launcher.jobside.signals import preemption_requested
 
 _STOP = object()
 
@@ -69,7 +70,13 @@ def _warn(msg):
 
 
 def record(durable, gen, save=None, event=None) -> None:
-    """Append a save timing and/or an event to the attempt record (advisory, never fails)."""
+    """Append a save timing and/or an event to the attempt record (advisory, never fails).
+    Saves are recorded by rank 0 only (one record per step, as the single committer records
+    it without tiers, so the report's intervals stay per step); events by every rank."""
+    if save is not None and save.get("rank", 0) != 0:
+        save = None
+        if event is None:
+            return
     try:
         doc = read_attempt(durable, gen) or {"generation": gen, "saves": []}
         if save is not None:
@@ -269,7 +276,7 @@ def save(cfg, durable, step, gen, run=None, sha256=False, commit=True):
     own = lay.own()
     t0 = time.monotonic()
     rec = {"step": step, "start": now_iso(), "tier": T.LOCAL, "committed": False, "error": None,
-           "rank": lay.rank}
+           "rank": lay.rank, "preempt": preemption_requested()}
     if not _local_has_room(cfg, own):
         msg = ("local tier %s has less free space than this save needs (%d bytes last time, %d reserved): "
                "saving step %d synchronously to %s" % (own.root, _LAST_SIZE.get(own.root, 0), cfg.min_free, step,
@@ -331,6 +338,7 @@ def commit_after(cfg, durable, step, gen, future, run=None, sha256=False) -> Non
     name = step_dir(int(step), gen)
     dr = drainer(cfg, durable, gen, run)
     t0 = time.monotonic()
+    started = now_iso()
 
     def fn():
         future.result()
@@ -338,7 +346,8 @@ def commit_after(cfg, durable, step, gen, future, run=None, sha256=False) -> Non
         manifest = T.commit_part(lay.own(), lay, int(step), gen, run=run, sha256=sha256)
         # seconds: until the part was committed locally, in the background (training was
         # blocked only by async_save's staging, which the program measures)
-        return {"step": int(step), "tier": T.LOCAL, "rank": lay.rank, "committed": True, "async": True,
+        return {"step": int(step), "start": started, "tier": T.LOCAL, "rank": lay.rank, "committed": True,
+                "async": True, "preempt": False,
                 "files": len(manifest["files"]), "bytes": sum(f["size"] for f in manifest["files"]),
                 "seconds": round(time.monotonic() - t0, 6), "end": now_iso(), "_t0": time.monotonic()}
 
