@@ -8,7 +8,8 @@ object store. The local tiers are directories on this machine's disk (one per si
 node, the peer copy reached as a path: the peer transport implemented). Prints figures;
 asserts nothing.
 
-    .venv/bin/python bench/checkpoint_tiers.py [--mb 64] [--saves 3] [--durable-mbps 100] [--json OUT]
+    .venv/bin/python bench/checkpoint_tiers.py [--mb 64] [--saves 3] [--durable-mbps 100] [--local-base /dev/shm]
+                                               [--state-gb 64] [--json OUT]
 
 What is timed (each save writes the same --mb MB of state per rank, 2 nodes x 1 rank, peers: 1):
 - blocked per save: from entering ``jobside.save(step)`` to leaving it, i.e. the time training
@@ -21,7 +22,8 @@ What is timed (each save writes the same --mb MB of state per rank, 2 nodes x 1 
   same failure trace for both sides), each side at its own optimal interval (Daly, with the
   side's blocked time as C), downtime per failure = restart (--restart-s) + the side's restore.
   Multi-tier: a failure loses one node (so it restores from peer) in --single-node-share of
-  the cases, else from durable; the interval is also kept >= the drain time. Every cost is
+  the cases, else from durable; the interval is also kept >= the drain time, and a failure
+  while the newest save is still draining loses the interval before it too. Every cost is
   measured at two sizes (--mb/4 and --mb per rank), fitted as fixed seconds + seconds per MB,
   and taken at --state-gb per node (the bench size is small so it runs on a laptop): an
   extrapolation, printed beside the raw figures.
@@ -142,7 +144,7 @@ def measure(a, endpoint, tmp, mb, tag):
     nodes = 2
     out = {"mb_per_rank": mb, "ranks": nodes, "durable_mbps": a.durable_mbps}
     tmp = os.path.join(tmp, tag)
-    template = os.path.join(tmp, "local", "node-{node}")
+    template = os.path.join(a.local_base_dir, tag, "local", "node-{node}")
     os.environ["AWS_ENDPOINT_URL_S3"] = endpoint
     os.environ.pop("LAUNCHER_CKPT_LOCAL", None)
 
@@ -209,21 +211,28 @@ def daly(C, M):
     return math.sqrt(2 * C * M) * (1 + math.sqrt(x) / 3 + x / 9) - C
 
 
-def simulate(tau, C, D_of, M, horizon, seed):
+def simulate(tau, C, D_of, M, horizon, seed, lag=0.0):
     """Useful-work fraction over HORIZON seconds: compute TAU, save (blocked C), repeat; a
     failure (exponential, mean M, the same trace for every caller with SEED) loses the work
-    since the last save and costs D_of(rng) seconds before computing again."""
+    since the last save and costs D_of(rng) seconds before computing again. LAG: a save is
+    only restorable LAG seconds after it returned (its copy to the peer / the root still
+    draining): a failure inside that window loses the interval before it too."""
     rng = random.Random(seed)
     krng = random.Random(seed + 1)
     t, useful = 0.0, 0.0
+    last_save, since_restart = -1e18, 0
     next_fail = rng.expovariate(1.0 / M)
     while t < horizon:
         seg = tau + C
         if t + seg <= next_fail:
             t += seg
             useful += tau
+            last_save, since_restart = t, since_restart + 1
             continue
+        if lag and since_restart and next_fail - last_save < lag:
+            useful -= tau  # the newest save had not reached the tier the restart reads
         t = next_fail + D_of(krng)
+        since_restart = 0
         next_fail = t + rng.expovariate(1.0 / M)
     return useful / t
 
@@ -262,7 +271,8 @@ def goodput(small, big, a):
     share = a.single_node_share
     g_sync = simulate(tau_sync, C_sync, lambda r: a.restart_s + R["durable"], M, year, a.seed)
     g_tier = simulate(tau_tier, C_tier,
-                      lambda r: a.restart_s + (R["peer"] if r.random() < share else R["durable"]), M, year, a.seed)
+                      lambda r: a.restart_s + (R["peer"] if r.random() < share else R["durable"]), M, year, a.seed,
+                      lag=drain)
     return {"scaled_to_gb_per_node": a.state_gb, "fits_fixed_s_per_mb": fits, "C_sync_s": C_sync, "C_tier_s": C_tier, "drain_s": drain,
             "restore_s": R, "interval_sync_s": tau_sync, "interval_tier_s": tau_tier,
             "goodput_durable_only": g_sync, "goodput_multi_tier": g_tier,
@@ -281,6 +291,10 @@ def main(argv=None):
     p.add_argument("--single-node-share", type=float, default=0.9,
                    help="failures that lose one node (multi-tier restores those from the peer)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--local-base", default=None,
+                   help="where the local tiers (and the synchronous save's staging) live: a disk directory "
+                        "(default: the temp dir) or a RAM disk such as /dev/shm (GKE's multi-tier checkpointing "
+                        "uses a RAM-backed local volume)")
     p.add_argument("--json")
     a = p.parse_args(argv)
     for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
@@ -289,7 +303,8 @@ def main(argv=None):
                  "LAUNCHER_HEARTBEAT_SECONDS": "0"}.items():
         os.environ[k] = v
     tmp = tempfile.mkdtemp(prefix="bench-tiers-")
-    os.environ["LAUNCHER_STAGING_DIR"] = tmp
+    a.local_base_dir = tempfile.mkdtemp(prefix="bench-tiers-local-", dir=a.local_base) if a.local_base else tmp
+    os.environ["LAUNCHER_STAGING_DIR"] = a.local_base_dir
     proc, endpoint = start_moto(tmp)
     link = None
     try:
@@ -306,11 +321,12 @@ def main(argv=None):
         proc.terminate()
         proc.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(a.local_base_dir, ignore_errors=True)
     g = goodput(small, m, a)
     bs, ba = med(m["blocked_sync_durable_s"]), med(m["blocked_async_local_s"])
     r = {k: med(v) for k, v in m["restore_s"].items()}
-    print("state %d MB per rank, 2 nodes x 1 rank, peers: 1; durable = moto S3 behind a %g MB/s link"
-          % (a.mb, a.durable_mbps))
+    print("state %d MB per rank, 2 nodes x 1 rank, peers: 1; durable = moto S3 behind a %g MB/s link; local "
+          "tiers and staging under %s" % (a.mb, a.durable_mbps, a.local_base or "the temp dir (disk)"))
     print("blocked per save   sync durable %.3f s   async multi-tier %.3f s   ratio %.1f%%  (target <= 10%%)"
           % (bs, ba, 100 * ba / bs))
     print("drain after a save (background) %.3f s" % med(m["drain_after_save_s"]))
