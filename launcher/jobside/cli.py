@@ -24,6 +24,8 @@ Stdlib only (see ``launcher.jobside``). Supports Python 3.8+. Commands::
     latest [--root ROOT] [--verify] [--step]
         JSON {"path","step","generation","state","reason"} of the checkpoint a restart
         would resume from, or null; with --step only its step (-1 if none). Exit 0 either way.
+        With $LAUNCHER_CKPT_LOCAL: the newest step complete in a tier this node reaches
+        (local, peer or ROOT), with "tier" (so does wait-commit).
     wait-commit [--root ROOT] --since-step N --timeout S [--interval S]
         Poll until a committed checkpoint with step > N exists (prints its JSON, exit 0),
         or S seconds pass (exit 1). N may be '' or -1 (any commit). Exit 2 if ROOT is unusable.
@@ -116,8 +118,31 @@ def cmd_resume_env(a) -> int:
     return 0
 
 
+class _Complete:
+    """A tier Resolution shown as ``latest`` shows an Entry."""
+
+    def __init__(self, res):
+        self.step, self.path = res.step, res.path
+        self.doc = {"path": res.path, "step": res.step, "generation": res.generation, "state": "committed",
+                    "reason": "every rank's part complete; the farthest in the %s tier" % res.tier, "tier": res.tier}
+
+    def to_dict(self):
+        return self.doc
+
+
+def _newest(store, verify=False):
+    """What a restart would resume from: with a local tier ($LAUNCHER_CKPT_LOCAL) the newest
+    step complete in any tier this node reaches (so a save on notice counts once it is
+    committed locally), else the newest committed in ROOT."""
+    cfg = _tiered.config()
+    if cfg is None:
+        return _latest(store, verify=verify)
+    res = _tiers.resolve(store, cfg.layout, verify=verify)
+    return _Complete(res) if res is not None else None
+
+
 def cmd_latest(a) -> int:
-    e = _latest(open_store(ckpt_root(a.root)), verify=a.verify)
+    e = _newest(open_store(ckpt_root(a.root)), verify=a.verify)
     if a.step:
         print(e.step if e else -1)
     else:
@@ -132,7 +157,7 @@ def cmd_wait_commit(a) -> int:
     last_err = None
     while True:
         try:
-            e = _latest(store)
+            e = _newest(store)
             last_err = None
         except RootUnavailable:
             raise

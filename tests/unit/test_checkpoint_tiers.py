@@ -293,3 +293,22 @@ def test_the_attempt_record_keeps_each_saves_stall_and_drain_lag(c):
     assert rec["tier"] == "local" and rec["committed"] and rec["drain"] == "committed"
     assert rec["seconds"] >= 0 and rec["drain_seconds"] >= 0 and rec["bytes"] == 1000
     tiered.close_all(5)
+
+
+def test_latest_and_wait_commit_count_a_step_complete_in_any_tier(c, monkeypatch, capsys):
+    from launcher.jobside.cli import main
+
+    bump_generation(c.durable, read_generations(c.durable))
+    for r in range(c.world):
+        c.save(r, 10, 1)
+    for r in range(c.world):
+        c.save(r, 20, 1, drain=False)           # a save on notice: committed locally, not yet in the root
+    assert latest(c.durable).step == 10
+    monkeypatch.setenv("LAUNCHER_CKPT_LOCAL", c.template)
+    monkeypatch.setenv("LAUNCHER_NUM_NODES", "4")
+    monkeypatch.setenv("LAUNCHER_CKPT_PEERS", "1")
+    assert main(["latest", "--root", c.root, "--step"]) == 0
+    assert capsys.readouterr().out.strip() == "20"
+    assert main(["wait-commit", "--root", c.root, "--since-step", "10", "--timeout", "5"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["step"], doc["tier"]) == (20, "local")
