@@ -49,7 +49,7 @@ from launcher.checkpoint.contract import (COMMIT, META_DIR, Generations, build_m
                                           manifest_bytes, now_iso, parse_manifest, parse_step_dir, read_generations,
                                           step_dir)
 from launcher.checkpoint.discovery import _Context, _evaluate, latest
-from launcher.checkpoint.errors import AlreadyCommitted, CheckpointError, Conflict, ManifestError, Superseded
+from launcher.checkpoint.errors import CheckpointError, Conflict, ManifestError, Superseded
 from launcher.checkpoint.posix_store import LocalStore
 
 LOCAL, PEER, DURABLE = "local", "peer", "durable"
@@ -280,7 +280,10 @@ def holdings_key(node: int) -> str:
 
 def update_holdings(durable, layout, name, rank, tier, present=True, tries=20) -> None:
     """Record (compare-and-swap) that RANK's part NAME is (PRESENT) or is no longer held in TIER
-    by LAYOUT's node: 'local' on this node, 'peer' on the next node, 'durable' in ROOT."""
+    (one tier or several) by LAYOUT's node: 'local' on this node, 'peer' on the next node,
+    'durable' in ROOT. One read and one conditional write unless another rank of the node
+    raced it."""
+    tiers = (tier,) if isinstance(tier, str) else tuple(tier)
     key = holdings_key(layout.node)
     for _ in range(max(1, tries)):
         raw, token = durable.read(key)
@@ -294,9 +297,10 @@ def update_holdings(durable, layout, name, rank, tier, present=True, tries=20) -
                    host=socket.gethostname(), local=node_dir(layout.template, layout.node),
                    peer=node_dir(layout.template, layout.peer_node()) if layout.peers else None, updated=now_iso())
         st = doc["steps"].setdefault(name, {})
-        ranks = set(st.get(tier) or [])
-        (ranks.add if present else ranks.discard)(int(rank))
-        st[tier] = sorted(ranks)
+        for t in tiers:
+            ranks = set(st.get(t) or [])
+            (ranks.add if present else ranks.discard)(int(rank))
+            st[t] = sorted(ranks)
         st["world"] = layout.world
         if not any(st.get(t) for t in TIERS):
             del doc["steps"][name]
@@ -592,4 +596,4 @@ def is_disk_full(e: BaseException) -> bool:
 __all__ = ["LOCAL", "PEER", "DURABLE", "Layout", "Resolution", "commit_part", "replicate", "upload_part",
            "try_commit_durable", "update_holdings", "read_holdings", "resolve", "write_resolution",
            "read_resolution", "materialize", "gc_local", "part_state", "local_parts", "node_dir", "free_bytes",
-           "is_disk_full", "farthest", "step_dir", "AlreadyCommitted"]
+           "is_disk_full", "farthest", "tier_table", "fault"]

@@ -154,14 +154,15 @@ class Drainer:
         with self.lock:
             lay, dur = self.cfg.layout, self.durable
             T.update_holdings(dur, lay, name, lay.rank, T.LOCAL)
+            held = [T.DURABLE]
             if lay.peers:
                 try:
                     T.replicate(self.own, lay.peer(), name)
-                    T.update_holdings(dur, lay, name, lay.rank, T.PEER)
+                    held.append(T.PEER)
                 except (OSError, CheckpointError) as e:
                     _warn("peer copy of %s to node %d failed: %s" % (name, lay.peer_node(), e))
             T.upload_part(self.own, dur, name, lay.rank)
-            T.update_holdings(dur, lay, name, lay.rank, T.DURABLE)
+            T.update_holdings(dur, lay, name, lay.rank, held)
             try:
                 res = T.try_commit_durable(dur, name, lay.world, run=self.run)
             except Superseded as e:
