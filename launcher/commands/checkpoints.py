@@ -6,7 +6,6 @@ import json
 
 import click
 
-from launcher.api.errors import LauncherError
 from launcher.commands.common import launcher_of
 
 _HELP = """List every checkpoint under ROOT (a directory or s3://bucket/prefix), newest
@@ -58,7 +57,7 @@ opened in a way that blocks; manifests above 16 MiB are refused.
 def checkpoints(ctx, root, as_json, verify, do_gc, keep, dry_run, tiers):
     lx = launcher_of(ctx)
     if tiers:
-        _print_tiers(root, as_json)
+        _print_tiers(lx.checkpoint_tiers(root), root, as_json)
         return
     if do_gc:
         _print_gc(lx.gc(root, keep, dry_run=dry_run, verify=verify).to_json(), as_json)
@@ -84,13 +83,7 @@ def checkpoints(ctx, root, as_json, verify, do_gc, keep, dry_run, tiers):
                                                      e.reason))
 
 
-def _print_tiers(root, as_json):
-    from launcher.checkpoint import CheckpointError, open_store, tiers as T
-
-    try:
-        table = T.tier_table(open_store(root))
-    except CheckpointError as e:
-        raise LauncherError(str(e))
+def _print_tiers(table, root, as_json):
     if as_json:
         click.echo(json.dumps(table, indent=2))
         return
