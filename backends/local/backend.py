@@ -44,6 +44,7 @@ class LocalBackend:
     spec_fields: ClassVar[frozenset] = frozenset({
         "resources.cpus_per_node", "resources.memory_per_node", "resources.disk_per_node",
         "topology.max_switches", "topology.switch_wait", "topology.segment",
+        "checkpoint.local",  # this machine's own disk; peers need a second node
         "sweep"})  # each element its own process, max_parallel kept by the launcher
 
     @classmethod

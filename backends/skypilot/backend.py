@@ -67,6 +67,7 @@ class SkyPilotBackend:
         "resources.nodes", "resources.tasks_per_node", "resources.gpus_per_node", "resources.accelerator",
         "resources.cpus_per_node", "resources.memory_per_node", "resources.disk_per_node",
         "topology.max_switches", "topology.switch_wait", "topology.segment", "image",
+        "checkpoint.local", "checkpoint.peers",  # each VM has its own disk
         "sweep"})  # each element its own task, max_parallel kept by the launcher
 
     @classmethod

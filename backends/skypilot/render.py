@@ -225,6 +225,9 @@ def _envs(spec: JobSpec, job: JobRef, opts: RenderOptions) -> dict:
     if root:
         env["LAUNCHER_CKPT_ROOT"] = root
         env["LAUNCHER_CKPT_KEEP"] = str(spec.checkpoint.keep)
+        if spec.checkpoint.local:  # multi-tier (launcher.checkpoint.tiers)
+            env.update(LAUNCHER_CKPT_LOCAL=spec.checkpoint.local, LAUNCHER_CKPT_PEERS=str(spec.checkpoint.peers),
+                       LAUNCHER_CKPT_DRAIN=spec.checkpoint.drain_mode)
         bucket, prefix = _ckpt_bucket(root)
         if bucket and opts.mount_checkpoint_bucket:
             env["LAUNCHER_CKPT_MOUNT"] = f"{CKPT_MOUNT}/{prefix}".rstrip("/")

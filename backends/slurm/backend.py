@@ -46,7 +46,8 @@ class SlurmBackend:
     spec_fields: ClassVar[frozenset] = frozenset({
         "resources.nodes", "resources.tasks_per_node", "resources.gpus_per_node", "resources.accelerator",
         "resources.cpus_per_node", "resources.memory_per_node",
-        "topology.max_switches", "topology.switch_wait", "topology.segment", "image", "sweep"})
+        "topology.max_switches", "topology.switch_wait", "topology.segment", "image", "sweep",
+        "checkpoint.local", "checkpoint.peers"})  # every node has its own disk (TmpFS, local NVMe)
     spec_instead: ClassVar[dict] = {
         "resources.disk_per_node": "ask for node-local disk with slurm: {extra: ['--tmp=SIZE']} where the "
                                    "cluster configures TmpDisk"}

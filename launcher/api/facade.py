@@ -321,6 +321,18 @@ class Launcher:
             gens = read_generations(store)
             return CheckpointListing(store.root, gens.generation, scan(store, verify=verify, gens=gens))
 
+    def checkpoint_tiers(self, root: str) -> dict:
+        """Multi-tier checkpoints under ROOT: {step dir: {"step", "generation", "world", "local":
+        [ranks], "peer": [ranks], "durable": "committed" | "parts R/W" | None}}, newest first,
+        from the nodes' holdings records (``launcher.checkpoint.tiers.tier_table``)."""
+        from launcher.checkpoint import open_store
+        from launcher.checkpoint.tiers import tier_table
+
+        with _checkpoint_errors(root):
+            store = open_store(root)
+            store.check_root()
+            return tier_table(store)
+
     def gc(self, root: str, keep: int = 3, dry_run: bool = False, verify: bool = False) -> GcResult:
         """Garbage-collect ROOT (see `launcher checkpoints --help`); what was (or would be) done."""
         from launcher.checkpoint import gc, open_store  # this verb's own modules (see the module doc)

@@ -48,7 +48,10 @@ class JobDetail:
         r = self.job
         return {"job_id": r.job_id, "name": r.name, "target": r.target, "backend": r.backend, "state": r.state,
                 "reason": r.reason, "open": is_open(r), "last_step": r.last_step, "ckpt_root": r.ckpt_root,
-                "attempts": [{k: getattr(a, k) for k in ATTEMPT_FIELDS} for a in self.attempts],
+                # resume_tier (local, peer, durable; multi-tier checkpoints): the attempt's meta, copied
+                # there from its GENERATIONS.json record as resume_step is copied to its column
+                "attempts": [{**{k: getattr(a, k) for k in ATTEMPT_FIELDS},
+                              "resume_tier": (a.meta or {}).get("resume_tier")} for a in self.attempts],
                 "events": self.events}
 
     def to_json(self) -> dict:

@@ -46,6 +46,8 @@ REQUESTS = (
     "resources.nodes", "resources.tasks_per_node", "resources.gpus_per_node", "resources.accelerator",
     "resources.cpus_per_node", "resources.memory_per_node", "resources.disk_per_node",
     "topology.max_switches", "topology.switch_wait", "topology.segment", "image", "sweep",
+    # multi-tier checkpoints: a node-local disk to commit on, and other nodes to copy it to
+    "checkpoint.local", "checkpoint.peers",
 )
 
 

@@ -95,5 +95,8 @@ def contract_context(spec, job, helper_cmd: str) -> dict:
         "ckpt_root": spec.checkpoint.root,
         "ckpt_verify": spec.checkpoint.verify,
         "ckpt_keep": spec.checkpoint.keep,
+        "ckpt_local": spec.checkpoint.local,
+        "ckpt_peers": spec.checkpoint.peers,
+        "ckpt_drain": spec.checkpoint.drain_mode,
         "helper_cmd": helper_cmd,
     }

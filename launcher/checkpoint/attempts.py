@@ -173,7 +173,7 @@ def starts_over(gens, job_id, fresh) -> bool:
     return not any(h.get("job_id") == job_id for h in gens.history)
 
 
-def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 50, fresh=False):
+def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 50, fresh=False, resolver=None):
     """Resolve the latest committed checkpoint and start a new generation resuming from it,
     atomically with respect to other starts (compare-and-swap on GENERATIONS.json; the
     checkpoint is re-resolved on every retry so the recorded resume step is the one seen
@@ -183,6 +183,10 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
     resumes from nothing and records ``"fresh": true`` above every existing generation,
     which makes every older checkpoint stale (kept, never resumed from).
 
+    RESOLVER(store, gens, verify, log, seen): what to resume from instead of ``latest`` (the
+    multi-tier ``launcher.checkpoint.tiers.resolve``); its answer's ``tier`` is recorded as
+    ``resume_tier`` in GENERATIONS.json and in the attempt record.
+
     Returns (Generations after the bump, Entry or None, [Entry looked at on the way])."""
     t0 = time.monotonic()
     store.check_root(create=True)
@@ -190,15 +194,22 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
     for _ in range(max(1, tries)):
         gens = read_generations(store)
         log, seen = [], {}
-        found = latest(store, verify=verify, gens=gens, log=log, seen=seen)
+        if resolver is None:
+            found = latest(store, verify=verify, gens=gens, log=log, seen=seen)
+        else:
+            found = resolver(store, gens, verify, log, seen)
         over = starts_over(gens, job_id, fresh)
         if over:
             found, log = None, []
+        tier = getattr(found, "tier", None) if resolver is not None else None
+        if resolver is not None and found is None:
+            tier = "fresh"
         try:
             new = bump_generation(store, gens, found, job_id=job_id, hint=hint,
                                   min_generation=seen.get("max_generation", -1) + 1,
                                   extra={**({"fresh": True} if over else {}),
-                                         **({"attempt": int(hint)} if hint is not None else {})} or None)
+                                         **({"attempt": int(hint)} if hint is not None else {}),
+                                         **({"resume_tier": tier} if tier else {})} or None)
         except Conflict as e:
             last = e
             time.sleep(random.uniform(0.01, 0.1))
@@ -207,6 +218,7 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
                "pid": os.getpid(), "started": now_iso(),
                "resume_step": found.step if found else -1, "resume_from": found.path if found else None,
                "resume_seconds": round(time.monotonic() - t0, 6),
+               **({"resume_tier": tier} if tier else {}),
                "scheduler": _scheduler_vars(),
                "preempt_signal_at": None, "seed": os.environ.get("LAUNCHER_SEED") or None, "saves": []}
         rec["node"] = node_facts()  # after "started": the probes (nvidia-smi ...) are not resume time

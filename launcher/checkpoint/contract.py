@@ -102,13 +102,16 @@ def _is_int(v) -> bool:
 
 
 # ---------------------------------------------------------------- COMMIT.json
-def build_manifest(step: int, generation: int, files, run=None, created=None) -> dict:
-    """FILES: iterable of (path, size, sha256-or-None)."""
+def build_manifest(step: int, generation: int, files, run=None, created=None, extra=None) -> dict:
+    """FILES: iterable of (path, size, sha256-or-None). EXTRA: more top-level keys (a tier's
+    "part" {"rank", "world", "node", "nodes"}, a drained checkpoint's "parts": N)."""
     doc = {"step": int(step), "generation": int(generation),
            "files": [{"path": p, "size": int(s), "sha256": h} for p, s, h in sorted(files)],
            "created": created or now_iso()}
     if run:
         doc["run"] = str(run)
+    for k, v in (extra or {}).items():
+        doc.setdefault(k, v)
     return doc
 
 
@@ -288,7 +291,7 @@ def _is_commit_tmp(relpath: str) -> bool:
     return "/" not in relpath and relpath.startswith("." + COMMIT + ".tmp-")
 
 
-def commit(store, step: int, generation: int, run=None, sha256=False, fence=True, durable=True) -> dict:
+def commit(store, step: int, generation: int, run=None, sha256=False, fence=True, durable=True, extra=None) -> dict:
     """Publish COMMIT.json for ROOT/step-N.gG listing every file now under it.
 
     SHA256: False (null hashes), True (hash every file: reads it all back), or a dict
@@ -322,7 +325,7 @@ def commit(store, step: int, generation: int, run=None, sha256=False, fence=True
         if h is None and sha256 is True:
             h = store.sha256(name + "/" + p)
         files.append((p, tree[p], h))
-    doc = build_manifest(step, generation, files, run=run)
+    doc = build_manifest(step, generation, files, run=run, extra=extra)
     try:
         store.put_if_absent(name + "/" + COMMIT, manifest_bytes(doc))
     except Conflict:

@@ -260,5 +260,43 @@ class LocalStore(PosixReads):
         finally:
             os.close(pd)
 
+    def upload_file(self, local_path: str, key: str) -> int:
+        """Copy the local regular file LOCAL_PATH to KEY (temp file + fsync + rename: a reader
+        sees the old file or the whole new one). Returns its size."""
+        with open(local_path, "rb") as f:
+            data_fd = f.fileno()
+            parts = self._parts(key)
+            final = self.url(key)
+            try:
+                d = self._open_dir(parts[:-1], create=True)
+            except OSError as e:
+                raise _ioerror(final, e)
+            tmp = "." + parts[-1] + ".tmp-" + os.urandom(6).hex()
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644, dir_fd=d)
+                try:
+                    with os.fdopen(fd, "wb") as g:
+                        while True:
+                            b = os.read(data_fd, 1 << 20)
+                            if not b:
+                                break
+                            g.write(b)
+                        g.flush()
+                        os.fsync(g.fileno())
+                        size = g.tell()
+                    os.replace(tmp, parts[-1], src_dir_fd=d, dst_dir_fd=d)
+                    _fsync_fd(d)
+                except BaseException:
+                    try:
+                        os.unlink(tmp, dir_fd=d)
+                    except OSError:
+                        pass
+                    raise
+            except OSError as e:
+                raise _ioerror(final, e)
+            finally:
+                os.close(d)
+        return size
+
     def download_files(self, rel: str, paths, dest: str) -> None:  # pragma: no cover - POSIX reads in place
         raise CheckpointError("download_files is for S3 roots; POSIX checkpoints are read in place")

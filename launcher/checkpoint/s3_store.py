@@ -251,6 +251,30 @@ class S3Store:
             out[relp] = os.path.getsize(p)
         return out
 
+    def upload_file(self, local_path: str, key: str) -> int:
+        """Upload one local file to KEY (multipart above the threshold: invisible until
+        complete). Returns its size."""
+        from boto3.s3.transfer import TransferConfig
+
+        cfg = TransferConfig(multipart_threshold=int(os.environ.get("LAUNCHER_S3_MULTIPART_THRESHOLD", 64 << 20)),
+                             multipart_chunksize=int(os.environ.get("LAUNCHER_S3_MULTIPART_CHUNKSIZE", 64 << 20)))
+        try:
+            try:
+                self.s3.upload_file(local_path, self.bucket, self._key(key), Config=cfg)
+            except RuntimeError as e:
+                # at interpreter exit (the drainer's final drain runs from atexit) no thread
+                # pool takes new work: upload on this thread instead
+                if "after interpreter shutdown" not in str(e):
+                    raise
+                cfg.use_threads = False
+                self.s3.upload_file(local_path, self.bucket, self._key(key), Config=cfg)
+        except Exception as e:  # boto3 wraps ClientError in S3UploadFailedError
+            if "NoSuchBucket" in str(e):
+                raise RootUnavailable("s3://%s: bucket does not exist" % self.bucket)
+            raise
+        self.requests["upload_file"] += 1
+        return os.path.getsize(local_path)
+
     def download_files(self, rel: str, paths, dest: str) -> None:
         """Download exactly ROOT/rel/<p> for every p in PATHS into DEST/<p>. Every path must
         be a plain relative path (``unsafe_rel_path``) and every target must resolve inside

@@ -50,9 +50,15 @@ opened in a way that blocks; manifests above 16 MiB are refused.
 @click.option("--keep", type=click.IntRange(min=1), default=3, show_default=True,
               help="With --gc: committed checkpoints to keep.")
 @click.option("--dry-run", is_flag=True, help="With --gc: print the plan, change nothing.")
+@click.option("--tiers", "tiers", is_flag=True,
+              help="Multi-tier checkpoints (checkpoint.local): each step's state per tier, from the nodes' "
+                   "holdings records: the ranks with a local copy, with a peer copy, and the root's state.")
 @click.pass_context
-def checkpoints(ctx, root, as_json, verify, do_gc, keep, dry_run):
+def checkpoints(ctx, root, as_json, verify, do_gc, keep, dry_run, tiers):
     lx = launcher_of(ctx)
+    if tiers:
+        _print_tiers(lx.checkpoint_tiers(root), root, as_json)
+        return
     if do_gc:
         _print_gc(lx.gc(root, keep, dry_run=dry_run, verify=verify).to_json(), as_json)
         return
@@ -75,6 +81,24 @@ def checkpoints(ctx, root, as_json, verify, do_gc, keep, dry_run):
         click.echo("%s %-9s  %10d  %4s  %-*s  %s" % ("*" if e is chosen else " ", e.state, e.step,
                                                      "-" if e.generation is None else e.generation, w, e.name,
                                                      e.reason))
+
+
+def _print_tiers(table, root, as_json):
+    if as_json:
+        click.echo(json.dumps(table, indent=2))
+        return
+    if not table:
+        click.echo("no holdings records under %s (no multi-tier checkpoints)" % root)
+        return
+    w = max(len(n) for n in table)
+    click.echo("%-*s  %5s  %-16s  %-16s  %s" % (w, "name", "ranks", "local", "peer", "durable"))
+    for name, r in table.items():
+        click.echo("%-*s  %5s  %-16s  %-16s  %s" % (w, name, r["world"] or "?", _ranks(r["local"]),
+                                                   _ranks(r["peer"]), r["durable"] or "-"))
+
+
+def _ranks(rs):
+    return ",".join(map(str, rs)) if rs else "-"
 
 
 def _print_gc(rep, as_json):

@@ -16,6 +16,7 @@ from launcher.checkpoint import (COMMIT, AlreadyCommitted, CheckpointError, Supe
 from launcher.checkpoint.contract import now_iso, parse_step_dir
 from launcher.checkpoint.discovery import sha256_file
 from launcher.jobside.env import PROG, ckpt_root, env_int, generation as _current_generation, resume_from, store_for
+from launcher.jobside import tiered as _tiered
 from launcher.jobside.heartbeat import auto_heartbeat
 from launcher.jobside.signals import PREEMPT, preemption_requested
 
@@ -74,6 +75,11 @@ def save(step, root=None, generation=None, sha256=None, commit=True, run=None):
     auto_heartbeat()
     run = run if run is not None else (os.environ.get("LAUNCHER_JOB_ID") or None)
     want_sha = _want_sha(sha256)
+    cfg = _tiers(root)
+    if cfg is not None:  # multi-tier: this rank's part on the local tier, drained in the background
+        with _tiered.save(cfg, store, step, gen, run=run, sha256=want_sha, commit=commit) as d:
+            yield d
+        return
     if commit:
         check_fence(store, step, gen)
     rec = {"step": step, "start": now_iso(), "committed": False, "preempt": preemption_requested(),
@@ -167,13 +173,41 @@ def _auto_gc(store) -> None:
         print("launcher-job: checkpoint gc skipped: %s: %s" % (type(e).__name__, e), file=sys.stderr, flush=True)
 
 
-def commit(step, root=None, generation=None, sha256=None, run=None) -> dict:
+def commit(step, root=None, generation=None, sha256=None, run=None, after=None):
     """Commit checkpoint STEP of this generation from the files already under it (for
-    multi-writer checkpoints saved with save(step, commit=False)). Returns the manifest."""
+    multi-writer checkpoints saved with save(step, commit=False)). Returns the manifest.
+
+    AFTER: a future (``torch.distributed.checkpoint.async_save``'s) whose completion means
+    the files are written; commit waits for it (``after.result()``) first. With a local tier
+    (``$LAUNCHER_CKPT_LOCAL``) every rank commits its own part and commit returns at once:
+    the drainer waits for AFTER, commits the part locally and drains it (returns None)."""
     store = store_for(ckpt_root(root))
     gen = generation if generation is not None else _current_generation(store)
     run = run if run is not None else (os.environ.get("LAUNCHER_JOB_ID") or None)
+    cfg = _tiers(root)
+    if cfg is not None:
+        if after is not None:
+            _tiered.commit_after(cfg, store, int(step), gen, after, run=run, sha256=_want_sha(sha256))
+            return None
+        _tiered.commit_local(cfg, store, int(step), gen, run=run, sha256=_want_sha(sha256))
+        return None
+    if after is not None:
+        after.result()
     return _commit(store, int(step), gen, run=run, sha256=_want_sha(sha256), fence=True)
+
+
+def _tiers(root):
+    """The tier settings when this save goes to the job's own root with a local tier."""
+    if root is not None and root != os.environ.get("LAUNCHER_CKPT_ROOT"):
+        return None
+    return _tiered.config()
+
+
+def drain(timeout=None) -> bool:
+    """Wait (at most TIMEOUT seconds, default $LAUNCHER_CKPT_DRAIN_TIMEOUT) until every part
+    saved so far is drained to the peer and the root; True if it finished. The drainer keeps
+    running; at exit the same wait is made (bounded), then it stops."""
+    return _tiered.wait_all(timeout)
 
 
 @contextlib.contextmanager
@@ -187,8 +221,14 @@ def restore(path=None, verify=False):
     downloaded; a listed path that would land outside the copy is refused), sizes checked,
     sha256 too with VERIFY; removed on exit. A framework checkpoint on S3 (no COMMIT.json)
     is copied whole, every key checked the same way."""
-    path = path if path is not None else resume_from()
     auto_heartbeat()
+    cfg = _tiers(None) if path is None and os.environ.get("LAUNCHER_RESUME_TIER") else None
+    if cfg is not None:  # each rank's part from the nearest complete copy (resume-env chose them)
+        store = store_for(ckpt_root())
+        with _tiered.restore(cfg, store, _current_generation(store)) as d:
+            yield d
+        return
+    path = path if path is not None else resume_from()
     if not path:
         yield None
         return

@@ -12,6 +12,8 @@ Stdlib only (see ``launcher.jobside``). Supports Python 3.8+. Commands::
             export LAUNCHER_ATTEMPT=...       the new generation G
             export LAUNCHER_RESUME_FROM=...   checkpoint dir or s3:// URL; '' on a fresh start
             export LAUNCHER_RESUME_STEP=...   its step; -1 on a fresh start
+            export LAUNCHER_RESUME_TIER=...   with $LAUNCHER_CKPT_LOCAL: local, peer or durable
+                                              (the farthest tier a rank's part comes from)
         Exit 1 (and nothing on stdout) if ROOT is unusable. ROOT defaults to
         $LAUNCHER_CKPT_ROOT, the job id to $LAUNCHER_JOB_ID, the hint to $LAUNCHER_ATTEMPT
         (the new generation is max(recorded + 1, hint)).
@@ -22,6 +24,8 @@ Stdlib only (see ``launcher.jobside``). Supports Python 3.8+. Commands::
     latest [--root ROOT] [--verify] [--step]
         JSON {"path","step","generation","state","reason"} of the checkpoint a restart
         would resume from, or null; with --step only its step (-1 if none). Exit 0 either way.
+        With $LAUNCHER_CKPT_LOCAL: the newest step complete in a tier this node reaches
+        (local, peer or ROOT), with "tier" (so does wait-commit).
     wait-commit [--root ROOT] --since-step N --timeout S [--interval S]
         Poll until a committed checkpoint with step > N exists (prints its JSON, exit 0),
         or S seconds pass (exit 1). N may be '' or -1 (any commit). Exit 2 if ROOT is unusable.
@@ -58,7 +62,8 @@ from launcher.checkpoint import (CheckpointError, RootUnavailable, gc as _gc, la
                                  start_generation)
 from launcher.checkpoint import scratch as _scratch
 
-from launcher.jobside import startclaim
+from launcher.checkpoint import tiers as _tiers
+from launcher.jobside import startclaim, tiered as _tiered
 from launcher.jobside.env import PROG, ckpt_root, env_int
 from launcher.jobside.zipapp import stage_zip
 
@@ -76,8 +81,17 @@ def cmd_resume_env(a) -> int:
     hint = a.attempt_hint if a.attempt_hint is not None else env_int("LAUNCHER_ATTEMPT")
     job_id = a.job_id or os.environ.get("LAUNCHER_JOB_ID") or None
     fresh = a.fresh or os.environ.get("LAUNCHER_FRESH", "").strip() == "1"
-    gens, found, log = start_generation(store, job_id=job_id, hint=hint, verify=a.verify, fresh=fresh)
+    cfg = _tiered.config()
+    resolver = None
+    if cfg is not None:  # multi-tier: the nearest complete copy of every rank's part
+        def resolver(st, gens_, verify, log_, seen_):
+            return _tiers.resolve(st, cfg.layout, gens_, verify, log_, seen_)
+    gens, found, log = start_generation(store, job_id=job_id, hint=hint, verify=a.verify, fresh=fresh,
+                                        resolver=resolver)
     rec = gens.record(gens.generation) or {}
+    tier = rec.get("resume_tier") if cfg is not None else None
+    if cfg is not None and found is not None:
+        _tiers.write_resolution(store, gens.generation, found)
     if rec.get("fresh") is True:
         print("%s: generation %d starts over (the job was launched with --fresh): every checkpoint of an "
               "earlier generation under %s stays on disk and is never resumed from"
@@ -88,7 +102,8 @@ def cmd_resume_env(a) -> int:
     if len(skipped) > 5:
         print("%s: skipped %d more newer checkpoints" % (PROG, len(skipped) - 5), file=sys.stderr)
     if found:
-        print("%s: generation %d resumes from %s (step %d)" % (PROG, gens.generation, found.path, found.step),
+        print("%s: generation %d resumes from %s (step %d%s)" % (PROG, gens.generation, found.path, found.step,
+                                                                 ", %s tier" % tier if tier else ""),
               file=sys.stderr)
     elif rec.get("fresh") is not True:
         print("%s: generation %d starts fresh (no committed checkpoint under %s)"
@@ -98,13 +113,36 @@ def cmd_resume_env(a) -> int:
         ("LAUNCHER_ATTEMPT", gens.generation),
         ("LAUNCHER_RESUME_FROM", found.path if found else ""),
         ("LAUNCHER_RESUME_STEP", found.step if found else -1),
-    ]))
+    ] + ([("LAUNCHER_RESUME_TIER", tier if found else "")] if cfg is not None else [])))
     sys.stdout.flush()
     return 0
 
 
+class _Complete:
+    """A tier Resolution shown as ``latest`` shows an Entry."""
+
+    def __init__(self, res):
+        self.step, self.path = res.step, res.path
+        self.doc = {"path": res.path, "step": res.step, "generation": res.generation, "state": "committed",
+                    "reason": "every rank's part complete; the farthest in the %s tier" % res.tier, "tier": res.tier}
+
+    def to_dict(self):
+        return self.doc
+
+
+def _newest(store, verify=False):
+    """What a restart would resume from: with a local tier ($LAUNCHER_CKPT_LOCAL) the newest
+    step complete in any tier this node reaches (so a save on notice counts once it is
+    committed locally), else the newest committed in ROOT."""
+    cfg = _tiered.config()
+    if cfg is None:
+        return _latest(store, verify=verify)
+    res = _tiers.resolve(store, cfg.layout, verify=verify)
+    return _Complete(res) if res is not None else None
+
+
 def cmd_latest(a) -> int:
-    e = _latest(open_store(ckpt_root(a.root)), verify=a.verify)
+    e = _newest(open_store(ckpt_root(a.root)), verify=a.verify)
     if a.step:
         print(e.step if e else -1)
     else:
@@ -119,7 +157,7 @@ def cmd_wait_commit(a) -> int:
     last_err = None
     while True:
         try:
-            e = _latest(store)
+            e = _newest(store)
             last_err = None
         except RootUnavailable:
             raise

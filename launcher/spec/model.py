@@ -12,7 +12,7 @@ import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Optional, TypeVar, Union
+from typing import Annotated, Literal, Optional, TypeVar, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
@@ -124,6 +124,46 @@ class Checkpoint(Section):
     interval: PositiveDuration = None
     cost: PositiveDuration = None  # time to write one checkpoint (the planner's C); default 5m
     verify: bool = False
+    # Multi-tier checkpoints (launcher.checkpoint.tiers): commit on a node-local path, copy each
+    # node's shards to the next node (peers: 1), drain to root in the background (drain: async,
+    # the default with local) or before save returns (sync). "{node}" in local is the node rank.
+    local: Optional[str] = None
+    peers: int = Field(0, ge=0, le=1)
+    drain: Optional[Literal["async", "sync"]] = None
+
+    @field_validator("local")
+    @classmethod
+    def _local(cls, v):
+        if v is None:
+            return v
+        if not v.strip() or any(c in v for c in "\n\r\0") or "://" in v:
+            raise ValueError("checkpoint local must be a one-line node-local POSIX path (e.g. /local/nvme/ckpt)")
+        if not v.startswith("/"):
+            raise ValueError("checkpoint local must be an absolute path: it names a directory on every node, "
+                             "not next to the spec file")
+        if re.sub(r"\{node\}", "", v).count("{") or re.sub(r"\{node\}", "", v).count("}"):
+            raise ValueError("checkpoint local: the only placeholder is {node} (the node rank)")
+        return v
+
+    @model_validator(mode="after")
+    def _tiers(self):
+        if self.local and not self.root:
+            raise ValueError("checkpoint.local needs checkpoint.root: the local tier is drained to the durable root")
+        if self.peers and not self.local:
+            raise ValueError("checkpoint.peers copies the local tier to a peer node: set checkpoint.local")
+        if self.drain and not self.local:
+            raise ValueError("checkpoint.drain is how the local tier reaches the root: set checkpoint.local")
+        if self.peers and "{node}" not in self.local:
+            raise ValueError("checkpoint.peers: 1 copies node i's shards into node i+1's local tier through a path "
+                             "(the transport implemented): local must name each node's directory with {node}, "
+                             "e.g. /scratch/ckpt/node-{node} on a mount every node of the allocation reaches; "
+                             "a copy over the allocation's network is not implemented")
+        return self
+
+    @property
+    def drain_mode(self) -> Optional[str]:
+        """'async' or 'sync' with a local tier (async by default), None without one."""
+        return (self.drain or "async") if self.local else None
 
     @field_validator("root")
     @classmethod
@@ -301,6 +341,10 @@ class JobSpec(Section):
         dup = set(self.env) & set(self.secrets)
         if dup:
             raise ValueError(f"{sorted(dup)} are listed both in env and in secrets; secrets are names only")
+        if self.checkpoint.peers and self.resources.nodes < 2:
+            raise ValueError(f"checkpoint.peers: {self.checkpoint.peers} keeps a copy of each node's checkpoint "
+                             f"shards on the next node, and the job has {self.resources.nodes} node: set "
+                             "resources.nodes >= 2, or peers: 0")
         if self.sweep and self.sweep.early_stop and not self.checkpoint.root:
             raise ValueError("sweep.early_stop needs checkpoint.root: each element reports its metrics under its "
                              "own checkpoint root, where `launcher watch` reads them")

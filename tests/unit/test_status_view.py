@@ -68,3 +68,9 @@ def test_live_means_queued_or_running_now_from_the_one_state_definition():
     assert all(attempt_live(s) for s in ("SUBMITTING", "PENDING", "RUNNING", "REQUEUED", "SUSPENDED"))
     assert not any(attempt_live(s.value) for s in TERMINAL)
     assert not attempt_live("UNKNOWN") and not attempt_live("ATTEMPT_FAILED") and not attempt_live("GAVE_UP")
+
+
+def test_status_json_gives_the_tier_each_attempt_resumed_from():
+    d = JobDetail(job(), [attempt(1, resume_step=-1), attempt(2, resume_step=30, meta={"resume_tier": "peer"})], [])
+    doc = json.loads(job_json(d))
+    assert [(a["resume_step"], a["resume_tier"]) for a in doc["attempts"]] == [(-1, None), (30, "peer")]

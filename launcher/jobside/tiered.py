@@ -1,0 +1,416 @@
+"""The job side of multi-tier checkpoints (``launcher.checkpoint.tiers``): save to the local
+tier and return, a drainer thread per process that copies each committed part to the peer
+node and uploads it to the root, and restore from the nearest complete copy.
+
+Stdlib only (see ``launcher.jobside``). Turned on by ``$LAUNCHER_CKPT_LOCAL`` (the spec's
+``checkpoint.local``; the job script exports it with ``LAUNCHER_CKPT_PEERS`` and
+``LAUNCHER_CKPT_DRAIN``). Every rank saves its own part: ``save(step)`` on every rank (each
+rank's files named as its own: rank-3.pt, DCP's __3_0.distcp); the root's COMMIT.json is
+written by whichever drainer uploads the last part.
+
+The drainer is a thread of the training process (never a process left behind): it ends
+with it. At exit (``atexit``) the queue is drained for at most
+``$LAUNCHER_CKPT_DRAIN_TIMEOUT`` seconds (default 120); what is left stays committed on the
+local tier and the next start on the same node drains it. Rank and world come from
+``RANK``/``WORLD_SIZE`` (torchrun), else ``LAUNCHER_RANK`` and nodes x tasks per node.
+
+Local disk full (or less than ``$LAUNCHER_CKPT_LOCAL_MIN_FREE`` bytes free beyond the last
+save's size): the save goes synchronously to the root instead, with a warning on stderr and
+a ``local_full`` event in the attempt record.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import queue
+import shutil
+import sys
+import threading
+import time
+
+from launcher.checkpoint import (COMMIT, AlreadyCommitted, CheckpointError, Superseded, check_fence, read_attempt,
+                                 scratch as _scratch, step_dir, write_attempt)
+from launcher.checkpoint import tiers as T
+from launcher.checkpoint.contract import now_iso
+from launcher.checkpoint.gc import gc as _gc
+from launcher.jobside.env import PROG, env_int
+from launcher.jobside.signals import preemption_requested
+
+_STOP = object()
+
+
+class Config:
+    def __init__(self, layout, drain, keep, timeout, min_free):
+        self.layout, self.drain, self.keep = layout, drain, keep
+        self.timeout, self.min_free = timeout, min_free
+
+
+def config():
+    """The tier settings of this process, or None without ``$LAUNCHER_CKPT_LOCAL``."""
+    tmpl = os.environ.get("LAUNCHER_CKPT_LOCAL", "").strip()
+    if not tmpl:
+        return None
+    nodes = env_int("LAUNCHER_NUM_NODES") or 1
+    node = env_int("LAUNCHER_NODE_RANK") or 0
+    rank = env_int("RANK")
+    rank = rank if rank is not None else (env_int("LAUNCHER_RANK") or 0)
+    world = env_int("WORLD_SIZE") or nodes * (env_int("LAUNCHER_TASKS_PER_NODE") or 1)
+    layout = T.Layout(tmpl, nodes, node, rank, world, env_int("LAUNCHER_CKPT_PEERS") or 0)
+    drain = (os.environ.get("LAUNCHER_CKPT_DRAIN") or "async").strip().lower()
+    if drain not in ("async", "sync"):
+        raise CheckpointError("LAUNCHER_CKPT_DRAIN=%r: expected async or sync" % drain)
+    return Config(layout, drain, env_int("LAUNCHER_CKPT_KEEP") or 3,
+                  float(os.environ.get("LAUNCHER_CKPT_DRAIN_TIMEOUT") or 120), env_int("LAUNCHER_CKPT_LOCAL_MIN_FREE") or 0)
+
+
+def _warn(msg):
+    print("%s: warning: %s" % (PROG, msg), file=sys.stderr, flush=True)
+
+
+def record(durable, gen, save=None, event=None) -> None:
+    """Append a save timing and/or an event to the attempt record (advisory, never fails).
+    Saves are recorded by rank 0 only (one record per step, as the single committer records
+    it without tiers, so the report's intervals stay per step); events by every rank."""
+    if save is not None and save.get("rank", 0) != 0:
+        save = None
+        if event is None:
+            return
+    try:
+        doc = read_attempt(durable, gen) or {"generation": gen, "saves": []}
+        if save is not None:
+            doc.setdefault("saves", []).append(save)
+        if event is not None:
+            doc.setdefault("events", []).append(event)
+        write_attempt(durable, gen, doc)
+    except Exception as e:
+        _warn("could not update the attempt record: %s" % e)
+
+
+# ---------------------------------------------------------------- the drainer
+class Drainer:
+    """Copies this rank's committed local parts to the peer and the root, in order, on one
+    thread. ``drain(name)`` does it in the caller's thread (drain: sync)."""
+
+    def __init__(self, cfg, durable, gen, run=None):
+        self.cfg, self.durable, self.gen, self.run = cfg, durable, gen, run
+        self.own = cfg.layout.own()
+        self.q = queue.Queue()
+        self.lock = threading.Lock()
+        self.done = []      # names committed in the root by this drainer (or found there)
+        self.errors = []
+        self.lag = {}       # name -> seconds from local commit to the root's commit
+        self.thread = threading.Thread(target=self._loop, name="launcher-drainer", daemon=True)
+        self.thread.start()
+
+    # backlog: parts committed locally by an earlier start of this rank that the root lacks
+    def backlog(self) -> list:
+        out = []
+        for _s, g, name in reversed(T.local_parts(self.own)):
+            if g >= self.gen:
+                continue  # this start's own parts come through save()
+            if T.part_state(self.own, name)[0] is not None and not T.durable_committed(self.durable, name):
+                out.append(name)
+        return out
+
+    def submit(self, item) -> None:
+        self.q.put(item)
+
+    def _loop(self):
+        while True:
+            item = self.q.get()
+            try:
+                if item is _STOP:
+                    return
+                self._handle(item)
+            except BaseException as e:  # a drain never kills training; the part stays on the local tier
+                self.errors.append("%s: %s" % (type(e).__name__, e))
+                _warn("drain of %s failed (left committed on the local tier; the next drain retries): %s: %s"
+                      % (item if isinstance(item, str) else item[0], type(e).__name__, e))
+            finally:
+                self.q.task_done()
+
+    def _handle(self, item):
+        if isinstance(item, str):
+            return self.drain(item)
+        # (name, callable committing the part locally first or None, the save's record or None)
+        name, fn, rec = item
+        if fn is not None:
+            rec = fn()
+        t = time.monotonic()
+        state = self.drain(name)
+        if rec is not None:
+            # for the report: seconds = capture stall (training blocked); drain_seconds = drain
+            # lag, from the local commit until this rank's part was in the root
+            t0 = rec.pop("_t0", t)
+            rec.update(drain=state, drain_seconds=round(time.monotonic() - t0, 6))
+            record(self.durable, self.gen, save=rec)
+        return state
+
+    def drain(self, name, t_commit=None) -> str:
+        """Replicate (peers: 1), upload, and commit in the root when every rank's part is
+        there. Returns 'committed', 'waiting' (other ranks' parts missing) or 'already'."""
+        with self.lock:
+            lay, dur = self.cfg.layout, self.durable
+            T.update_holdings(dur, lay, name, lay.rank, T.LOCAL)
+            held = [T.DURABLE]
+            if lay.peers:
+                try:
+                    T.replicate(self.own, lay.peer(), name)
+                    held.append(T.PEER)
+                except (OSError, CheckpointError) as e:
+                    _warn("peer copy of %s to node %d failed: %s" % (name, lay.peer_node(), e))
+            T.upload_part(self.own, dur, name, lay.rank)
+            T.update_holdings(dur, lay, name, lay.rank, held)
+            try:
+                res = T.try_commit_durable(dur, name, lay.world, run=self.run)
+            except Superseded as e:
+                _warn(str(e))
+                return "superseded"
+            state = "waiting" if res is None else "already" if res == "already" else "committed"
+            if res is not None:
+                self.done.append(name)
+                if t_commit is not None:
+                    self.lag[name] = time.monotonic() - t_commit
+            if state == "committed":
+                try:
+                    _gc(dur, self.cfg.keep)
+                except Exception as e:
+                    _warn("checkpoint gc of the root skipped: %s" % e)
+            for store in [self.own] + ([lay.peer()] if lay.peers else []):
+                for gone in T.gc_local(store, dur, self.cfg.keep):
+                    T.update_holdings(dur, lay, gone, lay.rank, T.LOCAL if store is self.own else T.PEER,
+                                      present=False)
+            return state
+
+    def close(self, timeout=None) -> bool:
+        """Finish the queue within TIMEOUT seconds (default the config's); True if it did."""
+        self.q.put(_STOP)
+        self.thread.join(self.cfg.timeout if timeout is None else timeout)
+        if self.thread.is_alive():
+            _warn("the final drain did not finish within %gs: what is left stays committed on the local tier "
+                  "%s and is drained by the next start on this node" % (self.cfg.timeout if timeout is None
+                                                                        else timeout, self.own.root))
+            return False
+        return True
+
+
+_DRAINERS = {}
+_LOCK = threading.Lock()
+
+
+def drainer(cfg, durable, gen, run=None) -> Drainer:
+    """This process's drainer for DURABLE, generation GEN and its rank (started once; its backlog of
+    earlier starts queued first; closed, bounded, at exit)."""
+    key = (durable.root, gen, cfg.layout.own().root)
+    with _LOCK:
+        d = _DRAINERS.get(key)
+        if d is None:
+            d = _DRAINERS[key] = Drainer(cfg, durable, gen, run)
+            try:
+                for name in d.backlog():
+                    d.submit(name)
+            except (OSError, CheckpointError) as e:
+                _warn("could not look for parts left undrained by an earlier start: %s" % e)
+            if len(_DRAINERS) == 1:
+                atexit.register(close_all)
+    return d
+
+
+def wait_all(timeout=None) -> bool:
+    """Wait until every drainer of this process has nothing queued (at most TIMEOUT seconds,
+    default the config's); the drainers keep running. True if they all went idle."""
+    with _LOCK:
+        items = list(_DRAINERS.values())
+    deadline = time.monotonic() + (items[0].cfg.timeout if timeout is None and items else (timeout or 0))
+    for d in items:
+        while d.q.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if d.q.unfinished_tasks:
+            return False
+    return True
+
+
+def close_all(timeout=None) -> bool:
+    ok = True
+    with _LOCK:
+        items = list(_DRAINERS.values())
+        _DRAINERS.clear()
+    for d in items:
+        ok = d.close(timeout) and ok
+    return ok
+
+
+# ---------------------------------------------------------------- save
+_LAST_SIZE = {}
+
+
+def _local_has_room(cfg, store) -> bool:
+    need = _LAST_SIZE.get(store.root, 0) + cfg.min_free
+    if not need:
+        return True
+    free = T.free_bytes(store.root)
+    return free is None or free >= need
+
+
+def _tree_size(d) -> int:
+    n = 0
+    for dirpath, _dirs, files in os.walk(d):
+        for f in files:
+            try:
+                n += os.lstat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                pass
+    return n
+
+
+@contextlib.contextmanager
+def save(cfg, durable, step, gen, run=None, sha256=False, commit=True):
+    """The tiered ``jobside.save``: yields this rank's local part directory; on clean exit the
+    part is committed locally and handed to the drainer (drain: async) or drained before
+    returning (drain: sync). See the module docstring for a full local disk."""
+    step = int(step)
+    name = step_dir(step, gen)
+    lay = cfg.layout
+    check_fence(durable, step, gen)  # a zombie stops here, before writing anything
+    own = lay.own()
+    t0 = time.monotonic()
+    rec = {"step": step, "start": now_iso(), "tier": T.LOCAL, "committed": False, "error": None,
+           "rank": lay.rank, "preempt": preemption_requested()}
+    if not _local_has_room(cfg, own):
+        msg = ("local tier %s has less free space than this save needs (%d bytes last time, %d reserved): "
+               "saving step %d synchronously to %s" % (own.root, _LAST_SIZE.get(own.root, 0), cfg.min_free, step,
+                                                        durable.root))
+        _warn(msg)
+        record(durable, gen, event={"at": now_iso(), "kind": "local_full", "rank": lay.rank, "step": step,
+                                    "message": msg})
+        with _direct(cfg, durable, name, step, gen, run, rec, t0) as d:
+            yield d
+        return
+    d = own.ensure_dir(name)
+    if os.path.lexists(os.path.join(d, COMMIT)):
+        raise AlreadyCommitted("%s: already committed (checkpoints are write-once)" % d)
+    try:
+        yield d
+    except BaseException as e:
+        if T.is_disk_full(e):
+            _LAST_SIZE[own.root] = max(_LAST_SIZE.get(own.root, 0), 1 << 62)  # next save goes to the root
+            msg = "local tier %s is full (%s): step %d not saved; the next saves go to %s" % (own.root, e, step,
+                                                                                               durable.root)
+            _warn(msg)
+            record(durable, gen, event={"at": now_iso(), "kind": "local_full", "rank": lay.rank, "step": step,
+                                        "message": msg})
+            shutil.rmtree(d, ignore_errors=True)
+        raise
+    _LAST_SIZE[own.root] = _tree_size(d)
+    if not commit:
+        return
+    commit_local(cfg, durable, step, gen, run, sha256, rec, t0)
+
+
+def commit_local(cfg, durable, step, gen, run=None, sha256=False, rec=None, t0=None) -> str:
+    """Commit this rank's part of STEP on the local tier and hand it to the drainer (or drain
+    it now with drain: sync). Returns the drain state ('queued' when async)."""
+    lay = cfg.layout
+    own = lay.own()
+    name = step_dir(step, gen)
+    t0 = time.monotonic() if t0 is None else t0
+    rec = rec if rec is not None else {"step": step, "start": now_iso(), "tier": T.LOCAL, "rank": lay.rank}
+    manifest = T.commit_part(own, lay, step, gen, run=run, sha256=sha256)
+    t1 = time.monotonic()
+    rec.update(committed=True, files=len(manifest["files"]), bytes=sum(f["size"] for f in manifest["files"]),
+               end=now_iso(), seconds=round(t1 - t0, 6), error=None)
+    dr = drainer(cfg, durable, gen, run)
+    if cfg.drain == "sync":
+        state = dr.drain(name, t_commit=t1)
+        rec["drain"] = state
+        rec["seconds"] = round(time.monotonic() - t0, 6)
+        record(durable, gen, save=rec)
+        return state
+    rec["_t0"] = t1
+    dr.submit((name, None, rec))
+    return "queued"
+
+
+def commit_after(cfg, durable, step, gen, future, run=None, sha256=False) -> None:
+    """Commit STEP's local part once FUTURE (torch.distributed.checkpoint.async_save's) is
+    done, on the drainer's thread; returns at once."""
+    name = step_dir(int(step), gen)
+    dr = drainer(cfg, durable, gen, run)
+    t0 = time.monotonic()
+    started = now_iso()
+
+    def fn():
+        future.result()
+        lay = cfg.layout
+        manifest = T.commit_part(lay.own(), lay, int(step), gen, run=run, sha256=sha256)
+        # seconds: until the part was committed locally, in the background (training was
+        # blocked only by async_save's staging, which the program measures)
+        return {"step": int(step), "start": started, "tier": T.LOCAL, "rank": lay.rank, "committed": True,
+                "async": True, "preempt": False,
+                "files": len(manifest["files"]), "bytes": sum(f["size"] for f in manifest["files"]),
+                "seconds": round(time.monotonic() - t0, 6), "end": now_iso(), "_t0": time.monotonic()}
+
+    if cfg.drain == "sync":
+        rec = fn()
+        rec.pop("_t0", None)
+        rec["drain"] = dr.drain(name)
+        record(durable, gen, save=rec)
+    else:
+        dr.submit((name, fn, None))
+
+
+@contextlib.contextmanager
+def _direct(cfg, durable, name, step, gen, run, rec, t0):
+    """The local tier is full: write this rank's part to a staging directory, then upload it
+    and its marker to the root and try the root's commit, before returning."""
+    lay = cfg.layout
+    staging = _scratch.acquire(durable.root, "direct-" + name)
+    try:
+        d = os.path.join(staging, _scratch.DATA)
+        yield d
+        from launcher.checkpoint.posix_store import LocalStore
+
+        # the staged part, committed where it is, uploaded like a drained one
+        part_root = LocalStore(staging)
+        os.rename(d, os.path.join(staging, name))
+        T.commit_part(part_root, lay, step, gen, run=run)
+        T.upload_part(part_root, durable, name, lay.rank)
+        T.update_holdings(durable, lay, name, lay.rank, T.DURABLE)
+        try:
+            state = T.try_commit_durable(durable, name, lay.world, run=run)
+        except Superseded as e:
+            _warn(str(e))
+            state = None
+        rec.update(tier=T.DURABLE, committed=True, end=now_iso(), seconds=round(time.monotonic() - t0, 6),
+                   fallback="local_full", drain="waiting" if state is None else "committed")
+        record(durable, gen, save=rec)
+    finally:
+        _scratch.release(staging)
+
+
+# ---------------------------------------------------------------- restore
+@contextlib.contextmanager
+def restore(cfg, durable, gen):
+    """Yield a directory with every file of the checkpoint this generation resumes from, each
+    rank's part from the nearest complete copy (linked in place from the local or peer tier,
+    from ROOT otherwise). None on a fresh start."""
+    doc = T.read_resolution(durable, gen)
+    if doc is None:
+        if (env_int("LAUNCHER_RESUME_STEP") if env_int("LAUNCHER_RESUME_STEP") is not None else -1) >= 0:
+            raise CheckpointError("%s: generation %d resumes from step %s but its resume record %s/g%d.json is "
+                                  "missing: refusing to start fresh" % (durable.root, gen,
+                                                                       os.environ.get("LAUNCHER_RESUME_STEP"),
+                                                                       T.RESUME, gen))
+        yield None
+        return
+    lay = cfg.layout
+    base = os.path.join(T.node_dir(lay.template, lay.node), ".restore")
+    os.makedirs(base, exist_ok=True)
+    dest = os.path.join(base, "%s.r%d.%d.%s" % (doc["name"], lay.rank, os.getpid(), os.urandom(3).hex()))
+    try:
+        T.materialize(durable, lay, doc, dest)
+        yield dest
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
