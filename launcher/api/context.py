@@ -37,6 +37,7 @@ class App:
     def state_url(self) -> str:
         """The state store's PostgreSQL URL, or "" for the SQLite file under the home:
         $LAUNCHER_STATE_URL, else the config's ``state_url`` (the config is read only then)."""
+        # read on first use of the store: `launcher --help` and `validate` never need it
         from launcher.state.engines import STATE_URL_ENV, state_url
 
         configured = None if os.environ.get(STATE_URL_ENV, "").strip() else self.config.file.state_url

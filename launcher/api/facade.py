@@ -325,7 +325,9 @@ class Launcher:
         """Multi-tier checkpoints under ROOT: {step dir: {"step", "generation", "world", "local":
         [ranks], "peer": [ranks], "durable": "committed" | "parts R/W" | None}}, newest first,
         from the nodes' holdings records (``launcher.checkpoint.tiers.tier_table``)."""
+        # one command's needs, loaded when it runs (the facade is imported by every command)
         from launcher.checkpoint import open_store
+        # one command's needs, loaded when it runs (the facade is imported by every command)
         from launcher.checkpoint.tiers import tier_table
 
         with _checkpoint_errors(root):
@@ -346,9 +348,13 @@ class Launcher:
         """``launcher state migrate``: copy the SQLite store of SOURCE (a $LAUNCHER_HOME, or its
         state.db; default this launcher's home) into the PostgreSQL store at TO, every table,
         without loss and idempotently (``launcher.state.copy``); with DRY_RUN only count."""
+        # one command's needs, loaded when it runs (the facade is imported by every command)
         from launcher.core.errors import ConfigError, LauncherError
+        # one command's needs, loaded when it runs (the facade is imported by every command)
         from launcher.state import copy
+        # one command's needs, loaded when it runs (the facade is imported by every command)
         from launcher.state.engines import is_postgres, shown
+        # one command's needs, loaded when it runs (the facade is imported by every command)
         from launcher.state.store import StateStore
 
         if not is_postgres(to):

@@ -27,7 +27,9 @@ class ReadView:
     own connection (use a fixed set of threads); ``close`` closes them."""
 
     def __init__(self, config: Optional[Union[str, Path]] = None, home: Optional[Union[str, Path]] = None):
+        # the web view's reads, loaded per page kind (launcher serve only)
         from launcher.api.context import App
+        # the web view's reads, loaded per page kind (launcher serve only)
         from launcher.state.readonly import ReadOnlyStore
 
         self.app = App(Path(config) if config else None, Path(home) if home else None)
@@ -80,6 +82,7 @@ class ReadView:
         """One job: its row, every attempt and event (as ``launcher status JOB --json`` shows
         them, without the refresh) and its report (``launcher report JOB --json --no-refresh``),
         or why there is none ("report_error")."""
+        # the web view's reads, loaded per page kind (launcher serve only)
         from launcher.api.status_view import JobDetail
 
         self._require_store()
@@ -89,10 +92,12 @@ class ReadView:
         d["element"] = (row.meta.get("sweep") or {}).get("index")
         d["report"] = d["report_error"] = None
         try:
+            # the web view's reads, loaded per page kind (launcher serve only)
             from launcher.report import gather
 
             d["report"] = gather(self.app, row.job_id, refresh=False).to_dict()
         except Exception as e:  # noqa: BLE001 - the page shows the job without its report, and why
+            # the web view's reads, loaded per page kind (launcher serve only)
             from launcher.core.errors import describe
 
             d["report_error"] = describe(e)[0]
@@ -106,6 +111,7 @@ class ReadView:
               scope: str = "last") -> dict:
         """The sweep's report (``launcher report SWEEP --json --no-refresh``): its element table
         and best element."""
+        # the web view's reads, loaded per page kind (launcher serve only)
         from launcher.report.sweep_collect import gather_sweep
 
         self._require_store()
@@ -113,6 +119,7 @@ class ReadView:
 
     def _require_store(self) -> None:
         if not self.store.exists():
+            # the web view's reads, loaded per page kind (launcher serve only)
             from launcher.core.errors import LauncherError
 
             raise LauncherError(f"no state store at {self.store.path} yet (no job was launched with this "

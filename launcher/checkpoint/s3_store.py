@@ -254,6 +254,7 @@ class S3Store:
     def upload_file(self, local_path: str, key: str) -> int:
         """Upload one local file to KEY (multipart above the threshold: invisible until
         complete). Returns its size."""
+        # boto3: heavy SDK, loaded for an s3:// root only
         from boto3.s3.transfer import TransferConfig
 
         cfg = TransferConfig(multipart_threshold=int(os.environ.get("LAUNCHER_S3_MULTIPART_THRESHOLD", 64 << 20)),

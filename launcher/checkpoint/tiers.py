@@ -37,6 +37,7 @@ peer copy, else ROOT. The attempt's tier is the farthest tier any part comes fro
 
 from __future__ import annotations
 
+import signal
 import errno
 import json
 import os
@@ -192,7 +193,6 @@ def fault(point: str) -> None:
             continue
         action = action.strip()
         if action == "kill":
-            import signal
 
             os.kill(os.getpid(), signal.SIGKILL)
         elif action.startswith("sleep:"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import click
 
 _HELP = """Serve a live, read-only web view of the jobs in this launcher home: the jobs
@@ -28,12 +29,14 @@ http://HOST:PORT/?token=TOKEN once (a cookie keeps it), or send
               help="Seconds between a page's refreshes.")
 @click.option("--quiet", is_flag=True, help="No access log on stderr.")
 def serve(host, port, token, refresh, quiet):
-    import sys
 
+    # `launcher serve` only: its modules stay off `launcher --help`
     from launcher.serve.server import check_bind
 
     check_bind(host, token)  # before anything is opened
+    # `launcher serve` only: its modules stay off `launcher --help`
     from launcher.api.readview import ReadView
+    # `launcher serve` only: its modules stay off `launcher --help`
     from launcher.serve.server import serve as run
 
     def log(line: str) -> None:

@@ -194,8 +194,11 @@ def check_deadline(app, spec: JobSpec, target_name: str, now: Optional[float] = 
     # launch/plan only: `launcher render` and `status` import this module and stay light
     import time
 
+    # the deadline check: only a launch with cost.deadline gathers offers
     from launcher.plan import deadline as dl
+    # the deadline check: only a launch with cost.deadline gathers offers
     from launcher.plan.ranking import params_for, work_estimate
+    # the deadline check: only a launch with cost.deadline gathers offers
     from launcher.plan.sources import gather_offers
 
     now = time.time() if now is None else now

@@ -92,6 +92,7 @@ def step(app, job, spec, status, clock=time.time) -> Optional[Outcome]:
 def live_offers(app, spec, now: float) -> dict:
     """{str(Placement): (deadline Offer, plan Offer)} for the spec's targets, spot regions
     refused or preempted within ``recovery.placement_cooldown`` marked unavailable."""
+    # the planner's offers: gathered only for a job with a deadline
     from launcher.plan.sources import gather_offers
 
     targets = list(spec.targets)
@@ -125,6 +126,7 @@ def _many_spot(places: dict) -> bool:
 
 
 def situation(app, job, spec, latest, status, places: dict, now: float) -> dl.Situation:
+    # the planner's offers: gathered only for a job with a deadline
     from launcher.plan.ranking import params_for, work_estimate
 
     created = job.created

@@ -265,6 +265,12 @@ def record_progress(app, job, progress=None) -> None:
     for a in attempts:
         if a.attempt in resumes and resumes[a.attempt] != a.resume_step:
             app.store.update_attempt(job.job_id, a.attempt, resume_step=resumes[a.attempt])
+    # the tier each attempt resumed from (local, peer, durable: launcher.checkpoint.tiers)
+    records = takeover.attempt_records(job.job_id, [a.attempt for a in attempts], progress.history)
+    for a in attempts:
+        tier = (records.get(a.attempt) or {}).get("resume_tier")
+        if tier and (a.meta or {}).get("resume_tier") != tier:
+            app.store.update_attempt(job.job_id, a.attempt, meta={**(a.meta or {}), "resume_tier": tier})
 
 
 def run(app, interval: float = 10.0, once: bool = False, clock=time.time, sleep=time.sleep, echo=print,

@@ -48,7 +48,9 @@ def gather(app, job: str, refresh: bool = True, now=None) -> JobReport:
 
 
 def _deadline(app, row, acc, notes: list) -> Optional[dict]:
+    # a report with a deadline only
     from launcher.report.deadline import collect_deadline
+    # a report with a deadline only
     from launcher.launching.submission import job_spec
 
     try:

@@ -56,8 +56,11 @@ def collect_deadline(app, row, spec, accounting_dict: dict) -> Optional[dict]:
     """The deadline summary of ROW (None when its spec has no ``cost.deadline``)."""
     if spec is None or spec.cost.deadline is None:
         return None
+    # the planner: only for a report of a job with a deadline
     from launcher.plan import deadline as dl
+    # the planner: only for a report of a job with a deadline
     from launcher.plan.ranking import params_for, work_estimate
+    # the planner: only for a report of a job with a deadline
     from launcher.plan.sources import gather_offers
 
     kinds: dict = {}
@@ -97,6 +100,7 @@ def collect_deadline(app, row, spec, accounting_dict: dict) -> Optional[dict]:
 def deadline_lines(d: Optional[dict]) -> list:
     if not d:
         return []
+    # the planner: only for a report of a job with a deadline
     import datetime as _dt
 
     at = _dt.datetime.fromtimestamp(d["deadline_at"], _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")

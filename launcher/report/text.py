@@ -60,6 +60,7 @@ def format_report(d: dict) -> str:
                    f"({c['useful_gpu_hours']:.4f} useful GPU-hours on {c['gpus']} GPU(s))")
     elif c.get("reason") and c["total_usd"] is not None:
         out.append(f"  per useful GPU-hour: - ({c['reason']})")
+    # a report with a deadline only
     from launcher.report.deadline import deadline_lines
 
     out += deadline_lines(d.get("deadline"))

@@ -128,6 +128,7 @@ def jobs_page(d: dict, home: str = "", refresh_s: Optional[float] = DEFAULT_REFR
 
 # ---------------------------------------------------------------- one job
 def job_body(d: dict) -> str:
+    # loaded by the page kind that draws it
     from launcher.serve.timeline import timeline_svg
 
     rep = d.get("report")
@@ -159,6 +160,7 @@ def job_body(d: dict) -> str:
     else:
         out.append(timeline_svg(rep))
         out.append(_breakdown(rep))
+        # loaded by the page kind that draws it
         from launcher.report.text import format_report
 
         out.append(f'<details><summary>as <code>launcher report</code> prints it</summary>'
@@ -176,6 +178,7 @@ def job_body(d: dict) -> str:
 
 
 def _breakdown(rep: dict) -> str:
+    # loaded by the page kind that draws it
     from launcher.serve.timeline import legend_rows
 
     rows = ['<table id="goodput"><thead><tr><th>category</th><th>time</th><th>share</th></tr></thead><tbody>']

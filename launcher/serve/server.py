@@ -23,6 +23,9 @@ thread (``ReadOnlyStore``), not one per request.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+from urllib.parse import quote
+import re
 import hmac
 import ipaddress
 import json
@@ -122,6 +125,7 @@ def serve(view, host: str = "127.0.0.1", port: int = 8765, token: Optional[str] 
     try:
         httpd = PooledHTTPServer((host, port), make_handler(Site(view, token, host, refresh_s, log)))
     except OSError as e:
+        # loaded by the request kind that needs it (the server starts with the least)
         from launcher.core.errors import LauncherError
 
         raise LauncherError(f"cannot serve on {host}:{port}: {e.strerror or e}") from None
@@ -177,8 +181,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._route(path, args)
         except Exception as e:  # noqa: BLE001 - the page says what is wrong
+            # loaded by the request kind that needs it (the server starts with the least)
             from launcher.core.errors import LauncherError, describe
 
+            # loaded by the request kind that needs it (the server starts with the least)
             from launcher.core.errors import StateStoreError
 
             status = HTTPStatus.NOT_FOUND if isinstance(e, LauncherError) and not isinstance(e, StateStoreError) \
@@ -200,7 +206,6 @@ class _Handler(BaseHTTPRequestHandler):
             if _same(given, site.token):  # remember it in a cookie, and take it out of the address bar
                 clean = dict(args)
                 clean.pop("token", None)
-                from urllib.parse import urlencode
 
                 target = urlsplit(self.path).path + (("?" + urlencode(clean, doseq=True)) if clean else "")
                 self._send(HTTPStatus.SEE_OTHER, "text/plain; charset=utf-8", b"",
@@ -226,7 +231,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------ routes
     def _route(self, path: str, args: dict):
+        # loaded by the request kind that needs it (the server starts with the least)
         from launcher.serve import pages
+        # loaded by the request kind that needs it (the server starts with the least)
         from launcher.serve.assets import REFRESH_JS, style_css
 
         site, view = self.site, self.site.view
@@ -254,6 +261,7 @@ class _Handler(BaseHTTPRequestHandler):
             if path.startswith(prefix) and len(path) > len(prefix):
                 sweep = unquote(path[len(prefix):])
                 if not view.is_sweep(sweep):
+                    # loaded by the request kind that needs it (the server starts with the least)
                     from launcher.core.errors import LauncherError
 
                     raise LauncherError(f"no sweep '{sweep}' in this launcher home")
@@ -273,6 +281,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(HTTPStatus.FOUND, "text/plain; charset=utf-8", b"", extra={"Location": where})
 
     def _error(self, status, message: str, api: bool, extra: Optional[dict] = None):
+        # loaded by the request kind that needs it (the server starts with the least)
         from launcher.serve.pages import error_page
 
         if api:
@@ -309,12 +318,12 @@ def _int(x, default: int) -> int:
 
 
 def _quote(x: str) -> str:
-    from urllib.parse import quote
 
     return quote(x, safe="")
 
 
 def pages_default_per() -> int:
+    # loaded by the request kind that needs it (the server starts with the least)
     from launcher.api.readview import DEFAULT_PER_PAGE
 
     return DEFAULT_PER_PAGE
@@ -330,6 +339,7 @@ def host_of(header: str) -> str:
 def check_bind(host: str, token: Optional[str]) -> None:
     """Refuse (ArgumentError, one line naming the flag) a token that cannot be one, or an address
     other than this machine's loopback without a token."""
+    # loaded by the request kind that needs it (the server starts with the least)
     from launcher.core.args import ArgumentError
 
     if token is not None:
@@ -344,7 +354,6 @@ def check_bind(host: str, token: Optional[str]) -> None:
 def check_token(token: str) -> Optional[str]:
     """Why TOKEN cannot be this view's token (None: it can): it must be hard to guess and fit
     in a cookie and a header unchanged."""
-    import re
 
     if len(token) < 16:
         return "the token must have at least 16 characters (e.g. python3 -c 'import secrets; " \

@@ -113,8 +113,10 @@ class ReadOnlyStore(StateStore):
 
 
 def _open_read_only(path: Path, check: bool = True):
+    # the SQLite engine's helpers: a PostgreSQL view never loads them
     from launcher.state.db import (APPLICATION_ID, StoreConnection, StateStoreFailure, as_store_error, busy_timeout,
                                    check_file, check_intact, describe_failure)
+    # the SQLite engine's helpers: a PostgreSQL view never loads them
     from launcher.state.schema import SCHEMA_VERSION
 
     timeout = busy_timeout()

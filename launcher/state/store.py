@@ -76,7 +76,9 @@ class StateStore:
         """The store of HOME: its SQLite file ``HOME/state.db``, or, with URL (default:
         ``$LAUNCHER_STATE_URL``; ``launcher.state.engines``), a PostgreSQL server's database.
         HOME keeps the jobs' local files (``job_dir``) either way."""
+        # the engine's modules: SQLite's or the server's, whichever the store uses (psycopg stays off the SQLite path)
         from launcher.state.db import prepare_home
+        # the engine's modules: SQLite's or the server's, whichever the store uses (psycopg stays off the SQLite path)
         from launcher.state.engines import shown, state_url
 
         self.home = Path(home)
@@ -115,12 +117,16 @@ class StateStore:
             try:
                 from launcher.state import pg  # the driver (psycopg) loads only for a PostgreSQL store
             except ImportError as e:
+                # the engine's modules: SQLite's or the server's, whichever the store uses (psycopg stays off the SQLite path)
                 from launcher.state.db import StateStoreFailure
+                # the engine's modules: SQLite's or the server's, whichever the store uses (psycopg stays off the SQLite path)
                 from launcher.state.engines import missing_driver
 
                 raise StateStoreFailure(missing_driver(self.url, e)) from None
             return pg.connect(self.url)  # unreachable, refused, newer schema: one line (StateStoreError)
+        # the engine's modules: SQLite's or the server's, whichever the store uses (psycopg stays off the SQLite path)
         from launcher.state.db import open_db
+        # the engine's modules: SQLite's or the server's, whichever the store uses (psycopg stays off the SQLite path)
         from launcher.state.schema import SCHEMA
 
         # never re-initialises an existing file; damaged, read-only, locked or full: StateStoreError
