@@ -282,7 +282,7 @@ def offer_of(o, nodes: int = 1, available: bool = True) -> Optional[Offer]:
     """The policy's Offer for a planner offer (``launcher.plan.offers.Offer``): spot per target and
     region, on-demand, a Slurm target (kind "queue") with its queue wait; None for a local one.
     ``where`` is ``target/region`` (the target alone when it has no region)."""
-    if o.kind == "local":
+    if o.this_machine:
         return None
     kind = SPOT if o.spot else (SLURM if o.kind == "queue" else ON_DEMAND)
     where = f"{o.target}/{o.region}" if o.region else o.target

@@ -15,6 +15,9 @@ from typing import Optional
 GIB = 1024 ** 3
 
 
+THIS_MACHINE = "local"  # the kind of an offer of this machine's own capacity
+
+
 @dataclass(frozen=True, slots=True)
 class Offer:
     backend: str                   # the name of the backend that priced it
@@ -43,6 +46,11 @@ class Offer:
     launch_tries: float = 0.0         # launches tried here (decayed), capacity failures included
     # what the backend says about the offer itself (``Pricing``):
     kind: str = ""                    # not spot: "queue" (a scheduler's), "local"...; "" is on-demand
+
+    @property
+    def this_machine(self) -> bool:
+        """Capacity of the machine the launcher runs on (kind "local"): no placement to choose."""
+        return self.kind == THIS_MACHINE
     restart_hours: float = 10 / 60    # re-provision, restart and load after an interruption
     gpu_type_unknown: bool = False    # the GPU type is declared nowhere: a fit when the count is
 

@@ -63,10 +63,16 @@ def test_local_and_peers_are_requests_a_backend_must_declare():
     assert {"checkpoint.local": "/l/node-{node}", "checkpoint.peers": 1}.items() <= requested(s).items()
     assert unsupported(s, BACKENDS["slurm"]) == [] and unsupported(s, BACKENDS["skypilot"]) == []
 
-    class NoLocalDisks:  # a backend whose nodes have no disk of their own (declares what it honours)
+    class NoLocalDisks:  # a backend whose nodes have no disk of their own (a SpecOwner: declares what it honours)
         name: ClassVar[str] = "diskless"
         spec_scope: ClassVar[str] = "runs on diskless nodes"
+        spec_section: ClassVar = None
+        spec_options: ClassVar = None
         spec_fields: ClassVar[frozenset] = frozenset({"resources.nodes"})
+
+        @classmethod
+        def unsupported(cls, spec):
+            return []
 
     (u, v) = unsupported(s, NoLocalDisks)
     assert (u.field, v.field) == ("checkpoint.local", "checkpoint.peers")
