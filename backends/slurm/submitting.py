@@ -27,9 +27,11 @@ def raiser(exc: BaseException):
 
 # What sbatch prints when its request may have reached slurmctld although it exited non-zero:
 # the controller accepted the job and the answer was lost (a stalled or overloaded controller).
-# "Unable to contact slurm controller (connect failure)" is not here: nothing was sent.
+# "Unable to contact slurm controller" is among them: sbatch reports a receive that timed out
+# with it too (seen in the fault schedules: slurmctld paused, the job accepted, sbatch said so).
 MAY_HAVE_ACCEPTED = ("socket timed out", "timed out on send/recv", "zero bytes were transmitted",
-                     "connection reset", "slurm_receive_msg", "communication connection failure")
+                     "connection reset", "slurm_receive_msg", "communication connection failure",
+                     "unable to contact slurm controller", "transport endpoint")
 
 
 def may_have_been_accepted(stderr: str) -> bool:
