@@ -42,7 +42,7 @@ from launcher.core import faults
 from launcher.core.errors import LauncherError, SubmitOutcomeUnknown, TransientError
 from launcher.jobside.startclaim import holder
 from launcher.state.claims import claim_ttl, claimed
-from launcher.state.store import ClaimLost
+from launcher.state.store import ClaimLost, is_open
 from launcher.transport.errors import may_have_run
 
 FENCE_S = 10.0  # a claim that holds for less than this is not acted on: it may lapse mid-call
@@ -203,7 +203,7 @@ def settle_unrecorded(store, backend, job_id: str, attempt: int, handle: Handle,
                 recorded = {a.attempt: a for a in c.attempts}.get(attempt)
                 if recorded is not None and recorded.native_id == handle.native_id:
                     return "adopted"
-                if recorded is None and c.job.state != "CANCELLED" and not c.job.meta.get("final"):
+                if recorded is None and is_open(c.job):
                     store.record_submission(job_id, attempt, handle.target, handle.to_json(), handle.native_id,
                                             owner=c.owner, reason="recorded by its submitter after its claim "
                                             "lapsed", events=[("resubmitted", {
