@@ -18,6 +18,7 @@ import pytest
 from launcher.checkpoint import COMMIT, latest, open_store, scan, start_generation, step_dir
 
 KILLS = 50
+MAX_KILLS = 2 * KILLS  # rounds allowed to gather the evidence on a loaded machine (kill_loop)
 
 # A writer that saves checkpoint after checkpoint through the real writer API. File
 # contents are a pure function of (step, index), so a resumed checkpoint can be checked
@@ -147,12 +148,18 @@ def save_seconds(be):
 
 
 def kill_loop(be, lo, hi, seed, adaptive=False):
-    """KILLS rounds: a writer started from the resume point is SIGKILLed LO..HI seconds after it
-    is ready (ADAPTIVE: LO..HI times a save's duration, measured every 10 rounds)."""
+    """At least KILLS rounds: a writer started from the resume point is SIGKILLed LO..HI seconds
+    after it is ready (ADAPTIVE: LO..HI times a save's duration, measured every 10 rounds).
+
+    Where a kill lands depends on the machine's load (a stalled upload turns a mid-save kill
+    into a kill between saves), so rounds go on, up to MAX_KILLS, until KILLS // 5 of them
+    landed mid-save and KILLS // 5 advanced the resume point: the evidence asked for below is
+    the same on an idle and on a loaded machine; only the number of rounds it takes differs."""
     rng = random.Random(seed)
     store = open_store(be.root)
     last_step, torn_newest, commits, scale = -1, 0, 0, 1.0
-    for n in range(KILLS):
+    n = 0
+    while n < KILLS or (min(torn_newest, commits) < KILLS // 5 and n < MAX_KILLS):
         if adaptive and n % 10 == 0:
             scale = save_seconds(be)  # its commit is not one of the loop's: the baseline moves
             last_step = int(resume_env(be)["LAUNCHER_RESUME_STEP"])
@@ -171,10 +178,11 @@ def kill_loop(be, lo, hi, seed, adaptive=False):
         latest(store, log=log)                          # newest first: is the newest one torn?
         if log and log[0].state == "torn":
             torn_newest += 1
+        n += 1
     env = resume_env(be)
     check_resume_point(be, env)
     print("%s: %d kills, newest checkpoint torn after %d of them, %d advanced the resume point"
-          % (be.root, KILLS, torn_newest, commits))
+          % (be.root, n, torn_newest, commits))
     # The kills really landed mid-checkpoint (else this test would prove nothing) and
     # the writers made progress between them.
     assert torn_newest >= KILLS // 5, torn_newest
@@ -188,7 +196,7 @@ def test_sigkill_mid_checkpoint_posix(tmp_path):
 
 
 @pytest.mark.s3
-@pytest.mark.timeout(1500)  # 50 rounds of two Python starts importing boto3: ~600 s with other tiers beside it
+@pytest.mark.timeout(2400)  # 50-100 rounds of two Python starts importing boto3: ~600 s for 50 with other tiers beside it
 def test_sigkill_mid_checkpoint_s3(s3_env):
     bucket = s3_env.new_bucket("kill")
     be = Backend("s3://%s/run" % bucket, s3_env, bucket)
