@@ -1,8 +1,9 @@
 """Randomized fault schedules, many more than CI runs (issue 20 §10): the harness of
 tests/integration/fault_harness.py on the local target and on a throw-away netns Slurm test
-cluster that this script starts and always stops.
+cluster that this script starts and always stops, and with --docker on a dockerized Slurm
+24.11 cluster reached over SSH (started and removed likewise).
 
-    .venv/bin/python bench/fault_schedules.py [--local 500] [--slurm 100] [--seed S] [--only I,J]
+    .venv/bin/python bench/fault_schedules.py [--local 500] [--slurm 100] [--docker 0] [--seed S] [--only I,J]
                                               [--parallel 4] [--slurm-parallel 2] [--json FILE] [--keep]
 
 Each schedule draws a scenario (a launch, a job whose first attempt fails so a watcher
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -43,7 +45,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=None, help="base seed (default $LAUNCHER_FAULT_SEED, else random)")
     ap.add_argument("--only", default="", help="comma-separated schedule indices to run alone (replay)")
     ap.add_argument("--parallel", type=int, default=6, help="local schedules at a time")
-    ap.add_argument("--slurm-parallel", type=int, default=2, help="Slurm schedules at a time")
+    ap.add_argument("--docker", type=int, default=0,
+                    help="schedules on a dockerized Slurm 24.11 cluster over SSH (0: none; needs Docker)")
+    ap.add_argument("--slurm-parallel", type=int, default=2, help="Slurm schedules at a time (netns and docker)")
     ap.add_argument("--json", default="", help="write every result here")
     ap.add_argument("--keep", action="store_true", help="keep every schedule's folder (default: failing ones)")
     a = ap.parse_args()
@@ -68,20 +72,35 @@ def main() -> int:
         else:
             cluster = start_cluster(4)
             try:
-                t0 = time.monotonic()
                 root = cluster.shared_dir / "faults"
                 root.mkdir()
                 # Slurm schedules take their own indices (after the local ones): one base seed replays both
                 base = a.local if not only else 0
-                schedules = [draw(seed, base + i, backends=("slurm",)) for i in (only or range(a.slurm))]
-                results["slurm"] = run_many(schedules, root, a.slurm_parallel, env=cluster.env, cluster=cluster,
-                                            echo=_echo, keep=a.keep)
-                out.append(f"== slurm ({_version(cluster)}): {time.monotonic() - t0:.0f}s\n"
-                           f"{summary(results['slurm'])}")
-                print(out[-1], flush=True)
+                results["slurm"] = _on_cluster("slurm", cluster, root, seed, base, only or range(a.slurm),
+                                               a.slurm_parallel, cluster.env, a.keep, out)
             finally:
                 cluster.run("scancel", "-u", str(os.getuid()), check=False)  # the cluster is ours
                 stop_cluster(cluster, keep=a.keep)
+    if a.docker:
+        from tests.fixtures.docker_slurm import docker_preflight, start_docker_cluster, stop_docker_cluster
+
+        problem = docker_preflight()
+        if problem:
+            out.append(f"== docker: not run ({problem})")
+            print(out[-1], flush=True)
+        else:
+            cluster = start_docker_cluster("24.11")
+            try:
+                root = Path(cluster.home_on_host) / "alice" / "faults"  # on the shared home: the nodes write there
+                root.mkdir()
+                base = a.local + a.slurm if not only else 0  # after the local and netns ones
+                env = {k: v for k, v in os.environ.items() if not k.startswith("LAUNCHER_")}
+                results["docker"] = _on_cluster("docker", cluster, root, seed, base, only or range(a.docker),
+                                                a.slurm_parallel, env, a.keep, out)
+            finally:
+                if root.exists():  # the volume goes with the cluster: what run_many kept is copied out first
+                    shutil.copytree(root, work / "docker", dirs_exist_ok=True)
+                stop_docker_cluster(cluster)
     if a.json:
         Path(a.json).write_text(json.dumps({k: [as_dict(x) for x in v] for k, v in results.items()}, indent=1,
                                            default=str))
@@ -91,6 +110,16 @@ def main() -> int:
         print("\n" + x.report())
     print(f"\nviolations: {sum(len(x.violations) for x in bad)} (base seed {seed}); folders under {work}")
     return 1 if bad else 0
+
+
+def _on_cluster(label, cluster, root, seed, base, indices, parallel, env, keep, out) -> list:
+    """Slurm schedules BASE+I (I in INDICES) of SEED on CLUSTER, summed up into OUT."""
+    t0 = time.monotonic()
+    schedules = [draw(seed, base + i, backends=("slurm",)) for i in indices]
+    results = run_many(schedules, root, parallel, env=env, cluster=cluster, echo=_echo, keep=keep)
+    out.append(f"== {label} ({_version(cluster)}): {time.monotonic() - t0:.0f}s\n{summary(results)}")
+    print(out[-1], flush=True)
+    return results
 
 
 def _echo(line: str) -> None:

@@ -205,7 +205,9 @@ class Run:
         self.faults_log = self.dir / "faults.log"
         self.faults_log.touch()
         targets = {}
-        if cluster is not None:
+        if cluster is not None and getattr(cluster, "kind", "") == "docker":  # over SSH to its login node
+            targets[SLURM_TARGET] = {**cluster.target, "facts_ttl": 0, "command_timeout": 20}
+        elif cluster is not None:
             targets[SLURM_TARGET] = {"backend": "slurm", "slurm_conf": str(cluster.conf), "partition": "batch",
                                      "facts_ttl": 0, "command_timeout": 20}
         (self.dir / "config.yaml").write_text(yaml.safe_dump({"targets": targets}))
@@ -249,11 +251,22 @@ class Run:
     def fired(self) -> list:
         return [ln.split() for ln in self.faults_log.read_text().splitlines() if ln.strip()]
 
+    def on_nodes(self, path: Path) -> str:
+        """PATH (of this machine) as the job sees it: on a dockerized cluster the schedule's
+        folder lies on the shared home volume, which the nodes mount at /home."""
+        if getattr(self.cluster, "kind", "") != "docker":
+            return str(path)
+        return "/home/" + str(Path(path).relative_to(self.cluster.home_on_host))
+
     def spec(self) -> Path:
         prog = self.dir / "prog.py"
         prog.write_text(PROGRAM)
-        body = {"name": job_name(self.s), "run": f"{sys.executable} {prog}",
-                "env": {"FAULT_LINES": str(self.lines), "FAULT_HOLD": f"{HOLD_S:g}"},
+        docker = getattr(self.cluster, "kind", "") == "docker"
+        python = "python3" if docker else sys.executable  # the nodes' own Python in a container
+        if docker:  # the job runs as alice: she appends to the lines file
+            self.lines.chmod(0o666)
+        body = {"name": job_name(self.s), "run": f"{python} {self.on_nodes(prog)}",
+                "env": {"FAULT_LINES": self.on_nodes(self.lines), "FAULT_HOLD": f"{HOLD_S:g}"},
                 "recovery": {"app_error": 2}}
         if self.s.scenario == "fail_first":
             body["env"]["FAULT_FAIL_FIRST"] = "all"
@@ -312,7 +325,15 @@ class Run:
 
 
 def ctld_pid(cluster) -> Optional[int]:
-    """slurmctld's pid of a netns test cluster (cluster.sh writes it to run/slurmctld.pid.sh)."""
+    """slurmctld's pid on this machine: of a netns test cluster (cluster.sh writes it to
+    run/slurmctld.pid.sh), or of a dockerized one (its controller container's process, as
+    `docker top` lists it: a container's processes are this machine's, SIGSTOP reaches them)."""
+    if getattr(cluster, "kind", "") == "docker":
+        p = subprocess.run(["docker", "top", cluster.container("slurmctld"), "-eo", "pid,comm"],
+                           capture_output=True, text=True, timeout=30)
+        pids = [int(ln.split()[0]) for ln in p.stdout.splitlines()[1:]
+                if ln.split()[1:] == ["slurmctld"]]
+        return pids[0] if len(pids) == 1 else None
     f = Path(cluster.state) / "run" / "slurmctld.pid.sh"
     try:
         return int(f.read_text().split()[0])
