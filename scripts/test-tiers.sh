@@ -5,7 +5,7 @@
 # integration tiers split tests/integration completely by marker (docker_slurm / slurm /
 # the rest), so a new test file lands in a tier by itself.
 
-TIER_NAMES="unit slurm docker services e2e"
+TIER_NAMES="unit slurm docker services faults e2e"
 
 tier_args() { # NAME: the pytest arguments of tier NAME, into TIER_ARGS
   local not_e2e='not skypilot_e2e'
@@ -18,7 +18,10 @@ tier_args() { # NAME: the pytest arguments of tier NAME, into TIER_ARGS
     slurm) TIER_ARGS=(tests/integration -m "slurm and not docker_slurm and $not_e2e") ;;
     docker) TIER_ARGS=(tests/integration -m "docker_slurm and $not_e2e") ;;
     # `integration`: every test under tests/integration (tests/conftest.py marks them)
-    services) TIER_ARGS=(tests -m "(integration or postgres) and not slurm and $not_e2e") ;;
+    # (the long fault-injection loops off the clusters, marker faults, are their own tier beside
+    # it: ~17 of the services tier's 38 minutes were three such tests waiting on processes)
+    services) TIER_ARGS=(tests -m "(integration or postgres) and not slurm and not faults and $not_e2e") ;;
+    faults) TIER_ARGS=(tests/integration -m "faults and not slurm and $not_e2e") ;;
     e2e) TIER_ARGS=(tests/integration -m skypilot_e2e) ;;
     *) die "unknown tier '$1' in LAUNCHER_TEST_TIERS (known: $TIER_NAMES, or all)" ;;
   esac

@@ -17,6 +17,8 @@ import pytest
 
 from launcher.checkpoint import COMMIT, latest, open_store, scan, start_generation, step_dir
 
+pytestmark = pytest.mark.faults  # the faults tier (scripts/test-tiers.sh): long kill loops of their own
+
 KILLS = 50
 MAX_KILLS = 2 * KILLS  # rounds allowed to gather the evidence on a loaded machine (kill_loop)
 

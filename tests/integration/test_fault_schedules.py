@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from .fault_harness import base_seed, chosen, run_many, summary
+
+pytestmark = pytest.mark.faults  # the faults tier (scripts/test-tiers.sh): a long loop of its own
 
 COUNT = int(os.environ.get("LAUNCHER_FAULT_SCHEDULES", "100"))
 PARALLEL = int(os.environ.get("LAUNCHER_FAULT_PARALLEL", "6"))
