@@ -5,7 +5,8 @@ The durable tier is S3: a moto_server this script starts on 127.0.0.1 (stopped b
 reached through a **rate-limited TCP proxy** (``ThrottledLink`` below: a token bucket per
 direction, --durable-mbps MB/s each way, default 100) standing in for a node's share of an
 object store. The local tiers are directories on this machine's disk (one per simulated
-node, the peer copy reached as a path: the peer transport implemented). Prints figures;
+node, the peer copy reached as a path; the network transport of nodes with their own disks,
+``launcher.checkpoint.peernet``, is not timed here). Prints figures;
 asserts nothing.
 
     .venv/bin/python bench/checkpoint_tiers.py [--mb 64] [--saves 3] [--durable-mbps 100] [--local-base /dev/shm]

@@ -37,7 +37,7 @@ import time
 from launcher.checkpoint.contract import COMMIT, META_DIR, parse_manifest, parse_step_dir, read_generations
 from launcher.checkpoint.errors import CheckpointError, Conflict
 from launcher.checkpoint.posix_store import LocalStore
-from launcher.checkpoint.tiers import gc_local, local_parts, part_state
+from launcher.checkpoint.tiers import commit_copy, gc_local, json_docs, local_parts, part_state, write_replacing
 
 PEERS = META_DIR + "/peers"
 _ADDR = re.compile(r"^node-(\d+)\.r(\d+)\.json$")
@@ -101,55 +101,33 @@ def _send_files(sock, store, name, files) -> None:
 
 
 def _receive_part(rfile, dst, name, raw_commit) -> str:
-    """Write the part whose COMMIT.json is RAW_COMMIT (bytes) from RFILE into DST/NAME: files
-    first, fsynced, then COMMIT.json create-only. 'copied' or 'already'."""
+    """Write the part whose COMMIT.json is RAW_COMMIT (bytes) from RFILE into DST/NAME, by the
+    rules of every copy (``tiers.commit_copy``). 'copied' or 'already'."""
     step, gen = _check_name(name)
     doc = parse_manifest(raw_commit, dst.url(name + "/" + COMMIT), step, gen)
     files = [(_check_path(f["path"]), int(f["size"])) for f in doc["files"]]
-    already = part_state(dst, name)[0] is not None
-    d = dst.ensure_dir(name)
-    if not already and os.path.lexists(os.path.join(d, COMMIT)):
-        raise CheckpointError("%s: has a COMMIT.json that does not match its files; left for a human" % d)
-    for path, size in files:
-        target = os.path.join(d, *path.split("/"))
-        if already:
-            _discard(rfile, size)
-            continue
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = "%s.tmp-%s" % (target, os.urandom(4).hex())
-        try:
-            with open(tmp, "wb") as g:
-                left = size
-                while left > 0:
-                    buf = rfile.read(min(_CHUNK, left))
-                    if not buf:
-                        raise CheckpointError("peer connection closed in %s/%s" % (name, path))
-                    g.write(buf)
-                    left -= len(buf)
-                g.flush()
-                os.fsync(g.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    if already:
-        return "already"
-    dst.fsync_tree(name)
-    try:
-        dst.put_if_absent(name + "/" + COMMIT, raw_commit)
-    except Conflict:
-        return "already"
-    return "copied"
+
+    read = []
+
+    def write_files(d):
+        for path, size in files:
+            write_replacing(os.path.join(d, *path.split("/")), lambda g, size=size: _copy_n(rfile, g, size))
+        read.append(True)
+
+    state = commit_copy(dst, name, raw_commit, write_files)
+    if not read:  # held already: the sender's bytes are read and dropped
+        _copy_n(rfile, None, sum(size for _p, size in files))
+    return state
 
 
-def _discard(rfile, size) -> None:
+def _copy_n(rfile, out, size) -> None:
+    """Copy exactly SIZE bytes of RFILE to OUT (None: read and drop them)."""
     while size > 0:
         buf = rfile.read(min(_CHUNK, size))
         if not buf:
-            raise CheckpointError("peer connection closed")
+            raise CheckpointError("peer connection closed mid-file")
+        if out is not None:
+            out.write(buf)
         size -= len(buf)
 
 
@@ -219,7 +197,7 @@ class PeerServer:
         why = read_generations(self.durable).stale_reason(step, gen)
         if why:  # fencing: a zombie's part of a superseded timeline never lands
             doc = parse_manifest(raw, name, step, gen)
-            _discard(rfile, sum(int(f["size"]) for f in doc["files"]))
+            _copy_n(rfile, None, sum(int(f["size"]) for f in doc["files"]))
             return {"ok": False, "fenced": True, "error": "%s: refused: %s" % (name, why)}
         state = _receive_part(rfile, _peer(self.base, rank), name, raw)
         try:  # the peer copies this node keeps: as the local tier's, never one the root lacks
@@ -269,17 +247,8 @@ def address_key(generation, node, rank) -> str:
 def addresses(durable, generation) -> dict:
     """{node: [address docs of its servers]} published for GENERATION."""
     out = {}
-    prefix = "%s/g%d" % (PEERS, int(generation))
-    for k in durable.list_tree(prefix):
-        m = _ADDR.match(k)
-        if not m:
-            continue
-        raw, _ = durable.read(prefix + "/" + k)
-        try:
-            doc = json.loads(raw.decode("utf-8")) if raw else None
-        except ValueError:
-            doc = None
-        if isinstance(doc, dict) and isinstance(doc.get("port"), int):
+    for m, doc in json_docs(durable, "%s/g%d" % (PEERS, int(generation)), _ADDR):
+        if isinstance(doc.get("port"), int):
             out.setdefault(int(m.group(1)), []).append(doc)
     return out
 

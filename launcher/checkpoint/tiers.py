@@ -155,47 +155,64 @@ def local_parts(store):
     return sorted(out, reverse=True)
 
 
+def write_replacing(dst: str, fill) -> None:
+    """Write DST through FILL(file) into a temporary sibling, fsynced, then renamed over DST
+    (a crash leaves the old DST or none, never half a file under its name)."""
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    tmp = "%s.tmp-%s" % (dst, os.urandom(4).hex())
+    try:
+        with open(tmp, "wb") as g:
+            fill(g)
+            g.flush()
+            os.fsync(g.fileno())
+        os.replace(tmp, dst)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def _copy_file(src: str, dst: str) -> int:
     """Copy the regular file SRC to DST (replaced; links never followed); returns the size."""
     fd = os.open(src, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "rb") as f:
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        tmp = "%s.tmp-%s" % (dst, os.urandom(4).hex())
-        try:
-            with open(tmp, "wb") as g:
-                shutil.copyfileobj(f, g, 1 << 20)
-                g.flush()
-                os.fsync(g.fileno())
-            os.replace(tmp, dst)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_replacing(dst, lambda g: shutil.copyfileobj(f, g, 1 << 20))
         return os.path.getsize(dst)
 
 
-def replicate(src, dst, name) -> str:
-    """Copy the committed part SRC/NAME to DST/NAME, COMMIT.json last (create-only, the same
-    bytes). Returns 'copied' or 'already'. A copy interrupted half-way is torn (no COMMIT.json)
-    and is finished by the next call."""
-    doc, raw = part_state(src, name)
-    if doc is None:
-        raise CheckpointError("%s: not a committed part: %s" % (src.url(name), raw))
+def commit_copy(dst, name, raw, write_files) -> str:
+    """The rules of every copy of a committed part into DST/NAME (a peer copy over a path or the
+    network, a fetched one): WRITE_FILES(dir) writes the files, they are fsynced, then the
+    source's COMMIT.json bytes RAW are written last, create-only. 'copied', or 'already' when
+    DST has it committed. A copy cut half-way is torn (no COMMIT.json); the next one finishes it."""
     if part_state(dst, name)[0] is not None:
         return "already"
     d = dst.ensure_dir(name)
     if os.path.lexists(os.path.join(d, COMMIT)):
         raise CheckpointError("%s: has a COMMIT.json that does not match its files; left for a human" % d)
-    for f in doc["files"]:
-        _copy_file(src.local_path(name + "/" + f["path"]), os.path.join(d, *f["path"].split("/")))
+    write_files(d)
     dst.fsync_tree(name)
     try:
         dst.put_if_absent(name + "/" + COMMIT, raw)
     except Conflict:
         return "already"
     return "copied"
+
+
+def replicate(src, dst, name) -> str:
+    """Copy the committed part SRC/NAME to DST/NAME (``commit_copy``: COMMIT.json last,
+    create-only, the same bytes). Returns 'copied' or 'already'."""
+    doc, raw = part_state(src, name)
+    if doc is None:
+        raise CheckpointError("%s: not a committed part: %s" % (src.url(name), raw))
+
+    def write_files(d):
+        for f in doc["files"]:
+            _copy_file(src.local_path(name + "/" + f["path"]), os.path.join(d, *f["path"].split("/")))
+
+    return commit_copy(dst, name, raw, write_files)
 
 
 def fault(point: str) -> None:
@@ -343,21 +360,28 @@ def update_holdings(durable, layout, name, rank, tier, present=True, tries=20, p
                                                                                               tries))
 
 
-def read_holdings(durable) -> dict:
-    """{node: holdings doc} of every node that recorded one."""
-    out = {}
-    for k in durable.list_tree(HOLDINGS):
-        m = re.match(r"^node-(\d+)\.json$", k)
+def json_docs(durable, prefix, pattern):
+    """[(match, doc)] of the JSON objects under PREFIX whose names match PATTERN (unreadable
+    or malformed ones left out)."""
+    out = []
+    for k in durable.list_tree(prefix):
+        m = re.match(pattern, k)
         if not m:
             continue
-        raw, _ = durable.read(HOLDINGS + "/" + k)
+        raw, _ = durable.read(prefix + "/" + k)
         try:
             doc = json.loads(raw.decode("utf-8")) if raw else None
         except ValueError:
             doc = None
-        if isinstance(doc, dict) and isinstance(doc.get("steps"), dict):
-            out[int(m.group(1))] = doc
+        if isinstance(doc, dict):
+            out.append((m, doc))
     return out
+
+
+def read_holdings(durable) -> dict:
+    """{node: holdings doc} of every node that recorded one."""
+    return {int(m.group(1)): doc for m, doc in json_docs(durable, HOLDINGS, r"^node-(\d+)\.json$")
+            if isinstance(doc.get("steps"), dict)}
 
 
 # ---------------------------------------------------------------- resume
@@ -439,6 +463,16 @@ def _find_part(layout, name, rank, node, durable_ok, durable):
     return None
 
 
+def _durable(newest):
+    """The Resolution of NEWEST, the newest step committed in ROOT (every part from there), or
+    None (a fresh start)."""
+    if newest is None:
+        return None
+    world = (newest.manifest or {}).get("parts") or 1
+    return Resolution(newest.name, newest.step, newest.generation, DURABLE, newest.path, world,
+                      {r: (None, DURABLE, newest.path) for r in range(int(world))})
+
+
 def resolve(durable, layout, gens=None, verify=False, log=None, seen=None):
     """The Resolution a new start resumes from, or None (fresh start). Never a stale fork,
     never a step with a rank's part missing from every reachable tier, and never older than a
@@ -469,11 +503,7 @@ def resolve(durable, layout, gens=None, verify=False, log=None, seen=None):
         else:
             return Resolution(name, step, gen, farthest([src[1] for src in sources.values()]), durable.url(name),
                               world, sources)
-    if newest is None:
-        return None
-    world = (newest.manifest or {}).get("parts") or 1
-    return Resolution(newest.name, newest.step, newest.generation, DURABLE, newest.path, world,
-                      {r: (None, DURABLE, newest.path) for r in range(int(world))})
+    return _durable(newest)
 
 
 def expand_hosts(nodelist: str) -> list:
@@ -556,11 +586,7 @@ def resolve_hosts(durable, layout, hosts, gens=None, verify=False, log=None, see
         else:
             return Resolution(name, step, gen, farthest([src[1] for src in sources.values()]), durable.url(name),
                               world, sources)
-    if newest is None:
-        return None
-    world = (newest.manifest or {}).get("parts") or 1
-    return Resolution(newest.name, newest.step, newest.generation, DURABLE, newest.path, world,
-                      {r: (None, DURABLE, newest.path) for r in range(int(world))})
+    return _durable(newest)
 
 
 def resolve_for(durable, layout, gens=None, verify=False, log=None, seen=None):
@@ -633,22 +659,18 @@ def materialize(durable, layout, doc, dest, found=None) -> dict:
         node = src.get("node")
         files = None
         if found is not None:
-            tier, store = found.get(r) or (None, None)
-            files = _part_files(store, name) if store is not None else None
+            tried = [found[r]] if r in found else []
+        elif node is not None:
+            tried = [(LOCAL, layout.own(node, r))] + ([(PEER, layout.peer(node, r))] if layout.peers else [])
+        else:
+            tried = []
+        for tier, store in tried:
+            files = _part_files(store, name)
             if files is not None:
                 for f in files:
                     _place(placed, dest, f, store.local_path(name + "/" + f["path"]))
                 tiers[r] = tier
-        elif node is not None:
-            for tier, store in ((LOCAL, layout.own(node, r)), (PEER, layout.peer(node, r) if layout.peers else None)):
-                if store is None:
-                    continue
-                files = _part_files(store, name)
-                if files is not None:
-                    for f in files:
-                        _place(placed, dest, f, store.local_path(name + "/" + f["path"]))
-                    tiers[r] = tier
-                    break
+                break
         if files is None:
             if dur_doc is None:
                 raw, _ = durable.read(name + "/" + COMMIT)
@@ -733,5 +755,5 @@ def is_disk_full(e: BaseException) -> bool:
 __all__ = ["LOCAL", "PEER", "DURABLE", "Layout", "Resolution", "commit_part", "replicate", "upload_part",
            "try_commit_durable", "update_holdings", "read_holdings", "resolve", "write_resolution",
            "read_resolution", "materialize", "gc_local", "part_state", "local_parts", "node_dir", "free_bytes",
-           "is_disk_full", "farthest", "tier_table", "fault", "resolve_hosts", "expand_hosts", "resolve_for",
+           "is_disk_full", "farthest", "tier_table", "fault", "resolve_hosts", "expand_hosts", "resolve_for", "commit_copy", "write_replacing",
            "allocation_hosts"]
