@@ -600,7 +600,8 @@ def resolve_for(durable, layout, gens=None, verify=False, log=None, seen=None):
 
 def tier_table(durable) -> dict:
     """{step dir name: {"step", "generation", "world", "local": [ranks], "peer": [ranks],
-    "durable": "committed" | "parts R/W" | None}} from the holdings records and ROOT, newest
+    "durable": "committed" | "parts R/W" | None, and for nodes with their own disks "hosts":
+    {tier: {rank: host}}} from the holdings records and ROOT, newest
     first: what ``launcher checkpoints ROOT --tiers`` shows. Holdings are what the nodes last
     recorded (a lost node's record still names its local copies)."""
     rows = {}
@@ -613,6 +614,9 @@ def tier_table(durable) -> dict:
                                          LOCAL: [], PEER: [], DURABLE: None})
             for t in (LOCAL, PEER):
                 row[t] = sorted(set(row[t]) | set(r for r in st.get(t) or [] if isinstance(r, int)))
+                held = (st.get("hosts") or {}).get(t)  # nodes with their own disks: which host holds it
+                if isinstance(held, dict) and held:
+                    row.setdefault("hosts", {}).setdefault(t, {}).update(held)
     for name, row in rows.items():
         if durable_committed(durable, name):
             row[DURABLE] = "committed"
@@ -755,5 +759,6 @@ def is_disk_full(e: BaseException) -> bool:
 __all__ = ["LOCAL", "PEER", "DURABLE", "Layout", "Resolution", "commit_part", "replicate", "upload_part",
            "try_commit_durable", "update_holdings", "read_holdings", "resolve", "write_resolution",
            "read_resolution", "materialize", "gc_local", "part_state", "local_parts", "node_dir", "free_bytes",
-           "is_disk_full", "farthest", "tier_table", "fault", "resolve_hosts", "expand_hosts", "resolve_for", "commit_copy", "write_replacing",
+           "is_disk_full", "farthest", "tier_table", "fault", "resolve_hosts", "expand_hosts",
+           "resolve_for", "commit_copy", "write_replacing", "json_docs",
            "allocation_hosts"]

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -213,6 +215,24 @@ def moto_on_cluster(cluster, tmp_path):
         yield srv
 
 
+def give_boto3(c, base: str) -> str:
+    """The job side reaches an S3 root through boto3, which the nodes' Python lacks (and the
+    cluster has no package index): this machine's copy (pure Python) goes to BASE/pylib on
+    the shared home, for PYTHONPATH."""
+    import boto3  # only the S3 case needs it, from this machine's venv
+
+    site = Path(boto3.__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = Path(tmp) / "pylib"
+        lib.mkdir()
+        for name in ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "urllib3", "six.py"):
+            (shutil.copytree if (site / name).is_dir() else shutil.copy)(site / name, lib / name)
+        subprocess.run(["docker", "cp", str(lib), f"{c.container('login')}:{base}/pylib"], check=True,
+                       capture_output=True, timeout=120)
+    c.exec("login", "chmod", "-R", "a+rX", f"{base}/pylib")
+    return f"{base}/pylib"
+
+
 def s3_keys(s3, bucket, prefix) -> list:
     out = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
@@ -235,6 +255,7 @@ def test_s3_durable_a_drainer_killed_mid_upload_and_a_full_local_disk(cli, clust
     base = f"{c.home}/tiers-{uuid.uuid4().hex[:8]}"
     c.run_as_alice("mkdir", "-p", f"{base}/res", f"{base}/ref")
     c.run_as_alice("tee", f"{base}/tiers_rank.py", input=RANK.read_text())
+    pylib = give_boto3(c, base)
     c.exec("node2", "sh", "-c", f"mkdir -p {LOCAL} && mount -t tmpfs -o size=4m,mode=1777 tmpfs {LOCAL}")
     try:
         cli.env.update(moto.env())
@@ -246,7 +267,7 @@ def test_s3_durable_a_drainer_killed_mid_upload_and_a_full_local_disk(cli, clust
                'if [ $rc = 137 ] && [ "$LAUNCHER_ATTEMPT" = 1 ]; then scontrol requeue $SLURM_JOB_ID; sleep 60; fi; '
                "exit $rc")
         spec = cli.spec("tiers-s3", {
-            "run": run, "env": moto.env(),
+            "run": run, "env": {**moto.env(), "PYTHONPATH": pylib},
             "checkpoint": {"root": root, "local": LOCAL, "peers": 1, "keep": 100},
             "resources": {"nodes": 2, "time_limit": "15m"}})
         nodes(c, "node[3-4]", "DRAIN")

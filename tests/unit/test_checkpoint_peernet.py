@@ -157,3 +157,16 @@ def test_resume_never_takes_a_stale_fork_held_on_a_node(root):
     zombie = hold(root, 2, hosts, 30, 1)                # ...while a zombie of 1 saved 30 locally
     res = T.resolve_hosts(root, T.Layout("/local/ck", 2, 0, 0, 2, 1), hosts, gens=read_generations(root))
     assert res.name != zombie and res.name == step_dir(10, 1)
+
+
+def test_launcher_checkpoints_tiers_names_the_host_of_each_copy(root):
+    from click.testing import CliRunner  # the CLI, for this test only
+
+    from launcher.cli import main  # the CLI, for this test only
+
+    bump(root)
+    name = hold(root, 2, ["n1", "n2"], 10, 1)
+    row = T.tier_table(root)[name]
+    assert row["hosts"] == {"local": {"0": "n1", "1": "n2"}, "peer": {"0": "n2", "1": "n1"}}
+    out = CliRunner().invoke(main, ["checkpoints", root.root, "--tiers"])
+    assert out.exit_code == 0 and "0@n1,1@n2" in out.output and "0@n2,1@n1" in out.output, out.output
