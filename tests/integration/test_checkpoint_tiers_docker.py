@@ -45,7 +45,7 @@ pytestmark = pytest.mark.slurm
 HERE = Path(__file__).resolve().parent
 RANK = HERE / "tiers_rank.py"
 COMPOSE = HERE.parents[1] / "tests" / "cluster" / "docker" / "compose.yml"
-TRAIN = {"TRAIN_STEPS": "240", "TRAIN_EVERY": "10", "TRAIN_DIM": "3000"}
+TRAIN = {"TRAIN_STEPS": "180", "TRAIN_EVERY": "10", "TRAIN_DIM": "3000"}
 LOCAL = "/var/tmp/launcher-tiers"  # in the container's own file system: its local disk
 
 
@@ -194,9 +194,7 @@ def test_a_job_on_nodes_with_their_own_disks_resumes_from_local_then_peer_then_d
     results = [json.loads(c.read_file(f"{base}/res/result-{r}.json")) for r in range(2)]
     assert [r["sha256"] for r in results] == ref, (results, st["attempts"])
     assert [r["resumed_from"] for r in results] == [history(c, root)[-1]["resume_step"]] * 2
-    tiers = [a.get("resume_tier") for a in cli.status(job)["attempts"]]
-    assert tiers[-3:] == ["local", "peer", "durable"] or ["local", "peer", "durable"] == \
-        [h.get("resume_tier") for h in history(c, root)[1:4]], tiers
+    assert [h.get("resume_tier") for h in history(c, root)] == ["fresh", "local", "peer", "durable"]
     # the zombie never won: no step of generation 3 past the one generation 4 resumed from is
     # committed in the root (its drains were refused as a stale fork)
     fork = history(c, root)[3]["resume_step"]
