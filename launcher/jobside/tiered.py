@@ -168,7 +168,6 @@ class Drainer:
                     held.append(T.PEER)
                 except (OSError, CheckpointError) as e:
                     _warn("peer copy of %s to node %d failed: %s" % (name, lay.peer_node(), e))
-            T.fault("drain_before_upload")
             T.upload_part(self.own, dur, name, lay.rank)
             T.update_holdings(dur, lay, name, lay.rank, held, peer_host=peer_host)
             try:
@@ -225,10 +224,11 @@ _LOCK = threading.Lock()
 
 
 def server(cfg, durable, gen):
-    """This process's peer server (``Layout.by_host`` with peers only; started once, published
-    under the root for generation GEN), or None."""
+    """This process's peer server (``Layout.by_host`` only: it takes the peer copies of node
+    i-1 and serves this node's copies to restoring nodes; started once, published under the
+    root for generation GEN), or None."""
     lay = cfg.layout
-    if not (lay.by_host and lay.peers):
+    if not lay.by_host:
         return None
     key = (durable.root, gen)
     with _LOCK:
