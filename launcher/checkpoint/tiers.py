@@ -561,6 +561,7 @@ def resolve_hosts(durable, layout, hosts, gens=None, verify=False, log=None, see
                     if str(r).isdigit() and isinstance(h, str):
                         row[t][int(r)] = h
                         row["node"].setdefault(int(r), node)
+    _own_disk(layout, rows, alive)
     if rows:
         seen["max_generation"] = max([seen.get("max_generation", -1)] + [parse_step_dir(n)[1] for n in rows])
     rpn = layout.ranks_per_node
@@ -587,6 +588,34 @@ def resolve_hosts(durable, layout, hosts, gens=None, verify=False, log=None, see
             return Resolution(name, step, gen, farthest([src[1] for src in sources.values()]), durable.url(name),
                               world, sources)
     return _durable(newest)
+
+
+def _own_disk(layout, rows, alive) -> None:
+    """Add to ROWS the parts committed on this host's own disk (a part committed just before
+    a crash may not be in the holdings record yet), when this host is one of ALIVE."""
+    me = socket.gethostname()
+    if me not in alive:
+        return
+    base = node_dir(layout.template, layout.node)
+    for sub, tier in (("", LOCAL), ("peer", PEER)):
+        d = os.path.join(base, sub) if sub else base
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for rd in names:
+            m = _RANK_DIR.match(rd)
+            if not m:
+                continue
+            store, r = LocalStore(os.path.join(d, rd)), int(m.group(1))
+            for _s, _g, name in local_parts(store):
+                doc, _raw = part_state(store, name)
+                if doc is None:
+                    continue
+                part = doc.get("part") or {}
+                row = rows.setdefault(name, {"world": part.get("world"), LOCAL: {}, PEER: {}, "node": {}})
+                row[tier].setdefault(r, me)
+                row["node"].setdefault(r, part.get("node"))
 
 
 def resolve_for(durable, layout, gens=None, verify=False, log=None, seen=None):

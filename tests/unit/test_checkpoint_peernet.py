@@ -170,3 +170,22 @@ def test_launcher_checkpoints_tiers_names_the_host_of_each_copy(root):
     assert row["hosts"] == {"local": {"0": "n1", "1": "n2"}, "peer": {"0": "n2", "1": "n1"}}
     out = CliRunner().invoke(main, ["checkpoints", root.root, "--tiers"])
     assert out.exit_code == 0 and "0@n1,1@n2" in out.output and "0@n2,1@n1" in out.output, out.output
+
+
+def test_a_part_committed_here_but_not_yet_in_the_holdings_counts(tmp_path, root):
+    """Node 0 crashed right after committing step 20 locally, before its drainer recorded it:
+    the start on the same host finds it on its own disk."""
+    bump(root)
+    me = socket.gethostname()
+    hold(root, 2, [me, "n2"], 10, 1)
+    tmpl = str(tmp_path / "ck")
+    for r in range(2):  # both parts of step 20 on this host's disk (rank 1's as the peer copy)
+        lay = T.Layout(tmpl, 2, 0, r, 2, 1)
+        store = lay.own() if r == 0 else LocalStore(os.path.join(tmpl, "peer", "r1"))
+        d = store.ensure_dir(step_dir(20, 1))
+        with open(os.path.join(d, "rank-%d.bin" % r), "wb") as f:
+            f.write(b"x" * 10)
+        T.commit_part(store, T.Layout(tmpl, 2, r, r, 2, 1), 20, 1)
+    res = T.resolve_hosts(root, T.Layout(tmpl, 2, 0, 0, 2, 1), [me, "n3"])
+    assert (res.name, res.tier) == (step_dir(20, 1), T.PEER)
+    assert res.to_doc()["sources"]["0"]["tier"] == T.LOCAL and res.to_doc()["sources"]["1"]["hosts"] == {"peer": me}
