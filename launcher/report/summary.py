@@ -33,6 +33,14 @@ def cost_summary(outs, totals, gpus: int) -> dict:
 
 
 # ---------------------------------------------------------------- checkpoint interval
+def _cost_tier(captures) -> Optional[str]:
+    """Where the periodic saves behind C went: 'local' (a local tier), 'durable', 'mixed'
+    (a local tier with synchronous fallbacks to the root), None (no save)."""
+    if not captures:
+        return None
+    return "local" if all(captures) else "durable" if not any(captures) else "mixed"
+
+
 def checkpoint_interval(outs, totals, planned_s: Optional[float] = None) -> dict:
     """The compute time between periodic commits actually achieved, against the optimum for
     the observed failure rate (Young 1974, Daly 2006; ``launcher.plan.model``). The save cost C is
@@ -53,8 +61,7 @@ def checkpoint_interval(outs, totals, planned_s: Optional[float] = None) -> dict
     out = {"achieved_s": (sum(gaps) / len(gaps)) if gaps else None, "intervals": len(gaps),
            "planned_s": planned_s,
            "checkpoint_cost_s": (sum(costs) / len(costs)) if costs else None, "saves": len(costs),
-           "cost_tier": ("local" if any(s.capture for a in outs for s in a.saves if s.committed and not s.preempt)
-                         else "durable") if costs else None,
+           "cost_tier": _cost_tier([s.capture for a in outs for s in a.saves if s.committed and not s.preempt]),
            "notice_saves": len(notice_costs), "failures": len(failures), "exposure_s": exposure,
            "mtbf_s": (exposure / len(failures)) if failures else None,
            "restart_s": (restart_total / len(failures)) if failures else None,

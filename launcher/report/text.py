@@ -72,7 +72,9 @@ def format_report(d: dict) -> str:
     iv = d["interval"]
     line = (f"checkpoint interval: achieved {_dur(iv['achieved_s'])} of compute between commits "
             f"({iv['intervals']} interval(s)); save cost C {_dur(iv['checkpoint_cost_s'])}"
-            + (" (local tier: the time training was blocked)" if iv.get("cost_tier") == "local" else ""))
+            + {"local": " (local tier: the time training was blocked)",
+               "mixed": " (time training was blocked: local tier and synchronous saves to the root)"}.get(
+                iv.get("cost_tier"), ""))
     if iv.get("planned_s"):
         line += f"; planned {_dur(iv['planned_s'])}"
     out.append(line)

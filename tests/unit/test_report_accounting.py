@@ -235,6 +235,7 @@ def test_local_tier_saves_are_capture_stall_and_their_drain_is_lag_not_wall_time
     assert (t["capture_stall"], t["checkpoint_overhead"], t["useful_compute"]) == (1.5, 3, 35.5)
     assert acc.drain_lag == {"saves": 2, "mean_s": 5.0, "max_s": 6.0, "undrained": 1}
     assert acc.to_dict()["drain_lag"]["max_s"] == 6.0
+    assert acc.interval["cost_tier"] == "mixed"  # the local tier and its synchronous fallback
 
 
 def test_the_optimal_interval_uses_the_local_save_cost():
