@@ -37,7 +37,8 @@ import time
 from launcher.checkpoint.contract import COMMIT, META_DIR, parse_manifest, parse_step_dir, read_generations
 from launcher.checkpoint.errors import CheckpointError, Conflict
 from launcher.checkpoint.posix_store import LocalStore
-from launcher.checkpoint.tiers import commit_copy, gc_local, json_docs, local_parts, part_state, write_replacing
+from launcher.checkpoint.tiers import (commit_copy, gc_local, json_docs, local_parts, part_state, rank_stores,
+                                      write_replacing)
 
 PEERS = META_DIR + "/peers"
 _ADDR = re.compile(r"^node-(\d+)\.r(\d+)\.json$")
@@ -219,19 +220,10 @@ class PeerServer:
 
     def inventory(self) -> dict:
         out = {"own": {}, "peer": {}}
-        for where, sub in (("own", self.base), ("peer", os.path.join(self.base, "peer"))):
-            try:
-                names = os.listdir(sub)
-            except OSError:
-                continue
-            for rd in names:
-                m = re.match(r"^r(\d+)$", rd)
-                if not m:
-                    continue
-                store = LocalStore(os.path.join(sub, rd))
-                got = [n for _s, _g, n in local_parts(store) if part_state(store, n)[0] is not None]
-                if got:
-                    out[where][m.group(1)] = got
+        for tier, r, store in rank_stores(self.base):
+            got = [n for _s, _g, n in local_parts(store) if part_state(store, n)[0] is not None]
+            if got:
+                out["own" if tier == "local" else "peer"][str(r)] = got
         return out
 
     def close(self) -> None:

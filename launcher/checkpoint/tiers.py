@@ -416,20 +416,28 @@ def _candidates(durable, layout, holdings):
     for node in range(layout.nodes):
         if not layout.reachable(node):
             continue
-        base = node_dir(layout.template, node)
-        for sub, owner in (("", node), ("peer", (node - 1) % layout.nodes)):
-            d = os.path.join(base, sub) if sub else base
-            try:
-                names = os.listdir(d)
-            except OSError:
-                continue
-            for rd in names:
-                m = _RANK_DIR.match(rd)
-                if not m:
-                    continue
-                for _s, _g, name in local_parts(LocalStore(os.path.join(d, rd))):
-                    cands.setdefault(name, {}).setdefault(int(m.group(1)), owner)
+        for tier, r, store in rank_stores(node_dir(layout.template, node)):
+            owner = node if tier == LOCAL else (node - 1) % layout.nodes
+            for _s, _g, name in local_parts(store):
+                cands.setdefault(name, {}).setdefault(r, owner)
     return cands
+
+
+def rank_stores(base):
+    """[(LOCAL or PEER, rank, store)] of the rank directories under one node's local tier BASE:
+    its own parts (BASE/r<R>) and the peer copies it holds (BASE/peer/r<R>)."""
+    out = []
+    for sub, tier in (("", LOCAL), ("peer", PEER)):
+        d = os.path.join(base, sub) if sub else base
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for rd in sorted(names):
+            m = _RANK_DIR.match(rd)
+            if m:
+                out.append((tier, int(m.group(1)), LocalStore(os.path.join(d, rd))))
+    return out
 
 
 def _world(holdings, name, rank_nodes, layout):
@@ -596,26 +604,15 @@ def _own_disk(layout, rows, alive) -> None:
     me = socket.gethostname()
     if me not in alive:
         return
-    base = node_dir(layout.template, layout.node)
-    for sub, tier in (("", LOCAL), ("peer", PEER)):
-        d = os.path.join(base, sub) if sub else base
-        try:
-            names = os.listdir(d)
-        except OSError:
-            continue
-        for rd in names:
-            m = _RANK_DIR.match(rd)
-            if not m:
+    for tier, r, store in rank_stores(node_dir(layout.template, layout.node)):
+        for _s, _g, name in local_parts(store):
+            doc, _raw = part_state(store, name)
+            if doc is None:
                 continue
-            store, r = LocalStore(os.path.join(d, rd)), int(m.group(1))
-            for _s, _g, name in local_parts(store):
-                doc, _raw = part_state(store, name)
-                if doc is None:
-                    continue
-                part = doc.get("part") or {}
-                row = rows.setdefault(name, {"world": part.get("world"), LOCAL: {}, PEER: {}, "node": {}})
-                row[tier].setdefault(r, me)
-                row["node"].setdefault(r, part.get("node"))
+            part = doc.get("part") or {}
+            row = rows.setdefault(name, {"world": part.get("world"), LOCAL: {}, PEER: {}, "node": {}})
+            row[tier].setdefault(r, me)
+            row["node"].setdefault(r, part.get("node"))
 
 
 def resolve_for(durable, layout, gens=None, verify=False, log=None, seen=None):
