@@ -5,7 +5,8 @@ The durable tier is S3: a moto_server this script starts on 127.0.0.1 (stopped b
 reached through a **rate-limited TCP proxy** (``ThrottledLink`` below: a token bucket per
 direction, --durable-mbps MB/s each way, default 100) standing in for a node's share of an
 object store. The local tiers are directories on this machine's disk (one per simulated
-node, the peer copy reached as a path: the peer transport implemented). Prints figures;
+node, the peer copy reached as a path; the network transport of nodes with their own disks,
+``launcher.checkpoint.peernet``, is not timed here). Prints figures;
 asserts nothing.
 
     .venv/bin/python bench/checkpoint_tiers.py [--mb 64] [--saves 3] [--durable-mbps 100] [--local-base /dev/shm]
@@ -17,7 +18,9 @@ What is timed (each save writes the same --mb MB of state per rank, 2 nodes x 1 
   Durable: the write to staging + the upload through the throttled link + the commit.
 - drain: how long the background drain (peer copy + upload + the root's commit) took after.
 - restore: resolving and materializing the whole checkpoint on node 0 and reading every byte,
-  from local (same nodes), peer (node 1's directory removed), durable (both removed).
+  from local (same nodes), peer (node 1's directory removed), durable (both removed); and
+  peer over the network (nodes with their own disks): fetching node 1's part from node 0's
+  peer server (``peernet``, TCP on 127.0.0.1, not throttled) and reading it.
 - goodput over a simulated year of a 512-node job, whole-job MTBF 7 days (exponential; the
   same failure trace for both sides), each side at its own optimal interval (Daly, with the
   side's blocked time as C), downtime per failure = restart (--restart-s) + the side's restore.
@@ -50,7 +53,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checkpoint_discovery import start_moto  # noqa: E402
 
 from launcher.checkpoint import bump_generation, open_store, read_generations  # noqa: E402
+from launcher.checkpoint import peernet  # noqa: E402
 from launcher.checkpoint import tiers as T  # noqa: E402
+from launcher.checkpoint.posix_store import LocalStore  # noqa: E402
 from launcher.jobside import tiered  # noqa: E402
 from launcher.jobside import api as jobside_api  # noqa: E402
 
@@ -199,8 +204,32 @@ def measure(a, endpoint, tmp, mb, tag):
             shutil.rmtree(dest)
             assert n == nodes * len(payload) and res.tier == case, (n, res.tier, case)
         rest[case] = times
+        if case == "peer":
+            rest["peer_net"] = restore_over_network(a, durable, template, tmp, nodes, len(payload))
     out["restore_s"] = rest
     return out
+
+
+def restore_over_network(a, durable, template, tmp, nodes, size):
+    """The peer restore of nodes with their own disks: rank 1's part, whose node is gone, fetched
+    from the copy node 0 holds through node 0's peer server (``peernet``, TCP on 127.0.0.1,
+    unthrottled), then every byte read. Node 0's own part is local."""
+    srv = peernet.PeerServer(T.node_dir(template, 0), durable, 0, 0, 1)
+    addr = srv.publish(host="localhost", addr="127.0.0.1")
+    name = T.local_parts(T.Layout(template, nodes, 0, 0, nodes, 1).own())[0][2]
+    times = []
+    try:
+        for _ in range(a.restores):
+            dst = LocalStore(os.path.join(tmp, "fetched", "r1"))
+            t0 = time.perf_counter()
+            assert peernet.fetch_part(addr, "peer", 1, name, dst) == "copied"
+            n = read_all(dst.local_path(name))
+            times.append(time.perf_counter() - t0)
+            shutil.rmtree(os.path.join(tmp, "fetched"))
+            assert n >= size, (n, size)
+    finally:
+        srv.close()
+    return times
 
 
 # ---------------------------------------------------------------- the simulated year
@@ -333,6 +362,8 @@ def main(argv=None):
     print("restore            local %.3f s   peer %.3f s   durable %.3f s   local/durable %.3f (<= 0.1)  "
           "peer/durable %.3f (<= 0.25)" % (r["local"], r["peer"], r["durable"], r["local"] / r["durable"],
                                           r["peer"] / r["durable"]))
+    print("                   peer over the network (own disks, peernet on 127.0.0.1, one rank's part) %.3f s   "
+          "peer_net/durable %.3f" % (r["peer_net"], r["peer_net"] / r["durable"]))
     print("goodput, 512 nodes, MTBF %g d, a year, costs fitted (fixed + per MB, from %d and %d MB) and taken at %g GB/node: C sync %.0f s (interval %.0f s), "
           "C tier %.1f s (interval %.0f s), restore durable %.0f s peer %.0f s"
           % (a.mtbf_days, small["mb_per_rank"], a.mb, a.state_gb, g["C_sync_s"], g["interval_sync_s"], g["C_tier_s"], g["interval_tier_s"],

@@ -18,11 +18,19 @@ the files one rank wrote for one step (``jobside.save`` on every rank); the dura
 the union of the parts, so the files of different ranks must have different names (rank-3.pt,
 DCP's __3_0.distcp).
 
-Peer transport: a *path*. Node i writes its copy into node i+1's local directory, named by
-the same template, which is reachable when the template's directories are on a mount every
-node of the allocation sees (shared scratch, or in tests different directories of one
-machine). ``PeerTransport``-style copying over the allocation's network (srun/TCP) would
-replace ``replicate``; it is not implemented (the spec refuses peers without ``{node}``).
+Peer transport, two kinds:
+
+- a *path*, when the template has ``{node}``: node i writes its copy into node i+1's local
+  directory, named by the same template, reachable when the template's directories are on a
+  mount every node of the allocation sees (shared scratch, or in tests different directories
+  of one machine);
+- the allocation's *network*, when it has none (``Layout.by_host``: every node has its own
+  disk at the same path, which no other node reaches): ``launcher.checkpoint.peernet``, a
+  TCP server in every training process. Holdings then record *which host* holds each copy,
+  and ``resolve_hosts`` decides from them and the new allocation's host list (a rank's part
+  is local when the host that runs it holds it, peer when another host of the allocation
+  does, else durable); ``jobside.restore`` fetches what is on another host over the network
+  and falls back, copy by copy, to the next one (and to ROOT) when a holder lost it.
 
 Fencing: a part is committed locally only after ``check_fence`` against ROOT (the job side
 does it), and durable commits obey the stale-fork rule of GENERATIONS.json: a step is
@@ -91,6 +99,16 @@ class Layout:
         return LocalStore(os.path.join(node_dir(self.template, self.peer_node(node)), "peer",
                                        "r%d" % (self.rank if rank is None else rank)))
 
+    @property
+    def by_host(self) -> bool:
+        """Every node has its own local disk at the template's path (no ``{node}``): other
+        nodes' copies are reached over the network (``peernet``), located by host."""
+        return "{node}" not in self.template and self.nodes > 1
+
+    @property
+    def ranks_per_node(self) -> int:
+        return max(1, self.world // self.nodes)
+
     def reachable(self, node) -> bool:
         """Whether NODE's local directory is a path this process can read: always its own; the
         others only through a {node} template (a mount every node sees)."""
@@ -137,47 +155,64 @@ def local_parts(store):
     return sorted(out, reverse=True)
 
 
+def write_replacing(dst: str, fill) -> None:
+    """Write DST through FILL(file) into a temporary sibling, fsynced, then renamed over DST
+    (a crash leaves the old DST or none, never half a file under its name)."""
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    tmp = "%s.tmp-%s" % (dst, os.urandom(4).hex())
+    try:
+        with open(tmp, "wb") as g:
+            fill(g)
+            g.flush()
+            os.fsync(g.fileno())
+        os.replace(tmp, dst)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def _copy_file(src: str, dst: str) -> int:
     """Copy the regular file SRC to DST (replaced; links never followed); returns the size."""
     fd = os.open(src, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "rb") as f:
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        tmp = "%s.tmp-%s" % (dst, os.urandom(4).hex())
-        try:
-            with open(tmp, "wb") as g:
-                shutil.copyfileobj(f, g, 1 << 20)
-                g.flush()
-                os.fsync(g.fileno())
-            os.replace(tmp, dst)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_replacing(dst, lambda g: shutil.copyfileobj(f, g, 1 << 20))
         return os.path.getsize(dst)
 
 
-def replicate(src, dst, name) -> str:
-    """Copy the committed part SRC/NAME to DST/NAME, COMMIT.json last (create-only, the same
-    bytes). Returns 'copied' or 'already'. A copy interrupted half-way is torn (no COMMIT.json)
-    and is finished by the next call."""
-    doc, raw = part_state(src, name)
-    if doc is None:
-        raise CheckpointError("%s: not a committed part: %s" % (src.url(name), raw))
+def commit_copy(dst, name, raw, write_files) -> str:
+    """The rules of every copy of a committed part into DST/NAME (a peer copy over a path or the
+    network, a fetched one): WRITE_FILES(dir) writes the files, they are fsynced, then the
+    source's COMMIT.json bytes RAW are written last, create-only. 'copied', or 'already' when
+    DST has it committed. A copy cut half-way is torn (no COMMIT.json); the next one finishes it."""
     if part_state(dst, name)[0] is not None:
         return "already"
     d = dst.ensure_dir(name)
     if os.path.lexists(os.path.join(d, COMMIT)):
         raise CheckpointError("%s: has a COMMIT.json that does not match its files; left for a human" % d)
-    for f in doc["files"]:
-        _copy_file(src.local_path(name + "/" + f["path"]), os.path.join(d, *f["path"].split("/")))
+    write_files(d)
     dst.fsync_tree(name)
     try:
         dst.put_if_absent(name + "/" + COMMIT, raw)
     except Conflict:
         return "already"
     return "copied"
+
+
+def replicate(src, dst, name) -> str:
+    """Copy the committed part SRC/NAME to DST/NAME (``commit_copy``: COMMIT.json last,
+    create-only, the same bytes). Returns 'copied' or 'already'."""
+    doc, raw = part_state(src, name)
+    if doc is None:
+        raise CheckpointError("%s: not a committed part: %s" % (src.url(name), raw))
+
+    def write_files(d):
+        for f in doc["files"]:
+            _copy_file(src.local_path(name + "/" + f["path"]), os.path.join(d, *f["path"].split("/")))
+
+    return commit_copy(dst, name, raw, write_files)
 
 
 def fault(point: str) -> None:
@@ -278,11 +313,14 @@ def holdings_key(node: int) -> str:
     return "%s/node-%d.json" % (HOLDINGS, int(node))
 
 
-def update_holdings(durable, layout, name, rank, tier, present=True, tries=20) -> None:
+def update_holdings(durable, layout, name, rank, tier, present=True, tries=20, peer_host=None, host=None) -> None:
     """Record (compare-and-swap) that RANK's part NAME is (PRESENT) or is no longer held in TIER
     (one tier or several) by LAYOUT's node: 'local' on this node, 'peer' on the next node,
     'durable' in ROOT. One read and one conditional write unless another rank of the node
-    raced it."""
+    raced it. With ``Layout.by_host`` each step also records the host of each copy (``hosts``:
+    {tier: {rank: host}};
+    PEER_HOST: the host the peer copy went to; HOST: this one's name unless given), which
+    ``resolve_hosts`` reads."""
     tiers = (tier,) if isinstance(tier, str) else tuple(tier)
     key = holdings_key(layout.node)
     for _ in range(max(1, tries)):
@@ -297,13 +335,22 @@ def update_holdings(durable, layout, name, rank, tier, present=True, tries=20) -
                    host=socket.gethostname(), local=node_dir(layout.template, layout.node),
                    peer=node_dir(layout.template, layout.peer_node()) if layout.peers else None, updated=now_iso())
         st = doc["steps"].setdefault(name, {})
+        hosts = st.setdefault("hosts", {})
         for t in tiers:
             ranks = set(st.get(t) or [])
             (ranks.add if present else ranks.discard)(int(rank))
             st[t] = sorted(ranks)
+            if t in (LOCAL, PEER) and layout.by_host:
+                h = hosts.setdefault(t, {})
+                if not present:
+                    h.pop(str(int(rank)), None)
+                elif t == LOCAL or peer_host:
+                    h[str(int(rank))] = (host or socket.gethostname()) if t == LOCAL else peer_host
         st["world"] = layout.world
         if not any(st.get(t) for t in TIERS):
             del doc["steps"][name]
+        elif not any(hosts.values()):
+            st.pop("hosts", None)
         try:
             durable.put_if_match(key, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode(), token)
             return
@@ -313,21 +360,28 @@ def update_holdings(durable, layout, name, rank, tier, present=True, tries=20) -
                                                                                               tries))
 
 
-def read_holdings(durable) -> dict:
-    """{node: holdings doc} of every node that recorded one."""
-    out = {}
-    for k in durable.list_tree(HOLDINGS):
-        m = re.match(r"^node-(\d+)\.json$", k)
+def json_docs(durable, prefix, pattern):
+    """[(match, doc)] of the JSON objects under PREFIX whose names match PATTERN (unreadable
+    or malformed ones left out)."""
+    out = []
+    for k in durable.list_tree(prefix):
+        m = re.match(pattern, k)
         if not m:
             continue
-        raw, _ = durable.read(HOLDINGS + "/" + k)
+        raw, _ = durable.read(prefix + "/" + k)
         try:
             doc = json.loads(raw.decode("utf-8")) if raw else None
         except ValueError:
             doc = None
-        if isinstance(doc, dict) and isinstance(doc.get("steps"), dict):
-            out[int(m.group(1))] = doc
+        if isinstance(doc, dict):
+            out.append((m, doc))
     return out
+
+
+def read_holdings(durable) -> dict:
+    """{node: holdings doc} of every node that recorded one."""
+    return {int(m.group(1)): doc for m, doc in json_docs(durable, HOLDINGS, r"^node-(\d+)\.json$")
+            if isinstance(doc.get("steps"), dict)}
 
 
 # ---------------------------------------------------------------- resume
@@ -342,7 +396,9 @@ class Resolution:
     def to_doc(self) -> dict:
         return {"name": self.name, "step": self.step, "generation": self.generation, "tier": self.tier,
                 "path": self.path, "world": self.world,
-                "sources": {str(r): {"node": n, "tier": t, "where": w} for r, (n, t, w) in sorted(self.sources.items())}}
+                "sources": {str(r): dict({"node": src[0], "tier": src[1], "where": src[2]}, **(src[3] if len(src) > 3
+                                                                                            else {}))
+                            for r, src in sorted(self.sources.items())}}
 
 
 def _candidates(durable, layout, holdings):
@@ -360,20 +416,28 @@ def _candidates(durable, layout, holdings):
     for node in range(layout.nodes):
         if not layout.reachable(node):
             continue
-        base = node_dir(layout.template, node)
-        for sub, owner in (("", node), ("peer", (node - 1) % layout.nodes)):
-            d = os.path.join(base, sub) if sub else base
-            try:
-                names = os.listdir(d)
-            except OSError:
-                continue
-            for rd in names:
-                m = _RANK_DIR.match(rd)
-                if not m:
-                    continue
-                for _s, _g, name in local_parts(LocalStore(os.path.join(d, rd))):
-                    cands.setdefault(name, {}).setdefault(int(m.group(1)), owner)
+        for tier, r, store in rank_stores(node_dir(layout.template, node)):
+            owner = node if tier == LOCAL else (node - 1) % layout.nodes
+            for _s, _g, name in local_parts(store):
+                cands.setdefault(name, {}).setdefault(r, owner)
     return cands
+
+
+def rank_stores(base):
+    """[(LOCAL or PEER, rank, store)] of the rank directories under one node's local tier BASE:
+    its own parts (BASE/r<R>) and the peer copies it holds (BASE/peer/r<R>)."""
+    out = []
+    for sub, tier in (("", LOCAL), ("peer", PEER)):
+        d = os.path.join(base, sub) if sub else base
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for rd in sorted(names):
+            m = _RANK_DIR.match(rd)
+            if m:
+                out.append((tier, int(m.group(1)), LocalStore(os.path.join(d, rd))))
+    return out
 
 
 def _world(holdings, name, rank_nodes, layout):
@@ -407,6 +471,16 @@ def _find_part(layout, name, rank, node, durable_ok, durable):
     return None
 
 
+def _durable(newest):
+    """The Resolution of NEWEST, the newest step committed in ROOT (every part from there), or
+    None (a fresh start)."""
+    if newest is None:
+        return None
+    world = (newest.manifest or {}).get("parts") or 1
+    return Resolution(newest.name, newest.step, newest.generation, DURABLE, newest.path, world,
+                      {r: (None, DURABLE, newest.path) for r in range(int(world))})
+
+
 def resolve(durable, layout, gens=None, verify=False, log=None, seen=None):
     """The Resolution a new start resumes from, or None (fresh start). Never a stale fork,
     never a step with a rank's part missing from every reachable tier, and never older than a
@@ -435,18 +509,125 @@ def resolve(durable, layout, gens=None, verify=False, log=None, seen=None):
                 break
             sources[r] = (node, found[0], found[1])
         else:
-            return Resolution(name, step, gen, farthest([t for _n, t, _w in sources.values()]), durable.url(name),
+            return Resolution(name, step, gen, farthest([src[1] for src in sources.values()]), durable.url(name),
                               world, sources)
-    if newest is None:
-        return None
-    world = (newest.manifest or {}).get("parts") or 1
-    return Resolution(newest.name, newest.step, newest.generation, DURABLE, newest.path, world,
-                      {r: (None, DURABLE, newest.path) for r in range(int(world))})
+    return _durable(newest)
+
+
+def expand_hosts(nodelist: str) -> list:
+    """Slurm's compact host list ('node[1-2,4],gpu-07') expanded in order (stdlib only: the
+    job side has no scontrol of its own to call)."""
+    out, depth, item = [], 0, ""
+    for ch in (nodelist or "").strip() + ",":
+        if ch == "," and depth == 0:
+            if item:
+                m = re.match(r"^(.*?)\[([^\]]+)\](.*)$", item)
+                if not m:
+                    out.append(item)
+                else:
+                    for rng in m.group(2).split(","):
+                        a, _, b = rng.partition("-")
+                        for i in range(int(a), int(b or a) + 1):
+                            out.extend(expand_hosts(m.group(1) + str(i).zfill(len(a)) + m.group(3)))
+            item = ""
+            continue
+        depth += ch == "["
+        depth -= ch == "]"
+        item += ch
+    return out
+
+
+def allocation_hosts():
+    """The hosts of this allocation in node-rank order: $LAUNCHER_NODE_HOSTS (comma-separated),
+    else Slurm's $SLURM_JOB_NODELIST; None when neither says."""
+    v = os.environ.get("LAUNCHER_NODE_HOSTS", "").strip()
+    if v:
+        return [h for h in v.split(",") if h]
+    v = os.environ.get("SLURM_JOB_NODELIST", "").strip()
+    return expand_hosts(v) if v else None
+
+
+def resolve_hosts(durable, layout, hosts, gens=None, verify=False, log=None, seen=None):
+    """``resolve`` for a job whose nodes each have their own disk (``Layout.by_host``), from the
+    holdings records only (no other node is reachable by path): the newest step, not stale,
+    whose every rank's part is held by a host of the new allocation HOSTS (in node order) or
+    committed in ROOT. A rank's tier is local when the host that will run it holds its copy,
+    peer when another host of the allocation does, durable otherwise. Each source names the
+    hosts holding the copies (``hosts``), which ``jobside.restore`` tries in order."""
+    gens = gens if gens is not None else read_generations(durable)
+    seen = seen if seen is not None else {}
+    newest = latest(durable, verify=verify, gens=gens, log=log, seen=seen)
+    alive = set(hosts)
+    rows = {}
+    for node, doc in read_holdings(durable).items():
+        for name, st in doc["steps"].items():
+            if parse_step_dir(name) is None or not isinstance(st, dict):
+                continue
+            row = rows.setdefault(name, {"world": st.get("world"), LOCAL: {}, PEER: {}, "node": {}})
+            for t in (LOCAL, PEER):
+                for r, h in ((st.get("hosts") or {}).get(t) or {}).items():
+                    if str(r).isdigit() and isinstance(h, str):
+                        row[t][int(r)] = h
+                        row["node"].setdefault(int(r), node)
+    _own_disk(layout, rows, alive)
+    if rows:
+        seen["max_generation"] = max([seen.get("max_generation", -1)] + [parse_step_dir(n)[1] for n in rows])
+    rpn = layout.ranks_per_node
+    for name in sorted(rows, key=parse_step_dir, reverse=True):
+        step, gen = parse_step_dir(name)
+        if newest is not None and (newest.step, newest.generation or 0) > (step, gen):
+            break
+        if gens.stale_reason(step, gen):
+            continue
+        row = rows[name]
+        durable_ok = newest is not None and newest.name == name
+        world = row["world"] if isinstance(row["world"], int) and row["world"] > 0 else layout.world
+        sources = {}
+        for r in range(world):
+            me = hosts[r // rpn] if r // rpn < len(hosts) else None
+            own, peer = row[LOCAL].get(r), row[PEER].get(r)
+            held = {k: h for k, h in (("own", own), ("peer", peer)) if h in alive}
+            tier = LOCAL if own is not None and own == me else PEER if held else DURABLE if durable_ok else None
+            if tier is None:
+                break
+            where = "%s:%s" % (held.get("own") or held.get("peer"), layout.template) if held else durable.url(name)
+            sources[r] = (row["node"].get(r), tier, where, {"hosts": held})
+        else:
+            return Resolution(name, step, gen, farthest([src[1] for src in sources.values()]), durable.url(name),
+                              world, sources)
+    return _durable(newest)
+
+
+def _own_disk(layout, rows, alive) -> None:
+    """Add to ROWS the parts committed on this host's own disk (a part committed just before
+    a crash may not be in the holdings record yet), when this host is one of ALIVE."""
+    me = socket.gethostname()
+    if me not in alive:
+        return
+    for tier, r, store in rank_stores(node_dir(layout.template, layout.node)):
+        for _s, _g, name in local_parts(store):
+            doc, _raw = part_state(store, name)
+            if doc is None:
+                continue
+            part = doc.get("part") or {}
+            row = rows.setdefault(name, {"world": part.get("world"), LOCAL: {}, PEER: {}, "node": {}})
+            row[tier].setdefault(r, me)
+            row["node"].setdefault(r, part.get("node"))
+
+
+def resolve_for(durable, layout, gens=None, verify=False, log=None, seen=None):
+    """``resolve_hosts`` for a job whose nodes each have their own disk when the allocation's
+    hosts are known, ``resolve`` otherwise."""
+    hosts = allocation_hosts() if layout.by_host else None
+    if hosts:
+        return resolve_hosts(durable, layout, hosts, gens, verify, log, seen)
+    return resolve(durable, layout, gens, verify, log, seen)
 
 
 def tier_table(durable) -> dict:
     """{step dir name: {"step", "generation", "world", "local": [ranks], "peer": [ranks],
-    "durable": "committed" | "parts R/W" | None}} from the holdings records and ROOT, newest
+    "durable": "committed" | "parts R/W" | None, and for nodes with their own disks "hosts":
+    {tier: {rank: host}}} from the holdings records and ROOT, newest
     first: what ``launcher checkpoints ROOT --tiers`` shows. Holdings are what the nodes last
     recorded (a lost node's record still names its local copies)."""
     rows = {}
@@ -459,6 +640,9 @@ def tier_table(durable) -> dict:
                                          LOCAL: [], PEER: [], DURABLE: None})
             for t in (LOCAL, PEER):
                 row[t] = sorted(set(row[t]) | set(r for r in st.get(t) or [] if isinstance(r, int)))
+                held = (st.get("hosts") or {}).get(t)  # nodes with their own disks: which host holds it
+                if isinstance(held, dict) and held:
+                    row.setdefault("hosts", {}).setdefault(t, {}).update(held)
     for name, row in rows.items():
         if durable_committed(durable, name):
             row[DURABLE] = "committed"
@@ -487,12 +671,14 @@ def _part_files(where_store, name):
     return None if doc is None else doc["files"]
 
 
-def materialize(durable, layout, doc, dest) -> dict:
+def materialize(durable, layout, doc, dest, found=None) -> dict:
     """Fill DEST with every file of the checkpoint DOC (a ``read_resolution`` document) resolved
     to: for each rank's part, the nearest complete copy this process reaches (the planned one,
     else the node's local tier, the peer copy, then ROOT). Files on a reachable path are linked
     (read in place), files in an S3 root downloaded. Returns {rank: tier used}. CheckpointError
-    when a part is complete nowhere (never a torn view)."""
+    when a part is complete nowhere (never a torn view). FOUND ({rank: (tier, store)}, from a
+    caller that fetched copies over the network) replaces the path lookup: a rank it lacks
+    comes from ROOT."""
     name = doc["name"]
     os.makedirs(dest, exist_ok=True)
     tiers = {}
@@ -502,16 +688,19 @@ def materialize(durable, layout, doc, dest) -> dict:
         src = (doc.get("sources") or {}).get(str(r)) or {}
         node = src.get("node")
         files = None
-        if node is not None:
-            for tier, store in ((LOCAL, layout.own(node, r)), (PEER, layout.peer(node, r) if layout.peers else None)):
-                if store is None:
-                    continue
-                files = _part_files(store, name)
-                if files is not None:
-                    for f in files:
-                        _place(placed, dest, f, store.local_path(name + "/" + f["path"]))
-                    tiers[r] = tier
-                    break
+        if found is not None:
+            tried = [found[r]] if r in found else []
+        elif node is not None:
+            tried = [(LOCAL, layout.own(node, r))] + ([(PEER, layout.peer(node, r))] if layout.peers else [])
+        else:
+            tried = []
+        for tier, store in tried:
+            files = _part_files(store, name)
+            if files is not None:
+                for f in files:
+                    _place(placed, dest, f, store.local_path(name + "/" + f["path"]))
+                tiers[r] = tier
+                break
         if files is None:
             if dur_doc is None:
                 raw, _ = durable.read(name + "/" + COMMIT)
@@ -596,4 +785,6 @@ def is_disk_full(e: BaseException) -> bool:
 __all__ = ["LOCAL", "PEER", "DURABLE", "Layout", "Resolution", "commit_part", "replicate", "upload_part",
            "try_commit_durable", "update_holdings", "read_holdings", "resolve", "write_resolution",
            "read_resolution", "materialize", "gc_local", "part_state", "local_parts", "node_dir", "free_bytes",
-           "is_disk_full", "farthest", "tier_table", "fault"]
+           "is_disk_full", "farthest", "tier_table", "fault", "resolve_hosts", "expand_hosts",
+           "resolve_for", "commit_copy", "write_replacing", "json_docs",
+           "allocation_hosts"]

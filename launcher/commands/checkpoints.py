@@ -93,12 +93,15 @@ def _print_tiers(table, root, as_json):
     w = max(len(n) for n in table)
     click.echo("%-*s  %5s  %-16s  %-16s  %s" % (w, "name", "ranks", "local", "peer", "durable"))
     for name, r in table.items():
-        click.echo("%-*s  %5s  %-16s  %-16s  %s" % (w, name, r["world"] or "?", _ranks(r["local"]),
-                                                   _ranks(r["peer"]), r["durable"] or "-"))
+        hosts = r.get("hosts") or {}
+        click.echo("%-*s  %5s  %-16s  %-16s  %s" % (w, name, r["world"] or "?", _ranks(r["local"], hosts.get("local")),
+                                                   _ranks(r["peer"], hosts.get("peer")), r["durable"] or "-"))
 
 
-def _ranks(rs):
-    return ",".join(map(str, rs)) if rs else "-"
+def _ranks(rs, hosts=None):
+    """'0,1', or with the hosts holding them (nodes with their own disks) '0@node1,1@node2'."""
+    hosts = hosts or {}
+    return ",".join("%d@%s" % (r, hosts[str(r)]) if str(r) in hosts else str(r) for r in rs) if rs else "-"
 
 
 def _print_gc(rep, as_json):

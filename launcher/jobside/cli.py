@@ -85,7 +85,7 @@ def cmd_resume_env(a) -> int:
     resolver = None
     if cfg is not None:  # multi-tier: the nearest complete copy of every rank's part
         def resolver(st, gens_, verify, log_, seen_):
-            return _tiers.resolve(st, cfg.layout, gens_, verify, log_, seen_)
+            return _tiers.resolve_for(st, cfg.layout, gens_, verify, log_, seen_)
     gens, found, log = start_generation(store, job_id=job_id, hint=hint, verify=a.verify, fresh=fresh,
                                         resolver=resolver)
     rec = gens.record(gens.generation) or {}
@@ -137,7 +137,7 @@ def _newest(store, verify=False):
     cfg = _tiered.config()
     if cfg is None:
         return _latest(store, verify=verify)
-    res = _tiers.resolve(store, cfg.layout, verify=verify)
+    res = _tiers.resolve_for(store, cfg.layout, verify=verify)
     return _Complete(res) if res is not None else None
 
 

@@ -14,6 +14,10 @@ with it. At exit (``atexit``) the queue is drained for at most
 local tier and the next start on the same node drains it. Rank and world come from
 ``RANK``/``WORLD_SIZE`` (torchrun), else ``LAUNCHER_RANK`` and nodes x tasks per node.
 
+Nodes with their own disks (``checkpoint.local`` without ``{node}``, several nodes): every
+process also runs a ``peernet.PeerServer`` thread (ends with it), through which the drainer
+sends the peer copy to node i+1 and ``restore`` fetches parts held on other hosts.
+
 Local disk full (or less than ``$LAUNCHER_CKPT_LOCAL_MIN_FREE`` bytes free beyond the last
 save's size): the save goes synchronously to the root instead, with a warning on stderr and
 a ``local_full`` event in the attempt record.
@@ -26,13 +30,16 @@ import contextlib
 import os
 import queue
 import shutil
+import socket
 import sys
 import threading
 import time
 
 from launcher.checkpoint import (COMMIT, AlreadyCommitted, CheckpointError, Superseded, check_fence, read_attempt,
                                  scratch as _scratch, step_dir, write_attempt)
+from launcher.checkpoint import peernet
 from launcher.checkpoint import tiers as T
+from launcher.checkpoint.posix_store import LocalStore
 from launcher.checkpoint.contract import now_iso
 from launcher.checkpoint.gc import gc as _gc
 from launcher.jobside.env import PROG, env_int
@@ -154,15 +161,15 @@ class Drainer:
         with self.lock:
             lay, dur = self.cfg.layout, self.durable
             T.update_holdings(dur, lay, name, lay.rank, T.LOCAL)
-            held = [T.DURABLE]
+            held, peer_host = [T.DURABLE], None
             if lay.peers:
                 try:
-                    T.replicate(self.own, lay.peer(), name)
+                    peer_host = self._replicate(name)
                     held.append(T.PEER)
                 except (OSError, CheckpointError) as e:
                     _warn("peer copy of %s to node %d failed: %s" % (name, lay.peer_node(), e))
             T.upload_part(self.own, dur, name, lay.rank)
-            T.update_holdings(dur, lay, name, lay.rank, held)
+            T.update_holdings(dur, lay, name, lay.rank, held, peer_host=peer_host)
             try:
                 res = T.try_commit_durable(dur, name, lay.world, run=self.run)
             except Superseded as e:
@@ -178,11 +185,26 @@ class Drainer:
                     _gc(dur, self.cfg.keep)
                 except Exception as e:
                     _warn("checkpoint gc of the root skipped: %s" % e)
-            for store in [self.own] + ([lay.peer()] if lay.peers else []):
+            for store in [self.own] + ([lay.peer()] if lay.peers and not lay.by_host else []):
                 for gone in T.gc_local(store, dur, self.cfg.keep):
                     T.update_holdings(dur, lay, gone, lay.rank, T.LOCAL if store is self.own else T.PEER,
                                       present=False)
             return state
+
+    def _replicate(self, name):
+        """The peer copy of NAME on node i+1: through a path, or over the network to a server
+        of that node (``Layout.by_host``). Returns the host it went to (None: a path)."""
+        lay = self.cfg.layout
+        if not lay.by_host:
+            T.replicate(self.own, lay.peer(), name)
+            return None
+        server(self.cfg, self.durable, self.gen)
+        addr = peernet.wait_address(self.durable, self.gen, node=lay.peer_node(), timeout=self.cfg.timeout / 4)
+        if addr is None:
+            raise CheckpointError("no peer server of node %d published for generation %d" % (lay.peer_node(),
+                                                                                             self.gen))
+        peernet.send_part(addr, self.own, name, lay.rank)
+        return addr["host"]
 
     def close(self, timeout=None) -> bool:
         """Finish the queue within TIMEOUT seconds (default the config's); True if it did."""
@@ -197,7 +219,26 @@ class Drainer:
 
 
 _DRAINERS = {}
+_SERVERS = {}
 _LOCK = threading.Lock()
+
+
+def server(cfg, durable, gen):
+    """This process's peer server (``Layout.by_host`` only: it takes the peer copies of node
+    i-1 and serves this node's copies to restoring nodes; started once, published under the
+    root for generation GEN), or None."""
+    lay = cfg.layout
+    if not lay.by_host:
+        return None
+    key = (durable.root, gen)
+    with _LOCK:
+        srv = _SERVERS.get(key)
+        if srv is None:
+            srv = _SERVERS[key] = peernet.PeerServer(T.node_dir(lay.template, lay.node), durable, lay.node, lay.rank,
+                                                     gen, port=env_int("LAUNCHER_CKPT_PEER_PORT") or 0,
+                                                     keep=cfg.keep)
+            srv.publish()
+    return srv
 
 
 def drainer(cfg, durable, gen, run=None) -> Drainer:
@@ -324,8 +365,7 @@ def commit_local(cfg, durable, step, gen, run=None, sha256=False, rec=None, t0=N
     dr = drainer(cfg, durable, gen, run)
     if cfg.drain == "sync":
         state = dr.drain(name, t_commit=t1)
-        rec["drain"] = state
-        rec["seconds"] = round(time.monotonic() - t0, 6)
+        rec.update(drain=state, drain_seconds=round(time.monotonic() - t1, 6), seconds=round(time.monotonic() - t0, 6))
         record(durable, gen, save=rec)
         return state
     rec["_t0"] = t1
@@ -411,7 +451,47 @@ def restore(cfg, durable, gen):
     os.makedirs(base, exist_ok=True)
     dest = os.path.join(base, "%s.r%d.%d.%s" % (doc["name"], lay.rank, os.getpid(), os.urandom(3).hex()))
     try:
-        T.materialize(durable, lay, doc, dest)
+        found = None
+        if lay.by_host:
+            server(cfg, durable, gen)  # before fetching: the other nodes may fetch from this one
+            found = _fetch_by_host(cfg, durable, gen, doc, dest + ".fetched")
+        T.materialize(durable, lay, doc, dest, found=found)
         yield dest
     finally:
         shutil.rmtree(dest, ignore_errors=True)
+        shutil.rmtree(dest + ".fetched", ignore_errors=True)
+
+
+def _fetch_by_host(cfg, durable, gen, doc, scratch) -> dict:
+    """{rank: (tier, store)} of every rank's part of DOC this process could get: from this
+    host's disk, else over the network from a host of the allocation holding a copy (into
+    this rank's own local tier for its own part, so it is local again; into SCRATCH for the
+    others'). A rank left out comes from ROOT (``materialize``)."""
+    lay, name, me = cfg.layout, doc["name"], socket.gethostname()
+    base = T.node_dir(lay.template, lay.node)
+    out = {}
+    for r in range(int(doc.get("world") or 1)):
+        src = (doc.get("sources") or {}).get(str(r)) or {}
+        dst = lay.own() if r == lay.rank else LocalStore(os.path.join(scratch, "r%d" % r))
+        if T.part_state(dst, name)[0] is not None:
+            out[r] = (T.LOCAL, dst)
+            continue
+        for where, host in sorted((src.get("hosts") or {}).items()):
+            try:
+                if host == me:
+                    store = LocalStore(os.path.join(base, *(["r%d" % r] if where == "own" else ["peer", "r%d" % r])))
+                    if T.part_state(store, name)[0] is not None:
+                        out[r] = (T.LOCAL if where == "own" else T.PEER, store)
+                        break
+                    continue
+                addr = peernet.wait_address(durable, gen, host=host, timeout=cfg.timeout / 2)
+                if addr is not None and peernet.fetch_part(addr, where, r, name, dst) is not None:
+                    out[r] = (T.PEER, dst)
+                    break
+            except (OSError, ValueError, CheckpointError) as e:
+                _warn("could not fetch rank %d's part of %s from %s (%s copy): %s" % (r, name, host, where, e))
+        else:
+            if src.get("tier") != T.DURABLE:
+                _warn("rank %d's part of %s is on no host of this allocation any more: reading it from %s"
+                      % (r, name, durable.root))
+    return out

@@ -13,7 +13,13 @@ category, so the categories add up to the wall time by construction:
     the program running, minus checkpoint saves, up to the last checkpoint that a later
     attempt resumed from (all of it for the attempt that completed, or that still runs).
 ``checkpoint_overhead``
-    the save intervals (the job-side helper's timings: write + commit) before that point.
+    the synchronous save intervals (the job-side helper's timings: write + commit in the
+    durable root) before that point.
+``capture_stall``
+    the same for saves to a local tier (``checkpoint.local``): the time training was blocked
+    while its state was captured and committed on node-local disk (with ``drain: sync``
+    also the drain). The drain to the root runs beside training, so its lag (how far the
+    durable tier trails the local one) is no wall-time category: ``drain_lag`` sums it up.
 ``lost_work``
     for every attempt that ended without completing: the time from the end of its last
     checkpoint that was committed *and* used (the next generation resumed from it, or
@@ -43,10 +49,11 @@ from typing import Optional
 from launcher.core.status import JobState
 from launcher.report.summary import checkpoint_interval, cost_summary
 
-CATEGORIES = ("queue_wait", "provisioning", "useful_compute", "checkpoint_overhead", "lost_work",
+CATEGORIES = ("queue_wait", "provisioning", "useful_compute", "checkpoint_overhead", "capture_stall", "lost_work",
               "restart_overhead")
 LABELS = {"queue_wait": "queue wait", "provisioning": "provisioning", "useful_compute": "useful compute",
-          "checkpoint_overhead": "checkpoint overhead", "lost_work": "lost work",
+          "checkpoint_overhead": "checkpoint overhead", "capture_stall": "capture stall",
+          "lost_work": "lost work",
           "restart_overhead": "restart overhead"}
 # an attempt that ended in one of these did not fail (no lost work is charged for COMPLETED)
 COMPLETED = "COMPLETED"
@@ -60,6 +67,12 @@ class Save:
     step: int
     committed: bool
     preempt: bool = False  # saved on a preemption notice (not a periodic checkpoint)
+    tier: str = ""  # "local": committed on a local tier (checkpoint.local), end = when training went on
+    drain_s: Optional[float] = None  # local commit -> this part in the durable root (the drain lag)
+
+    @property
+    def capture(self) -> bool:
+        return self.tier == "local"
 
 
 @dataclass
@@ -165,6 +178,7 @@ class Accounting:
     attempts: list
     interval: dict
     cost: dict
+    drain_lag: dict = field(default_factory=dict)
 
     @property
     def wall_s(self) -> float:
@@ -186,7 +200,7 @@ class Accounting:
                           "lost_s": a.seconds["lost_work"],
                           "last_commit_step": a.last_commit_step, "last_commit_at": a.last_commit_at}
                          for a in self.attempts if a.failed],
-            "interval": self.interval, "cost": self.cost,
+            "interval": self.interval, "cost": self.cost, "drain_lag": self.drain_lag,
             "segments": [{"start": s.start, "end": s.end, "category": s.category, "attempt": s.attempt}
                          for s in self.segments],
         }
@@ -242,7 +256,8 @@ def account(h: History) -> Accounting:
         is_open = True
     interval = checkpoint_interval(outs, ledger.totals, h.planned_interval_s)
     cost = cost_summary(outs, ledger.totals, h.gpus)
-    return Accounting(h.job_id, h.t0, t_end, is_open, ledger.totals, ledger.segments, outs, interval, cost)
+    return Accounting(h.job_id, h.t0, t_end, is_open, ledger.totals, ledger.segments, outs, interval, cost,
+                      drain_lag(outs))
 
 
 def _account_attempt(ledger: _Ledger, h: History, attempts: list, i: int, cursor: float,
@@ -328,14 +343,32 @@ def _good_end_and_failure(a: AttemptIn, failed: bool, commit_at, ps: float, end:
 def _add_run(ledger: _Ledger, n: int, sec: dict, saves: list, ps, good_end, failure_at, end) -> None:
     """Useful compute and checkpoint saves up to good_end, then lost work, then the undetected failure."""
     ck = _merge([(_clamp(s.start, ps, good_end), _clamp(s.end, ps, good_end)) for s in saves])
+    sync = _merge([(_clamp(s.start, ps, good_end), _clamp(s.end, ps, good_end)) for s in saves if not s.capture])
     t = ps
     for x, y in ck:
         ledger.add(t, x, "useful_compute", n, sec)
-        ledger.add(x, y, "checkpoint_overhead", n, sec)
+        # a blocked interval with any synchronous durable save in it is checkpoint overhead
+        ledger.add(x, y, "checkpoint_overhead" if any(a < y and b > x for a, b in sync) else "capture_stall", n, sec)
         t = y
     ledger.add(t, good_end, "useful_compute", n, sec)
     ledger.add(good_end, failure_at, "lost_work", n, sec)
     ledger.add(failure_at, end, "restart_overhead", n, sec)  # the scheduler had not noticed yet
+
+
+def drain_lag(outs) -> dict:
+    """How far the durable tier trailed the local one: per local-tier save, the seconds from its
+    local commit until its part was in the root (recorded by the drainer); plus the saves
+    still not drained when their attempt ended (committed locally, no drain time recorded)."""
+    lags, undrained = [], 0
+    for a in outs:
+        for s in a.saves:
+            if s.capture and s.committed:
+                if s.drain_s is None:
+                    undrained += 1
+                else:
+                    lags.append(s.drain_s)
+    return {"saves": len(lags), "mean_s": (sum(lags) / len(lags)) if lags else None,
+            "max_s": max(lags) if lags else None, "undrained": undrained}
 
 
 def _billable(a: AttemptIn, started: float, end: float) -> float:

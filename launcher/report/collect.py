@@ -166,7 +166,11 @@ def _saves(rec) -> list:
         a, b = iso_ts(s.get("start")), iso_ts(s.get("end"))
         if a is None or b is None or not isinstance(s.get("step"), int):
             continue
-        out.append(Save(a, b, s["step"], bool(s.get("committed")), bool(s.get("preempt"))))
+        tier = s.get("tier") if s.get("tier") == "local" else ""
+        if tier and _num(s.get("seconds")) is not None:
+            b = a + _num(s["seconds"])  # the time training was blocked (drain: sync drains before it goes on)
+        out.append(Save(a, b, s["step"], bool(s.get("committed")), bool(s.get("preempt")), tier,
+                        _num(s.get("drain_seconds"))))
     return out
 
 

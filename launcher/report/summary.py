@@ -33,9 +33,19 @@ def cost_summary(outs, totals, gpus: int) -> dict:
 
 
 # ---------------------------------------------------------------- checkpoint interval
+def _cost_tier(captures) -> Optional[str]:
+    """Where the periodic saves behind C went: 'local' (a local tier), 'durable', 'mixed'
+    (a local tier with synchronous fallbacks to the root), None (no save)."""
+    if not captures:
+        return None
+    return "local" if all(captures) else "durable" if not any(captures) else "mixed"
+
+
 def checkpoint_interval(outs, totals, planned_s: Optional[float] = None) -> dict:
     """The compute time between periodic commits actually achieved, against the optimum for
-    the observed failure rate (Young 1974, Daly 2006; ``launcher.plan.model``)."""
+    the observed failure rate (Young 1974, Daly 2006; ``launcher.plan.model``). The save cost C is
+    the time training was blocked per save: with a local tier (``checkpoint.local``), the local
+    save's (its ``end`` is when training went on; the drain runs beside it)."""
     gaps, costs, notice_costs = [], [], []
     for a in outs:
         periodic = [s for s in a.saves if s.committed and not s.preempt]
@@ -45,12 +55,13 @@ def checkpoint_interval(outs, totals, planned_s: Optional[float] = None) -> dict
         for p, q in zip(periodic, periodic[1:]):
             gaps.append(max(0.0, q.start - p.end))
     failures = [a for a in outs if a.failed and a.state not in NOT_FAILURES]
-    exposure = sum(a.seconds["useful_compute"] + a.seconds["checkpoint_overhead"] + a.seconds["lost_work"]
-                   for a in outs)
+    exposure = sum(a.seconds["useful_compute"] + a.seconds["checkpoint_overhead"] + a.seconds["capture_stall"]
+                   + a.seconds["lost_work"] for a in outs)
     restart_total = totals["restart_overhead"]
     out = {"achieved_s": (sum(gaps) / len(gaps)) if gaps else None, "intervals": len(gaps),
            "planned_s": planned_s,
            "checkpoint_cost_s": (sum(costs) / len(costs)) if costs else None, "saves": len(costs),
+           "cost_tier": _cost_tier([s.capture for a in outs for s in a.saves if s.committed and not s.preempt]),
            "notice_saves": len(notice_costs), "failures": len(failures), "exposure_s": exposure,
            "mtbf_s": (exposure / len(failures)) if failures else None,
            "restart_s": (restart_total / len(failures)) if failures else None,

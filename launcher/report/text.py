@@ -38,6 +38,11 @@ def format_report(d: dict) -> str:
         pct = d["percent"][c]
         out.append(f"  {LABELS[c]:<20} {_dur(v):>10}  {pct:5.1f}%" if pct is not None else f"  {LABELS[c]:<20} {_dur(v):>10}")
     out.append(f"  {'total':<20} {_dur(d['sum_s']):>10}")
+    dl = d.get("drain_lag") or {}
+    if dl.get("saves") or dl.get("undrained"):
+        out.append(f"  {'drain lag':<20} {_dur(dl.get('mean_s')):>10}  mean, max {_dur(dl.get('max_s'))} over "
+                   f"{dl['saves']} local save(s): how far the durable tier trailed the local one (beside training)"
+                   + (f"; {dl['undrained']} not drained when their attempt ended" if dl.get("undrained") else ""))
     gp = d["goodput_pct"]
     out.append(f"goodput {gp:.1f}%" if gp is not None else "goodput -")
     fails = d["failures"]
@@ -66,7 +71,10 @@ def format_report(d: dict) -> str:
     out += deadline_lines(d.get("deadline"))
     iv = d["interval"]
     line = (f"checkpoint interval: achieved {_dur(iv['achieved_s'])} of compute between commits "
-            f"({iv['intervals']} interval(s)); save cost C {_dur(iv['checkpoint_cost_s'])}")
+            f"({iv['intervals']} interval(s)); save cost C {_dur(iv['checkpoint_cost_s'])}"
+            + {"local": " (local tier: the time training was blocked)",
+               "mixed": " (time training was blocked: local tier and synchronous saves to the root)"}.get(
+                iv.get("cost_tier"), ""))
     if iv.get("planned_s"):
         line += f"; planned {_dur(iv['planned_s'])}"
     out.append(line)

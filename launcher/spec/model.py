@@ -126,7 +126,9 @@ class Checkpoint(Section):
     verify: bool = False
     # Multi-tier checkpoints (launcher.checkpoint.tiers): commit on a node-local path, copy each
     # node's shards to the next node (peers: 1), drain to root in the background (drain: async,
-    # the default with local) or before save returns (sync). "{node}" in local is the node rank.
+    # the default with local) or before save returns (sync). "{node}" in local is the node rank:
+    # each node's directory on a mount all nodes see (the peer copy goes through a path);
+    # without it every node has its own disk there and the peer copy goes over the network.
     local: Optional[str] = None
     peers: int = Field(0, ge=0, le=1)
     drain: Optional[Literal["async", "sync"]] = None
@@ -153,11 +155,6 @@ class Checkpoint(Section):
             raise ValueError("checkpoint.peers copies the local tier to a peer node: set checkpoint.local")
         if self.drain and not self.local:
             raise ValueError("checkpoint.drain is how the local tier reaches the root: set checkpoint.local")
-        if self.peers and "{node}" not in self.local:
-            raise ValueError("checkpoint.peers: 1 copies node i's shards into node i+1's local tier through a path "
-                             "(the transport implemented): local must name each node's directory with {node}, "
-                             "e.g. /scratch/ckpt/node-{node} on a mount every node of the allocation reaches; "
-                             "a copy over the allocation's network is not implemented")
         return self
 
     @property

@@ -31,7 +31,7 @@ def test_one_completed_attempt():
                   saves=[Save(1020, 1021, 10, True), Save(1031, 1033, 20, True)], resume_step=-1)
     acc = account(History("j", t0=1000, now=5000, attempts=[a]))
     check_sum(acc)
-    assert totals(acc) == {"queue_wait": 10, "provisioning": 2, "useful_compute": 35, "checkpoint_overhead": 3,
+    assert totals(acc) == {"queue_wait": 10, "provisioning": 2, "useful_compute": 35, "checkpoint_overhead": 3, "capture_stall": 0,
                            "lost_work": 0, "restart_overhead": 0}
     assert acc.wall_s == 50 and acc.goodput_pct == pytest.approx(70.0) and not acc.open
     assert acc.interval["achieved_s"] == 10 and acc.interval["failures"] == 0
@@ -55,7 +55,7 @@ def preempt_crash_complete():
 def test_preemption_with_notice_and_a_node_crash():
     acc = account(History("j", t0=0, now=1e9, attempts=preempt_crash_complete(), gpus=1))
     check_sum(acc)
-    assert totals(acc) == {"queue_wait": 5, "provisioning": 1, "useful_compute": 60, "checkpoint_overhead": 5.5,
+    assert totals(acc) == {"queue_wait": 5, "provisioning": 1, "useful_compute": 60, "checkpoint_overhead": 5.5, "capture_stall": 0,
                            "lost_work": 3.2, "restart_overhead": 35.3}
     a1, a2, a3 = acc.attempts
     # the preempted program saved on the notice: its run lasts until that save, nothing is lost
@@ -144,7 +144,7 @@ def test_a_program_that_never_started_spent_its_allocation_starting():
             AttemptIn(2, "COMPLETED", queued=15, started=16, ended=30, program_start=17, resume_step=-1)]
     acc = account(History("j", t0=0, now=1e9, attempts=atts))
     check_sum(acc)
-    assert totals(acc) == {"queue_wait": 10, "provisioning": 5, "useful_compute": 13, "checkpoint_overhead": 0,
+    assert totals(acc) == {"queue_wait": 10, "provisioning": 5, "useful_compute": 13, "checkpoint_overhead": 0, "capture_stall": 0,
                            "lost_work": 0, "restart_overhead": 2}
 
 
@@ -153,7 +153,7 @@ def test_without_job_side_records_the_allocation_is_the_run():
             AttemptIn(2, "COMPLETED", queued=21, started=22, ended=40)]
     acc = account(History("j", t0=0, now=1e9, attempts=atts, jobside=False))
     check_sum(acc)
-    assert totals(acc) == {"queue_wait": 4, "provisioning": 0, "useful_compute": 18, "checkpoint_overhead": 0,
+    assert totals(acc) == {"queue_wait": 4, "provisioning": 0, "useful_compute": 18, "checkpoint_overhead": 0, "capture_stall": 0,
                            "lost_work": 16, "restart_overhead": 2}
 
 
@@ -217,3 +217,37 @@ def test_categories_always_add_up_to_the_wall_time(seed):
     acc = account(h)
     check_sum(acc)
     assert set(acc.totals) == set(CATEGORIES)
+
+
+def test_local_tier_saves_are_capture_stall_and_their_drain_is_lag_not_wall_time():
+    """Saves committed on a local tier block training only for the local commit (capture stall,
+    its own category); the drain to the root runs beside training and shows as drain lag. A
+    synchronous fallback to the root (local disk full) stays checkpoint overhead."""
+    saves = [Save(1020, 1020.5, 10, True, tier="local", drain_s=4.0),
+             Save(1030, 1030.5, 20, True, tier="local", drain_s=6.0),
+             Save(1040, 1043, 30, True),  # the local tier was full: synchronous durable save
+             Save(1045, 1045.5, 40, True, tier="local")]  # the attempt ended before it drained
+    a = AttemptIn(1, "COMPLETED", queued=1000, started=1010, ended=1050, program_start=1010, saves=saves,
+                  resume_step=-1)
+    acc = account(History("j", t0=1000, now=5000, attempts=[a]))
+    check_sum(acc)
+    t = totals(acc)
+    assert (t["capture_stall"], t["checkpoint_overhead"], t["useful_compute"]) == (1.5, 3, 35.5)
+    assert acc.drain_lag == {"saves": 2, "mean_s": 5.0, "max_s": 6.0, "undrained": 1}
+    assert acc.to_dict()["drain_lag"]["max_s"] == 6.0
+    assert acc.interval["cost_tier"] == "mixed"  # the local tier and its synchronous fallback
+
+
+def test_the_optimal_interval_uses_the_local_save_cost():
+    """Young/Daly from the time training was blocked per save: with a local tier, the local
+    commit's, not the drain's."""
+    def attempt(n, state, t0, resume):
+        return AttemptIn(n, state, queued=t0, started=t0, ended=t0 + 100, program_start=t0, resume_step=resume,
+                         saves=[Save(t0 + 10 * k, t0 + 10 * k + 0.5, 10 * k, True, tier="local", drain_s=30.0)
+                                for k in range(1, 10)])
+    atts = [attempt(1, "NODE_FAIL", 1000, -1), attempt(2, "NODE_FAIL", 1200, 90), attempt(3, "COMPLETED", 1400, 90)]
+    acc = account(History("j", t0=1000, now=9000, attempts=atts))
+    check_sum(acc)
+    iv = acc.interval
+    assert iv["checkpoint_cost_s"] == pytest.approx(0.5) and iv["cost_tier"] == "local"
+    assert iv["young_s"] == pytest.approx(young(0.5, iv["mtbf_s"]))

@@ -15,7 +15,7 @@ from tests.integration.launcher_cli import LauncherCLI
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ROOT / "examples" / "train.py"
-CATS = ("queue_wait", "provisioning", "useful_compute", "checkpoint_overhead", "lost_work", "restart_overhead")
+CATS = ("queue_wait", "provisioning", "useful_compute", "checkpoint_overhead", "capture_stall", "lost_work", "restart_overhead")
 
 
 def ts(iso):

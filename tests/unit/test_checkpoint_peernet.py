@@ -1,0 +1,191 @@
+"""The peer tier over the network (launcher.checkpoint.peernet) and the resume decision for
+nodes with their own disks (tiers.resolve_hosts), on 127.0.0.1: a part sent to a peer server
+is committed there create-only after its files, a copy cut half-way stays torn until the next
+send finishes it, a zombie's part of a stale fork is refused, and a new allocation resumes each
+rank from the host that still holds a copy (local, peer, else durable)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import types
+
+import pytest
+
+from launcher.checkpoint import COMMIT, CheckpointError, bump_generation, open_store, read_generations, step_dir
+from launcher.checkpoint import peernet
+from launcher.checkpoint import tiers as T
+from launcher.checkpoint.posix_store import LocalStore
+
+
+@pytest.fixture
+def root(tmp_path):
+    d = open_store(str(tmp_path / "root"))
+    d.check_root(create=True)
+    return d
+
+
+def part(tmp_path, rank, step, gen, host="a", nbytes=300000):
+    lay = T.Layout(str(tmp_path / host / "ck"), 2, rank, rank, 2, 1)
+    own = lay.own()
+    d = own.ensure_dir(step_dir(step, gen))
+    with open(os.path.join(d, "rank-%d.bin" % rank), "wb") as f:
+        f.write(os.urandom(nbytes))
+    T.commit_part(own, lay, step, gen)
+    return own, step_dir(step, gen)
+
+
+def bump(root, resume_step=None):
+    resume = types.SimpleNamespace(step=resume_step, path="x") if resume_step is not None else None
+    bump_generation(root, read_generations(root), resume)
+
+
+@pytest.fixture
+def server(tmp_path, root):
+    srv = peernet.PeerServer(str(tmp_path / "b" / "ck"), root, node=1, rank=1, generation=1)
+    srv.publish(host="localhost", addr="127.0.0.1")
+    yield srv
+    srv.close()
+
+
+def test_a_part_sent_to_the_peer_is_committed_there_with_the_same_manifest(tmp_path, root, server):
+    bump(root)
+    own, name = part(tmp_path, 0, 10, 1)
+    addr = peernet.wait_address(root, 1, node=1, timeout=5)
+    assert addr["port"] == server.port and addr["host"] == "localhost"
+    assert peernet.send_part(addr, own, name, 0) == "copied"
+    peer = LocalStore(str(tmp_path / "b" / "ck" / "peer" / "r0"))
+    assert T.part_state(peer, name)[0] is not None
+    assert peer.read(name + "/" + COMMIT)[0] == own.read(name + "/" + COMMIT)[0]
+    assert peernet.send_part(addr, own, name, 0) == "already"
+    assert peernet.list_parts(addr) == {"own": {}, "peer": {"0": [name]}}
+    # and back: a restoring node fetches it (into its own tier, committed the same way)
+    dst = LocalStore(str(tmp_path / "c" / "ck" / "r0"))
+    assert peernet.fetch_part(addr, "peer", 0, name, dst) == "copied"
+    assert open(dst.local_path(name + "/rank-0.bin"), "rb").read() == open(own.local_path(name + "/rank-0.bin"),
+                                                                            "rb").read()
+    assert peernet.fetch_part(addr, "own", 0, name, dst) is None  # the server holds no own part of rank 0
+
+
+def test_a_copy_cut_half_way_stays_torn_and_the_next_send_finishes_it(tmp_path, root, server):
+    bump(root)
+    own, name = part(tmp_path, 0, 10, 1)
+    addr = peernet.wait_address(root, 1, node=1, timeout=5)
+    raw = own.read(name + "/" + COMMIT)[0]
+    with socket.create_connection(("127.0.0.1", addr["port"])) as s:  # the sender dies mid-file
+        s.sendall((json.dumps({"op": "put", "token": addr["token"], "rank": 0, "name": name,
+                               "commit": raw.decode()}) + "\n").encode())
+        s.sendall(b"x" * 1000)
+    peer = LocalStore(str(tmp_path / "b" / "ck" / "peer" / "r0"))
+    for _ in range(100):
+        if os.path.isdir(peer.local_path(name)):
+            break
+        import time  # only this test waits for the server thread
+        time.sleep(0.02)
+    assert not os.path.exists(peer.local_path(name + "/" + COMMIT))
+    assert T.part_state(peer, name)[0] is None
+    assert peernet.send_part(addr, own, name, 0) == "copied"
+    assert T.part_state(peer, name)[0] is not None
+
+
+def test_a_zombies_part_of_a_stale_fork_is_refused_by_the_peer(tmp_path, root, server):
+    bump(root)                                      # generation 1 runs...
+    bump(root, resume_step=10)        # ...and 2 resumed from its step 10
+    own, name = part(tmp_path, 0, 20, 1)                        # generation 1, a zombie, saves step 20
+    addr = peernet.wait_address(root, 1, node=1, timeout=5)
+    with pytest.raises(CheckpointError, match="refused"):
+        peernet.send_part(addr, own, name, 0)
+    assert not os.path.exists(str(tmp_path / "b" / "ck" / "peer" / "r0" / name / COMMIT))
+
+
+def test_a_wrong_token_is_refused(tmp_path, root, server):
+    addr = dict(peernet.wait_address(root, 1, node=1, timeout=5), token="nope")
+    with pytest.raises(CheckpointError, match="token"):
+        peernet.list_parts(addr)
+
+
+def test_slurm_host_lists_expand_in_order():
+    assert T.expand_hosts("node[1-2,4],gpu-07,x[08-10]") == ["node1", "node2", "node4", "gpu-07", "x08", "x09", "x10"]
+    assert T.expand_hosts("login") == ["login"] and T.expand_hosts("") == []
+
+
+def hold(root, nodes, host_of, step, gen, peers=True, durable=False):
+    """Every rank (one per node) holds STEP locally on HOST_OF[node]; its peer copy on the
+    next node's host; optionally the whole step committed in ROOT."""
+    name = step_dir(step, gen)
+    for n in range(nodes):
+        lay = T.Layout("/local/ck", nodes, n, n, nodes, 1)
+        T.update_holdings(root, lay, name, n, T.LOCAL, host=host_of[n])
+        if peers:
+            T.update_holdings(root, lay, name, n, T.PEER, peer_host=host_of[(n + 1) % nodes])
+    if durable:
+        d = root.ensure_dir(name)
+        for n in range(nodes):
+            with open(os.path.join(d, "rank-%d.bin" % n), "wb") as f:
+                f.write(b"x")
+        from launcher.checkpoint.contract import commit  # the durable commit, for this fixture only
+        commit(root, step, gen, fence=False)
+    return name
+
+
+def test_resume_from_the_nearest_host_that_still_holds_each_rank(root):
+    bump(root)
+    hosts = ["n1", "n2", "n3"]
+    hold(root, 3, hosts, 10, 1, durable=True)
+    name = hold(root, 3, hosts, 20, 1)
+    lay = T.Layout("/local/ck", 3, 0, 0, 3, 1)
+    assert lay.by_host
+    same = T.resolve_hosts(root, lay, hosts)       # requeued onto the same nodes
+    assert (same.name, same.tier) == (name, T.LOCAL)
+    lost = T.resolve_hosts(root, lay, ["n1", "n4", "n3"])  # n2 is gone, n4 replaces it
+    assert (lost.name, lost.tier) == (name, T.PEER)
+    src = lost.to_doc()["sources"]
+    assert src["1"]["tier"] == T.PEER and src["1"]["hosts"] == {"peer": "n3"}
+    assert src["0"]["tier"] == T.LOCAL and src["0"]["hosts"] == {"own": "n1", "peer": "n2"} or \
+        src["0"]["hosts"] == {"own": "n1"}
+    both = T.resolve_hosts(root, lay, ["n1", "n4", "n5"])  # n2 and n3, neighbours, are gone: step 20
+    assert (both.name, both.tier) == (step_dir(10, 1), T.DURABLE)  # is on no host any more
+
+
+def test_resume_never_takes_a_stale_fork_held_on_a_node(root):
+    bump(root)
+    hosts = ["n1", "n2"]
+    hold(root, 2, hosts, 10, 1, durable=True)
+    hold(root, 2, hosts, 20, 1)
+    bump(root, resume_step=10)  # generation 2 resumed from 10...
+    zombie = hold(root, 2, hosts, 30, 1)                # ...while a zombie of 1 saved 30 locally
+    res = T.resolve_hosts(root, T.Layout("/local/ck", 2, 0, 0, 2, 1), hosts, gens=read_generations(root))
+    assert res.name != zombie and res.name == step_dir(10, 1)
+
+
+def test_launcher_checkpoints_tiers_names_the_host_of_each_copy(root):
+    from click.testing import CliRunner  # the CLI, for this test only
+
+    from launcher.cli import main  # the CLI, for this test only
+
+    bump(root)
+    name = hold(root, 2, ["n1", "n2"], 10, 1)
+    row = T.tier_table(root)[name]
+    assert row["hosts"] == {"local": {"0": "n1", "1": "n2"}, "peer": {"0": "n2", "1": "n1"}}
+    out = CliRunner().invoke(main, ["checkpoints", root.root, "--tiers"])
+    assert out.exit_code == 0 and "0@n1,1@n2" in out.output and "0@n2,1@n1" in out.output, out.output
+
+
+def test_a_part_committed_here_but_not_yet_in_the_holdings_counts(tmp_path, root):
+    """Node 0 crashed right after committing step 20 locally, before its drainer recorded it:
+    the start on the same host finds it on its own disk."""
+    bump(root)
+    me = socket.gethostname()
+    hold(root, 2, [me, "n2"], 10, 1)
+    tmpl = str(tmp_path / "ck")
+    for r in range(2):  # both parts of step 20 on this host's disk (rank 1's as the peer copy)
+        lay = T.Layout(tmpl, 2, 0, r, 2, 1)
+        store = lay.own() if r == 0 else LocalStore(os.path.join(tmpl, "peer", "r1"))
+        d = store.ensure_dir(step_dir(20, 1))
+        with open(os.path.join(d, "rank-%d.bin" % r), "wb") as f:
+            f.write(b"x" * 10)
+        T.commit_part(store, T.Layout(tmpl, 2, r, r, 2, 1), 20, 1)
+    res = T.resolve_hosts(root, T.Layout(tmpl, 2, 0, 0, 2, 1), [me, "n3"])
+    assert (res.name, res.tier) == (step_dir(20, 1), T.PEER)
+    assert res.to_doc()["sources"]["0"]["tier"] == T.LOCAL and res.to_doc()["sources"]["1"]["hosts"] == {"peer": me}
