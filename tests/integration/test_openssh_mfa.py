@@ -105,7 +105,7 @@ def mfa(docker_slurm_2411, tmp_path_factory):
            input=f'{secret}\n" TOTP_AUTH\n" WINDOW_SIZE 3\n')
     c.run_as_alice("mkdir", "-p", REMOTE_DIR)
     base = tmp_path_factory.mktemp("mfa")
-    home = base / "h"  # HOME of this machine's user in the test, with its ~/.ssh
+    home = base / "h"  # this machine's user's ~/.ssh, as far as the test goes
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh").chmod(0o700)
     key = c.known_hosts.read_text().split(None, 1)[1]  # the login node's host key: both sshds use it
@@ -115,10 +115,11 @@ def mfa(docker_slurm_2411, tmp_path_factory):
     (home / ".ssh" / "config").write_text(
         f"Host cluster-mfa\n  HostName localhost\n  Port {MFA_PORT}\n  ProxyJump cluster-jump\n{common}"
         f"Host cluster-jump\n  HostName 127.0.0.1\n  Port {c.ssh_port}\n{common}")
+    # ssh reads the config of the passwd entry's home, never $HOME's: the file is named here
     target = {"backend": "slurm", "ssh_host": "cluster-mfa", "transport": "openssh", "partition": "batch",
-              "facts_ttl": 0, "remote_dir": REMOTE_DIR}
+              "facts_ttl": 0, "remote_dir": REMOTE_DIR, "ssh_config": str(home / ".ssh" / "config")}
     cli = LauncherCLI(base, None, {"mfa": target})
-    cli.env["HOME"] = str(home)
+    cli.ssh_config = home / ".ssh" / "config"
     cli.secret = secret
     cli.cluster = c
     yield cli
@@ -224,8 +225,8 @@ def test_mfa_login_once_then_everything_over_the_shared_connection(mfa):
          detail=lambda: "\n".join(alice_processes(c)))
 
     # the master goes away (expiry, logout, a laptop's sleep): one line, quickly, never a prompt
-    subprocess.run(["ssh", "-O", "exit", "-o", f"ControlPath={sockets[0]}", "cluster-mfa"], env=cli.env,
-                   capture_output=True, timeout=30)
+    subprocess.run(["ssh", "-F", str(cli.ssh_config), "-O", "exit", "-o", f"ControlPath={sockets[0]}", "cluster-mfa"],
+                   capture_output=True, timeout=30, check=True)
     t0 = time.monotonic()
     p = no_tty(cli, "status", flaky, "--json", check=False, timeout=60)  # a final job: no SSH needed
     assert p.returncode == 0
