@@ -289,7 +289,8 @@ class PipeShell:
                     pending = pending[os.write(in_fd, pending[:65536]):]
                 except BlockingIOError:
                     pass
-                except OSError:
+                except OSError:  # EPIPE: ssh is gone (what it said goes into stderr_tail)
+                    self._drain(err_fd)
                     raise ShellDied(parser.started) from None
             for fd in readable:
                 chunk = os.read(fd, 65536)

@@ -66,13 +66,19 @@ class SSHTargetOptions(BaseModel):
             raise ValueError("expected yes, or a time as ssh's ControlPersist takes it (600, 30m, 8h)")
         return v
 
+    @field_validator("ssh_host")
+    @classmethod
+    def _host(cls, v):
+        # an argument of ssh's command line (transport: openssh) and of paramiko's lookups
+        if v is not None and (v.startswith("-") or any(c.isspace() or c in "'\"`$;|&<>\\" for c in v)):
+            raise ValueError("expected a host name or a Host alias of the SSH config (no spaces, quotes "
+                             "or shell characters, not starting with '-')")
+        return v
+
     @model_validator(mode="after")
     def _openssh_needs_host(self):
         if self.transport == "openssh" and not self.ssh_host:
             raise ValueError("transport: openssh needs ssh_host (the login node, or a Host of ~/.ssh/config)")
-        if self.ssh_host and (self.ssh_host.startswith("-") or any(c.isspace() for c in self.ssh_host)):
-            raise ValueError(f"ssh_host {self.ssh_host!r}: a host name or Host alias, without spaces "
-                             "and not starting with '-'")
         return self
 
 
