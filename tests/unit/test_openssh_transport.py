@@ -172,3 +172,29 @@ def test_a_remote_exit_255_inside_the_frame_is_the_commands(fake_ssh, tmp_path):
     r = OpenSSHRunner(opts(ssh_shell="exec"), target_name="cl", home=str(tmp_path))
     res = r.run(["false"], check=False)
     assert res.returncode == 3
+
+
+def _cli(tmp_path, target: dict, *args):
+    import yaml
+    from click.testing import CliRunner
+
+    from launcher.cli import main
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"targets": {"cl": {"backend": "slurm", "partition": "batch", **target}}}))
+    env = {"LAUNCHER_CONFIG": str(cfg), "LAUNCHER_HOME": str(tmp_path / "home")}
+    return CliRunner().invoke(main, list(args), env=env)
+
+
+def test_login_is_for_openssh_targets_and_trust_for_paramiko_ones(tmp_path):
+    r = _cli(tmp_path, {"ssh_host": "h"}, "targets", "login", "cl")
+    assert r.exit_code != 0 and "transport: openssh" in r.output, r.output
+    r = _cli(tmp_path, {"ssh_host": "h", "transport": "openssh"}, "targets", "trust", "cl")
+    assert r.exit_code != 0 and "launcher targets login cl" in r.output, r.output
+
+
+def test_login_when_already_logged_in_asks_nothing(fake_ssh, tmp_path):
+    fake_ssh.setenv("FAKE_SSH_SAYS", "Master running (pid=1)")
+    fake_ssh.setenv("FAKE_SSH_RC", "0")
+    r = _cli(tmp_path, {"ssh_host": "h", "transport": "openssh"}, "targets", "login", "cl")
+    assert r.exit_code == 0 and "cl: already logged in (alice@login.example)" in r.output, r.output
