@@ -19,6 +19,7 @@ As alice (non-root), the test
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import pty
@@ -27,11 +28,11 @@ import select
 import shutil
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
+from launcher.transport.openssh import OpenSSHRunner
 from tests.fixtures.polling import poll
 from tests.fixtures.policy import service_unavailable
 
@@ -183,6 +184,23 @@ def test_mfa_login_once_then_everything_over_the_shared_connection(mfa):
     assert "as alice with it's \"quoted\" $HOME" in out, out
     assert c.exists(f"{REMOTE_DIR}/{job}/attempt-1.sbatch")
     assert "openssh cluster-mfa" in no_tty(cli, "targets").stdout
+
+    # a directory staged as one tar stream, binary file included, through the same connection
+    src = cli.tmp / "tree"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.txt").write_text("A\n")
+    (src / "sub" / "b.bin").write_bytes(bytes(range(256)) * 8)
+    runner = OpenSSHRunner(yaml.safe_load(cli.config.read_text())["targets"]["mfa"], target_name="mfa",
+                           home=str(cli.home))
+    try:
+        assert runner.put_tree(str(src), f"{REMOTE_DIR}/tree").files == 2
+        runner.put_file(f"{REMOTE_DIR}/tree/c.bin", b"\0\xff" * 10, 0o600)
+    finally:
+        runner.close()
+    sums = c.exec("login", "sh", "-c", f"cd {REMOTE_DIR}/tree && sha256sum a.txt sub/b.bin c.bin && stat -c %a c.bin").stdout
+    for name, data in (("a.txt", b"A\n"), ("sub/b.bin", bytes(range(256)) * 8), ("c.bin", b"\0\xff" * 10)):
+        assert f"{hashlib.sha256(data).hexdigest()}  {name}" in sums, sums
+    assert sums.split()[-1] == "600"
 
     # cancel
     sleepy = job_id_of(no_tty(cli, "launch", cli.spec("mfa-sleepy", {"run": "sleep 300",
