@@ -379,11 +379,15 @@ class OpenSSHRunner(RemoteRunner):
 
     # -- the shared connection
 
-    def check(self) -> bool:
-        """Whether the shared connection is up (``ssh -O check``)."""
-        p = subprocess.run(control_argv(self.plan, "check"), capture_output=True, text=True, timeout=30,
+    def _control(self, op: str) -> bool:
+        """``ssh -O OP`` answered yes (the master is there, and did it)."""
+        p = subprocess.run(control_argv(self.plan, op), capture_output=True, text=True, timeout=30,
                            stdin=subprocess.DEVNULL, start_new_session=True)
         return p.returncode == 0
+
+    def check(self) -> bool:
+        """Whether the shared connection is up (``ssh -O check``)."""
+        return self._control("check")
 
     def login(self) -> bool:
         """Open the shared connection in this terminal (the one place ssh may prompt). False when
@@ -402,9 +406,7 @@ class OpenSSHRunner(RemoteRunner):
 
     def logout(self) -> bool:
         """Close the shared connection (``ssh -O exit``); False when none was open."""
-        p = subprocess.run(control_argv(self.plan, "exit"), capture_output=True, text=True, timeout=30,
-                           stdin=subprocess.DEVNULL, start_new_session=True)
-        return p.returncode == 0
+        return self._control("exit")
 
     def _socket_dir(self) -> None:
         """The launcher's own socket directory: created 0700, refused when someone else owns it."""
