@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -77,6 +78,7 @@ def main() -> int:
     cluster = start_docker_cluster("24.11")
     home = Path(tempfile.mkdtemp(prefix="lb-"))
     lat = {t: {k: [] for k in ("status cold", "status warm", "submit warm")} for t in TRANSPORTS}
+    master = None
     try:
         # the shared connection, opened once outside the timing (as `launcher targets login` does)
         master = backend(cluster, "openssh", home)
@@ -103,10 +105,13 @@ def main() -> int:
                 lat[t]["submit warm"].append(dt)
                 b.close()
                 close_all()
-        master.runner.logout()
     finally:
+        if master is not None:
+            master.runner.logout()
+        close_all()
         cluster.run("scancel", "-u", "alice", check=False)
         stop_docker_cluster(cluster)
+        shutil.rmtree(home, ignore_errors=True)
     results = {t: {k: stats(v) for k, v in d.items()} for t, d in lat.items()}
     print(f"docker Slurm 24.11 login node, alice (noisy ~/.bashrc, ~0.3 s a login shell); n={args.n} rounds")
     print(f"{'what':<13} {'transport':<9} {'mean ms':>9} {'p50 ms':>9} {'p95 ms':>9} {'openssh/paramiko':>17}")
