@@ -132,7 +132,9 @@ class SlurmBackend:
             if self.opts.ssh_host:
                 from launcher.transport import runner_for_target  # paramiko loads only for SSH targets
 
-                self._runner = runner_for_target(self.target.name, self.opts, env, known_programs=CLIENT_PROGRAMS)
+                home = self._home()
+                self._runner = runner_for_target(self.target.name, self.opts, env, known_programs=CLIENT_PROGRAMS,
+                                                 home=str(home) if home else None)
             else:
                 self._runner = LocalRunner(env)
         return self._runner
@@ -175,7 +177,8 @@ class SlurmBackend:
             raise LauncherError(f"target {self.target.name}: {e}") from None
         data["submit_path"] = "cli"
         data["pyslurm"] = probe_mod.pyslurm_note(bool(self.opts.ssh_host), data.get("slurm_version", ""))
-        data["connection"] = f"ssh {self.opts.ssh_host}" if self.opts.ssh_host else "local"
+        data["connection"] = (f"{'openssh' if self.opts.transport == 'openssh' else 'ssh'} {self.opts.ssh_host}"
+                              if self.opts.ssh_host else "local")
         if self.opts.ssh_host:
             home = self._run(["printenv", "HOME"], check=False).stdout.strip()
             data["remote_home"] = home if home.startswith("/") else None

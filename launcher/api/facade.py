@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Union
 from launcher.api.arguments import checked_arguments
 from launcher.api.context import App
 from launcher.api.errors import WrongKind
-from launcher.api.results import (BackendInfo, CheckpointListing, ConfigInfo, GcResult, Lineage, LogStream, Rendered,
+from launcher.api.results import (BackendInfo, CheckpointListing, ConfigInfo, GcResult, Lineage, LoginInfo, LogStream, Rendered,
                                   RunDiff, StateMigration, Submitted, SweepCancelled, SweepReport, SweepStatus,
                                   TargetInfo, Validated)
 from launcher.backend.protocols import JobRef
@@ -411,7 +411,29 @@ class Launcher:
         if not raw.get("ssh_host"):
             raise ConfigError(f"target {target!r} has no ssh_host: its commands run on this machine, "
                               "there is no host key to trust")
+        if raw.get("transport") == "openssh":
+            raise ConfigError(f"target {target!r} has transport: openssh: ssh checks its host keys against "
+                              f"known_hosts; `launcher targets login {target}` shows an unknown key and asks")
         return trust_host_keys(raw, confirm, target_name=target)
+
+    def login(self, target: str, logout: bool = False) -> "LoginInfo":
+        """``launcher targets login``: open TARGET's shared OpenSSH connection (``transport:
+        openssh``) in this terminal, where ssh asks for what the login needs (a TOTP code ...);
+        later commands reuse it without prompting. LOGOUT closes it instead."""
+        from launcher.transport.openssh import OpenSSHRunner  # the system ssh's side: only for this verb
+
+        raw = self.app.config.raw_target(target)
+        if raw.get("transport") != "openssh" or not raw.get("ssh_host"):
+            raise ConfigError(f"target {target!r}: `launcher targets login` is for SSH targets with "
+                              "transport: openssh (set ssh_host and transport: openssh in its config)")
+        runner = OpenSSHRunner(raw, target_name=target, home=str(self.app.home))
+        try:
+            changed = runner.logout() if logout else runner.login()
+            return LoginInfo(target, runner.where, runner.control_path, runner.plan.control_persist,
+                             ("logged out" if changed else "not logged in") if logout else
+                             ("logged in" if changed else "already logged in"))
+        finally:
+            runner.close()
 
 
 def _hours(value: Union[float, str, None], name: str) -> Optional[float]:

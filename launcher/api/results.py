@@ -104,6 +104,17 @@ class TargetInfo:
 
 
 @dataclass(frozen=True)
+class LoginInfo:
+    """``Launcher.login``: a target's shared OpenSSH connection (``transport: openssh``)."""
+
+    target: str
+    where: str  # user@host[:port]
+    control_path: str  # the master's socket on this machine
+    persist: str  # ControlPersist: how long it stays open when idle
+    status: str  # "logged in", "already logged in", "logged out", "not logged in"
+
+
+@dataclass(frozen=True)
 class SweepStatus:
     """``Launcher.sweep``: a sweep's counts by state and its element table (the shape of
     ``launcher.sweep.summary.summarize``; ``to_json()`` is what ``launcher status SWEEP --json`` prints)."""

@@ -1,4 +1,6 @@
-"""``launcher targets trust NAME``: show a target's SSH host key(s) and record them.
+"""``launcher targets trust NAME``: show a target's SSH host key(s) and record them;
+``launcher targets login NAME`` / ``logout NAME``: a ``transport: openssh`` target's shared
+connection (docs/configuration.md#mfa-logins-transport-openssh).
 
 Connecting to an unknown host is refused (launcher never trusts on first use by
 itself); this command is the one place a key gets added, after a person compared
@@ -36,5 +38,27 @@ def trust(ctx, name, yes):
             click.echo(f"{info.name}: already trusted ({info.display_type} {info.fingerprint})")
 
 
+@click.command("login")
+@click.argument("name")
+@click.pass_context
+def login(ctx, name):
+    """Open the shared SSH connection of target NAME (transport: openssh) in this terminal: ssh
+    asks here for what the login needs (a key's passphrase, a TOTP code); every later command
+    reuses the connection without asking, until it expires."""
+    info = launcher_of(ctx).login(name)
+    click.echo(f"{name}: {info.status} ({info.where}); shared connection {info.control_path}, "
+               f"kept {info.persist} when idle")
+
+
+@click.command("logout")
+@click.argument("name")
+@click.pass_context
+def logout(ctx, name):
+    """Close the shared SSH connection of target NAME (transport: openssh)."""
+    info = launcher_of(ctx).login(name, logout=True)
+    click.echo(f"{name}: {info.status} ({info.where})")
+
+
 def register(group) -> None:
-    group.commands["targets"].add_command(trust)
+    for command in (trust, login, logout):
+        group.commands["targets"].add_command(command)

@@ -1,4 +1,4 @@
-"""Reaching a login node over SSH (paramiko): the Runner protocol on the far side of a
+"""Reaching a login node over SSH (paramiko, or the system ssh): the Runner protocol on the far side of a
 connection. ``ssh_runner`` has the overview; one module per concern:
 
 - ``sshconfig``: target options, ~/.ssh/config, the route (jump hosts) to a login node
@@ -7,6 +7,9 @@ connection. ``ssh_runner`` has the overview; one module per concern:
 - ``pool``: one shared connection per target per process
 - ``frame``: the markers that keep login-shell noise out of command output
 - ``shell``: persistent shells; ``ssh_runner``: SSHRunner (exec channels, the LocalRunner interface)
+- ``remote``: what both SSH runners share (``run``, unframing, ``put_tree``); ``openssh``:
+  OpenSSHRunner, ``transport: openssh`` (the system ssh over a shared ControlMaster connection,
+  ``launcher targets login``)
 - ``runner``: the command-runner protocol and LocalRunner (a subprocess on this machine); ``watchdog``
   kills local commands past their deadline
 - ``transfer``: put_file (SFTP, else the shell) and put_tree (one tar stream)

@@ -3,7 +3,7 @@
 - ``HostUnreachableError``: transient; the command surely did not run.
 - ``ConnectionLostError`` / ``RemoteCommandTimeout``: transient; the command may have run.
 - ``UnknownHostKeyError``, ``HostKeyChangedError``, ``AuthenticationError``,
-  ``HostNotFoundError``: a person has to fix them; retrying does not help.
+  ``HostNotFoundError``, ``NotLoggedInError``: a person has to fix them; retrying does not help.
 - ``RemoteCommandNotFound`` (exit 127), ``RemoteDiskFullError``, ``StagingError``.
 """
 
@@ -43,6 +43,11 @@ class AuthenticationError(SSHError):
         lines.append("Set ssh_key (or IdentityFile in the SSH config) to a key listed in the remote "
                      "~/.ssh/authorized_keys, or load one into ssh-agent; launcher never uses passwords.")
         super().__init__("\n".join(lines))
+
+
+class NotLoggedInError(SSHError):
+    """transport: openssh: no shared connection (never opened, expired, or closed) and the
+    host wants more than a key (MFA): a person runs ``launcher targets login NAME``."""
 
 
 class HostNotFoundError(SSHError):

@@ -118,6 +118,22 @@ class Shell:
         return parser.result()
 
 
+def prepare_shell(sh, deadline: float, where: str) -> None:
+    """A new shell made ready (``sh.run(cmdline, data, deadline, subshell=)``: a paramiko
+    ``Shell`` or an OpenSSH ``PipeShell``): options the dotfiles may have exported undone, then
+    the login environment of ``bash -l`` captured and exported in it, once."""
+    # dotfiles may export SHELLOPTS (xtrace, errexit): never echo stdin (secrets) or env
+    # values, and a failing command must not end the shell
+    sh.run("set +o xtrace +o verbose +o errexit +o nounset", None, deadline, subshell=False)
+    rc, env0, _ = sh.run(CAPTURE_LOGIN_ENV, None, deadline)
+    if rc == 0:
+        rc2, _, err = sh.run(login_env_exports(env0), None, deadline, subshell=False)
+        if rc2 != 0:
+            log.info("login environment of %s not applied: %s", where, err[-200:])
+    else:
+        log.info("login environment of %s not captured (bash -l exited %d)", where, rc)
+
+
 def fits_a_shell(data: Optional[bytes]) -> bool:
     """Whether a command's stdin can go in-band through a persistent shell (else: exec)."""
     return data is None or (len(data) <= MAX_SHELL_INPUT and b"\0" not in data)
@@ -218,16 +234,7 @@ def _start_shell(conn: Connection, where: str) -> Shell:
     sh = Shell(chan, t)
     start = time.monotonic()
     try:
-        # dotfiles may export SHELLOPTS (xtrace, errexit): never echo stdin (secrets) or env
-        # values, and a failing command must not end the shell
-        sh.run("set +o xtrace +o verbose +o errexit +o nounset", None, deadline, subshell=False)
-        rc, env0, _ = sh.run(CAPTURE_LOGIN_ENV, None, deadline)
-        if rc == 0:
-            rc2, _, err = sh.run(login_env_exports(env0), None, deadline, subshell=False)
-            if rc2 != 0:
-                log.info("login environment of %s not applied: %s", where, err[-200:])
-        else:
-            log.info("login environment of %s not captured (bash -l exited %d)", where, rc)
+        prepare_shell(sh, deadline, where)
     except (socket.timeout, ShellDied, FrameError, paramiko.SSHException, EOFError, OSError) as e:
         sh.close()
         if not t.is_active():

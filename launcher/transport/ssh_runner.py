@@ -28,24 +28,23 @@ import time
 from dataclasses import replace
 from typing import Any, Mapping, Optional, Sequence
 
-from launcher.core.errors import CommandError
-from launcher.transport.runner import LocalRunner, Result
 from launcher.transport import transfer
-from launcher.transport.cmdline import remote_command, shown
+from launcher.transport.cmdline import shown
 from launcher.transport.connect import trust_hint
-from launcher.transport.errors import ConnectionLostError, RemoteCommandNotFound, RemoteCommandTimeout
-from launcher.transport.frame import Frame, FrameError, FrameParser
+from launcher.transport.errors import ConnectionLostError, RemoteCommandTimeout
+from launcher.transport.frame import Frame
 from launcher.transport.pool import Connection, acquire, release
+from launcher.transport.remote import RemoteRunner, unframe
+from launcher.transport.runner import LocalRunner
 from launcher.transport.shell import ShellUnavailable, fits_a_shell, shell_exec
 from launcher.transport.sshconfig import Route, SSHOptions, resolve
-from launcher.transport.transfer import TreeStats
 
 log = logging.getLogger("launcher.ssh")  # the transport's one logger name
 
 CHUNK = 32768
 
 
-class SSHRunner:
+class SSHRunner(RemoteRunner):
     """Runs commands on a remote host over SSH; see the module docstring.
 
     ``SSHRunner(options, target_name=None, known_programs=None)``: ``options`` is an
@@ -59,13 +58,10 @@ class SSHRunner:
 
     def __init__(self, options: Any, *, target_name: Optional[str] = None,
                  known_programs: Optional[Mapping[str, str]] = None):
-        self.options = options if isinstance(options, SSHOptions) else SSHOptions.from_target(options)
-        self.target_name = target_name
-        self.known_programs = dict(known_programs or {})
+        super().__init__(options, target_name=target_name, known_programs=known_programs)
         self._route: Optional[Route] = None
         self._conn: Optional[Connection] = None
         self._lock = threading.Lock()
-        self.commands = 0
 
     # -- identity
 
@@ -108,24 +104,6 @@ class SSHRunner:
 
     # -- commands
 
-    def run(self, argv: Sequence[str], input: Optional[str] = None, timeout: float = 60,
-            check: bool = True, env: Optional[dict] = None) -> Result:
-        argv = [str(a) for a in argv]
-        if not argv:
-            raise ValueError("empty argv")
-        merged = {**self.options.env, **(env or {})}
-        log.debug("run on %s: %s%s", self.where, shown(argv),
-                  f" (env: {', '.join(sorted(merged))})" if merged else "")
-        data = input.encode() if isinstance(input, str) else input
-        rc, out_b, err_b = self._run_line(remote_command(argv, merged), data or None, timeout, argv)
-        out, err = out_b.decode("utf-8", "replace"), err_b.decode("utf-8", "replace")
-        self.commands += 1
-        if rc == 127 and argv[0] in err and ("not found" in err or "No such file" in err):
-            raise RemoteCommandNotFound(argv, rc, out, err, self.where, self.known_programs.get(argv[0], "it"))
-        if check and rc != 0:
-            raise CommandError(argv, rc, out, err, self.where)
-        return Result(tuple(argv), rc, out, err)
-
     def _run_line(self, cmdline: str, data: Optional[bytes], timeout: float, argv) -> tuple[int, bytes, bytes]:
         """A command line through a persistent shell when possible, else an exec channel."""
         if self.options.ssh_shell == "persistent" and fits_a_shell(data):
@@ -163,20 +141,7 @@ class SSHRunner:
                 chan.close()
         finally:
             conn.sessions.release()
-        parser = FrameParser(frame)
-        try:
-            parser.feed_stdout(out)
-            parser.feed_stderr(err)
-        except FrameError:
-            pass
-        if parser.done:
-            return parser.result()
-        if not parser.started:  # the login shell failed before our script ran (no `sh`?): all it said
-            return (rc if rc != 0 else -1), b"", err
-        # no complete frame: the shell died (a signal) before printing it
-        inside_out, inside_err = parser.partial()
-        note = b"\n(no exit status: the remote command was killed by a signal)" if rc == -1 else b""
-        return (rc if rc != 0 else -1), inside_out, inside_err + note
+        return unframe(frame, rc, out, err)
 
     def _exchange(self, chan, source, deadline: float, timeout: float, argv) -> tuple[int, bytes, bytes]:
         out, err = bytearray(), bytearray()
@@ -229,22 +194,23 @@ class SSHRunner:
         """Write ``content`` to ``path`` on the remote host atomically (see transfer.put_file)."""
         transfer.put_file(self, path, content, mode)
 
-    def put_tree(self, local_dir: str, remote_dir: str, *, exclude: Sequence[str] = (),
-                 timeout: float = 600) -> TreeStats:
-        """Copy a local directory to ``remote_dir`` as one tar stream, renamed into place
-        (see transfer.put_tree)."""
-        return transfer.put_tree(self, local_dir, remote_dir, exclude=exclude, timeout=timeout)
 
-
-def runner_for_target(target_name: str, options: Any, env: Optional[dict] = None, *,
-                      known_programs: Optional[Mapping[str, str]] = None) -> SSHRunner:
-    """A backend's entry point: an SSHRunner for a target's ``ssh_*`` options (its
-    pydantic target_options model, a raw dict or a ``Target``), with ``env`` (e.g.
-    SLURM_CONF) set for every remote command on top of the options' own ``env``, and
-    ``known_programs`` naming the backend's programs in not-found errors."""
+def runner_for_target(target_name: Optional[str], options: Any, env: Optional[dict] = None, *,
+                      known_programs: Optional[Mapping[str, str]] = None, home: Optional[str] = None
+                      ) -> RemoteRunner:
+    """A backend's entry point: the runner for a target's ``ssh_*`` options (its pydantic
+    target_options model, a raw dict or a ``Target``): an SSHRunner (paramiko), or with
+    ``transport: openssh`` an OpenSSHRunner (the system ssh; its default ControlPath lives
+    under ``home``, the launcher's home). ``env`` (e.g. SLURM_CONF) is set for every remote
+    command on top of the options' own ``env``; ``known_programs`` names the backend's
+    programs in not-found errors."""
     opts = options if isinstance(options, SSHOptions) else SSHOptions.from_target(options)
     if env:
         opts = replace(opts, env={**opts.env, **env})
+    if opts.transport == "openssh":
+        from launcher.transport.openssh import OpenSSHRunner  # its module only for openssh targets
+
+        return OpenSSHRunner(opts, target_name=target_name, known_programs=known_programs, home=home)
     return SSHRunner(opts, target_name=target_name, known_programs=known_programs)
 
 
@@ -255,5 +221,5 @@ def make_runner(options: Any, *, target_name: Optional[str] = None, env: Optiona
     get = options.opt if hasattr(options, "opt") else (
         options.get if isinstance(options, dict) else lambda k, d=None: getattr(options, k, d))
     if get("ssh_host", None):
-        return SSHRunner(options, target_name=target_name)
+        return runner_for_target(target_name, options)
     return LocalRunner(env=env if env is not None else (get("env", None) or {}))

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Mapping, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from launcher.core.errors import ConfigError
 
@@ -52,6 +52,34 @@ class SSHTargetOptions(BaseModel):
         "persistent", description="persistent: commands go through long-lived `bash --noprofile --norc` shells "
                                   "(the login environment captured once per shell); exec: one SSH channel and "
                                   "login-shell start-up per command")
+    transport: Literal["paramiko", "openssh"] = Field(
+        "paramiko", description="paramiko: launcher's own SSH client; openssh: the system ssh, sharing the "
+                                "connection `launcher targets login NAME` opened (ControlMaster: MFA logins)")
+    ssh_control_persist: str = Field(
+        "8h", description="transport: openssh: how long the shared connection stays open when idle "
+                          "(ssh's ControlPersist; the SSH config's own value wins)")
+
+    @field_validator("ssh_control_persist")
+    @classmethod
+    def _persist(cls, v):
+        if not re.fullmatch(r"(yes|[0-9]+[smhdwSMHDW]?)", v):
+            raise ValueError("expected yes, or a time as ssh's ControlPersist takes it (600, 30m, 8h)")
+        return v
+
+    @field_validator("ssh_host")
+    @classmethod
+    def _host(cls, v):
+        # an argument of ssh's command line (transport: openssh) and of paramiko's lookups
+        if v is not None and (v.startswith("-") or any(c.isspace() or c in "'\"`$;|&<>\\" for c in v)):
+            raise ValueError("expected a host name or a Host alias of the SSH config (no spaces, quotes "
+                             "or shell characters, not starting with '-')")
+        return v
+
+    @model_validator(mode="after")
+    def _openssh_needs_host(self):
+        if self.transport == "openssh" and not self.ssh_host:
+            raise ValueError("transport: openssh needs ssh_host (the login node, or a Host of ~/.ssh/config)")
+        return self
 
 
 SSH_OPTION_KEYS = tuple(SSHTargetOptions.model_fields)
@@ -72,6 +100,8 @@ class SSHOptions:
     ssh_keepalive: Optional[float] = None
     env: Mapping[str, str] = field(default_factory=dict)
     ssh_shell: str = "persistent"
+    transport: str = "paramiko"
+    ssh_control_persist: str = "8h"
 
     @classmethod
     def from_target(cls, source: Any) -> "SSHOptions":

@@ -162,10 +162,22 @@ def _sftp_makedirs(sftp, d: str) -> None:
 
 
 def _put_file_shell(runner: SSHRunner, path: str, content: bytes, mode: int) -> None:
+    put_file_by_command(runner, path, content, mode,
+                        lambda line, data, argv: runner.exec_channel(line, io.BytesIO(data), 300, argv))
+
+
+def put_file_by_command(runner, path: str, content: bytes, mode: int, send) -> None:
+    """``put_file`` without SFTP: a small ``sh`` script on the remote side writes stdin to a temp
+    name beside ``path`` (mode set first), then renames it over ``path``. ``send(cmdline, data,
+    argv) -> (rc, stdout, stderr)`` runs the script with ``data`` on its stdin."""
+    if isinstance(content, str):
+        content = content.encode()
+    path = remote_path(path)
     d, base = posixpath.split(path)
     tmp = posixpath.join(d, f".{base}.tmp-{uuid.uuid4().hex[:12]}")
     argv = ["sh", "-c", _PUT_SCRIPT, "sh", tmp, path, format(mode, "o")]
-    rc, _, err = runner.exec_channel(remote_command(argv), io.BytesIO(content), 300, ["put_file", path])
+    log.debug("put_file %s:%s (%d bytes, mode %o)", runner.where, path, len(content), mode)
+    rc, _, err = send(remote_command(argv), content, ["put_file", path])
     if rc:
         raise _staging_error(runner, f"writing {path}", d, len(content), err.decode("utf-8", "replace"))
 

@@ -4,7 +4,7 @@
 #
 # Images are cached by a hash of their inputs: the base image's tag carries the hash of
 # (suite, base-image.sh), the Slurm image's tag the hash of (base tag, Dockerfile,
-# entrypoint.sh, bashrc, sshd_config). A second run with the same inputs builds nothing.
+# entrypoint.sh, bashrc, sshd_config, sshd_mfa_config). A second run with the same inputs builds nothing.
 # Builds of one version are serialised host-wide (flock), so concurrent test sessions build once.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -22,7 +22,7 @@ esac
 
 hash_of() { cat "$@" | sha256sum | cut -c1-12; }
 base_tag="launcher-slurm-base:$suite-$(printf '%s\n' "$suite" | cat - "$HERE/base-image.sh" | sha256sum | cut -c1-12)"
-slurm_hash=$( (echo "$base_tag $version $apt_opts"; cat "$HERE/Dockerfile" "$HERE/entrypoint.sh" "$HERE/bashrc" "$HERE/sshd_config") | sha256sum | cut -c1-12)
+slurm_hash=$( (echo "$base_tag $version $apt_opts"; cat "$HERE/Dockerfile" "$HERE/entrypoint.sh" "$HERE/bashrc" "$HERE/sshd_config" "$HERE/sshd_mfa_config") | sha256sum | cut -c1-12)
 tag="launcher-slurm:$version-$slurm_hash"
 
 have() { docker image inspect "$1" >/dev/null 2>&1; }
@@ -41,7 +41,7 @@ fi
 log "image $tag: Slurm from $suite's archive"
 ctx=$(mktemp -d "${TMPDIR:-/tmp}/launcher-slurm-build.XXXXXX")
 trap 'rm -rf "$ctx"' EXIT
-cp "$HERE/Dockerfile" "$HERE/entrypoint.sh" "$HERE/bashrc" "$HERE/sshd_config" "$ctx/"
+cp "$HERE/Dockerfile" "$HERE/entrypoint.sh" "$HERE/bashrc" "$HERE/sshd_config" "$HERE/sshd_mfa_config" "$ctx/"
 if [[ -n $apt_opts ]]; then # unstable: every apt-get in the Dockerfile gets the options
   sed -i "s|apt-get update -qq|apt-get $apt_opts update -qq|" "$ctx/Dockerfile"
 fi

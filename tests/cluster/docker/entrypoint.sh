@@ -41,6 +41,8 @@ case $role in
     init_home
     install -m 0600 /cluster-keys/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key
     install -m 0644 /cluster-keys/ssh_host_ed25519_key.pub /etc/ssh/ssh_host_ed25519_key.pub
+    # public key + TOTP, 127.0.0.1:2222 (daemonizes); never the reason the login node is down
+    /usr/sbin/sshd -f /etc/ssh/sshd_mfa_config || echo "the MFA sshd (port 2222) did not start" >&2
     exec /usr/sbin/sshd -D -e ;;
   *) echo "unknown role $role" >&2; exit 2 ;;
 esac
