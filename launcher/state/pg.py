@@ -38,6 +38,7 @@ from psycopg import errors as pgerrors
 from psycopg import pq
 
 from launcher.state import schema as schema_module
+from launcher.state import team
 from launcher.state.db import StateStoreFailure, busy_timeout
 from launcher.state.dialect import pg_schema, pg_statement
 from launcher.state.engines import shown
@@ -116,6 +117,9 @@ def _mapped(db: "PgConnection", e: psycopg.Error) -> BaseException:
     if isinstance(e, pgerrors.DiskFull):
         return StateStoreFailure(f"the state store {where} cannot be written: the server's disk is full ({text}); "
                                  f"the store was left as it was")
+    if isinstance(e, pgerrors.InsufficientPrivilege) and "row-level security" in text:
+        return StateStoreFailure(f"the state store {where} refused the write: it touches a job of another person "
+                                 f"(row-level security, docs/team-store.md); nothing was written")
     if isinstance(e, (pgerrors.InsufficientPrivilege, pgerrors.ReadOnlySqlTransaction)):
         return StateStoreFailure(f"the state store {where} may not be written by this role ({text}); ask the "
                                  f"server's administrator, or point $LAUNCHER_STATE_URL at a primary server")
@@ -144,6 +148,8 @@ class PgConnection:
         self.timeout = timeout
         self.engine = PostgresEngine()
         self.total_changes = 0  # rows inserted, updated or deleted on this connection (sqlite3's)
+        self.role: str = ""  # the connecting role (current_user): the owner of the jobs it creates
+        self.acts_on_all = True  # a watcher, the tables' owner, a superuser (launcher.state.team)
 
     def execute(self, sql: str, parameters=()):
         if sql.strip().upper() == "BEGIN IMMEDIATE":
@@ -225,17 +231,34 @@ class PostgresEngine:
         return None if row is None else int(row[0])
 
     def current(self, db) -> bool:
+        """At this schema version, with this version's row-level security (``security``: a
+        column an older launcher neither reads nor needs: its writes fill ``owner`` by default)."""
         v = self.version(db)
         if v is not None and v > schema_module.SCHEMA_VERSION:
             raise newer(db, v)
-        return v == schema_module.SCHEMA_VERSION
+        if v != schema_module.SCHEMA_VERSION:
+            return False
+        row = db.execute(f"SELECT * FROM {VERSION_TABLE} WHERE id = 1").fetchone()
+        return "security" in row.keys() and int(row["security"]) >= team.SECURITY_VERSION
 
     @staticmethod
     def set_version(db, version: int) -> None:
         db.execute(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (id BIGINT PRIMARY KEY CHECK (id = 1), "
                    "application TEXT NOT NULL, version BIGINT NOT NULL)")
-        db.execute(f"INSERT INTO {VERSION_TABLE}(id, application, version) VALUES(1, 'launcher', ?) "
-                   "ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version", (int(version),))
+        db.execute(f"ALTER TABLE {VERSION_TABLE} ADD COLUMN IF NOT EXISTS security BIGINT NOT NULL DEFAULT 0")
+        db.execute(f"INSERT INTO {VERSION_TABLE}(id, application, version, security) VALUES(1, 'launcher', ?, ?) "
+                   "ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, security = EXCLUDED.security",
+                   (int(version), team.SECURITY_VERSION))
+
+    @staticmethod
+    def finish(db) -> None:
+        """After the tables: each person's jobs their own (row-level security, ``launcher.state.team``),
+        run as written (PostgreSQL's own SQL: no dialect step)."""
+        db.execute(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (id BIGINT PRIMARY KEY CHECK (id = 1), "
+                   "application TEXT NOT NULL, version BIGINT NOT NULL)")  # granted to the team below
+        schema = db.execute("SELECT current_schema()").fetchone()[0]
+        for statement in team.statements(schema):
+            db._run(statement, None)
 
     @staticmethod
     def schema() -> list:
@@ -289,6 +312,8 @@ def connect(url: str) -> PgConnection:
         db.execute(f"SET lock_timeout = {int(timeout * 1000)}")
         _check_identity(db)
         schema_module.migrate(db)
+        db.role, acts = db.execute(team.WHO).fetchone()
+        db.acts_on_all = bool(acts)
     except BaseException:
         db.close()
         raise
