@@ -294,8 +294,11 @@ def _check_identity(db: PgConnection) -> None:
                                 f"at a database (or a schema, ?options=-csearch_path=...) of the launcher's own")
 
 
-def connect(url: str) -> PgConnection:
-    """Connect, check the store, and migrate it (under the migration lock) when it is older or new."""
+def connect(url: str, read_only: bool = False) -> PgConnection:
+    """Connect, check the store, and migrate it (under the migration lock) when it is older or new.
+    READ_ONLY (``launcher serve``: ``launcher.state.readonly``): the session refuses every write
+    (``default_transaction_read_only``), and the store is read as it is, never created or migrated
+    (``db.version`` None: no store yet); a newer schema is refused as always."""
     timeout = busy_timeout()
     kwargs = {"autocommit": True, "row_factory": _rows, "application_name": "launcher"}
     if "connect_timeout" not in url:
@@ -311,6 +314,12 @@ def connect(url: str) -> PgConnection:
         # a lock held longer than the busy timeout fails as SQLite's does ("locked")
         db.execute(f"SET lock_timeout = {int(timeout * 1000)}")
         _check_identity(db)
+        if read_only:
+            db.execute("SET default_transaction_read_only = on")
+            db.version = db.engine.version(db)
+            if db.version is not None and db.version > schema_module.SCHEMA_VERSION:
+                raise newer(db, db.version)
+            return db
         schema_module.migrate(db)
         db.role, acts = db.execute(team.WHO).fetchone()
         db.acts_on_all = bool(acts)

@@ -219,3 +219,43 @@ def test_each_persons_jobs_are_their_own_and_the_watcher_recovers_everyones(team
     assert a_job in dump
     for secret in (TOKEN, alice.password, bob.password, pw):
         assert secret not in dump
+
+
+# ---------------------------------------------------------------- launcher serve on the server
+def test_serve_reads_a_postgresql_store_and_never_writes_it(launcher_env, pg_server, pg_url, monkeypatch):
+    from launcher.core.errors import StateStoreError
+    from launcher.state.readonly import ReadOnlyStore
+    from tests.fixtures.serving import get, served
+    from tests.unit.test_serve import fill
+
+    home, db = launcher_env["home"], pg_url.rsplit("/", 1)[1]
+    monkeypatch.setenv("LAUNCHER_STATE_URL", pg_url)
+    with served(home) as (url, _):  # an empty database: nothing to show, and nothing created
+        assert get(url + "/")[0] == 200 and json.loads(get(url + "/api/jobs")[2])["exists"] is False
+    assert pg_server.sql("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'", db=db) == "0"
+
+    ids = fill(home, n=4)
+    pg_server.sql(f"UPDATE jobs SET meta = '{{oops' WHERE job_id = '{ids[3]}'", db=db)
+    before = pg_server.sql("SELECT md5(string_agg(t::text, '' ORDER BY t::text)) FROM (SELECT jobs::text FROM jobs "
+                           "UNION ALL SELECT events::text FROM events UNION ALL SELECT attempts::text FROM attempts) t",
+                           db=db)
+    with served(home) as (url, _):
+        d = json.loads(get(url + "/api/jobs?per=2&page=1")[2])
+        assert (d["total"], d["pages"], d["exists"]) == (4, 2, True)
+        d = json.loads(get(url + "/api/jobs")[2])
+        assert {j["job_id"]: (j["attempts"], j["open"], j["cost_usd"]) for j in d["jobs"]} == \
+            {ids[0]: (1, True, 0.25), ids[1]: (2, False, 0.75), ids[2]: (2, False, 0.75)}
+        assert "not valid JSON" in d["unreadable"][ids[3]]
+        status, _, body = get(url + f"/job/{ids[1]}")
+        assert status == 200 and '<table id="attempts">' in body and "COMPLETED" in body
+        job = json.loads(get(url + f"/api/job/{ids[1]}")[2])
+        assert [a["state"] for a in job["attempts"]] == ["PREEMPTED", "COMPLETED"] and job["report"]["job_id"] == ids[1]
+    ro = ReadOnlyStore(home, url=pg_url)
+    try:
+        with pytest.raises(StateStoreError, match="may not be written"):  # the server refuses: a read-only session
+            ro.db.execute("DELETE FROM events")
+    finally:
+        ro.close()
+    assert pg_server.sql("SELECT md5(string_agg(t::text, '' ORDER BY t::text)) FROM (SELECT jobs::text FROM jobs "
+                         "UNION ALL SELECT events::text FROM events UNION ALL SELECT attempts::text FROM attempts) t",
+                         db=db) == before
