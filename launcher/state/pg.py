@@ -39,7 +39,7 @@ from psycopg import pq
 
 from launcher.state import schema as schema_module
 from launcher.state import team
-from launcher.state.db import StateStoreFailure, busy_timeout
+from launcher.state.db import StateStoreFailure, StoreUnreachable, busy_timeout
 from launcher.state.dialect import pg_schema, pg_statement
 from launcher.state.engines import shown
 
@@ -104,7 +104,7 @@ def connect_failure(url: str, e: BaseException) -> StateStoreFailure:
     if "database" in low and "does not exist" in low:
         return StateStoreFailure(f"the state store {where}: the database does not exist on the server ({text}); "
                                  f"create it (createdb), or fix the database name in the URL")
-    return StateStoreFailure(f"the state store {where} cannot be reached ({text}); check that the server runs and "
+    return StoreUnreachable(f"the state store {where} cannot be reached ({text}); check that the server runs and "
                              f"the host and port in $LAUNCHER_STATE_URL or state_url (nothing was written)")
 
 
@@ -124,7 +124,7 @@ def _mapped(db: "PgConnection", e: psycopg.Error) -> BaseException:
         return StateStoreFailure(f"the state store {where} may not be written by this role ({text}); ask the "
                                  f"server's administrator, or point $LAUNCHER_STATE_URL at a primary server")
     if isinstance(e, psycopg.OperationalError) or db.broken:
-        return StateStoreFailure(f"the state store {where} cannot be reached ({text}); check that the server runs "
+        return StoreUnreachable(f"the state store {where} cannot be reached ({text}); check that the server runs "
                                  f"(the command's last write, if any, was rolled back whole)")
     if isinstance(e, psycopg.IntegrityError):
         return sqlite3.IntegrityError(text)
