@@ -42,28 +42,35 @@ def statements(schema: str) -> list[str]:
     """The row-level security of a store in SCHEMA (a PostgreSQL schema name), in order; each
     idempotent (run again by every migration)."""
     s = ident(schema)
-    act_own = f"owner = current_user OR {s}.launcher_acts_on_all()"
-    act_job = f"{s}.launcher_may_act(job_id)"
+    act_own = f"(owner = current_user OR (SELECT {s}.launcher_acts_on_all()))"
+    act_job = (f"((SELECT {s}.launcher_acts_on_all()) OR job_id IS NULL "
+               f"OR NOT {s}.launcher_owned_by_other(job_id, current_user::text))")  # launcher_may_act, spelled out
     out = [  # the owner columns first: the functions below read them
         *(f"ALTER TABLE {s}.{t} ADD COLUMN IF NOT EXISTS owner TEXT COLLATE \"C\" NOT NULL DEFAULT current_user"
           for t in OWNED),
         f"CREATE TABLE IF NOT EXISTS {s}.launcher_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
         f"INSERT INTO {s}.launcher_settings(name, value) VALUES ('read', 'team') ON CONFLICT (name) DO NOTHING",
         # a member of launcher_watcher acts on every job (false while that role does not exist)
-        f"""CREATE OR REPLACE FUNCTION {s}.launcher_acts_on_all() RETURNS boolean LANGUAGE sql STABLE AS $$
-  SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '{WATCHER_ROLE}')
-              THEN pg_catalog.pg_has_role('{WATCHER_ROLE}', 'MEMBER') ELSE false END $$""",
+        # (PL/pgSQL where a function runs per statement or per row: its plans are cached for the
+        # session, where a SQL function that is not inlined is planned again at every call)
+        f"""CREATE OR REPLACE FUNCTION {s}.launcher_acts_on_all() RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '{WATCHER_ROLE}')
+         AND pg_catalog.pg_has_role('{WATCHER_ROLE}', 'MEMBER');
+END $$""",
         f"""CREATE OR REPLACE FUNCTION {s}.launcher_reads_all() RETURNS boolean LANGUAGE sql STABLE AS $$
   SELECT {s}.launcher_acts_on_all()
       OR COALESCE((SELECT value = 'team' FROM {s}.launcher_settings WHERE name = 'read'), true) $$""",
         # whether NAME (a job, a sweep, a sweep's claim) belongs to a role other than ME: read as
         # the tables' owner (SECURITY DEFINER), so a job hidden from ME by the read setting counts
         f"""CREATE OR REPLACE FUNCTION {s}.launcher_owned_by_other(ref text, me text) RETURNS boolean
-  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-  SELECT EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.job_id = ref AND j.owner <> me)
+  LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.job_id = ref AND j.owner <> me)
       OR EXISTS (SELECT 1 FROM {s}.sweeps w WHERE w.sweep_id = ref AND w.owner <> me)
       OR (left(ref, 6) = 'sweep:' AND EXISTS (SELECT 1 FROM {s}.sweeps w
-                                              WHERE w.sweep_id = substr(ref, 7) AND w.owner <> me)) $$""",
+                                              WHERE w.sweep_id = substr(ref, 7) AND w.owner <> me));
+END $$""",
         # (parameters named apart from every column: in a SQL function a column wins over a parameter)
         f"""CREATE OR REPLACE FUNCTION {s}.launcher_may_act(ref text) RETURNS boolean LANGUAGE sql STABLE AS $$
   SELECT {s}.launcher_acts_on_all() OR ref IS NULL OR NOT {s}.launcher_owned_by_other(ref, current_user::text) $$""",
@@ -78,11 +85,18 @@ def statements(schema: str) -> list[str]:
 
 
 def _policies(s: str, table: str, act: str) -> list[str]:
-    return [f"ALTER TABLE {s}.{table} ENABLE ROW LEVEL SECURITY",
-            f"DROP POLICY IF EXISTS launcher_read ON {s}.{table}",
-            f"CREATE POLICY launcher_read ON {s}.{table} FOR SELECT USING ({s}.launcher_reads_all())",
-            f"DROP POLICY IF EXISTS launcher_act ON {s}.{table}",
-            f"CREATE POLICY launcher_act ON {s}.{table} FOR ALL USING ({act}) WITH CHECK ({act})"]
+    """TABLE's policies. Each function call of a policy that does not depend on the row is a scalar
+    sub-select (``(SELECT f())``): an InitPlan run once per statement, not once per row (SQL functions
+    with sub-selects are not inlined). Reading: the team's setting first, so with ``read = team`` a
+    listing of 10,000 jobs evaluates no per-row rule (one policy per command: their order is ours)."""
+    out = [f"ALTER TABLE {s}.{table} ENABLE ROW LEVEL SECURITY"]
+    out += [f"DROP POLICY IF EXISTS {p} ON {s}.{table}" for p in
+            ("launcher_act", "launcher_read", "launcher_insert", "launcher_update", "launcher_delete")]
+    return out + [
+        f"CREATE POLICY launcher_read ON {s}.{table} FOR SELECT USING ((SELECT {s}.launcher_reads_all()) OR {act})",
+        f"CREATE POLICY launcher_insert ON {s}.{table} FOR INSERT WITH CHECK ({act})",
+        f"CREATE POLICY launcher_update ON {s}.{table} FOR UPDATE USING ({act}) WITH CHECK ({act})",
+        f"CREATE POLICY launcher_delete ON {s}.{table} FOR DELETE USING ({act})"]
 
 
 def _grants(schema: str) -> str:
