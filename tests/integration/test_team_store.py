@@ -57,7 +57,10 @@ def python_for(uid: int, gid: int) -> str:
             return exe
         except (OSError, subprocess.CalledProcessError):
             continue
-    pytest.skip(f"no Python {sys.version_info.major}.{sys.version_info.minor} that another user may run")
+    from tests.fixtures.policy import service_unavailable
+
+    service_unavailable("a person's launcher", f"no Python {sys.version_info.major}.{sys.version_info.minor} "
+                                                "that another user may run")
 
 
 BOOT = ("import site, sys; site.addsitedir(sys.argv.pop(1)); sys.argv[0] = 'launcher'\n"

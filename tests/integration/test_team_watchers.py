@@ -47,7 +47,9 @@ def fired(cli: LauncherCLI, pid: int, action: str) -> bool:
 
 def test_three_watchers_on_three_hosts_a_kill_a_freeze_and_a_server_restart(tmp_path, pg_server, pg_url):
     if not shutil.which("unshare") or not shutil.which("hostname"):
-        pytest.skip("unshare and hostname (util-linux, hostname) are needed for the hosts")
+        from tests.fixtures.policy import service_unavailable
+
+        service_unavailable("three hosts", "unshare and hostname (util-linux, hostname) are needed")
     cli = LauncherCLI(tmp_path)
     cli.env.update(LAUNCHER_STATE_URL=pg_url, LAUNCHER_CLAIM_TTL=str(TTL))
     db = pg_url.rsplit("/", 1)[1]
