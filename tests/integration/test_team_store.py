@@ -262,3 +262,25 @@ def test_serve_reads_a_postgresql_store_and_never_writes_it(launcher_env, pg_ser
     assert pg_server.sql("SELECT md5(string_agg(t::text, '' ORDER BY t::text)) FROM (SELECT jobs::text FROM jobs "
                          "UNION ALL SELECT events::text FROM events UNION ALL SELECT attempts::text FROM attempts) t",
                          db=db) == before
+
+
+def test_a_store_from_before_the_policies_is_brought_up_to_them_in_place(tmp_path, pg_server, pg_url):
+    from launcher.state.store import StateStore
+
+    db = pg_url.rsplit("/", 1)[1]
+    s = StateStore(tmp_path / "home", url=pg_url)
+    s.begin_job("old-1", "n", "local", "local", None, "name: n\n")
+    s.close()
+    # what an earlier launcher left: no owner column, no policies, no security stamp
+    pg_server.sql("ALTER TABLE jobs DROP COLUMN owner CASCADE; ALTER TABLE sweeps DROP COLUMN owner CASCADE; "
+                  "ALTER TABLE jobs DISABLE ROW LEVEL SECURITY; ALTER TABLE launcher_schema DROP COLUMN security",
+                  db=db)
+    s = StateStore(tmp_path / "home", url=pg_url)  # migrates, under the migration lock
+    try:
+        assert s.get_job("old-1").owner == "launcher"  # the role that ran the migration
+        assert s.db.acts_on_all and s.may_act(s.get_job("old-1"))
+    finally:
+        s.close()
+    assert pg_server.sql("SELECT relrowsecurity FROM pg_class WHERE relname = 'jobs'", db=db) == "t"
+    assert pg_server.sql("SELECT count(*) FROM pg_policies WHERE tablename = 'jobs'", db=db) == "4"
+    assert pg_server.sql("SELECT security FROM launcher_schema", db=db) == "1"
