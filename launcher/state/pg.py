@@ -21,6 +21,11 @@ never wait (MVCC), as under SQLite's WAL. Row locks (``SELECT ... FOR UPDATE``) 
 it mechanically: a claim's row may not exist yet (nothing to lock), and the multi-row writes
 (a sweep's slot accounting) would each need their own reasoning (docs/team-store.md).
 
+Each person connects as a role of their own: the migrations install row-level security
+(``launcher.state.team``: everyone reads the team's jobs, acts on their own; the watchers' role
+on all), stamped in ``launcher_schema.security``, and each connection reads who it is
+(``role``, ``acts_on_all``) so the store skips or refuses others' jobs before the server would.
+
 Migrations run under a second advisory lock (``launcher.state.schema.migrate``): two
 launchers upgrading one server at once never run a step twice. The schema version lives in
 the table ``launcher_schema`` (SQLite's ``PRAGMA user_version``).
@@ -49,6 +54,8 @@ MIGRATE_LOCK = 2  # a migration
 BEGIN_WRITE = f"BEGIN; SELECT pg_advisory_xact_lock({APPLICATION}, {WRITE_LOCK})"
 BEGIN_MIGRATION = f"BEGIN; SELECT pg_advisory_xact_lock({APPLICATION}, {MIGRATE_LOCK})"
 VERSION_TABLE = "launcher_schema"
+VERSION_DDL = (f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (id BIGINT PRIMARY KEY CHECK (id = 1), "
+               "application TEXT NOT NULL, version BIGINT NOT NULL)")
 CONNECT_TIMEOUT_S = 10
 
 
@@ -243,8 +250,7 @@ class PostgresEngine:
 
     @staticmethod
     def set_version(db, version: int) -> None:
-        db.execute(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (id BIGINT PRIMARY KEY CHECK (id = 1), "
-                   "application TEXT NOT NULL, version BIGINT NOT NULL)")
+        db.execute(VERSION_DDL)
         db.execute(f"ALTER TABLE {VERSION_TABLE} ADD COLUMN IF NOT EXISTS security BIGINT NOT NULL DEFAULT 0")
         db.execute(f"INSERT INTO {VERSION_TABLE}(id, application, version, security) VALUES(1, 'launcher', ?, ?) "
                    "ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, security = EXCLUDED.security",
@@ -254,8 +260,7 @@ class PostgresEngine:
     def finish(db) -> None:
         """After the tables: each person's jobs their own (row-level security, ``launcher.state.team``),
         run as written (PostgreSQL's own SQL: no dialect step)."""
-        db.execute(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (id BIGINT PRIMARY KEY CHECK (id = 1), "
-                   "application TEXT NOT NULL, version BIGINT NOT NULL)")  # granted to the team below
+        db.execute(VERSION_DDL)  # granted to the team below
         schema = db.execute("SELECT current_schema()").fetchone()[0]
         for statement in team.statements(schema):
             db._run(statement, None)

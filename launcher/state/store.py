@@ -219,7 +219,7 @@ class StateStore:
         """Whether this store's role may change, cancel or resubmit JOB (a ``JobRow`` or a row of
         the jobs table): always on SQLite; on PostgreSQL, its own jobs, or every job for a
         watcher (the server enforces the same rule with row-level security)."""
-        owner = job.owner if isinstance(job, JobRow) else (job["owner"] if "owner" in job.keys() else None)
+        owner = _owner_of(job)
         db = self.db
         return owner is None or getattr(db, "acts_on_all", True) or owner == db.role
 
@@ -229,8 +229,7 @@ class StateStore:
             # kept off `launcher --help`/`validate`, which import the store's names only
             from launcher.state.team import not_yours
 
-            raise NotYours(not_yours(job.job_id if isinstance(job, JobRow) else job["job_id"],
-                                     job.owner if isinstance(job, JobRow) else job["owner"], verb))
+            raise NotYours(not_yours(job.job_id if isinstance(job, JobRow) else job["job_id"], _owner_of(job), verb))
 
     def _may_act_name(self, db, name: str) -> bool:
         """Whether this role may take the claim of NAME (a sweep's): the server's own rule."""
@@ -587,6 +586,13 @@ class StateStore:
     def events(self, job_id: str) -> list[dict]:
         rows = self.db.execute("SELECT ts,kind,detail FROM events WHERE job_id=? ORDER BY id", (job_id,)).fetchall()
         return [{"ts": r["ts"], "kind": r["kind"], **json.loads(r["detail"])} for r in rows]
+
+
+def _owner_of(job) -> Optional[str]:
+    """The owner of JOB (a ``JobRow`` or a jobs row): None on SQLite, which has no owner column."""
+    if isinstance(job, JobRow):
+        return job.owner
+    return job["owner"] if "owner" in job.keys() else None
 
 
 def _event_row(job_id: str, kind: str, detail: dict, ts: float) -> tuple:
