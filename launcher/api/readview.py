@@ -4,7 +4,8 @@
 (reconcile SUBMITTING rows, ask the scheduler, record checkpoint progress): they write.
 ``ReadView`` never does. It reads the same state store through
 ``launcher.state.readonly.ReadOnlyStore`` (SQLite opened ``mode=ro`` with ``query_only``:
-a write raises instead of happening), never asks a scheduler, and builds the job and sweep
+a write raises instead of happening; on a team's PostgreSQL store a read-only session), never
+asks a scheduler, and builds the job and sweep
 reports with ``refresh=False`` from what is stored and what the checkpoint roots hold. What
 it shows is therefore as fresh as the last command that wrote (``launcher watch`` keeps the
 store current while it runs).
@@ -33,7 +34,7 @@ class ReadView:
         from launcher.state.readonly import ReadOnlyStore
 
         self.app = App(Path(config) if config else None, Path(home) if home else None)
-        self.store = ReadOnlyStore(self.app.home)
+        self.store = ReadOnlyStore(self.app.home, url=self.app.state_url)
         self.app.__dict__["store"] = self.store  # App.store is a cached_property: every reader gets this one
 
     def close(self) -> None:

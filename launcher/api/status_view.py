@@ -48,6 +48,7 @@ class JobDetail:
         r = self.job
         return {"job_id": r.job_id, "name": r.name, "target": r.target, "backend": r.backend, "state": r.state,
                 "reason": r.reason, "open": is_open(r), "last_step": r.last_step, "ckpt_root": r.ckpt_root,
+                **({"owner": r.owner} if r.owner else {}),  # a team's store (launcher.state.team)
                 # resume_tier (local, peer, durable; multi-tier checkpoints): the attempt's meta, copied
                 # there from its GENERATIONS.json record as resume_step is copied to its column
                 "attempts": [{**{k: getattr(a, k) for k in ATTEMPT_FIELDS},
@@ -61,7 +62,7 @@ class JobDetail:
 
 def summary_dict(r: JobRow) -> dict:
     return {"job_id": r.job_id, "name": r.name, "target": r.target, "state": r.state, "reason": r.reason,
-            "open": is_open(r), "created": r.created,
+            "open": is_open(r), "created": r.created, **({"owner": r.owner} if r.owner else {}),
             **({"sweep": r.meta["sweep"]["id"], "element": r.meta["sweep"]["index"]} if r.meta.get("sweep") else {})}
 
 
@@ -73,6 +74,8 @@ def gather_job(app, job: str, note: Optional[Note] = None) -> JobDetail:
     say = _collector(notes, note)
     store = app.store
     row = store.get_job(job)
+    if not store.may_act(row):  # another person's job on a team's store: shown as stored, never written
+        return JobDetail(row, store.attempts(row.job_id), store.events(row.job_id), notes)
     if row.state == "SUBMITTING" and not row.handle:
         for line in reconcile_lines(reconcile(app, jobs=[row], record_errors=False)):
             say(line)
@@ -97,11 +100,12 @@ def gather_jobs(app, show_all: bool = False, note: Optional[Note] = None) -> lis
     store = app.store
     limit = 1000 if show_all else 50
     rows = store.list_jobs(active_only=False, limit=limit)
-    limbo = [r for r in rows if r.state == "SUBMITTING" and not r.handle and is_open(r)]
+    mine = [r for r in rows if store.may_act(r)]  # a team's store: others' jobs are theirs (and the watcher's) to refresh
+    limbo = [r for r in mine if r.state == "SUBMITTING" and not r.handle and is_open(r)]
     if limbo:
         for line in reconcile_lines(reconcile(app, jobs=limbo, record_errors=False)):
             say(line)
-    active = [r for r in rows if r.handle and is_open(r)]
+    active = [r for r in mine if r.handle and is_open(r)]
     if active:
         refresh(app, active)
     if limbo or active:

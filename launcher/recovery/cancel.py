@@ -71,6 +71,7 @@ def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, ref
     """REFRESH_FIRST=False: the caller brought the job up to date (a sweep, in one batched call)."""
     store = app.store
     row = store.get_job(job)
+    store.check_may_act(row, "cancel")  # another person's job (a team's store): refused before anything
     if refresh_first and row.handle and is_open(row):
         refresh(app, [row])  # the scheduler may have finished it since the store last looked
         row = store.get_job(row.job_id)

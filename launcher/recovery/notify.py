@@ -39,6 +39,7 @@ from launcher.core.status import FINAL_STATES
 from launcher.recovery.outcome import Outcome
 from launcher.state.claims import claimed
 from launcher.state.outbox import Outbox
+from launcher.state.store import NotYours
 
 EVENT_OF_STATE = {"COMPLETED": "completed", "FAILED": "failed", "GAVE_UP": "gave_up", "STOPPED": "stopped",
                   "CANCELLED": "cancelled", "SUPERSEDED": "superseded"}
@@ -120,6 +121,8 @@ def step(app, open_rows=(), clock: Callable[[], float] = time.time, deliver: boo
     for job_id in outbox.closed_unnoticed():
         try:
             o = decide_closed(app, job_id, clock())
+        except NotYours:  # another person's job on a team's store: theirs and the team watcher's to decide
+            continue
         except LauncherError as e:
             o = Outcome(job_id, "notify_error", str(e))
         if o is not None:

@@ -31,6 +31,7 @@ from launcher.launching.tracking import refresh
 from launcher.recovery import burst, deadline, notify, takeover
 from launcher.recovery.outcome import NO_HOOKS, Outcome, WatchHooks
 from launcher.state.claims import claimed
+from launcher.state.db import StoreUnreachable
 from launcher.recovery.decide import Action, Close, Facts, Note, on_ended, on_status, settled
 from launcher.recovery.policy import reconcile_submitting
 from launcher.recovery.progress import read_progress
@@ -282,15 +283,30 @@ def run(app, interval: float = 10.0, once: bool = False, clock=time.time, sleep=
 
 
 def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks) -> None:
-    n = 0
+    n, down = 0, False
     while True:
-        for o in cycle(app, clock, hooks):
-            if o.action not in ("running", "claimed"):  # claimed: another watcher is on it
-                echo(f"{o.job_id}: {o.action}" + (f" ({o.reason})" if o.reason else ""))
-        n += 1
-        if once or (max_cycles is not None and n >= max_cycles):
-            return
-        if not app.store.open_jobs() and not notify.pending(app):  # notifications still to deliver: go on
+        try:
+            for o in cycle(app, clock, hooks):
+                if o.action not in ("running", "claimed"):  # claimed: another watcher is on it
+                    echo(f"{o.job_id}: {o.action}" + (f" ({o.reason})" if o.reason else ""))
+            n += 1
+            if once or (max_cycles is not None and n >= max_cycles):
+                return
+            left = app.store.open_jobs() or notify.pending(app)  # notifications still to deliver: go on
+        except StoreUnreachable as e:
+            # a team's server restarted or down: what was in flight rolled back whole; the claims
+            # decide again once it answers (each cycle opens a new connection). Said once per outage.
+            if once:
+                raise
+            if not down:
+                echo(f"{e}: trying again every {max(interval, 1.0):g} s")
+            down = True
+            sleep(max(interval, 1.0))
+            continue
+        if down:
+            echo("the state store answers again")
+            down = False
+        if not left:
             echo("no open jobs left")
             return
         sleep(interval)

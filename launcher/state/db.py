@@ -45,6 +45,12 @@ class StateStoreFailure(StateStoreError, sqlite3.OperationalError):
     SQLite's errors keeps working; the CLI prints its message as one line."""
 
 
+class StoreUnreachable(StateStoreFailure):
+    """The store's server did not answer or dropped the connection (a PostgreSQL server down or
+    restarted): the write in flight was rolled back whole, and a later try may succeed
+    (``launcher watch`` waits it out: ``launcher.recovery.watch``)."""
+
+
 def busy_timeout() -> float:
     """Seconds to wait for another process's write lock ($LAUNCHER_STATE_BUSY_TIMEOUT, default 30)."""
     try:

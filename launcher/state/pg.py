@@ -21,6 +21,11 @@ never wait (MVCC), as under SQLite's WAL. Row locks (``SELECT ... FOR UPDATE``) 
 it mechanically: a claim's row may not exist yet (nothing to lock), and the multi-row writes
 (a sweep's slot accounting) would each need their own reasoning (docs/team-store.md).
 
+Each person connects as a role of their own: the migrations install row-level security
+(``launcher.state.team``: everyone reads the team's jobs, acts on their own; the watchers' role
+on all), stamped in ``launcher_schema.security``, and each connection reads who it is
+(``role``, ``acts_on_all``) so the store skips or refuses others' jobs before the server would.
+
 Migrations run under a second advisory lock (``launcher.state.schema.migrate``): two
 launchers upgrading one server at once never run a step twice. The schema version lives in
 the table ``launcher_schema`` (SQLite's ``PRAGMA user_version``).
@@ -38,7 +43,8 @@ from psycopg import errors as pgerrors
 from psycopg import pq
 
 from launcher.state import schema as schema_module
-from launcher.state.db import StateStoreFailure, busy_timeout
+from launcher.state import team
+from launcher.state.db import StateStoreFailure, StoreUnreachable, busy_timeout
 from launcher.state.dialect import pg_schema, pg_statement
 from launcher.state.engines import shown
 
@@ -48,6 +54,8 @@ MIGRATE_LOCK = 2  # a migration
 BEGIN_WRITE = f"BEGIN; SELECT pg_advisory_xact_lock({APPLICATION}, {WRITE_LOCK})"
 BEGIN_MIGRATION = f"BEGIN; SELECT pg_advisory_xact_lock({APPLICATION}, {MIGRATE_LOCK})"
 VERSION_TABLE = "launcher_schema"
+VERSION_DDL = (f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (id BIGINT PRIMARY KEY CHECK (id = 1), "
+               "application TEXT NOT NULL, version BIGINT NOT NULL)")
 CONNECT_TIMEOUT_S = 10
 
 
@@ -103,7 +111,7 @@ def connect_failure(url: str, e: BaseException) -> StateStoreFailure:
     if "database" in low and "does not exist" in low:
         return StateStoreFailure(f"the state store {where}: the database does not exist on the server ({text}); "
                                  f"create it (createdb), or fix the database name in the URL")
-    return StateStoreFailure(f"the state store {where} cannot be reached ({text}); check that the server runs and "
+    return StoreUnreachable(f"the state store {where} cannot be reached ({text}); check that the server runs and "
                              f"the host and port in $LAUNCHER_STATE_URL or state_url (nothing was written)")
 
 
@@ -116,11 +124,14 @@ def _mapped(db: "PgConnection", e: psycopg.Error) -> BaseException:
     if isinstance(e, pgerrors.DiskFull):
         return StateStoreFailure(f"the state store {where} cannot be written: the server's disk is full ({text}); "
                                  f"the store was left as it was")
+    if isinstance(e, pgerrors.InsufficientPrivilege) and "row-level security" in text:
+        return StateStoreFailure(f"the state store {where} refused the write: it touches a job of another person "
+                                 f"(row-level security, docs/team-store.md); nothing was written")
     if isinstance(e, (pgerrors.InsufficientPrivilege, pgerrors.ReadOnlySqlTransaction)):
         return StateStoreFailure(f"the state store {where} may not be written by this role ({text}); ask the "
                                  f"server's administrator, or point $LAUNCHER_STATE_URL at a primary server")
     if isinstance(e, psycopg.OperationalError) or db.broken:
-        return StateStoreFailure(f"the state store {where} cannot be reached ({text}); check that the server runs "
+        return StoreUnreachable(f"the state store {where} cannot be reached ({text}); check that the server runs "
                                  f"(the command's last write, if any, was rolled back whole)")
     if isinstance(e, psycopg.IntegrityError):
         return sqlite3.IntegrityError(text)
@@ -144,6 +155,8 @@ class PgConnection:
         self.timeout = timeout
         self.engine = PostgresEngine()
         self.total_changes = 0  # rows inserted, updated or deleted on this connection (sqlite3's)
+        self.role: str = ""  # the connecting role (current_user): the owner of the jobs it creates
+        self.acts_on_all = True  # a watcher, the tables' owner, a superuser (launcher.state.team)
 
     def execute(self, sql: str, parameters=()):
         if sql.strip().upper() == "BEGIN IMMEDIATE":
@@ -225,17 +238,32 @@ class PostgresEngine:
         return None if row is None else int(row[0])
 
     def current(self, db) -> bool:
+        """At this schema version, with this version's row-level security (``security``: a
+        column an older launcher neither reads nor needs: its writes fill ``owner`` by default)."""
         v = self.version(db)
         if v is not None and v > schema_module.SCHEMA_VERSION:
             raise newer(db, v)
-        return v == schema_module.SCHEMA_VERSION
+        if v != schema_module.SCHEMA_VERSION:
+            return False
+        row = db.execute(f"SELECT * FROM {VERSION_TABLE} WHERE id = 1").fetchone()
+        return "security" in row.keys() and int(row["security"]) >= team.SECURITY_VERSION
 
     @staticmethod
     def set_version(db, version: int) -> None:
-        db.execute(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (id BIGINT PRIMARY KEY CHECK (id = 1), "
-                   "application TEXT NOT NULL, version BIGINT NOT NULL)")
-        db.execute(f"INSERT INTO {VERSION_TABLE}(id, application, version) VALUES(1, 'launcher', ?) "
-                   "ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version", (int(version),))
+        db.execute(VERSION_DDL)
+        db.execute(f"ALTER TABLE {VERSION_TABLE} ADD COLUMN IF NOT EXISTS security BIGINT NOT NULL DEFAULT 0")
+        db.execute(f"INSERT INTO {VERSION_TABLE}(id, application, version, security) VALUES(1, 'launcher', ?, ?) "
+                   "ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, security = EXCLUDED.security",
+                   (int(version), team.SECURITY_VERSION))
+
+    @staticmethod
+    def finish(db) -> None:
+        """After the tables: each person's jobs their own (row-level security, ``launcher.state.team``),
+        run as written (PostgreSQL's own SQL: no dialect step)."""
+        db.execute(VERSION_DDL)  # granted to the team below
+        schema = db.execute("SELECT current_schema()").fetchone()[0]
+        for statement in team.statements(schema):
+            db._run(statement, None)
 
     @staticmethod
     def schema() -> list:
@@ -271,8 +299,11 @@ def _check_identity(db: PgConnection) -> None:
                                 f"at a database (or a schema, ?options=-csearch_path=...) of the launcher's own")
 
 
-def connect(url: str) -> PgConnection:
-    """Connect, check the store, and migrate it (under the migration lock) when it is older or new."""
+def connect(url: str, read_only: bool = False) -> PgConnection:
+    """Connect, check the store, and migrate it (under the migration lock) when it is older or new.
+    READ_ONLY (``launcher serve``: ``launcher.state.readonly``): the session refuses every write
+    (``default_transaction_read_only``), and the store is read as it is, never created or migrated
+    (``db.version`` None: no store yet); a newer schema is refused as always."""
     timeout = busy_timeout()
     kwargs = {"autocommit": True, "row_factory": _rows, "application_name": "launcher"}
     if "connect_timeout" not in url:
@@ -288,7 +319,15 @@ def connect(url: str) -> PgConnection:
         # a lock held longer than the busy timeout fails as SQLite's does ("locked")
         db.execute(f"SET lock_timeout = {int(timeout * 1000)}")
         _check_identity(db)
+        if read_only:
+            db.execute("SET default_transaction_read_only = on")
+            db.version = db.engine.version(db)
+            if db.version is not None and db.version > schema_module.SCHEMA_VERSION:
+                raise newer(db, db.version)
+            return db
         schema_module.migrate(db)
+        db.role, acts = db.execute(team.WHO).fetchone()
+        db.acts_on_all = bool(acts)
     except BaseException:
         db.close()
         raise

@@ -10,10 +10,17 @@ brings it up to date), a newer one is refused, and a damaged one is refused exac
 command refuses it (``PRAGMA quick_check``). The ``-wal`` and ``-shm`` files beside the
 store are SQLite's own coordination files: a reader of a WAL store may create them; the
 store's contents, and ``state.db`` itself, are never written.
+
+On a team's PostgreSQL store (``url``: ``$LAUNCHER_STATE_URL`` or the config's ``state_url``)
+the session is opened with ``default_transaction_read_only`` (the server refuses any write),
+is never created or migrated (an empty database: ``exists() == False``), and sees the rows the
+role may read (row-level security: ``launcher.state.team``). ``job_summaries`` reads the page's
+meta in Python there (PostgreSQL has no ``json_valid``).
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -36,9 +43,16 @@ class ReadOnlyStore(StateStore):
     thread gets its own connection: give it a fixed set of threads (a pool), not one per
     request, since each connection stays open until ``close``."""
 
-    def __init__(self, home: Path):  # not super().__init__: it creates the home and the store
+    def __init__(self, home: Path, url: str = ""):  # not super().__init__: it creates the home and the store
         self.home = Path(home)
-        self.path = self.home / "state.db"
+        self.url = url  # a team's PostgreSQL store (docs/team-store.md), else the SQLite file under HOME
+        if url:
+            # the URL as messages show it (no password); imports no driver
+            from launcher.state.engines import shown
+
+            self.path = shown(url)
+        else:
+            self.path = self.home / "state.db"
         self._local = threading.local()
         self._conns: list = []
         self._conns_lock = threading.Lock()
@@ -46,11 +60,18 @@ class ReadOnlyStore(StateStore):
         self.bulk = BulkStore(self)
 
     def exists(self) -> bool:
+        if self.url:  # a server's database with the launcher's tables (never created from here)
+            return self.db.version is not None
         return self.path.exists()
 
     @property
     def db(self) -> sqlite3.Connection:
         c = getattr(self._local, "db", None)
+        if c is not None and getattr(c, "broken", False):  # a PostgreSQL server restarted: a new session
+            with self._conns_lock:
+                self._conns = [x for x in self._conns if x is not c]
+            c.close()
+            c = None
         if c is None:
             with self._conns_lock:
                 # the file is checked (opened and closed by Python) only before this process holds a
@@ -58,7 +79,7 @@ class ReadOnlyStore(StateStore):
                 # holds on it, those of SQLite's open connections included, and a writer elsewhere
                 # would then delete the WAL and its index from under them (they would read on from
                 # a stale snapshot)
-                c = _open_read_only(self.path, check=not self._conns)
+                c = _open_server(self.url) if self.url else _open_read_only(self.path, check=not self._conns)
                 self._conns.append(c)
             self._local.db = c
         return c
@@ -95,7 +116,11 @@ class ReadOnlyStore(StateStore):
             FROM page LEFT JOIN attempts a ON a.job_id = page.job_id
             GROUP BY page.job_id ORDER BY created DESC, page.job_id"""
         rows, unreadable = [], {}
+        if self.url:  # PostgreSQL has no json_valid: the page's meta is read here (a page, not every job)
+            q = _PORTABLE_SUMMARIES
         for r in self.db.execute(q, (int(limit), int(offset))).fetchall():
+            if self.url:
+                r = _summary_of(r)
             d = dict(r)
             kind = d.pop("meta_type")
             if kind != "object":
@@ -110,6 +135,52 @@ class ReadOnlyStore(StateStore):
         """[(sweep id, name, size, created)] of the newest sweeps."""
         q = "SELECT sweep_id, name, size, created FROM sweeps ORDER BY created DESC LIMIT ?"
         return [tuple(r) for r in self.db.execute(q, (int(limit),)).fetchall()]
+
+
+# job_summaries' query in the SQL both engines share: each row's meta comes along, read by ``_summary_of``
+_PORTABLE_SUMMARIES = """
+    WITH page AS (SELECT job_id, name, target, backend, state, reason, created, updated, last_step, sweep_id,
+                         meta FROM jobs ORDER BY created DESC, job_id LIMIT ? OFFSET ?)
+    SELECT page.job_id, name, page.target, backend, page.state, page.reason, created, updated, last_step,
+           sweep_id, page.meta,
+           COUNT(a.attempt) AS attempts, SUM(a.cost_usd) AS cost_usd, COUNT(a.cost_usd) AS priced
+    FROM page LEFT JOIN attempts a ON a.job_id = page.job_id
+    GROUP BY page.job_id, name, page.target, backend, page.state, page.reason, created, updated, last_step,
+             sweep_id, page.meta
+    ORDER BY created DESC, page.job_id"""
+
+_JSON_TYPES = {dict: "object", list: "array", str: "text", bool: "true", int: "integer", float: "real",
+               type(None): "null"}
+
+
+def _summary_of(row) -> dict:
+    """A row of ``_PORTABLE_SUMMARIES`` as the SQLite query gives it: ``meta_type`` (SQLite's
+    json_type, None when not JSON), the element index and the closing mark out of its meta."""
+    d = dict(row)
+    try:
+        meta = json.loads(d.pop("meta") or "{}")
+    except ValueError:
+        return {**d, "meta_type": None}
+    obj = isinstance(meta, dict)
+    sweep = meta.get("sweep") if obj else None
+    return {**d, "meta_type": _JSON_TYPES.get(type(meta), "object"),
+            "element": sweep.get("index") if isinstance(sweep, dict) else None,
+            "closed": meta.get("final") if obj else None}
+
+
+def _open_server(url: str):
+    """A read-only session on a team's PostgreSQL store (``launcher.state.pg.connect``)."""
+    try:
+        # the driver loads only for a PostgreSQL store
+        from launcher.state import pg
+    except ImportError as e:
+        # the SQLite engine's and the URL's helpers: a view of a SQLite store never needs these
+        from launcher.state.db import StateStoreFailure
+        # the SQLite engine's and the URL's helpers: a view of a SQLite store never needs these
+        from launcher.state.engines import missing_driver
+
+        raise StateStoreFailure(missing_driver(url, e)) from None
+    return pg.connect(url, read_only=True)
 
 
 def _open_read_only(path: Path, check: bool = True):

@@ -95,6 +95,7 @@ class JobRow:
     last_step: Optional[int]
     meta: dict
     sweep_id: Optional[str] = None  # the sweep this job is an element of (``launcher.state.sweeps``)
+    owner: Optional[str] = None  # the role that created it, on a team's PostgreSQL store (``launcher.state.team``)
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,7 @@ def migrate(db) -> None:
             step(db, engine)
         for statement in engine.schema():
             db.execute(statement)
+        engine.finish(db)  # PostgreSQL: row-level security (launcher.state.team); SQLite: nothing
         engine.set_version(db, SCHEMA_VERSION)
 
 
@@ -182,7 +183,11 @@ class SQLiteEngine:
 
     @staticmethod
     def schema() -> list:
-        return list(filter(str.strip, SCHEMA.split(";")))  # executescript would COMMIT first
+        return list(filter(str.strip, SCHEMA.split(";")))
+
+    @staticmethod
+    def finish(db) -> None:
+        """Nothing: a SQLite store belongs to one person (PostgreSQL's: row-level security)."""  # executescript would COMMIT first
 
     @staticmethod
     @contextmanager

@@ -42,6 +42,11 @@ class ClaimLost(LauncherError):
     """Another watcher took this job's claim over (ours expired) while we acted on it."""
 
 
+class NotYours(LauncherError):
+    """The job belongs to another person of the team (a PostgreSQL store's row-level security:
+    ``launcher.state.team``): this role may read it, not act on it."""
+
+
 class AttemptTaken(ClaimLost):
     """The attempt is already recorded with another native id: a second submission of it
     (made by a holder whose claim lapsed) is never recorded over the first."""
@@ -209,6 +214,29 @@ class StateStore:
             db.execute("DELETE FROM events WHERE job_id=?", (job_id,))
             db.execute("DELETE FROM jobs WHERE job_id=?", (job_id,))
 
+    # ---- whose jobs: on a team's PostgreSQL store, each person acts on their own (launcher.state.team)
+    def may_act(self, job) -> bool:
+        """Whether this store's role may change, cancel or resubmit JOB (a ``JobRow`` or a row of
+        the jobs table): always on SQLite; on PostgreSQL, its own jobs, or every job for a
+        watcher (the server enforces the same rule with row-level security)."""
+        owner = _owner_of(job)
+        db = self.db
+        return owner is None or getattr(db, "acts_on_all", True) or owner == db.role
+
+    def check_may_act(self, job, verb: str = "change") -> None:
+        """NotYours (one line) unless this role may act on JOB."""
+        if not self.may_act(job):
+            # kept off `launcher --help`/`validate`, which import the store's names only
+            from launcher.state.team import not_yours
+
+            raise NotYours(not_yours(job.job_id if isinstance(job, JobRow) else job["job_id"], _owner_of(job), verb))
+
+    def _may_act_name(self, db, name: str) -> bool:
+        """Whether this role may take the claim of NAME (a sweep's): the server's own rule."""
+        if getattr(db, "acts_on_all", True):
+            return True
+        return bool(db.execute("SELECT launcher_may_act(?)", (name,)).fetchone()[0])
+
     # ---- claims: decide -> submit -> record happens for one job in one place at a time
     @property
     def owner(self) -> str:
@@ -230,6 +258,7 @@ class StateStore:
             row = db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
             if row is None:
                 return None
+            self.check_may_act(row)
             c = db.execute("SELECT owner, expires FROM claims WHERE job_id=?", (job_id,)).fetchone()
             if c is not None and not claim_available(c["owner"], c["expires"], owner, now):
                 return None
@@ -244,6 +273,8 @@ class StateStore:
         TTL seconds: the owner, or None when another owner holds an unexpired one."""
         owner, now = owner or self.owner, time.time()
         with self.tx() as db:
+            if not self._may_act_name(db, name):  # another person's sweep: never ours to act on
+                return None
             c = db.execute("SELECT owner, expires FROM claims WHERE job_id=?", (name,)).fetchone()
             if c is not None and not claim_available(c["owner"], c["expires"], owner, now):
                 return None
@@ -524,7 +555,9 @@ class StateStore:
         return [AttemptRow(**{**dict(r), "meta": json.loads(r["meta"] or "{}")}) for r in rows]
 
     def open_jobs(self, limit: int = 100000) -> list[JobRow]:
-        return [j for j in self.list_jobs(limit=limit) if is_open(j)]
+        """The open jobs this role acts on (every one, but on a team's store: its own, or all for
+        a watcher: ``may_act``)."""
+        return [j for j in self.list_jobs(limit=limit) if is_open(j) and self.may_act(j)]
 
     def unreadable_open(self) -> dict:
         """{job id: why} of the rows the last listing left out whose state is not final."""
@@ -553,6 +586,13 @@ class StateStore:
     def events(self, job_id: str) -> list[dict]:
         rows = self.db.execute("SELECT ts,kind,detail FROM events WHERE job_id=? ORDER BY id", (job_id,)).fetchall()
         return [{"ts": r["ts"], "kind": r["kind"], **json.loads(r["detail"])} for r in rows]
+
+
+def _owner_of(job) -> Optional[str]:
+    """The owner of JOB (a ``JobRow`` or a jobs row): None on SQLite, which has no owner column."""
+    if isinstance(job, JobRow):
+        return job.owner
+    return job["owner"] if "owner" in job.keys() else None
 
 
 def _event_row(job_id: str, kind: str, detail: dict, ts: float) -> tuple:

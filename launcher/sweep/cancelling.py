@@ -38,10 +38,12 @@ def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
 
     if element is not None:
         job_id = element_id(app, sweep_id, element)
+        app.store.check_may_act(app.store.get_job(job_id), "cancel")  # a team's store: one's own only
         return [cancel_queued_element(app, job_id) or cancel_job(app, job_id)]
     rows = sweep_rows(app.store, sweep_id)
     if not rows:
         raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")
+    app.store.check_may_act(rows[0], "cancel")  # another person's sweep (a team's store): refused before anything
     try:  # elements a killed launch left SUBMITTING: the array they belong to, by the sweep's token
         if adopt_array(app, sweep_id) is not None:
             rows = sweep_rows(app.store, sweep_id)
