@@ -30,14 +30,27 @@ class S3Store:
         self._tree_cache = None  # {key relative to ROOT: size} after prefetch_all()
 
     # ---------------------------------------------------------------- client
+    def _no_boto3(self) -> RootUnavailable:
+        return RootUnavailable("%s: boto3 is needed for S3 checkpoint roots, on this machine and on the "
+                               "nodes that run the job (pip install boto3)" % self.root)
+
+    def _errors(self):
+        """botocore's exceptions module; without boto3 (a node with no SDK) the one-line
+        RootUnavailable of ``s3``, never a raw ModuleNotFoundError."""
+        try:
+            # botocore: comes with boto3, loaded for an s3:// root only
+            import botocore.exceptions
+        except ImportError:
+            raise self._no_boto3() from None
+        return botocore.exceptions
+
     @property
     def s3(self):
         if self._client is None:
             try:
                 self._client = make_s3_client()  # bounded timeouts and retries (s3_client)
             except ImportError:
-                raise RootUnavailable("%s: boto3 is needed for S3 checkpoint roots (pip install boto3)"
-                                      % self.root)
+                raise self._no_boto3() from None
         if not getattr(self, "_counting", False):
             self._client.meta.events.register("before-call.s3", self._count)
             self._counting = True
@@ -72,7 +85,8 @@ class S3Store:
 
     def _call(self, op: str, where: str, **kw):
         """Call S3 and turn the errors a user can act on into RootUnavailable."""
-        from botocore.exceptions import BotoCoreError, ClientError  # botocore: with boto3
+        errors = self._errors()
+        BotoCoreError, ClientError = errors.BotoCoreError, errors.ClientError
 
         try:
             return getattr(self.s3, op)(**kw)
@@ -100,7 +114,7 @@ class S3Store:
     # ---------------------------------------------------------------- root
     def check_root(self, create: bool = False) -> None:
         """S3 has no directories: only the bucket must exist (never created here)."""
-        from botocore.exceptions import ClientError  # botocore: with boto3
+        ClientError = self._errors().ClientError
 
         try:
             self._call("head_bucket", self.root, Bucket=self.bucket)
@@ -168,7 +182,7 @@ class S3Store:
     # ---------------------------------------------------------------- reading
     def read(self, key: str, limit: int = MAX_MANIFEST_BYTES):
         """(bytes, ETag) or (None, None) if absent; UnsafePath above LIMIT bytes."""
-        from botocore.exceptions import ClientError  # botocore: with boto3
+        ClientError = self._errors().ClientError
 
         try:
             r = self._call("get_object", self.url(key), Bucket=self.bucket, Key=self._key(key))
@@ -200,7 +214,7 @@ class S3Store:
         return self.url(rel)
 
     def _conditional_put(self, key: str, data: bytes, **cond):
-        from botocore.exceptions import ClientError  # botocore: with boto3
+        ClientError = self._errors().ClientError
 
         try:
             return self._call("put_object", self.url(key), Bucket=self.bucket, Key=self._key(key), Body=data, **cond)

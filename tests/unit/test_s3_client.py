@@ -87,3 +87,29 @@ def test_a_refused_endpoint_is_root_unavailable_with_the_message(monkeypatch):
     with pytest.raises(RootUnavailable) as ei:
         S3Store("b", "run").check_root()
     assert str(ei.value).startswith("s3://b/run: cannot connect to the S3 endpoint http://127.0.0.1:9")
+
+
+NO_SDK = r'''
+import sys
+sys.modules["boto3"] = sys.modules["botocore"] = None   # a compute node with no SDK installed
+from launcher.checkpoint import S3Store, RootUnavailable
+for call in (lambda s: s.check_root(), lambda s: s.read("x/COMMIT.json"), lambda s: s.exists_dir("x")):
+    try:
+        call(S3Store("bkt", "run"))
+    except RootUnavailable as e:
+        print("ONE LINE:", e)
+'''
+
+
+def test_without_boto3_every_call_is_one_line_naming_the_root():
+    """A node without boto3 (an s3:// root reached from a bare image): RootUnavailable that
+    names the root and says what to install, never a raw ModuleNotFoundError of botocore."""
+    import subprocess  # a fresh interpreter, where boto3 can be made absent
+    import sys  # the same interpreter as the tests
+
+    p = subprocess.run([sys.executable, "-c", NO_SDK], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == 3, p.stdout
+    for line in lines:
+        assert line.startswith("ONE LINE: s3://bkt/run: boto3 is needed") and "pip install boto3" in line, line
