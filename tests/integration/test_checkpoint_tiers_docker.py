@@ -207,9 +207,7 @@ def test_a_job_on_nodes_with_their_own_disks_resumes_from_local_then_peer_then_d
 def moto_on_cluster(cluster, tmp_path):
     """moto_server reachable from the cluster's containers: bound to the gateway address of
     the cluster's docker network (the containers reach this machine there, and only there)."""
-    gw = cluster._docker("network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}",
-                         cluster.network).stdout.strip()
-    with running_moto(str(tmp_path), host=gw) as srv:
+    with running_moto(str(tmp_path), host=cluster.gateway()) as srv:
         yield srv
 
 
