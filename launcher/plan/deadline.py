@@ -28,7 +28,10 @@ and ``decide_multi`` (spot in many zones with their own prices, on-demand where 
 cheapest, Slurm targets with a queue wait). Both are ``decide`` with their own tuned
 ``Params`` (``SINGLE``, ``MULTI``; measured by ``bench/deadline_replay.py``). The multi-region
 form also moves a running spot job to a cheaper zone when the saving over the hours it may
-stay pays for the restart (``Params.stay_h``).
+stay pays for the restart (``Params.stay_h``), and, while the slack is above the reserve, waits
+for a zone priced within ``Params.pick`` x the cheapest zone's price (available or not) rather
+than starting in a dearer one: waiting costs slack, not money, and a dear start costs both its
+price and, when the cheap zone returns, another restart to move there.
 """
 
 from __future__ import annotations
@@ -99,10 +102,12 @@ class Params:
     back: float = 2.0          # from on-demand, back to spot only with this many overheads above it
     min_left_h: float = 0.0    # no return to spot with less work than this left
     stay_h: float = 6.0        # multi-region: hours a spot start is expected to last (move test)
+    pick: float = float("inf")  # multi-region: a spot zone dearer than this x the cheapest zone's
+    #                             price (available or not) is taken only behind the reserve
 
 
 SINGLE = Params(reserve=0.8, back=0.0)   # tuned on train windows of the AWS 2022 set (bench/deadline_replay.py)
-MULTI = Params()
+MULTI = Params(reserve=0.8, back=0.0, pick=1.1)   # tuned on train windows of the H100 and V100 sets
 
 
 # ---- the guarantee -------------------------------------------------------------------------
@@ -195,6 +200,11 @@ def _best_spot(s: Situation) -> Optional[Offer]:
     return min(up, key=lambda o: (o.price, o.where)) if up else None
 
 
+def _cheapest_spot_price(s: Situation) -> float:
+    """The cheapest spot price of every zone known, available now or not."""
+    return min((o.price for o in s.offers if o.kind == SPOT), default=float("inf"))
+
+
 def _held_spot(s: Situation) -> Optional[Offer]:
     if s.current.kind != SPOT:
         return None
@@ -237,6 +247,11 @@ def decide(s: Situation, params: Params = SINGLE) -> Decision:
                         "spot gone" if best is None else "behind the reserve: staying on it", nums)
         return safety_net(s, stay)
     if best is not None:
+        ref = _cheapest_spot_price(s)
+        if best.price > params.pick * ref + _EPS and slack - s.tick_h >= reserve:
+            nums["cheapest_spot"] = round(ref, 4)
+            return safety_net(s, Decision(NOWHERE, f"waiting for cheaper spot (best up ${best.price:.4g}/h, "
+                                          f"cheapest zone ${ref:.4g}/h; slack above the reserve)", nums))
         return safety_net(s, Decision(Placement(SPOT, best.where), "spot available", nums))
     if slack - s.tick_h >= reserve:
         return safety_net(s, Decision(NOWHERE, "no spot; waiting (slack above the reserve)", nums))

@@ -119,18 +119,20 @@ def observation_of(key: Optional[tuple], state: str, started: Optional[float], e
     return None
 
 
-def observe_attempt(store, job_row, attempt_row, status=None, now: Optional[float] = None) -> Optional[Seen]:
+def observe_attempt(store, job_row, attempt_row, status=None, now: Optional[float] = None,
+                    registry=None) -> Optional[Seen]:
     """Record what one ended attempt says about where it ran; what was recorded, or None.
 
     ``job_row``/``attempt_row``: the state store's rows (``attempt_row`` after ``refresh``
     wrote its state and times); ``status``: the backend's Status for it, when at hand
     (its ``extra`` names the cloud and region that actually ran it, its times win over
-    the row's). Safe to call again for the same attempt (the row is replaced)."""
+    the row's). Safe to call again for the same attempt (the row is replaced). ``registry``:
+    where the attempt's backend is found (default: the ``launcher.backends`` entry points)."""
     now = time.time() if now is None else now
     state = getattr(getattr(status, "state", None), "value", None) or attempt_row.state
     backend, h_extra = _handle(attempt_row.handle)
     s_extra = dict(getattr(status, "extra", None) or {})
-    key = attempt_key(backend or job_row.backend, attempt_row.target, h_extra, s_extra)
+    key = attempt_key(backend or job_row.backend, attempt_row.target, h_extra, s_extra, registry)
     started = (s_extra.get("launched_at") or getattr(status, "start_time", None) or attempt_row.started)
     ended = getattr(status, "end_time", None) or attempt_row.ended
     seen = observation_of(key, state, started, ended, _nodes(job_row, h_extra), now)
@@ -140,7 +142,7 @@ def observe_attempt(store, job_row, attempt_row, status=None, now: Optional[floa
     return seen
 
 
-def observe_job(store, job_row, status=None, now: Optional[float] = None) -> list[Seen]:
+def observe_job(store, job_row, status=None, now: Optional[float] = None, registry=None) -> list[Seen]:
     """``observe_attempt`` for every ended attempt of a job not recorded yet, and for its
     latest attempt (with STATUS, the backend's Status of that attempt) when it has ended.
 
@@ -158,7 +160,7 @@ def observe_job(store, job_row, status=None, now: Optional[float] = None) -> lis
             state = getattr(getattr(st, "state", None), "value", None) or a.state
             if state not in _ENDED or (a.attempt in done and not latest):
                 continue
-            seen = observe_attempt(store, job_row, a, st, now)
+            seen = observe_attempt(store, job_row, a, st, now, registry)
             if seen is not None:
                 out.append(seen)
         return out

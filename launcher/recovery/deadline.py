@@ -71,7 +71,7 @@ def step(app, job, spec, status, clock=time.time) -> Optional[Outcome]:
         return None
     now = clock()
     if status.state in MOVABLE_ENDS:
-        observe_job(store, job, status)  # the region that just refused the job is unavailable
+        observe_job(store, job, status, registry=app.registry)  # the region that just refused the job is unavailable
     places = live_offers(app, spec, now)
     s = situation(app, job, spec, latest, status, places, now)
     d = dl.decide(s, dl.MULTI if _many_spot(places) else dl.SINGLE)
@@ -96,7 +96,7 @@ def live_offers(app, spec, now: float) -> dict:
     from launcher.plan.sources import gather_offers
 
     targets = list(spec.targets)
-    got = gather_offers(spec, app.config, targets=targets or None,
+    got = gather_offers(spec, app.config, targets=targets or None, registry=app.registry,
                         queue_waits=queue_waits(app, spec, targets) if targets else {})
     cooling = _cooling(app.store, now, spec.recovery.placement_cooldown or 0)
     nodes = spec.resources.nodes

@@ -142,3 +142,22 @@ def test_the_policy_meets_every_feasible_deadline(seed):
         deadline = work + overhead + rng.uniform(0, 30)
         r = rp.simulate(rp.Launcher(multi=len(w.avail) > 1), w, rng.randrange(100), work, deadline, overhead)
         assert r.finish <= deadline + 1e-7
+
+
+def test_multi_region_waits_for_a_cheap_zone_while_the_slack_allows_then_takes_a_dear_one():
+    # the cheap zone (1.0) is down, a dear one (1.5) is up: with slack above the reserve the
+    # job waits for the cheap one; behind the reserve it takes the dear spot, not on-demand
+    cheap_gone = dl.Offer("us-east-1a", dl.SPOT, 1.0, available=False)
+    dear = dl.Offer("us-west-2a", dl.SPOT, 1.5)
+    p = dl.Params(reserve=0.8, back=0.0, pick=1.1)
+    d = dl.decide(sit(elapsed_h=1.0, done_h=3.0, offers=(cheap_gone, dear, OD_A), tick_h=0.1), p)
+    assert d.placement == dl.NOWHERE and "waiting for cheaper spot" in d.reason
+    assert d.numbers["cheapest_spot"] == 1.0
+    d = dl.decide(sit(elapsed_h=5.0, done_h=3.0, offers=(cheap_gone, dear, OD_A), tick_h=0.1), p)
+    assert d.placement == dl.Placement(dl.SPOT, "us-west-2a") and d.reason == "spot available"
+    # a zone within pick x the cheapest is taken at once; the single-region form never waits on price
+    near = dl.Offer("us-west-2a", dl.SPOT, 1.05)
+    d = dl.decide(sit(elapsed_h=1.0, done_h=3.0, offers=(cheap_gone, near, OD_A), tick_h=0.1), p)
+    assert d.placement == dl.Placement(dl.SPOT, "us-west-2a")
+    assert dl.decide(sit(elapsed_h=1.0, done_h=3.0, offers=(cheap_gone, dear, OD_A), tick_h=0.1),
+                     dl.SINGLE).placement == dl.Placement(dl.SPOT, "us-west-2a")

@@ -216,9 +216,11 @@ class FakeCloudBackend(LocalBackend):
         sent = Path(h.extra["job_dir"]) / f"reclaimed-{h.attempt}"
         if sent.exists():
             return
-        sent.touch()
         script = Path(h.extra["job_dir"]) / f"attempt-{h.attempt}.sh"
         out = subprocess.run(["pgrep", "-f", f"bash {script}"], capture_output=True, text=True).stdout.split()
+        if not out:  # its process not found (this time): the next status call tries again
+            return
+        sent.touch()
         for pid in out:
             try:
                 os.kill(int(pid), signal.SIGUSR1)

@@ -1,0 +1,369 @@
+"""launcher.recovery.deadline: what one `watch` step does for a job with ``cost.deadline``.
+
+The state store is the real one (SQLite in tmp); the backends are test doubles that implement
+whole protocols of ``launcher.backend.protocols`` (a cloud: Backend + Pricing; a Slurm-like
+cluster: Backend + Pricing + Scheduler), registered through an entry-point double, so the step
+runs the real planner (``gather_offers``, measured queue waits), the real submission protocol
+(``resubmit`` under the job's claim) and the real observations (a preempted region cools down).
+The clock is the test's: the job's creation plus the hours each case needs.
+
+Targets: ``spot`` (spot in regions east $1/h and west $1.5/h), ``od`` (on-demand, east, $3/h),
+``cluster`` (a Slurm queue at $2/h whose queue wait the test sets). The job: 10 h of work
+(``resources.expected_runtime``), 100 steps, deadline 14 h after its submission, restart
+overhead 0.5 h (measured from its first attempt).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Optional
+
+import pytest
+import yaml
+
+from launcher.api.context import App
+from launcher.backend.protocols import (Backend, Facts, Handle, Pricing, QueueEstimate, Request, Scheduler,
+                                        can)
+from launcher.backend.registry import Registry
+from launcher.core.status import JobState, Status
+from launcher.plan.offers import Offer
+from launcher.recovery import deadline as live
+
+H = 3600.0
+WORK_H, DEADLINE_H, OVERHEAD_H = 10.0, 14.0, 0.5
+
+
+# ---- test doubles ------------------------------------------------------------------------------
+
+class _Scheduled:
+    """What every double does with jobs: keeps them in a class-level list (the "scheduler")."""
+
+    name: ClassVar[str] = "?"
+    target_options: ClassVar = None
+    install_hint: ClassVar[str] = "nothing to install (a test double)"
+    price_section: ClassVar[Optional[str]] = None
+    price_options: ClassVar = None
+    submitted: ClassVar[list] = []    # (target, Request, Handle); shared: the test reads one list
+    cancelled: ClassVar[list] = []    # native ids
+
+    def __init__(self, target, app):
+        self.target, self.app = target, app
+
+    def probe(self) -> Facts:
+        return Facts(self.target.name, self.name, {})
+
+    def render(self, spec, facts, job) -> Request:
+        return Request(self.name, self.target.name, job, f"run {spec.name} attempt {job.attempt}",
+                       meta={"avoid": list(job.avoid)})
+
+    def submit(self, request: Request) -> Handle:
+        native = f"{self.target.name}-{len(_Scheduled.submitted) + 1}"
+        h = Handle(self.name, self.target.name, request.job.job_id, native, request.job.attempt,
+                   {"avoid": list(request.job.avoid)})
+        _Scheduled.submitted.append((self.target.name, request, h))
+        return h
+
+    def status(self, handles):
+        return [Status(JobState.PENDING) for _ in handles]
+
+    def cancel(self, handle: Handle) -> None:
+        _Scheduled.cancelled.append(handle.native_id)
+
+    def cancel_many(self, handles):
+        for h in handles:
+            self.cancel(h)
+        return {}
+
+    def logs(self, handle, follow=False, done=None):
+        return iter(())
+
+    def find(self, job):
+        return None  # no earlier submission of this attempt: the fence then submits
+
+    def close(self) -> None:
+        pass
+
+    @classmethod
+    def merge_prices(cls, merged, section, source):
+        raise NotImplementedError("no price section")
+
+    @classmethod
+    def _offer(cls, context, region, spot, price, kind="", wait=0.0) -> Offer:
+        return Offer(backend=cls.name, target=context.target, cloud=cls.name, region=region, zone=None,
+                     instance_type="vm", accelerator=None, accelerator_count=1, vcpus=None, memory_gib=None,
+                     spot=spot, hourly_usd=price, preemption_rate=0.1 if spot else 0.0, queue_wait_hours=wait,
+                     kind=kind, rate_source="catalog", restart_hours=OVERHEAD_H)
+
+
+class Cloud(_Scheduled):
+    """Spot regions (option ``spot: true``) or on-demand in region east; prices from PRICES."""
+
+    name: ClassVar[str] = "dlcloud"
+    PRICES: ClassVar[dict] = {}
+
+    @classmethod
+    def offers(cls, spec, context) -> list:
+        spot = bool(context.options.get("spot"))
+        return [cls._offer(context, r, spot, p) for r, p in cls.PRICES[spot].items()]
+
+    @classmethod
+    def offer_key(cls, target, handle_extra, status_extra):
+        region = status_extra.get("region") or handle_extra.get("region")
+        return (cls.name, region, "", "vm", bool(handle_extra.get("spot"))) if region else None
+
+
+class Cluster(_Scheduled):
+    """A Slurm-like queue: its offer is kind "queue", priced $2/h, waiting what WAIT_H says
+    (measured through ``Scheduler.queue_wait``, as `watch` measures a real cluster's)."""
+
+    name: ClassVar[str] = "dlslurm"
+    WAIT_H: ClassVar[float] = 0.25
+
+    @classmethod
+    def offers(cls, spec, context) -> list:
+        wait = float(context.queue_waits.get(context.target, 99.0))
+        return [cls._offer(context, None, False, 2.0, kind="queue", wait=wait)]
+
+    @classmethod
+    def offer_key(cls, target, handle_extra, status_extra):
+        return None
+
+    def queue_wait(self, spec, exclude_job=None):
+        return QueueEstimate(type(self).WAIT_H, "test double", queue="")
+
+    def find_many(self, jobs):
+        return {}
+
+    def run_history(self, handle):
+        return []
+
+    @classmethod
+    def run_of(cls, scheduler):
+        return None
+
+    @classmethod
+    def runs_arrays(cls, options):
+        return False
+
+    @classmethod
+    def array_of(cls, native_id):
+        raise NotImplementedError
+
+    @classmethod
+    def element_native_id(cls, array_id, index):
+        raise NotImplementedError
+
+
+class EntryPoint:
+    """An entry point of the ``launcher.backends`` group, naming a class of this module."""
+
+    def __init__(self, cls):
+        self.name, self.value, self.group, self._cls = cls.name, f"{__name__}:{cls.__name__}", "launcher.backends", cls
+
+    def load(self):
+        return self._cls
+
+
+def test_the_doubles_implement_the_whole_protocols():
+    assert can(Cloud(None, None), Backend) and can(Cloud, Pricing) and not can(Cloud, Scheduler)
+    assert can(Cluster(None, None), Backend) and can(Cluster, Pricing) and can(Cluster(None, None), Scheduler)
+
+
+# ---- a job --------------------------------------------------------------------------------------
+
+SPEC = {"name": "dl", "run": "true", "resources": {"nodes": 1, "gpus_per_node": 1, "expected_runtime": "10h"},
+        "targets": ["spot", "od", "cluster"], "cost": {"deadline": "14h", "total_steps": 100},
+        "recovery": {"placement_cooldown": "1h"}}
+
+
+@pytest.fixture
+def app(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"targets": {"spot": {"backend": "dlcloud", "spot": True},
+                                               "od": {"backend": "dlcloud"},
+                                               "cluster": {"backend": "dlslurm"}}}))
+    Cloud.PRICES = {True: {"east": 1.0, "west": 1.5}, False: {"east": 3.0}}
+    Cluster.WAIT_H = 99.0  # by default the queue is too long to matter
+    _Scheduled.submitted, _Scheduled.cancelled = [], []
+    a = App(config_path=cfg, home=tmp_path / "home", registry=Registry([EntryPoint(Cloud), EntryPoint(Cluster)]))
+    yield a
+    a.close()
+    a.store.close()
+
+
+def _spec(app, **cost):
+    from launcher.backend.sections import parse_spec
+
+    data = {**SPEC, "cost": {**SPEC["cost"], **cost}}
+    return parse_spec(data), yaml.safe_dump(data)
+
+
+def job_on(app, target, region, *, done_steps=0, state=JobState.RUNNING, **cost):
+    """A job submitted at its creation to TARGET/REGION, started OVERHEAD_H later (so the
+    measured restart overhead is OVERHEAD_H), with DONE_STEPS committed."""
+    spec, text = _spec(app, **cost)
+    store = app.store
+    store.begin_job("j1", "dl", target, app.config.raw_target(target)["backend"], None, text)
+    job = store.get_job("j1")
+    backend = app.config.raw_target(target)["backend"]
+    h = Handle(backend, target, "j1", "n1", 1, {"region": region, "spot": target == "spot"})
+    store.record_attempt("j1", 1, target, h.to_json(), "n1", state=state.value)
+    store.update_attempt("j1", 1, submitted=job.created, started=job.created + OVERHEAD_H * H)
+    store.update_job("j1", last_step=done_steps)
+    return spec
+
+
+def step(app, spec, hours, state=JobState.RUNNING, extra=None):
+    """One watch step at HOURS after the job's creation; an ended attempt ended then."""
+    job = app.store.get_job("j1")
+    now = job.created + hours * H
+    end = now if state.is_terminal else None
+    return live.step(app, job, spec, Status(state, end_time=end, extra=extra or {}), clock=lambda: now)
+
+
+def events(app, kind):
+    return [e for e in app.store.events("j1") if e["kind"] == kind]
+
+
+# ---- holding, riding, moving ------------------------------------------------------------------------
+
+def test_a_job_riding_the_cheapest_spot_is_left_alone_and_the_decision_recorded_once(app):
+    spec = job_on(app, "spot", "east", done_steps=20)
+    assert step(app, spec, 2.0) is None and step(app, spec, 2.1) is None
+    (ev,) = events(app, "deadline")   # recorded when the placement or the reason changes, not every tick
+    assert (ev["placement"], ev["held"], ev["reason"]) == ("spot:spot/east", "spot:spot/east", "riding spot")
+    assert ev["done_h"] == pytest.approx(2.0) and ev["overhead_h"] == pytest.approx(OVERHEAD_H)
+    assert ev["slack_h"] == pytest.approx(DEADLINE_H - 2.0 - OVERHEAD_H - 8.0)
+    assert _Scheduled.submitted == [] and app.store.latest_attempt("j1").attempt == 1
+
+
+def test_a_running_spot_job_moves_to_a_cheaper_zone_when_the_saving_pays_for_the_restart(app):
+    spec = job_on(app, "spot", "west", done_steps=20)   # on $1.5/h, east is $1/h
+    out = step(app, spec, 2.0)
+    assert out.action == "deadline_move" and "spot:spot/west -> spot:spot/east" in out.reason
+    (target, request, handle), = _Scheduled.submitted
+    assert target == "spot" and request.job.attempt == 2 and request.job.avoid == ("dlcloud/west",)
+    assert _Scheduled.cancelled == ["n1"]                           # the copy it left
+    a1, a2 = app.store.attempts("j1")
+    assert (a1.state, a2.state, a2.target, a2.native_id) == ("CANCELLED", "PENDING", "spot", handle.native_id)
+    (mv,) = events(app, "deadline_move")
+    assert (mv["frm"], mv["to"], mv["price"], mv["attempt"]) == ("spot:spot/west", "spot:spot/east", 1.0, 2)
+    assert mv["overhead_h"] == pytest.approx(OVERHEAD_H) and mv["cancelled_native_id"] == "n1"
+    # the next step knows where attempt 2 was put (the job's meta), so it is not moved again
+    assert app.store.get_job("j1").meta["deadline"]["placements"] == {"2": "spot:spot/east"}
+    assert step(app, spec, 2.1) is None and len(_Scheduled.submitted) == 1
+
+
+def test_a_small_saving_does_not_pay_for_a_restart(app):
+    Cloud.PRICES[True] = {"east": 1.0, "west": 1.04}
+    spec = job_on(app, "spot", "west", done_steps=20)
+    assert step(app, spec, 2.0) is None and _Scheduled.submitted == []
+
+
+def test_a_preempted_job_with_slack_to_spare_waits_for_spot_and_submits_nothing(app):
+    Cloud.PRICES[True] = {"east": 1.0}
+    spec = job_on(app, "spot", "east", done_steps=20, state=JobState.PREEMPTED)
+    out = step(app, spec, 2.0, JobState.PREEMPTED, {"region": "east"})
+    assert out.action == "deadline_wait" and "waiting" in out.reason
+    assert _Scheduled.submitted == []
+    (ev,) = events(app, "deadline")
+    assert ev["placement"] == "wait" and ev["held"] == "wait"
+
+
+def test_a_preempted_job_behind_the_reserve_goes_to_on_demand(app):
+    # 8 h of work left at 5 h: slack 14 - 5 - 0.5 - 8 = 0.5 h, under the reserve
+    Cloud.PRICES[True] = {"east": 1.0}
+    spec = job_on(app, "spot", "east", done_steps=20, state=JobState.PREEMPTED)
+    out = step(app, spec, 5.0, JobState.PREEMPTED, {"region": "east"})
+    assert out.action == "deadline_move" and "-> on_demand:od/east" in out.reason
+    (target, request, _), = _Scheduled.submitted
+    assert target == "od" and request.job.attempt == 2
+    assert _Scheduled.cancelled == []          # a preempted attempt has no copy left to cancel
+    (ev,) = events(app, "deadline")
+    assert ev["placement"] == "on_demand:od/east" and "behind the reserve" in ev["reason"]
+
+
+def test_the_safety_net_takes_on_demand_when_spot_could_no_longer_be_fallen_back_from(app):
+    # preempted at 5.499 h with 8 h left: on-demand now finishes at 13.999 h <= 14, but
+    # a spot start (east is up again) that vanished a tick later would not: the net says on-demand
+    spec = job_on(app, "spot", "west", done_steps=20, state=JobState.PREEMPTED)
+    out = step(app, spec, 5.499, JobState.PREEMPTED, {"region": "west"})
+    assert out.action == "deadline_move" and "-> on_demand:od/east" in out.reason
+    (ev,) = events(app, "deadline")
+    assert ev["reason"].startswith("safety net: only a guaranteed offer") and ev["would"] == "spot:spot/east"
+
+
+def test_on_demand_returns_to_spot_once_the_job_is_ahead(app):
+    spec = job_on(app, "od", "east", done_steps=50)   # 5 h left at 4 h: far ahead
+    out = step(app, spec, 4.0)
+    assert out.action == "deadline_move" and "on_demand:od/east -> spot:spot/east" in out.reason
+    (target, _, _), = _Scheduled.submitted
+    assert target == "spot" and _Scheduled.cancelled == ["n1"]
+    (ev,) = events(app, "deadline")
+    assert ev["reason"] == "ahead of the reserve: back to spot"
+
+
+def test_on_demand_stays_while_behind_and_no_decision_changes_it(app):
+    spec = job_on(app, "od", "east", done_steps=20)   # 8 h left at 5.2 h
+    assert step(app, spec, 5.2) is None and _Scheduled.submitted == []
+    (ev,) = events(app, "deadline")
+    assert ev["placement"] == ev["held"] == "on_demand:od/east"
+
+
+# ---- a Slurm target as the destination -------------------------------------------------------------
+
+def test_a_slurm_target_whose_queue_wait_fits_is_the_fallback_and_the_job_is_moved_there(app):
+    # cheaper than on-demand ($2/h vs $3/h); its measured wait 0.25 h still fits:
+    # 5 + 0.5 + 0.25 + 8 = 13.75 <= 14
+    Cluster.WAIT_H = 0.25
+    Cloud.PRICES[True] = {"east": 1.0}
+    spec = job_on(app, "spot", "east", done_steps=20, state=JobState.PREEMPTED)
+    out = step(app, spec, 5.0, JobState.PREEMPTED, {"region": "east"})
+    assert out.action == "deadline_move" and "-> slurm:cluster" in out.reason
+    (target, request, handle), = _Scheduled.submitted
+    assert target == "cluster" and handle.backend == "dlslurm" and request.job.attempt == 2
+    (mv,) = events(app, "deadline_move")
+    assert (mv["to"], mv["price"]) == ("slurm:cluster", 2.0)
+    a2 = app.store.latest_attempt("j1")
+    assert (a2.attempt, a2.target) == (2, "cluster")
+    assert app.store.get_job("j1").meta["deadline"]["placements"] == {"2": "slurm:cluster"}
+    # queued there: the next step sees its placement and leaves it (what is left of the start
+    # counts; nothing is resubmitted)
+    assert step(app, spec, 5.1, JobState.PENDING) is None and len(_Scheduled.submitted) == 1
+
+
+def test_a_slurm_target_whose_queue_wait_does_not_fit_is_passed_over_for_on_demand(app):
+    Cluster.WAIT_H = 0.75    # 5 + 0.5 + 0.75 + 8 = 14.25 > 14
+    Cloud.PRICES[True] = {"east": 1.0}
+    spec = job_on(app, "spot", "east", done_steps=20, state=JobState.PREEMPTED)
+    out = step(app, spec, 5.0, JobState.PREEMPTED, {"region": "east"})
+    assert "-> on_demand:od/east" in out.reason
+    (target, _, _), = _Scheduled.submitted
+    assert target == "od"
+
+
+def test_a_slurm_job_is_moved_back_to_spot_when_ahead(app):
+    Cluster.WAIT_H = 0.25
+    spec = job_on(app, "cluster", None, done_steps=50)
+    out = step(app, spec, 4.0)
+    assert "slurm:cluster -> spot:spot/east" in out.reason and _Scheduled.cancelled == ["n1"]
+
+
+# ---- what the step leaves to the ordinary recovery ---------------------------------------------------
+
+def test_other_ends_and_jobs_without_a_deadline_are_left_to_the_ordinary_recovery(app):
+    spec = job_on(app, "spot", "east", done_steps=20, state=JobState.FAILED)
+    assert step(app, spec, 2.0, JobState.FAILED) is None
+    assert step(app, spec, 2.0, JobState.COMPLETED) is None
+    nodl = spec.model_copy(update={"cost": spec.cost.model_copy(update={"deadline": None})})
+    assert step(app, nodl, 2.0) is None
+    assert events(app, "deadline") == [] and _Scheduled.submitted == []
+
+
+def test_the_restart_overhead_is_measured_from_the_jobs_own_attempts():
+    class A:
+        def __init__(self, submitted, started):
+            self.submitted, self.started = submitted, started
+
+    assert live.measured_overhead_h([]) is None
+    assert live.measured_overhead_h([A(0.0, None)]) is None
+    assert live.measured_overhead_h([A(1000.0, 2800.0), A(5000.0, 5000.0 + 3600.0)]) == pytest.approx(0.75)
