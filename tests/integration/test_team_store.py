@@ -173,6 +173,27 @@ def test_each_persons_jobs_are_their_own_and_the_watcher_recovers_everyones(team
     assert len(lines) == 1 and f"belongs to {alice.name}" in lines[0] and "nothing was done" in lines[0], p.stderr
     before = pg_server.sql(f"SELECT state, updated FROM jobs WHERE job_id = '{a_job}'", db=db)
 
+    # ... and so is his cancel of her sweep, or of one of its elements; hers goes through
+    sweep_spec = alice.home / "sweep.yaml"
+    sweep_spec.write_text(yaml.safe_dump({"name": "alice-sweep", "run": "sleep 120",
+                                          "sweep": {"grid": {"lr": [1, 2]}}}))
+    os.chown(sweep_spec, alice.uid, alice.gid)
+    p = alice.launcher("launch", sweep_spec, "--target", "local")
+    assert p.returncode == 0, p.stderr
+    sweep = p.stdout.split(":", 1)[0].strip()
+    rows = f"SELECT job_id, state, updated FROM jobs WHERE job_id LIKE '{sweep}-e%' ORDER BY job_id"
+    untouched = pg_server.sql(rows, db=db)
+    assert len(untouched.splitlines()) == 2 and "CANCELLED" not in untouched, untouched
+    for target in (sweep, f"{sweep}-e1"):
+        p = bob.launcher("cancel", target)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode != 0 and len(lines) == 1 and f"belongs to {alice.name}" in lines[0], (target, p.stderr)
+    assert pg_server.sql(rows, db=db) == untouched
+    p = alice.launcher("cancel", sweep)
+    assert p.returncode == 0 and "2 cancelled" in p.stderr + p.stdout, p.stderr
+    elements = pg_server.sql(f"SELECT job_id, state FROM jobs WHERE job_id LIKE '{sweep}-e%' ORDER BY job_id", db=db)
+    assert elements.splitlines() == [f"{sweep}-e0|CANCELLED", f"{sweep}-e1|CANCELLED"], elements
+
     # his direct SQL changes nothing of hers; an insert naming her job is refused by the server
     import psycopg
 
