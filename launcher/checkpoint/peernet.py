@@ -37,7 +37,7 @@ import time
 from launcher.checkpoint.contract import COMMIT, META_DIR, parse_manifest, parse_step_dir, read_generations
 from launcher.checkpoint.errors import CheckpointError, Conflict
 from launcher.checkpoint.posix_store import LocalStore
-from launcher.checkpoint.tiers import (commit_copy, gc_local, json_docs, local_parts, part_state, rank_stores,
+from launcher.checkpoint.tiers import (LOCAL, commit_copy, gc_local, json_docs, local_parts, part_state, rank_stores,
                                       write_replacing)
 
 PEERS = META_DIR + "/peers"
@@ -223,7 +223,7 @@ class PeerServer:
         for tier, r, store in rank_stores(self.base):
             got = [n for _s, _g, n in local_parts(store) if part_state(store, n)[0] is not None]
             if got:
-                out["own" if tier == "local" else "peer"][str(r)] = got
+                out["own" if tier == LOCAL else "peer"][str(r)] = got
         return out
 
     def close(self) -> None:

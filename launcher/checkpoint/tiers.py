@@ -514,37 +514,12 @@ def resolve(durable, layout, gens=None, verify=False, log=None, seen=None):
     return _durable(newest)
 
 
-def expand_hosts(nodelist: str) -> list:
-    """Slurm's compact host list ('node[1-2,4],gpu-07') expanded in order (stdlib only: the
-    job side has no scontrol of its own to call)."""
-    out, depth, item = [], 0, ""
-    for ch in (nodelist or "").strip() + ",":
-        if ch == "," and depth == 0:
-            if item:
-                m = re.match(r"^(.*?)\[([^\]]+)\](.*)$", item)
-                if not m:
-                    out.append(item)
-                else:
-                    for rng in m.group(2).split(","):
-                        a, _, b = rng.partition("-")
-                        for i in range(int(a), int(b or a) + 1):
-                            out.extend(expand_hosts(m.group(1) + str(i).zfill(len(a)) + m.group(3)))
-            item = ""
-            continue
-        depth += ch == "["
-        depth -= ch == "]"
-        item += ch
-    return out
-
-
 def allocation_hosts():
-    """The hosts of this allocation in node-rank order: $LAUNCHER_NODE_HOSTS (comma-separated),
-    else Slurm's $SLURM_JOB_NODELIST; None when neither says."""
+    """The hosts of this allocation in node-rank order: $LAUNCHER_NODE_HOSTS (comma-separated;
+    a backend's job script sets it, the Slurm one from its scheduler's node list); None when
+    it is not set."""
     v = os.environ.get("LAUNCHER_NODE_HOSTS", "").strip()
-    if v:
-        return [h for h in v.split(",") if h]
-    v = os.environ.get("SLURM_JOB_NODELIST", "").strip()
-    return expand_hosts(v) if v else None
+    return [h for h in v.split(",") if h] or None
 
 
 def resolve_hosts(durable, layout, hosts, gens=None, verify=False, log=None, seen=None):
@@ -785,6 +760,6 @@ def is_disk_full(e: BaseException) -> bool:
 __all__ = ["LOCAL", "PEER", "DURABLE", "Layout", "Resolution", "commit_part", "replicate", "upload_part",
            "try_commit_durable", "update_holdings", "read_holdings", "resolve", "write_resolution",
            "read_resolution", "materialize", "gc_local", "part_state", "local_parts", "node_dir", "free_bytes",
-           "is_disk_full", "farthest", "tier_table", "fault", "resolve_hosts", "expand_hosts",
+           "is_disk_full", "farthest", "tier_table", "fault", "resolve_hosts",
            "resolve_for", "commit_copy", "write_replacing", "json_docs",
            "allocation_hosts"]

@@ -46,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from launcher.checkpoint.tiers import LOCAL
 from launcher.core.status import JobState
 from launcher.report.summary import checkpoint_interval, cost_summary
 
@@ -72,7 +73,7 @@ class Save:
 
     @property
     def capture(self) -> bool:
-        return self.tier == "local"
+        return self.tier == LOCAL
 
 
 @dataclass

@@ -27,6 +27,7 @@ from typing import Optional
 
 from launcher.backend.protocols import Handle, Scheduler, can
 from launcher.checkpoint import CheckpointError, RootUnavailable, open_store, read_attempt, read_generations
+from launcher.checkpoint.tiers import LOCAL
 from launcher.jobside.heartbeat import heartbeat_key
 from launcher.launching.submission import job_spec
 from launcher.launching.tracking import refresh as do_refresh
@@ -166,7 +167,7 @@ def _saves(rec) -> list:
         a, b = iso_ts(s.get("start")), iso_ts(s.get("end"))
         if a is None or b is None or not isinstance(s.get("step"), int):
             continue
-        tier = s.get("tier") if s.get("tier") == "local" else ""
+        tier = s.get("tier") if s.get("tier") == LOCAL else ""
         if tier and _num(s.get("seconds")) is not None:
             b = a + _num(s["seconds"])  # the time training was blocked (drain: sync drains before it goes on)
         out.append(Save(a, b, s["step"], bool(s.get("committed")), bool(s.get("preempt")), tier,

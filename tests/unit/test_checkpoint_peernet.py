@@ -105,9 +105,17 @@ def test_a_wrong_token_is_refused(tmp_path, root, server):
         peernet.list_parts(addr)
 
 
-def test_slurm_host_lists_expand_in_order():
-    assert T.expand_hosts("node[1-2,4],gpu-07,x[08-10]") == ["node1", "node2", "node4", "gpu-07", "x08", "x09", "x10"]
-    assert T.expand_hosts("login") == ["login"] and T.expand_hosts("") == []
+def test_the_allocations_hosts_come_from_the_job_script_in_node_order(monkeypatch):
+    """$LAUNCHER_NODE_HOSTS, set by the backend's job script (Slurm's expands its node list
+    with its own tool): the core reads no scheduler's variable."""
+    monkeypatch.setenv("LAUNCHER_NODE_HOSTS", "node2,node1,gpu-07")
+    assert T.allocation_hosts() == ["node2", "node1", "gpu-07"]
+    for unset in ("", " ", ","):
+        monkeypatch.setenv("LAUNCHER_NODE_HOSTS", unset)
+        assert T.allocation_hosts() is None
+    monkeypatch.delenv("LAUNCHER_NODE_HOSTS")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node[1-2]")
+    assert T.allocation_hosts() is None
 
 
 def hold(root, nodes, host_of, step, gen, peers=True, durable=False):
