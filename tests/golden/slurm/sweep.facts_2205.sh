@@ -27,7 +27,8 @@ export LAUNCHER_NUM_NODES="${SLURM_JOB_NUM_NODES:-1}"
 export LAUNCHER_GPUS_PER_NODE=0
 export LAUNCHER_TASKS_PER_NODE=1
 export LAUNCHER_PREEMPT_SIGNAL=USR1
-export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+export LAUNCHER_NODE_HOSTS="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)"
+export MASTER_ADDR="${LAUNCHER_NODE_HOSTS%%,*}"
 export MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))
 # a sweep of 8 elements, one per array task: this task's variables (parameters, seed,
 # checkpoint root) are line 2 + index of the sweep table staged beside this script, every value quoted
