@@ -36,9 +36,9 @@ import time
 
 from launcher.checkpoint.contract import COMMIT, META_DIR, parse_manifest, parse_step_dir, read_generations
 from launcher.checkpoint.errors import CheckpointError, Conflict
+from launcher.checkpoint.posix_io import write_atomic_stream
 from launcher.checkpoint.posix_store import LocalStore
-from launcher.checkpoint.tiers import (LOCAL, commit_copy, gc_local, json_docs, local_parts, part_state, rank_stores,
-                                      write_replacing)
+from launcher.checkpoint.tiers import LOCAL, commit_copy, gc_local, json_docs, local_parts, part_state, rank_stores
 
 PEERS = META_DIR + "/peers"
 _ADDR = re.compile(r"^node-(\d+)\.r(\d+)\.json$")
@@ -112,7 +112,8 @@ def _receive_part(rfile, dst, name, raw_commit) -> str:
 
     def write_files(d):
         for path, size in files:
-            write_replacing(os.path.join(d, *path.split("/")), lambda g, size=size: _copy_n(rfile, g, size))
+            write_atomic_stream(os.path.join(d, *path.split("/")), lambda g, size=size: _copy_n(rfile, g, size),
+                                durable=True)
         read.append(True)
 
     state = commit_copy(dst, name, raw_commit, write_files)

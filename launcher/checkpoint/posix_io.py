@@ -40,6 +40,12 @@ def write_atomic(path, data, mode: int = 0o644, durable: bool = False) -> None:
     and the directory. Parent directories are created. The one atomic file write for local
     files outside a checkpoint (scripts, caches, records); checkpoint data goes through the
     stores, which also refuse links."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    write_atomic_stream(path, lambda f: f.write(raw), mode, durable)
+
+
+def write_atomic_stream(path, fill, mode: int = 0o644, durable: bool = False) -> None:
+    """``write_atomic`` of what FILL(file) writes (a stream: a copy, a socket's bytes)."""
     path = os.fspath(path)
     d = os.path.dirname(path) or "."
     # hidden, beside PATH, unique (O_EXCL: never a file someone else made)
@@ -52,7 +58,7 @@ def write_atomic(path, data, mode: int = 0o644, durable: bool = False) -> None:
         fd = os.open(tmp, flags, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            fill(f)
             os.fchmod(f.fileno(), mode)
             if durable:
                 f.flush()

@@ -59,6 +59,7 @@ from launcher.checkpoint.contract import (COMMIT, META_DIR, Generations, build_m
                                           step_dir)
 from launcher.checkpoint.discovery import _Context, _evaluate, latest
 from launcher.checkpoint.errors import CheckpointError, Conflict, ManifestError, Superseded
+from launcher.checkpoint.posix_io import write_atomic_stream
 from launcher.checkpoint.posix_store import LocalStore
 
 LOCAL, PEER, DURABLE = "local", "peer", "durable"
@@ -155,30 +156,11 @@ def local_parts(store):
     return sorted(out, reverse=True)
 
 
-def write_replacing(dst: str, fill) -> None:
-    """Write DST through FILL(file) into a temporary sibling, fsynced, then renamed over DST
-    (a crash leaves the old DST or none, never half a file under its name)."""
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    tmp = "%s.tmp-%s" % (dst, os.urandom(4).hex())
-    try:
-        with open(tmp, "wb") as g:
-            fill(g)
-            g.flush()
-            os.fsync(g.fileno())
-        os.replace(tmp, dst)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def _copy_file(src: str, dst: str) -> int:
     """Copy the regular file SRC to DST (replaced; links never followed); returns the size."""
     fd = os.open(src, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "rb") as f:
-        write_replacing(dst, lambda g: shutil.copyfileobj(f, g, 1 << 20))
+        write_atomic_stream(dst, lambda g: shutil.copyfileobj(f, g, 1 << 20), durable=True)
         return os.path.getsize(dst)
 
 
@@ -761,5 +743,5 @@ __all__ = ["LOCAL", "PEER", "DURABLE", "Layout", "Resolution", "commit_part", "r
            "try_commit_durable", "update_holdings", "read_holdings", "resolve", "write_resolution",
            "read_resolution", "materialize", "gc_local", "part_state", "local_parts", "node_dir", "free_bytes",
            "is_disk_full", "farthest", "tier_table", "fault", "resolve_hosts",
-           "resolve_for", "commit_copy", "write_replacing", "json_docs",
+           "resolve_for", "commit_copy", "json_docs",
            "allocation_hosts"]
