@@ -14,7 +14,8 @@ So the policy rides spot while it is there, and when it is not, it waits while t
 above a **reserve** that shrinks with the work left (``Params.reserve``: at ``reserve=1`` it is
 exactly Uniform Progress's line, "Can't Be Late", NSDI '24), else runs on the guaranteed
 offer. From on-demand it returns to spot when the slack is above the reserve plus the two
-restarts a return risks (``Params.back``: Uniform Progress's 2x-overhead hysteresis).
+restarts a return risks (``Params.back``: Uniform Progress's 2x-overhead hysteresis), and only
+when spot is cheaper by more than the restart costs (a free Slurm queue is never left).
 
 **The safety net** (``safety_net``) is checked last and overrides everything: a placement
 other than a guaranteed one is allowed for this tick only if, should spot vanish at the next
@@ -213,8 +214,8 @@ def _held_spot(s: Situation) -> Optional[Offer]:
 
 
 def _worth_moving(s: Situation, held: Offer, to: Offer, params: Params) -> bool:
-    """Move a running spot job to a cheaper zone when the saving over the hours it may stay
-    there pays for the restart (billed at the new price, no progress)."""
+    """Move a running job to cheaper spot when the saving over the hours it may stay there
+    pays for the restart (billed at the new price, no progress)."""
     hours = min(s.left_h, params.stay_h)
     return (held.price - to.price) * hours > to.price * s.overhead_h + _EPS
 
@@ -238,7 +239,11 @@ def decide(s: Situation, params: Params = SINGLE) -> Decision:
         # the slack a return to spot would leave: this restart, and the next one back
         held_slack = s.deadline_h - s.elapsed_h - s.overhead_left_h - s.left_h - 2 * s.overhead_h
         nums["held_slack_h"] = round(held_slack, 4)
-        if (best is not None and held_slack >= reserve + params.back * s.overhead_h
+        held_offer = next((o for o in s.offers if o.kind == s.current.kind and o.where == s.current.where), None)
+        # back to spot only where it is cheaper by more than the restart costs (a free Slurm
+        # queue or a cheap on-demand region is kept: leaving it spends slack and money)
+        cheaper = best is not None and (held_offer is None or _worth_moving(s, held_offer, best, params))
+        if (cheaper and held_slack >= reserve + params.back * s.overhead_h
                 and s.left_h > params.min_left_h):
             return safety_net(s, Decision(Placement(SPOT, best.where),
                                           "ahead of the reserve: back to spot", nums))

@@ -161,3 +161,19 @@ def test_multi_region_waits_for_a_cheap_zone_while_the_slack_allows_then_takes_a
     assert d.placement == dl.Placement(dl.SPOT, "us-west-2a")
     assert dl.decide(sit(elapsed_h=1.0, done_h=3.0, offers=(cheap_gone, dear, OD_A), tick_h=0.1),
                      dl.SINGLE).placement == dl.Placement(dl.SPOT, "us-west-2a")
+
+
+def test_a_job_on_a_guaranteed_offer_returns_to_spot_only_where_spot_is_cheaper():
+    # far ahead (5 h left at 2 h of a 14 h deadline): from $3/h on-demand, $1/h spot pays
+    ahead = dict(elapsed_h=2.0, done_h=5.0)
+    d = dl.decide(sit(current=dl.Placement(dl.ON_DEMAND, "us-east-1"), **ahead))
+    assert d.placement == dl.Placement(dl.SPOT, "us-east-1a") and d.reason == "ahead of the reserve: back to spot"
+    # a free Slurm queue is kept: leaving it costs money and two restarts of slack
+    free = dl.Offer("cluster-a", dl.SLURM, 0.0)
+    d = dl.decide(sit(current=dl.Placement(dl.SLURM, "cluster-a"), offers=(SPOT_A, OD_A, free), **ahead))
+    assert d.placement == dl.Placement(dl.SLURM, "cluster-a"), d
+    # and so is an on-demand region whose saving over the stay would not pay for the restart
+    near = dl.Offer("eu-1", dl.ON_DEMAND, 1.05)
+    d = dl.decide(sit(current=dl.Placement(dl.ON_DEMAND, "eu-1"), offers=(SPOT_A, near), **ahead),
+                  dl.Params(reserve=0.8, back=0.0, stay_h=6.0))
+    assert d.placement == dl.Placement(dl.ON_DEMAND, "eu-1"), d
