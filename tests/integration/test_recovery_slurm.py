@@ -116,6 +116,41 @@ def test_timeout_with_progress_requeues_itself_and_finishes(cli, clean_queue, tm
     assert json.loads(result.read_text())["sha256"] == ref
 
 
+def test_a_step_signalled_alone_that_saves_and_exits_75_is_requeued_and_finishes(cli, clean_queue, tmp_path):
+    # Slurm signals the step and not the job script (here `scancel --signal=TERM`; in the wild a
+    # run cut off on another node cancelling its step on reconnecting): the program saves and
+    # exits 75, "restart me", and the job script requeues the job in place, no watch running
+    ref = reference(60, tmp_path)
+    spec, root, result = train_spec(cli, clean_queue, "stepsig", 60, 4, 0.25)
+    job = cli.launch(spec)
+    native = node_of(cli, job)
+    wait_commit(cli, root, at_least=8)
+    clean_queue.run("scancel", "--signal=TERM", native)
+    st = cli.wait_state(job, "COMPLETED", timeout=240, interval=1)
+    log = cli.output(job)
+    assert "asked to be restarted (exit 75" in log and "preemption notice: saved step" in log, log
+    assert len(st["attempts"]) == 2 and resumed_steps(log)[0] >= 8, (st["attempts"], log)
+    assert json.loads(result.read_text())["sha256"] == ref
+
+
+def test_a_cancelled_job_that_saves_and_exits_75_stays_cancelled(cli, clean_queue, tmp_path):
+    # the same program under a plain scancel: the job script is signalled too, and a Slurm
+    # requeue would bring back even a cancelled job, so it must not ask for one
+    spec, root, result = train_spec(cli, clean_queue, "cancel75", 200, 4, 0.25)
+    job = cli.launch(spec)
+    native = node_of(cli, job)
+    wait_commit(cli, root, at_least=8)
+    clean_queue.run("scancel", native)
+    poll(f"{native} gone from the queue", lambda: clean_queue.job(native).get("JobState") in {"CANCELLED", None},
+         timeout=60, interval=0.5)
+    time.sleep(8)   # longer than the test cluster's requeue delay: a requeued job would be back
+    j = clean_queue.job(native)
+    assert j.get("JobState") in {"CANCELLED", None} and j.get("Restarts", "0") == "0", j
+    log = cli.output(job)
+    assert "preemption notice: saved step" in log and "requeueing" not in log, log
+    assert not result.exists()
+
+
 def test_crash_loop_without_progress_is_stopped_by_watch_with_its_reason(cli, clean_queue):
     spec = cli.spec("crashy", {"run": "echo crashing; exit 1", "checkpoint": {"root": str(clean_queue.shared_dir / "ck-crashy")},
                                "recovery": {"app_error": 5}, "resources": {"time_limit": "5m"}})

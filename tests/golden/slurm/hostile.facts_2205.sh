@@ -55,7 +55,9 @@ export LAUNCHER_RUN='printf '"'"'%s|'"'"' '"'"'$(touch PWNED_RUN)'"'"' '"'"'`tou
 line2'"'"' '"'"'üñí'"'"''
 # TERM (scancel, preemption): the steps get it from Slurm directly; this shell keeps
 # waiting for them so their exit (and any last checkpoint) is not cut short.
-trap 'echo "launcher: TERM received" >&2' TERM
+# (A job being ended, by scancel or its time limit, signals this shell too: _launcher_ending.)
+_launcher_noticed= _launcher_ending=
+trap '_launcher_ending=1; echo "launcher: TERM received" >&2' TERM
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=1 \
   bash -c 'export LAUNCHER_NODE_RANK="$SLURM_NODEID" LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$SLURM_PROCID"; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
 _launcher_step=$!

@@ -48,7 +48,9 @@ python3 /state/jobs/basic-abc123/launcher_job.pyz node-guard --job-dir "$LAUNCHE
 export LAUNCHER_RUN=hostname
 # TERM (scancel, preemption): the steps get it from Slurm directly; this shell keeps
 # waiting for them so their exit (and any last checkpoint) is not cut short.
-trap 'echo "launcher: TERM received" >&2' TERM
+# (A job being ended, by scancel or its time limit, signals this shell too: _launcher_ending.)
+_launcher_noticed= _launcher_ending=
+trap '_launcher_ending=1; echo "launcher: TERM received" >&2' TERM
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=4 \
   bash -c 'export LAUNCHER_NODE_RANK="$SLURM_NODEID" LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$SLURM_PROCID"; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
 _launcher_step=$!

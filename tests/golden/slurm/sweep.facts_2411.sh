@@ -77,6 +77,7 @@ _launcher_on_notice() {
   # to commit a checkpoint, then requeue ourselves if it made progress. This is how a
   # job outlives its time limit and preemption with no process on the login node.
   echo "launcher: $1 received: asking the program to checkpoint" >&2
+  _launcher_noticed=1
   local since
   since=$(python3 /state/jobs/sweep-abc123/launcher_job.pyz latest --root "$LAUNCHER_CKPT_ROOT" --step 2>/dev/null) || since=-1
   scancel --signal=USR1 "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" 2>/dev/null || true
@@ -93,7 +94,9 @@ _launcher_on_notice() {
 trap '_launcher_on_notice USR1' USR1
 # TERM (scancel, preemption): the steps get it from Slurm directly; this shell keeps
 # waiting for them so their exit (and any last checkpoint) is not cut short.
-trap 'echo "launcher: TERM received" >&2' TERM
+# (A job being ended, by scancel or its time limit, signals this shell too: _launcher_ending.)
+_launcher_noticed= _launcher_ending=
+trap '_launcher_ending=1; echo "launcher: TERM received" >&2' TERM
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=1 \
   bash -c 'export LAUNCHER_NODE_RANK="$SLURM_NODEID" LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$SLURM_PROCID"; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
 _launcher_step=$!
@@ -115,4 +118,22 @@ while :; do
   echo "launcher: this run was superseded by restart $_launcher_restarts; waiting to be cleaned up" >&2
   sleep 30
 done
+# Exit 75: the run saved on a notice and asks to be restarted. When Slurm signalled the step
+# alone (this shell got no notice and no TERM: e.g. `scancel --signal=TERM` of the steps, or a
+# run cut off elsewhere that cancels its step on reconnecting), nothing else requeues it:
+# requeue in place if it committed progress since the start and the job is still running.
+# A job being cancelled or past its time limit is never requeued here (a Slurm requeue would
+# bring back even a cancelled job).
+if [ "$rc" -eq 75 ] && [ -z "$_launcher_noticed" ] && [ -z "$_launcher_ending" ]; then
+  _launcher_since=$(python3 /state/jobs/sweep-abc123/launcher_job.pyz latest --root "$LAUNCHER_CKPT_ROOT" --step 2>/dev/null) || _launcher_since=-1
+  _launcher_state=$(scontrol -o show job "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" 2>/dev/null | grep -o ' JobState=[A-Z_]*' | cut -d= -f2)
+  if [ "$_launcher_state" != RUNNING ] || [ -n "$_launcher_ending" ]; then
+    echo "launcher: the run exited 75 while the job is ${_launcher_state:-unknown to scontrol}; not requeueing" >&2
+  elif [ "$_launcher_since" -gt "${LAUNCHER_RESUME_STEP:--1}" ]; then
+    echo "launcher: the run saved on a notice and asked to be restarted (exit 75, step $_launcher_since committed); requeueing $SLURM_JOB_ID" >&2
+    scontrol requeue "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+  else
+    echo "launcher: the run exited 75 with no new committed checkpoint since the start; not requeueing" >&2
+  fi
+fi
 exit "$rc"
