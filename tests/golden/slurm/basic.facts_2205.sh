@@ -45,10 +45,11 @@ python3 /state/jobs/basic-abc123/launcher_job.pyz node-guard --job-dir "$LAUNCHE
 # and gets the notice and TERM itself (a program installs its own handler over the
 # ignored disposition). In a multi-line run, put `exec` before the main program.
 export LAUNCHER_RUN='python train.py --lr 0.1'
+# A job being ended (scancel, `launcher cancel`, its time limit) signals this shell with TERM
+# and leaves RUNNING: _launcher_ending. A notice sets _launcher_noticed.
+_launcher_noticed= _launcher_ending=
 # TERM (scancel, preemption): the steps get it from Slurm directly; this shell keeps
 # waiting for them so their exit (and any last checkpoint) is not cut short.
-# (A job being ended, by scancel or its time limit, signals this shell too: _launcher_ending.)
-_launcher_noticed= _launcher_ending=
 trap '_launcher_ending=1; echo "launcher: TERM received" >&2' TERM
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=1 \
   bash -c 'export LAUNCHER_NODE_RANK="$SLURM_NODEID" LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$SLURM_PROCID"; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &

@@ -69,6 +69,26 @@ srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=2 \
 # and gets the notice and TERM itself (a program installs its own handler over the
 # ignored disposition). In a multi-line run, put `exec` before the main program.
 export LAUNCHER_RUN='torchrun --nnodes $LAUNCHER_NUM_NODES --node_rank $LAUNCHER_NODE_RANK --master_addr $MASTER_ADDR train.py'
+# A job being ended (scancel, `launcher cancel`, its time limit) signals this shell with TERM
+# and leaves RUNNING: _launcher_ending. A notice sets _launcher_noticed.
+_launcher_noticed= _launcher_ending=
+_launcher_requeue() {
+  # Requeue this job in place (same ids) when it still runs, or is being ended by its time
+  # limit (the run saved: go on in a new allocation); never when it is being cancelled:
+  # `scontrol requeue` would bring back even a cancelled job (measured on 22.05), e.g. one
+  # cancelled while its program was saving on the notice. While a job is being ended
+  # scontrol says COMPLETING, with Reason=TimeLimit only for the time limit.
+  local job state reason
+  job=$(scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null)
+  state=$(printf '%s' "$job" | grep -o ' JobState=[A-Z_]*' | cut -d= -f2)
+  reason=$(printf '%s' "$job" | grep -o ' Reason=[^ ]*' | cut -d= -f2)
+  if [ "$reason" != TimeLimit ] && { [ -n "$_launcher_ending" ] || [ "$state" != RUNNING ]; }; then
+    echo "launcher: $1, but the job is being ended (${state:-unknown to scontrol}${_launcher_ending:+, TERM received}): no requeue" >&2
+    return 0
+  fi
+  echo "launcher: $1; requeueing $SLURM_JOB_ID" >&2
+  scontrol requeue "$SLURM_JOB_ID"
+}
 _launcher_on_notice() {
   # Preemption notice or time limit near (--signal=B:USR1@grace): forward the
   # signal to the program (job steps only, not this shell), give it up to the grace
@@ -80,11 +100,9 @@ _launcher_on_notice() {
   since=$(python3 /state/jobs/basic-abc123/launcher_job.pyz latest --root "$LAUNCHER_CKPT_ROOT" --step 2>/dev/null) || since=-1
   scancel --signal=USR1 "$SLURM_JOB_ID" 2>/dev/null || true
   if python3 /state/jobs/basic-abc123/launcher_job.pyz wait-commit --root "$LAUNCHER_CKPT_ROOT" --since-step "$since" --timeout 96 >/dev/null; then
-    echo "launcher: checkpoint committed on notice; requeueing $SLURM_JOB_ID" >&2
-    scontrol requeue "$SLURM_JOB_ID"
+    _launcher_requeue "checkpoint committed on notice"
   elif [ "$since" -gt "${LAUNCHER_RESUME_STEP:--1}" ]; then
-    echo "launcher: no checkpoint on notice, but progress committed since the start (step $since); requeueing" >&2
-    scontrol requeue "$SLURM_JOB_ID"
+    _launcher_requeue "no checkpoint on notice, but progress committed since the start (step $since)"
   else
     echo "launcher: no new committed checkpoint since the start; not requeueing" >&2
   fi
@@ -92,8 +110,6 @@ _launcher_on_notice() {
 trap '_launcher_on_notice USR1' USR1
 # TERM (scancel, preemption): the steps get it from Slurm directly; this shell keeps
 # waiting for them so their exit (and any last checkpoint) is not cut short.
-# (A job being ended, by scancel or its time limit, signals this shell too: _launcher_ending.)
-_launcher_noticed= _launcher_ending=
 trap '_launcher_ending=1; echo "launcher: TERM received" >&2' TERM
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=2 \
   bash -c 'export LAUNCHER_NODE_RANK="$SLURM_NODEID" LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$SLURM_PROCID"; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
@@ -116,20 +132,15 @@ while :; do
   echo "launcher: this run was superseded by restart $_launcher_restarts; waiting to be cleaned up" >&2
   sleep 30
 done
-# Exit 75: the run saved on a notice and asks to be restarted. When Slurm signalled the step
-# alone (this shell got no notice and no TERM: e.g. `scancel --signal=TERM` of the steps, or a
-# run cut off elsewhere that cancels its step on reconnecting), nothing else requeues it:
-# requeue in place if it committed progress since the start and the job is still running.
-# A job being cancelled or past its time limit is never requeued here (a Slurm requeue would
-# bring back even a cancelled job).
-if [ "$rc" -eq 75 ] && [ -z "$_launcher_noticed" ] && [ -z "$_launcher_ending" ]; then
+# Exit 75: the run saved on a notice and asks to be restarted. When no notice reached this
+# shell (Slurm signalled the step alone, e.g. `scancel --signal=TERM` of the steps, or, seen in
+# CI, a job requeued off a cut node whose live step got a TERM when that node reconnected; or
+# the time limit's TERM came before the notice), nothing else requeues it: requeue in place if
+# it committed progress since the start (_launcher_requeue: never a cancelled job).
+if [ "$rc" -eq 75 ] && [ -z "$_launcher_noticed" ]; then
   _launcher_since=$(python3 /state/jobs/basic-abc123/launcher_job.pyz latest --root "$LAUNCHER_CKPT_ROOT" --step 2>/dev/null) || _launcher_since=-1
-  _launcher_state=$(scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null | grep -o ' JobState=[A-Z_]*' | cut -d= -f2)
-  if [ "$_launcher_state" != RUNNING ] || [ -n "$_launcher_ending" ]; then
-    echo "launcher: the run exited 75 while the job is ${_launcher_state:-unknown to scontrol}; not requeueing" >&2
-  elif [ "$_launcher_since" -gt "${LAUNCHER_RESUME_STEP:--1}" ]; then
-    echo "launcher: the run saved on a notice and asked to be restarted (exit 75, step $_launcher_since committed); requeueing $SLURM_JOB_ID" >&2
-    scontrol requeue "$SLURM_JOB_ID"
+  if [ "$_launcher_since" -gt "${LAUNCHER_RESUME_STEP:--1}" ]; then
+    _launcher_requeue "the run saved on a notice and asked to be restarted (exit 75, step $_launcher_since committed)"
   else
     echo "launcher: the run exited 75 with no new committed checkpoint since the start; not requeueing" >&2
   fi
