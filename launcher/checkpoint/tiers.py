@@ -653,11 +653,23 @@ def materialize(durable, layout, doc, dest, found=None) -> dict:
             tried = []
         for tier, store in tried:
             files = _part_files(store, name)
-            if files is not None:
+            if files is None:
+                continue
+            new = []
+            try:
                 for f in files:
-                    _place(placed, dest, f, store.local_path(name + "/" + f["path"]))
-                tiers[r] = tier
-                break
+                    if _place(placed, dest, f, store.local_path(name + "/" + f["path"])):
+                        new.append(f["path"])
+            except FileNotFoundError:
+                # the copy went between its check and its link (a superseded generation's
+                # local gc, once ROOT committed it): take the next tier, never a torn view
+                for q in new:
+                    placed.pop(q, None)
+                    _unlink_quietly(os.path.join(dest, *q.split("/")))
+                files = None
+                continue
+            tiers[r] = tier
+            break
         if files is None:
             if dur_doc is None:
                 raw, _ = durable.read(name + "/" + COMMIT)
@@ -682,20 +694,39 @@ def materialize(durable, layout, doc, dest, found=None) -> dict:
     return tiers
 
 
-def _place(placed, dest, f, src):
+def _place(placed, dest, f, src) -> bool:
+    """Link SRC into DEST as F's path; False when another rank's part placed it already.
+    A hard link where SRC is on the same filesystem (the node-local tiers): the file stays
+    readable whatever its tier deletes meanwhile; a symbolic link across filesystems (a
+    shared ROOT, which no generation's gc prunes below a step a later one resumes from).
+    FileNotFoundError when SRC is gone."""
     p = f["path"]
     if p in placed:
         if placed[p] != f["size"]:
             raise CheckpointError("%s: written by two ranks with different sizes" % p)
-        return
+        return False
     target = os.path.join(dest, *p.split("/"))
     os.makedirs(os.path.dirname(target), exist_ok=True)
+    _unlink_quietly(target)
     try:
-        os.symlink(os.path.abspath(src), target)
-    except FileExistsError:
-        os.unlink(target)
+        os.link(src, target)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EACCES):
+            raise
+        if not os.path.lexists(src):
+            raise FileNotFoundError(errno.ENOENT, "gone", src) from e
         os.symlink(os.path.abspath(src), target)
     placed[p] = f["size"]
+    return True
+
+
+def _unlink_quietly(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 # ---------------------------------------------------------------- local gc

@@ -224,6 +224,36 @@ def test_materialize_links_each_part_from_the_nearest_copy_and_refuses_a_torn_vi
         T.materialize(c.durable, c.layout(1), doc, str(tmp_path / "view2"))
 
 
+def test_a_copy_gone_between_its_check_and_its_link_is_taken_from_the_next_tier_and_a_view_outlives_gc(
+        c, tmp_path, monkeypatch):
+    # a superseded generation still running on node 1 prunes its local part of step 10 (ROOT has
+    # it committed) just as the new generation links it: the restore takes the next copy, and a
+    # view once made stays readable whatever the tiers delete afterwards (hard links)
+    bump_generation(c.durable, read_generations(c.durable))
+    for r in range(c.world):
+        c.save(r, 10, 1)
+    res = c.start()
+    assert (res.step, res.tier) == (10, "local")
+    doc = json.loads(json.dumps(res.to_doc()))
+    real = T._part_files
+    own1 = c.layout(1).own(1, 1)
+
+    def pruned_meanwhile(store, name):
+        files = real(store, name)
+        if files is not None and store.root == own1.root:
+            shutil.rmtree(store.local_path(name))   # the zombie's gc, between check and link
+        return files
+
+    monkeypatch.setattr(T, "_part_files", pruned_meanwhile)
+    tiers = T.materialize(c.durable, c.layout(0), doc, str(tmp_path / "view"))
+    assert tiers[0] == "local" and tiers[1] in ("peer", "durable"), tiers
+    monkeypatch.setattr(T, "_part_files", real)
+    for r in range(c.world):                       # every local and peer copy goes now
+        c.lose(r)
+    for r in range(c.world):
+        assert (tmp_path / "view" / ("rank-%d.bin" % r)).read_bytes() == (b"%d:10:" % r) * 100
+
+
 def test_local_gc_keeps_parts_the_root_does_not_have(c):
     bump_generation(c.durable, read_generations(c.durable))
     for step in (10, 20, 30, 40, 50):
