@@ -710,11 +710,9 @@ def _place(placed, dest, f, src) -> bool:
     _unlink_quietly(target)
     try:
         os.link(src, target)
-    except FileNotFoundError:
-        raise
     except OSError as e:
         if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EACCES):
-            raise
+            raise   # FileNotFoundError (ENOENT) among them: the copy is gone
         if not os.path.lexists(src):
             raise FileNotFoundError(errno.ENOENT, "gone", src) from e
         os.symlink(os.path.abspath(src), target)
