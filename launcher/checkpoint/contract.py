@@ -184,17 +184,20 @@ class Generations:
         self.exists = exists
 
     def fork_point(self, generation):
-        """(step, by_generation): the lowest resume step of any later generation, or None.
-        A checkpoint of GENERATION with a step above it is a stale fork. Generations that
-        started over (``"fresh": true``, see ``fresh_after``) are not forks of a run."""
+        """(step, by_generation): the lowest resume step of any later generation of the same
+        run, or None. A checkpoint of GENERATION with a step above it is a stale fork. A
+        generation that started over (``"fresh": true``, see ``fresh_after``) begins another
+        run: neither it nor the generations after it say anything about GENERATION's run."""
         if generation is None:
             return None
+        fresh = self.fresh_after(generation)
+        end = fresh["generation"] if fresh is not None else None
         best = None
         for h in self.history:
             g, s = h.get("generation"), h.get("resume_step")
-            if h.get("fresh") is True:
+            if not (_is_int(g) and _is_int(s)) or g <= generation or (end is not None and g >= end):
                 continue
-            if _is_int(g) and _is_int(s) and g > generation and (best is None or s < best[0]):
+            if best is None or s < best[0]:
                 best = (s, g)
         return best
 

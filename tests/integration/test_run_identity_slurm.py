@@ -58,7 +58,10 @@ def test_relaunch_resumes_with_the_same_seed_and_fresh_survives_a_slurm_requeue(
     assert states(cli, root) == [(6, 1, "committed"), (3, 1, "committed")]     # trained nothing
 
     # --fresh, a longer run, preempted once for real: Slurm requeues and reruns the same script
-    spec = cli.spec("ident", body(root, result, 30, 3, 0.4))
+    # (the first start trains at 2 s a step, so the preemption lands well before its last
+    # step even on a loaded machine; the rerun trains at 0.2 s a step)
+    slow_first = '$([ "${SLURM_RESTART_COUNT:-0}" = 0 ] && echo 2 || echo 0.2)'
+    spec = cli.spec("ident", body(root, result, 30, 3, slow_first))
     p = cli.run("launch", spec, "--target", "testcl", "--fresh")
     third = job_id_of(p)
     assert "--fresh: starting over from step 0" in p.stderr

@@ -97,6 +97,28 @@ def test_gc_leaves_an_earlier_runs_checkpoints_in_place_but_quarantines_a_zombie
     assert len(rep["deleted"]) == 2     # the fresh run's own old checkpoints: keep=2
 
 
+def test_a_fresh_run_resuming_below_an_earlier_runs_steps_leaves_them_an_earlier_runs(tmp_path):
+    """The fresh run is preempted at step 4 and resumes there. Its resume point says nothing
+    about the earlier run: that run's steps 10-30 stay "fresh"-stale (left in place by gc),
+    never read as a zombie's fork of the new run (quarantined)."""
+    store = earlier_run(tmp_path)
+    start_generation(store, job_id="run-b", fresh=True)          # generation 3 starts over
+    write_ckpt(tmp_path, 4, 3)
+    gens, found, _ = start_generation(store, job_id="run-b")     # generation 4 resumes at 4
+    assert (found.step, found.generation) == (4, 3)
+    gens = read_generations(store)
+    assert gens.fork_point(1) == (30, 2) and gens.fork_point(3) == (4, 4)
+    for s in (10, 20, 30):
+        assert gens.stale_cause(s, 1)[0] == "fresh", s
+    for s in (8, 12):
+        write_ckpt(tmp_path, s, 4)
+    rep = gc(store, keep=10)
+    assert rep["quarantined"] == []
+    skipped = {s["path"].rsplit("/", 1)[-1] for s in rep["skipped"]}
+    assert skipped == {step_dir(s, 1) for s in (10, 20, 30)}
+    assert all(os.path.isdir(os.path.join(str(tmp_path), step_dir(s, 1))) for s in (10, 20, 30))
+
+
 def test_resume_env_honours_launcher_fresh(tmp_path):
     earlier_run(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAUNCHER_")}
