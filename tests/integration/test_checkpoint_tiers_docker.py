@@ -292,8 +292,13 @@ def test_s3_durable_a_drainer_killed_mid_upload_and_a_full_local_disk(cli, clust
         # node2's local disk fills up once attempt 2 saved there
         poll("attempt 2 saved on node2", lambda: c.exec("node2", "sh", "-c", f"ls -d {LOCAL}/r1/step-*.g2/COMMIT.json",
                                                         check=False).stdout.strip(), timeout=120, interval=0.5)
-        c.exec("node2", "sh", "-c", f"avail=$(df -B1 --output=avail {LOCAL} | tail -1); "
-                                    f"fallocate -l $((avail - 8192)) {LOCAL}/fill")
+        # fill it to 8 KiB short of full; the job's own saves change the free space between
+        # the df and the fallocate, so a failed fill is undone and measured again
+        c.exec("node2", "sh", "-c", "for i in $(seq 50); do "
+                                    f"avail=$(df -B1 --output=avail {LOCAL} | tail -1); "
+                                    "[ $avail -le 8192 ] && exit 0; "
+                                    f"fallocate -l $((avail - 8192)) {LOCAL}/fill-$i && exit 0; "
+                                    f"rm -f {LOCAL}/fill-$i; sleep 0.1; done; exit 1")
         st = cli.wait_state(job, "COMPLETED", timeout=300, interval=1)
         ref = reference(c, base, job)
         results = [json.loads(c.read_file(f"{base}/res/result-{r}.json")) for r in range(2)]

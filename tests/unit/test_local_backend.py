@@ -18,7 +18,7 @@ def _launch(app, text):
 
 def test_job_sees_the_env_contract_and_completes(app):
     j = _launch(app, "name: envy\nrun: 'env | grep -E \"^(LAUNCHER_|MASTER_)\" | sort'\nenv: {X: 'a b'}\n")
-    st = wait_for(app, j.job_id, poll=0.1, timeout=30)
+    st = wait_for(app, j.job_id, poll=0.1, timeout=120)
     assert st.state is JobState.COMPLETED and st.exit_code == 0
     out = "".join(app.backend("local").logs(j.handle))
     for line in (f"LAUNCHER_JOB_ID={j.job_id}", "LAUNCHER_ATTEMPT=1", "LAUNCHER_NUM_NODES=1",
@@ -28,7 +28,7 @@ def test_job_sees_the_env_contract_and_completes(app):
 
 def test_failed_job_keeps_its_exit_code(app):
     j = _launch(app, "name: f\nrun: exit 5\n")
-    st = wait_for(app, j.job_id, poll=0.1, timeout=30)
+    st = wait_for(app, j.job_id, poll=0.1, timeout=120)
     assert st.state is JobState.FAILED and st.exit_code == 5 and "exit 5" in st.reason
 
 
@@ -54,7 +54,7 @@ def _gone(pid: int) -> bool:
 
 def test_setup_failure_is_reported(app):
     j = _launch(app, "name: s\nsetup: 'exit 4'\nrun: echo never\n")
-    st = wait_for(app, j.job_id, poll=0.1, timeout=30)
+    st = wait_for(app, j.job_id, poll=0.1, timeout=120)
     assert st.state is JobState.FAILED and st.exit_code == 97
     assert "never" not in "".join(app.backend("local").logs(j.handle))
 
@@ -75,7 +75,7 @@ def test_secret_reaches_the_job_but_not_the_script_or_state(app, monkeypatch, la
     digest = hashlib.sha256(b"s3cr3t-value-123").hexdigest()
     j = _launch(app, "name: s\nrun: 'test \"$(printf %s \"$SOME_TOKEN\" | sha256sum | cut -d\" \" -f1)\" = "
                      f"{digest} && echo got-it'\nsecrets: [SOME_TOKEN]\n")
-    st = wait_for(app, j.job_id, poll=0.1, timeout=30)
+    st = wait_for(app, j.job_id, poll=0.1, timeout=120)
     assert st.state is JobState.COMPLETED
     assert "got-it" in "".join(app.backend("local").logs(j.handle))
     for p in launcher_env["home"].rglob("*"):
@@ -98,19 +98,20 @@ def test_notice_checkpoint_then_watch_resumes_to_the_uninterrupted_result(app, t
     train = Path(__file__).resolve().parents[2] / "examples" / "train.py"
     subprocess.run([sys.executable, str(train), "--steps", "40", "--result", str(tmp_path / "ref.json")],
                    check=True, capture_output=True)
-    text = (f"name: notice\nrun: |\n  echo started\n  python3 {train} --steps 40 --every 5 --sleep 0.05 "
+    text = (f"name: notice\nrun: |\n  echo started\n  python3 {train} --steps 40 --every 5 --sleep 0.2 "
             f"--result {tmp_path / 'out.json'}\ncheckpoint: {{root: {tmp_path / 'ck'}}}\n")
     j = _launch(app, text)
     log = Path(j.handle.extra["job_dir"]) / "output.log"
-    poll("step 12 in the job's log", lambda: log.exists() and "step 12 " in log.read_text(), timeout=30,
-         interval=0.05)
+    poll("step 12 in the job's log", lambda: log.exists() and "step 12 " in log.read_text(), timeout=120,
+         interval=0.05, detail=lambda: f"job row {app.store.get_job(j.job_id)}; log:\n"
+                                       + (log.read_text() if log.exists() else "(none)"))
     script = Path(j.handle.extra["job_dir"]) / "attempt-1.sh"
     pids = subprocess.run(["pgrep", "-f", f"bash {script}"], capture_output=True, text=True).stdout.split()
     for p in pids:
         os.kill(int(p), sig.SIGUSR1)
-    st = wait_for(app, j.job_id, poll=0.1, timeout=30)
+    st = wait_for(app, j.job_id, poll=0.1, timeout=120)
     assert st.state is JobState.PREEMPTED and st.exit_code == 75
-    poll("watch: done", lambda: any(o.action == "done" for o in watch.cycle(app)), timeout=30, interval=0.1)
+    poll("watch: done", lambda: any(o.action == "done" for o in watch.cycle(app)), timeout=120, interval=0.1)
     attempts = app.store.attempts(j.job_id)
     assert [a.state for a in attempts] == ["PREEMPTED", "COMPLETED"]
     assert attempts[1].resume_step >= 10
@@ -131,9 +132,9 @@ def test_a_run_that_exits_at_once_on_the_notice_keeps_its_own_exit_status(app, t
     for i in range(3):
         ready = tmp_path / f"ready-{i}"
         j = _launch(app, f"name: quick{i}\nrun: {json.dumps(['python3', '-c', prog, str(ready)])}\n")
-        poll("the program's handler", ready.exists, timeout=30, interval=0.05)
+        poll("the program's handler", ready.exists, timeout=120, interval=0.05)
         script = Path(j.handle.extra["job_dir"]) / "attempt-1.sh"
         for p in subprocess.run(["pgrep", "-f", f"bash {script}"], capture_output=True, text=True).stdout.split():
             os.kill(int(p), sig.SIGUSR1)
-        st = wait_for(app, j.job_id, poll=0.1, timeout=30)
+        st = wait_for(app, j.job_id, poll=0.1, timeout=120)
         assert st.state is JobState.PREEMPTED and st.exit_code == 75, (st.state, st.exit_code)
