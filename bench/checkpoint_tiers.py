@@ -56,7 +56,7 @@ from checkpoint_discovery import start_moto  # noqa: E402
 
 from launcher.checkpoint import bump_generation, open_store, read_generations  # noqa: E402
 from launcher.checkpoint import peernet  # noqa: E402
-from launcher.checkpoint import tiers as T  # noqa: E402
+from launcher.checkpoint import tier_resume as R, tiers as T  # noqa: E402
 from launcher.checkpoint.posix_store import LocalStore  # noqa: E402
 from launcher.jobside import tiered  # noqa: E402
 from launcher.jobside import api as jobside_api  # noqa: E402
@@ -198,9 +198,9 @@ def measure(a, endpoint, tmp, mb, tag):
         times = []
         for _ in range(a.restores):
             t0 = time.perf_counter()
-            res = T.resolve(durable, lay0)
+            res = R.resolve(durable, lay0)
             dest = os.path.join(tmp, "view-%s" % case)
-            T.materialize(durable, lay0, res.to_doc(), dest)
+            R.materialize(durable, lay0, res.to_doc(), dest)
             n = read_all(dest)
             times.append(time.perf_counter() - t0)
             shutil.rmtree(dest)

@@ -324,11 +324,11 @@ class Launcher:
     def checkpoint_tiers(self, root: str) -> dict:
         """Multi-tier checkpoints under ROOT: {step dir: {"step", "generation", "world", "local":
         [ranks], "peer": [ranks], "durable": "committed" | "parts R/W" | None}}, newest first,
-        from the nodes' holdings records (``launcher.checkpoint.tiers.tier_table``)."""
+        from the nodes' holdings records (``launcher.checkpoint.tier_resume.tier_table``)."""
         # one command's needs, loaded when it runs (the facade is imported by every command)
         from launcher.checkpoint import open_store
         # one command's needs, loaded when it runs (the facade is imported by every command)
-        from launcher.checkpoint.tiers import tier_table
+        from launcher.checkpoint.tier_resume import tier_table
 
         with _checkpoint_errors(root):
             store = open_store(root)

@@ -184,7 +184,7 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
     which makes every older checkpoint stale (kept, never resumed from).
 
     RESOLVER(store, gens, verify, log, seen): what to resume from instead of ``latest`` (the
-    multi-tier ``launcher.checkpoint.tiers.resolve``); its answer's ``tier`` is recorded as
+    multi-tier ``launcher.checkpoint.tier_resume.resolve``); its answer's ``tier`` is recorded as
     ``resume_tier`` in GENERATIONS.json and in the attempt record.
 
     Returns (Generations after the bump, Entry or None, [Entry looked at on the way])."""

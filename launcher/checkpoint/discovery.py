@@ -30,7 +30,7 @@ import hashlib
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from launcher.checkpoint.contract import COMMIT, parse_manifest, parse_step_dir, read_generations
+from launcher.checkpoint.contract import COMMIT, Generations, parse_manifest, parse_step_dir, read_generations
 from launcher.checkpoint.errors import CheckpointError, ManifestError, UnsafePath
 
 COMMITTED, TORN, STALE = "committed", "torn", "stale"
@@ -244,6 +244,13 @@ def _list(store, gens, verify):
     if gens is None:
         gens = read_generations(store)
     return _candidates(list(dirs) + list(odd)), _Context(store, files, gens, verify, odd)
+
+
+def evaluate_one(store, name: str, step: int, generation: int) -> Entry:
+    """The Entry of the one launcher checkpoint STORE/NAME (step STEP of GENERATION), judged by
+    itself: committed when its COMMIT.json lists files that are all there, no stale rule (no
+    generation history). Node-local parts of the checkpoint tiers are judged this way."""
+    return _evaluate(store, (step, generation, name, "launcher"), _Context(store, {}, Generations(), False))
 
 
 def latest(store, verify: bool = False, gens=None, log=None, seen=None):

@@ -62,7 +62,7 @@ from launcher.checkpoint import (CheckpointError, RootUnavailable, gc as _gc, la
                                  start_generation)
 from launcher.checkpoint import scratch as _scratch
 
-from launcher.checkpoint import tiers as _tiers
+from launcher.checkpoint import tier_resume as _resume
 from launcher.jobside import startclaim, tiered as _tiered
 from launcher.jobside.env import PROG, ckpt_root, env_int
 from launcher.jobside.zipapp import stage_zip
@@ -85,13 +85,13 @@ def cmd_resume_env(a) -> int:
     resolver = None
     if cfg is not None:  # multi-tier: the nearest complete copy of every rank's part
         def resolver(st, gens_, verify, log_, seen_):
-            return _tiers.resolve_for(st, cfg.layout, gens_, verify, log_, seen_)
+            return _resume.resolve_for(st, cfg.layout, gens_, verify, log_, seen_)
     gens, found, log = start_generation(store, job_id=job_id, hint=hint, verify=a.verify, fresh=fresh,
                                         resolver=resolver)
     rec = gens.record(gens.generation) or {}
     tier = rec.get("resume_tier") if cfg is not None else None
     if cfg is not None and found is not None:
-        _tiers.write_resolution(store, gens.generation, found)
+        _resume.write_resolution(store, gens.generation, found)
     if rec.get("fresh") is True:
         print("%s: generation %d starts over (the job was launched with --fresh): every checkpoint of an "
               "earlier generation under %s stays on disk and is never resumed from"
@@ -137,7 +137,7 @@ def _newest(store, verify=False):
     cfg = _tiered.config()
     if cfg is None:
         return _latest(store, verify=verify)
-    res = _tiers.resolve_for(store, cfg.layout, verify=verify)
+    res = _resume.resolve_for(store, cfg.layout, verify=verify)
     return _Complete(res) if res is not None else None
 
 

@@ -38,7 +38,7 @@ import time
 from launcher.checkpoint import (COMMIT, AlreadyCommitted, CheckpointError, Superseded, check_fence, read_attempt,
                                  scratch as _scratch, step_dir, write_attempt)
 from launcher.checkpoint import peernet
-from launcher.checkpoint import tiers as T
+from launcher.checkpoint import tier_resume as R, tiers as T
 from launcher.checkpoint.posix_store import LocalStore
 from launcher.checkpoint.contract import now_iso
 from launcher.checkpoint.gc import gc as _gc
@@ -437,7 +437,7 @@ def restore(cfg, durable, gen):
     """Yield a directory with every file of the checkpoint this generation resumes from, each
     rank's part from the nearest complete copy (linked in place from the local or peer tier,
     from ROOT otherwise). None on a fresh start."""
-    doc = T.read_resolution(durable, gen)
+    doc = R.read_resolution(durable, gen)
     if doc is None:
         if (env_int("LAUNCHER_RESUME_STEP") if env_int("LAUNCHER_RESUME_STEP") is not None else -1) >= 0:
             raise CheckpointError("%s: generation %d resumes from step %s but its resume record %s/g%d.json is "
@@ -455,7 +455,7 @@ def restore(cfg, durable, gen):
         if lay.by_host:
             server(cfg, durable, gen)  # before fetching: the other nodes may fetch from this one
             found = _fetch_by_host(cfg, durable, gen, doc, dest + ".fetched")
-        T.materialize(durable, lay, doc, dest, found=found)
+        R.materialize(durable, lay, doc, dest, found=found)
         yield dest
     finally:
         shutil.rmtree(dest, ignore_errors=True)

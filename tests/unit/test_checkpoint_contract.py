@@ -274,7 +274,7 @@ def test_concurrent_starts_get_distinct_generations(tmp_path):
     for p in ps:
         p.start()
     for p in ps:
-        p.join(60)
+        p.join(180)  # six spawned interpreters; slow on a loaded machine
         assert p.exitcode == 0
     got = sorted(q.get(timeout=5) for _ in ps)
     assert got == [1, 2, 3, 4, 5, 6]

@@ -1,5 +1,5 @@
 """The peer tier over the network (launcher.checkpoint.peernet) and the resume decision for
-nodes with their own disks (tiers.resolve_hosts), on 127.0.0.1: a part sent to a peer server
+nodes with their own disks (tier_resume.resolve_hosts), on 127.0.0.1: a part sent to a peer server
 is committed there create-only after its files, a copy cut half-way stays torn until the next
 send finishes it, a zombie's part of a stale fork is refused, and a new allocation resumes each
 rank from the host that still holds a copy (local, peer, else durable)."""
@@ -15,7 +15,7 @@ import pytest
 
 from launcher.checkpoint import COMMIT, CheckpointError, bump_generation, open_store, read_generations, step_dir
 from launcher.checkpoint import peernet
-from launcher.checkpoint import tiers as T
+from launcher.checkpoint import tier_resume as R, tiers as T
 from launcher.checkpoint.posix_store import LocalStore
 
 
@@ -109,13 +109,13 @@ def test_the_allocations_hosts_come_from_the_job_script_in_node_order(monkeypatc
     """$LAUNCHER_NODE_HOSTS, set by the backend's job script (Slurm's expands its node list
     with its own tool): the core reads no scheduler's variable."""
     monkeypatch.setenv("LAUNCHER_NODE_HOSTS", "node2,node1,gpu-07")
-    assert T.allocation_hosts() == ["node2", "node1", "gpu-07"]
+    assert R.allocation_hosts() == ["node2", "node1", "gpu-07"]
     for unset in ("", " ", ","):
         monkeypatch.setenv("LAUNCHER_NODE_HOSTS", unset)
-        assert T.allocation_hosts() is None
+        assert R.allocation_hosts() is None
     monkeypatch.delenv("LAUNCHER_NODE_HOSTS")
     monkeypatch.setenv("SLURM_JOB_NODELIST", "node[1-2]")
-    assert T.allocation_hosts() is None
+    assert R.allocation_hosts() is None
 
 
 def hold(root, nodes, host_of, step, gen, peers=True, durable=False):
@@ -144,15 +144,15 @@ def test_resume_from_the_nearest_host_that_still_holds_each_rank(root):
     name = hold(root, 3, hosts, 20, 1)
     lay = T.Layout("/local/ck", 3, 0, 0, 3, 1)
     assert lay.by_host
-    same = T.resolve_hosts(root, lay, hosts)       # requeued onto the same nodes
+    same = R.resolve_hosts(root, lay, hosts)       # requeued onto the same nodes
     assert (same.name, same.tier) == (name, T.LOCAL)
-    lost = T.resolve_hosts(root, lay, ["n1", "n4", "n3"])  # n2 is gone, n4 replaces it
+    lost = R.resolve_hosts(root, lay, ["n1", "n4", "n3"])  # n2 is gone, n4 replaces it
     assert (lost.name, lost.tier) == (name, T.PEER)
     src = lost.to_doc()["sources"]
     assert src["1"]["tier"] == T.PEER and src["1"]["hosts"] == {"peer": "n3"}
     assert src["0"]["tier"] == T.LOCAL and src["0"]["hosts"] == {"own": "n1", "peer": "n2"} or \
         src["0"]["hosts"] == {"own": "n1"}
-    both = T.resolve_hosts(root, lay, ["n1", "n4", "n5"])  # n2 and n3, neighbours, are gone: step 20
+    both = R.resolve_hosts(root, lay, ["n1", "n4", "n5"])  # n2 and n3, neighbours, are gone: step 20
     assert (both.name, both.tier) == (step_dir(10, 1), T.DURABLE)  # is on no host any more
 
 
@@ -163,7 +163,7 @@ def test_resume_never_takes_a_stale_fork_held_on_a_node(root):
     hold(root, 2, hosts, 20, 1)
     bump(root, resume_step=10)  # generation 2 resumed from 10...
     zombie = hold(root, 2, hosts, 30, 1)                # ...while a zombie of 1 saved 30 locally
-    res = T.resolve_hosts(root, T.Layout("/local/ck", 2, 0, 0, 2, 1), hosts, gens=read_generations(root))
+    res = R.resolve_hosts(root, T.Layout("/local/ck", 2, 0, 0, 2, 1), hosts, gens=read_generations(root))
     assert res.name != zombie and res.name == step_dir(10, 1)
 
 
@@ -174,7 +174,7 @@ def test_launcher_checkpoints_tiers_names_the_host_of_each_copy(root):
 
     bump(root)
     name = hold(root, 2, ["n1", "n2"], 10, 1)
-    row = T.tier_table(root)[name]
+    row = R.tier_table(root)[name]
     assert row["hosts"] == {"local": {"0": "n1", "1": "n2"}, "peer": {"0": "n2", "1": "n1"}}
     out = CliRunner().invoke(main, ["checkpoints", root.root, "--tiers"])
     assert out.exit_code == 0 and "0@n1,1@n2" in out.output and "0@n2,1@n1" in out.output, out.output
@@ -194,6 +194,6 @@ def test_a_part_committed_here_but_not_yet_in_the_holdings_counts(tmp_path, root
         with open(os.path.join(d, "rank-%d.bin" % r), "wb") as f:
             f.write(b"x" * 10)
         T.commit_part(store, T.Layout(tmpl, 2, r, r, 2, 1), 20, 1)
-    res = T.resolve_hosts(root, T.Layout(tmpl, 2, 0, 0, 2, 1), [me, "n3"])
+    res = R.resolve_hosts(root, T.Layout(tmpl, 2, 0, 0, 2, 1), [me, "n3"])
     assert (res.name, res.tier) == (step_dir(20, 1), T.PEER)
     assert res.to_doc()["sources"]["0"]["tier"] == T.LOCAL and res.to_doc()["sources"]["1"]["hosts"] == {"peer": me}

@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from launcher.checkpoint import COMMIT, Superseded, bump_generation, latest, open_store, read_generations, step_dir
-from launcher.checkpoint import tiers as T
+from launcher.checkpoint import tier_resume as R, tiers as T
 from launcher.jobside import tiered
 
 
@@ -63,7 +63,7 @@ class Cluster:
     def start(self, node=0):
         """What resume-env does on node NODE: resolve, then bump the generation."""
         gens = read_generations(self.durable)
-        res = T.resolve(self.durable, T.Layout(self.template, self.nodes, node, 0, self.world, self.peers), gens)
+        res = R.resolve(self.durable, T.Layout(self.template, self.nodes, node, 0, self.world, self.peers), gens)
         bump_generation(self.durable, gens, res, extra={"resume_tier": res.tier if res else "fresh"})
         return res
 
@@ -215,13 +215,13 @@ def test_materialize_links_each_part_from_the_nearest_copy_and_refuses_a_torn_vi
     res = c.start()
     assert (res.step, res.tier) == (20, "peer")
     doc = json.loads(json.dumps(res.to_doc()))
-    tiers = T.materialize(c.durable, c.layout(0), doc, str(tmp_path / "view"))
+    tiers = R.materialize(c.durable, c.layout(0), doc, str(tmp_path / "view"))
     assert tiers == {0: "local", 1: "local", 2: "local", 3: "peer"}
     for r in range(4):
         assert (tmp_path / "view" / ("rank-%d.bin" % r)).read_bytes() == (b"%d:20:" % r) * 100
     c.lose(0)                              # rank 0's part of 20 was on node 0 only
     with pytest.raises(T.CheckpointError, match="torn"):
-        T.materialize(c.durable, c.layout(1), doc, str(tmp_path / "view2"))
+        R.materialize(c.durable, c.layout(1), doc, str(tmp_path / "view2"))
 
 
 def test_a_copy_gone_between_its_check_and_its_link_is_taken_from_the_next_tier_and_a_view_outlives_gc(
@@ -235,7 +235,7 @@ def test_a_copy_gone_between_its_check_and_its_link_is_taken_from_the_next_tier_
     res = c.start()
     assert (res.step, res.tier) == (10, "local")
     doc = json.loads(json.dumps(res.to_doc()))
-    real = T._part_files
+    real = R._part_files
     own1 = c.layout(1).own(1, 1)
 
     def pruned_meanwhile(store, name):
@@ -244,10 +244,10 @@ def test_a_copy_gone_between_its_check_and_its_link_is_taken_from_the_next_tier_
             shutil.rmtree(store.local_path(name))   # the zombie's gc, between check and link
         return files
 
-    monkeypatch.setattr(T, "_part_files", pruned_meanwhile)
-    tiers = T.materialize(c.durable, c.layout(0), doc, str(tmp_path / "view"))
+    monkeypatch.setattr(R, "_part_files", pruned_meanwhile)
+    tiers = R.materialize(c.durable, c.layout(0), doc, str(tmp_path / "view"))
     assert tiers[0] == "local" and tiers[1] in ("peer", "durable"), tiers
-    monkeypatch.setattr(T, "_part_files", real)
+    monkeypatch.setattr(R, "_part_files", real)
     for r in range(c.world):                       # every local and peer copy goes now
         c.lose(r)
     for r in range(c.world):
@@ -296,7 +296,7 @@ def test_launcher_checkpoints_tiers_lists_each_steps_state_per_tier(c):
         c.save(r, 10, 1)
     for r in range(c.world):
         c.save(r, 20, 1, drain=r != 3)
-    table = T.tier_table(c.durable)
+    table = R.tier_table(c.durable)
     assert list(table) == [step_dir(20, 1), step_dir(10, 1)]
     assert table[step_dir(10, 1)] == {"step": 10, "generation": 1, "world": 4, "local": [0, 1, 2, 3],
                                       "peer": [0, 1, 2, 3], "durable": "committed"}

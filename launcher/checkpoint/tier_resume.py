@@ -1,0 +1,372 @@
+"""Where a start resumes from across the checkpoint tiers, and the view it restores.
+
+Stdlib only (runs on compute nodes). ``resolve`` (one machine's view of the node-local
+directories) and ``resolve_hosts`` (from the holdings records and the new allocation's host
+list) pick the newest step, not stale, for which *every* rank's part is complete in a tier the
+new allocation reaches: its node's local tier, else the next node's peer copy, else ROOT. The
+attempt's tier is the farthest tier any part comes from. ``materialize`` then builds the
+directory the program reads: node-local files hard-linked, others linked or fetched, and a copy
+that went between its check and its link taken from the next tier.
+
+The layout of the tiers, the parts and the holdings records are ``launcher.checkpoint.tiers``.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+
+from launcher.checkpoint.contract import COMMIT, parse_manifest, parse_step_dir, read_generations
+from launcher.checkpoint.discovery import latest
+from launcher.checkpoint.errors import CheckpointError
+from launcher.checkpoint.tiers import (DURABLE, LOCAL, PARTS, PEER, RESUME, durable_committed, farthest, local_parts,
+                                       node_dir, part_state, rank_stores, read_holdings)
+
+# ---------------------------------------------------------------- resume
+class Resolution:
+    """What a start resumes from: NAME (step STEP of generation GENERATION), the farthest TIER
+    used, and for every rank (node, tier, where) of its part. ``path`` is ROOT/NAME."""
+
+    def __init__(self, name, step, generation, tier, path, world, sources):
+        self.name, self.step, self.generation, self.tier = name, step, generation, tier
+        self.path, self.world, self.sources = path, world, sources
+
+    def to_doc(self) -> dict:
+        return {"name": self.name, "step": self.step, "generation": self.generation, "tier": self.tier,
+                "path": self.path, "world": self.world,
+                "sources": {str(r): dict({"node": src[0], "tier": src[1], "where": src[2]}, **(src[3] if len(src) > 3
+                                                                                            else {}))
+                            for r, src in sorted(self.sources.items())}}
+
+
+def _candidates(durable, layout, holdings):
+    """{name: {rank: node}}: steps some rank holds locally or as a peer copy, from the holdings
+    records and from the local directories this process can reach."""
+    cands = {}
+    for node, doc in holdings.items():
+        for name, st in doc["steps"].items():
+            if parse_step_dir(name) is None or not isinstance(st, dict):
+                continue
+            for t in (LOCAL, PEER):
+                for r in st.get(t) or []:
+                    if isinstance(r, int):
+                        cands.setdefault(name, {}).setdefault(r, node)
+    for node in range(layout.nodes):
+        if not layout.reachable(node):
+            continue
+        for tier, r, store in rank_stores(node_dir(layout.template, node)):
+            owner = node if tier == LOCAL else (node - 1) % layout.nodes
+            for _s, _g, name in local_parts(store):
+                cands.setdefault(name, {}).setdefault(r, owner)
+    return cands
+
+
+def _world(holdings, name, rank_nodes, layout):
+    """How many ranks wrote step NAME: from a part manifest this process reaches, else the
+    holdings records, else this job's world."""
+    for r, node in sorted(rank_nodes.items()):
+        for store, reach in ((layout.own(node, r), node), (layout.peer(node, r), layout.peer_node(node))):
+            if layout.reachable(reach):
+                doc, _raw = part_state(store, name)
+                w = ((doc or {}).get("part") or {}).get("world")
+                if isinstance(w, int) and w > 0:
+                    return w
+    for doc in holdings.values():
+        w = (doc["steps"].get(name) or {}).get("world")
+        if isinstance(w, int) and w > 0:
+            return w
+    return layout.world
+
+
+def _find_part(layout, name, rank, node, durable_ok, durable):
+    """(tier, where) of the nearest complete copy of RANK's part NAME, or None."""
+    own = layout.own(node, rank)
+    if layout.reachable(node) and part_state(own, name)[0] is not None:
+        return LOCAL, own.url(name)
+    if layout.peers:
+        peer = layout.peer(node, rank)
+        if layout.reachable(layout.peer_node(node)) and part_state(peer, name)[0] is not None:
+            return PEER, peer.url(name)
+    if durable_ok:
+        return DURABLE, durable.url(name)
+    return None
+
+
+def _durable(newest):
+    """The Resolution of NEWEST, the newest step committed in ROOT (every part from there), or
+    None (a fresh start)."""
+    if newest is None:
+        return None
+    world = (newest.manifest or {}).get("parts") or 1
+    return Resolution(newest.name, newest.step, newest.generation, DURABLE, newest.path, world,
+                      {r: (None, DURABLE, newest.path) for r in range(int(world))})
+
+
+def resolve(durable, layout, gens=None, verify=False, log=None, seen=None):
+    """The Resolution a new start resumes from, or None (fresh start). Never a stale fork,
+    never a step with a rank's part missing from every reachable tier, and never older than a
+    newer step that is complete somewhere reachable."""
+    gens = gens if gens is not None else read_generations(durable)
+    seen = seen if seen is not None else {}
+    newest = latest(durable, verify=verify, gens=gens, log=log, seen=seen)
+    holdings = read_holdings(durable)
+    cands = _candidates(durable, layout, holdings)
+    seen["max_generation"] = max([seen.get("max_generation", -1)] + [parse_step_dir(n)[1] for n in cands])
+    for name in sorted(cands, key=parse_step_dir, reverse=True):
+        step, gen = parse_step_dir(name)
+        if newest is not None and (newest.step, newest.generation or 0) > (step, gen):
+            break
+        why = gens.stale_reason(step, gen)
+        if why:
+            continue
+        durable_ok = newest is not None and newest.name == name
+        world = _world(holdings, name, cands[name], layout)
+        sources = {}
+        for r in range(world):
+            node = cands[name].get(r)
+            found = _find_part(layout, name, r, node, durable_ok, durable) if node is not None else \
+                ((DURABLE, durable.url(name)) if durable_ok else None)
+            if found is None:
+                break
+            sources[r] = (node, found[0], found[1])
+        else:
+            return Resolution(name, step, gen, farthest([src[1] for src in sources.values()]), durable.url(name),
+                              world, sources)
+    return _durable(newest)
+
+
+def allocation_hosts():
+    """The hosts of this allocation in node-rank order: $LAUNCHER_NODE_HOSTS (comma-separated;
+    a backend's job script sets it, the Slurm one from its scheduler's node list); None when
+    it is not set."""
+    v = os.environ.get("LAUNCHER_NODE_HOSTS", "").strip()
+    return [h for h in v.split(",") if h] or None
+
+
+def resolve_hosts(durable, layout, hosts, gens=None, verify=False, log=None, seen=None):
+    """``resolve`` for a job whose nodes each have their own disk (``Layout.by_host``), from the
+    holdings records only (no other node is reachable by path): the newest step, not stale,
+    whose every rank's part is held by a host of the new allocation HOSTS (in node order) or
+    committed in ROOT. A rank's tier is local when the host that will run it holds its copy,
+    peer when another host of the allocation does, durable otherwise. Each source names the
+    hosts holding the copies (``hosts``), which ``jobside.restore`` tries in order."""
+    gens = gens if gens is not None else read_generations(durable)
+    seen = seen if seen is not None else {}
+    newest = latest(durable, verify=verify, gens=gens, log=log, seen=seen)
+    alive = set(hosts)
+    rows = {}
+    for node, doc in read_holdings(durable).items():
+        for name, st in doc["steps"].items():
+            if parse_step_dir(name) is None or not isinstance(st, dict):
+                continue
+            row = rows.setdefault(name, {"world": st.get("world"), LOCAL: {}, PEER: {}, "node": {}})
+            for t in (LOCAL, PEER):
+                for r, h in ((st.get("hosts") or {}).get(t) or {}).items():
+                    if str(r).isdigit() and isinstance(h, str):
+                        row[t][int(r)] = h
+                        row["node"].setdefault(int(r), node)
+    _own_disk(layout, rows, alive)
+    if rows:
+        seen["max_generation"] = max([seen.get("max_generation", -1)] + [parse_step_dir(n)[1] for n in rows])
+    rpn = layout.ranks_per_node
+    for name in sorted(rows, key=parse_step_dir, reverse=True):
+        step, gen = parse_step_dir(name)
+        if newest is not None and (newest.step, newest.generation or 0) > (step, gen):
+            break
+        if gens.stale_reason(step, gen):
+            continue
+        row = rows[name]
+        durable_ok = newest is not None and newest.name == name
+        world = row["world"] if isinstance(row["world"], int) and row["world"] > 0 else layout.world
+        sources = {}
+        for r in range(world):
+            me = hosts[r // rpn] if r // rpn < len(hosts) else None
+            own, peer = row[LOCAL].get(r), row[PEER].get(r)
+            held = {k: h for k, h in (("own", own), ("peer", peer)) if h in alive}
+            tier = LOCAL if own is not None and own == me else PEER if held else DURABLE if durable_ok else None
+            if tier is None:
+                break
+            where = "%s:%s" % (held.get("own") or held.get("peer"), layout.template) if held else durable.url(name)
+            sources[r] = (row["node"].get(r), tier, where, {"hosts": held})
+        else:
+            return Resolution(name, step, gen, farthest([src[1] for src in sources.values()]), durable.url(name),
+                              world, sources)
+    return _durable(newest)
+
+
+def _own_disk(layout, rows, alive) -> None:
+    """Add to ROWS the parts committed on this host's own disk (a part committed just before
+    a crash may not be in the holdings record yet), when this host is one of ALIVE."""
+    me = socket.gethostname()
+    if me not in alive:
+        return
+    for tier, r, store in rank_stores(node_dir(layout.template, layout.node)):
+        for _s, _g, name in local_parts(store):
+            doc, _raw = part_state(store, name)
+            if doc is None:
+                continue
+            part = doc.get("part") or {}
+            row = rows.setdefault(name, {"world": part.get("world"), LOCAL: {}, PEER: {}, "node": {}})
+            row[tier].setdefault(r, me)
+            row["node"].setdefault(r, part.get("node"))
+
+
+def resolve_for(durable, layout, gens=None, verify=False, log=None, seen=None):
+    """``resolve_hosts`` for a job whose nodes each have their own disk when the allocation's
+    hosts are known, ``resolve`` otherwise."""
+    hosts = allocation_hosts() if layout.by_host else None
+    if hosts:
+        return resolve_hosts(durable, layout, hosts, gens, verify, log, seen)
+    return resolve(durable, layout, gens, verify, log, seen)
+
+
+def tier_table(durable) -> dict:
+    """{step dir name: {"step", "generation", "world", "local": [ranks], "peer": [ranks],
+    "durable": "committed" | "parts R/W" | None, and for nodes with their own disks "hosts":
+    {tier: {rank: host}}} from the holdings records and ROOT, newest
+    first: what ``launcher checkpoints ROOT --tiers`` shows. Holdings are what the nodes last
+    recorded (a lost node's record still names its local copies)."""
+    rows = {}
+    for _node, doc in read_holdings(durable).items():
+        for name, st in doc["steps"].items():
+            sg = parse_step_dir(name)
+            if sg is None or not isinstance(st, dict):
+                continue
+            row = rows.setdefault(name, {"step": sg[0], "generation": sg[1], "world": st.get("world"),
+                                         LOCAL: [], PEER: [], DURABLE: None})
+            for t in (LOCAL, PEER):
+                row[t] = sorted(set(row[t]) | set(r for r in st.get(t) or [] if isinstance(r, int)))
+                held = (st.get("hosts") or {}).get(t)  # nodes with their own disks: which host holds it
+                if isinstance(held, dict) and held:
+                    row.setdefault("hosts", {}).setdefault(t, {}).update(held)
+    for name, row in rows.items():
+        if durable_committed(durable, name):
+            row[DURABLE] = "committed"
+        else:
+            n = len([k for k in durable.list_tree(name + "/" + PARTS) if k.endswith(".json")])
+            row[DURABLE] = "parts %d/%s" % (n, row["world"] or "?") if n else None
+    return dict(sorted(rows.items(), key=lambda kv: parse_step_dir(kv[0]), reverse=True))
+
+
+def write_resolution(durable, generation, res) -> None:
+    durable.put("%s/g%d.json" % (RESUME, int(generation)), (json.dumps(res.to_doc(), indent=1) + "\n").encode())
+
+
+def read_resolution(durable, generation):
+    raw, _ = durable.read("%s/g%d.json" % (RESUME, int(generation)))
+    try:
+        doc = json.loads(raw.decode("utf-8")) if raw else None
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+# ---------------------------------------------------------------- restore view
+def _part_files(where_store, name):
+    doc, raw = part_state(where_store, name)
+    return None if doc is None else doc["files"]
+
+
+def materialize(durable, layout, doc, dest, found=None) -> dict:
+    """Fill DEST with every file of the checkpoint DOC (a ``read_resolution`` document) resolved
+    to: for each rank's part, the nearest complete copy this process reaches (the planned one,
+    else the node's local tier, the peer copy, then ROOT). Files on a reachable path are linked
+    (read in place), files in an S3 root downloaded. Returns {rank: tier used}. CheckpointError
+    when a part is complete nowhere (never a torn view). FOUND ({rank: (tier, store)}, from a
+    caller that fetched copies over the network) replaces the path lookup: a rank it lacks
+    comes from ROOT."""
+    name = doc["name"]
+    os.makedirs(dest, exist_ok=True)
+    tiers = {}
+    dur_doc = None
+    placed = {}
+    for r in range(int(doc.get("world") or 1)):
+        src = (doc.get("sources") or {}).get(str(r)) or {}
+        node = src.get("node")
+        files = None
+        if found is not None:
+            tried = [found[r]] if r in found else []
+        elif node is not None:
+            tried = [(LOCAL, layout.own(node, r))] + ([(PEER, layout.peer(node, r))] if layout.peers else [])
+        else:
+            tried = []
+        for tier, store in tried:
+            files = _part_files(store, name)
+            if files is None:
+                continue
+            new = []
+            try:
+                for f in files:
+                    if _place(placed, dest, f, store.local_path(name + "/" + f["path"])):
+                        new.append(f["path"])
+            except FileNotFoundError:
+                # the copy went between its check and its link (a superseded generation's
+                # local gc, once ROOT committed it): take the next tier, never a torn view
+                for q in new:
+                    placed.pop(q, None)
+                    _unlink_quietly(os.path.join(dest, *q.split("/")))
+                files = None
+                continue
+            tiers[r] = tier
+            break
+        if files is None:
+            if dur_doc is None:
+                raw, _ = durable.read(name + "/" + COMMIT)
+                if raw is None:
+                    raise CheckpointError("%s: rank %d's part is complete in no tier this node reaches (local, peer, "
+                                          "durable): refusing a torn restore" % (durable.url(name), r))
+                sg = parse_step_dir(name)
+                dur_doc = parse_manifest(raw, durable.url(name + "/" + COMMIT), *sg)
+                missing = [f for f in dur_doc["files"] if f["path"] not in placed]
+                if durable.is_local:
+                    for f in missing:
+                        _place(placed, dest, f, durable.local_path(name + "/" + f["path"]))
+                else:
+                    durable.download_files(name, [f["path"] for f in missing], dest)
+                    for f in missing:
+                        placed[f["path"]] = f["size"]
+            tiers[r] = DURABLE
+    for p, size in placed.items():
+        got = os.path.getsize(os.path.join(dest, *p.split("/")))
+        if got != size:
+            raise CheckpointError("%s/%s: size %d, its manifest lists %d" % (dest, p, got, size))
+    return tiers
+
+
+def _place(placed, dest, f, src) -> bool:
+    """Link SRC into DEST as F's path; False when another rank's part placed it already.
+    A hard link where SRC is on the same filesystem (the node-local tiers): the file stays
+    readable whatever its tier deletes meanwhile; a symbolic link across filesystems (a
+    shared ROOT, which no generation's gc prunes below a step a later one resumes from).
+    FileNotFoundError when SRC is gone."""
+    p = f["path"]
+    if p in placed:
+        if placed[p] != f["size"]:
+            raise CheckpointError("%s: written by two ranks with different sizes" % p)
+        return False
+    target = os.path.join(dest, *p.split("/"))
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    _unlink_quietly(target)
+    try:
+        os.link(src, target)
+    except OSError as e:
+        if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EACCES):
+            raise   # FileNotFoundError (ENOENT) among them: the copy is gone
+        if not os.path.lexists(src):
+            raise FileNotFoundError(errno.ENOENT, "gone", src) from e
+        os.symlink(os.path.abspath(src), target)
+    placed[p] = f["size"]
+    return True
+
+
+def _unlink_quietly(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+__all__ = ["Resolution", "resolve", "resolve_hosts", "resolve_for", "allocation_hosts", "tier_table",
+           "write_resolution", "read_resolution", "materialize"]
