@@ -18,7 +18,7 @@ MODULE_PHASES = (
     ("launcher.launching.identity", "plan_identity", "plan_identity"),
     ("launcher.provenance.seed", "with_run_env", "with_run_env"),
     ("launcher.launching.launch", "facts_for", "facts_for"),
-    ("launcher.launching.launch", "submit_recorded", "submit (stage, sbatch; draft during it)"),
+    ("launcher.launching.launch", "NewSubmission.run", "submit (stage, sbatch; draft during it)"),
     ("launcher.provenance.record", "draft_launch", "  provenance draft (during sbatch)"),
     ("launcher_backends.slurm.submitting", "submitted", "  wait for sbatch (after the draft)"),
     ("launcher.provenance.record", "complete_launch", "provenance complete (RUN.json)"),
@@ -55,8 +55,11 @@ class Phases:
         import importlib
 
         for mod, attr, label in self.module_phases:
-            m = importlib.import_module(mod)
-            setattr(m, attr, self._wrap(getattr(m, attr), label))
+            owner = importlib.import_module(mod)
+            *path, name = attr.split(".")  # "Class.method": the method, on its class
+            for part in path:
+                owner = getattr(owner, part)
+            setattr(owner, name, self._wrap(getattr(owner, name), label))
         store, backend = app.store, app.backend(target)
         if objects is not None:
             for obj, attr, label in objects(store, backend):
