@@ -37,6 +37,12 @@ def element_handle(array: Handle, job_id: str, index: int, backend) -> Handle:
     return replace(array, job_id=job_id, native_id=backend.element_native_id(array_id, index), extra=extra)
 
 
+def array_handle(array: Handle, backend) -> Handle:
+    """ARRAY named by the array's own id (``array_of``): a dedupe lookup finds a pending array
+    by a record's name (Slurm's ``<array>_[0-2%2]``), which cancel and status do not take."""
+    return replace(array, native_id=backend.array_of(array.native_id))
+
+
 def submitted_entries(array: Handle, rows: list, backend) -> list[tuple]:
     """Pure: (job id, handle JSON, native id) of each element ROW once the ARRAY is in, for
     ``StateStore.record_submitted`` (BACKEND names the elements: ``element_handle``)."""
@@ -75,6 +81,7 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
     # unknown outcome keeps them SUBMITTING, to be adopted by the array's dedupe token
     handle, _ = NewSubmission(store, backend, request, [r["job_id"] for r in rows],
                               lambda: store.sweeps.forget(sweep_id)).run()
+    handle = array_handle(handle, backend)
     record_array(store, sweep_id, target_name, handle, rows, backend)
     return Launched(sweep_id, handle, request)
 
@@ -136,6 +143,7 @@ def adopt_array(app, sweep_id: str):
     found = find_submission(backend, new_job_ref(app.store, sweep_id, 1))
     if found is None:
         return None
+    found = array_handle(found, backend)
     record_array(app.store, sweep_id, target, found,
                  [{"job_id": r.job_id, "index": r.meta["sweep"]["index"]} for r in unsettled], backend)
     for r in unsettled:

@@ -4,6 +4,7 @@ stalls): its elements are adopted by the ARRAY's dedupe token in one lookup, non
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 
@@ -47,6 +48,8 @@ def test_a_killed_sweep_launch_is_adopted_by_its_arrays_token_and_runs_once(clea
     assert len(tasks(cluster)) >= 1  # the array is at the scheduler, unknown to the store
     out = cli.run("watch", "--once").stdout
     assert "adopted" in out and "failed" not in out, out
+    # named by the array's own id, never by the pending record the lookup found (<id>_[3-5])
+    assert re.search(r"the sweep's array \d+,", out), out
     array = None
     for i in range(SIZE):
         a = cli.status(f"{sweep_id}-e{i}")["attempts"]

@@ -6,7 +6,7 @@ from launcher.backend.protocols import Handle
 from launcher.backend.sections import parse_spec
 from launcher.spec.sweep_elements import element_seed
 from launcher.sweep.elements import element_job_id, element_rows
-from launcher.sweep.launching import element_handle
+from launcher.sweep.launching import array_handle, element_handle
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.array import task_ids, with_array_tasks
 from launcher_backends.slurm.states import parse_sacct, parse_scontrol_oneliners
@@ -85,3 +85,13 @@ def test_one_element_alone_is_an_array_of_its_index_with_the_sweeps_table():
     assert sweep_table(spec, job) == whole  # same ids, seeds and roots for every element
     assert "LAUNCHER_SWEEP_ID=sw-1 " in whole.splitlines()[2 + 3]
     assert job.dedupe_token == "launcher:sw-1-e3:2"
+
+
+def test_an_array_found_by_its_pending_record_is_named_by_the_array_id():
+    """A sbatch that timed out after Slurm accepted the array is found by its token as the
+    pending record (``30_[0-2%2]``): the launch, the sweep and its elements name the array 30."""
+    found = Handle("slurm", "cl", "sw", "30_[0-2%2]", 1, extra={"found_by_token": True})
+    array = array_handle(found, SlurmBackend)
+    assert array.native_id == "30" and array.extra == found.extra
+    assert element_handle(array, "sw-e2", 2, SlurmBackend).native_id == "30_2"
+    assert array_handle(Handle("slurm", "cl", "sw", "31", 1), SlurmBackend).native_id == "31"
