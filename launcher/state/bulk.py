@@ -10,7 +10,7 @@ import json
 import time
 
 from launcher.core.redact import mask_values, redact_obj, redact_text
-from launcher.core.status import is_final, job_state_for
+from launcher.core.status import attempt_ended, is_final, job_state_for
 from launcher.state.rows import AttemptRow, mirrored_state, reopened
 
 CHUNK = 500  # job ids per IN (...) query, under SQLite's variable limit
@@ -57,7 +57,8 @@ class BulkStore:
             rows = _rows(db, "state, reason, handle, meta", [e[0] for e in entries])
             stored = _attempt_fields(db, entries)
             for job_id, attempt, fields, handle_json, state, reason in entries:
-                if fields and not _same(stored.get((job_id, attempt)), fields):
+                if fields and not _same(stored.get((job_id, attempt)), fields) \
+                        and not _rewinds(stored.get((job_id, attempt)), fields):
                     by_cols.setdefault(tuple(fields), []).append((*fields.values(), job_id, attempt))
                 new = mirrored_state(rows.get(job_id), handle_json, state)
                 if new is None or (new, reason) == (rows[job_id]["state"], rows[job_id]["reason"]):
@@ -109,6 +110,15 @@ def _attempt_fields(db, entries) -> dict:
              f"WHERE job_id IN ({','.join('?' * len(chunk))})")
         out.update({(r["job_id"], r["attempt"]): r for r in db.execute(q, chunk).fetchall()})
     return out
+
+
+def _rewinds(row, fields: dict) -> bool:
+    """Would FIELDS take an ended attempt back to a running state? A status read before the
+    attempt ended, written after another watcher recorded its end (and maybe its next attempt),
+    never does: an attempt that ended stays ended (a scheduler's restart in place is a new
+    attempt row)."""
+    return row is not None and "state" in fields and attempt_ended(row["state"] or "") \
+        and not attempt_ended(fields["state"] or "")
 
 
 def _same(row, fields: dict) -> bool:

@@ -153,6 +153,27 @@ def test_record_statuses_writes_nothing_when_nothing_changed(tmp_path):
 
 
 @both_engines
+def test_a_status_read_before_an_attempt_ended_never_rewinds_it(tmp_path):
+    """Watcher A reads attempt 1 RUNNING, watcher B reads it PREEMPTED and records that; A's
+    write, committed after B's, leaves the attempt PREEMPTED (seen once in CI with three
+    watchers: attempt 3 stayed RUNNING after attempt 4 had completed)."""
+    store = StateStore(tmp_path / "h")
+    try:
+        e = _statuses(store)[0]
+        running = (*e[:2], {**e[2], "state": "RUNNING"}, e[3], "RUNNING", "")
+        ended = (*e[:2], {**e[2], "state": "PREEMPTED", "ended": 9.0}, e[3], "PREEMPTED", "preempted")
+        store.bulk.record_statuses([ended])
+        store.bulk.record_statuses([running])  # the stale read, written last
+        a = store.attempts(e[0])[0]
+        assert a.state == "PREEMPTED" and a.ended == 9.0
+        # an ended attempt's state may still be corrected to another ended one
+        store.bulk.record_statuses([(*e[:2], {**e[2], "state": "NODE_FAIL"}, e[3], "NODE_FAIL", "")])
+        assert store.attempts(e[0])[0].state == "NODE_FAIL"
+    finally:
+        store.close()
+
+
+@both_engines
 def test_a_closed_element_is_reopened_by_the_recorded_submission(tmp_path):
     store = StateStore(tmp_path / "h")
     try:
