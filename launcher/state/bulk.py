@@ -57,8 +57,8 @@ class BulkStore:
             rows = _rows(db, "state, reason, handle, meta", [e[0] for e in entries])
             stored = _attempt_fields(db, entries)
             for job_id, attempt, fields, handle_json, state, reason in entries:
-                if fields and not _same(stored.get((job_id, attempt)), fields) \
-                        and not _rewinds(stored.get((job_id, attempt)), fields):
+                row = stored.get((job_id, attempt))
+                if fields and not _same(row, fields) and not _rewinds(row, fields):
                     by_cols.setdefault(tuple(fields), []).append((*fields.values(), job_id, attempt))
                 new = mirrored_state(rows.get(job_id), handle_json, state)
                 if new is None or (new, reason) == (rows[job_id]["state"], rows[job_id]["reason"]):
