@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Optional
 
@@ -16,14 +17,17 @@ from pydantic import BaseModel, ConfigDict
 from launcher.backend.config import Target
 from launcher.backend.protocols import Facts, Handle, JobRef, Request, iter_file
 from launcher.backend.support import Unsupported, secret_values, size_text
+from launcher.core import faults
 from launcher.core.errors import LauncherError, NotSupported, SubmitError
 from launcher.core.status import JobState, Status
+from launcher.jobside.startclaim import holder
 from launcher.spec.model import JobSpec
 from launcher.transport.runner import LocalRunner
 from launcher_backends.local.processes import (TOKEN_VAR, alive, orphaned_groups, proc_start_ticks, require_proc,
                                                stop_groups)
 
 OUTPUT = "output.log"
+IN_SUBMIT = "local_before_start"  # a fault point (launcher.core.faults): the script written, no process yet
 EXIT_CHECKPOINTED = 75  # EX_TEMPFAIL: the job-side contract's "saved on notice, restart me"
 
 
@@ -136,30 +140,30 @@ class LocalBackend:
             raise SubmitError(str(e)) from None
         job_dir = Path(request.job.job_dir)
         job_dir.mkdir(parents=True, exist_ok=True)
+        # Every file this submission writes later is named by its own id (its supervisor's pid,
+        # ``_Files``), never by the attempt's number alone: a second submission of the same
+        # attempt (a watcher frozen past its claim submitted anyway, and cancels its copy) must
+        # not touch the real one's marker, exit status or cancel mark. What all submissions of
+        # the attempt share is replaced atomically: a running job keeps reading its own copy.
         script = job_dir / f"attempt-{request.job.attempt}.sh"
-        script.write_text(request.text)
-        script.chmod(0o700)
+        _write_atomic(script, request.text.encode(), 0o700)
         from launcher.backend.staging import HELPER_NAME, helper_zip_bytes
 
-        (job_dir / HELPER_NAME).write_bytes(helper_zip_bytes())
-        exit_file = job_dir / f"exit-{request.job.attempt}"
-        marker = _marker(job_dir, request.job.attempt)
-        for stale in (exit_file, _own_exit(job_dir, request.job.attempt), job_dir / f"cancelled-{request.job.attempt}",
-                      marker):
-            stale.unlink(missing_ok=True)
+        _write_atomic(job_dir / HELPER_NAME, helper_zip_bytes())
         # every process of the job inherits its token: the job's group is found by it even
         # after its supervisor was killed (``processes.orphaned_groups``)
         env = {**_job_environ(request), TOKEN_VAR: _token_word(request.job)}
+        faults.point(IN_SUBMIT)  # the fault tests: frozen here, the attempt has no process yet
         log = open(job_dir / OUTPUT, "ab")
         try:
             # A tiny supervisor, the leader of the job's process group, first writes the durable
             # marker `find` looks for (its pid, the group's number, and start time: the attempt's
             # dedupe record), then runs the job and records its exit status where `status` finds
             # it, even after this launcher process has exited. The job records it too
-            # (``_own_exit``), for when the supervisor is killed and the job runs on.
+            # (``_Files.own_exit``), for when the supervisor is killed and the job runs on.
             proc = subprocess.Popen(
-                ["/bin/bash", "-c", _SUPERVISOR, str(script), str(exit_file), str(marker),
-                 _token_word(request.job)],
+                ["/bin/bash", "-c", _SUPERVISOR, str(script), _marker_prefix(job_dir, request.job.attempt),
+                 str(job_dir / f"exit-{int(request.job.attempt)}"), _token_word(request.job)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True, close_fds=True)
         except OSError as e:
@@ -168,7 +172,8 @@ class LocalBackend:
             log.close()
         started = proc_start_ticks(proc.pid)
         return Handle(self.name, self.target.name, request.job.job_id, str(proc.pid), request.job.attempt,
-                      extra={"job_dir": str(job_dir), "start_ticks": started, "submitted": time.time()})
+                      extra={"job_dir": str(job_dir), "start_ticks": started, "submitted": time.time(),
+                             FILES_KEY: PER_SUBMISSION})
 
     # ---- status (batched: no native query to batch, so one pass over the handles, and at most
     # one over /proc for the jobs whose supervisor is gone)
@@ -187,11 +192,11 @@ class LocalBackend:
         else (the supervisor was killed) the job's process group running on, or the exit status
         the job recorded itself; else what can be said without one."""
         pid = int(h.native_id)
-        job_dir = Path(h.extra["job_dir"])
-        cancelled = _mtime(job_dir / f"cancelled-{h.attempt}")
+        files = _files_of(h)
+        cancelled = _mtime(files.cancelled)
         if leader_up:
             return Status(JobState.RUNNING, native_state="running", reason="", start_time=h.extra.get("submitted"))
-        ended = _read_exit(job_dir / f"exit-{h.attempt}")
+        ended = _read_exit(files.exit)
         if ended:
             return _ended(*ended, cancelled)
         if started is None:
@@ -199,9 +204,9 @@ class LocalBackend:
                 return Status(JobState.CANCELLED, "killed", "cancelled by user")
             return Status(JobState.FAILED, "not started",
                           f"never started: its supervisor (pid {pid}) ended before it wrote "
-                          f"{_marker(job_dir, h.attempt).name}, which it writes before it starts the job")
+                          f"{files.marker.name}, which it writes before it starts the job")
         killed = f"its supervisor (pid {pid}) was killed"
-        ended = _read_exit(_own_exit(job_dir, h.attempt))
+        ended = _read_exit(files.own_exit)
         if ended:
             return _ended(*ended, cancelled, f"recorded by the job itself: {killed}")
         if group_up:
@@ -227,13 +232,15 @@ class LocalBackend:
         errors, groups = {}, {}
         for h in handles:
             try:
-                pid, job_dir = int(h.native_id), Path(h.extra["job_dir"])
+                pid, job_dir, files = int(h.native_id), Path(h.extra["job_dir"]), _files_of(h)
             except (KeyError, TypeError, ValueError):
                 errors[h.native_id] = "not a local job's handle (expected a process id and its job folder)"
                 continue
             try:
-                # created once: a second cancel keeps the time of the first (``_ended`` reads it)
-                open(job_dir / f"cancelled-{h.attempt}", "a").close()
+                # created once: a second cancel keeps the time of the first (``_ended`` reads it);
+                # named by this submission's id, so cancelling a duplicate submission of the
+                # attempt leaves the real one alone
+                open(files.cancelled, "a").close()
             except OSError as e:
                 errors[h.native_id] = f"could not mark it cancelled in {job_dir}: {e.strerror or e}"
                 continue
@@ -248,27 +255,29 @@ class LocalBackend:
     def find(self, job: JobRef) -> Optional[Handle]:
         """The attempt's process, from the marker its supervisor wrote before the job ran
         (so a launcher killed right after starting it is found after the crash, and a job whose
-        supervisor was killed is found while its process group runs on)."""
+        supervisor was killed is found while its process group runs on). When the attempt was
+        submitted more than once (a duplicate by a watcher frozen past its claim), the
+        submission that claimed the attempt's start, else the first one."""
         require_proc()
         job_dir = Path(job.job_dir)
-        try:
-            pid, ticks, token = _marker(job_dir, job.attempt).read_text().split()[:3]
-            pid_n, ticks_n = int(pid), int(ticks)
-        except (OSError, ValueError):
+        found = [m for m in _markers(job_dir, job.attempt) if m.token == _token_word(job)]
+        if not found:
             return None
-        if token != _token_word(job):
-            return None
-        return Handle(self.name, self.target.name, job.job_id, str(pid_n), job.attempt,
-                      extra={"job_dir": str(job_dir), "start_ticks": ticks_n,
-                             "submitted": _marker(job_dir, job.attempt).stat().st_mtime, "found_by_token": True})
+        held = holder(str(job_dir), job.attempt)
+        m = next((m for m in found if str(m.pid) == held), None) or min(found, key=lambda m: m.mtime)
+        extra = {"job_dir": str(job_dir), "start_ticks": m.ticks, "submitted": m.mtime, "found_by_token": True}
+        if m.per_submission:
+            extra[FILES_KEY] = PER_SUBMISSION
+        return Handle(self.name, self.target.name, job.job_id, str(m.pid), job.attempt, extra=extra)
 
 
-# $0 script, $1 exit file, $2 marker, $3 token. The marker holds "pid start-ticks token"
-# (start ticks: field 22 of /proc/PID/stat, which tells our process from a reused pid).
+# $0 script, $1 the marker's prefix, $2 the exit file's prefix, $3 token: each named by this
+# submission's id, the supervisor's pid ($$). The marker holds "pid start-ticks token" (start
+# ticks: field 22 of /proc/PID/stat, which tells our process from a reused pid).
 _SUPERVISOR = (
-    'read -r _s < /proc/$$/stat; _f=(${_s##*) }); '
-    'echo "$$ ${_f[19]} $3" > "$2.tmp" && mv "$2.tmp" "$2" || exit 96; '
-    'bash "$0"; rc=$?; echo "$rc" > "$1.tmp" && mv "$1.tmp" "$1"')
+    'read -r _s < /proc/$$/stat; _f=(${_s##*) }); _m="$1.$$.started"; _e="$2.$$"; '
+    'echo "$$ ${_f[19]} $3" > "$_m.tmp" && mv "$_m.tmp" "$_m" || exit 96; '
+    'bash "$0"; rc=$?; echo "$rc" > "$_e.tmp" && mv "$_e.tmp" "$_e"')
 
 
 def _memory_bytes() -> Optional[int]:
@@ -286,19 +295,85 @@ def _disk_bytes(workdir: Optional[str]) -> Optional[int]:
         return None
 
 
-def _marker(job_dir: Path, attempt: int) -> Path:
-    return job_dir / f"attempt-{int(attempt)}.started"
+FILES_KEY = "files"  # Handle.extra: how its files are named
+PER_SUBMISSION = "per-submission"  # by the submission's id (this version); absent: by the attempt's number
 
 
-def _own_exit(job_dir: Path, attempt: int) -> Path:
-    """Where the job's script records its own exit status (local.sh.j2, ``_launcher_exit``)."""
-    return job_dir / f"exit-{int(attempt)}.job"
+@dataclass(frozen=True)
+class _Files:
+    """The files of one submission of an attempt: its supervisor's start marker, the exit
+    status it records, the one the job records itself (local.sh.j2, ``_launcher_exit``) and
+    the cancel mark."""
+    marker: Path
+    exit: Path
+    own_exit: Path
+    cancelled: Path
+
+
+def _marker_prefix(job_dir: Path, attempt: int) -> str:
+    return str(job_dir / f"attempt-{int(attempt)}")
+
+
+def _files(job_dir: Path, attempt: int, pid: Optional[int]) -> _Files:
+    """The files of the submission of ATTEMPT whose supervisor is PID; PID None: the names
+    the previous version gave them, by the attempt's number alone (jobs it started)."""
+    n = int(attempt)
+    if pid is None:
+        return _Files(job_dir / f"attempt-{n}.started", job_dir / f"exit-{n}", job_dir / f"exit-{n}.job",
+                      job_dir / f"cancelled-{n}")
+    return _Files(Path(f"{_marker_prefix(job_dir, n)}.{pid}.started"), job_dir / f"exit-{n}.{pid}",
+                  job_dir / f"exit-{n}.{pid}.job", job_dir / f"cancelled-{n}.{pid}")
+
+
+def _files_of(h: Handle) -> _Files:
+    """The files of the submission of handle H: named by its id, unless H is of a job the
+    previous version started (no ``FILES_KEY``, and no marker named by its id)."""
+    job_dir, pid = Path(h.extra["job_dir"]), int(h.native_id)
+    files = _files(job_dir, h.attempt, pid)
+    if h.extra.get(FILES_KEY) == PER_SUBMISSION or files.marker.exists():
+        return files
+    legacy = _files(job_dir, h.attempt, None)
+    return legacy if legacy.marker.exists() or legacy.exit.exists() else files
+
+
+@dataclass(frozen=True)
+class _Marker:
+    pid: int
+    ticks: int
+    token: str
+    mtime: float
+    per_submission: bool
+
+
+def _markers(job_dir: Path, attempt: int) -> list:
+    """Every start marker of ATTEMPT in JOB_DIR, one per submission that started (and one
+    by the previous version's name); unreadable ones left out."""
+    n = int(attempt)
+    out = []
+    for path in [*job_dir.glob(f"attempt-{n}.*.started"), job_dir / f"attempt-{n}.started"]:
+        name_pid = path.name[len(f"attempt-{n}."):-len(".started")]
+        try:
+            pid, ticks, token = path.read_text().split()[:3]
+            m = _Marker(int(pid), int(ticks), token, path.stat().st_mtime, bool(name_pid))
+        except (OSError, ValueError):
+            continue
+        if not m.per_submission or name_pid == str(m.pid):
+            out.append(m)
+    return out
 
 
 def _recorded_exit(h: Handle) -> bool:
     """The attempt of handle H ended with an exit status on record (its supervisor's or its own)."""
-    job_dir = Path(h.extra["job_dir"])
-    return (job_dir / f"exit-{h.attempt}").exists() or _own_exit(job_dir, h.attempt).exists()
+    files = _files_of(h)
+    return files.exit.exists() or files.own_exit.exists()
+
+
+def _write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """PATH holds DATA, replaced in one step: a process that has the old file open keeps it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    tmp.chmod(mode)
+    os.replace(tmp, path)
 
 
 def _read_exit(path: Path) -> Optional[tuple]:
@@ -343,9 +418,10 @@ def _mtime(path: Path) -> Optional[float]:
 def _started(h: Handle) -> Optional[tuple]:
     """(the supervisor's start ticks, the job's token) from the marker the supervisor of handle
     H wrote before it started the job; None when there is no marker (it never started the job).
-    The token is None when the marker is unreadable or another supervisor's (the attempt was
-    started again): then only the supervisor itself tells whether it runs."""
-    path = _marker(Path(h.extra["job_dir"]), h.attempt)
+    The token is None when the marker is unreadable or another supervisor's (a job the
+    previous version started, and started again): then only the supervisor itself tells
+    whether it runs."""
+    path = _files_of(h).marker
     try:
         pid, ticks, token = path.read_text().split()[:3]
         if int(pid) == int(h.native_id):

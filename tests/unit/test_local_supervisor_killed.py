@@ -158,13 +158,17 @@ def test_an_exit_recorded_before_the_cancel_is_the_jobs_own_end_and_one_after_it
     assert st.state is JobState.FAILED and st.exit_code == 3 and st.reason.endswith("; recorded by the job itself")
 
 
-def test_a_supervisor_that_ended_before_it_started_the_job_leaves_it_clearly_not_started(app, tmp_path):
+def test_a_supervisor_that_ended_before_it_started_the_job_leaves_it_clearly_not_started(app, tmp_path,
+                                                                                        monkeypatch):
+    from launcher_backends.local import backend as local_backend
+
     backend = app.backend("local")
     spec = spec_from_text(f"name: never\nrun: touch {tmp_path / 'ran'}\n")
     job = new_job_ref(app.store, "never-1", 1)
     request = backend.render(spec, app.facts("local"), job)
     Path(job.job_dir).mkdir(parents=True, exist_ok=True)
-    (Path(job.job_dir) / "attempt-1.started.tmp").mkdir()  # the supervisor cannot write its marker
+    # the supervisor cannot write its marker (named by its own pid): its folder does not exist
+    monkeypatch.setattr(local_backend, "_marker_prefix", lambda job_dir, attempt: str(tmp_path / "nowhere" / "m"))
     h = backend.submit(request)
     poll("the supervisor ended", lambda: not processes.alive(int(h.native_id), h.extra["start_ticks"]),
          timeout=10, interval=0.05)
