@@ -34,8 +34,10 @@ from launcher.backend.protocols import JobRef, Scheduler, can
 from launcher.core.errors import LauncherError, SubmitOutcomeUnknown
 from launcher.core.status import QUEUED
 from launcher.launching.submission import Launched, facts_for, find_submission, job_spec, new_job_ref
-from launcher.launching.submit import NewSubmission, claimed_start, fenced_submit, settle_unrecorded
-from launcher.recovery.policy import QUIET_S
+from launcher.launching.launch import launch_owner
+from launcher.launching.submit import (NewSubmission, claimed_start, fenced_submit, launch_alive,
+                                      settle_unrecorded)
+from launcher.recovery.policy import QUIET_S, reconcile_submitting
 from launcher.provenance.seed import choose_seed
 from launcher.provenance.trackers import attach_sweep as attach_trackers
 from launcher.provenance.trackers import with_tracker_env
@@ -220,6 +222,29 @@ def requeue_lost_start(app, c, now: float) -> Optional[Outcome]:
     return _start_failed(app, job, c.owner, d.reason, event="start_lost", reason=d.reason)
 
 
+def requeue_lost_launch(app, c, now: float) -> Optional[Outcome]:
+    """Under the element's claim C: element C.job, submitted by its sweep's launch (element
+    0), was left SUBMITTING and the backend has no job of it. Once the launch's submission is
+    settled as "nothing ran" (``reconcile_submitting``: the launch is over and quiet, or its
+    grace passed; no trace of a start) the element goes back into its queue, where ``fill``
+    starts it as a slot frees, instead of being closed FAILED (a relaunch would run the whole
+    sweep again). None: not such an element, or not settled yet (the reconciliation waits)."""
+    job = c.job
+    if job.meta.get("start_at") is not None or claimed_start(app.store, job, 1):
+        return None  # a start from the queue (``requeue_lost_start``), or it started after all
+    alive = launch_alive(job.meta)
+    if alive:
+        return Outcome(job.job_id, "waiting", "its sweep's launch still runs")
+    unknown = job.meta.get("submit_unknown") or {}
+    r = reconcile_submitting(False, now - job.created, launch_over=bool(unknown) or alive is False,
+                             quiet_s=now - float(unknown.get("at") or job.updated or job.created))
+    if r.action != "fail":
+        return None
+    why = ("its sweep's launch ended before the backend accepted it (no job with its dedupe token, no trace "
+           "of a start): nothing ran")
+    return _start_failed(app, job, c.owner, why, event="start_lost", reason=why)
+
+
 # ---- keeping max_parallel
 def fill(app, sweep_id: str, facts=None) -> list[Outcome]:
     """Start queued elements of SWEEP_ID while fewer than max_parallel hold a slot."""
@@ -277,6 +302,7 @@ def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_
     if note:
         note(f"sweep {sweep_id}: {len(rows)} elements as separate jobs, at most {limit or len(rows)} at once "
              f"(LAUNCHER_SWEEP_SEED {rows[0]['meta']['sweep']['seed']}, {source})")
+    rows[0]["meta"]["launch_by"] = launch_owner()  # watch asks whether the launch lives (``requeue_lost_launch``)
     with store.batch():  # the spec once, element 0 SUBMITTING, the others QUEUED: a launch killed
         # from here on leaves every element either submitted or waiting, never lost
         begin_sweep(store, sweep_id, spec, spec_text, spec_path, target_name, backend.name, rows)

@@ -11,8 +11,8 @@
   ``burst.after`` is taken out of its array and launched on its burst target;
 - ``owns_burst``: so an element of an array never runs the single job's race of two copies;
 - ``decide_ended``: an element whose attempt ended after its stop was recorded closes as STOPPED;
-- ``unfound_submission``: a queued element's start that never reached the scheduler goes back
-  into its queue;
+- ``unfound_submission``: a queued element's start, or element 0's by the sweep's launch, that
+  never reached the scheduler goes back into its queue;
 - ``after``: queued elements start as their sweep's slots free.
 """
 
@@ -34,13 +34,16 @@ def act_first(app, row, status, clock):
 
 def unfound_submission(app, claim, now: float):
     """A SUBMITTING element whose own dedupe token the backend does not know: a queued
-    element's start (``queue.requeue_lost_start``), or an element of an array whose launch
+    element's start (``queue.requeue_lost_start``), element 0 of a sweep of separate jobs
+    whose launch died before submitting it (``queue.requeue_lost_launch``), or an element of an array whose launch
     ended before recording it, adopted with every other element by the array's token in one
     lookup (``launching.adopt_array``)."""
     job = claim.job
     if queue.started_at(job) is not None:
         return queue.requeue_lost_start(app, claim, now)
     sweep = job.meta.get("sweep") or {}
+    if sweep.get("id") is not None and not queue.runs_arrays(app.backend(job.target)):
+        return queue.requeue_lost_launch(app, claim, now)
     if sweep.get("id") is not None:
         found = adopt_array(app, sweep["id"])
         if found is not None:
