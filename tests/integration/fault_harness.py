@@ -8,7 +8,7 @@ seed S is ``random.Random(f"{S}:{I}")``, so any one replays alone):
 - a scenario: ``launch`` (a plain launch), ``fail_first`` (the job's first attempt fails,
   so a watcher resubmits it) or ``sweep`` (a sweep of three elements, two at a time, whose
   element 0 fails its first attempt);
-- a fault point of ``launcher.core.faults`` and an action there: ``pause`` (SIGSTOP; the
+- a fault point of ``launcher.core.faults`` (or, on local, the backend's ``local_before_start``) and an action there: ``pause`` (SIGSTOP; the
   harness sends SIGCONT after longer than the claim TTL), ``kill`` (-9), ``interrupt``
   (Ctrl-C) or ``sleep``;
 - the process that gets it: the launch, or one of 2-3 concurrent watchers (each a
@@ -34,7 +34,15 @@ checks (``Result.violations``):
    ``status`` has, with that id; one that said "rejected" left nothing running; a
    ``cancel`` that said "cancelled attempt N (… id X)" left X gone, one that said "closed
    as CANCELLED" left the job CANCELLED with nothing running; a watcher that said
-   "resubmitted/adopted/started (… id X)" left X recorded.
+   "resubmitted/adopted/started (… id X)" left X recorded;
+4. nothing is cancelled that nobody cancelled: without a ``cancel`` in the schedule no job or
+   attempt ends CANCELLED, and an attempt that ran user code and ended is recorded as its
+   program ended (a duplicate's cancel never reaches the real attempt).
+
+On local, 3 in 10 schedules are the frozen duplicate (``DUPLICATE_POINT``): a watcher
+paused inside the backend's submit, after the claim's fence passed and before the attempt's
+process starts, for longer than the claim TTL, so another watcher submits the same attempt;
+continued, it starts a duplicate, cannot record it, and cancels it.
 
 Replay a failing schedule with the line its report prints, e.g.
 ``LAUNCHER_FAULT_SEED=123 LAUNCHER_FAULT_ONLY=17 pytest tests/integration/test_fault_schedules.py``
@@ -71,6 +79,9 @@ WATCH_INTERVAL_S = 0.5
 ONCE_GAP_S = 2.0  # between two runs of a watcher (its `watch --once` runs, or a loop that ended)
 HOLD_S = 1.0  # how long each start of the user program runs
 SLURM_TARGET = "testcl"
+DUPLICATE_POINT = "local_before_start"  # the local backend's fault point inside submit (no process yet)
+DUPLICATE_SHARE = 0.3  # of the local schedules: the frozen duplicate, then its cancel
+DUPLICATE_HOLD_S = 3.0  # there, each start runs this much longer than the pause
 
 
 # ---- schedules
@@ -138,6 +149,16 @@ def draw(seed: int, index: int, backends=("local",)) -> Schedule:
     if backend == "slurm" and rng.random() < 0.4:
         stall = round(rng.uniform(4.0, 8.0), 1)  # longer than the test cluster's MessageTimeout (3 s)
         stall_at = round(rng.uniform(0.2, 3.0), 2)
+    # drawn last, on local only: the Slurm schedules of a seed stay what they were
+    if backend == "local" and rng.random() < DUPLICATE_SHARE:
+        # the frozen duplicate: a watcher frozen inside the backend's submit (the fence passed,
+        # no process started) past its claim; another watcher submits the same attempt, and the
+        # frozen one, continued, starts its duplicate and cancels it (it cannot record it)
+        scenario, point, action = rng.choice(("fail_first", "sweep")), DUPLICATE_POINT, "pause"
+        victim = f"watch{rng.randrange(n)}"
+        watchers = tuple("loop" if victim == f"watch{i}" else m for i, m in enumerate(watchers))
+        starts = tuple(round(rng.uniform(0.0, 0.5), 2) if victim == f"watch{i}" else s for i, s in enumerate(starts))
+        hold = round(CLAIM_TTL_S + rng.uniform(1.0, 2.5), 2)
     return Schedule(seed, index, backend, scenario, point, action, victim, watchers, starts, hold, cancel_at, stall,
                     stall_at)
 
@@ -167,6 +188,7 @@ class Result:
     violations: list = field(default_factory=list)
     fired: list = field(default_factory=list)  # "point pid action" lines of the faults log
     notes: list = field(default_factory=list)  # what happened that is not a violation
+    duplicates: int = 0  # duplicate submissions its watchers cancelled (event duplicate_cancelled)
     seconds: float = 0.0
     folder: str = ""
 
@@ -268,6 +290,8 @@ class Run:
         body = {"name": job_name(self.s), "run": f"{python} {self.on_nodes(prog)}",
                 "env": {"FAULT_LINES": self.on_nodes(self.lines), "FAULT_HOLD": f"{HOLD_S:g}"},
                 "recovery": {"app_error": 2}}
+        if self.s.point == DUPLICATE_POINT:  # the real attempt still runs when the duplicate is cancelled
+            body["env"]["FAULT_HOLD"] = f"{self.s.hold_s + DUPLICATE_HOLD_S:g}"
         if self.s.scenario == "fail_first":
             body["env"]["FAULT_FAIL_FIRST"] = "all"
         if self.s.scenario == "sweep":  # element 0's first attempt fails: a watcher resubmits that element
@@ -433,6 +457,7 @@ def run_schedule(s: Schedule, folder: Path, env: Optional[dict] = None, cluster=
     try:
         heal(r)
         res.violations += check(r, res)
+        res.duplicates = duplicates_cancelled(r)
     finally:
         stop_jobs(r)
     res.seconds = time.monotonic() - t0
@@ -547,6 +572,20 @@ def _store(r: Run) -> tuple:
     return jobs, attempts
 
 
+def duplicates_cancelled(r: Run) -> int:
+    """How many duplicate submissions the schedule's watchers cancelled (``duplicate_cancelled`` events)."""
+    db = r.home / "state.db"
+    if not db.exists():
+        return 0
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        return con.execute("SELECT count(*) FROM events WHERE kind = 'duplicate_cancelled'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+    finally:
+        con.close()
+
+
 def _starts(r: Run) -> list:
     out = []
     for ln in r.lines.read_text().splitlines():
@@ -611,6 +650,36 @@ def check(r: Run, res: Result) -> list:
                     not any(k == jid or k.split("_")[0] == jid.split("_")[0] for k in known):
                 v.append(f"(2) Slurm job {jid} ({token}) is {state} but status records no attempt with its id")
     v += _check_said(r, listed, jobs, attempts, starts)
+    if not any(n == "cancel" for n, *_ in r.said) and r.cancel_proc is None:
+        v += uncalled_cancels(r.s.scenario, jobs, attempts, starts)
+    return v
+
+
+def exits_nonzero(scenario: str, job: str, attempt: int) -> bool:
+    """Pure: whether PROGRAM fails that start (FAULT_FAIL_FIRST: every job's attempt 1, or sweep element 0's)."""
+    return attempt == 1 and (scenario == "fail_first" or (scenario == "sweep" and job.endswith("-e0")))
+
+
+def uncalled_cancels(scenario: str, jobs: dict, attempts: dict, starts: list) -> list:
+    """Pure: invariant 4, for a schedule where nobody ran `cancel`: no job or attempt ended
+    CANCELLED, and every attempt that ran user code and ended is recorded as its program
+    ended (exit 0: COMPLETED; exit 1: FAILED), whatever duplicates of it were cancelled."""
+    v = []
+    for j, row in jobs.items():
+        if row["state"] == "CANCELLED":
+            v.append(f"(4) job {j} is CANCELLED ({row.get('reason')!r}) though nobody ran `cancel`")
+    for (j, a), row in attempts.items():
+        if row["state"] == "CANCELLED":
+            v.append(f"(4) job {j} attempt {a} (id {row['native_id']}) is CANCELLED ({row.get('reason')!r}) though "
+                     "nobody ran `cancel`")
+    for job, attempt, _, self_id in starts:
+        row = attempts.get((job, attempt))
+        if row is None or str(row["native_id"]) != self_id or row["state"] not in ("COMPLETED", "FAILED"):
+            continue
+        want = "FAILED" if exits_nonzero(scenario, job, attempt) else "COMPLETED"
+        if row["state"] != want:
+            v.append(f"(4) job {job} attempt {attempt} (id {self_id}) is {row['state']} ({row.get('reason')!r}); "
+                     f"its program exited {1 if want == 'FAILED' else 0}")
     return v
 
 
@@ -722,6 +791,9 @@ def summary(results: list) -> str:
     for kind in ("backend", "scenario", "point", "action", "victim"):
         out.append(f"  {kind:8} " + ", ".join(f"{k}={by[(kind, k)]} (fired {fired[(kind, k)]})"
                                             for (kd, k) in sorted(by) if kd == kind))
+    dup = [x for x in results if x.schedule.point == DUPLICATE_POINT]
+    out.append(f"  frozen duplicate schedules: {len(dup)}, a duplicate cancelled in "
+               f"{sum(1 for x in dup if x.duplicates)} (in all schedules: {sum(1 for x in results if x.duplicates)})")
     cancels = sum(1 for x in results if x.schedule.cancel_at is not None)
     stalls = sum(1 for x in results if x.schedule.stall_s is not None)
     out.append(f"  with a concurrent cancel: {cancels}; with slurmctld stopped: {stalls}")
@@ -749,7 +821,8 @@ def run_many(schedules: list, root: Path, parallel: int = 4, env: Optional[dict]
             res = Result(s, violations=[f"the harness failed: {type(e).__name__}: {e}"], folder=str(folder))
         if echo is not None:
             mark = "VIOLATION" if res.violations else "ok"
-            echo(f"[{mark}] {s.describe()} (fired: {len(res.fired)}, {res.seconds:.1f}s)"
+            echo(f"[{mark}] {s.describe()} (fired: {len(res.fired)}, duplicates cancelled: {res.duplicates}, "
+                 f"{res.seconds:.1f}s)"
                  + "".join(f"\n    {n}" for n in res.notes))
             if res.violations:
                 echo(res.report())

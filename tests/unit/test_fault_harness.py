@@ -4,7 +4,8 @@ drawn from a seeded stream and replay alone, and the invariant checks catch what
 from __future__ import annotations
 
 from launcher.core.faults import POINTS
-from tests.integration.fault_harness import ACTIONS, CLAIM_TTL_S, SCENARIOS, draw, start_violations, summary, Result
+from tests.integration.fault_harness import (ACTIONS, CLAIM_TTL_S, DUPLICATE_POINT, SCENARIOS, Result, draw,
+                                            start_violations, summary, uncalled_cancels)
 
 
 def test_a_schedule_is_a_function_of_its_seed_and_index_alone():
@@ -17,7 +18,7 @@ def test_a_schedule_is_a_function_of_its_seed_and_index_alone():
 
 def test_schedules_cover_every_point_action_and_scenario_and_pauses_outlast_the_claim():
     drawn = [draw(11, i, backends=("local", "slurm")) for i in range(400)]
-    assert {s.point for s in drawn} == set(POINTS)
+    assert {s.point for s in drawn} == set(POINTS) | {DUPLICATE_POINT}
     assert {s.action for s in drawn} == set(ACTIONS)
     assert {s.scenario for s in drawn} == set(SCENARIOS)
     assert {s.backend for s in drawn} == {"local", "slurm"}
@@ -47,3 +48,32 @@ def test_the_summary_counts_schedules_faults_fired_and_violations():
     results = [Result(draw(1, 0), fired=["before_lookup 1 pause"]), Result(draw(1, 1), violations=["(1) x"])]
     text = summary(results)
     assert text.startswith("schedules run: 2; a fault fired in 1; violations: 1 in 1 schedules")
+
+
+def test_the_frozen_duplicate_is_a_local_watcher_paused_in_submit_past_the_claim():
+    drawn = [draw(13, i, backends=("local", "slurm")) for i in range(400)]
+    dup = [s for s in drawn if s.point == DUPLICATE_POINT]
+    assert 0.15 < len(dup) / sum(1 for s in drawn if s.backend == "local") < 0.45
+    assert all(s.backend == "local" and s.action == "pause" and s.hold_s > CLAIM_TTL_S for s in dup)
+    assert all(s.victim.startswith("watch") and s.scenario in ("fail_first", "sweep") for s in dup)
+    assert {s.scenario for s in dup} == {"fail_first", "sweep"}
+    assert all(s.watchers[int(s.victim[5:])] == "loop" for s in dup)
+
+
+def test_invariant_4_catches_a_cancel_nobody_asked_for_and_a_wrong_end():
+    jobs = {"j": {"state": "COMPLETED", "reason": ""}, "s-e0": {"state": "COMPLETED", "reason": ""}}
+    attempts = {("j", 1): {"state": "FAILED", "native_id": "10", "reason": "exit 1"},
+                ("j", 2): {"state": "COMPLETED", "native_id": "20", "reason": ""}}
+    starts = [("j", 1, 1, "10"), ("j", 2, 2, "20")]
+    assert uncalled_cancels("fail_first", jobs, attempts, starts) == []
+    cancelled = {**attempts, ("j", 2): {"state": "CANCELLED", "native_id": "20", "reason": "cancelled by user"}}
+    v = uncalled_cancels("fail_first", {**jobs, "j": {"state": "CANCELLED", "reason": "x"}}, cancelled, starts)
+    assert any(x.startswith("(4) job j is CANCELLED") for x in v)
+    assert any(x.startswith("(4) job j attempt 2 (id 20) is CANCELLED") for x in v)
+    # an attempt that exited 0 recorded FAILED (a duplicate's stand-down taken for it), and the reverse
+    wrong = {("j", 1): {"state": "COMPLETED", "native_id": "10"}, ("j", 2): {"state": "FAILED", "native_id": "20"}}
+    v = uncalled_cancels("fail_first", jobs, wrong, starts)
+    assert len(v) == 2 and "its program exited 1" in v[0] and "its program exited 0" in v[1]
+    # a sweep: only element 0's first attempt fails
+    sweep = {("s-e0", 1): {"state": "FAILED", "native_id": "5"}, ("s-e1", 1): {"state": "COMPLETED", "native_id": "6"}}
+    assert uncalled_cancels("sweep", jobs, sweep, [("s-e0", 1, 1, "5"), ("s-e1", 1, 2, "6")]) == []
