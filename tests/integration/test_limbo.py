@@ -92,10 +92,12 @@ def test_a_launch_killed_before_the_accept_fails_after_the_grace_period(cli, mon
 
 def test_cancel_of_a_submitting_row_finds_and_cancels_the_real_job(cli):
     job = killed_launch(cli, "after_submit")
-    marker = cli.home / "jobs" / job / "attempt-1.started"
-    # the detached supervisor writes its marker on its own schedule, after the accept
-    poll("supervisor marker", lambda: marker.exists() and marker.read_text().strip(), timeout=15)
+    # the detached supervisor writes its marker (attempt-1.PID.started: named by its own pid)
+    # on its own schedule, after the accept
+    markers = lambda: [m for m in (cli.home / "jobs" / job).glob("attempt-1.*.started") if m.read_text().strip()]
+    (marker,) = poll("supervisor marker", markers, timeout=15)
     pid = int(marker.read_text().split()[0])
+    assert marker.name == f"attempt-1.{pid}.started"
     assert alive(pid)
     out = cli.run("cancel", job).stdout
     assert f"cancelled attempt 1 (local id {pid})" in out and "closed as CANCELLED" in out
