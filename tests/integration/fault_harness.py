@@ -1,5 +1,5 @@
 """The fault-injection harness (issue 20 §10): randomized schedules of faults on the submit and
-record path, run against real `launcher` processes, each checked against three invariants.
+record path, run against real `launcher` processes, each checked against four invariants.
 
 A schedule (``Schedule``) is drawn from its own seeded stream (``draw``: schedule I of base
 seed S is ``random.Random(f"{S}:{I}")``, so any one replays alone):
