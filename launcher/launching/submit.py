@@ -51,9 +51,10 @@ SETTLE_WAIT_S = 30.0  # how long a holder that lost its claim waits to take it b
 
 def proves_not_submitted(exc: BaseException) -> bool:
     """Pure: whether EXC, raised by a submission, proves the scheduler never accepted it. Only
-    a rejection (a ``LauncherError`` that is not transient) or a transport error that proves
-    the command never started does; a timeout, an interrupt, a kill or an unexpected error
-    leaves the outcome unknown."""
+    a rejection (a ``LauncherError`` that is not transient: for Slurm, a ``SubmitError`` from
+    ``launcher_backends.slurm.submitting.classify``, Slurm's explicit refusal) or a transport
+    error that proves the command never started does; a timeout, an interrupt, a kill, a
+    signal, output that is not one id or an unexpected error leaves the outcome unknown."""
     if isinstance(exc, SubmitOutcomeUnknown):
         return False
     if isinstance(exc, TransientError):
