@@ -149,6 +149,8 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time,
                                extra={"job_dir": str(store.job_dir(job_id)), "found_by_trace": True})
             store.record_attempt(job_id, attempt, job.target, found.to_json(), found.native_id, state="PENDING",
                                  reason=r.reason, owner=c.owner)
+            if job.reason != r.reason:  # e.g. "submission outcome unknown": settled now, status says how
+                store.update_job(job_id, reason=r.reason)
             store.record_event(job_id, "adopted", attempt=attempt, native_id=found.native_id, reason=r.reason)
             return Outcome(job_id, "adopted", f"{job.target} id {found.native_id}")
         if r.action == "started":
