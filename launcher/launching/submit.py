@@ -34,12 +34,13 @@ from __future__ import annotations
 from pathlib import Path
 import os
 import socket
+import sqlite3
 import time
 from typing import Callable, Optional
 
 from launcher.backend.protocols import Handle, Request, StartsSubmit, can
 from launcher.core import faults
-from launcher.core.errors import LauncherError, SubmitOutcomeUnknown, TransientError
+from launcher.core.errors import LauncherError, StateStoreError, SubmitOutcomeUnknown, TransientError
 from launcher.jobside.startclaim import holder
 from launcher.state.claims import claim_ttl, claimed
 from launcher.state.store import ClaimLost, is_open
@@ -135,6 +136,18 @@ class NewSubmission:
                 self._unknown(e)
             raise
 
+    def recorded(self, handle: Handle, record: Callable, what: str = ""):
+        """RECORD() of HANDLE, which the scheduler accepted; a store that fails meanwhile (a
+        server gone, a lock held too long, a disk full) leaves the rows SUBMITTING, and the
+        error says what was submitted (WHAT, default the first job) and that ``status`` /
+        ``watch`` settle it by its dedupe token, never that nothing was written."""
+        try:
+            return record()
+        except (StateStoreError, sqlite3.Error, OSError) as e:
+            self._unknown(e, handle)
+            raise SubmitOutcomeUnknown(not_recorded(what or f"job {self.job_ids[0]}", self.backend.name,
+                                                    handle, e)) from e
+
     def _unknown(self, exc: BaseException, handle: Optional[Handle] = None) -> None:
         why = why_unknown(exc)
         if handle is not None:
@@ -143,6 +156,15 @@ class NewSubmission:
             self.store.mark_submit_unknown(self.job_ids, why)
         except BaseException:  # noqa: BLE001 - the rows stay SUBMITTING either way
             pass
+
+
+def not_recorded(what: str, backend_name: str, handle: Handle, exc: BaseException) -> str:
+    """Pure: the message of a submission the scheduler accepted (HANDLE) that the state store
+    could not record (EXC)."""
+    said = " ".join(str(exc).replace("(nothing was written)", "").replace("; nothing was written", "").split())
+    return (f"{what} was submitted to {handle.target} ({backend_name} id {handle.native_id}), but the state store "
+            f"could not record it: {said.rstrip(' ;,')}. It stays SUBMITTING: once the store answers, `launcher "
+            f"status` (or `launcher watch`) settles it by its dedupe token. Do not launch it again.")
 
 
 def record_or_cancel(store, backend, job_id: str, handle: Handle, record: Callable[[], bool]) -> bool:
