@@ -48,6 +48,7 @@ from launcher.transport.errors import may_have_run
 
 FENCE_S = 10.0  # a claim that holds for less than this is not acted on: it may lapse mid-call
 SETTLE_WAIT_S = 30.0  # how long a holder that lost its claim waits to take it back to settle
+STORE_FAILURES = (StateStoreError, sqlite3.Error, OSError)  # the state store failed (a server gone, a lock held)
 
 
 def proves_not_submitted(exc: BaseException) -> bool:
@@ -120,6 +121,9 @@ class NewSubmission:
             done = then()
             faults.point("between_submit_and_record")
             return done
+        except STORE_FAILURES as e:
+            self._unknown(e, handle)
+            raise SubmitOutcomeUnknown(not_recorded(f"job {self.job_ids[0]}", self.backend.name, handle, e)) from e
         except BaseException as e:
             self._unknown(e, handle)
             raise
@@ -143,7 +147,7 @@ class NewSubmission:
         ``watch`` settle it by its dedupe token, never that nothing was written."""
         try:
             return record()
-        except (StateStoreError, sqlite3.Error, OSError) as e:
+        except STORE_FAILURES as e:
             self._unknown(e, handle)
             raise SubmitOutcomeUnknown(not_recorded(what or f"job {self.job_ids[0]}", self.backend.name,
                                                     handle, e)) from e
