@@ -28,6 +28,8 @@ COUNT = int(os.environ.get("LAUNCHER_FAULT_SLURM_SCHEDULES", "20"))
 PARALLEL = int(os.environ.get("LAUNCHER_FAULT_PARALLEL", "2"))
 
 
+# ~25 s of wall per schedule at 2 at a time on the loaded 2-core machine: 600 s for 20 is the floor
+@pytest.mark.timeout(max(600, COUNT * 25))
 def test_randomized_fault_schedules_on_slurm_keep_the_three_invariants(clean_queue):
     seed = base_seed()
     print(f"fault schedules on Slurm: base seed {seed} (replay: LAUNCHER_FAULT_SEED={seed})")
