@@ -3,6 +3,9 @@ and turning what it printed into a Handle, all-or-nothing."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from launcher.backend.protocols import Handle, Request
 from launcher.core.errors import SubmitError, SubmitOutcomeUnknown, TransientError
 from launcher.transport.errors import may_have_run
@@ -40,11 +43,63 @@ def may_have_been_accepted(stderr: str) -> bool:
     return any(p in text for p in MAY_HAVE_ACCEPTED)
 
 
+# Slurm's own refusal: sbatch's error() and fatal() lines, and its option parser's complaints.
+REFUSAL = re.compile(r"^sbatch: (error|fatal): |^sbatch: (unrecognized|invalid) option", re.M)
+# What `sbatch --parsable` prints on success: the job (or array) id, with ";cluster" on a federation.
+ID_LINE = re.compile(r"^(\d+)(?:;[A-Za-z0-9_.-]+)?$")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one sbatch call did: "accepted" (NATIVE_ID), "refused" (Slurm said no: nothing
+    runs) or "unknown" (WHY: the job may run; settled by its dedupe token)."""
+
+    kind: str
+    native_id: str = ""
+    why: str = ""
+
+
+def classify(returncode: int, stdout: str, stderr: str) -> Outcome:
+    """Pure: the one reading of an sbatch that ran. The only outcome that means "nothing ran"
+    is Slurm's explicit refusal: a positive exit code below 128 with sbatch's error (or
+    fatal) line, no id printed, and no sign the request reached the controller
+    (``may_have_been_accepted``). Accepted is exit 0 with exactly one job id. Everything else
+    is unknown: a signal (a negative code here, 128+N from a shell over SSH, -1 when SSH
+    reports no status), exit 0 with output that is not one id (a banner, nothing, the id
+    twice), or an exit code without Slurm's refusal."""
+    lines = [ln.strip() for ln in (stdout or "").splitlines() if ln.strip()]
+    ids = [m.group(1) for m in map(ID_LINE.match, lines) if m]
+    said = (stderr or "").strip() or (stdout or "").strip()
+    last = said.splitlines()[-1][:300] if said else "no output"
+    if returncode == 0:
+        if len(lines) == 1 and len(ids) == 1:
+            return Outcome("accepted", ids[0])
+        return Outcome("unknown", why=f"sbatch exited 0 but printed {_shown(stdout)}, not one job id")
+    if returncode < 0 or returncode >= 128:
+        sig = -returncode if returncode < 0 else returncode - 128
+        return Outcome("unknown", why=(f"sbatch was killed by signal {sig} (exit {returncode}) after printing "
+                                       f"{_shown(stdout)}" if returncode != -1 else
+                                       f"sbatch ended without an exit status ({last})"))
+    if ids:
+        return Outcome("unknown", why=f"sbatch exited {returncode} after printing a job id ({ids[0]}): {last}")
+    if may_have_been_accepted(said):
+        return Outcome("unknown", why=f"sbatch exited {returncode}: {last}")
+    if REFUSAL.search(stderr or ""):
+        return Outcome("refused", why=said)
+    return Outcome("unknown", why=f"sbatch exited {returncode} without Slurm's refusal message: {last}")
+
+
+def _shown(stdout: str) -> str:
+    text = stdout or ""
+    return "nothing" if not text.strip() else repr(text[:200])
+
+
 def submitted(backend, request: Request, script: str, wait) -> Handle:
-    """The Handle of the sbatch whose result WAIT gives; an id sbatch printed that cannot be
-    used is cancelled before the error is raised. Where sbatch may have reached the controller
-    (it timed out, or printed a timeout) and the dedupe token finds no job yet, the outcome is
-    unknown (SubmitOutcomeUnknown), never "rejected": the job may run."""
+    """The Handle of the sbatch whose result WAIT gives, by ``classify``: a refusal raises
+    SubmitError (nothing runs); any outcome that may have left the job accepted (a signal, a
+    time-out, output that is not one id, a transport error after the command may have run)
+    is looked up by the dedupe token, and a job not found (yet) is SubmitOutcomeUnknown,
+    never "rejected": the job may run."""
     job = request.job
     try:
         r = wait()
@@ -54,21 +109,14 @@ def submitted(backend, request: Request, script: str, wait) -> Handle:
         return _found_or_unknown(backend, request, f"sbatch did not answer ({e})")
     if isinstance(r, Handle):
         return r
-    if r.returncode != 0:
-        said = r.stderr.strip() or r.stdout.strip()
-        if may_have_been_accepted(said):
-            return _found_or_unknown(backend, request, f"sbatch exited {r.returncode}: {said.splitlines()[-1]}")
-        raise SubmitError(f"sbatch rejected the script for {job.job_id} (exit {r.returncode}):\n{said}")
-    native = r.stdout.strip().split(";")[0]
-    try:
-        if not native.isdigit():
-            raise SubmitError(f"sbatch printed an unexpected job id {r.stdout!r}")
-        return Handle(backend.name, backend.target.name, job.job_id, native, job.attempt,
-                      extra={"job_dir": request.meta["job_dir"], "script": script,
-                             "hourly_usd": request.meta.get("hourly_usd")})
-    except BaseException:
-        backend.cancel_native(native)
-        raise
+    o = classify(r.returncode, r.stdout, r.stderr)
+    if o.kind == "refused":
+        raise SubmitError(f"sbatch rejected the script for {job.job_id} (exit {r.returncode}):\n{o.why}")
+    if o.kind == "unknown":
+        return _found_or_unknown(backend, request, o.why)
+    return Handle(backend.name, backend.target.name, job.job_id, o.native_id, job.attempt,
+                  extra={"job_dir": request.meta["job_dir"], "script": script,
+                         "hourly_usd": request.meta.get("hourly_usd")})
 
 
 def _found_or_unknown(backend, request: Request, what: str) -> Handle:

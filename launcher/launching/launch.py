@@ -179,8 +179,8 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     if fresh or ident.resumes:
         events.append(("fresh" if fresh else "resumes", ident.event()))
     writes = store_writes(job_id, captured, seed)
-    if not record_or_cancel(store, backend, job_id, handle, functools.partial(
-            record_launched, store, job_id, attempt, target_name, handle, events, writes)):
+    record = functools.partial(record_launched, store, job_id, attempt, target_name, handle, events, writes)
+    if not record_or_cancel(store, backend, job_id, handle, lambda: submission.recorded(handle, record)):
         raise LauncherError(f"job {job_id} was cancelled while it was being launched: what the launch submitted "
                             f"({backend.name} id {handle.native_id}) was cancelled")
     return Launched(job_id, handle, request)

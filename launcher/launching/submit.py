@@ -34,12 +34,13 @@ from __future__ import annotations
 from pathlib import Path
 import os
 import socket
+import sqlite3
 import time
 from typing import Callable, Optional
 
 from launcher.backend.protocols import Handle, Request, StartsSubmit, can
 from launcher.core import faults
-from launcher.core.errors import LauncherError, SubmitOutcomeUnknown, TransientError
+from launcher.core.errors import LauncherError, StateStoreError, SubmitOutcomeUnknown, TransientError
 from launcher.jobside.startclaim import holder
 from launcher.state.claims import claim_ttl, claimed
 from launcher.state.store import ClaimLost, is_open
@@ -47,13 +48,15 @@ from launcher.transport.errors import may_have_run
 
 FENCE_S = 10.0  # a claim that holds for less than this is not acted on: it may lapse mid-call
 SETTLE_WAIT_S = 30.0  # how long a holder that lost its claim waits to take it back to settle
+STORE_FAILURES = (StateStoreError, sqlite3.Error, OSError)  # the state store failed (a server gone, a lock held)
 
 
 def proves_not_submitted(exc: BaseException) -> bool:
     """Pure: whether EXC, raised by a submission, proves the scheduler never accepted it. Only
-    a rejection (a ``LauncherError`` that is not transient) or a transport error that proves
-    the command never started does; a timeout, an interrupt, a kill or an unexpected error
-    leaves the outcome unknown."""
+    a rejection (a ``LauncherError`` that is not transient: for Slurm, a ``SubmitError`` from
+    ``launcher_backends.slurm.submitting.classify``, Slurm's explicit refusal) or a transport
+    error that proves the command never started does; a timeout, an interrupt, a kill, a
+    signal, output that is not one id or an unexpected error leaves the outcome unknown."""
     if isinstance(exc, SubmitOutcomeUnknown):
         return False
     if isinstance(exc, TransientError):
@@ -118,6 +121,9 @@ class NewSubmission:
             done = then()
             faults.point("between_submit_and_record")
             return done
+        except STORE_FAILURES as e:
+            self._unknown(e, handle)
+            raise SubmitOutcomeUnknown(not_recorded(f"job {self.job_ids[0]}", self.backend.name, handle, e)) from e
         except BaseException as e:
             self._unknown(e, handle)
             raise
@@ -134,6 +140,18 @@ class NewSubmission:
                 self._unknown(e)
             raise
 
+    def recorded(self, handle: Handle, record: Callable, what: str = ""):
+        """RECORD() of HANDLE, which the scheduler accepted; a store that fails meanwhile (a
+        server gone, a lock held too long, a disk full) leaves the rows SUBMITTING, and the
+        error says what was submitted (WHAT, default the first job) and that ``status`` /
+        ``watch`` settle it by its dedupe token, never that nothing was written."""
+        try:
+            return record()
+        except STORE_FAILURES as e:
+            self._unknown(e, handle)
+            raise SubmitOutcomeUnknown(not_recorded(what or f"job {self.job_ids[0]}", self.backend.name,
+                                                    handle, e)) from e
+
     def _unknown(self, exc: BaseException, handle: Optional[Handle] = None) -> None:
         why = why_unknown(exc)
         if handle is not None:
@@ -142,6 +160,15 @@ class NewSubmission:
             self.store.mark_submit_unknown(self.job_ids, why)
         except BaseException:  # noqa: BLE001 - the rows stay SUBMITTING either way
             pass
+
+
+def not_recorded(what: str, backend_name: str, handle: Handle, exc: BaseException) -> str:
+    """Pure: the message of a submission the scheduler accepted (HANDLE) that the state store
+    could not record (EXC)."""
+    said = " ".join(str(exc).replace("(nothing was written)", "").replace("; nothing was written", "").split())
+    return (f"{what} was submitted to {handle.target} ({backend_name} id {handle.native_id}), but the state store "
+            f"could not record it: {said.rstrip(' ;,')}. It stays SUBMITTING: once the store answers, `launcher "
+            f"status` (or `launcher watch`) settles it by its dedupe token. Do not launch it again.")
 
 
 def record_or_cancel(store, backend, job_id: str, handle: Handle, record: Callable[[], bool]) -> bool:

@@ -97,6 +97,9 @@ def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, ref
         store.release(row.job_id, c.owner)
 
 
+# meta key of a job closed while its launch was still under way ({"at", "attempt"}): watch looks that
+# attempt's dedupe token up and cancels what it finds (``launcher.recovery.watch.settle_overtaken``)
+OVERTAKEN = "launch_overtaken"
 LAUNCH_WAIT_S = 60.0  # how long a cancel waits for a launch under way ($LAUNCHER_CANCEL_LAUNCH_WAIT)
 
 
@@ -191,6 +194,8 @@ def close_cancelled(app, c, report: CancelReport, todo: list, closing: Closing) 
         elif launch_alive(job.meta):
             report.note = ("its launch is still under way: it cancels what it submits as soon as the scheduler "
                            "answers")
+            if report.ok:  # a launch that dies after its submit cannot: watch finds that job by its token
+                store.patch_meta(job.job_id, **{OVERTAKEN: {"at": time.time(), "attempt": next_attempt(c)}})
         else:
             report.note = "the scheduler has no job with its dedupe token (the launch never got through)"
     if report.ok:

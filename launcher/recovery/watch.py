@@ -33,6 +33,7 @@ from launcher.recovery.outcome import NO_HOOKS, Outcome, WatchHooks
 from launcher.state.claims import claimed
 from launcher.state.db import StoreUnreachable
 from launcher.recovery.decide import Action, Close, Facts, Note, on_ended, on_status, settled
+from launcher.recovery.cancel import OVERTAKEN
 from launcher.recovery.policy import reconcile_submitting
 from launcher.recovery.progress import read_progress
 from launcher.recovery.state import RecoveryState
@@ -91,15 +92,29 @@ def submitting_jobs(store) -> list:
     return [j for j in store.open_jobs() if not j.handle and j.state == "SUBMITTING"]
 
 
+def overtaken(job) -> bool:
+    """Whether JOB was cancelled while its launch was still under way, and what that launch
+    submitted is not settled yet (``launcher.recovery.cancel.OVERTAKEN``)."""
+    return job.state == "CANCELLED" and not job.handle and bool(job.meta.get(OVERTAKEN))
+
+
+def unsettled_jobs(store) -> list:
+    """SUBMITTING rows and rows whose cancel overtook their launch, from one listing."""
+    rows = [j for j in store.list_jobs(limit=100000) if store.may_act(j)]
+    return [j for j in rows if (is_open(j) and not j.handle and j.state == "SUBMITTING") or overtaken(j)]
+
+
 def reconcile(app, clock: Callable[[], float] = time.time, jobs=None, record_errors: bool = True,
               hooks: Optional[WatchHooks] = None) -> list[Outcome]:
     """Resolve every SUBMITTING row through its dedupe token: adopt the scheduler's job, or
-    close the row as FAILED once its grace has passed with no such job."""
+    close the row as FAILED once its grace has passed with no such job. A job cancelled while
+    its launch was under way has that launch's job cancelled (``settle_overtaken``)."""
     hooks = hooks_of(app, hooks)
     out = []
-    for job in submitting_jobs(app.store) if jobs is None else jobs:
+    for job in unsettled_jobs(app.store) if jobs is None else jobs:
         try:
-            o = reconcile_one(app, job.job_id, clock, hooks)
+            o = (settle_overtaken(app, job.job_id, clock) if overtaken(job) else
+                 reconcile_one(app, job.job_id, clock, hooks))
         except LauncherError as e:
             if record_errors:
                 app.store.record_event(job.job_id, "watch_error", error=str(e))
@@ -149,6 +164,8 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time,
                                extra={"job_dir": str(store.job_dir(job_id)), "found_by_trace": True})
             store.record_attempt(job_id, attempt, job.target, found.to_json(), found.native_id, state="PENDING",
                                  reason=r.reason, owner=c.owner)
+            if job.reason != r.reason:  # e.g. "submission outcome unknown": settled now, status says how
+                store.update_job(job_id, reason=r.reason)
             store.record_event(job_id, "adopted", attempt=attempt, native_id=found.native_id, reason=r.reason)
             return Outcome(job_id, "adopted", f"{job.target} id {found.native_id}")
         if r.action == "started":
@@ -157,6 +174,50 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time,
             return Outcome(job_id, "failed", r.reason)
         store.close_job(job_id, "FAILED", r.reason, owner=c.owner, event="submit_lost", detail={"reason": r.reason})
         return Outcome(job_id, "failed", r.reason)
+
+
+def settle_overtaken(app, job_id: str, clock: Callable[[], float] = time.time) -> Optional[Outcome]:
+    """A job `cancel` closed while its launch was still under way: the launch cancels what it
+    submits when it records it, but one that died after the scheduler accepted its job could
+    not. Under the job's claim: a job carrying that attempt's dedupe token is cancelled and
+    recorded as that attempt (CANCELLED); the mark is cleared once the launch recorded its
+    submission, or nothing was found the way ``reconcile_submitting`` concludes "nothing ran"."""
+    store = app.store
+    with claimed(store, job_id) as c:
+        if c is None:
+            return Outcome(job_id, "claimed", "another watcher is settling it")
+        job = c.job
+        mark = job.meta.get(OVERTAKEN) if job.state == "CANCELLED" and not job.handle else None
+        if not mark:
+            return None
+        attempt = int(mark.get("attempt") or RecoveryState.load(job.meta).attempt)
+        recorded = {a.attempt: a for a in c.attempts}.get(attempt)
+        if recorded is not None and recorded.native_id:  # the launch recorded it (and cancelled it: cancel wins)
+            store.patch_meta(job_id, **{OVERTAKEN: None})
+            return None
+        backend = app.backend(job.target)
+        try:
+            found, looked, error = find_submission(backend, job_ref(app, job, attempt)), True, ""
+        except LauncherError as e:
+            found, looked, error = None, False, str(e)
+        if found is not None:
+            backend.cancel(found)  # a failure is a watch_error: tried again next cycle
+            reason = "cancelled: the launch a cancel overtook submitted it, then died before recording it"
+            store.record_attempt(job_id, attempt, job.target, found.to_json(), found.native_id, state="CANCELLED",
+                                 reason=reason, owner=c.owner)
+            store.record_event(job_id, "cancelled_in_flight", attempt=attempt, native_id=found.native_id,
+                               reason=reason)
+            store.patch_meta(job_id, **{OVERTAKEN: None})
+            return Outcome(job_id, "cancelled", f"{job.target} id {found.native_id}: {reason}")
+        now = clock()
+        unknown = job.meta.get("submit_unknown") or {}
+        r = reconcile_submitting(False, now - job.created, looked=looked, lookup_error=error,
+                                 launch_over=bool(unknown) or launch_alive(job.meta) is False,
+                                 quiet_s=now - float(unknown.get("at") or mark.get("at") or job.updated))
+        if r.action == "wait":
+            return Outcome(job_id, "waiting", f"cancelled while its launch was under way; {r.reason}")
+        store.patch_meta(job_id, **{OVERTAKEN: None})  # nothing of that launch runs
+        return None
 
 
 def start_trace(app, job, attempt: int) -> str:

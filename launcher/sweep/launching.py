@@ -79,10 +79,13 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
     begin_sweep(store, sweep_id, spec, spec_text, spec_path, target_name, backend.name, rows)
     # the submission protocol (launcher.launching.submit): a rejection removes the rows, an
     # unknown outcome keeps them SUBMITTING, to be adopted by the array's dedupe token
-    handle, _ = NewSubmission(store, backend, request, [r["job_id"] for r in rows],
-                              lambda: store.sweeps.forget(sweep_id)).run()
+    submission = NewSubmission(store, backend, request, [r["job_id"] for r in rows],
+                               lambda: store.sweeps.forget(sweep_id))
+    handle, _ = submission.run()
     handle = array_handle(handle, backend)
-    record_array(store, sweep_id, target_name, handle, rows, backend)
+    # a store that fails now leaves the rows SUBMITTING, and the error names the array submitted
+    submission.recorded(handle, lambda: record_array(store, sweep_id, target_name, handle, rows, backend),
+                        what=f"sweep {sweep_id}")
     return Launched(sweep_id, handle, request)
 
 

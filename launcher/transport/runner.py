@@ -51,7 +51,8 @@ class _Popen(subprocess.Popen):
 def _start(argv: list, input: Optional[str], timeout: Optional[float], env: dict) -> _Popen:
     """The child of ``_run``, started (its deadline counted from now); ``_finish`` waits for it."""
     p = _Popen(argv, stdin=subprocess.PIPE if input is not None else None, stdout=subprocess.PIPE,
-               stderr=subprocess.PIPE, text=True, env=env)
+               stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace", env=env)
+    # errors="replace": a scheduler's output that is not UTF-8 is read, never a UnicodeDecodeError
     if timeout is not None:
         WATCHDOG.watch(p, timeout)
     return p

@@ -100,6 +100,7 @@ class Schedule:
     cancel_at: Optional[float] = None  # seconds after the launch started when `cancel` runs (None: no cancel)
     stall_s: Optional[float] = None  # Slurm: slurmctld is stopped this long when the fault point is reached,
     stall_at: Optional[float] = None  # or this many seconds after the launch started, whichever comes first
+    sbatch: Optional[str] = None  # Slurm: a wrapper sbatch first on PATH, "kind:mode[:signal]" (sbatch_wrappers)
 
     def fault(self) -> str:
         """$LAUNCHER_FAULTS of the victim."""
@@ -114,6 +115,8 @@ class Schedule:
             out += f"; cancel at {self.cancel_at:.2f}s"
         if self.stall_s is not None:
             out += f"; slurmctld stopped {self.stall_s:.1f}s at the fault point or at {self.stall_at:.2f}s"
+        if self.sbatch:
+            out += f"; sbatch wrapper {self.sbatch}"
         return out
 
     def replay(self) -> str:
@@ -236,6 +239,9 @@ class Run:
         self.env = {**env, "LAUNCHER_HOME": str(self.home), "LAUNCHER_CONFIG": str(self.dir / "config.yaml"),
                     "LAUNCHER_CLAIM_TTL": f"{CLAIM_TTL_S:g}", "LAUNCHER_FAULTS_LOG": str(self.faults_log)}
         self.env.pop("LAUNCHER_FAULTS", None)
+        from .sbatch_wrappers import install_for  # a schedule's wrapper sbatch (issue 28)
+
+        self.env = install_for(s, self.dir, self.env, cluster)
         self.procs: list = []  # every Popen this run started: (name, Popen)
         self.lock = threading.Lock()
         self.said: list = []  # (name, returncode, stdout, stderr, ended at)

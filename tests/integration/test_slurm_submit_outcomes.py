@@ -1,0 +1,133 @@
+"""What a launch makes of an sbatch outcome that is not a plain answer, on the real test cluster
+(issue 28): a wrapper sbatch first on PATH (tests/integration/sbatch_wrappers.py) runs the real
+one, so Slurm accepts the job, and then is killed by a signal, prints a banner, an empty line or
+the id twice, or hangs past the time-out; the launch is interrupted; the state store is locked
+between the accept and the record. None of these is Slurm's refusal: the job is never called
+rejected, and it ends up tracked with the id Slurm gave it, found by its dedupe token."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+import yaml
+
+from tests.fixtures.polling import poll
+
+from .launcher_cli import job_id_of
+from .sbatch_wrappers import install, misbehaved, real_sbatch
+
+pytestmark = pytest.mark.slurm
+
+
+def slurm_ids(cluster, job: str, attempt: int = 1) -> list:
+    """The ids of the Slurm jobs carrying JOB's dedupe token for ATTEMPT."""
+    p = cluster.run("squeue", "-h", "-t", "all", "-o", "%i|%k", check=False)
+    return [i.strip() for i, _, k in (ln.partition("|") for ln in p.stdout.splitlines())
+            if k.strip() == f"launcher:{job}:{attempt}"]
+
+
+def spec_of(cli, name: str):
+    return cli.spec(name, {"run": "sleep 60", "resources": {"time_limit": "5m"}})
+
+
+def assert_tracked(cli, cluster, job: str) -> str:
+    """JOB's attempt 1 is recorded with the id of the one Slurm job carrying its token; that id."""
+    ids = slurm_ids(cluster, job)
+    assert len(ids) == 1, (job, ids)
+    st = cli.status(job)
+    assert [str(a["native_id"]) for a in st["attempts"]] == ids, st
+    assert "unknown" not in (st.get("reason") or ""), st
+    return ids[0]
+
+
+@pytest.mark.parametrize("kind, sig", [("signal", "SEGV"), ("signal", "KILL"), ("banner", ""), ("empty", ""),
+                                       ("twice", "")])
+def test_an_sbatch_outcome_that_is_not_a_refusal_is_found_by_its_token(cli, clean_queue, kind, sig):
+    cli.env = install(cli.tmp, kind, cli.env, "once", sig=sig or "SEGV")
+    p = cli.run("launch", spec_of(cli, f"so{kind}{sig.lower()}"), "--target", "testcl", check=False)
+    text = p.stdout + p.stderr
+    assert misbehaved(cli.tmp)
+    assert "rejected" not in text and "Traceback" not in text, text
+    assert p.returncode == 0, text  # Slurm answered the lookup: found by its dedupe token at once
+    job = job_id_of(p)
+    native = assert_tracked(cli, clean_queue, job)
+    assert f"(slurm id {native})" in text, text
+
+
+def test_an_sbatch_that_hangs_past_the_time_out_is_found_by_its_token(cli, clean_queue):
+    config = yaml.safe_load(cli.config.read_text())
+    config["targets"]["testcl"]["command_timeout"] = 5
+    cli.config.write_text(yaml.safe_dump(config))
+    cli.env = install(cli.tmp, "slow", cli.env, "once", sleep_s=120)
+    p = cli.run("launch", spec_of(cli, "soslow"), "--target", "testcl", check=False)
+    text = p.stdout + p.stderr
+    assert misbehaved(cli.tmp) and "rejected" not in text and p.returncode == 0, text
+    assert f"(slurm id {assert_tracked(cli, clean_queue, job_id_of(p))})" in text
+
+
+def test_an_interrupted_launch_stays_submitting_and_status_adopts_it(cli, clean_queue):
+    p = cli.run("launch", spec_of(cli, "sointr"), "--target", "testcl", check=False,
+                env={"LAUNCHER_FAULTS": "during_submit=interrupt"})
+    text = p.stdout + p.stderr
+    assert p.returncode != 0 and "rejected" not in text, text
+    rows = cli.run("status", "--json").stdout
+    job = next(r["job_id"] for r in yaml.safe_load(rows) if r["name"] == "sointr")
+    assert_tracked(cli, clean_queue, job)  # `status` reconciled it: adopted by its dedupe token
+    st = cli.status(job)
+    assert any(e["kind"] == "adopted" for e in st["events"]), st
+
+
+LOCKER = textwrap.dedent("""
+    import sqlite3, sys, time
+    db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+    db.execute("BEGIN IMMEDIATE")  # every other writer waits: the store is gone for them
+    open(sys.argv[2], "w").close()
+    time.sleep(float(sys.argv[3]))
+    db.execute("ROLLBACK")
+""")
+
+
+def test_a_store_that_fails_between_the_accept_and_the_record_says_what_was_submitted(cli, clean_queue):
+    """A wrapper sbatch that, once Slurm accepted the job, has the state store's write lock taken
+    (for 10 s) before it prints the id: the launch's record fails after its 1 s busy time-out."""
+    locker = cli.tmp / "locker.py"
+    locker.write_text(LOCKER)
+    locked = cli.tmp / "locked"
+    real = real_sbatch(cli.env)
+    cli.env = install(cli.tmp, "banner", cli.env, "every")  # its script is replaced below
+    wrapper = cli.tmp / "bin" / "sbatch"
+    wrapper.write_text(f"""#!/bin/sh
+out=$({real} "$@"); rc=$?
+{sys.executable} {locker} {cli.home / 'state.db'} {locked} 10 </dev/null >/dev/null 2>&1 &
+while [ ! -e {locked} ]; do sleep 0.05; done
+printf '%s\\n' "$out"
+exit $rc
+""")
+    p = cli.run("launch", spec_of(cli, "sogone"), "--target", "testcl", check=False,
+                env={"LAUNCHER_STATE_BUSY_TIMEOUT": "1"})
+    text = p.stdout + p.stderr
+    assert p.returncode != 0, text
+    ids = _all_ids(clean_queue, "sogone")
+    assert len(ids) == 1, (ids, text)
+    assert f"(slurm id {ids[0]}), but the state store could not record it" in text, text
+    assert "settles it by its dedupe token" in text and "nothing was written" not in text, text
+    assert "Traceback" not in text, text
+
+    def adopted():
+        try:
+            rows = yaml.safe_load(cli.run("status", "--json").stdout)  # reconciles once the lock is gone
+        except AssertionError:
+            return None
+        row = next((r for r in rows if r["name"] == "sogone"), None)
+        return row if row and row["state"] != "SUBMITTING" else None
+
+    row = poll("the launch's row adopted by status once the store answers", adopted, timeout=120, interval=1)
+    assert assert_tracked(cli, clean_queue, row["job_id"]) == ids[0]
+
+
+def _all_ids(cluster, name: str) -> list:
+    p = cluster.run("squeue", "-h", "-t", "all", "-o", "%i|%k", check=False)
+    return [i.strip() for i, _, k in (ln.partition("|") for ln in p.stdout.splitlines())
+            if k.strip().startswith(f"launcher:{name}-")]
