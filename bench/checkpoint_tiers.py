@@ -216,11 +216,12 @@ def restore_over_network(a, durable, template, tmp, nodes, size):
     """The peer restore of nodes with their own disks: rank 1's part, whose node is gone, fetched
     from the copy node 0 holds through node 0's peer server (``peernet``, TCP on 127.0.0.1,
     behind a --peer-mbps link), then every byte read. Node 0's own part is local."""
-    srv = peernet.PeerServer(T.node_dir(template, 0), durable, 0, 0, 1)
+    lay0 = T.Layout(template, nodes, 0, 0, nodes, 1, root=durable.root)  # node 0's directory of this run
+    srv = peernet.PeerServer(lay0.base(), durable, 0, 0, 1)
     addr = srv.publish(host="localhost", addr="127.0.0.1")
     link = ThrottledLink(int(addr["port"]), a.peer_mbps * (1 << 20))
     addr = {**addr, "host": None, "port": link.port}  # the fetch goes through the link
-    name = T.local_parts(T.Layout(template, nodes, 0, 0, nodes, 1).own())[0][2]
+    name = T.local_parts(lay0.own())[0][2]
     times = []
     try:
         for _ in range(a.restores):

@@ -8,6 +8,12 @@ attempt's tier is the farthest tier any part comes from. ``materialize`` then bu
 directory the program reads: node-local files hard-linked, others linked or fetched, and a copy
 that went between its check and its link taken from the next tier.
 
+Only this run's parts count (``tiers.RunCheck``: the layout is bound to ROOT, which names the
+directory of its run under each node's local tier, and each part's COMMIT.json must name ROOT
+and its generation's start as GENERATIONS.json records it): a part of another run, copied by
+hand or left by a root made again, is logged as skipped and never restored; so are the parts
+of the earlier layout that named no run.
+
 The layout of the tiers, the parts and the holdings records are ``launcher.checkpoint.tiers``.
 """
 
@@ -19,10 +25,13 @@ import os
 import socket
 
 from launcher.checkpoint.contract import COMMIT, parse_manifest, parse_step_dir, read_generations
-from launcher.checkpoint.discovery import latest
+from launcher.checkpoint.discovery import STALE, Entry, latest
 from launcher.checkpoint.errors import CheckpointError
-from launcher.checkpoint.tiers import (DURABLE, LOCAL, PARTS, PEER, RESUME, durable_committed, farthest, local_parts,
-                                       node_dir, part_state, rank_stores, read_holdings)
+from launcher.checkpoint.tiers import (DURABLE, LOCAL, PARTS, PEER, RESUME, RunCheck, durable_committed, farthest,
+                                       foreign, legacy_parts, local_parts, part_state, rank_stores, read_holdings)
+
+LEGACY = ("written by the earlier local-tier layout, which names no run (it may be another job's): not restored and "
+          "left in place; remove it once no job of an older launcher uses this local path")
 
 # ---------------------------------------------------------------- resume
 class Resolution:
@@ -41,10 +50,28 @@ class Resolution:
                             for r, src in sorted(self.sources.items())}}
 
 
-def _candidates(durable, layout, holdings):
-    """{name: {rank: node}}: steps some rank holds locally or as a peer copy, from the holdings
-    records and from the local directories this process can reach."""
-    cands = {}
+def _skipped(log, path, name, why) -> None:
+    """Note in LOG (the start's list of what it skipped, printed by resume-env) a local part
+    that is not restored."""
+    if log is None:
+        return
+    sg = parse_step_dir(name) or (None, None)
+    log.append(Entry(name, path, sg[0], sg[1], STALE, why))
+
+
+def _legacy(layout, nodes, log) -> None:
+    for node in nodes:
+        for _tier, _r, path in legacy_parts(layout.template, node):
+            _skipped(log, path, os.path.basename(path), LEGACY)
+
+
+def _candidates(durable, layout, holdings, check, log=None):
+    """({name: {rank: node}}, [names]): steps some rank holds locally or as a peer copy, from
+    the holdings records and from the directories of this run this process can reach; and
+    every step name found in those directories (parts of another run among them: a new
+    generation is numbered above them, so its parts never clash with theirs). A committed part
+    of another run is logged in LOG and not a candidate."""
+    cands, names = {}, []
     for node, doc in holdings.items():
         for name, st in doc["steps"].items():
             if parse_step_dir(name) is None or not isinstance(st, dict):
@@ -56,20 +83,26 @@ def _candidates(durable, layout, holdings):
     for node in range(layout.nodes):
         if not layout.reachable(node):
             continue
-        for tier, r, store in rank_stores(node_dir(layout.template, node)):
+        for tier, r, store in rank_stores(layout.base(node)):
             owner = node if tier == LOCAL else (node - 1) % layout.nodes
             for _s, _g, name in local_parts(store):
+                names.append(name)
+                doc, _raw = part_state(store, name)
+                why = foreign(doc, check) if doc is not None else ""
+                if why:
+                    _skipped(log, store.url(name), name, why)
+                    continue
                 cands.setdefault(name, {}).setdefault(r, owner)
-    return cands
+    return cands, names
 
 
-def _world(holdings, name, rank_nodes, layout):
-    """How many ranks wrote step NAME: from a part manifest this process reaches, else the
-    holdings records, else this job's world."""
+def _world(holdings, name, rank_nodes, layout, check):
+    """How many ranks wrote step NAME: from a part manifest of this run this process reaches,
+    else the holdings records, else this job's world."""
     for r, node in sorted(rank_nodes.items()):
         for store, reach in ((layout.own(node, r), node), (layout.peer(node, r), layout.peer_node(node))):
             if layout.reachable(reach):
-                doc, _raw = part_state(store, name)
+                doc, _raw = part_state(store, name, check)
                 w = ((doc or {}).get("part") or {}).get("world")
                 if isinstance(w, int) and w > 0:
                     return w
@@ -80,14 +113,14 @@ def _world(holdings, name, rank_nodes, layout):
     return layout.world
 
 
-def _find_part(layout, name, rank, node, durable_ok, durable):
-    """(tier, where) of the nearest complete copy of RANK's part NAME, or None."""
+def _find_part(layout, name, rank, node, durable_ok, durable, check):
+    """(tier, where) of the nearest complete copy of this run's RANK's part NAME, or None."""
     own = layout.own(node, rank)
-    if layout.reachable(node) and part_state(own, name)[0] is not None:
+    if layout.reachable(node) and part_state(own, name, check)[0] is not None:
         return LOCAL, own.url(name)
     if layout.peers:
         peer = layout.peer(node, rank)
-        if layout.reachable(layout.peer_node(node)) and part_state(peer, name)[0] is not None:
+        if layout.reachable(layout.peer_node(node)) and part_state(peer, name, check)[0] is not None:
             return PEER, peer.url(name)
     if durable_ok:
         return DURABLE, durable.url(name)
@@ -106,14 +139,19 @@ def _durable(newest):
 
 def resolve(durable, layout, gens=None, verify=False, log=None, seen=None):
     """The Resolution a new start resumes from, or None (fresh start). Never a stale fork,
-    never a step with a rank's part missing from every reachable tier, and never older than a
-    newer step that is complete somewhere reachable."""
+    never a step with a rank's part missing from every reachable tier, never another run's
+    part (LOG gets what was skipped), and never older than a newer step that is complete
+    somewhere reachable."""
+    layout = layout.bind(durable.root)
     gens = gens if gens is not None else read_generations(durable)
+    check = RunCheck(durable.root, gens)
     seen = seen if seen is not None else {}
     newest = latest(durable, verify=verify, gens=gens, log=log, seen=seen)
     holdings = read_holdings(durable)
-    cands = _candidates(durable, layout, holdings)
-    seen["max_generation"] = max([seen.get("max_generation", -1)] + [parse_step_dir(n)[1] for n in cands])
+    cands, names = _candidates(durable, layout, holdings, check, log)
+    _legacy(layout, [n for n in range(layout.nodes) if layout.reachable(n)], log)
+    seen["max_generation"] = max([seen.get("max_generation", -1)] +
+                                 [parse_step_dir(n)[1] for n in list(cands) + names])
     for name in sorted(cands, key=parse_step_dir, reverse=True):
         step, gen = parse_step_dir(name)
         if newest is not None and (newest.step, newest.generation or 0) > (step, gen):
@@ -122,11 +160,11 @@ def resolve(durable, layout, gens=None, verify=False, log=None, seen=None):
         if why:
             continue
         durable_ok = newest is not None and newest.name == name
-        world = _world(holdings, name, cands[name], layout)
+        world = _world(holdings, name, cands[name], layout, check)
         sources = {}
         for r in range(world):
             node = cands[name].get(r)
-            found = _find_part(layout, name, r, node, durable_ok, durable) if node is not None else \
+            found = _find_part(layout, name, r, node, durable_ok, durable, check) if node is not None else \
                 ((DURABLE, durable.url(name)) if durable_ok else None)
             if found is None:
                 break
@@ -152,6 +190,7 @@ def resolve_hosts(durable, layout, hosts, gens=None, verify=False, log=None, see
     committed in ROOT. A rank's tier is local when the host that will run it holds its copy,
     peer when another host of the allocation does, durable otherwise. Each source names the
     hosts holding the copies (``hosts``), which ``jobside.restore`` tries in order."""
+    layout = layout.bind(durable.root)
     gens = gens if gens is not None else read_generations(durable)
     seen = seen if seen is not None else {}
     newest = latest(durable, verify=verify, gens=gens, log=log, seen=seen)
@@ -167,9 +206,10 @@ def resolve_hosts(durable, layout, hosts, gens=None, verify=False, log=None, see
                     if str(r).isdigit() and isinstance(h, str):
                         row[t][int(r)] = h
                         row["node"].setdefault(int(r), node)
-    _own_disk(layout, rows, alive)
-    if rows:
-        seen["max_generation"] = max([seen.get("max_generation", -1)] + [parse_step_dir(n)[1] for n in rows])
+    names = _own_disk(layout, rows, alive, RunCheck(durable.root, gens), log)
+    if rows or names:
+        seen["max_generation"] = max([seen.get("max_generation", -1)] +
+                                     [parse_step_dir(n)[1] for n in list(rows) + names])
     rpn = layout.ranks_per_node
     for name in sorted(rows, key=parse_step_dir, reverse=True):
         step, gen = parse_step_dir(name)
@@ -188,7 +228,7 @@ def resolve_hosts(durable, layout, hosts, gens=None, verify=False, log=None, see
             tier = LOCAL if own is not None and own == me else PEER if held else DURABLE if durable_ok else None
             if tier is None:
                 break
-            where = "%s:%s" % (held.get("own") or held.get("peer"), layout.template) if held else durable.url(name)
+            where = "%s:%s" % (held.get("own") or held.get("peer"), layout.base()) if held else durable.url(name)
             sources[r] = (row["node"].get(r), tier, where, {"hosts": held})
         else:
             return Resolution(name, step, gen, farthest([src[1] for src in sources.values()]), durable.url(name),
@@ -196,21 +236,30 @@ def resolve_hosts(durable, layout, hosts, gens=None, verify=False, log=None, see
     return _durable(newest)
 
 
-def _own_disk(layout, rows, alive) -> None:
-    """Add to ROWS the parts committed on this host's own disk (a part committed just before
-    a crash may not be in the holdings record yet), when this host is one of ALIVE."""
+def _own_disk(layout, rows, alive, check, log=None) -> list:
+    """Add to ROWS this run's parts committed on this host's own disk (a part committed just
+    before a crash may not be in the holdings record yet), when this host is one of ALIVE;
+    another run's are logged in LOG. Returns every step name found there."""
     me = socket.gethostname()
     if me not in alive:
-        return
-    for tier, r, store in rank_stores(node_dir(layout.template, layout.node)):
+        return []
+    _legacy(layout, [layout.node], log)
+    names = []
+    for tier, r, store in rank_stores(layout.base()):
         for _s, _g, name in local_parts(store):
+            names.append(name)
             doc, _raw = part_state(store, name)
             if doc is None:
+                continue
+            why = foreign(doc, check)
+            if why:
+                _skipped(log, store.url(name), name, why)
                 continue
             part = doc.get("part") or {}
             row = rows.setdefault(name, {"world": part.get("world"), LOCAL: {}, PEER: {}, "node": {}})
             row[tier].setdefault(r, me)
             row["node"].setdefault(r, part.get("node"))
+    return names
 
 
 def resolve_for(durable, layout, gens=None, verify=False, log=None, seen=None):
@@ -264,19 +313,21 @@ def read_resolution(durable, generation):
 
 
 # ---------------------------------------------------------------- restore view
-def _part_files(where_store, name):
-    doc, raw = part_state(where_store, name)
+def _part_files(where_store, name, check=None):
+    doc, raw = part_state(where_store, name, check)
     return None if doc is None else doc["files"]
 
 
-def materialize(durable, layout, doc, dest, found=None) -> dict:
+def materialize(durable, layout, doc, dest, found=None, check=None) -> dict:
     """Fill DEST with every file of the checkpoint DOC (a ``read_resolution`` document) resolved
     to: for each rank's part, the nearest complete copy this process reaches (the planned one,
     else the node's local tier, the peer copy, then ROOT). Files on a reachable path are linked
     (read in place), files in an S3 root downloaded. Returns {rank: tier used}. CheckpointError
     when a part is complete nowhere (never a torn view). FOUND ({rank: (tier, store)}, from a
     caller that fetched copies over the network) replaces the path lookup: a rank it lacks
-    comes from ROOT."""
+    comes from ROOT. A copy of another run (CHECK, by default ROOT's) is never used."""
+    layout = layout.bind(durable.root)
+    check = check if check is not None else RunCheck(durable.root, read_generations(durable))
     name = doc["name"]
     os.makedirs(dest, exist_ok=True)
     tiers = {}
@@ -293,7 +344,7 @@ def materialize(durable, layout, doc, dest, found=None) -> dict:
         else:
             tried = []
         for tier, store in tried:
-            files = _part_files(store, name)
+            files = _part_files(store, name, check)
             if files is None:
                 continue
             new = []

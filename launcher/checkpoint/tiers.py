@@ -4,16 +4,30 @@ Stdlib only (runs on compute nodes). The durable ROOT keeps the contract of
 ``launcher.checkpoint.contract`` unchanged: ``ROOT/step-N.gG/`` with every rank's files and
 one COMMIT.json, written last, create-only. What is added around it::
 
-    <local of node i>/r<R>/step-N.gG/...           rank R's part, committed on node i (COMMIT.json,
-                                                   same create-only manifest, plus "part")
-    <local of node i+1>/peer/r<R>/step-N.gG/...    the copy of it on the next node (peers: 1)
+    <local of node i>/<RUN>/r<R>/step-N.gG/...         rank R's part, committed on node i (COMMIT.json,
+                                                       same create-only manifest, plus "part" and
+                                                       "tier_run")
+    <local of node i+1>/<RUN>/peer/r<R>/step-N.gG/...  the copy of it on the next node (peers: 1)
     ROOT/step-N.gG/<rank R's files>                uploaded by rank R's drainer
     ROOT/step-N.gG/.parts/r<R>.json                rank R's part manifest, create-only, after its files
     ROOT/step-N.gG/COMMIT.json                     only once every rank's part marker is there
     ROOT/.launcher/holdings/node-<i>.json          what node i's ranks hold in which tier
     ROOT/.launcher/resume/g<G>.json                where generation G resumes each rank's part from
 
-"Local of node i" is the spec's ``checkpoint.local`` with ``{node}`` replaced by i. A part is
+"Local of node i" is the spec's ``checkpoint.local`` with ``{node}`` replaced by i. The local
+tier belongs to its run: RUN (``run_dir``) is ``run-`` and 16 hex digits of the sha256 of the
+durable root as the job names it (``root_id``: absolute and normalised, ``s3://bucket/prefix``
+without a trailing slash), so jobs with different roots that share one ``checkpoint.local``
+path never see each other's parts, and every relaunch of the same root finds its own. Each
+part's COMMIT.json also names its run (``tier_run``: the root, and when its generation started,
+from GENERATIONS.json), and nothing is restored, drained or gc'd from a part whose run is not
+this one (``foreign``): a part copied by hand from another run's directory, one left by a root
+that was removed and made again (its generation's record differs or is gone), one without a
+run (the earlier layout, ``<local>/r<R>/``: ``legacy_parts`` names them, left in place). A
+``--fresh`` run shares its root's directory: the earlier run's parts are stale there by
+GENERATIONS.json ("superseded by a fresh run"), as in ROOT.
+
+A part is
 the files one rank wrote for one step (``jobside.save`` on every rank); the durable checkpoint is
 the union of the parts, so the files of different ranks must have different names (rank-3.pt,
 DCP's __3_0.distcp).
@@ -45,6 +59,7 @@ from __future__ import annotations
 
 import signal
 import errno
+import hashlib
 import json
 import os
 import re
@@ -66,6 +81,8 @@ HOLDINGS = META_DIR + "/holdings"
 RESUME = META_DIR + "/resume"
 HOLDINGS_FORMAT = "launcher-holdings/v1"
 _RANK_DIR = re.compile(r"^r(\d+)$")
+_RUN_DIR = re.compile(r"^run-[0-9a-f]{16}$")
+RUN_KEY = "tier_run"
 
 
 def farthest(tiers) -> str:
@@ -76,25 +93,58 @@ def node_dir(template: str, node: int) -> str:
     return template.replace("{node}", str(int(node)))
 
 
-class Layout:
-    """Where the tiers of one job are, seen from one rank (NODE of NODES, RANK of WORLD)."""
+def root_id(root: str) -> str:
+    """The durable ROOT as it names a run of the local tier: ``s3://bucket/prefix`` without
+    trailing slashes, a POSIX path absolute and normalised (no I/O: links are not resolved, so
+    two spellings of one directory through a link are two runs, whose parts are then not
+    shared: safe, never mixed)."""
+    root = str(root).strip()
+    if root.startswith("s3://"):
+        bucket, _, prefix = root[5:].partition("/")
+        prefix = prefix.strip("/")
+        return "s3://%s/%s" % (bucket, prefix) if prefix else "s3://%s" % bucket
+    return os.path.abspath(os.path.expanduser(root))
 
-    def __init__(self, template, nodes=1, node=0, rank=0, world=1, peers=0):
+
+def run_dir(root: str) -> str:
+    """The directory under each node's local tier that holds the run of ROOT."""
+    return "run-" + hashlib.sha256(root_id(root).encode("utf-8")).hexdigest()[:16]
+
+
+class Layout:
+    """Where the tiers of one job are, seen from one rank (NODE of NODES, RANK of WORLD). Bound
+    to the durable ROOT (``bind``) it names directories: ``<local of node>/<run_dir(ROOT)>/``."""
+
+    def __init__(self, template, nodes=1, node=0, rank=0, world=1, peers=0, root=None):
         self.template = template
         self.nodes, self.node = max(1, int(nodes)), int(node)
         self.rank, self.world = int(rank), max(1, int(world))
         self.peers = int(peers or 0)
+        self.root = root_id(root) if root is not None else None
+        self.run = run_dir(root) if root is not None else None
+
+    def bind(self, root) -> "Layout":
+        """This layout for the durable ROOT (self when it is bound to it already)."""
+        if self.root is not None and self.root == root_id(root):
+            return self
+        return Layout(self.template, self.nodes, self.node, self.rank, self.world, self.peers, root=root)
 
     def peer_node(self, node=None) -> int:
         return ((self.node if node is None else node) + 1) % self.nodes
 
+    def base(self, node=None) -> str:
+        """NODE's directory of this run: ``<local of node>/<run_dir(root)>``."""
+        if self.run is None:
+            raise CheckpointError("local tier %s: no checkpoint root bound: the root names the run the local tier "
+                                  "belongs to" % self.template)
+        return os.path.join(node_dir(self.template, self.node if node is None else node), self.run)
+
     def own(self, node=None, rank=None) -> LocalStore:
-        node = self.node if node is None else node
-        return LocalStore(os.path.join(node_dir(self.template, node), "r%d" % (self.rank if rank is None else rank)))
+        return LocalStore(os.path.join(self.base(node), "r%d" % (self.rank if rank is None else rank)))
 
     def peer(self, node=None, rank=None) -> LocalStore:
         """The copy of NODE's part of RANK, held on the next node."""
-        return LocalStore(os.path.join(node_dir(self.template, self.peer_node(node)), "peer",
+        return LocalStore(os.path.join(self.base(self.peer_node(node)), "peer",
                                        "r%d" % (self.rank if rank is None else rank)))
 
     @property
@@ -116,10 +166,45 @@ class Layout:
         return {"rank": self.rank, "world": self.world, "node": self.node, "nodes": self.nodes}
 
 
+# ---------------------------------------------------------------- the run of a part
+class RunCheck:
+    """What a part must name to belong to the run of ROOT: ROOT itself, and for its generation
+    the start GENS (ROOT's GENERATIONS.json) records."""
+
+    def __init__(self, root, gens):
+        self.root, self.gens = root_id(root), gens
+
+
+def run_stamp(layout, gens, generation) -> dict:
+    """The ``tier_run`` of a part GENERATION commits on LAYOUT's (bound) local tier: the root,
+    and when GENS records that GENERATION started (None when it records none)."""
+    if layout.root is None:
+        raise CheckpointError("local tier %s: no checkpoint root bound" % layout.template)
+    rec = gens.record(int(generation)) or {}
+    started = rec.get("started")
+    return {"root": layout.root, "dir": layout.run, "started": started if isinstance(started, str) else None}
+
+
+def foreign(doc, check) -> str:
+    """Why the part manifest DOC is not of CHECK's run (a ``RunCheck``), or ''."""
+    st = doc.get(RUN_KEY)
+    if not isinstance(st, dict):
+        return "names no run (written by the earlier local-tier layout or by hand): not restored"
+    if st.get("root") != check.root:
+        return "belongs to the run of %s, not of %s: never restored here" % (st.get("root"), check.root)
+    rec = check.gens.record(doc.get("generation")) or {}
+    want = rec.get("started") if isinstance(rec.get("started"), str) else None
+    if st.get("started") != want:
+        return ("generation %s is not this root's (GENERATIONS.json records it started at %s, the part says %s): "
+                "written before the root was made again; never restored" % (doc.get("generation"), want,
+                                                                             st.get("started")))
+    return ""
+
+
 # ---------------------------------------------------------------- committed parts
-def part_state(store, name):
+def part_state(store, name, check=None):
     """(manifest, raw COMMIT.json bytes) when STORE/NAME is a committed part (every listed
-    file there with its size), else (None, why)."""
+    file there with its size) and, with CHECK (a ``RunCheck``), of CHECK's run; else (None, why)."""
     sg = parse_step_dir(name)
     if sg is None:
         return None, "not a checkpoint name"
@@ -131,15 +216,22 @@ def part_state(store, name):
         return None, str(err)
     if not e.committed:
         return None, e.reason
+    if check is not None:
+        why = foreign(e.manifest, check)
+        if why:
+            return None, why
     raw, _ = store.read(name + "/" + COMMIT)
     return e.manifest, raw
 
 
-def commit_part(store, layout, step, generation, run=None, sha256=False) -> dict:
+def commit_part(store, layout, step, generation, run=None, sha256=False, stamp=None) -> dict:
     """Commit rank LAYOUT.rank's part of STEP on its local tier (create-only COMMIT.json, files
-    fsynced first). The caller has checked the fence against ROOT."""
-    return _commit(store, step, generation, run=run, sha256=sha256, fence=False, durable=True,
-                   extra={"part": layout.part_info()})
+    fsynced first), naming its run (STAMP: ``run_stamp``). The caller has checked the fence
+    against ROOT."""
+    extra = {"part": layout.part_info()}
+    if stamp is not None:
+        extra[RUN_KEY] = stamp
+    return _commit(store, step, generation, run=run, sha256=sha256, fence=False, durable=True, extra=extra)
 
 
 def local_parts(store):
@@ -301,6 +393,7 @@ def update_holdings(durable, layout, name, rank, tier, present=True, tries=20, p
     PEER_HOST: the host the peer copy went to; HOST: this one's name unless given), which
     ``resolve_hosts`` reads."""
     tiers = (tier,) if isinstance(tier, str) else tuple(tier)
+    layout = layout.bind(durable.root)
     key = holdings_key(layout.node)
     for _ in range(max(1, tries)):
         raw, token = durable.read(key)
@@ -311,8 +404,8 @@ def update_holdings(durable, layout, name, rank, tier, present=True, tries=20, p
         if not isinstance(doc, dict) or not isinstance(doc.get("steps"), dict):
             doc = {"steps": {}}
         doc.update(format=HOLDINGS_FORMAT, node=layout.node, nodes=layout.nodes, world=layout.world,
-                   host=socket.gethostname(), local=node_dir(layout.template, layout.node),
-                   peer=node_dir(layout.template, layout.peer_node()) if layout.peers else None, updated=now_iso())
+                   host=socket.gethostname(), local=layout.base(),
+                   peer=layout.base(layout.peer_node()) if layout.peers else None, updated=now_iso())
         st = doc["steps"].setdefault(name, {})
         hosts = st.setdefault("hosts", {})
         for t in tiers:
@@ -364,8 +457,10 @@ def read_holdings(durable) -> dict:
 
 
 def rank_stores(base):
-    """[(LOCAL or PEER, rank, store)] of the rank directories under one node's local tier BASE:
-    its own parts (BASE/r<R>) and the peer copies it holds (BASE/peer/r<R>)."""
+    """[(LOCAL or PEER, rank, store)] of the rank directories under one node's directory of a
+    run BASE (``Layout.base``): its own parts (BASE/r<R>) and the peer copies it holds
+    (BASE/peer/r<R>). Given the node's local directory itself, the parts of the earlier
+    layout, which named no run (``legacy_parts``)."""
     out = []
     for sub, tier in (("", LOCAL), ("peer", PEER)):
         d = os.path.join(base, sub) if sub else base
@@ -380,20 +475,47 @@ def rank_stores(base):
     return out
 
 
+def legacy_parts(template, node) -> list:
+    """[(tier, rank, path of the part)] committed under NODE's local directory in the layout
+    before the local tier named its run (``<local>/r<R>/``, ``<local>/peer/r<R>/``). Which run
+    wrote them is unknown: never restored, never deleted (see docs/checkpoints.md)."""
+    out = []
+    for tier, r, store in rank_stores(node_dir(template, node)):
+        for _s, _g, name in local_parts(store):
+            if part_state(store, name)[0] is not None:
+                out.append((tier, r, store.url(name)))
+    return out
+
+
 # ---------------------------------------------------------------- local gc
-def gc_local(store, durable, keep: int) -> list:
-    """Keep the KEEP newest committed parts of STORE; delete older ones only when ROOT has
-    them (or a newer step) committed, so a part not yet drained is never lost. Returns the
-    names deleted."""
-    parts = local_parts(store)
-    committed = [(s, g, n) for s, g, n in parts if part_state(store, n)[0] is not None]
+def gc_local(store, durable, keep: int, check=None) -> list:
+    """Keep the KEEP newest committed parts of this run in STORE; delete older ones only when
+    ROOT has them (or a newer step) committed, so a part not yet drained is never lost.
+    Parts of another run (``foreign``: CHECK, by default ROOT's) are never counted nor
+    deleted; this run's stale ones (a zombie's fork, an earlier run's before a --fresh one)
+    are not counted, and deleted only when ROOT has them committed. Returns the names deleted."""
+    keep = max(1, int(keep))
+    committed = [(s, g, n, doc) for s, g, n in local_parts(store) for doc in [part_state(store, n)[0]]
+                 if doc is not None]
+    if len(committed) <= keep:
+        return []
+    check = check if check is not None else RunCheck(durable.root, read_generations(durable))
+    live, stale = [], []
+    for s, g, n, doc in committed:
+        if foreign(doc, check):
+            continue
+        (stale if check.gens.stale_reason(s, g) else live).append((s, g, n))
     done = []
     newest_durable = None
-    for s, g, n in committed[max(1, int(keep)):]:
-        if newest_durable is None:
-            e = latest(durable)
-            newest_durable = (e.step, e.generation or 0) if e else (-1, -1)
-        if newest_durable >= (s, g) or durable_committed(durable, n):
+    for s, g, n in live[keep:] + stale:
+        if (s, g, n) in live:
+            if newest_durable is None:
+                e = latest(durable, gens=check.gens)
+                newest_durable = (e.step, e.generation or 0) if e else (-1, -1)
+            gone = newest_durable >= (s, g) or durable_committed(durable, n)
+        else:
+            gone = durable_committed(durable, n)
+        if gone:
             try:
                 store.delete_tree(n, first=(COMMIT,))
                 done.append(n)
@@ -421,6 +543,7 @@ def is_disk_full(e: BaseException) -> bool:
     return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
-__all__ = ["LOCAL", "PEER", "DURABLE", "Layout", "commit_part", "replicate", "upload_part", "try_commit_durable",
+__all__ = ["LOCAL", "PEER", "DURABLE", "Layout", "RunCheck", "run_stamp", "foreign", "root_id", "run_dir",
+           "legacy_parts", "commit_part", "replicate", "upload_part", "try_commit_durable",
            "update_holdings", "read_holdings", "gc_local", "part_state", "local_parts", "node_dir", "free_bytes",
            "is_disk_full", "farthest", "fault", "commit_copy", "json_docs", "rank_stores"]

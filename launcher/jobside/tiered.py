@@ -18,6 +18,11 @@ Nodes with their own disks (``checkpoint.local`` without ``{node}``, several nod
 process also runs a ``peernet.PeerServer`` thread (ends with it), through which the drainer
 sends the peer copy to node i+1 and ``restore`` fetches parts held on other hosts.
 
+The local tier belongs to the run of the root: every directory is under
+``<local>/run-<hash of the root>/`` (``Layout.bind``), every part names its run in its
+COMMIT.json (``tiers.run_stamp``), and a part of another run is never restored, drained into
+this root, nor deleted by this run's gc (``tiers.foreign``).
+
 Local disk full (or less than ``$LAUNCHER_CKPT_LOCAL_MIN_FREE`` bytes free beyond the last
 save's size): the save goes synchronously to the root instead, with a warning on stderr and
 a ``local_full`` event in the attempt record.
@@ -36,7 +41,7 @@ import threading
 import time
 
 from launcher.checkpoint import (COMMIT, AlreadyCommitted, CheckpointError, Superseded, check_fence, read_attempt,
-                                 scratch as _scratch, step_dir, write_attempt)
+                                 read_generations, scratch as _scratch, step_dir, write_attempt)
 from launcher.checkpoint import peernet
 from launcher.checkpoint import tier_resume as R, tiers as T
 from launcher.checkpoint.posix_store import LocalStore
@@ -49,9 +54,21 @@ _STOP = object()
 
 
 class Config:
+    """LAYOUT: the tiers of this rank, bound to a root at use (``layout_for``)."""
+
     def __init__(self, layout, drain, keep, timeout, min_free):
         self.layout, self.drain, self.keep = layout, drain, keep
         self.timeout, self.min_free = timeout, min_free
+
+    def layout_for(self, durable):
+        """The layout of the run of DURABLE (its directory under each node's local tier)."""
+        return self.layout.bind(durable.root)
+
+
+def _stamp(lay, durable, gen, gens=None) -> dict:
+    """The run a part of generation GEN names in its COMMIT.json (GENS: ROOT's GENERATIONS.json,
+    read when not given)."""
+    return T.run_stamp(lay, gens if gens is not None else read_generations(durable), gen)
 
 
 def config():
@@ -102,7 +119,8 @@ class Drainer:
 
     def __init__(self, cfg, durable, gen, run=None):
         self.cfg, self.durable, self.gen, self.run = cfg, durable, gen, run
-        self.own = cfg.layout.own()
+        self.lay = cfg.layout_for(durable)
+        self.own = self.lay.own()
         self.q = queue.Queue()
         self.lock = threading.Lock()
         self.done = []      # names committed in the root by this drainer (or found there)
@@ -111,13 +129,19 @@ class Drainer:
         self.thread = threading.Thread(target=self._loop, name="launcher-drainer", daemon=True)
         self.thread.start()
 
-    # backlog: parts committed locally by an earlier start of this rank that the root lacks
+    # backlog: parts committed locally by an earlier start of this run that the root lacks
     def backlog(self) -> list:
         out = []
+        check = None
         for _s, g, name in reversed(T.local_parts(self.own)):
             if g >= self.gen:
                 continue  # this start's own parts come through save()
-            if T.part_state(self.own, name)[0] is not None and not T.durable_committed(self.durable, name):
+            check = check or T.RunCheck(self.durable.root, read_generations(self.durable))
+            doc, why = T.part_state(self.own, name)
+            if doc is not None and T.foreign(doc, check):
+                _warn("%s: not drained to %s: %s" % (self.own.url(name), self.durable.root, T.foreign(doc, check)))
+                continue
+            if doc is not None and not T.durable_committed(self.durable, name):
                 out.append(name)
         return out
 
@@ -159,7 +183,7 @@ class Drainer:
         """Replicate (peers: 1), upload, and commit in the root when every rank's part is
         there. Returns 'committed', 'waiting' (other ranks' parts missing) or 'already'."""
         with self.lock:
-            lay, dur = self.cfg.layout, self.durable
+            lay, dur = self.lay, self.durable
             T.update_holdings(dur, lay, name, lay.rank, T.LOCAL)
             held, peer_host = [T.DURABLE], None
             if lay.peers:
@@ -194,7 +218,7 @@ class Drainer:
     def _replicate(self, name):
         """The peer copy of NAME on node i+1: through a path, or over the network to a server
         of that node (``Layout.by_host``). Returns the host it went to (None: a path)."""
-        lay = self.cfg.layout
+        lay = self.lay
         if not lay.by_host:
             T.replicate(self.own, lay.peer(), name)
             return None
@@ -227,14 +251,14 @@ def server(cfg, durable, gen):
     """This process's peer server (``Layout.by_host`` only: it takes the peer copies of node
     i-1 and serves this node's copies to restoring nodes; started once, published under the
     root for generation GEN), or None."""
-    lay = cfg.layout
+    lay = cfg.layout_for(durable)
     if not lay.by_host:
         return None
     key = (durable.root, gen)
     with _LOCK:
         srv = _SERVERS.get(key)
         if srv is None:
-            srv = _SERVERS[key] = peernet.PeerServer(T.node_dir(lay.template, lay.node), durable, lay.node, lay.rank,
+            srv = _SERVERS[key] = peernet.PeerServer(lay.base(), durable, lay.node, lay.rank,
                                                      gen, port=env_int("LAUNCHER_CKPT_PEER_PORT") or 0,
                                                      keep=cfg.keep)
             srv.publish()
@@ -244,7 +268,7 @@ def server(cfg, durable, gen):
 def drainer(cfg, durable, gen, run=None) -> Drainer:
     """This process's drainer for DURABLE, generation GEN and its rank (started once; its backlog of
     earlier starts queued first; closed, bounded, at exit)."""
-    key = (durable.root, gen, cfg.layout.own().root)
+    key = (durable.root, gen, cfg.layout_for(durable).own().root)
     with _LOCK:
         d = _DRAINERS.get(key)
         if d is None:
@@ -313,8 +337,8 @@ def save(cfg, durable, step, gen, run=None, sha256=False, commit=True):
     returning (drain: sync). See the module docstring for a full local disk."""
     step = int(step)
     name = step_dir(step, gen)
-    lay = cfg.layout
-    check_fence(durable, step, gen)  # a zombie stops here, before writing anything
+    lay = cfg.layout_for(durable)
+    gens = check_fence(durable, step, gen)  # a zombie stops here, before writing anything
     own = lay.own()
     t0 = time.monotonic()
     rec = {"step": step, "start": now_iso(), "tier": T.LOCAL, "committed": False, "error": None,
@@ -347,18 +371,18 @@ def save(cfg, durable, step, gen, run=None, sha256=False, commit=True):
     _LAST_SIZE[own.root] = _tree_size(d)
     if not commit:
         return
-    commit_local(cfg, durable, step, gen, run, sha256, rec, t0)
+    commit_local(cfg, durable, step, gen, run, sha256, rec, t0, gens=gens)
 
 
-def commit_local(cfg, durable, step, gen, run=None, sha256=False, rec=None, t0=None) -> str:
+def commit_local(cfg, durable, step, gen, run=None, sha256=False, rec=None, t0=None, gens=None) -> str:
     """Commit this rank's part of STEP on the local tier and hand it to the drainer (or drain
     it now with drain: sync). Returns the drain state ('queued' when async)."""
-    lay = cfg.layout
+    lay = cfg.layout_for(durable)
     own = lay.own()
     name = step_dir(step, gen)
     t0 = time.monotonic() if t0 is None else t0
     rec = rec if rec is not None else {"step": step, "start": now_iso(), "tier": T.LOCAL, "rank": lay.rank}
-    manifest = T.commit_part(own, lay, step, gen, run=run, sha256=sha256)
+    manifest = T.commit_part(own, lay, step, gen, run=run, sha256=sha256, stamp=_stamp(lay, durable, gen, gens))
     t1 = time.monotonic()
     rec.update(committed=True, files=len(manifest["files"]), bytes=sum(f["size"] for f in manifest["files"]),
                end=now_iso(), seconds=round(t1 - t0, 6), error=None)
@@ -383,8 +407,9 @@ def commit_after(cfg, durable, step, gen, future, run=None, sha256=False) -> Non
 
     def fn():
         future.result()
-        lay = cfg.layout
-        manifest = T.commit_part(lay.own(), lay, int(step), gen, run=run, sha256=sha256)
+        lay = cfg.layout_for(durable)
+        manifest = T.commit_part(lay.own(), lay, int(step), gen, run=run, sha256=sha256,
+                                 stamp=_stamp(lay, durable, gen))
         # seconds: until the part was committed locally, in the background (training was
         # blocked only by async_save's staging, which the program measures)
         return {"step": int(step), "start": started, "tier": T.LOCAL, "rank": lay.rank, "committed": True,
@@ -405,7 +430,7 @@ def commit_after(cfg, durable, step, gen, future, run=None, sha256=False) -> Non
 def _direct(cfg, durable, name, step, gen, run, rec, t0):
     """The local tier is full: write this rank's part to a staging directory, then upload it
     and its marker to the root and try the root's commit, before returning."""
-    lay = cfg.layout
+    lay = cfg.layout_for(durable)
     staging = _scratch.acquire(durable.root, "direct-" + name)
     try:
         d = os.path.join(staging, _scratch.DATA)
@@ -416,7 +441,7 @@ def _direct(cfg, durable, name, step, gen, run, rec, t0):
         # the staged part, committed where it is, uploaded like a drained one
         part_root = LocalStore(staging)
         os.rename(d, os.path.join(staging, name))
-        T.commit_part(part_root, lay, step, gen, run=run)
+        T.commit_part(part_root, lay, step, gen, run=run, stamp=_stamp(lay, durable, gen))
         T.upload_part(part_root, durable, name, lay.rank)
         T.update_holdings(durable, lay, name, lay.rank, T.DURABLE)
         try:
@@ -446,41 +471,42 @@ def restore(cfg, durable, gen):
                                                                        T.RESUME, gen))
         yield None
         return
-    lay = cfg.layout
-    base = os.path.join(T.node_dir(lay.template, lay.node), ".restore")
+    lay = cfg.layout_for(durable)
+    base = os.path.join(lay.base(), ".restore")
     os.makedirs(base, exist_ok=True)
     dest = os.path.join(base, "%s.r%d.%d.%s" % (doc["name"], lay.rank, os.getpid(), os.urandom(3).hex()))
+    check = T.RunCheck(durable.root, read_generations(durable))
     try:
         found = None
         if lay.by_host:
             server(cfg, durable, gen)  # before fetching: the other nodes may fetch from this one
-            found = _fetch_by_host(cfg, durable, gen, doc, dest + ".fetched")
-        R.materialize(durable, lay, doc, dest, found=found)
+            found = _fetch_by_host(cfg, durable, gen, doc, dest + ".fetched", check)
+        R.materialize(durable, lay, doc, dest, found=found, check=check)
         yield dest
     finally:
         shutil.rmtree(dest, ignore_errors=True)
         shutil.rmtree(dest + ".fetched", ignore_errors=True)
 
 
-def _fetch_by_host(cfg, durable, gen, doc, scratch) -> dict:
+def _fetch_by_host(cfg, durable, gen, doc, scratch, check=None) -> dict:
     """{rank: (tier, store)} of every rank's part of DOC this process could get: from this
     host's disk, else over the network from a host of the allocation holding a copy (into
     this rank's own local tier for its own part, so it is local again; into SCRATCH for the
     others'). A rank left out comes from ROOT (``materialize``)."""
-    lay, name, me = cfg.layout, doc["name"], socket.gethostname()
-    base = T.node_dir(lay.template, lay.node)
+    lay, name, me = cfg.layout_for(durable), doc["name"], socket.gethostname()
+    base = lay.base()
     out = {}
     for r in range(int(doc.get("world") or 1)):
         src = (doc.get("sources") or {}).get(str(r)) or {}
         dst = lay.own() if r == lay.rank else LocalStore(os.path.join(scratch, "r%d" % r))
-        if T.part_state(dst, name)[0] is not None:
+        if T.part_state(dst, name, check)[0] is not None:
             out[r] = (T.LOCAL, dst)
             continue
         for where, host in sorted((src.get("hosts") or {}).items()):
             try:
                 if host == me:
                     store = LocalStore(os.path.join(base, *(["r%d" % r] if where == "own" else ["peer", "r%d" % r])))
-                    if T.part_state(store, name)[0] is not None:
+                    if T.part_state(store, name, check)[0] is not None:
                         out[r] = (T.LOCAL if where == "own" else T.PEER, store)
                         break
                     continue

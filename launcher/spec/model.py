@@ -129,6 +129,8 @@ class Checkpoint(Section):
     # the default with local) or before save returns (sync). "{node}" in local is the node rank:
     # each node's directory on a mount all nodes see (the peer copy goes through a path);
     # without it every node has its own disk there and the peer copy goes over the network.
+    # The local tier belongs to the run: parts go under <local>/run-<hash of root>/ and name
+    # their root in COMMIT.json, so jobs with different roots may share one local path.
     local: Optional[str] = None
     peers: int = Field(0, ge=0, le=1)
     drain: Optional[Literal["async", "sync"]] = None

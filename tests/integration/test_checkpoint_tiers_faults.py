@@ -249,3 +249,27 @@ def test_the_final_drain_at_exit_is_bounded_and_leaves_no_process_behind(tmp_pat
     assert latest(open_store(job.root)) is None
     ex = job.resume_env()                       # the part stays committed locally: the next start has it
     assert (ex["LAUNCHER_RESUME_STEP"], ex["LAUNCHER_RESUME_TIER"]) == ("10", "local")
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_two_jobs_sharing_the_local_path_never_restore_each_others_step(tmp_path, reference, fresh):
+    """Issue 28 HIGH 3: job A (root RA) crashes with step 40 committed on the local tier; job B,
+    with root RB and the same checkpoint.local path, is launched for the first time (plainly,
+    or with --fresh): it starts from step 0, never from A's step, and never carries A's parts
+    into its root. A, relaunched, still resumes its own step 40 from the local tier."""
+    a = Job(tmp_path, root=str(tmp_path / "ra"))
+    ex, procs = a.start(TRAIN_DIE_AT=45)
+    assert codes(procs) == [9] * 4
+    b = Job(tmp_path, root=str(tmp_path / "rb"),
+            env={"LAUNCHER_JOB_ID": "job-b", **({"LAUNCHER_FRESH": "1"} if fresh else {})})
+    ex, procs = b.start(TRAIN_DIE_AT=25)              # B saves its own 10 and 20, then crashes
+    assert ex["LAUNCHER_RESUME_STEP"] == "-1", "job B restored job A's step %s" % ex["LAUNCHER_RESUME_STEP"]
+    assert codes(procs) == [9] * 4
+    ex, procs = b.start()                             # B's requeue: its own step 20
+    assert codes(procs) == [0] * 4, [p.err for p in procs]
+    assert (ex["LAUNCHER_RESUME_STEP"], ex["LAUNCHER_RESUME_TIER"]) == ("20", "local")
+    assert b.results_sha() == reference
+    assert [e.step for e in scan(open_store(b.root)) if e.step == 40 and e.generation == 1] == []
+    ex, procs = a.start()
+    assert codes(procs) == [0] * 4, [p.err for p in procs]
+    assert (ex["LAUNCHER_RESUME_STEP"], ex["LAUNCHER_RESUME_TIER"]) == ("40", "local")

@@ -27,7 +27,7 @@ def root(tmp_path):
 
 
 def part(tmp_path, rank, step, gen, host="a", nbytes=300000):
-    lay = T.Layout(str(tmp_path / host / "ck"), 2, rank, rank, 2, 1)
+    lay = T.Layout(str(tmp_path / host / "ck"), 2, rank, rank, 2, 1, root=str(tmp_path / "root"))
     own = lay.own()
     d = own.ensure_dir(step_dir(step, gen))
     with open(os.path.join(d, "rank-%d.bin" % rank), "wb") as f:
@@ -188,12 +188,13 @@ def test_a_part_committed_here_but_not_yet_in_the_holdings_counts(tmp_path, root
     hold(root, 2, [me, "n2"], 10, 1)
     tmpl = str(tmp_path / "ck")
     for r in range(2):  # both parts of step 20 on this host's disk (rank 1's as the peer copy)
-        lay = T.Layout(tmpl, 2, 0, r, 2, 1)
-        store = lay.own() if r == 0 else LocalStore(os.path.join(tmpl, "peer", "r1"))
+        lay = T.Layout(tmpl, 2, 0, r, 2, 1, root=root.root)
+        store = lay.own() if r == 0 else LocalStore(os.path.join(lay.base(), "peer", "r1"))
         d = store.ensure_dir(step_dir(20, 1))
         with open(os.path.join(d, "rank-%d.bin" % r), "wb") as f:
             f.write(b"x" * 10)
-        T.commit_part(store, T.Layout(tmpl, 2, r, r, 2, 1), 20, 1)
+        T.commit_part(store, T.Layout(tmpl, 2, r, r, 2, 1, root=root.root), 20, 1,
+                      stamp=T.run_stamp(lay, read_generations(root), 1))
     res = R.resolve_hosts(root, T.Layout(tmpl, 2, 0, 0, 2, 1), [me, "n3"])
     assert (res.name, res.tier) == (step_dir(20, 1), T.PEER)
     assert res.to_doc()["sources"]["0"]["tier"] == T.LOCAL and res.to_doc()["sources"]["1"]["hosts"] == {"peer": me}

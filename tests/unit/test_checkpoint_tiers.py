@@ -31,7 +31,7 @@ class Cluster:
 
     def layout(self, rank, node=None):
         node = rank // self.rpn if node is None else node
-        return T.Layout(self.template, self.nodes, node, rank, self.world, self.peers)
+        return T.Layout(self.template, self.nodes, node, rank, self.world, self.peers, root=self.root)
 
     def cfg(self, rank):
         return tiered.Config(self.layout(rank), "sync", 3, 30.0, 0)
@@ -43,7 +43,7 @@ class Cluster:
         d = own.ensure_dir(step_dir(step, gen))
         with open(os.path.join(d, "rank-%d.bin" % rank), "wb") as f:
             f.write(payload if payload is not None else (b"%d:%d:" % (rank, step)) * 100)
-        T.commit_part(own, lay, step, gen)
+        T.commit_part(own, lay, step, gen, stamp=T.run_stamp(lay, read_generations(self.durable), gen))
         return step_dir(step, gen)
 
     def drain(self, rank, name, gen):
@@ -101,7 +101,8 @@ def test_each_part_is_copied_to_the_next_node_and_recorded_in_the_holdings(c):
         c.save(r, 10, 1)
     for node in range(4):
         peer = c.layout(node).peer()
-        assert peer.root == os.path.join(T.node_dir(c.template, (node + 1) % 4), "peer", "r%d" % node)
+        assert peer.root == os.path.join(T.node_dir(c.template, (node + 1) % 4), T.run_dir(c.root), "peer",
+                                         "r%d" % node)
         assert T.part_state(peer, step_dir(10, 1))[0] is not None
     h = T.read_holdings(c.durable)
     assert sorted(h) == [0, 1, 2, 3]
@@ -238,8 +239,8 @@ def test_a_copy_gone_between_its_check_and_its_link_is_taken_from_the_next_tier_
     real = R._part_files
     own1 = c.layout(1).own(1, 1)
 
-    def pruned_meanwhile(store, name):
-        files = real(store, name)
+    def pruned_meanwhile(store, name, check=None):
+        files = real(store, name, check)
         if files is not None and store.root == own1.root:
             shutil.rmtree(store.local_path(name))   # the zombie's gc, between check and link
         return files
