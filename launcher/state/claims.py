@@ -19,12 +19,12 @@ process: a killed holder's claim expires as before.
 
 from __future__ import annotations
 
-import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional
 
+from launcher.core import knobs
 from launcher.core.errors import LauncherError
 from launcher.state.store import StateStore
 
@@ -32,13 +32,8 @@ CLAIM_TTL_S = 120.0  # longer than a submission takes; a crashed holder's claim 
 
 
 def claim_ttl() -> float:
-    """$LAUNCHER_CLAIM_TTL seconds, else CLAIM_TTL_S."""
-    try:
-        v = float(os.environ.get("LAUNCHER_CLAIM_TTL", "") or CLAIM_TTL_S)
-    except ValueError:
-        raise LauncherError(f"LAUNCHER_CLAIM_TTL={os.environ['LAUNCHER_CLAIM_TTL']!r}: expected seconds "
-                            "(a number)") from None
-    return v if v > 0 else CLAIM_TTL_S
+    """$LAUNCHER_CLAIM_TTL seconds (a finite number > 0), else CLAIM_TTL_S."""
+    return knobs.number("LAUNCHER_CLAIM_TTL", CLAIM_TTL_S, positive=True)
 
 
 @contextmanager

@@ -148,8 +148,8 @@ def slow_step(db, engine):
     db.execute("CREATE TABLE IF NOT EXISTS step_runs (pid BIGINT, at DOUBLE PRECISION)")
     db.execute("INSERT INTO step_runs VALUES (?, ?)", (__import__('os').getpid(), time.time()))
     time.sleep(1.5)  # long enough for the other process to arrive while this one migrates
-schema.STEPS = schema.STEPS + [(3, slow_step)]
-schema.SCHEMA_VERSION = 3
+schema.STEPS = schema.STEPS + [(4, slow_step)]
+schema.SCHEMA_VERSION = 4
 url, start = sys.argv[1], float(sys.argv[2])
 time.sleep(max(0.0, start - time.time()))
 from launcher.state.store import StateStore
@@ -159,7 +159,7 @@ print("ok")
 
 
 def test_two_launchers_upgrading_at_once_run_each_step_once(tmp_path, pg_server, pg_url):
-    StateStore(tmp_path / "home", url=pg_url).close()  # a store at schema 2
+    StateStore(tmp_path / "home", url=pg_url).close()  # a store at schema 3
     db = pg_url.rsplit("/", 1)[1]
     start = time.time() + 2.0
     procs = [subprocess.Popen([sys.executable, "-c", MIGRATOR, pg_url, str(start), str(tmp_path / f"h{i}")],
@@ -167,7 +167,7 @@ def test_two_launchers_upgrading_at_once_run_each_step_once(tmp_path, pg_server,
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert pg_server.sql("SELECT count(*) FROM step_runs", db=db) == "1"  # one ran it, the other found it done
-    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == "3"
+    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == "4"
 
 
 def test_two_launchers_creating_one_new_store_at_once_both_succeed(tmp_path, pg_server, pg_url):
