@@ -160,10 +160,6 @@ def _mapped(db: "PgConnection", e: psycopg.Error) -> BaseException:
         return StoreUnreachable(f"the state store {where} ended this launcher's transaction: it sat idle inside it "
                                 f"longer than $LAUNCHER_STATE_IDLE_TIMEOUT (was the process stopped?) ({text}); the "
                                 f"write was rolled back whole")
-    if isinstance(e, pgerrors.AdminShutdown) or "due to administrator command" in text.lower():
-        return StoreUnreachable(f"the state store {where} ended this launcher's session: it held a lock others "
-                                f"waited for longer than allowed (docs/team-store.md), or an administrator ended it "
-                                f"({text}); the write was rolled back whole")
     if isinstance(e, psycopg.OperationalError) or db.broken:
         return StoreUnreachable(f"the state store {where} cannot be reached ({text}); check that the server runs "
                                  f"(the command's last write, if any, was rolled back whole)")
