@@ -51,3 +51,12 @@ def whole(name: str, default: int, *, minimum: int = 0, positive: bool = False, 
     if not raw.strip():
         return default
     return int(parse_number(name, raw, minimum=minimum, positive=positive, integer=True, what=what))
+
+
+CLAIM_TTL_S = 120.0  # a job's claim's lifetime (launcher.state.claims): longer than a submission takes
+
+
+def claim_ttl() -> float:
+    """$LAUNCHER_CLAIM_TTL seconds (a finite number > 0), else CLAIM_TTL_S (read here, below the
+    store, so the PostgreSQL engine can keep its timeouts under it)."""
+    return number("LAUNCHER_CLAIM_TTL", CLAIM_TTL_S, positive=True)

@@ -28,12 +28,9 @@ from launcher.core import knobs
 from launcher.core.errors import LauncherError
 from launcher.state.store import StateStore
 
-CLAIM_TTL_S = 120.0  # longer than a submission takes; a crashed holder's claim is taken over after it
-
-
-def claim_ttl() -> float:
-    """$LAUNCHER_CLAIM_TTL seconds (a finite number > 0), else CLAIM_TTL_S."""
-    return knobs.number("LAUNCHER_CLAIM_TTL", CLAIM_TTL_S, positive=True)
+# longer than a submission takes; a crashed holder's claim is taken over after it ($LAUNCHER_CLAIM_TTL)
+CLAIM_TTL_S = knobs.CLAIM_TTL_S
+claim_ttl = knobs.claim_ttl
 
 
 @contextmanager

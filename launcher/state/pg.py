@@ -53,7 +53,6 @@ from psycopg import pq
 
 from launcher.core import knobs
 from launcher.state import pglocks, team
-from launcher.state.claims import claim_ttl
 from launcher.state import schema as schema_module
 from launcher.state.db import StateStoreFailure, StoreUnreachable, busy_timeout
 from launcher.state.dialect import pg_schema, pg_statement
@@ -407,7 +406,7 @@ def connect(url: str, read_only: bool = False) -> PgConnection:
     (``default_transaction_read_only``), and the store is read as it is, never created or migrated
     (``db.version`` None: no store yet); a newer schema is refused as always."""
     timeout = busy_timeout()
-    ttl = claim_ttl()
+    ttl = knobs.claim_ttl()
     idle = idle_limit(ttl)
     kwargs = {"autocommit": True, "row_factory": _rows, "application_name": "launcher"}
     if "connect_timeout" not in url:
