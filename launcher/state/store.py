@@ -77,7 +77,7 @@ class StateStore:
     every thread's connection (they are opened with ``check_same_thread=False`` for that
     alone; each is only ever used by its own thread)."""
 
-    def __init__(self, home: Path, url: Optional[str] = None):
+    def __init__(self, home: Path, url: Optional[str] = None, moved_ok: bool = False):
         """The store of HOME: its SQLite file ``HOME/state.db``, or, with URL (default:
         ``$LAUNCHER_STATE_URL``; ``launcher.state.engines``), a PostgreSQL server's database.
         HOME keeps the jobs' local files (``job_dir``) either way."""
@@ -97,6 +97,14 @@ class StateStore:
         self.sweeps = SweepStore(self)  # a sweep's rows (launcher.state.sweeps)
         self.bulk = BulkStore(self)  # many jobs' attempts at once (launcher.state.bulk)
         _ = self.db  # opened now, in the creating thread: a damaged store fails here, before anything else
+        if not self.url and not moved_ok:  # moved by `launcher state migrate`: refused (MOVED_OK: the copy itself)
+            from launcher.state.copy import moved_message, moved_to
+            from launcher.state.db import StateStoreFailure
+
+            where = moved_to(self.db)
+            if where:
+                self.close()
+                raise StateStoreFailure(moved_message(self.path, where))
         if self.url:
             prepare_home(self.home, self.home / "jobs")  # the jobs' local files, once the server answered
 

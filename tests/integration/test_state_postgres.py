@@ -297,7 +297,7 @@ def test_state_migrate_adds_what_is_new_since_the_last_run(tmp_path, pg_url):
     home = tmp_path / "home"
     rich_sqlite_store(home)
     assert launcher(home, "state", "migrate", "--to", pg_url).returncode == 0
-    s = StateStore(home, url="")
+    s = StateStore(home, url="", moved_ok=True)  # (by hand: every launcher refuses a moved store)
     s.record_event("solo-1", "later")  # written to the SQLite store after the first run
     s.begin_job("solo-2", "solo", "local", "local", None, "name: solo\n")
     want = every_row(s)
@@ -311,6 +311,29 @@ def test_state_migrate_adds_what_is_new_since_the_last_run(tmp_path, pg_url):
         assert every_row(server) == want
     finally:
         server.close()
+
+
+def test_a_store_moved_by_state_migrate_is_refused_by_every_launcher_naming_the_url(tmp_path, pg_url):
+    """A watcher still pointed at the SQLite store after `state migrate` would run its jobs a second
+    time: every command refuses it in one line (exit 3) naming the server (its password hidden)."""
+    home = tmp_path / "home"
+    rich_sqlite_store(home)
+    secret_url = pg_url  # the fixture's URL carries the password
+    password = secret_url.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+    assert launcher(home, "state", "migrate", "--to", secret_url).returncode == 0
+    before = (home / "state.db").read_bytes()
+    for args in (("watch", "--once"), ("status",), ("cancel", "solo-1")):
+        line = one_line_error(launcher(home, *args))
+        assert "was moved to postgresql://" in line and "LAUNCHER_STATE_URL" in line, line
+        assert password not in line
+    assert (home / "state.db").read_bytes() == before  # nothing written
+    server = StateStore(tmp_path / "other", url=secret_url)  # the jobs are on the server
+    try:
+        assert server.get_job("solo-1") is not None
+    finally:
+        server.close()
+    again = launcher(home, "state", "migrate", "--to", secret_url)  # a second run is still allowed
+    assert again.returncode == 0, again.stderr
 
 
 def test_state_migrate_without_a_sqlite_store_says_so(tmp_path, pg_url):
