@@ -33,6 +33,9 @@ from launcher.state.rows import (AttemptRow, JobRow, claim_available, closed_met
 from launcher.state.sweeps import SweepStore, job_rows
 
 
+HOME_KEY = "home"  # jobs.meta on a team's store: the $LAUNCHER_HOME the job was launched from (job_dir)
+
+
 def new_owner() -> str:
     """A claim owner: host:pid:random (the random part tells two stores of one process apart)."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -201,13 +204,46 @@ class StateStore:
                 self._batch_depth = depth
 
     def job_dir(self, job_id: str) -> Path:
+        """The job's local folder: under this store's home; on a team's store, the folder under
+        the home the job was launched from (recorded at launch: ``HOME_KEY``) when this process
+        reaches it, so watchers with homes of their own (``$LAUNCHER_HOME``) share one folder per
+        job. A launching home this process cannot reach is said once, as a ``job_dir_elsewhere``
+        event and a warning, and the job's files go on under this home (split between the two)."""
         d = self.home / "jobs" / job_id
+        if self.url and not d.exists():
+            d = self._launched_dir(job_id) or d
         d.mkdir(parents=True, exist_ok=True)
         return d
+
+    def _launched_dir(self, job_id: str) -> Optional[Path]:
+        try:
+            home = (self.get_job(job_id).meta or {}).get(HOME_KEY)  # (a sweep element's: its sweep's shared meta)
+        except LauncherError:
+            return None
+        if not home or Path(home) == self.home.resolve():
+            return None
+        theirs = Path(home) / "jobs" / job_id
+        if os.access(theirs, os.W_OK | os.X_OK):
+            return theirs
+        said = getattr(self._local, "said_elsewhere", set())
+        if job_id not in said:
+            said.add(job_id)
+            self._local.said_elsewhere = said
+            mine = self.home / "jobs" / job_id
+            self.record_event(job_id, "job_dir_elsewhere", launched_from=str(theirs), using=str(mine),
+                              message=f"job {job_id}'s folder {theirs} (its launching $LAUNCHER_HOME) cannot be "
+                                      f"reached from here; its files go on under {mine}, split between the two "
+                                      f"(give the watchers one shared $LAUNCHER_HOME: docs/team-store.md)")
+            import sys
+            print(f"warning: job {job_id}'s folder {theirs} cannot be reached from this $LAUNCHER_HOME; using "
+                  f"{mine} (its files are split: docs/team-store.md)", file=sys.stderr)
+        return None
 
     # ---- jobs
     def begin_job(self, job_id, name, target, backend, spec_path, spec_yaml, ckpt_root=None, meta=None):
         now, sweep_id = time.time(), ((meta or {}).get("sweep") or {}).get("id")
+        if self.url:  # a team's store: where this job's folder is, for watchers of other homes (job_dir)
+            meta = {**(meta or {}), HOME_KEY: str(self.home.resolve())}
         with self.tx() as db:
             db.execute(
                 "INSERT INTO jobs(job_id,name,target,backend,spec_path,spec_yaml,created,updated,state,ckpt_root,meta,"

@@ -95,6 +95,8 @@ class SweepStore:
         Each element's row keeps only its own meta (``own_meta``)."""
         now = time.time()
         rows = list(rows)
+        if self.store.url:  # a team's store: the elements' folders' home (StateStore.job_dir)
+            shared = {**shared, "home": str(self.store.home.resolve())}
         with self.store.tx() as db:
             db.execute("INSERT INTO sweeps(sweep_id,name,spec_path,spec_yaml,size,created,meta) VALUES(?,?,?,?,?,?,?)",
                        (sweep_id, name, spec_path, spec_yaml, len(rows), now, json.dumps(shared)))

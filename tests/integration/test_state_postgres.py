@@ -340,3 +340,28 @@ def test_state_migrate_without_a_sqlite_store_says_so(tmp_path, pg_url):
     p = launcher(tmp_path / "nohome", "state", "migrate", "--to", pg_url)
     assert p.returncode != 0 and "no SQLite state store" in p.stderr
     assert not (tmp_path / "nohome" / "state.db").exists()
+
+
+# ---------------------------------------------------------------- watchers with homes of their own
+def test_watchers_with_homes_of_their_own_share_a_jobs_folder_or_say_they_cannot(tmp_path, pg_url, capfd):
+    launching = StateStore(tmp_path / "a", url=pg_url)
+    watcher = StateStore(tmp_path / "b", url=pg_url)  # another $LAUNCHER_HOME on the same store
+    try:
+        launching.begin_job("j1", "n", "local", "local", None, "name: n\n")
+        mine = launching.job_dir("j1")
+        assert mine == tmp_path / "a" / "jobs" / "j1"
+        assert watcher.job_dir("j1") == mine  # the folder it was launched with, not a second one
+        assert not (tmp_path / "b" / "jobs" / "j1").exists()
+
+        launching.begin_job("j2", "n", "local", "local", None, "name: n\n")  # its folder is never made ...
+        (tmp_path / "a").rename(tmp_path / "a-gone")  # ... and its home cannot be reached from here
+        got = watcher.job_dir("j2")
+        assert got == tmp_path / "b" / "jobs" / "j2"
+        assert watcher.job_dir("j2") == got
+        said = [e for e in watcher.events("j2") if e["kind"] == "job_dir_elsewhere"]
+        assert len(said) == 1 and said[0]["launched_from"] == str(tmp_path / "a" / "jobs" / "j2"), said
+        err = capfd.readouterr().err
+        assert err.count("warning: job j2's folder") == 1, err
+    finally:
+        launching.close()
+        watcher.close()
