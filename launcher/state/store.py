@@ -33,7 +33,7 @@ from launcher.state.rows import (AttemptRow, JobRow, claim_available, closed_met
 from launcher.state.sweeps import SweepStore, job_rows
 
 
-HOME_KEY = "home"  # jobs.meta on a team's store: the $LAUNCHER_HOME the job was launched from (job_dir)
+HOMES_TABLE = "job_homes"  # a team's store: the $LAUNCHER_HOME each job was launched from (job_dir; launcher.state.team)
 
 
 def new_owner() -> str:
@@ -205,7 +205,7 @@ class StateStore:
 
     def job_dir(self, job_id: str) -> Path:
         """The job's local folder: under this store's home; on a team's store, the folder under
-        the home the job was launched from (recorded at launch: ``HOME_KEY``) when this process
+        the home the job was launched from (recorded at launch: ``HOMES_TABLE``) when this process
         reaches it, so watchers with homes of their own (``$LAUNCHER_HOME``) share one folder per
         job. A launching home this process cannot reach is said once, as a ``job_dir_elsewhere``
         event and a warning, and the job's files go on under this home (split between the two)."""
@@ -215,11 +215,20 @@ class StateStore:
         d.mkdir(parents=True, exist_ok=True)
         return d
 
+    def record_homes(self, db, job_ids) -> None:
+        """On a team's store, inside the launch's own transaction: JOB_IDS' folders are under this
+        store's home (``HOMES_TABLE``, read by ``job_dir`` of watchers with other homes)."""
+        if self.url:
+            home = str(self.home.resolve())
+            db.executemany(f"INSERT INTO {HOMES_TABLE}(job_id, home) VALUES(?, ?) ON CONFLICT (job_id) "
+                           "DO UPDATE SET home = EXCLUDED.home", [(j, home) for j in job_ids])
+
     def _launched_dir(self, job_id: str) -> Optional[Path]:
         try:
-            home = (self.get_job(job_id).meta or {}).get(HOME_KEY)  # (a sweep element's: its sweep's shared meta)
-        except LauncherError:
+            row = self.db.execute(f"SELECT home FROM {HOMES_TABLE} WHERE job_id=?", (job_id,)).fetchone()
+        except sqlite3.Error:  # a store from before the table (its next migration makes it)
             return None
+        home = row[0] if row is not None else None
         if not home or Path(home) == self.home.resolve():
             return None
         theirs = Path(home) / "jobs" / job_id
@@ -242,14 +251,13 @@ class StateStore:
     # ---- jobs
     def begin_job(self, job_id, name, target, backend, spec_path, spec_yaml, ckpt_root=None, meta=None):
         now, sweep_id = time.time(), ((meta or {}).get("sweep") or {}).get("id")
-        if self.url:  # a team's store: where this job's folder is, for watchers of other homes (job_dir)
-            meta = {**(meta or {}), HOME_KEY: str(self.home.resolve())}
         with self.tx() as db:
             db.execute(
                 "INSERT INTO jobs(job_id,name,target,backend,spec_path,spec_yaml,created,updated,state,ckpt_root,meta,"
                 "sweep_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
                 (job_id, name, target, backend, spec_path, spec_yaml, now, now, "SUBMITTING", ckpt_root,
                  json.dumps(meta or {}), sweep_id))
+            self.record_homes(db, [job_id])
 
     def forget_job(self, job_id: str) -> None:
         """Remove a job whose submission failed: nothing is recorded as submitted."""
@@ -257,6 +265,8 @@ class StateStore:
             db.execute("DELETE FROM attempts WHERE job_id=?", (job_id,))
             db.execute("DELETE FROM events WHERE job_id=?", (job_id,))
             db.execute("DELETE FROM jobs WHERE job_id=?", (job_id,))
+            if self.url:
+                db.execute(f"DELETE FROM {HOMES_TABLE} WHERE job_id=?", (job_id,))
 
     # ---- whose jobs: on a team's PostgreSQL store, each person acts on their own (launcher.state.team)
     def may_act(self, job) -> bool:
