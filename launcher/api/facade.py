@@ -365,7 +365,7 @@ class Launcher:
         if not (home / "state.db").is_file():
             raise LauncherError(f"no SQLite state store at {home / 'state.db'}: nothing to copy (give --from "
                                 f"a $LAUNCHER_HOME, or its state.db)")
-        src = StateStore(home, url="")
+        src = StateStore(home, url="", moved_ok=True)  # (a second run adds what is new)
         try:
             dst = StateStore(home, url=to)
             try:

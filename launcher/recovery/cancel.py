@@ -9,12 +9,12 @@ through; a job that had already finished is reported with its state and left alo
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Optional
 
 from launcher.backend.protocols import Handle
+from launcher.core import knobs
 from launcher.core.errors import LauncherError
 from launcher.core.status import JobState, attempt_ended
 from launcher.launching.submission import find_submission, job_ref
@@ -105,11 +105,7 @@ LAUNCH_WAIT_S = 60.0  # how long a cancel waits for a launch under way ($LAUNCHE
 
 def launch_wait_s() -> float:
     """$LAUNCHER_CANCEL_LAUNCH_WAIT seconds, else LAUNCH_WAIT_S."""
-    try:
-        return max(0.0, float(os.environ.get("LAUNCHER_CANCEL_LAUNCH_WAIT") or LAUNCH_WAIT_S))
-    except ValueError:
-        raise LauncherError(f"LAUNCHER_CANCEL_LAUNCH_WAIT={os.environ['LAUNCHER_CANCEL_LAUNCH_WAIT']!r}: expected "
-                            "seconds (a number)") from None
+    return knobs.number("LAUNCHER_CANCEL_LAUNCH_WAIT", LAUNCH_WAIT_S)
 
 
 def wait_for_launch(store, row, wait_s: Optional[float] = None, poll: float = 0.2):

@@ -11,11 +11,12 @@ that root returns "unknown" at once until it finishes.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Optional
+
+from launcher.core import knobs
 
 DEFAULT_TIMEOUT_S = 20.0  # $LAUNCHER_STORAGE_TIMEOUT overrides
 
@@ -33,11 +34,7 @@ class Progress:
 
 
 def default_timeout() -> float:
-    raw = os.environ.get("LAUNCHER_STORAGE_TIMEOUT", "").strip()
-    try:
-        return float(raw) if raw else DEFAULT_TIMEOUT_S
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
+    return knobs.number("LAUNCHER_STORAGE_TIMEOUT", DEFAULT_TIMEOUT_S, positive=True)
 
 
 _inflight: dict = {}  # root -> (thread, started monotonic)

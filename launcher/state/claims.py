@@ -19,26 +19,18 @@ process: a killed holder's claim expires as before.
 
 from __future__ import annotations
 
-import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional
 
+from launcher.core import knobs
 from launcher.core.errors import LauncherError
 from launcher.state.store import StateStore
 
-CLAIM_TTL_S = 120.0  # longer than a submission takes; a crashed holder's claim is taken over after it
-
-
-def claim_ttl() -> float:
-    """$LAUNCHER_CLAIM_TTL seconds, else CLAIM_TTL_S."""
-    try:
-        v = float(os.environ.get("LAUNCHER_CLAIM_TTL", "") or CLAIM_TTL_S)
-    except ValueError:
-        raise LauncherError(f"LAUNCHER_CLAIM_TTL={os.environ['LAUNCHER_CLAIM_TTL']!r}: expected seconds "
-                            "(a number)") from None
-    return v if v > 0 else CLAIM_TTL_S
+# longer than a submission takes; a crashed holder's claim is taken over after it ($LAUNCHER_CLAIM_TTL)
+CLAIM_TTL_S = knobs.CLAIM_TTL_S
+claim_ttl = knobs.claim_ttl
 
 
 @contextmanager

@@ -22,10 +22,13 @@ Run twice, the second run copies nothing. ``plan`` counts without writing (``--d
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import Optional
 
 from launcher.state.dialect import tables
+from launcher.state.engines import shown
 
 CHUNK = 500  # values per IN (...) list
 
@@ -135,4 +138,32 @@ def copy(source, target) -> list:
             if whole:
                 db.executemany(f"INSERT {insert}", whole)
             out.append(TableCopy(table, len(rows), len(rows) - len(keyed) - len(whole), len(keyed) + len(whole)))
+    mark_moved(source, shown(target.url))  # after the server committed: from now on no launcher acts on SOURCE
     return out
+
+
+MOVED_TABLE = "launcher_moved"  # in the SQLite store: where `state migrate` moved it (never copied: not in SCHEMA)
+
+
+def mark_moved(source, url: str) -> None:
+    """Record in the SQLite store SOURCE that its jobs now live at URL (shown: no password);
+    ``moved_to`` reads it and ``StateStore`` refuses to act on a moved store."""
+    with source.tx() as db:
+        db.execute(f"CREATE TABLE IF NOT EXISTS {MOVED_TABLE} (id INTEGER PRIMARY KEY CHECK (id = 1), "
+                   "url TEXT NOT NULL, at REAL NOT NULL)")
+        db.execute(f"INSERT OR REPLACE INTO {MOVED_TABLE}(id, url, at) VALUES (1, ?, ?)", (url, time.time()))
+
+
+def moved_to(db) -> Optional[str]:
+    """The URL a SQLite store was moved to by `launcher state migrate`, or None."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (MOVED_TABLE,)).fetchone() is None:
+        return None
+    row = db.execute(f"SELECT url FROM {MOVED_TABLE} WHERE id = 1").fetchone()
+    return None if row is None else row[0]
+
+
+def moved_message(path, url: str) -> str:
+    """One line: the store at PATH was moved to URL, and what to do. Pure."""
+    return (f"the state store {path} was moved to {url} by `launcher state migrate`: no launcher acts on it any "
+            f"more (a watcher still pointed at it would run its jobs a second time); export LAUNCHER_STATE_URL="
+            f"'{url}' (or set state_url in the config file) to use the team's store")

@@ -30,6 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Optional
 
+from launcher.core import knobs
 from launcher.core.errors import StateStoreError
 from launcher.core.regular import NotReadable, check_regular
 from launcher.state.schema import SCHEMA_VERSION, migrate
@@ -53,10 +54,7 @@ class StoreUnreachable(StateStoreFailure):
 
 def busy_timeout() -> float:
     """Seconds to wait for another process's write lock ($LAUNCHER_STATE_BUSY_TIMEOUT, default 30)."""
-    try:
-        return max(0.0, float(os.environ.get("LAUNCHER_STATE_BUSY_TIMEOUT", DEFAULT_BUSY_TIMEOUT)))
-    except ValueError:
-        return DEFAULT_BUSY_TIMEOUT
+    return knobs.number("LAUNCHER_STATE_BUSY_TIMEOUT", DEFAULT_BUSY_TIMEOUT)
 
 
 # ---------------------------------------------------------------- error mapping (pure)

@@ -11,9 +11,10 @@ login or a lock; ``sqlite3.IntegrityError`` / ``sqlite3.OperationalError`` for a
 own error, so code that handles the store's errors handles both engines.
 
 Writers are serialised exactly as SQLite serialises them. ``BEGIN IMMEDIATE`` (every write
-transaction of the store: ``StateStore.tx``) becomes ``BEGIN`` plus a transaction-level
-advisory lock, one per database (``pg_advisory_xact_lock``), taken before the transaction
-reads anything and released by its COMMIT or ROLLBACK. At READ COMMITTED each later statement
+transaction of the store: ``StateStore.tx``) becomes ``BEGIN`` plus the writers' lock (the row of
+``launcher_writer``, taken through a function no member can turn into a hostage:
+``launcher.state.pglocks``), taken before the transaction reads anything and released by its
+COMMIT or ROLLBACK. At READ COMMITTED each later statement
 sees every write committed before the lock was granted, so a claim, the SUBMITTING
 reconciliation, a sweep's slots and the bulk writes keep the one property their SQLite code
 is written against: one writer at a time, each seeing what the previous one wrote. Readers
@@ -26,37 +27,61 @@ Each person connects as a role of their own: the migrations install row-level se
 on all), stamped in ``launcher_schema.security``, and each connection reads who it is
 (``role``, ``acts_on_all``) so the store skips or refuses others' jobs before the server would.
 
-Migrations run under a second advisory lock (``launcher.state.schema.migrate``): two
-launchers upgrading one server at once never run a step twice. The schema version lives in
+Every session of the launcher sets ``lock_timeout`` (the busy timeout: every wait is bounded)
+and ``idle_in_transaction_session_timeout`` (``idle_limit``, below the claim TTL: the server ends
+a frozen launcher's transaction, rolling it back whole, and with it every lock it held).
+
+Migrations run under an advisory lock (``launcher.state.schema.migrate``): two launchers
+upgrading one server at once never run a step twice; a wait for it is bounded by
+``lock_timeout`` and its error names who holds it. The schema version lives in
 the table ``launcher_schema`` (SQLite's ``PRAGMA user_version``).
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
+import threading
+import time
+import weakref
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import Optional
 
 import psycopg
 from psycopg import errors as pgerrors
 from psycopg import pq
 
+from launcher.core import knobs
+from launcher.state import pglocks, team
 from launcher.state import schema as schema_module
-from launcher.state import team
 from launcher.state.db import StateStoreFailure, StoreUnreachable, busy_timeout
 from launcher.state.dialect import pg_schema, pg_statement
 from launcher.state.engines import shown
 
 APPLICATION = 0x4C4E4348  # "LNCH": the advisory locks' first key (the SQLite file's application_id)
-WRITE_LOCK = 1  # every write transaction (BEGIN IMMEDIATE)
-MIGRATE_LOCK = 2  # a migration
-BEGIN_WRITE = f"BEGIN; SELECT pg_advisory_xact_lock({APPLICATION}, {WRITE_LOCK})"
+MIGRATE_LOCK = 2  # a migration (1 was the writers' lock before schema 3: launcher.state.pglocks)
 BEGIN_MIGRATION = f"BEGIN; SELECT pg_advisory_xact_lock({APPLICATION}, {MIGRATE_LOCK})"
 VERSION_TABLE = "launcher_schema"
 VERSION_DDL = (f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (id BIGINT PRIMARY KEY CHECK (id = 1), "
                "application TEXT NOT NULL, version BIGINT NOT NULL)")
 CONNECT_TIMEOUT_S = 10
+IDLE_LIMIT_S = 10.0  # $LAUNCHER_STATE_IDLE_TIMEOUT: a launcher idle this long inside a transaction is ended
+
+
+def idle_limit(ttl: float) -> float:
+    """Seconds a launcher's session may sit idle inside a transaction before the server ends it
+    ($LAUNCHER_STATE_IDLE_TIMEOUT, default the lesser of IDLE_LIMIT_S and a third of the claim
+    TTL TTL): always below the TTL, so a frozen launcher holds nothing longer than a claim lasts."""
+    limit = knobs.number("LAUNCHER_STATE_IDLE_TIMEOUT", min(IDLE_LIMIT_S, ttl / 3.0), positive=True)
+    return min(limit, ttl / 2.0)
+
+
+def session_settings(busy: float, idle: float) -> list:
+    """The statements each launcher session runs first (pure): every lock wait bounded by the busy
+    timeout (as SQLite's "locked"), a transaction left idle ended by the server. 0 means no limit
+    to PostgreSQL: a busy timeout of 0 waits 1 ms."""
+    return [f"SET lock_timeout = {max(1, int(busy * 1000))}",
+            f"SET idle_in_transaction_session_timeout = {max(1, int(idle * 1000))}"]
 
 
 # ---------------------------------------------------------------- rows
@@ -130,6 +155,10 @@ def _mapped(db: "PgConnection", e: psycopg.Error) -> BaseException:
     if isinstance(e, (pgerrors.InsufficientPrivilege, pgerrors.ReadOnlySqlTransaction)):
         return StateStoreFailure(f"the state store {where} may not be written by this role ({text}); ask the "
                                  f"server's administrator, or point $LAUNCHER_STATE_URL at a primary server")
+    if "idle-in-transaction timeout" in text.lower():  # (SQLSTATE 25P03, then the connection is closed)
+        return StoreUnreachable(f"the state store {where} ended this launcher's transaction: it sat idle inside it "
+                                f"longer than $LAUNCHER_STATE_IDLE_TIMEOUT (was the process stopped?) ({text}); the "
+                                f"write was rolled back whole")
     if isinstance(e, psycopg.OperationalError) or db.broken:
         return StoreUnreachable(f"the state store {where} cannot be reached ({text}); check that the server runs "
                                  f"(the command's last write, if any, was rolled back whole)")
@@ -157,10 +186,13 @@ class PgConnection:
         self.total_changes = 0  # rows inserted, updated or deleted on this connection (sqlite3's)
         self.role: str = ""  # the connecting role (current_user): the owner of the jobs it creates
         self.acts_on_all = True  # a watcher, the tables' owner, a superuser (launcher.state.team)
+        self.begin_write = ""  # BEGIN and the writers' lock (connect: launcher.state.pglocks)
+        self.since = None  # monotonic start of the statement in flight, if any (``Watchdog``)
+        self.limits = (0.0, 0.0)  # (idle, hold) seconds: who counts as a hostage (launcher.state.pglocks)
 
     def execute(self, sql: str, parameters=()):
         if sql.strip().upper() == "BEGIN IMMEDIATE":
-            return self.begin(BEGIN_WRITE)
+            return self.begin(self.begin_write)
         return self._run(pg_statement(sql), tuple(parameters))
 
     def begin(self, statements: str):
@@ -177,6 +209,7 @@ class PgConnection:
         rows = [tuple(p) for p in parameters]
         if not rows:
             return None
+        self.since = time.monotonic()
         try:
             cur = self.conn.cursor()
             cur.executemany(pg_statement(sql), rows)
@@ -184,16 +217,21 @@ class PgConnection:
             return cur
         except psycopg.Error as e:
             raise _mapped(self, e) from e
+        finally:
+            self.since = None
 
     def executescript(self, script: str):
         for statement in filter(str.strip, script.split(";")):
             self.execute(statement)
 
     def _run(self, sql: str, parameters):
+        self.since = time.monotonic()  # (the watchdog's: a statement waiting long on a lock)
         try:
             cur = self.conn.execute(sql, parameters)
         except psycopg.Error as e:
             raise _mapped(self, e) from e
+        finally:
+            self.since = None
         self._count(sql, cur)
         return cur
 
@@ -216,6 +254,48 @@ class PgConnection:
 
     def close(self) -> None:
         self.conn.close()
+
+
+class Watchdog:
+    """One daemon thread per process that, while a statement of one of its sessions has waited
+    longer than the idle limit (on a table or row lock taken by a session outside the writers'
+    lock: a person's own ``LOCK TABLE``), ends the sessions sitting on the store's locks
+    (``launcher_end_hostages``, launcher.state.pglocks) from a connection of its own. The
+    writers' lock needs no help: its waiters do this themselves between their slices."""
+
+    def __init__(self):
+        self.conns: weakref.WeakSet = weakref.WeakSet()
+        self.lock = threading.Lock()
+        self.thread: Optional[threading.Thread] = None
+
+    def watch(self, db: "PgConnection") -> None:
+        with self.lock:
+            self.conns.add(db)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="launcher-pg-watchdog", daemon=True)
+                self.thread.start()
+
+    def _run(self) -> None:
+        own: dict = {}  # url -> a psycopg connection of the watchdog's own
+        while True:
+            with self.lock:
+                conns = list(self.conns)
+            tick = min([c.limits[0] for c in conns if c.limits[0] > 0] or [IDLE_LIMIT_S]) / 2.0
+            time.sleep(max(0.2, tick))
+            for c in conns:
+                since, (idle, hold) = c.since, c.limits
+                if since is None or idle <= 0 or time.monotonic() - since < idle:
+                    continue
+                try:
+                    if c.url not in own or own[c.url].closed or own[c.url].broken:
+                        own[c.url] = psycopg.connect(c.url, autocommit=True, application_name="launcher watchdog",
+                                                     connect_timeout=CONNECT_TIMEOUT_S)
+                    own[c.url].execute("SELECT launcher_end_hostages(%s, %s)", (idle, hold))
+                except psycopg.Error:
+                    pass  # an older store, the server away: the statement's own lock_timeout still bounds it
+
+
+WATCHDOG = Watchdog()
 
 
 class PostgresEngine:
@@ -262,7 +342,7 @@ class PostgresEngine:
         run as written (PostgreSQL's own SQL: no dialect step)."""
         db.execute(VERSION_DDL)  # granted to the team below
         schema = db.execute("SELECT current_schema()").fetchone()[0]
-        for statement in team.statements(schema):
+        for statement in (*team.statements(schema), *pglocks.statements(schema)):
             db._run(statement, None)
 
     @staticmethod
@@ -272,7 +352,14 @@ class PostgresEngine:
     @staticmethod
     @contextmanager
     def migration(db):
-        db.begin(BEGIN_MIGRATION)
+        try:
+            db.begin(BEGIN_MIGRATION)
+        except StateStoreFailure as e:
+            if "locked" not in str(e):
+                raise
+            raise StateStoreFailure(f"the state store {db.path} is being migrated by another session, which holds "
+                                    f"its migration lock: {migration_holder(db)} (waited {db.timeout:g} s); let it "
+                                    f"finish, or end that session") from None
         try:
             yield
             db.execute("COMMIT")
@@ -280,6 +367,20 @@ class PostgresEngine:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
+
+
+def migration_holder(db) -> str:
+    """Who holds the migration lock (an advisory lock: pg_locks names its session to everyone)."""
+    try:
+        row = db.execute("SELECT a.pid, a.usename, a.application_name, a.state FROM pg_locks l "
+                         "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                         "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                         f"AND l.classid = {APPLICATION} AND l.objid = {MIGRATE_LOCK} AND l.objsubid = 2").fetchone()
+    except sqlite3.Error:
+        return "a session that could not be named"
+    if row is None:
+        return "no one now"
+    return f"role {row[1]} (pid {row[0]}, application {row[2]!r}, {row[3] or 'state hidden'})"
 
 
 def newer(db, version: int) -> StateStoreFailure:
@@ -305,9 +406,12 @@ def connect(url: str, read_only: bool = False) -> PgConnection:
     (``default_transaction_read_only``), and the store is read as it is, never created or migrated
     (``db.version`` None: no store yet); a newer schema is refused as always."""
     timeout = busy_timeout()
+    ttl = knobs.claim_ttl()
+    idle = idle_limit(ttl)
     kwargs = {"autocommit": True, "row_factory": _rows, "application_name": "launcher"}
     if "connect_timeout" not in url:
-        kwargs["connect_timeout"] = int(os.environ.get("LAUNCHER_STATE_CONNECT_TIMEOUT", CONNECT_TIMEOUT_S))
+        kwargs["connect_timeout"] = knobs.whole("LAUNCHER_STATE_CONNECT_TIMEOUT", CONNECT_TIMEOUT_S, positive=True,
+                                                what="seconds")
     try:
         conn = psycopg.connect(url, **kwargs)
     except psycopg.Error as e:
@@ -315,9 +419,13 @@ def connect(url: str, read_only: bool = False) -> PgConnection:
     except ValueError as e:  # psycopg's own checks of a malformed URL
         raise StateStoreFailure(f"the state store URL {shown(url)} cannot be used: {_one_line(e)}") from None
     db = PgConnection(conn, url, timeout)
+    db.begin_write = pglocks.begin_write(timeout, idle, ttl)
+    db.limits = (idle, ttl)
     try:
-        # a lock held longer than the busy timeout fails as SQLite's does ("locked")
-        db.execute(f"SET lock_timeout = {int(timeout * 1000)}")
+        # a lock held longer than the busy timeout fails as SQLite's does ("locked"); a frozen launcher's
+        # transaction is ended by the server (every lock it held released) before its claims expire
+        for statement in session_settings(timeout, idle):
+            db.execute(statement)
         _check_identity(db)
         if read_only:
             db.execute("SET default_transaction_read_only = on")
@@ -328,6 +436,7 @@ def connect(url: str, read_only: bool = False) -> PgConnection:
         schema_module.migrate(db)
         db.role, acts = db.execute(team.WHO).fetchone()
         db.acts_on_all = bool(acts)
+        WATCHDOG.watch(db)
     except BaseException:
         db.close()
         raise

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 
-SCHEMA_VERSION = 2  # 2: the sweeps table, and jobs.sweep_id (``migrate``)
+# 2: the sweeps table, and jobs.sweep_id (``migrate``); 3: PostgreSQL's writers' lock
+# (launcher.state.pglocks; the launchers before it took an advisory lock: they refuse a store at 3)
+SCHEMA_VERSION = 3
 
 # the tables (``launcher.state.store`` reads and writes them); created with the file, and again
 # (IF NOT EXISTS) on every open, once ``migrate`` has brought an older store's tables up to it

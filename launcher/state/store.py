@@ -33,6 +33,9 @@ from launcher.state.rows import (AttemptRow, JobRow, claim_available, closed_met
 from launcher.state.sweeps import SweepStore, job_rows
 
 
+HOMES_TABLE = "job_homes"  # a team's store: the $LAUNCHER_HOME each job was launched from (job_dir; launcher.state.team)
+
+
 def new_owner() -> str:
     """A claim owner: host:pid:random (the random part tells two stores of one process apart)."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -77,7 +80,7 @@ class StateStore:
     every thread's connection (they are opened with ``check_same_thread=False`` for that
     alone; each is only ever used by its own thread)."""
 
-    def __init__(self, home: Path, url: Optional[str] = None):
+    def __init__(self, home: Path, url: Optional[str] = None, moved_ok: bool = False):
         """The store of HOME: its SQLite file ``HOME/state.db``, or, with URL (default:
         ``$LAUNCHER_STATE_URL``; ``launcher.state.engines``), a PostgreSQL server's database.
         HOME keeps the jobs' local files (``job_dir``) either way."""
@@ -97,6 +100,14 @@ class StateStore:
         self.sweeps = SweepStore(self)  # a sweep's rows (launcher.state.sweeps)
         self.bulk = BulkStore(self)  # many jobs' attempts at once (launcher.state.bulk)
         _ = self.db  # opened now, in the creating thread: a damaged store fails here, before anything else
+        if not self.url and not moved_ok:  # moved by `launcher state migrate`: refused (MOVED_OK: the copy itself)
+            from launcher.state.copy import moved_message, moved_to
+            from launcher.state.db import StateStoreFailure
+
+            where = moved_to(self.db)
+            if where:
+                self.close()
+                raise StateStoreFailure(moved_message(self.path, where))
         if self.url:
             prepare_home(self.home, self.home / "jobs")  # the jobs' local files, once the server answered
 
@@ -193,9 +204,49 @@ class StateStore:
                 self._batch_depth = depth
 
     def job_dir(self, job_id: str) -> Path:
+        """The job's local folder: under this store's home; on a team's store, the folder under
+        the home the job was launched from (recorded at launch: ``HOMES_TABLE``) when this process
+        reaches it, so watchers with homes of their own (``$LAUNCHER_HOME``) share one folder per
+        job. A launching home this process cannot reach is said once, as a ``job_dir_elsewhere``
+        event and a warning, and the job's files go on under this home (split between the two)."""
         d = self.home / "jobs" / job_id
+        if self.url and not d.exists():
+            d = self._launched_dir(job_id) or d
         d.mkdir(parents=True, exist_ok=True)
         return d
+
+    def record_homes(self, db, job_ids) -> None:
+        """On a team's store, inside the launch's own transaction: JOB_IDS' folders are under this
+        store's home (``HOMES_TABLE``, read by ``job_dir`` of watchers with other homes)."""
+        if self.url:
+            home = str(self.home.resolve())
+            db.executemany(f"INSERT INTO {HOMES_TABLE}(job_id, home) VALUES(?, ?) ON CONFLICT (job_id) "
+                           "DO UPDATE SET home = EXCLUDED.home", [(j, home) for j in job_ids])
+
+    def _launched_dir(self, job_id: str) -> Optional[Path]:
+        try:
+            row = self.db.execute(f"SELECT home FROM {HOMES_TABLE} WHERE job_id=?", (job_id,)).fetchone()
+        except sqlite3.Error:  # a store from before the table (its next migration makes it)
+            return None
+        home = row[0] if row is not None else None
+        if not home or Path(home) == self.home.resolve():
+            return None
+        theirs = Path(home) / "jobs" / job_id
+        if os.access(theirs, os.W_OK | os.X_OK):
+            return theirs
+        said = getattr(self._local, "said_elsewhere", set())
+        if job_id not in said:
+            said.add(job_id)
+            self._local.said_elsewhere = said
+            mine = self.home / "jobs" / job_id
+            self.record_event(job_id, "job_dir_elsewhere", launched_from=str(theirs), using=str(mine),
+                              message=f"job {job_id}'s folder {theirs} (its launching $LAUNCHER_HOME) cannot be "
+                                      f"reached from here; its files go on under {mine}, split between the two "
+                                      f"(give the watchers one shared $LAUNCHER_HOME: docs/team-store.md)")
+            import sys
+            print(f"warning: job {job_id}'s folder {theirs} cannot be reached from this $LAUNCHER_HOME; using "
+                  f"{mine} (its files are split: docs/team-store.md)", file=sys.stderr)
+        return None
 
     # ---- jobs
     def begin_job(self, job_id, name, target, backend, spec_path, spec_yaml, ckpt_root=None, meta=None):
@@ -206,6 +257,7 @@ class StateStore:
                 "sweep_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
                 (job_id, name, target, backend, spec_path, spec_yaml, now, now, "SUBMITTING", ckpt_root,
                  json.dumps(meta or {}), sweep_id))
+            self.record_homes(db, [job_id])
 
     def forget_job(self, job_id: str) -> None:
         """Remove a job whose submission failed: nothing is recorded as submitted."""
@@ -213,6 +265,8 @@ class StateStore:
             db.execute("DELETE FROM attempts WHERE job_id=?", (job_id,))
             db.execute("DELETE FROM events WHERE job_id=?", (job_id,))
             db.execute("DELETE FROM jobs WHERE job_id=?", (job_id,))
+            if self.url:
+                db.execute(f"DELETE FROM {HOMES_TABLE} WHERE job_id=?", (job_id,))
 
     # ---- whose jobs: on a team's PostgreSQL store, each person acts on their own (launcher.state.team)
     def may_act(self, job) -> bool:

@@ -103,11 +103,12 @@ class SweepStore:
                 "sweep_id) VALUES(?,?,?,?,?,'',?,?,'SUBMITTING',?,?,?)",
                 [(job_id, name, target, backend, spec_path, now, now, root, json.dumps(own_meta(meta, shared)),
                   sweep_id) for job_id, root, meta in rows])
+            self.store.record_homes(db, [job_id for job_id, _, _ in rows])
 
     def forget(self, sweep_id: str) -> None:
         """Remove a sweep whose submission failed: its row, its elements and anything of theirs."""
         with self.store.tx() as db:
-            for table in ("attempts", "events", "claims"):
+            for table in ("attempts", "events", "claims") + (("job_homes",) if self.store.url else ()):
                 db.execute(f"DELETE FROM {table} WHERE job_id IN (SELECT job_id FROM jobs WHERE sweep_id=?)",
                            (sweep_id,))
             db.execute("DELETE FROM jobs WHERE sweep_id=?", (sweep_id,))

@@ -29,7 +29,7 @@ TEAM_ROLE = "launcher_team"
 WATCHER_ROLE = "launcher_watcher"
 OWNED = ("jobs", "sweeps")  # tables with an owner column
 # tables covered through the owner of the job (or sweep) their job_id names
-BY_JOB = ("attempts", "events", "claims", "provenance", "notifications", "spot_observations")
+BY_JOB = ("attempts", "events", "claims", "provenance", "notifications", "spot_observations", "job_homes")
 META = ("launcher_schema", "launcher_settings")  # read by every person, written by the store's owner
 
 
@@ -49,6 +49,8 @@ def statements(schema: str) -> list[str]:
         *(f"ALTER TABLE {s}.{t} ADD COLUMN IF NOT EXISTS owner TEXT COLLATE \"C\" NOT NULL DEFAULT current_user"
           for t in OWNED),
         f"CREATE TABLE IF NOT EXISTS {s}.launcher_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        # the $LAUNCHER_HOME each job was launched from (StateStore.job_dir: watchers with homes of their own)
+        f"CREATE TABLE IF NOT EXISTS {s}.job_homes (job_id TEXT COLLATE \"C\" PRIMARY KEY, home TEXT NOT NULL)",
         f"INSERT INTO {s}.launcher_settings(name, value) VALUES ('read', 'team') ON CONFLICT (name) DO NOTHING",
         # a member of launcher_watcher acts on every job (false while that role does not exist)
         # (PL/pgSQL where a function runs per statement or per row: its plans are cached for the

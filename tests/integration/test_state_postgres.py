@@ -148,8 +148,8 @@ def slow_step(db, engine):
     db.execute("CREATE TABLE IF NOT EXISTS step_runs (pid BIGINT, at DOUBLE PRECISION)")
     db.execute("INSERT INTO step_runs VALUES (?, ?)", (__import__('os').getpid(), time.time()))
     time.sleep(1.5)  # long enough for the other process to arrive while this one migrates
-schema.STEPS = schema.STEPS + [(3, slow_step)]
-schema.SCHEMA_VERSION = 3
+schema.STEPS = schema.STEPS + [(4, slow_step)]
+schema.SCHEMA_VERSION = 4
 url, start = sys.argv[1], float(sys.argv[2])
 time.sleep(max(0.0, start - time.time()))
 from launcher.state.store import StateStore
@@ -159,7 +159,7 @@ print("ok")
 
 
 def test_two_launchers_upgrading_at_once_run_each_step_once(tmp_path, pg_server, pg_url):
-    StateStore(tmp_path / "home", url=pg_url).close()  # a store at schema 2
+    StateStore(tmp_path / "home", url=pg_url).close()  # a store at schema 3
     db = pg_url.rsplit("/", 1)[1]
     start = time.time() + 2.0
     procs = [subprocess.Popen([sys.executable, "-c", MIGRATOR, pg_url, str(start), str(tmp_path / f"h{i}")],
@@ -167,7 +167,7 @@ def test_two_launchers_upgrading_at_once_run_each_step_once(tmp_path, pg_server,
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert pg_server.sql("SELECT count(*) FROM step_runs", db=db) == "1"  # one ran it, the other found it done
-    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == "3"
+    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == "4"
 
 
 def test_two_launchers_creating_one_new_store_at_once_both_succeed(tmp_path, pg_server, pg_url):
@@ -297,7 +297,7 @@ def test_state_migrate_adds_what_is_new_since_the_last_run(tmp_path, pg_url):
     home = tmp_path / "home"
     rich_sqlite_store(home)
     assert launcher(home, "state", "migrate", "--to", pg_url).returncode == 0
-    s = StateStore(home, url="")
+    s = StateStore(home, url="", moved_ok=True)  # (by hand: every launcher refuses a moved store)
     s.record_event("solo-1", "later")  # written to the SQLite store after the first run
     s.begin_job("solo-2", "solo", "local", "local", None, "name: solo\n")
     want = every_row(s)
@@ -313,7 +313,55 @@ def test_state_migrate_adds_what_is_new_since_the_last_run(tmp_path, pg_url):
         server.close()
 
 
+def test_a_store_moved_by_state_migrate_is_refused_by_every_launcher_naming_the_url(tmp_path, pg_url):
+    """A watcher still pointed at the SQLite store after `state migrate` would run its jobs a second
+    time: every command refuses it in one line (exit 3) naming the server (its password hidden)."""
+    home = tmp_path / "home"
+    rich_sqlite_store(home)
+    secret_url = pg_url  # the fixture's URL carries the password
+    password = secret_url.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+    assert launcher(home, "state", "migrate", "--to", secret_url).returncode == 0
+    before = (home / "state.db").read_bytes()
+    for args in (("watch", "--once"), ("status",), ("cancel", "solo-1")):
+        line = one_line_error(launcher(home, *args))
+        assert "was moved to postgresql://" in line and "LAUNCHER_STATE_URL" in line, line
+        assert password not in line
+    assert (home / "state.db").read_bytes() == before  # nothing written
+    server = StateStore(tmp_path / "other", url=secret_url)  # the jobs are on the server
+    try:
+        assert server.get_job("solo-1") is not None
+    finally:
+        server.close()
+    again = launcher(home, "state", "migrate", "--to", secret_url)  # a second run is still allowed
+    assert again.returncode == 0, again.stderr
+
+
 def test_state_migrate_without_a_sqlite_store_says_so(tmp_path, pg_url):
     p = launcher(tmp_path / "nohome", "state", "migrate", "--to", pg_url)
     assert p.returncode != 0 and "no SQLite state store" in p.stderr
     assert not (tmp_path / "nohome" / "state.db").exists()
+
+
+# ---------------------------------------------------------------- watchers with homes of their own
+def test_watchers_with_homes_of_their_own_share_a_jobs_folder_or_say_they_cannot(tmp_path, pg_url, capfd):
+    launching = StateStore(tmp_path / "a", url=pg_url)
+    watcher = StateStore(tmp_path / "b", url=pg_url)  # another $LAUNCHER_HOME on the same store
+    try:
+        launching.begin_job("j1", "n", "local", "local", None, "name: n\n")
+        mine = launching.job_dir("j1")
+        assert mine == tmp_path / "a" / "jobs" / "j1"
+        assert watcher.job_dir("j1") == mine  # the folder it was launched with, not a second one
+        assert not (tmp_path / "b" / "jobs" / "j1").exists()
+
+        launching.begin_job("j2", "n", "local", "local", None, "name: n\n")  # its folder is never made ...
+        (tmp_path / "a").rename(tmp_path / "a-gone")  # ... and its home cannot be reached from here
+        got = watcher.job_dir("j2")
+        assert got == tmp_path / "b" / "jobs" / "j2"
+        assert watcher.job_dir("j2") == got
+        said = [e for e in watcher.events("j2") if e["kind"] == "job_dir_elsewhere"]
+        assert len(said) == 1 and said[0]["launched_from"] == str(tmp_path / "a" / "jobs" / "j2"), said
+        err = capfd.readouterr().err
+        assert err.count("warning: job j2's folder") == 1, err
+    finally:
+        launching.close()
+        watcher.close()
