@@ -197,7 +197,7 @@ class NotifySection(_Section):
     on: list[Literal[NOTIFY_EVENTS]] = Field(default_factory=lambda: list(DEFAULT_NOTIFY_ON), min_length=1)
     webhook: str
     format: Literal["slack", "json"] = "slack"
-    timeout: float = Field(5.0, gt=0, le=60)  # seconds one delivery may take
+    timeout: float = Field(5.0, gt=0, le=60)  # seconds one try may take, in all (launcher.recovery.httppost)
     max_tries: int = Field(8, ge=1, le=100)
 
     @model_validator(mode="before")
