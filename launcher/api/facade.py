@@ -23,6 +23,7 @@ when it runs, so that ``launcher --help``, ``validate`` and ``status`` load only
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union
@@ -37,6 +38,7 @@ from launcher.backend.protocols import JobRef
 from launcher.backend.support import spec_target_problems
 from launcher.core.errors import ConfigError, LauncherError, SpecError, describe
 from launcher.launching.specinput import SpecInput, SpecLike, require_local_workdir, spec_input, unknown_targets
+from launcher.spec.integrations import notify_env_problems
 from launcher.spec.units import parse_duration
 
 if TYPE_CHECKING:
@@ -85,6 +87,9 @@ class Launcher:
     def _load(self, spec: SpecLike, say: Note, single: bool = False) -> SpecInput:
         """SPEC read, its warnings said; SINGLE: a sweep is refused (WrongKind) before anything is said."""
         si = spec_input(spec)
+        problems = notify_env_problems(si.spec, os.environ)  # the operator's rule for webhooks, in this environment
+        if problems:
+            raise SpecError(si.source, problems)
         if single and si.spec.sweep is not None:
             named = isinstance(spec, (str, Path)) and "\n" not in str(spec)  # a path, else text or a JobSpec
             raise WrongKind(str(spec) if named else si.spec.name, "follow", True, si.spec.sweep.size)

@@ -10,15 +10,27 @@ Every watch pass (``launcher.recovery.watch.cycle``) ends with ``step``:
    recorded as one outbox row per (job, event) (``launcher.state.outbox``: ``INSERT OR
    IGNORE`` on a unique key), so three watchers deciding the same event record it once.
 2. **Deliver** on a thread of its own (``Deliverer``), so a slow or failing webhook never
-   delays a pass: each due row is leased, POSTed with a bounded timeout and recorded as
-   delivered, or retried on a later try with exponential backoff (``backoff``), up to
-   ``notify.max_tries``. A row leased by one watcher is never sent by another meanwhile. Each
-   request carries ``X-Launcher-Event-Id: <job id>:<event>`` for a receiver that dedupes.
+   delays a pass: each due row is leased and its try counted in the same transaction (before
+   anything is sent), POSTed within ``notify.timeout`` seconds *in all* (``httppost.post``: a
+   receiver that trickles its answer is cut off), and recorded as delivered, or retried on a
+   later try with exponential backoff (``backoff``). A row leased by one watcher is never sent
+   by another meanwhile. Each request carries ``X-Launcher-Event-Id: <job id>:<event>`` and
+   ``X-Launcher-Try: <n>``.
+
+Delivery is **at least once, at most ``max_tries`` POSTs**: a try whose answer was not
+recorded (a failure, the deadline, or a watcher that died mid-POST: its lease expires and
+``Outbox.reclaim`` releases it) is sent again, with the same ``X-Launcher-Event-Id``, as long as
+tries are left; a recorded 2xx is never sent again. ``max_tries: 1`` is at most once.
 
 The webhook: a URL without a token, or ``${NAME}``: the variable NAME of the watcher's
 environment holds the URL (a Slack webhook URL *is* a token). The outbox keeps the name only.
+A watcher reads NAME only when the operator's rule allows it (``LAUNCHER_ALLOW_NOTIFY_VARS``,
+default ``LAUNCHER_NOTIFY_*``), uses its value only when it is an http(s) URL to a host that is
+not link-local or a metadata service (``LAUNCHER_ALLOW_LINK_LOCAL_WEBHOOKS=1`` allows those),
+and never writes the value anywhere: errors name the variable, or the host.
 A job closing with ``tracking.mlflow`` also gets its MLflow run marked FINISHED / FAILED / KILLED
-through the same outbox (event ``mlflow_end``).
+through the same outbox (event ``mlflow_end``), under the same deadline and target rule; the
+watcher's MLflow credentials go only to its own ``$MLFLOW_TRACKING_URI``.
 """
 
 from __future__ import annotations
@@ -28,15 +40,14 @@ import os
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Callable, Optional
-from urllib.parse import urlsplit
 
 from launcher.core.errors import LauncherError
 from launcher.core.status import FINAL_STATES
+from launcher.recovery.httppost import PostError, origin, post
 from launcher.recovery.outcome import Outcome
+from launcher.spec.integrations import var_refused, webhook_target_problem
 from launcher.state.claims import claimed
 from launcher.state.outbox import Outbox
 from launcher.state.store import NotYours
@@ -211,83 +222,133 @@ def decide_deadline(app, job_id: str, now: float) -> Optional[Outcome]:
 
 # ---------------------------------------------------------------- delivering
 class DeliveryError(Exception):
-    pass
+    """A try that did not land. FINAL: no later try can do better (a target or a variable the
+    operator's rule refuses): the row is undeliverable at once. Messages never quote a URL or
+    a variable's value."""
+
+    def __init__(self, message: str, final: bool = False):
+        super().__init__(message)
+        self.final = final
 
 
 def resolve_url(sink: dict, environ=None) -> str:
+    """The URL SINK's notifications go to: its own, or the value of the variable it names,
+    read only when ENVIRON's operator rule allows that name (``var_allowed``) and used only
+    when it is an http(s) URL to an allowed host. Errors name the variable, never its value."""
     environ = os.environ if environ is None else environ
     if sink.get("url"):
-        return sink["url"]
-    name = sink.get("env")
-    url = environ.get(name or "", "")
-    if not url:
-        raise DeliveryError(f"{name} is not set in the environment of this `launcher watch` (notify.webhook "
-                            f"names it)")
-    return url
+        url, what = sink["url"], "notify.webhook"
+    else:
+        name = sink.get("env") or ""
+        why = var_refused(name, environ)
+        if why:
+            raise DeliveryError(f"notify.webhook: {why}; not read", final=True)
+        url, what = environ.get(name, ""), name
+        if not url.strip():
+            raise DeliveryError(f"{name} is not set in the environment of this `launcher watch` (notify.webhook "
+                                f"names it)")
+    problem = webhook_target_problem(url, environ)
+    if problem:  # never the value: it may be anything the variable holds
+        raise DeliveryError(f"{what} {problem} (the value is not shown)", final=problem.startswith("points at"))
+    return url.strip()
 
 
-def post_json(url: str, body: dict, timeout: float, headers: Optional[dict] = None) -> None:
-    """POST BODY as JSON; a 2xx answer within TIMEOUT or DeliveryError. Messages name the
-    host only: the URL may be a secret."""
-    host = urlsplit(url).netloc.rpartition("@")[2] or "?"
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", **(headers or {})})
+def post_json(url: str, body: dict, timeout: float, headers: Optional[dict] = None, environ=None) -> None:
+    """POST BODY as JSON; a 2xx answer within TIMEOUT seconds in all (``httppost.post``) or
+    DeliveryError. Messages name the host only: the URL may be a secret."""
+    environ = os.environ if environ is None else environ
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310 - http(s) only (spec check)
-            r.read(65536)
-    except urllib.error.HTTPError as e:
-        raise DeliveryError(f"{host} answered HTTP {e.code}") from None
-    except (urllib.error.URLError, OSError) as e:
-        raise DeliveryError(f"{host}: {type(getattr(e, 'reason', e)).__name__}: "
-                            f"{str(getattr(e, 'reason', e))[:120]}") from None
+        post(url, json.dumps(body).encode(), {"Content-Type": "application/json", **(headers or {})}, timeout,
+             environ)
+    except PostError as e:
+        raise DeliveryError(str(e), final=e.final) from None
 
 
-def send(n, environ=None) -> None:
-    """Deliver notification N (an outbox row) once; DeliveryError when it did not land."""
+def mlflow_headers(tracking_uri: str, environ) -> dict:
+    """The watcher's MLflow credentials (``MLFLOW_TRACKING_TOKEN``, or ``_USERNAME`` /
+    ``_PASSWORD``) for TRACKING_URI, only when it is the watcher's own tracking server
+    (``$MLFLOW_TRACKING_URI``, same scheme, host and port): a job's spec never directs them elsewhere."""
+    # only when a job tracks with MLflow: kept off the plain watch pass
+    from launcher.provenance.trackers import MlflowRest
+
+    if origin(tracking_uri) != origin(environ.get("MLFLOW_TRACKING_URI")):
+        return {}
+    return {k: v for k, v in MlflowRest(tracking_uri, environ=environ).headers.items() if k == "Authorization"}
+
+
+def send(n, environ=None, try_no: int = 1) -> None:
+    """Deliver notification N (an outbox row) once, within its timeout in all; DeliveryError
+    when it did not land."""
+    environ = os.environ if environ is None else environ
     sink = n.sink
     timeout = float(sink.get("timeout") or 5.0)
     if sink.get("mlflow"):
-        # only when a job notifies or tracks: kept off the plain watch pass
-        from launcher.provenance.trackers import MlflowRest, TrackerError
-
         m = sink["mlflow"]
+        uri = str(m.get("tracking_uri") or "").rstrip("/")
+        problem = webhook_target_problem(uri, environ)
+        if problem:
+            raise DeliveryError(f"tracking.mlflow: the tracking URI {problem}", final=problem.startswith("points at"))
+        body = {"run_id": m["run_id"], "status": n.payload.get("status", "FINISHED"),
+                "end_time": int(time.time() * 1000)}
         try:
-            MlflowRest(m["tracking_uri"], timeout=timeout, environ=environ).set_terminated(
-                m["run_id"], n.payload.get("status", "FINISHED"))
-        except TrackerError as e:
-            raise DeliveryError(str(e)) from None
+            post(f"{uri}/api/2.0/mlflow/runs/update", json.dumps(body).encode(),
+                 {"Content-Type": "application/json", **mlflow_headers(uri, environ)}, timeout, environ)
+        except PostError as e:
+            raise DeliveryError(f"MLflow {e}", final=e.final) from None
         return
-    post_json(resolve_url(sink, environ), n.payload, timeout, headers={"X-Launcher-Event-Id": f"{n.job_id}:{n.event}"})
+    post_json(resolve_url(sink, environ), n.payload, timeout, environ=environ,
+              headers={"X-Launcher-Event-Id": f"{n.job_id}:{n.event}", "X-Launcher-Try": str(try_no)})
+
+
+def _sink_key(sink: dict) -> str:
+    return json.dumps({k: sink.get(k) for k in ("url", "env", "mlflow")}, sort_keys=True, default=str)
 
 
 def deliver_due(store, now: Optional[float] = None, sender: Callable = send, clock=time.time) -> list[tuple]:
-    """Send every due row this process can lease; (id, "delivered" | new state after a failure)."""
+    """Send every due row this process can lease; (id, "delivered" | new state after a failure).
+    Tries interrupted by a watcher that died mid-send are released first (``Outbox.reclaim``);
+    each try is counted when its lease is taken, before it is sent; after a failed try, the
+    other rows for the same webhook wait for the next round (one slow receiver holds a
+    round up for one deadline at most)."""
     outbox = Outbox(store)
     owner = store.owner
     out = []
+    for n in outbox.reclaim(clock() if now is None else now):
+        store.record_event(n.job_id, "notify_failed", notification=n.event, tries=n.tries, error=n.last_error,
+                           state=n.state)
+        out.append((n.id, n.state))
+    failing: set = set()
     for n in outbox.due(clock() if now is None else now):
+        key = _sink_key(n.sink)
+        if key in failing:
+            continue  # its webhook just failed a try: the next round
         timeout = float(n.sink.get("timeout") or 5.0)
-        if not outbox.lease(n.id, owner, lease_seconds(timeout), clock()):
+        try_no = outbox.lease(n.id, owner, lease_seconds(timeout), clock())
+        if not try_no:
             continue  # another watcher is sending it
         try:
-            sender(n)
+            sender(n, try_no=try_no)
         except Exception as e:  # noqa: BLE001 - any failure is retried later
-            msg = str(e) if isinstance(e, DeliveryError) else f"{type(e).__name__}: {e}"
-            state = outbox.failed(n.id, owner, msg, clock() + backoff(n.tries + 1))
+            failing.add(key)
+            final = isinstance(e, DeliveryError) and e.final
+            # an unexpected error's text is not kept: it may quote the URL
+            msg = str(e) if isinstance(e, DeliveryError) else f"{type(e).__name__} (its message is not recorded)"
+            state = outbox.failed(n.id, owner, msg, clock() + backoff(try_no), final=final)
             if state:
-                store.record_event(n.job_id, "notify_failed", notification=n.event, tries=n.tries + 1, error=msg,
+                store.record_event(n.job_id, "notify_failed", notification=n.event, tries=try_no, error=msg,
                                    state=state)
             out.append((n.id, state or "lost"))
             continue
         if outbox.delivered(n.id, owner, clock()):
-            store.record_event(n.job_id, "notified", notification=n.event, tries=n.tries + 1)
+            store.record_event(n.job_id, "notified", notification=n.event, tries=try_no)
         out.append((n.id, "delivered"))
     return out
 
 
 def lease_seconds(timeout: float) -> float:
-    """A delivery's lease: well past its timeout, so nobody else sends it while it may be under way."""
-    return max(30.0, 4 * timeout)
+    """A delivery's lease: well past its deadline (TIMEOUT, in all), so nobody else sends it
+    while it may be under way."""
+    return max(30.0, timeout + 20.0)
 
 
 class Deliverer:

@@ -7,10 +7,13 @@ Deciding and delivering are two steps (``launcher.recovery.notify``):
   transaction, so however many watchers decide the same event, one row exists. A closed
   job's decision is marked ``final`` (even when its event is not one the spec asks for:
   state ``skipped``), so it is looked at once.
-* **delivered under a lease.** A watcher takes a due row's lease (a compare-and-swap on
-  its state and lease), sends, then records the answer only while the lease is its own:
-  ``delivered``, or a retry later (``next_try``, with backoff), or ``undeliverable`` after
-  ``max_tries``. Two watchers never send one row at the same time.
+* **delivered under a lease, each try recorded before it is sent.** A watcher takes a due
+  row's lease (a compare-and-swap on its state and lease) and counts the try (``tries + 1``)
+  in the same transaction, sends, then records the answer only while the lease is its own:
+  ``delivered``, or a retry later (``next_try``, with backoff), or ``undeliverable`` once
+  ``max_tries`` tries are spent. Two watchers never send one row at the same time, and no
+  row is sent more than ``max_tries`` times, whoever dies mid-send: a lease that expired
+  with no answer recorded is an *interrupted* try (``reclaim``), counted already.
 
 The row keeps the payload (redacted) and the sink: a URL without a token, or the *name* of
 the environment variable that holds one, never its value.
@@ -100,27 +103,54 @@ class Outbox:
         r = self.store.db.execute("SELECT MIN(next_try) AS t FROM notifications WHERE state=?", (PENDING,)).fetchone()
         return r["t"] if r is not None else None
 
-    def lease(self, nid: int, owner: str, seconds: float, now: Optional[float] = None) -> bool:
-        """Take row NID's lease for SECONDS: True when it is ours (pending, due, and no other
-        unexpired lease)."""
+    def lease(self, nid: int, owner: str, seconds: float, now: Optional[float] = None) -> int:
+        """Take row NID's lease for SECONDS and count the try it is for, in one transaction:
+        the try's number (1, 2 ...) when the lease is ours (pending, due, tries left, no other
+        unexpired lease), else 0. The try is recorded before anything is sent."""
         now = time.time() if now is None else now
         with self.store.tx() as db:
-            cur = db.execute("UPDATE notifications SET lease_owner=?, lease_until=? WHERE id=? AND state=? AND "
-                             "next_try<=? AND (lease_until IS NULL OR lease_until<? OR lease_owner=?)",
+            cur = db.execute("UPDATE notifications SET lease_owner=?, lease_until=?, tries=tries+1 WHERE id=? AND "
+                             "state=? AND next_try<=? AND tries<max_tries AND "
+                             "(lease_until IS NULL OR lease_until<? OR lease_owner=?)",
                              (owner, now + seconds, nid, PENDING, now, now, owner))
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return 0
+            return int(db.execute("SELECT tries FROM notifications WHERE id=?", (nid,)).fetchone()["tries"])
+
+    def reclaim(self, now: Optional[float] = None) -> list[Notification]:
+        """Rows whose sender's lease expired before it recorded an answer (it died or froze
+        mid-send: the try may have landed), released by this call: pending again for their next
+        try, or undeliverable when that was their last. Each is returned to one caller only."""
+        now = time.time() if now is None else now
+        out = []
+        with self.store.tx() as db:
+            rows = db.execute("SELECT * FROM notifications WHERE state=? AND lease_owner IS NOT NULL AND "
+                              "lease_until<?", (PENDING, now)).fetchall()
+            for r in rows:
+                n = _row(r)
+                state = UNDELIVERABLE if n.tries >= n.max_tries else PENDING
+                error = (f"try {n.tries} was interrupted: its watcher stopped before an answer was recorded "
+                         "(it may have landed)")
+                cur = db.execute("UPDATE notifications SET state=?, lease_owner=NULL, lease_until=NULL, last_error=? "
+                                 "WHERE id=? AND lease_owner=? AND lease_until=?",
+                                 (state, error, n.id, r["lease_owner"], r["lease_until"]))
+                if cur.rowcount == 1:
+                    out.append(Notification(n.id, n.job_id, n.event, state, n.sink, n.payload, n.tries,
+                                            n.max_tries, n.next_try, n.delivered, error))
+        return out
 
     def delivered(self, nid: int, owner: str, now: Optional[float] = None) -> bool:
         now = time.time() if now is None else now
         with self.store.tx() as db:
-            cur = db.execute("UPDATE notifications SET state=?, delivered=?, tries=tries+1, lease_owner=NULL, "
+            cur = db.execute("UPDATE notifications SET state=?, delivered=?, lease_owner=NULL, "
                              "lease_until=NULL, last_error='' WHERE id=? AND lease_owner=?",
                              (DELIVERED, now, nid, owner))
             return cur.rowcount == 1
 
-    def failed(self, nid: int, owner: str, error: str, retry_at: float) -> str:
-        """A try that failed: retried at RETRY_AT, or undeliverable once its tries are spent.
-        The row's new state ("" when the lease was no longer ours)."""
+    def failed(self, nid: int, owner: str, error: str, retry_at: float, final: bool = False) -> str:
+        """A try that failed: retried at RETRY_AT, or undeliverable once its tries are spent
+        (or FINAL: no later try can do better). The row's new state ("" when the lease was no
+        longer ours)."""
         # redaction: loaded when a notification is written
         from launcher.core.redact import redact_text
 
@@ -129,8 +159,8 @@ class Outbox:
                            (nid, owner)).fetchone()
             if r is None:
                 return ""
-            state = UNDELIVERABLE if r["tries"] + 1 >= r["max_tries"] else PENDING
-            db.execute("UPDATE notifications SET state=?, tries=tries+1, next_try=?, lease_owner=NULL, "
+            state = UNDELIVERABLE if final or r["tries"] >= r["max_tries"] else PENDING
+            db.execute("UPDATE notifications SET state=?, next_try=?, lease_owner=NULL, "
                        "lease_until=NULL, last_error=? WHERE id=?", (state, retry_at, redact_text(error)[:500], nid))
             return state
 
