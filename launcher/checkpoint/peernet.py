@@ -3,8 +3,9 @@
 Stdlib only (runs on compute nodes). With ``checkpoint.local`` naming a directory without
 ``{node}`` (each node's own disk, e.g. ``/local/nvme/ckpt``) and ``peers: 1``, every training
 process of the job runs a :class:`PeerServer` thread (started by the job-side helper, it ends
-with the process: never a daemon left behind). It listens on a TCP port of the node and
-publishes where in the durable root::
+with the process: never a daemon left behind). It listens on a TCP port of the node's own
+address (:func:`bind_address`: ``$LAUNCHER_CKPT_PEER_ADDR``, else the address of the node's
+host name, never 0.0.0.0) and publishes where in the durable root::
 
     ROOT/.launcher/peers/g<G>/node-<i>.r<R>.json   {"host", "addr", "port", "token", "node", "rank"}
 
@@ -20,22 +21,27 @@ manifest order:
   restoring node; the receiver commits it the same way (:func:`fetch_part`).
 - ``list``: the committed parts this node holds.
 
-The token (random, published with the address in the root) keeps stray connections out; it
-is no security boundary against whoever can read the root.
+The token (random, published with the address in the root, compared in constant time) keeps
+stray connections out; it is no security boundary against whoever can read the root. Idle
+or slow connections cannot starve the server (``launcher.checkpoint.listener``): a header
+line must arrive within 10 s of connecting, reads and writes time out after TIMEOUT.
 """
 
 from __future__ import annotations
 
+import hmac
+import io
+import ipaddress
 import json
 import os
 import re
 import socket
-import socketserver
 import threading
 import time
 
 from launcher.checkpoint.contract import COMMIT, META_DIR, parse_manifest, parse_step_dir, read_generations
 from launcher.checkpoint.errors import CheckpointError, Conflict
+from launcher.checkpoint.listener import Listener
 from launcher.checkpoint.posix_io import write_atomic_stream
 from launcher.checkpoint.posix_store import LocalStore
 from launcher.checkpoint.tiers import LOCAL, commit_copy, gc_local, json_docs, local_parts, part_state, rank_stores
@@ -134,57 +140,105 @@ def _copy_n(rfile, out, size) -> None:
 
 
 # ---------------------------------------------------------------- server
-class _Handler(socketserver.StreamRequestHandler):
-    def handle(self):
-        srv = self.server.peer
-        try:
-            hdr = _read_line(self.rfile)
-            if hdr.get("token") != srv.token:
-                raise CheckpointError("peer request with a wrong token")
-            op = hdr.get("op")
-            if op == "put":
-                _send_line(self.connection, srv.put(self.rfile, hdr))
-            elif op == "get":
-                srv.get(self.connection, hdr)
-            elif op == "list":
-                _send_line(self.connection, {"ok": True, "parts": srv.inventory()})
-            else:
-                raise CheckpointError("peer request: unknown op %r" % (op,))
-        except (OSError, ValueError, CheckpointError) as e:
-            try:
-                _send_line(self.connection, {"ok": False, "error": "%s: %s" % (type(e).__name__, e)})
-            except OSError:
-                pass
+class _Prefixed(io.RawIOBase):
+    """The bytes a connection sent with its header line, then the socket's."""
+
+    def __init__(self, head, sock):
+        self.head, self.sock = memoryview(head), sock
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        if len(self.head):
+            n = min(len(b), len(self.head))
+            b[:n] = self.head[:n]
+            self.head = self.head[n:]
+            return n
+        return self.sock.recv_into(b)
 
 
-class _TCPServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+def same_token(given, token) -> bool:
+    """GIVEN (from a request header) is TOKEN: compared in constant time."""
+    return isinstance(given, str) and hmac.compare_digest(given.encode("utf-8", "surrogateescape"),
+                                                          token.encode("utf-8", "surrogateescape"))
+
+
+def bind_address(env=None) -> str:
+    """Where this node's peer server listens: ``$LAUNCHER_CKPT_PEER_ADDR`` (an address or a
+    name of this node), else the address this node's host name resolves to, the one its
+    peers reach it by (its address on the allocation's network, preferred to a loopback
+    one). Never every address (0.0.0.0)."""
+    env = os.environ if env is None else env
+    want = (env.get("LAUNCHER_CKPT_PEER_ADDR") or "").strip()
+    name = want or socket.gethostname()
+    try:
+        infos = socket.getaddrinfo(name, None, socket.AF_UNSPEC, socket.SOCK_STREAM)
+    except OSError as e:
+        raise CheckpointError("the peer server's address: %s %r does not resolve (%s): set "
+                              "LAUNCHER_CKPT_PEER_ADDR to this node's address on the allocation's network"
+                              % ("LAUNCHER_CKPT_PEER_ADDR" if want else "this node's host name", name, e))
+    addrs = [i[4][0] for i in infos]
+    if not want:
+        addrs = [a for a in addrs if not ipaddress.ip_address(a.split("%")[0]).is_loopback] or addrs
+    return addrs[0]
 
 
 class PeerServer:
-    """Serves this node's local tier BASE to the other nodes of the allocation (a daemon thread
+    """Serves this node's local tier BASE to the other nodes of the allocation (daemon threads
     of the training process). DURABLE is the root: where the address is published and what
-    the generation fence reads."""
+    the generation fence reads. HOST: the address to bind (default :func:`bind_address`).
 
-    def __init__(self, base, durable, node, rank, generation, port=0, keep=3):
+    Idle or slow connections cannot starve it (``listener.Listener``): a request's header line
+    must arrive within HEAD_TIMEOUT seconds of connecting, at most MAX_PENDING connections
+    may be sending one (more are closed at once), WORKERS threads run the requests, and their
+    reads and writes time out after TIMEOUT seconds."""
+
+    HEAD_TIMEOUT = 10.0
+    HEAD_LIMIT = 4 << 20
+    WORKERS = 8
+    MAX_PENDING = 128
+
+    def __init__(self, base, durable, node, rank, generation, port=0, keep=3, host=None,
+                 head_timeout=None):
         self.base, self.durable, self.keep = base, durable, int(keep)
         self.node, self.rank, self.generation = int(node), int(rank), int(generation)
         self.token = os.urandom(16).hex()
-        self.srv = _TCPServer(("0.0.0.0", int(port)), _Handler)
-        self.srv.peer = self
+        self.addr = host or bind_address()
+        self.srv = Listener(self.addr, int(port), self._handle, head_end=b"\n",
+                            head_timeout=self.HEAD_TIMEOUT if head_timeout is None else head_timeout,
+                            head_limit=self.HEAD_LIMIT, workers=self.WORKERS, max_pending=self.MAX_PENDING,
+                            queue_size=self.MAX_PENDING, io_timeout=TIMEOUT, name="launcher-peer-server")
         self.port = self.srv.server_address[1]
         self.thread = threading.Thread(target=self.srv.serve_forever, name="launcher-peer-server", daemon=True)
         self.thread.start()
+
+    def _handle(self, sock, _client, head) -> None:
+        with io.BufferedReader(_Prefixed(head, sock), _CHUNK) as rfile:
+            try:
+                hdr = _read_line(rfile)
+                if not same_token(hdr.get("token"), self.token):
+                    raise CheckpointError("peer request with a wrong token")
+                op = hdr.get("op")
+                if op == "put":
+                    _send_line(sock, self.put(rfile, hdr))
+                elif op == "get":
+                    self.get(sock, hdr)
+                elif op == "list":
+                    _send_line(sock, {"ok": True, "parts": self.inventory()})
+                else:
+                    raise CheckpointError("peer request: unknown op %r" % (op,))
+            except (OSError, ValueError, CheckpointError) as e:
+                try:
+                    _send_line(sock, {"ok": False, "error": "%s: %s" % (type(e).__name__, e)})
+                except OSError:
+                    pass
 
     def publish(self, host=None, addr=None) -> dict:
         """Write where this server listens under the root (HOST, ADDR: this node's name and
         address unless given)."""
         host = host or socket.gethostname()
-        try:
-            addr = addr or socket.gethostbyname(host)
-        except OSError:
-            addr = None
+        addr = addr or self.addr
         doc = {"host": host, "addr": addr, "port": self.port, "token": self.token, "node": self.node,
                "rank": self.rank, "generation": self.generation, "pid": os.getpid()}
         self.durable.put(address_key(self.generation, self.node, self.rank),
@@ -230,6 +284,7 @@ class PeerServer:
     def close(self) -> None:
         self.srv.shutdown()
         self.srv.server_close()
+        self.thread.join(5)
 
 
 # ---------------------------------------------------------------- addresses

@@ -15,7 +15,9 @@ scheduler: run `launcher watch` to keep the store current). It binds to 127.0.0.
 unless --host says otherwise; any address that is not this machine's loopback needs a
 token (--token or $LAUNCHER_SERVE_TOKEN, at least 16 characters): open
 http://HOST:PORT/?token=TOKEN once (a cookie keeps it), or send
-`Authorization: Bearer TOKEN`. The token is never logged.
+`Authorization: Bearer TOKEN`. The token is never logged. IPv6 works (--host ::1).
+Idle or slow clients cannot starve it: each has --header-timeout seconds to send its
+request's headers.
 """
 
 
@@ -27,8 +29,10 @@ http://HOST:PORT/?token=TOKEN once (a cookie keeps it), or send
               help="The token every request must carry; required for a non-loopback --host.")
 @click.option("--refresh", default=5.0, show_default=True, type=click.FloatRange(0.5, 3600),
               help="Seconds between a page's refreshes.")
+@click.option("--header-timeout", default=5.0, show_default=True, type=click.FloatRange(0.5, 600),
+              help="Seconds a client has, from connecting, to send its request's headers (then 408 and closed).")
 @click.option("--quiet", is_flag=True, help="No access log on stderr.")
-def serve(host, port, token, refresh, quiet):
+def serve(host, port, token, refresh, header_timeout, quiet):
 
     # `launcher serve` only: its modules stay off `launcher --help`
     from launcher.serve.server import check_bind
@@ -51,7 +55,8 @@ def serve(host, port, token, refresh, quiet):
 
     with ReadView() as view:
         try:
-            run(view, host=host, port=port, token=token, refresh_s=refresh, log=log, ready=ready)
+            run(view, host=host, port=port, token=token, refresh_s=refresh, log=log, ready=ready,
+                header_timeout=header_timeout)
         except KeyboardInterrupt:
             click.echo("stopped", err=True)
 

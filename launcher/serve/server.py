@@ -18,7 +18,9 @@ address bar). Without it: 401. The token is compared in constant time and never 
 the access log shows the method, the path without its query, and the status.
 
 Threads: the pool's threads are long-lived, so the read-only store opens one connection per
-thread (``ReadOnlyStore``), not one per request.
+thread (``ReadOnlyStore``), not one per request. Idle or slow clients never hold one: a
+request reaches the pool only once its headers are whole (``WebServer``), and they must be
+within HEADER_TIMEOUT seconds of connecting.
 """
 
 from __future__ import annotations
@@ -26,21 +28,28 @@ from __future__ import annotations
 from urllib.parse import urlencode
 from urllib.parse import quote
 import re
+import errno
 import hmac
+import io
 import ipaddress
 import json
-import queue
+import socket
 import sys
-import threading
 from http import HTTPStatus
 from http.cookies import SimpleCookie
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Callable, Optional
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from launcher.checkpoint.listener import Listener
 
 COOKIE = "launcher_token"
 TOKEN_ENV = "LAUNCHER_SERVE_TOKEN"
 THREADS = 4
+HEADER_TIMEOUT = 5.0  # seconds from connecting to the end of the request's headers
+MAX_CONNECTIONS = 256  # connections sending their headers at once; more are refused at once
+HEAD_LIMIT = 65536  # bytes of request line and headers
+IO_TIMEOUT = 30.0  # seconds a worker waits on one write to a client
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
@@ -55,44 +64,38 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class PooledHTTPServer(HTTPServer):
-    """An HTTPServer whose requests are handled by THREADS long-lived threads."""
+def _canned(status: int, reason: str, text: str, extra: str = "") -> bytes:
+    body = (text + "\n").encode()
+    return ("HTTP/1.0 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n%s"
+            "Connection: close\r\n\r\n" % (status, reason, len(body), extra)).encode() + body
 
-    daemon_threads = True
 
-    def __init__(self, address, handler, threads: int = THREADS):
-        super().__init__(address, handler)
-        self._jobs: queue.Queue = queue.Queue(maxsize=256)
-        self._workers = [threading.Thread(target=self._work, name=f"serve-{i}", daemon=True) for i in range(threads)]
-        for t in self._workers:
-            t.start()
+BUSY = _canned(503, "Service Unavailable", "busy: too many connections, try again", "Retry-After: 1\r\n")
+TOO_SLOW = _canned(408, "Request Timeout", "the request's headers did not arrive in time")
+TOO_LARGE = _canned(431, "Request Header Fields Too Large", "the request's headers are too large")
 
-    def process_request(self, request, client_address):
-        try:
-            self._jobs.put_nowait((request, client_address))
-        except queue.Full:  # overloaded: refuse rather than queue without end
-            self.shutdown_request(request)
 
-    def _work(self):
-        while True:
-            item = self._jobs.get()
-            if item is None:
-                return
-            request, client_address = item
-            try:
-                self.finish_request(request, client_address)
-            except Exception:  # noqa: BLE001 - one request's failure is that request's
-                self.handle_error(request, client_address)
-            finally:
-                self.shutdown_request(request)
+class WebServer(Listener):
+    """The view's server: THREADS long-lived threads run complete requests; idle or slow
+    connections never reach them (``launcher.checkpoint.listener.Listener``): a request's
+    headers must arrive within HEADER_TIMEOUT seconds of connecting (else 408), at most
+    MAX_CONNECTIONS connections may be sending theirs (more: 503 and closed at once), and
+    a worker's writes time out after IO_TIMEOUT seconds."""
 
-    def server_close(self):
-        super().server_close()
-        for _ in self._workers:
-            self._jobs.put(None)
+    def __init__(self, address, handler, threads: int = THREADS, header_timeout: float = HEADER_TIMEOUT,
+                 max_connections: int = MAX_CONNECTIONS):
+        self.handler = handler
+        super().__init__(address[0], address[1], self._handle, head_end=(b"\n\r\n", b"\n\n"),
+                         head_timeout=header_timeout, head_limit=HEAD_LIMIT, workers=threads,
+                         max_pending=max_connections, queue_size=64, io_timeout=IO_TIMEOUT, busy_reply=BUSY,
+                         timeout_reply=TOO_SLOW, too_large_reply=TOO_LARGE, name="serve", on_error=_report)
 
-    def handle_error(self, request, client_address):  # never a traceback with request data on stderr
-        print(f"serve: a request failed: {sys.exc_info()[1]!r}"[:300], file=sys.stderr)
+    def _handle(self, sock, client_address, head: bytes) -> None:
+        self.handler(sock, client_address, self, head)
+
+
+def _report(_client, e) -> None:  # never a traceback with request data on stderr
+    print(f"serve: a request failed: {e!r}"[:300], file=sys.stderr)
 
 
 class Site:
@@ -118,17 +121,16 @@ def make_handler(site: Site):
 
 
 def serve(view, host: str = "127.0.0.1", port: int = 8765, token: Optional[str] = None, refresh_s: float = 5.0,
-          log: Optional[Callable[[str], None]] = None, ready: Optional[Callable[[PooledHTTPServer], None]] = None):
+          log: Optional[Callable[[str], None]] = None, ready: Optional[Callable[[WebServer], None]] = None,
+          header_timeout: float = HEADER_TIMEOUT):
     """Serve VIEW until interrupted (KeyboardInterrupt) or ``shutdown()``. READY is called with
     the server once it listens (its ``server_address`` has the port when PORT was 0)."""
     check_bind(host, token)
     try:
-        httpd = PooledHTTPServer((host, port), make_handler(Site(view, token, host, refresh_s, log)))
+        httpd = WebServer((host, port), make_handler(Site(view, token, host, refresh_s, log)),
+                          header_timeout=header_timeout)
     except OSError as e:
-        # loaded by the request kind that needs it (the server starts with the least)
-        from launcher.core.errors import LauncherError
-
-        raise LauncherError(f"cannot serve on {host}:{port}: {e.strerror or e}") from None
+        raise bind_error(host, port, e) from None
     try:
         if ready is not None:
             ready(httpd)
@@ -137,11 +139,38 @@ def serve(view, host: str = "127.0.0.1", port: int = 8765, token: Optional[str] 
         httpd.server_close()
 
 
+def bind_error(host: str, port: int, e: OSError) -> Exception:
+    """The one-line error of a server that cannot listen on HOST:PORT."""
+    # loaded by the request kind that needs it (the server starts with the least)
+    from launcher.core.args import ArgumentError
+    # loaded by the request kind that needs it (the server starts with the least)
+    from launcher.core.errors import LauncherError
+
+    why = e.strerror or str(e)
+    if e.errno == errno.EADDRINUSE:
+        return ArgumentError(f"--port {port}: already in use on {host} (another server listens there): choose "
+                             f"another --port, or --port 0 for any free one")
+    if e.errno == errno.EACCES:
+        return ArgumentError(f"--port {port}: permission denied on {host} (ports below 1024 need privileges)")
+    if isinstance(e, socket.gaierror) or e.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT, errno.EINVAL):
+        return ArgumentError(f"--host {host}: not an address of this machine that can be bound ({why})")
+    return LauncherError(f"cannot serve on {host}:{port}: {why}")
+
+
 class _Handler(BaseHTTPRequestHandler):
     site: Site
     server_version = "launcher-serve"
     sys_version = ""
     protocol_version = "HTTP/1.0"
+
+    def __init__(self, request, client_address, server, head: bytes = b""):
+        self._head_bytes = head
+        super().__init__(request, client_address, server)
+
+    def setup(self):
+        super().setup()
+        self.rfile.close()  # the request's head was read already (WebServer): it is all there is to read
+        self.rfile = io.BytesIO(self._head_bytes)
 
     # ------------------------------------------------------------ logging (never the query, never a header)
     def log_request(self, code="-", size="-"):

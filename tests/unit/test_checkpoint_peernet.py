@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 import types
 
 import pytest
@@ -43,7 +44,7 @@ def bump(root, resume_step=None):
 
 @pytest.fixture
 def server(tmp_path, root):
-    srv = peernet.PeerServer(str(tmp_path / "b" / "ck"), root, node=1, rank=1, generation=1)
+    srv = peernet.PeerServer(str(tmp_path / "b" / "ck"), root, node=1, rank=1, generation=1, host="127.0.0.1")
     srv.publish(host="localhost", addr="127.0.0.1")
     yield srv
     srv.close()
@@ -198,3 +199,94 @@ def test_a_part_committed_here_but_not_yet_in_the_holdings_counts(tmp_path, root
     res = R.resolve_hosts(root, T.Layout(tmpl, 2, 0, 0, 2, 1), [me, "n3"])
     assert (res.name, res.tier) == (step_dir(20, 1), T.PEER)
     assert res.to_doc()["sources"]["0"]["tier"] == T.LOCAL and res.to_doc()["sources"]["1"]["hosts"] == {"peer": me}
+
+
+# ---------------------------------------------------------------- the server's limits (issue 28)
+def refused(host, port) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=30).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+
+
+def ask(addr_host, port, token, timeout=60) -> dict:
+    with socket.create_connection((addr_host, port), timeout=timeout) as s:
+        s.sendall((json.dumps({"op": "list", "token": token}) + "\n").encode())
+        with s.makefile("rb") as r:
+            return json.loads(r.readline())
+
+
+def test_the_peer_server_binds_the_configured_address_only(tmp_path, root, monkeypatch):
+    srv = peernet.PeerServer(str(tmp_path / "b" / "ck"), root, node=1, rank=1, generation=1, host="127.0.0.1")
+    try:
+        assert ask("127.0.0.1", srv.port, srv.token)["ok"]
+        assert refused("127.0.0.2", srv.port)  # another address of this machine: not served
+    finally:
+        srv.close()
+    # the address the job configures ($LAUNCHER_CKPT_PEER_ADDR), and it is what is published
+    monkeypatch.setenv("LAUNCHER_CKPT_PEER_ADDR", "127.0.0.2")
+    srv = peernet.PeerServer(str(tmp_path / "b" / "ck"), root, node=1, rank=1, generation=1)
+    try:
+        assert srv.publish(host="127.0.0.2")["addr"] == "127.0.0.2"
+        assert ask("127.0.0.2", srv.port, srv.token)["ok"]
+        assert refused("127.0.0.1", srv.port)
+    finally:
+        srv.close()
+
+
+def test_the_default_peer_address_is_this_nodes_own_never_every_address(monkeypatch):
+    import ipaddress
+
+    monkeypatch.delenv("LAUNCHER_CKPT_PEER_ADDR", raising=False)
+    try:
+        mine = {i[4][0] for i in socket.getaddrinfo(socket.gethostname(), None)}
+    except OSError:
+        pytest.skip("this machine's host name does not resolve")
+    addr = peernet.bind_address()
+    assert not ipaddress.ip_address(addr).is_unspecified
+    assert addr in mine  # the address the host name gives, which the peers use
+    with pytest.raises(CheckpointError, match="LAUNCHER_CKPT_PEER_ADDR"):
+        peernet.bind_address({"LAUNCHER_CKPT_PEER_ADDR": "no-such-host.invalid"})
+
+
+def test_idle_connections_do_not_starve_the_peer_server_and_the_token_is_checked(tmp_path, root, server):
+    idle = [socket.create_connection(("127.0.0.1", server.port), timeout=60) for _ in range(100)]
+    try:
+        for _ in range(peernet.PeerServer.WORKERS + 2):
+            assert ask("127.0.0.1", server.port, server.token) == {"ok": True, "parts": {"own": {}, "peer": {}}}
+        wrong = ask("127.0.0.1", server.port, server.token[:-1] + ("0" if server.token[-1] != "0" else "1"))
+        assert not wrong["ok"] and "wrong token" in wrong["error"]
+        assert not ask("127.0.0.1", server.port, None)["ok"]
+        assert not ask("127.0.0.1", server.port, server.token + "x")["ok"]
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_a_peer_connection_sending_its_header_one_byte_a_second_is_cut(tmp_path, root):
+    srv = peernet.PeerServer(str(tmp_path / "b" / "ck"), root, node=1, rank=1, generation=1, host="127.0.0.1",
+                             head_timeout=2)
+    line = (json.dumps({"op": "list", "token": srv.token}) + "\n").encode()
+    sent = 0
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=60) as s:
+            try:
+                for i in range(len(line)):
+                    s.sendall(line[i:i + 1])
+                    sent += 1
+                    time.sleep(1)
+                    s.setblocking(False)
+                    try:
+                        if s.recv(1) == b"":
+                            break
+                    except BlockingIOError:
+                        pass
+                    finally:
+                        s.setblocking(True)
+            except OSError:  # reset: cut as well
+                pass
+        assert sent < len(line), "the slow connection was never cut"
+        assert ask("127.0.0.1", srv.port, srv.token)["ok"]
+    finally:
+        srv.close()
