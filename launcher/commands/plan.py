@@ -14,15 +14,25 @@ import click
 from launcher.commands.common import launcher_of
 
 
+MAX_HOURS = 10 * 365 * 24  # ten years: more is a typo, and would rank nonsense
+
+
 def _duration_hours(value, name):
+    """VALUE (a duration with a unit) in hours; BadParameter names the option when it is not a
+    positive duration of at most ten years."""
     if value is None:
         return None
     from launcher.spec.units import parse_duration  # a pure parser
 
     try:
-        return parse_duration(value) / 3600.0
-    except ValueError as e:
+        seconds = parse_duration(value)
+    except (ValueError, OverflowError) as e:
         raise click.BadParameter(str(e), param_hint=name) from None
+    if not seconds > 0:
+        raise click.BadParameter(f"expected a positive duration like 90m or 36h, got {value!r}", param_hint=name)
+    if seconds / 3600.0 > MAX_HOURS:
+        raise click.BadParameter(f"expected at most {MAX_HOURS}h (ten years), got {value!r}", param_hint=name)
+    return seconds / 3600.0
 
 
 @click.command("plan")

@@ -21,6 +21,12 @@ request's headers.
 """
 
 
+def _finite(param, value):
+    if value != value:  # click's FloatRange lets nan through (it compares false with both bounds)
+        raise click.BadParameter("expected a number of seconds, got nan", param=param)
+    return value
+
+
 @click.command("serve", help=_HELP, short_help="A live, read-only web view of the jobs (127.0.0.1 by default).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),
@@ -28,8 +34,9 @@ request's headers.
 @click.option("--token", envvar="LAUNCHER_SERVE_TOKEN", show_envvar=True,
               help="The token every request must carry; required for a non-loopback --host.")
 @click.option("--refresh", default=5.0, show_default=True, type=click.FloatRange(0.5, 3600),
-              help="Seconds between a page's refreshes.")
+              callback=lambda ctx, param, v: _finite(param, v), help="Seconds between a page's refreshes.")
 @click.option("--header-timeout", default=5.0, show_default=True, type=click.FloatRange(0.5, 600),
+              callback=lambda ctx, param, v: _finite(param, v),
               help="Seconds a client has, from connecting, to send its request's headers (then 408 and closed).")
 @click.option("--quiet", is_flag=True, help="No access log on stderr.")
 def serve(host, port, token, refresh, header_timeout, quiet):

@@ -7,8 +7,16 @@ import click
 from launcher.commands.common import launcher_of
 
 
+def _finite(ctx, param, value):
+    """click's FloatRange lets nan through (nan compares false with both bounds)."""
+    if value is not None and value != value:
+        raise click.BadParameter("expected a number of seconds, got nan")
+    return value
+
+
 @click.command()
-@click.option("--interval", default=10.0, show_default=True, help="Seconds between status cycles.")
+@click.option("--interval", default=10.0, show_default=True, type=click.FloatRange(0.05, 86400), callback=_finite,
+              help="Seconds between status cycles.")
 @click.option("--once", is_flag=True, help="Run one cycle and exit (for cron or CI).")
 @click.pass_context
 def watch(ctx, interval, once):

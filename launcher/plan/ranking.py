@@ -302,7 +302,9 @@ def _budget_reasons(run, lam, C, nodes, job_hourly, total, done, max_hourly, max
         reasons.append(f"${job_hourly:.2f}/h for {nodes} node(s) is over cost.max_hourly_usd ${max_hourly:g}")
     if max_total is not None and total > max_total + 1e-9 and not math.isinf(run):
         reasons.append(f"expected ${total:.2f} is over what is left of cost.max_total_usd (${max_total:.2f})")
-    if deadline is not None and done > deadline + 1e-9 and not math.isinf(run):
+    if deadline is not None and deadline <= 0:
+        reasons.append(f"cost.deadline has passed ({format_hours(-deadline)} ago): give a later one, or leave it out")
+    elif deadline is not None and done > deadline + 1e-9 and not math.isinf(run):
         reasons.append(f"expected to finish in {format_hours(done)}, after what is left of cost.deadline "
                        f"({format_hours(max(deadline, 0.0))})")
     return "; ".join(reasons)

@@ -39,7 +39,10 @@ def state_url(configured: Optional[str] = None) -> str:
 
 
 def is_postgres(url: str) -> bool:
-    return urlsplit(url).scheme.lower() in SCHEMES
+    try:
+        return urlsplit(url).scheme.lower() in SCHEMES
+    except ValueError:  # "Invalid IPv6 URL" (an unclosed [): the scheme is still plain to see
+        return url.split(":", 1)[0].lower() in SCHEMES
 
 
 def shown(url: str) -> str:

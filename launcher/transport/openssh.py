@@ -7,7 +7,9 @@ system ``ssh`` can do both.
 - ``launcher targets login NAME`` (``OpenSSHRunner.login``) runs ``ssh -f -N`` with
   ``ControlMaster=yes`` in the user's terminal: they answer the prompts once, and the
   master stays in the background on THIS machine (``ControlPersist``: the SSH config's
-  value, else the target's ``ssh_control_persist``, 8h).
+  value, else the target's ``ssh_control_persist``, 8h). A socket whose master died is
+  removed first (``stale_socket`` says when); an ssh that logged in but could not become
+  the master is killed by PID (a failed login leaves no ssh behind).
 - Every other command runs ``ssh -o BatchMode=yes -o ControlMaster=no``: it goes through
   the master's socket and never prompts. With no master (never opened, expired, closed)
   ssh tries a direct login; on an MFA host that fails at once, and the error is one line
@@ -40,9 +42,11 @@ import hashlib
 import io
 import logging
 import os
+import re
 import select
 import shlex
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -381,9 +385,7 @@ class OpenSSHRunner(RemoteRunner):
 
     def _control(self, op: str) -> bool:
         """``ssh -O OP`` answered yes (the master is there, and did it)."""
-        p = subprocess.run(control_argv(self.plan, op), capture_output=True, text=True, timeout=30,
-                           stdin=subprocess.DEVNULL, start_new_session=True)
-        return p.returncode == 0
+        return self._control_said(op) is None
 
     def check(self) -> bool:
         """Whether the shared connection is up (``ssh -O check``)."""
@@ -391,18 +393,61 @@ class OpenSSHRunner(RemoteRunner):
 
     def login(self) -> bool:
         """Open the shared connection in this terminal (the one place ssh may prompt). False when
-        it was open already; SSHError when ssh fails or no master is left running."""
-        if self.check():
+        it was open already; SSHError when ssh fails or no master is left running. A socket left
+        by a master that died is removed first (``stale_socket``); an ssh that logged in but could
+        not become the master is killed by PID, so a failed try leaves no ssh behind."""
+        said = self._control_said("check")
+        if said is None:
             return False
         self._socket_dir()
-        rc = _run_nohup(login_argv(self.plan))
+        self._clear_stale(said)
+        argv = login_argv(self.plan)
+        before = set(_processes_with_argv(argv))
+        rc = _run_nohup(argv)
         if rc != 0:
+            _end_pids(set(_processes_with_argv(argv)) - before)
             raise SSHError(f"target {self.target_name}: ssh could not log in to {self.where} (exit {rc}; "
                            "what ssh said is above)")
-        if not self.check():
-            raise SSHError(f"target {self.target_name}: ssh logged in but left no shared connection at "
-                           f"{self.control_path} (does the SSH config say ControlMaster/ControlPath no?)")
+        ok, said = self._control_run("check")
+        master = master_pid(said) if ok else None
+        stray = set(_processes_with_argv(argv)) - before - {master}
+        _end_pids(stray)  # ssh that authenticated but found the socket taken: a plain connection, not a master
+        if not ok:
+            raise SSHError(f"target {self.target_name}: ssh logged in but could not become the shared connection "
+                           f"at {self.control_path} ({_last_line(said)}; what ssh said is above): "
+                           + ("something else holds that path: remove it, or"
+                              if os.path.lexists(self.control_path) else "check that")
+                           + " the SSH config does not say ControlMaster/ControlPath no")
         return True
+
+    def _control_run(self, op: str) -> tuple[bool, str]:
+        """``ssh -O OP``: (the master answered yes, what ssh said). A check counts only with ssh's
+        "Master running (pid=N)": when the socket answers but is no ssh master, ssh falls back to
+        a plain connection of its own, whose exit status says nothing about a master."""
+        p = subprocess.run(control_argv(self.plan, op), capture_output=True, text=True, timeout=30,
+                           stdin=subprocess.DEVNULL, start_new_session=True)
+        said = p.stderr or p.stdout or f"exit {p.returncode}"
+        return p.returncode == 0 and (op != "check" or master_pid(said) is not None), said
+
+    def _control_said(self, op: str) -> Optional[str]:
+        """``ssh -O OP``: None when the master answered yes, else what ssh said."""
+        ok, said = self._control_run(op)
+        return None if ok else said
+
+    def _clear_stale(self, said: str) -> None:
+        """Remove the control socket of a master that is gone (see ``stale_socket``); refuse, in one
+        line, a ControlPath that holds something other than a socket."""
+        path = self.control_path
+        verdict = stale_socket(path, said, own=self.plan.own_control_path)
+        if verdict == "stale":
+            log.info("removing the stale SSH control socket %s (its master is gone)", path)
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        elif verdict is not None:
+            raise SSHError(f"target {self.target_name}: the SSH control path {path} {verdict}: "
+                           "remove it (or set another ControlPath), then log in again")
 
     def logout(self) -> bool:
         """Close the shared connection (``ssh -O exit``); False when none was open."""
@@ -545,6 +590,111 @@ class OpenSSHRunner(RemoteRunner):
         transfer.put_file_by_command)."""
         transfer.put_file_by_command(self, path, content, mode,
                                      lambda line, data, argv: self._run_line(line, data, 300, argv))
+
+
+def stale_socket(path: str, said: str, *, own: bool) -> Optional[str]:
+    """What is at a ControlPath whose master did not answer ``ssh -O check`` (SAID: what ssh
+    said): None (nothing there, or a socket that is not ours to judge), ``"stale"`` (a socket
+    of ours that no master listens on any more: remove it), or why the path cannot be used.
+
+    The launcher's own path (OWN, in its 0700 directory) is stale when connecting to it is
+    refused. A ControlPath of the user's SSH config is removed only when ssh itself said so
+    (``Control socket connect(PATH): Connection refused``: what ssh's ControlMaster=auto
+    unlinks as stale too) and our own connect is refused as well, and the socket is ours (uid)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot be examined ({e.strerror})"
+    if not stat.S_ISSOCK(st.st_mode):
+        return "exists and is not a socket"
+    if st.st_uid != os.getuid():
+        return None  # someone else's: never ours to remove
+    if not own and "Connection refused" not in (said or ""):
+        return None
+    import socket
+
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    try:
+        s.connect(path)
+    except ConnectionRefusedError:
+        return "stale"
+    except OSError:
+        return None
+    finally:
+        s.close()
+    return None  # something listens: a live master busy elsewhere, or another program
+
+
+def master_pid(said: str) -> Optional[int]:
+    """The master's PID from ``ssh -O check``'s "Master running (pid=N)"."""
+    m = re.search(r"\(pid=(\d+)\)", said or "")
+    return int(m.group(1)) if m else None
+
+
+def _last_line(text: str) -> str:
+    lines = [l.strip() for l in (text or "").splitlines() if l.strip()]
+    return redact_text(lines[-1]) if lines else "no answer"
+
+
+def _processes_with_argv(argv: Sequence[str]) -> list[int]:
+    """PIDs of this user's processes whose command line is exactly ARGV (Linux /proc; elsewhere
+    none): how the ``ssh -f`` that ``login`` backgrounded is found (it forks and leaves our
+    process group)."""
+    want = b"\0".join(a.encode() for a in argv) + b"\0"
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    uid = os.getuid()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read() == want:
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _end_pids(pids, grace: float = 5.0) -> None:
+    """SIGTERM each PID (ssh then ends its ProxyJump children), SIGKILL what is left after GRACE."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    left = set(pids)
+    while left and time.monotonic() < deadline:
+        left = {p for p in left if _alive(p)}
+        time.sleep(0.05)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 def _run_nohup(argv: list) -> int:

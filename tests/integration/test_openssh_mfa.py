@@ -253,3 +253,127 @@ def test_mfa_login_once_then_everything_over_the_shared_connection(mfa):
     assert p.returncode != 0, p.stdout
     assert p.stderr.strip().splitlines() == [l for l in p.stderr.strip().splitlines() if "launcher targets login mfa" in l]
     assert len(p.stderr.strip().splitlines()) == 1 and took < 20, (took, p.stderr)
+
+
+# --------------------------------------------------------------------------- a dead master
+# (issue 28, item 6) Against the key-only test sshd: `targets login` works without a terminal
+# there, so these tests need no docker cluster.
+
+def _key_target(server, **kw) -> dict:
+    t = {"backend": "slurm", "partition": "batch", "transport": "openssh", "ssh_host": server.host,
+         "ssh_port": server.port, "ssh_user": server.user, "ssh_key": str(server.client_key),
+         "known_hosts": str(server.known_hosts), "ssh_config": "", "ssh_agent": False, "facts_ttl": 0}
+    t.update(kw)
+    return t
+
+
+def _ssh_processes(marker: str) -> list[tuple[int, str]]:
+    """This user's ssh processes whose command line contains MARKER (a path unique to the test)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if os.stat(f"/proc/{entry}").st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        line = b" ".join(argv).decode("utf-8", "replace")
+        if argv and os.path.basename(argv[0]) == b"ssh" and marker in line:
+            found.append((int(entry), line))
+    return found
+
+
+def _kill_all(marker: str) -> None:
+    for pid, _ in _ssh_processes(marker):
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+
+
+def _master_pid(runner) -> int:
+    p = subprocess.run(["ssh", *runner.plan.options, "-O", "check", "--", runner.plan.dest], capture_output=True,
+                       text=True, timeout=60, stdin=subprocess.DEVNULL)
+    m = re.search(r"pid=(\d+)", p.stderr)
+    assert p.returncode == 0 and m, p.stderr
+    return int(m.group(1))
+
+
+@pytest.mark.sshd
+def test_a_killed_master_leaves_a_stale_socket_and_login_opens_a_new_one(sshd_server, tmp_path):
+    cli = LauncherCLI(tmp_path, None, {"keyed": _key_target(sshd_server)})
+    marker = str(cli.home / "ssh")
+    try:
+        first = no_tty(cli, "targets", "login", "keyed", timeout=120)
+        assert "keyed: logged in" in first.stdout, first.stdout
+        sockets = list((cli.home / "ssh").iterdir())
+        assert len(sockets) == 1 and sockets[0].is_socket(), sockets
+        runner = OpenSSHRunner(_key_target(sshd_server), target_name="keyed", home=str(cli.home))
+        try:
+            os.kill(_master_pid(runner), 9)  # the master dies (OOM killer, a crash): its socket stays
+            poll("master gone", lambda: not runner.check(), timeout=120, interval=0.2)
+            assert sockets[0].is_socket()  # stale: nothing listens on it
+
+            again = no_tty(cli, "targets", "login", "keyed", check=False, timeout=120)
+            assert again.returncode == 0 and "keyed: logged in" in again.stdout, again.stdout + again.stderr
+            assert runner.check(), "no master answers on the socket after the second login"
+            assert runner.run(["echo", "through-the-master"]).stdout.endswith("through-the-master\n")
+            runner.close()  # its shell is gone: what is left is the master
+            masters = _ssh_processes(marker)
+            assert len(masters) == 1, masters  # the new master, nothing else
+        finally:
+            runner.close()
+    finally:
+        logout(cli)
+        _kill_all(marker)
+
+
+@pytest.mark.sshd
+@pytest.mark.parametrize("occupant", ["file", "listener"])
+def test_failed_logins_leave_no_ssh_process_behind(sshd_server, tmp_path, occupant):
+    """The ControlPath of the SSH config holds something that is not an ssh master (a file; a
+    socket another program listens on): ssh would log in, fail to bind the socket, and stay in
+    the background as a plain connection. Each try fails with a line naming the control path,
+    and leaves no ssh process behind."""
+    import socket
+    import threading
+
+    config = tmp_path / "ssh_config"
+    taken = tmp_path / "master.sock"
+    config.write_text(f"Host *\n  ControlPath {taken}\n")
+    listener = None
+    if occupant == "file":
+        taken.write_text("not a socket\n")
+    else:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(taken))
+        listener.listen(16)
+
+        def serve():  # accept and hang up: no ssh mux protocol
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    return
+                conn.close()
+
+        threading.Thread(target=serve, daemon=True).start()
+    cli = LauncherCLI(tmp_path, None, {"keyed": _key_target(sshd_server, ssh_config=str(config))})
+    marker = str(config)
+    try:
+        tries = 3
+        for _ in range(tries):
+            p = no_tty(cli, "targets", "login", "keyed", check=False, timeout=120)
+            assert p.returncode not in (0, 70) and "Traceback" not in p.stderr, p.stdout + p.stderr
+            last = p.stderr.strip().splitlines()[-1]
+            assert last.startswith("error: ") and str(taken) in last and "remove it" in last, p.stderr
+        left = _ssh_processes(marker)
+        assert left == [], f"{len(left)} ssh process(es) left after {tries} failed logins: {left}"
+        assert taken.exists()  # not ours to remove
+    finally:
+        _kill_all(marker)
+        if listener is not None:
+            listener.close()

@@ -29,10 +29,10 @@ def run(tmp_path, *args, home=None):
     env = {**os.environ, "LAUNCHER_HOME": str(home or tmp_path / "home"), "LAUNCHER_CONFIG": str(cfg)}
     env.pop("LAUNCHER_DEBUG", None)
     try:
-        return subprocess.run([LAUNCHER, *map(str, args)], env=env, capture_output=True, text=True, timeout=30,
+        return subprocess.run([LAUNCHER, *map(str, args)], env=env, capture_output=True, text=True, timeout=120,
                               cwd=str(tmp_path), preexec_fn=_bounded)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"launcher {' '.join(map(str, args))} hung (a FIFO or an endless file was read)")
+        pytest.fail(f"launcher {' '.join(map(str, args))} did not end within 120 s (waited for it to refuse a FIFO or an endless file): it hung")
 
 
 def refused(p, *words):
