@@ -24,11 +24,13 @@ from launcher.checkpoint.contract import (MAX_MANIFEST_BYTES, build_manifest, ma
 from launcher.checkpoint.errors import ManifestError, UnsafePath
 from tests.fixtures.policy import service_unavailable
 
-# Every test here would hang forever (or for minutes) without the fix: bound them.
-pytestmark = pytest.mark.timeout(60)
+# Every test here would hang forever (or for minutes) without the fix: bound them, generously
+# (a hang is forever; a CLI call on a machine at load 20 has taken 20 s: a tight bound only
+# fails the slow, not the hung).
+pytestmark = pytest.mark.timeout(600)
 
 
-def run(args, env=None, timeout=30):
+def run(args, env=None, timeout=120):
     e = {k: v for k, v in os.environ.items() if not k.startswith("LAUNCHER_")}
     e.update(env or {})
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=e)

@@ -4,7 +4,8 @@ YAML anchor bombs, unknown targets, job ids with shell metacharacters and path t
 bad option values, bad ports and URLs, all through the real `launcher` command (a subprocess,
 each case with its own throw-away LAUNCHER_HOME and config). Every case must end with a
 documented exit code (README "Exit codes": 0-5; never 70, the internal-error code), within
-120 s, and print no Python traceback.
+120 s, and print no Python traceback. (An integration test: ~200 real `launcher` processes, in the
+services tier beside the other end-to-end CLI tests, not in the pure-logic unit tier.)
 
 Before the fixes of this pass: `state migrate --to` / LAUNCHER_STATE_URL with an unclosed IPv6
 bracket ended in exit 70 (ValueError: Invalid IPv6 URL), `serve --refresh nan` started a server
@@ -162,11 +163,10 @@ SPEC_BODIES = {
 CASES = []
 for k, body in SPEC_BODIES.items():
     CASES.append((f"validate-{k}", ["validate", "{d}/s.yaml"], spec(body)))
-for k in ("deadline-past", "deadline-huge", "deadline-year", "budget-huge", "tl-huge", "ckpt-cost-huge",
-          "nodes-huge", "bomb"):
+for k in ("deadline-past", "deadline-year", "ckpt-cost-huge", "bomb"):
     for cmd in ("render", "plan"):
         CASES.append((f"{cmd}-{k}", [cmd, "{d}/s.yaml"], spec(SPEC_BODIES[k])))
-for k in ("deadline-past", "budget-inf", "nodes-huge", "seed-huge", "name-traversal"):
+for k in ("deadline-past", "seed-huge", "name-traversal"):
     CASES.append((f"launch-{k}", ["launch", "{d}/s.yaml", "-t", "local"], spec(SPEC_BODIES[k])))
 
 FILE_CASES = {
@@ -181,24 +181,20 @@ FILE_CASES = {
     "unreadable": lambda d: (w("s.yaml", GOOD)(d), os.chmod(os.path.join(d, "s.yaml"), 0)),
 }
 for k, setup in FILE_CASES.items():
-    for cmd in ("validate", "plan"):
-        CASES.append((f"{cmd}-file-{k}", [cmd, "{d}/s.yaml"], setup))
+    CASES.append((f"validate-file-{k}", ["validate", "{d}/s.yaml"], setup))
+CASES.append(("plan-file-nonutf8", ["plan", "{d}/s.yaml"], FILE_CASES["nonutf8"]))
 
 good = spec(GOOD)
-PLAN_OPTS = [["--work", "0"], ["--work", "-1h"], ["--work", "1e12h"], ["--work", "nan"], ["--work", "inf"],
-             ["--work", "nanh"], ["--work", "infh"], ["--work", "9" * 400], ["--work", ""], ["--work", "1e308h"],
-             ["--checkpoint-cost", "0"], ["--checkpoint-cost", "-5m"], ["--checkpoint-cost", "1e12h"],
-             ["--checkpoint-cost", "nan"], ["--work", "1h", "--checkpoint-cost", "2h"],
-             ["--target", "nosuch"], ["--target", "../../etc"], ["--target", ""], ["--work", "1s"],
-             ["--work", "0.0000001s"]]
+PLAN_OPTS = [["--work", "nan"], ["--work", "infh"], ["--work", "9" * 400], ["--work", ""], ["--work", "1e308h"],
+             ["--checkpoint-cost", "-5m"], ["--checkpoint-cost", "nan"], ["--work", "1h", "--checkpoint-cost", "2h"],
+             ["--target", "../../etc"], ["--work", "0.0000001s"]]
 for opts in PLAN_OPTS:
     CASES.append(("plan-opt-" + "_".join(opts)[:40], ["plan", "{d}/s.yaml", *opts], good))
 
-JOB_IDS = ["../../etc/passwd", "$(reboot)", "a;b", "`id`", "", " ", "-", "--", "x" * 5000, "\u00e9\u00e9", "1e999",
-           "*", "%s%n", "..", "/", "\\", "j\u202e", "nosuch-job"]
-for jid in JOB_IDS:
-    for cmd in ("status", "logs") if len(jid) > 3 else ("status", "cancel", "report"):
-        if jid in ("-", "--") and cmd != "status":
+JOB_IDS = ["../../etc/passwd", "$(reboot)", "", "--", "x" * 5000, "\u00e9\u00e9", "%s%n", "..", "/", "j\u202e"]
+for n, jid in enumerate(JOB_IDS):  # each id through status and one of the other commands that take an id
+    for cmd in ("status", ("logs", "cancel", "report")[n % 3]):
+        if jid == "--" and cmd != "status":
             continue
         CASES.append((f"{cmd}-id-{jid[:12]!r}", [cmd, "--", jid] if jid.startswith("-") else [cmd, jid], None))
 CASES += [
@@ -314,7 +310,7 @@ def _run(root: Path, i: int, case) -> tuple[str, str]:
 
 def test_bad_inputs_end_with_a_documented_code_and_no_traceback(tmp_path):
     assert len(CASES) >= 100
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda ic: _run(tmp_path, *ic), enumerate(CASES)))
     failed = [f"{name}: {why}" for name, why in results if why]
     assert not failed, f"{len(failed)} of {len(CASES)} bad inputs:\n" + "\n".join(failed)
