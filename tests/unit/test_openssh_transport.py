@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import os
 import stat
-import time
 
 import pytest
 
@@ -145,9 +144,11 @@ def fake_ssh(tmp_path, monkeypatch):
     ssh = bin_dir / "ssh"
     ssh.write_text("#!/bin/sh\n"
                    f"for a; do [ \"$a\" = -G ] && {{ printf '{G_PLAIN}'; exit 0; }}; done\n"
+                   "echo call >>\"$FAKE_SSH_CALLS\"\n"
                    "printf '%s\\n' \"$FAKE_SSH_SAYS\" >&2\nexit \"$FAKE_SSH_RC\"\n")
     ssh.chmod(ssh.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SSH_CALLS", str(tmp_path / "ssh-calls"))  # one line per connection tried
     return monkeypatch
 
 
@@ -156,10 +157,12 @@ def test_no_shared_connection_is_one_line_fast_for_a_shell_and_an_exec(fake_ssh,
     fake_ssh.setenv("FAKE_SSH_RC", "255")
     for shell in ("persistent", "exec"):
         r = OpenSSHRunner(opts(ssh_shell=shell), target_name="cl", home=str(tmp_path))
-        t0 = time.monotonic()
+        calls = tmp_path / "ssh-calls"
+        calls.unlink(missing_ok=True)
         with pytest.raises(NotLoggedInError, match=r"run `launcher targets login cl`"):
             r.run(["squeue"])
-        assert time.monotonic() - t0 < 5
+        # fast: one connection tried, no retries and no waiting for a prompt
+        assert len(calls.read_text().splitlines()) == 1, calls.read_text()
         assert r.where == "alice@login.example" and not r.check()
         r.close()
     assert oct((tmp_path / "ssh").stat().st_mode & 0o777) == "0o700"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 import yaml
 
 from launcher.api.facade import Launcher
@@ -57,6 +58,7 @@ def test_no_metrics_and_no_early_stop_say_so(tmp_path):
                                 "min|max (no element reported a metric with jobside.report(step, NAME=value))")
 
 
+@pytest.mark.timeout(200)  # under botocore's 4 x 60 s: a report that waits for the hung root fails here
 def test_an_element_whose_root_hangs_is_named_and_the_report_still_comes(tmp_path, monkeypatch):
     # element 1's root is on an S3 endpoint that accepts connections and never answers: without
     # the time bound its reads would block for botocore's 4 tries x 60 s
@@ -69,9 +71,7 @@ def test_an_element_whose_root_hangs_is_named_and_the_report_still_comes(tmp_pat
         lx.app.store.update_job(element_job_id(sweep_id, 1), ckpt_root="s3://bucket/ck/element-0001")
         hung = hang_s3(monkeypatch)
         try:
-            t0 = time.monotonic()
-            d = lx.report_sweep(sweep_id, refresh=False).to_json()
-            assert time.monotonic() - t0 < 30
+            d = lx.report_sweep(sweep_id, refresh=False).to_json()  # (hung: the test's time-out)
         finally:
             hung.close()
     assert d["metrics_unread"] == [1]
