@@ -176,6 +176,14 @@ def record_or_cancel(store, backend, job_id: str, handle: Handle, record: Callab
     submission HANDLE is cancelled at once and its attempt marked so. True when recorded."""
     if record():
         return True
+    cancel_in_flight(store, backend, job_id, handle)
+    return False
+
+
+def cancel_in_flight(store, backend, job_id: str, handle: Handle) -> None:
+    """Cancel HANDLE, the submission of JOB_ID that was recorded after a ``cancel`` closed the
+    job (cancel wins), and mark its attempt so; a failure is recorded and raised, saying what
+    to run."""
     try:
         backend.cancel(handle)
         store.update_attempt(job_id, handle.attempt, state="CANCELLED",
@@ -186,7 +194,6 @@ def record_or_cancel(store, backend, job_id: str, handle: Handle, record: Callab
         raise LauncherError(f"job {job_id} was cancelled while it was being launched, and cancelling what the "
                             f"launch submitted ({backend.name} id {handle.native_id}) failed: {e}; "
                             f"run `launcher cancel {job_id}` again") from None
-    return False
 
 
 # ---- a resubmission under the job's claim

@@ -23,10 +23,13 @@ class BulkStore:
     def __init__(self, store):
         self.store = store
 
-    def record_submitted(self, target: str, entries, state: str = "PENDING", detail=None) -> None:
-        """What ``record_attempt`` (attempt 1) + ``record_event("submitted")`` write for each job,
-        for many jobs in ONE transaction. ENTRIES: (job_id, handle_json, native_id); each event's
-        detail is {target, native_id, attempt, **DETAIL}."""
+    def record_submitted(self, target: str, entries, state: str = "PENDING", detail=None) -> list:
+        """What ``record_submission`` (attempt 1, its "submitted" event) writes for each job, for
+        many jobs in ONE transaction. ENTRIES: (job_id, handle_json, native_id); each event's
+        detail is {target, native_id, attempt, **DETAIL}. Cancel wins, as in
+        ``record_submission``: a job cancelled while this submission was under way gets its
+        attempt recorded (what the caller now cancels) and stays CANCELLED. Returns the ids of
+        those jobs."""
 
         now, masks = time.time(), mask_values(())
         ids, native = [e[0] for e in entries], [e[2] for e in entries]
@@ -34,16 +37,20 @@ class BulkStore:
         details = [json.dumps({**common, "native_id": redact_text(n, masks=masks)}, default=str) for n in native]
         job_state = job_state_for(state)
         with self.store.tx() as db:
-            metas = reopened(_column(db, "meta", ids))
+            rows = _rows(db, "state, meta", ids)
+            cancelled = [j for j, r in rows.items() if r["state"] == "CANCELLED"]
+            open_ids = set(ids) - set(cancelled)
+            metas = reopened({j: r["meta"] for j, r in rows.items() if j in open_ids})
             db.executemany(
                 "INSERT OR REPLACE INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,"
                 "resume_step,meta) VALUES(?,1,?,?,?,?,?,'',NULL,'{}')",
                 [(j, target, n, h, now, state) for j, h, n in entries])
             db.executemany("UPDATE jobs SET handle=?, state=?, target=?, updated=? WHERE job_id=?",
-                           [(h, job_state, target, now, j) for j, h, _ in entries])
+                           [(h, job_state, target, now, j) for j, h, _ in entries if j in open_ids])
             db.executemany("UPDATE jobs SET meta=? WHERE job_id=?", [(m, j) for j, m in metas.items()])
             db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,'submitted',?)",
                            [(j, now, d) for j, d in zip(ids, details)])
+        return sorted(cancelled)
 
     def record_statuses(self, entries) -> None:
         """``update_attempt`` + ``mirror_state`` for many jobs in ONE transaction (one status

@@ -19,7 +19,7 @@ from typing import Optional
 from launcher.backend.protocols import Handle, JobRef
 from launcher.backend.support import require_supported
 from launcher.launching.submission import Launched, facts_for, find_submission, job_spec, new_job_ref
-from launcher.launching.submit import NewSubmission
+from launcher.launching.submit import NewSubmission, cancel_in_flight
 from launcher.provenance.seed import choose_seed, with_seed
 from launcher.provenance.trackers import attach_sweep as attach_trackers
 from launcher.spec.secretenv import for_launch
@@ -84,19 +84,29 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
     handle, _ = submission.run()
     handle = array_handle(handle, backend)
     # a store that fails now leaves the rows SUBMITTING, and the error names the array submitted
-    submission.recorded(handle, lambda: record_array(store, sweep_id, target_name, handle, rows, backend),
-                        what=f"sweep {sweep_id}")
+    cancelled = submission.recorded(handle, lambda: record_array(store, sweep_id, target_name, handle, rows, backend),
+                                    what=f"sweep {sweep_id}")
+    if cancelled and note:
+        note(f"sweep {sweep_id}: {len(cancelled)} of its {len(rows)} elements were cancelled while it was being "
+             f"launched; their array tasks were cancelled")
     return Launched(sweep_id, handle, request)
 
 
-def record_array(store, sweep_id: str, target_name: str, array: Handle, rows: list, backend) -> None:
+def record_array(store, sweep_id: str, target_name: str, array: Handle, rows: list, backend) -> list:
     """Record the submitted ARRAY for every element ROW in ONE transaction: the array's id
     (once, on the sweep) and each element's handle, attempt and "submitted" event. BACKEND
-    (``Scheduler``) names the elements."""
+    (``Scheduler``) names the elements. Cancel wins: an element cancelled while the array was
+    being submitted stays CANCELLED, and its array task is cancelled now
+    (``cancel_in_flight``). Returns the job ids of those elements."""
     detail = {"sweep": sweep_id}
+    entries = submitted_entries(array, rows, backend)
     with store.batch():
         store.sweeps.share(sweep_id, array=array.native_id)
-        store.bulk.record_submitted(target_name, submitted_entries(array, rows, backend), detail=detail)
+        cancelled = store.bulk.record_submitted(target_name, entries, detail=detail)
+    for job_id, handle_json, _ in entries:
+        if job_id in cancelled:
+            cancel_in_flight(store, backend, job_id, Handle.from_json(handle_json))
+    return cancelled
 
 
 def element_ref(app, row, attempt: int) -> JobRef:

@@ -36,7 +36,7 @@ from launcher.core.status import QUEUED
 from launcher.launching.submission import Launched, facts_for, find_submission, job_spec, new_job_ref
 from launcher.launching.launch import launch_owner
 from launcher.launching.submit import (NewSubmission, claimed_start, fenced_submit, launch_alive,
-                                      settle_unrecorded)
+                                      record_or_cancel, settle_unrecorded)
 from launcher.recovery.policy import QUIET_S, reconcile_submitting
 from launcher.provenance.seed import choose_seed
 from launcher.provenance.trackers import attach_sweep as attach_trackers
@@ -310,9 +310,12 @@ def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_
     # the submission protocol (launcher.launching.submit): a rejection removes the sweep, an
     # unknown outcome keeps element 0 SUBMITTING for watch to settle by its dedupe token
     handle, _ = NewSubmission(store, backend, request, [job0.job_id], lambda: store.sweeps.forget(sweep_id)).run()
-    store.record_submission(job0.job_id, 1, target_name, handle.to_json(), handle.native_id, state="PENDING",
-                            events=[("submitted", {"target": target_name, "native_id": handle.native_id,
-                                                   "attempt": 1, "sweep": sweep_id})])
+    submitted = [("submitted", {"target": target_name, "native_id": handle.native_id, "attempt": 1, "sweep": sweep_id})]
+    if not record_or_cancel(store, backend, job0.job_id, handle, lambda: store.record_submission(
+            job0.job_id, 1, target_name, handle.to_json(), handle.native_id, state="PENDING", events=submitted)):
+        if note:  # cancel won: what was submitted is cancelled (the other elements: as the cancel left them)
+            note(f"sweep {sweep_id}: element 0 was cancelled while it was being launched; what the launch submitted "
+                 f"({backend.name} id {handle.native_id}) was cancelled")
     fill(app, sweep_id, facts)
     return Launched(sweep_id, handle, request)
 

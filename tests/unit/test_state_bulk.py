@@ -202,3 +202,42 @@ class _DashNamed:
 def test_elements_not_named_prefix_plus_index_keep_the_backends_names():
     rows = _rows(2)
     assert [native for _, _, native in submitted_entries(ARRAY, rows, _DashNamed)] == ["77-0", "77-1"]
+
+
+class _CancelRecorder(SlurmBackend):
+    """SlurmBackend's element naming; cancel only recorded (no cluster: the store's part is tested)."""
+
+    def __init__(self):  # noqa: D107 - no runner, no target
+        self.cancelled = []
+
+    def cancel(self, handle):
+        self.cancelled.append(handle.native_id)
+
+
+@both_engines
+def test_an_element_cancelled_while_its_array_was_submitted_stays_cancelled_and_its_task_is_cancelled(
+        tmp_path, state_engine):
+    # `cancel` closed element 1 while the sweep's launch was between sbatch and the record (it
+    # waited for the launch, then overtook it): the record must not reopen it, and its task goes
+    store = StateStore(tmp_path / "s", url=state_engine.new_url())
+    try:
+        rows = _rows(3)
+        _begin(store, rows)
+        store.close_job("sw-1-e1", "CANCELLED", "cancelled by user")
+        backend = _CancelRecorder()
+        assert record_array(store, "sw-1", "t", ARRAY, rows, backend) == ["sw-1-e1"]
+        assert backend.cancelled == ["77_1"]
+        e1 = store.get_job("sw-1-e1")
+        assert e1.state == "CANCELLED" and not is_open(e1)
+        [a] = store.attempts("sw-1-e1")
+        assert a.native_id == "77_1" and a.state == "CANCELLED" and "while it was being launched" in a.reason
+        assert [e["kind"] for e in store.events("sw-1-e1")][-2:] == ["submitted", "cancelled_in_flight"]
+        for j in ("sw-1-e0", "sw-1-e2"):  # the others are submitted as usual
+            assert store.get_job(j).state == "PENDING" and is_open(store.get_job(j))
+        # as the one-job write does: record_submission says False and leaves the job CANCELLED
+        store.begin_job("solo", "solo", "t", "slurm", None, SPEC)
+        store.close_job("solo", "CANCELLED", "cancelled by user")
+        assert store.record_submission("solo", 1, "t", "{}", "9") is False
+        assert store.get_job("solo").state == "CANCELLED"
+    finally:
+        store.close()
