@@ -16,6 +16,7 @@ import re
 import secrets
 import socket
 import sqlite3
+import sys
 import threading
 import time
 from contextlib import contextmanager, nullcontext
@@ -28,8 +29,12 @@ from launcher.core.errors import LauncherError
 from launcher.core.status import FINAL_STATES, is_final, job_state_for
 from launcher.state import provenance as provenance_rows
 from launcher.state.bulk import BulkStore
+from launcher.state.copy import moved_message, moved_to
+from launcher.state.db import StateStoreFailure, open_db, prepare_home
+from launcher.state.engines import missing_driver, shown, state_url
 from launcher.state.rows import (AttemptRow, JobRow, claim_available, closed_meta, is_open, mirrored_state, patched,
                                  reopened)
+from launcher.state.schema import SCHEMA
 from launcher.state.sweeps import SweepStore, job_rows
 
 
@@ -84,10 +89,6 @@ class StateStore:
         """The store of HOME: its SQLite file ``HOME/state.db``, or, with URL (default:
         ``$LAUNCHER_STATE_URL``; ``launcher.state.engines``), a PostgreSQL server's database.
         HOME keeps the jobs' local files (``job_dir``) either way."""
-        # the engine's modules: SQLite's or the server's, whichever the store uses (psycopg stays off the SQLite path)
-        from launcher.state.db import prepare_home
-        # the engine's modules: SQLite's or the server's, whichever the store uses (psycopg stays off the SQLite path)
-        from launcher.state.engines import shown, state_url
 
         self.home = Path(home)
         self.url = state_url() if url is None else url
@@ -101,8 +102,6 @@ class StateStore:
         self.bulk = BulkStore(self)  # many jobs' attempts at once (launcher.state.bulk)
         _ = self.db  # opened now, in the creating thread: a damaged store fails here, before anything else
         if not self.url and not moved_ok:  # moved by `launcher state migrate`: refused (MOVED_OK: the copy itself)
-            from launcher.state.copy import moved_message, moved_to
-            from launcher.state.db import StateStoreFailure
 
             where = moved_to(self.db)
             if where:
@@ -133,17 +132,9 @@ class StateStore:
             try:
                 from launcher.state import pg  # the driver (psycopg) loads only for a PostgreSQL store
             except ImportError as e:
-                # the engine's modules: SQLite's or the server's, whichever the store uses (psycopg stays off the SQLite path)
-                from launcher.state.db import StateStoreFailure
-                # the engine's modules: SQLite's or the server's, whichever the store uses (psycopg stays off the SQLite path)
-                from launcher.state.engines import missing_driver
 
                 raise StateStoreFailure(missing_driver(self.url, e)) from None
             return pg.connect(self.url)  # unreachable, refused, newer schema: one line (StateStoreError)
-        # the engine's modules: SQLite's or the server's, whichever the store uses (psycopg stays off the SQLite path)
-        from launcher.state.db import open_db
-        # the engine's modules: SQLite's or the server's, whichever the store uses (psycopg stays off the SQLite path)
-        from launcher.state.schema import SCHEMA
 
         # never re-initialises an existing file; damaged, read-only, locked or full: StateStoreError
         c = open_db(self.path, SCHEMA, shared=True)
@@ -243,7 +234,6 @@ class StateStore:
                               message=f"job {job_id}'s folder {theirs} (its launching $LAUNCHER_HOME) cannot be "
                                       f"reached from here; its files go on under {mine}, split between the two "
                                       f"(give the watchers one shared $LAUNCHER_HOME: docs/team-store.md)")
-            import sys
             print(f"warning: job {job_id}'s folder {theirs} cannot be reached from this $LAUNCHER_HOME; using "
                   f"{mine} (its files are split: docs/team-store.md)", file=sys.stderr)
         return None

@@ -46,6 +46,7 @@ import re
 import select
 import shlex
 import signal
+import socket
 import stat
 import subprocess
 import tempfile
@@ -613,8 +614,6 @@ def stale_socket(path: str, said: str, *, own: bool) -> Optional[str]:
         return None  # someone else's: never ours to remove
     if not own and "Connection refused" not in (said or ""):
         return None
-    import socket
-
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(5)
     try:

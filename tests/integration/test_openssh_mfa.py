@@ -28,6 +28,7 @@ import select
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -301,17 +302,18 @@ def _master_pid(runner) -> int:
 @pytest.mark.sshd
 def test_a_killed_master_leaves_a_stale_socket_and_login_opens_a_new_one(sshd_server, tmp_path):
     cli = LauncherCLI(tmp_path, None, {"keyed": _key_target(sshd_server)})
-    marker = str(cli.home / "ssh")
+    runner = OpenSSHRunner(_key_target(sshd_server), target_name="keyed", home=str(cli.home))
+    # HOME/ssh/<key>, or /tmp/launcher-UID/<key> when a long temporary HOME would not fit a socket path
+    control = Path(runner.control_path)
+    marker = str(control)
     try:
         first = no_tty(cli, "targets", "login", "keyed", timeout=120)
         assert "keyed: logged in" in first.stdout, first.stdout
-        sockets = list((cli.home / "ssh").iterdir())
-        assert len(sockets) == 1 and sockets[0].is_socket(), sockets
-        runner = OpenSSHRunner(_key_target(sshd_server), target_name="keyed", home=str(cli.home))
+        assert control.is_socket(), sorted(control.parent.iterdir())
         try:
             os.kill(_master_pid(runner), 9)  # the master dies (OOM killer, a crash): its socket stays
             poll("master gone", lambda: not runner.check(), timeout=120, interval=0.2)
-            assert sockets[0].is_socket()  # stale: nothing listens on it
+            assert control.is_socket()  # stale: nothing listens on it
 
             again = no_tty(cli, "targets", "login", "keyed", check=False, timeout=120)
             assert again.returncode == 0 and "keyed: logged in" in again.stdout, again.stdout + again.stderr
