@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.checkpoint.tiers import run_dir
 from tests.fixtures.moto import running_moto
 from tests.fixtures.polling import poll
 
@@ -116,9 +117,10 @@ def durable_steps(c, root: str) -> list:
     return sorted(int(Path(n).parent.name.split(".")[0][len("step-"):]) for n in names)
 
 
-def local_steps(c, node: str, rank: int) -> list:
-    """Steps whose part of RANK is committed on NODE's own disk (its own copy)."""
-    out = c.exec(node, "sh", "-c", f"ls -d {LOCAL}/r{rank}/step-*/COMMIT.json 2>/dev/null", check=False).stdout
+def local_steps(c, node: str, rank: int, root: str) -> list:
+    """Steps whose part of RANK is committed on NODE's own disk (its own copy), in the run of ROOT."""
+    out = c.exec(node, "sh", "-c", f"ls -d {LOCAL}/{run_dir(root)}/r{rank}/step-*/COMMIT.json 2>/dev/null",
+                 check=False).stdout
     return sorted(int(Path(p).parent.name.split(".")[0][len("step-"):]) for p in out.split())
 
 
@@ -153,7 +155,7 @@ def test_a_job_on_nodes_with_their_own_disks_resumes_from_local_then_peer_then_d
         h = history(c, root)
         start = max(h[-1].get("resume_step", -1), 0) if h else 0
         on = running_on(c, native)
-        got = set(local_steps(c, on[0], 0)) & set(local_steps(c, on[1], 1))
+        got = set(local_steps(c, on[0], 0, root)) & set(local_steps(c, on[1], 1, root))
         return max(got) if got and max(got) >= start + steps_past else None
 
     # 1. a requeue onto the same nodes: local
@@ -290,8 +292,9 @@ def test_s3_durable_a_drainer_killed_mid_upload_and_a_full_local_disk(cli, clust
         assert {"rank-0.bin", "rank-0.json", "rank-1.bin", "rank-1.json", ".parts/r0.json", ".parts/r1.json"} <= keys
 
         # node2's local disk fills up once attempt 2 saved there
-        poll("attempt 2 saved on node2", lambda: c.exec("node2", "sh", "-c", f"ls -d {LOCAL}/r1/step-*.g2/COMMIT.json",
-                                                        check=False).stdout.strip(), timeout=120, interval=0.5)
+        saved = f"ls -d {LOCAL}/{run_dir(root)}/r1/step-*.g2/COMMIT.json"
+        poll("attempt 2 saved on node2", lambda: c.exec("node2", "sh", "-c", saved, check=False).stdout.strip(),
+             timeout=120, interval=0.5)
         # fill it to 8 KiB short of full; the job's own saves change the free space between
         # the df and the fallocate, so a failed fill is undone and measured again
         c.exec("node2", "sh", "-c", "for i in $(seq 50); do "
