@@ -22,7 +22,7 @@ from typing import Callable, Optional
 from launcher.core.errors import LauncherError
 from launcher.launching.launch import resubmit
 from launcher.backend.protocols import Handle
-from launcher.launching.submission import find_submission, job_ref, job_spec
+from launcher.launching.submission import SpecMemo, find_submission, job_ref, job_spec
 from launcher.launching.submit import claimed_start, launch_alive
 from launcher.plan.observed import observe_job
 from launcher.state.store import ClaimLost, is_open
@@ -49,10 +49,14 @@ def hooks_of(app, hooks: Optional[WatchHooks] = None) -> WatchHooks:
     return hooks if hooks is not None else getattr(app, "watch_hooks", NO_HOOKS)
 
 
-def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHooks] = None) -> list[Outcome]:
-    """One pass over every open job: refresh (one status call per target) -> decide -> apply."""
+def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHooks] = None,
+          specs: Optional[SpecMemo] = None) -> list[Outcome]:
+    """One pass over every open job: refresh (one status call per target) -> decide -> apply.
+    SPECS: the parsed specs of the open jobs, kept from pass to pass by ``run`` (a new memo
+    parses each job's spec once in this pass)."""
     store = app.store
     hooks = hooks_of(app, hooks)
+    specs = SpecMemo() if specs is None else specs
     outcomes = reconcile(app, clock, hooks=hooks)
     jobs = open_jobs(store)
     outcomes += unreadable(store)  # rows whose meta cannot be read: reported, the others go on
@@ -60,7 +64,7 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
     outcomes += hooks.judge(app, jobs)  # e.g. sweep early stopping: its stops are carried out below
     for job in jobs:
         try:
-            o = _one(app, job.job_id, statuses.get(job.job_id), clock, hooks)
+            o = _one(app, job.job_id, statuses.get(job.job_id), clock, hooks, specs)
         except ClaimLost as e:
             o = Outcome(job.job_id, "claimed", str(e))
         except LauncherError as e:
@@ -68,6 +72,7 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
             o = Outcome(job.job_id, "control_plane", str(e))
         if o is not None:
             outcomes.append(o)
+    specs.keep_only(j.job_id for j in jobs)
     outcomes.extend(hooks.after(app, clock))  # e.g. sweep elements queued by the launcher: start as slots free
     outcomes += notify.step(app, jobs, clock)  # decided once under each job's claim, delivered off this thread
     return outcomes
@@ -235,7 +240,8 @@ def start_trace(app, job, attempt: int) -> str:
 
 
 # ---- one open job
-def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS) -> Optional[Outcome]:
+def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS,
+         specs: Optional[SpecMemo] = None) -> Optional[Outcome]:
     store = app.store
     row = store.get_job(job_id)
     if not is_open(row):  # the status just read closed it (COMPLETED, CANCELLED), or another watcher did
@@ -246,10 +252,11 @@ def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS) -> Optional[
     if first is not None:
         return first
     if not hooks.owns_burst(app, row):
-        bursting = burst.step(app, row, job_spec(row), st, clock)
+        spec = (SpecMemo() if specs is None else specs).spec(row)
+        bursting = burst.step(app, row, spec, st, clock)
         if bursting is not None:
             return bursting
-        moved = deadline.step(app, row, job_spec(row), st, clock)  # cost.deadline: keep it on schedule
+        moved = deadline.step(app, row, spec, st, clock)  # cost.deadline: keep it on schedule
         if moved is not None:
             return moved
     rs = RecoveryState.load(row.meta)
@@ -345,9 +352,10 @@ def run(app, interval: float = 10.0, once: bool = False, clock=time.time, sleep=
 
 def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks) -> None:
     n, down = 0, False
+    specs = SpecMemo()  # the open jobs' parsed specs, from pass to pass
     while True:
         try:
-            for o in cycle(app, clock, hooks):
+            for o in cycle(app, clock, hooks, specs=specs):
                 if o.action not in ("running", "claimed"):  # claimed: another watcher is on it
                     echo(f"{o.job_id}: {o.action}" + (f" ({o.reason})" if o.reason else ""))
             n += 1
