@@ -23,7 +23,9 @@ when it runs, so that ``launcher --help``, ``validate`` and ``status`` load only
 
 from __future__ import annotations
 
+import math
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union
@@ -36,10 +38,11 @@ from launcher.api.results import (BackendInfo, CheckpointListing, ConfigInfo, Gc
                                   TargetInfo, Validated)
 from launcher.backend.protocols import JobRef
 from launcher.backend.support import spec_target_problems
+from launcher.core.args import ArgumentError
 from launcher.core.errors import ConfigError, LauncherError, SpecError, describe
 from launcher.launching.specinput import SpecInput, SpecLike, require_local_workdir, spec_input, unknown_targets
 from launcher.spec.integrations import notify_env_problems
-from launcher.spec.units import parse_duration
+from launcher.spec.units import DURATION_HINT, parse_duration
 
 if TYPE_CHECKING:
     from launcher.recovery.cancel import CancelReport
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
     from launcher.state.store import JobRow
     from launcher.core.status import Status
     from launcher.api.status_view import JobDetail
+    from launcher.state.history import Collected
 
 Note = Callable[[str], None]
 
@@ -349,6 +353,17 @@ class Launcher:
             store.check_root()
             return GcResult.from_json(gc(store, keep, dry_run=dry_run, verify=verify))
 
+    def gc_jobs(self, older_than: Union[str, float] = "30d", dry_run: bool = False) -> "Collected":
+        """``launcher gc``: remove the ended jobs whose row last changed more than OLDER_THAN ago
+        (a duration such as "30d", or seconds), their rows in every table of the store and their
+        local job folders (``launcher.state.history``); with DRY_RUN, only name them. Never an
+        open job, a sweep that is not over, a job whose notifications are not settled, another
+        person's job on a team's store (unless this is the watchers' role), nor a checkpoint root."""
+        # one command's needs, loaded when it runs (the facade is imported by every command)
+        from launcher.state.history import collect
+
+        return collect(self.app.store, time.time() - older_than_seconds(older_than), dry_run=dry_run)
+
     def migrate_state(self, to: str, dry_run: bool = False, source: Union[str, Path, None] = None) -> StateMigration:
         """``launcher state migrate``: copy the SQLite store of SOURCE (a $LAUNCHER_HOME, or its
         state.db; default this launcher's home) into the PostgreSQL store at TO, every table,
@@ -439,6 +454,20 @@ class Launcher:
                              ("logged in" if changed else "already logged in"))
         finally:
             runner.close()
+
+
+def older_than_seconds(value: Union[str, float]) -> float:
+    """``--older-than``: a duration ("30d", "12h") or a number of seconds, 0 or more."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ArgumentError(f"--older-than {value!r}: expected {DURATION_HINT}")
+    if isinstance(value, str):
+        try:
+            return float(parse_duration(value))
+        except ValueError as e:
+            raise ArgumentError(f"--older-than {value!r}: {e}") from None
+    if not math.isfinite(value) or value < 0:
+        raise ArgumentError(f"--older-than {value!r}: expected a number of seconds, 0 or more")
+    return float(value)
 
 
 def _hours(value: Union[float, str, None], name: str) -> Optional[float]:

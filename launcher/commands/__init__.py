@@ -26,6 +26,7 @@ MODULES = [
     "provenance",
     "serve",
     "state",
+    "gc",
 ]
 
 

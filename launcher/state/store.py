@@ -32,13 +32,14 @@ from launcher.state.bulk import BulkStore
 from launcher.state.copy import moved_message, moved_to
 from launcher.state.db import StateStoreFailure, open_db, prepare_home
 from launcher.state.engines import missing_driver, shown, state_url
+from launcher.state.history import HistoryStore
 from launcher.state.rows import (AttemptRow, JobRow, claim_available, closed_meta, is_open, mirrored_state, patched,
                                  reopened)
 from launcher.state.schema import SCHEMA
+from launcher.state.team import HOMES_TABLE  # a team's store: the $LAUNCHER_HOME each job was launched from
 from launcher.state.sweeps import SweepStore, job_rows
 
 
-HOMES_TABLE = "job_homes"  # a team's store: the $LAUNCHER_HOME each job was launched from (job_dir; launcher.state.team)
 
 
 def new_owner() -> str:
@@ -100,6 +101,7 @@ class StateStore:
         self._conns_lock = threading.Lock()
         self.sweeps = SweepStore(self)  # a sweep's rows (launcher.state.sweeps)
         self.bulk = BulkStore(self)  # many jobs' attempts at once (launcher.state.bulk)
+        self.history = HistoryStore(self)  # ended jobs removed by `launcher gc` (launcher.state.history)
         _ = self.db  # opened now, in the creating thread: a damaged store fails here, before anything else
         if not self.url and not moved_ok:  # moved by `launcher state migrate`: refused (MOVED_OK: the copy itself)
 

@@ -19,6 +19,7 @@ import time
 from typing import Optional
 
 from launcher.state.rows import JobRow
+from launcher.state.team import HOMES_TABLE
 
 # a sweep's element rows, found by the indexed ``jobs.sweep_id`` (rows written before that
 # column had it filled when their store was migrated: ``launcher.state.schema``)
@@ -108,7 +109,7 @@ class SweepStore:
     def forget(self, sweep_id: str) -> None:
         """Remove a sweep whose submission failed: its row, its elements and anything of theirs."""
         with self.store.tx() as db:
-            for table in ("attempts", "events", "claims") + (("job_homes",) if self.store.url else ()):
+            for table in ("attempts", "events", "claims") + ((HOMES_TABLE,) if self.store.url else ()):
                 db.execute(f"DELETE FROM {table} WHERE job_id IN (SELECT job_id FROM jobs WHERE sweep_id=?)",
                            (sweep_id,))
             db.execute("DELETE FROM jobs WHERE sweep_id=?", (sweep_id,))

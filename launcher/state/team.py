@@ -28,8 +28,9 @@ SECURITY_VERSION = 1  # launcher_schema.security: the policies below (PostgreSQL
 TEAM_ROLE = "launcher_team"
 WATCHER_ROLE = "launcher_watcher"
 OWNED = ("jobs", "sweeps")  # tables with an owner column
+HOMES_TABLE = "job_homes"  # the $LAUNCHER_HOME each job was launched from (StateStore.job_dir)
 # tables covered through the owner of the job (or sweep) their job_id names
-BY_JOB = ("attempts", "events", "claims", "provenance", "notifications", "spot_observations", "job_homes")
+BY_JOB = ("attempts", "events", "claims", "provenance", "notifications", "spot_observations", HOMES_TABLE)
 META = ("launcher_schema", "launcher_settings")  # read by every person, written by the store's owner
 
 

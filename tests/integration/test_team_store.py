@@ -245,6 +245,59 @@ def test_each_persons_jobs_are_their_own_and_the_watcher_recovers_everyones(team
         assert secret not in dump
 
 
+def test_gc_removes_only_a_persons_own_ended_jobs_and_the_watcher_removes_everyones(team, pg_server):
+    """`launcher gc` on a team's store: alice's removes her ended job (rows and folder) and keeps
+    bob's, named as his; the watchers' role removes what is left; open jobs stay."""
+    alice, bob, db, base = team["alice"], team["bob"], team["db"], team["base"]
+    done = {}
+    for person in (alice, bob):
+        spec = person.home / "done.yaml"
+        spec.write_text(yaml.safe_dump({"name": f"{person.name}-done", "run": "true"}))
+        os.chown(spec, person.uid, person.gid)
+        p = person.launcher("launch", spec, "--target", "local")
+        assert p.returncode == 0, p.stderr
+        job = done[person.name] = p.stdout.split(":", 1)[0].strip()
+        poll(f"{job} completed", lambda: json.loads(person.launcher("status", job, "--json").stdout)["state"]
+             == "COMPLETED", timeout=120, interval=0.5)
+    spec = alice.home / "open.yaml"
+    spec.write_text(yaml.safe_dump({"name": "alice-open", "run": "sleep 600"}))
+    os.chown(spec, alice.uid, alice.gid)
+    p = alice.launcher("launch", spec, "--target", "local")
+    assert p.returncode == 0, p.stderr
+    still_open = p.stdout.split(":", 1)[0].strip()
+    try:
+        p = alice.launcher("gc", "--older-than", "0s", "--json")
+        assert p.returncode == 0, p.stderr
+        out = json.loads(p.stdout)
+        assert [r["job_id"] for r in out["removed"]] == [done[alice.name]], out
+        assert {k["job_id"]: k["why"] for k in out["kept"]} == {done[bob.name]: f"{bob.name}'s job"}, out
+        assert not (alice.home / "launcher" / "jobs" / done[alice.name]).exists()
+        rows = pg_server.sql("SELECT string_agg(job_id, ' ' ORDER BY job_id) FROM jobs", db=db).split()
+        assert sorted(rows) == sorted([done[bob.name], still_open])
+
+        url, pw = team["watcher"]
+        pgpass = base / "gc-watcher.pgpass"
+        pgpass.write_text(f"127.0.0.1:{pg_server.port}:{db}:{url.split('//')[1].split('@')[0]}:{pw}\n")
+        pgpass.chmod(0o600)
+        (base / "gc-watcher-config.yaml").write_text("targets: {}\n")
+        env = {**os.environ, "LAUNCHER_HOME": str(base / "gc-watcher"),
+               "LAUNCHER_CONFIG": str(base / "gc-watcher-config.yaml"), "LAUNCHER_STATE_URL": url,
+               "PGPASSFILE": str(pgpass)}
+        w = subprocess.run([LAUNCHER, "gc", "--older-than", "0s", "--json"], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert w.returncode == 0, w.stderr
+        assert [r["job_id"] for r in json.loads(w.stdout)["removed"]] == [done[bob.name]]
+        assert not (bob.home / "launcher" / "jobs" / done[bob.name]).exists()  # its launching home's folder
+        left = pg_server.sql("SELECT string_agg(job_id || ':' || state, ' ') FROM jobs", db=db).split()
+        assert len(left) == 1 and left[0].startswith(still_open + ":"), left
+        for table in ("attempts", "events"):
+            n = pg_server.sql(f"SELECT count(*) FROM {table} WHERE job_id IN ('{done[alice.name]}', "
+                              f"'{done[bob.name]}')", db=db)
+            assert n.strip() == "0", (table, n)
+    finally:
+        alice.launcher("cancel", still_open)
+
+
 # ---------------------------------------------------------------- launcher serve on the server
 def test_serve_reads_a_postgresql_store_and_never_writes_it(launcher_env, pg_server, pg_url, monkeypatch):
     from launcher.core.errors import StateStoreError
