@@ -26,7 +26,7 @@ from typing import Iterator, Optional
 
 from launcher.core.args import job_ref
 from launcher.core.errors import LauncherError
-from launcher.core.status import FINAL_STATES, is_final, job_state_for
+from launcher.core.status import FINAL_STATES, attempt_ended, is_final, job_state_for
 from launcher.state import provenance as provenance_rows
 from launcher.state.bulk import BulkStore
 from launcher.state.copy import moved_message, moved_to
@@ -487,14 +487,21 @@ class StateStore:
                            [(j, now, event, json.dumps({"reason": reason})) for j in job_ids])
 
     def update_attempt(self, job_id, attempt, **fields):
+        """Set FIELDS of one attempt row. An attempt the launcher itself ends (a cancel, a stop, a
+        lost burst race, a deadline move: a final ``state`` without ``ended``) is ended now
+        unless it already has an end: every view then sees it ended, with no status call (a
+        closed job is not refreshed again)."""
         if not fields:
             return
         if "meta" in fields and isinstance(fields["meta"], dict):
             fields["meta"] = json.dumps(fields["meta"])
         cols = ", ".join(f"{k}=?" for k in fields)
+        values = list(fields.values())
+        if attempt_ended(str(fields.get("state") or "")) and "ended" not in fields:
+            cols += ", ended=COALESCE(ended, ?)"
+            values.append(time.time())
         with self.tx() as db:
-            db.execute(f"UPDATE attempts SET {cols} WHERE job_id=? AND attempt=?",
-                       (*fields.values(), job_id, attempt))
+            db.execute(f"UPDATE attempts SET {cols} WHERE job_id=? AND attempt=?", (*values, job_id, attempt))
 
     def update_job(self, job_id, **fields):
         if "meta" in fields and isinstance(fields["meta"], dict):
