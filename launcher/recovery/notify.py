@@ -96,6 +96,14 @@ def ran_seconds(attempts, now: float) -> float:
     return sum(max(0.0, (a.ended or now) - a.started) for a in attempts if a.started)
 
 
+def unrepeated(what: str, reason: str) -> str:
+    """Pure: REASON without a leading "WHAT:" the sentence already says ("gave up: gave up: ..."
+    becomes "gave up: ...")."""
+    reason = (reason or "").strip()
+    head = what.lower() + ":"
+    return reason[len(head):].strip() if reason.lower().startswith(head) else reason
+
+
 def payload(event: str, job, fmt: str, reason: str, attempts: list, now: float) -> dict:
     """The body of one notification: Slack's incoming-webhook shape (``text``), or plain JSON."""
     sweep = (job.meta.get("sweep") or {}).get("id")
@@ -106,8 +114,9 @@ def payload(event: str, job, fmt: str, reason: str, attempts: list, now: float) 
     if fmt == "json":
         return info
     what = event.replace("_", " ")
+    said = unrepeated(what, reason)
     text = (f"{EMOJI.get(event, '')} launcher: job *{job.name}* (`{job.job_id}`) {what}"
-            + (f": {reason}" if reason else "")
+            + (f": {said}" if said else "")
             + f"\n{len(attempts)} attempt{'s' if len(attempts) != 1 else ''} on target `{job.target}`"
             + (f", last step {job.last_step}" if job.last_step is not None else "")
             + (f", ${cost:.2f}" if cost else "") + (f", sweep `{sweep}`" if sweep else ""))

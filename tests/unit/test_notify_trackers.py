@@ -102,6 +102,17 @@ def test_slack_payload_names_the_job_and_event():
     assert payload("gave_up", job, "json", "budget", [], 0.0)["id"] == "j-1:gave_up"
 
 
+def test_the_slack_text_never_says_the_event_twice():
+    from types import SimpleNamespace
+
+    job = SimpleNamespace(job_id="j-1", name="train", state="GAVE_UP", target="local", last_step=None, meta={})
+    reason = "gave up: 3 preemptions without progress"
+    text = payload("gave_up", job, "slack", reason, [], 0.0)["text"]
+    assert "gave up: gave up" not in text and text.splitlines()[0].endswith("gave up: 3 preemptions without progress")
+    assert payload("gave_up", job, "json", reason, [], 0.0)["reason"] == reason  # the JSON keeps the stored reason
+    assert payload("failed", job, "slack", "", [], 0.0)["text"].splitlines()[0].endswith("failed")
+
+
 def test_an_array_table_exports_each_elements_own_tracker_run():
     from launcher_backends.slurm.array import sweep_table
 
