@@ -173,8 +173,10 @@ class SlurmBackend:
         self._check_conf()
         try:
             data = probe_mod.collect(self.runner, timeout=self.opts.command_timeout)
-        except LauncherError as e:
-            raise LauncherError(f"target {self.target.name}: {e}") from None
+        except LauncherError as e:  # named by its target, with its kind and exit code (unreachable: 4)
+            again = (TransientError if isinstance(e, TransientError) else LauncherError)(f"target {self.target.name}: {e}")
+            again.exit_code = e.exit_code
+            raise again from None
         data["submit_path"] = "cli"
         data["pyslurm"] = probe_mod.pyslurm_note(bool(self.opts.ssh_host), data.get("slurm_version", ""))
         data["connection"] = (f"{'openssh' if self.opts.transport == 'openssh' else 'ssh'} {self.opts.ssh_host}"

@@ -75,9 +75,11 @@ def collect(runner, timeout: float = 60) -> dict:
     except CommandError as e:
         if e.returncode == 127:
             raise LauncherError(f"Slurm client commands are not installed on {e.where}: {e}") from None
+        if "unable to contact slurm controller" in str(e).lower():  # slurmctld down: retrying later may work
+            raise TransientError(f"cannot reach Slurm on {e.where}: {e}") from None
         raise LauncherError(f"cannot reach Slurm on {e.where}: {e}") from None
-    except TransientError as e:
-        raise LauncherError(f"cannot reach Slurm: {e}") from None
+    except TransientError as e:  # the login node (SSH) or the controller did not answer: exit 4, as documented
+        raise TransientError(f"cannot reach Slurm: {e}") from None
     version = parse_version(version_text)  # fails clearly on text that is not a Slurm version
     return {
         "slurm_version": re.search(r"\d+\.\d+\.\d+", version_text).group(0),
