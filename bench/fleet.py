@@ -10,10 +10,11 @@ ms). For each watcher count W: a fresh store (SQLite under a fresh home; with --
 database on that PostgreSQL server) with the N jobs RUNNING, then W watcher processes at once,
 each running P passes of the real watch pass (``Launcher.watch()``: what `launcher watch --once`
 runs; the loop of `launcher watch` sleeps S seconds between passes, as they do here). Meanwhile,
-every S seconds, the bench's driver changes the state of a fraction F of the running jobs in the
-scheduler: half end (COMPLETED), half are preempted (PREEMPTED: the watchers resubmit them).
-When the watchers are done, one more pass settles what the last churn did, then the scheduler
-and the store are compared.
+every S seconds (the scheduler's own clock: when a pass takes longer than S, more than F of the
+jobs change between two passes of a watcher), the bench's driver changes the state of a
+fraction F of the running jobs in the scheduler: half end (COMPLETED), half are preempted
+(PREEMPTED: the watchers resubmit them). When the watchers are done, one more pass settles
+what the last churn did, then the scheduler and the store are compared.
 
 One JSON line per watcher count (``--json``; without it, the same figures as a table):
 
@@ -25,7 +26,8 @@ One JSON line per watcher count (``--json``; without it, the same figures as a t
   the first stretch included; the 99th percentile over the jobs (``observe_gap_s_max``: the
   longest of all);
 - ``status_calls_per_target_per_tick``: status calls made during the passes / (T x P): a tick is
-  one pass interval of the fleet, and each watcher makes one call per target per pass;
+  one pass of the fleet (every watcher's k-th pass), and today each watcher makes one call per
+  target per pass;
 - ``claims_per_s``: job claims taken (by every watcher) per second of the run;
 - ``double_submits``: scheduler jobs beyond the first carrying the same dedupe token (job,
   attempt);
@@ -57,6 +59,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Iterable, Optional
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "bench" / "fleet_plugin"
@@ -187,16 +190,20 @@ class Run:
         self.sched = self.dir / "scheduler.db"
         self.config = self.dir / "config.yaml"
         self.url, self.db_name, self._admin = url, "", url
-        if url:  # a fresh database on the server, dropped at the end
-            self.db_name = f"fleet_{secrets.token_hex(4)}"
-            _pg_admin(url, f'CREATE DATABASE "{self.db_name}"')
-            self.url = url.rsplit("/", 1)[0] + "/" + self.db_name + ("?" + url.split("?", 1)[1] if "?" in url else "")
-        fb.create(self.sched)
-        names = [f"fleet-{k}" for k in range(targets)]
-        self.config.write_text("targets:\n" + "".join(
-            f"  {n}: {{backend: {fb.NAME}, db: '{self.sched}', latency_ms: {latency_ms}}}\n" for n in names))
         self.ids = [f"fj{i:06d}" for i in range(jobs)]
-        self._fill(names)
+        try:
+            if url:  # a fresh database on the server, dropped at the end
+                self.db_name = f"fleet_{secrets.token_hex(4)}"
+                _pg_admin(url, f'CREATE DATABASE "{self.db_name}"')
+                self.url = with_database(url, self.db_name)
+            fb.create(self.sched)
+            names = [f"fleet-{k}" for k in range(targets)]
+            self.config.write_text("targets:\n" + "".join(
+                f"  {n}: {{backend: {fb.NAME}, db: '{self.sched}', latency_ms: {latency_ms}}}\n" for n in names))
+            self._fill(names)
+        except BaseException:
+            self.close()
+            raise
 
     def _fill(self, names: list) -> None:
         from launcher.backend.protocols import Handle
@@ -224,7 +231,7 @@ class Run:
         return {**os.environ, "LAUNCHER_HOME": str(self.home), "LAUNCHER_CONFIG": str(self.config),
                 "LAUNCHER_STATE_URL": self.url, "PYTHONPATH": os.pathsep.join([str(ROOT), str(PLUGIN)])}
 
-    def watchers(self, n: int, passes: int, interval: float, start_in: float = 2.0) -> tuple[list, float]:
+    def watchers(self, n: int, passes: int, interval: float, start_in: float = 3.0) -> tuple[list, float]:
         """N watcher processes, P passes each from a common start; (their reports, start time)."""
         start = time.time() + start_in
         procs = []
@@ -301,6 +308,12 @@ class Run:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def with_database(url: str, name: str) -> str:
+    """URL with its database (the path) replaced by NAME, its query kept."""
+    parts = urlsplit(url)  # urlunsplit would drop the empty host of postgresql:///db?host=/socket/dir
+    return f"{parts.scheme}://{parts.netloc}/{name}" + (f"?{parts.query}" if parts.query else "")
+
+
 def _pg_admin(url: str, statement: str) -> None:
     import psycopg
 
@@ -309,12 +322,19 @@ def _pg_admin(url: str, statement: str) -> None:
 
 
 def _collect(procs: list) -> list:
+    """Each watcher's report; when one fails, the others are stopped (by their own handles)."""
     out = []
-    for p in procs:
-        stdout, _ = p.communicate()
-        if p.returncode != 0:
-            raise SystemExit(f"a watcher failed (exit {p.returncode}); see its log in the run's folder")
-        out.append(json.loads(stdout.strip().splitlines()[-1]))
+    try:
+        for p in procs:
+            stdout, _ = p.communicate()
+            if p.returncode != 0:
+                raise SystemExit(f"a watcher failed (exit {p.returncode}); see its log in the run's folder (--keep)")
+            out.append(json.loads(stdout.strip().splitlines()[-1]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     return out
 
 
@@ -322,10 +342,10 @@ def measure(jobs: int, targets: int, watchers: int, url: str, latency_ms: float,
             interval: float, seed: int, work: Path, keep: bool = False) -> dict:
     """One watcher count on a fresh fleet: its JSON line."""
     run = Run(jobs, targets, url, latency_ms, work)
+    done = threading.Event()
     try:
         rng = random.Random(seed)
         procs, start = run.watchers(watchers, passes, interval)
-        done = threading.Event()
         churned = [0, 0]
 
         def driver() -> None:  # the scheduler's own life: every INTERVAL, F of the running jobs change
@@ -353,9 +373,11 @@ def measure(jobs: int, targets: int, watchers: int, url: str, latency_ms: float,
                            sum(r["claims"] for r in reports), end - start, doubles, lost, standin_pass)
         line.update({"churned_completed": churned[0], "churned_preempted": churned[1],
                      "status_latency_ms": latency_ms, "churn": churn, "interval_s": interval,
+                     "start_late_s": round(max(r["late_s"] for r in reports), 3),
                      "store": "postgresql" if url else "sqlite"})
         return line
     finally:
+        done.set()  # the driver stops (when a watcher failed, too)
         run.close(keep)
 
 
@@ -394,7 +416,8 @@ def watcher(conf: dict) -> None:
             return c
 
         store.claim = counting
-        time.sleep(max(0.0, conf["start"] - time.time()))
+        late = time.time() - conf["start"]  # > 0: this watcher was not ready at the common start
+        time.sleep(max(0.0, -late))
         passes = []
         for k in range(conf["passes"]):
             w, c = time.perf_counter(), time.process_time()
@@ -402,7 +425,8 @@ def watcher(conf: dict) -> None:
             passes.append((time.perf_counter() - w, time.process_time() - c))
             if k < conf["passes"] - 1:
                 time.sleep(conf["interval"])
-    print(json.dumps({"passes": passes, "claims": claims[0], "claims_refused": claims[1], "pid": os.getpid()}))
+    print(json.dumps({"passes": passes, "claims": claims[0], "claims_refused": claims[1], "late_s": max(0.0, late),
+                      "pid": os.getpid()}))
 
 
 def _ints(text: str) -> list:

@@ -125,3 +125,10 @@ def test_result_line_has_the_fixed_keys_and_figures():
 def test_slope_in_microseconds_per_job():
     assert fleet.slope_us(500, 0.10, 1000, 0.15) == pytest.approx(100.0)
     assert fleet.calls_per_target_per_tick(6, 2, 3) == 1.0
+
+
+def test_each_run_gets_its_own_database_on_the_server():
+    assert fleet.with_database("postgresql://u:p@127.0.0.1:5432/postgres", "fleet_1") == \
+        "postgresql://u:p@127.0.0.1:5432/fleet_1"
+    assert fleet.with_database("postgresql:///postgres?host=/tmp/pg-x/sock&port=5", "fleet_2") == \
+        "postgresql:///fleet_2?host=/tmp/pg-x/sock&port=5"
