@@ -46,6 +46,7 @@ call per target per tick (docs/benchmarks.md, "Fleet (issue 29 baseline)").
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -63,11 +64,21 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "bench" / "fleet_plugin"
-for _p in (str(ROOT), str(PLUGIN)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-import fleet_backend as fb  # noqa: E402  (bench/fleet_plugin: the scheduler stand-in)
+
+def _stand_in():
+    """bench/fleet_plugin/fleet_backend.py, loaded from its file: its folder goes on the
+    watchers' PYTHONPATH only, never on this process's sys.path, where its .dist-info would add
+    the stand-in to every backend listing of an importer (a test session)."""
+    spec = importlib.util.spec_from_file_location("fleet_backend", PLUGIN / "fleet_backend.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fb = _stand_in()
 
 KEYS = ("watchers", "jobs", "targets", "pass_s_p50", "pass_cpu_s_p50", "observe_gap_s_p99",
         "status_calls_per_target_per_tick", "claims_per_s", "double_submits", "lost")
