@@ -68,6 +68,7 @@ class Launcher:
                  note: Optional[Note] = None, registry=None):
         self.app = App(Path(config) if config else None, Path(home) if home else None, registry)
         self._note = note
+        self._specs = None  # the open jobs' parsed specs, kept from one watch() to the next
 
     def __enter__(self) -> "Launcher":
         return self
@@ -259,10 +260,14 @@ class Launcher:
         return cancel_sweep(self.app, sweep, element)
 
     def watch(self) -> list["Outcome"]:
-        """One recovery cycle over every open job (what `launcher watch --once` does)."""
+        """One recovery cycle over every open job (what `launcher watch --once` does). Called
+        again and again, it parses each open job's spec once (``SpecMemo``), as `launcher watch` does."""
+        from launcher.launching.submission import SpecMemo  # this verb's own modules (see the module doc)
         from launcher.recovery.watch import cycle  # this verb's own modules (see the module doc)
 
-        return cycle(self.app)
+        if self._specs is None:
+            self._specs = SpecMemo()
+        return cycle(self.app, specs=self._specs)
 
     def keep_watching(self, interval: float = 10.0, once: bool = False, echo: Note = print) -> None:
         """``launcher watch``: recovery cycles every INTERVAL seconds until no job is open (ONCE:
