@@ -705,12 +705,13 @@ def unadopted_rows(rows: list, slurm_jobs: list) -> list:
     return out
 
 
-def store_rows(r: Run) -> list:
-    """The rows ``unadopted_rows`` reads: every job of the schedule's store with the attempt a
-    SUBMITTING row submits (its meta's, as ``watch`` reads it) and the ids recorded for it."""
+def store_rows(home: Path) -> list:
+    """The rows ``unadopted_rows`` reads: every job of the state store of LAUNCHER_HOME HOME with
+    the attempt a SUBMITTING row submits (its meta's, as ``watch`` reads it) and the ids
+    recorded for it."""
     from launcher.recovery.state import RecoveryState
 
-    db = r.home / "state.db"
+    db = Path(home) / "state.db"
     if not db.exists():
         return []
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
@@ -736,7 +737,7 @@ def store_rows(r: Run) -> list:
 
 def unadopted(r: Run, tries: int = 1) -> Optional[list]:
     """``unadopted_rows`` of the schedule now; None when squeue did not answer (TRIES times)."""
-    rows = store_rows(r)
+    rows = store_rows(r.home)
     if not any(x["state"] == "SUBMITTING" for x in rows):
         return []
     try:
