@@ -16,7 +16,9 @@ to `status`; no command reported an action it did not take).
 
 Prints, per backend: schedules run, per scenario, fault point, action and victim how many
 ran and in how many the fault fired, and the violations (must be 0), each with its seed
-and the line that replays it. Exits 1 when there is a violation. --slurm 0 skips Slurm
+and the line that replays it. Exits 1 when there is a violation. The Slurm schedules run the
+real sbatch unless $LAUNCHER_FAULT_SBATCH names a wrapper for them all (e.g. ``lost:once``: Slurm
+takes the job, its answer is lost; tests/integration/sbatch_wrappers.py). --slurm 0 skips Slurm
 (it needs root and the Slurm packages, as the slurm test tier does).
 """
 
@@ -36,6 +38,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.integration.fault_harness import as_dict, base_seed, draw, run_many, summary  # noqa: E402
+from tests.integration.sbatch_wrappers import overridden  # noqa: E402
 
 
 def main() -> int:
@@ -116,6 +119,8 @@ def _on_cluster(label, cluster, root, seed, base, indices, parallel, env, keep, 
     """Slurm schedules BASE+I (I in INDICES) of SEED on CLUSTER, summed up into OUT."""
     t0 = time.monotonic()
     schedules = [draw(seed, base + i, backends=("slurm",)) for i in indices]
+    if label == "slurm":  # $LAUNCHER_FAULT_SBATCH (e.g. lost:once): that wrapper sbatch first on PATH
+        schedules = [overridden(s) for s in schedules]
     results = run_many(schedules, root, parallel, env=env, cluster=cluster, echo=_echo, keep=keep)
     out.append(f"== {label} ({_version(cluster)}): {time.monotonic() - t0:.0f}s\n{summary(results)}")
     print(out[-1], flush=True)

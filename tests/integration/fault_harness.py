@@ -388,6 +388,7 @@ def run_schedule(s: Schedule, folder: Path, env: Optional[dict] = None, cluster=
     stall_pid = ctld_pid(cluster) if (cluster is not None and s.stall_s) else None
     seen = 0
     launch_done = None
+    quiet_next = 0.0
     deadline = start + 90.0
     try:
         while True:
@@ -426,8 +427,10 @@ def run_schedule(s: Schedule, folder: Path, env: Optional[dict] = None, cluster=
             settled = (launch_done is not None and not paused and stall_pid is None
                        and (r.cancel_proc is None or r.cancel_proc.poll() is not None)
                        and (s.cancel_at is None or r.cancel_proc is not None or now - start > s.cancel_at + 2))
-            if settled and (now - launch_done > 12.0 or (now - launch_done > 1.0 and quiet(r))):
+            if settled and (now - launch_done > 12.0 or (now - launch_done > 1.0 and now >= quiet_next and quiet(r))):
                 break
+            if settled and now - launch_done > 1.0 and now >= quiet_next:
+                quiet_next = now + 0.5  # quiet() may ask squeue: twice a second is enough
             if now > deadline:
                 res.notes.append("the active phase hit its 90 s deadline")
                 break
@@ -461,7 +464,7 @@ def run_schedule(s: Schedule, folder: Path, env: Optional[dict] = None, cluster=
             last = (err.strip().splitlines() or out.strip().splitlines() or [""])[-1]
             res.notes.append(f"launch exited {rc}: {last[:200]}")
     try:
-        heal(r)
+        heal(r, res=res)
         res.violations += check(r, res)
         res.duplicates = duplicates_cancelled(r)
     finally:
@@ -491,11 +494,17 @@ def _cancel_target(r: Run) -> Optional[str]:
 CLOSED = ("COMPLETED", "FAILED", "CANCELLED", "STOPPED")
 
 
-def quiet(r: Run) -> bool:
+def quiet(r: Run, slurm: bool = True) -> bool:
     """Every job closed, or what is left open is a SUBMITTING row with no job process alive
-    (nothing was found for it: it is settled after the launcher's quiet period)."""
+    (nothing was found for it: it is settled after the launcher's quiet period) and, on Slurm
+    (unless not SLURM), no Slurm job holding its dedupe token that the store has not adopted
+    (``unadopted``: a failed squeue is not quiet either)."""
     open_ = [x for x in r.rows() if x["state"] not in CLOSED]
-    return not open_ or (all(x["state"] == "SUBMITTING" for x in open_) and not _live_supervisors(r))
+    if not open_:
+        return True
+    if not all(x["state"] == "SUBMITTING" for x in open_) or _live_supervisors(r):
+        return False
+    return r.cluster is None or not slurm or unadopted(r) == []
 
 
 def cli(r: Run, *args, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -503,17 +512,35 @@ def cli(r: Run, *args, timeout: float = 120) -> subprocess.CompletedProcess:
                           cwd=str(r.dir))
 
 
-def heal(r: Run, limit_s: float = 45.0) -> None:
+def heal(r: Run, limit_s: float = 45.0, res: Optional[Result] = None) -> None:
     """`launcher watch --once` until quiet: every job closed, or what is left open is a
-    SUBMITTING row nothing was found for (it is settled after the launcher's quiet period)."""
-    deadline = time.monotonic() + limit_s
+    SUBMITTING row nothing was found for (it is settled after the launcher's quiet period).
+    On Slurm, quiet also means no SUBMITTING row's dedupe token is held by a Slurm job the
+    store has not adopted (``unadopted``): while the controller is slow, sbatch's answer may
+    have been lost and watch's token lookups time out, so watch has not adopted the job yet;
+    the passes go on (LIMIT_S in all) and RES gets a note of what they waited for."""
+    t0 = time.monotonic()
+    deadline = t0 + limit_s
+    waited: dict = {}  # row -> the Slurm ids holding its token ("(squeue)": it did not answer)
     while True:
         p = cli(r, "watch", "--once")
         with r.lock:
             r.said.append(("heal", p.returncode, p.stdout, p.stderr, time.time()))
-        if quiet(r) or time.monotonic() > deadline:
-            return
+        pending = [] if r.cluster is None else unadopted(r)
+        if pending is None:
+            waited.setdefault("(squeue)", "")
+        for row in pending or ():
+            waited.setdefault(row["job_id"], ", ".join(row["held_by"]))
+        if (pending == [] and quiet(r, slurm=False)) or time.monotonic() > deadline:
+            break
         time.sleep(WATCH_INTERVAL_S)
+    if waited and res is not None:
+        left = unadopted(r, tries=3)
+        what = "; ".join("squeue to answer" if j == "(squeue)" else f"{j} (its token held by Slurm job {ids})"
+                         for j, ids in waited.items())
+        res.notes.append(f"heal waited {time.monotonic() - t0:.1f}s for watch to adopt: {what}"
+                         + ("" if left == [] else "; still unadopted: "
+                            + ("squeue failed" if left is None else ", ".join(x["job_id"] for x in left))))
 
 
 def _live_supervisors(r: Run) -> dict:
@@ -557,7 +584,10 @@ def stop_jobs(r: Run) -> None:
             except ProcessLookupError:
                 break
     if r.cluster is not None:
-        ids = [j for j, *_ in _slurm_jobs(r) if j]
+        try:
+            ids = [j for j, *_ in _slurm_jobs(r, tries=3) if j]
+        except SqueueFailed:
+            ids = []  # the test's clean_queue (the bench's scancel -u) cancels what is left
         if ids:
             r.cluster.run("scancel", *sorted({i.split("_")[0] for i in ids}), check=False)
 
@@ -601,19 +631,119 @@ def _starts(r: Run) -> list:
     return out
 
 
-def _slurm_jobs(r: Run) -> list:
-    """(job id, comment, state) of every Slurm job carrying one of this schedule's tokens."""
+class SqueueFailed(RuntimeError):
+    """squeue did not answer (the controller is slow or stopped) however often it was asked."""
+
+
+def _slurm_jobs(r: Run, tries: int = 5, gap_s: float = 2.0) -> list:
+    """(job id, comment, state) of every Slurm job carrying one of this schedule's tokens.
+    A failed squeue (an exit code, or no answer in 30 s) is asked again, TRIES times in all
+    (GAP_S between), then SqueueFailed: an empty answer is never read from a failed query."""
     if r.cluster is None:
         return []
-    p = r.cluster.run("squeue", "-h", "-t", "all", "-o", "%i|%k|%T", check=False)
-    prefix = f"launcher:{job_name(r.s)}-"
+    why = ""
+    for n in range(max(1, tries)):
+        if n:
+            time.sleep(gap_s)
+        try:
+            p = r.cluster.run("squeue", "-h", "-t", "all", "-o", "%i|%k|%T", check=False, timeout=30)
+        except subprocess.TimeoutExpired:
+            why = "no answer in 30 s"
+            continue
+        if p.returncode == 0:
+            return parse_squeue(p.stdout, job_name(r.s))
+        why = f"exit {p.returncode}: {(p.stderr or '').strip()[-200:]}"
+    raise SqueueFailed(f"squeue failed {max(1, tries)} times ({why})")
+
+
+def parse_squeue(text: str, name: str) -> list:
+    """Pure: (job id, comment, state) of the lines of `squeue -o %i|%k|%T` whose comment is a
+    dedupe token of a job named NAME (its ids are NAME-xxxxxx)."""
+    prefix = f"launcher:{name}-"
     out = []
-    for ln in p.stdout.splitlines():
+    for ln in text.splitlines():
         jid, _, rest = ln.partition("|")
         comment, _, state = rest.rpartition("|")
         if comment.startswith(prefix):
             out.append((jid.strip(), comment.strip(), state.strip()))
     return out
+
+
+def unadopted_rows(rows: list, slurm_jobs: list) -> list:
+    """Pure: the SUBMITTING rows whose dedupe token a Slurm job holds under an id the store has
+    not recorded: `watch` has yet to adopt that job (its token lookups may still be timing out,
+    e.g. sbatch's answer was lost to a slow controller), so the invariants are not to be read yet.
+
+    ROWS: every job row of the store, as dicts with ``job_id``, ``state``, ``attempt`` (the
+    attempt a SUBMITTING row submits: its token names it), optionally ``sweep_id`` and
+    ``natives`` (the ids recorded for its attempts). SLURM_JOBS: (id, comment, state) as
+    ``_slurm_jobs`` reads them. A token ``launcher:JOB:N`` is a row's when JOB is the row's id,
+    its sweep's id or the prefix of its ``JOB-eI`` id, and N its attempt; a Slurm job is adopted
+    when its id, or its array's (``5_1`` -> ``5``), is recorded for any row. Returns those rows,
+    each with ``held_by``: the ids of the unadopted Slurm jobs holding its token."""
+    recorded = set()
+    for row in rows:
+        for n in row.get("natives") or ():
+            recorded.update({str(n), str(n).split("_")[0]})
+    out = []
+    for row in rows:
+        if row.get("state") != "SUBMITTING":
+            continue
+        job, attempt = row["job_id"], row.get("attempt")
+        held = []
+        for jid, token, _ in slurm_jobs:
+            kind, _, rest = token.partition(":")
+            owner, _, n = rest.rpartition(":")
+            if kind != "launcher" or not owner:
+                continue
+            mine = owner == job or owner == row.get("sweep_id") or job.startswith(owner + "-e")
+            if mine and (attempt is None or str(attempt) == n) and jid not in recorded and \
+                    jid.split("_")[0] not in recorded:
+                held.append(jid)
+        if held:
+            out.append({**row, "held_by": held})
+    return out
+
+
+def store_rows(home: Path) -> list:
+    """The rows ``unadopted_rows`` reads: every job of the state store of LAUNCHER_HOME HOME with
+    the attempt a SUBMITTING row submits (its meta's, as ``watch`` reads it) and the ids
+    recorded for it."""
+    from launcher.recovery.state import RecoveryState
+
+    db = Path(home) / "state.db"
+    if not db.exists():
+        return []
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    con.row_factory = sqlite3.Row
+    try:
+        natives = collections.defaultdict(list)
+        for a in con.execute("SELECT job_id, native_id FROM attempts WHERE native_id IS NOT NULL"):
+            natives[a["job_id"]].append(str(a["native_id"]))
+        out = []
+        for x in con.execute("SELECT job_id, state, sweep_id, meta FROM jobs"):
+            try:
+                attempt = RecoveryState.load(json.loads(x["meta"] or "{}")).attempt
+            except (ValueError, TypeError):
+                attempt = None
+            out.append({"job_id": x["job_id"], "state": x["state"], "sweep_id": x["sweep_id"], "attempt": attempt,
+                        "natives": natives.get(x["job_id"], [])})
+        return out
+    except sqlite3.Error:
+        return []
+    finally:
+        con.close()
+
+
+def unadopted(r: Run, tries: int = 1) -> Optional[list]:
+    """``unadopted_rows`` of the schedule now; None when squeue did not answer (TRIES times)."""
+    rows = store_rows(r.home)
+    if not any(x["state"] == "SUBMITTING" for x in rows):
+        return []
+    try:
+        return unadopted_rows(rows, _slurm_jobs(r, tries=tries))
+    except SqueueFailed:
+        return None
 
 
 def check(r: Run, res: Result) -> list:
@@ -646,7 +776,12 @@ def check(r: Run, res: Result) -> list:
                 v.append(f"(2) job {job} attempt {attempt} has a start marker ({marker.read_text().strip()}) but "
                          f"status has no such attempt (job {'state ' + jobs[job]['state'] if job in jobs else 'unknown'})")
     else:
-        for jid, token, state in _slurm_jobs(r):
+        try:
+            held = _slurm_jobs(r)  # a failed squeue is asked again, never read as "no job"
+        except SqueueFailed as e:
+            held = []
+            v.append(f"(2) not checked: {e}")
+        for jid, token, state in held:
             _, job, attempt = token.split(":")
             attempt = int(attempt)
             known = {str(n) for (j, a), n in by_native.items() if j == job or j.startswith(job + "-e")}

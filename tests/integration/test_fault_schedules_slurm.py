@@ -16,10 +16,16 @@ from __future__ import annotations
 import collections
 import os
 import shutil
+import signal
+import threading
+from dataclasses import replace
 
 import pytest
 
-from .fault_harness import base_seed, chosen, run_many, summary
+from tests.fixtures.polling import poll
+
+from .fault_harness import (Result, Run, _slurm_jobs, base_seed, check, chosen, cli, ctld_pid, draw, heal, quiet,
+                            run_many, stop_jobs, store_rows, summary, unadopted)
 from .sbatch_wrappers import drawn
 
 pytestmark = pytest.mark.slurm
@@ -44,3 +50,45 @@ def test_randomized_fault_schedules_on_slurm_keep_the_three_invariants(clean_que
     assert not bad, (f"{len(bad)} of {len(results)} schedules broke an invariant (base seed {seed}):\n\n"
                      + "\n\n".join(r.report() for r in bad) + "\n\n" + summary(results))
     shutil.rmtree(root, ignore_errors=True)  # the cluster's shared dir outlives this test (a session fixture)
+
+
+@pytest.mark.timeout(300)
+def test_heal_waits_for_a_lost_answer_to_be_adopted_before_the_invariants_are_read(clean_queue):
+    """Seed 28029, schedule 61, as it broke once: Slurm took the launch's job, sbatch's answer
+    was lost to a slow controller and the token lookups timed out, so the row stayed SUBMITTING
+    while a Slurm job held its token. The harness' old quiet() (every open row SUBMITTING, no
+    local process) called that settled and check() read invariant 2 before watch had adopted
+    the job; heal() now runs `watch --once` until no such token is left, and says so."""
+    s = replace(draw(28029, 61, backends=("slurm",)), sbatch="lost:once")
+    r = Run(s, clean_queue.shared_dir / f"heal-{os.getpid()}", dict(clean_queue.env), clean_queue)
+    pid = ctld_pid(clean_queue)
+    assert pid, "no slurmctld pid for this cluster"
+    wrapper = r.dir / "bin" / "sbatch"  # once Slurm took the job, the controller stops answering
+    wrapper.write_text(wrapper.read_text().replace(">/dev/null 2>&1\n", f">/dev/null 2>&1\nkill -STOP {pid}\n", 1))
+    res = Result(s, folder=str(r.dir))
+    timer = threading.Timer(8.0, os.kill, (pid, signal.SIGCONT))
+    try:
+        p = cli(r, "launch", str(r.spec()), "--target", r.target, timeout=180)
+        assert "rejected" not in p.stdout + p.stderr, p.stdout + p.stderr
+        assert [x["state"] for x in store_rows(r.home)] == ["SUBMITTING"], p.stdout + p.stderr
+        os.kill(pid, signal.SIGCONT)
+        ids = poll("Slurm to list the job holding the token", lambda: [j for j, *_ in _slurm_jobs(r)], timeout=60)
+        assert len(ids) == 1, ids
+        assert quiet(r, slurm=False), "the old quiet(): every open row SUBMITTING, no local process"
+        assert [x["held_by"] for x in unadopted(r)] == [ids] and not quiet(r)
+        os.kill(pid, signal.SIGSTOP)  # heal starts while the controller is slow again
+        timer.start()
+        heal(r, res=res)
+    finally:
+        timer.cancel()
+        os.kill(pid, signal.SIGCONT)
+    try:
+        assert unadopted(r, tries=3) == [], res.notes
+        assert any(n.startswith("heal waited") for n in res.notes), res.notes
+        assert check(r, res) == [], res.notes
+        # attempt 1 is the job Slurm took; it often fails (exit 1: its srun could not confirm the
+        # allocation while slurmctld was stopped) and watch resubmits it: attempt 2 is that recovery
+        assert [x["natives"][:1] for x in store_rows(r.home)] == [ids]
+    finally:
+        stop_jobs(r)
+    shutil.rmtree(r.dir, ignore_errors=True)

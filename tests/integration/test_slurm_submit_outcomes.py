@@ -1,12 +1,15 @@
 """What a launch makes of an sbatch outcome that is not a plain answer, on the real test cluster
 (issue 28): a wrapper sbatch first on PATH (tests/integration/sbatch_wrappers.py) runs the real
 one, so Slurm accepts the job, and then is killed by a signal, prints a banner, an empty line or
-the id twice, or hangs past the time-out; the launch is interrupted; the state store is locked
-between the accept and the record. None of these is Slurm's refusal: the job is never called
-rejected, and it ends up tracked with the id Slurm gave it, found by its dedupe token."""
+the id twice, or hangs past the time-out, or its answer is lost to a controller that then stops
+answering; the launch is interrupted; the state store is locked between the accept and the
+record. None of these is Slurm's refusal: the job is never called rejected, and it ends up
+tracked with the id Slurm gave it, found by its dedupe token."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import textwrap
 
@@ -15,6 +18,7 @@ import yaml
 
 from tests.fixtures.polling import poll
 
+from .fault_harness import ctld_pid, parse_squeue, store_rows, unadopted_rows
 from .launcher_cli import job_id_of
 from .sbatch_wrappers import install, misbehaved, real_sbatch
 
@@ -131,3 +135,50 @@ def _all_ids(cluster, name: str) -> list:
     p = cluster.run("squeue", "-h", "-t", "all", "-o", "%i|%k", check=False)
     return [i.strip() for i, _, k in (ln.partition("|") for ln in p.stdout.splitlines())
             if k.strip().startswith(f"launcher:{name}-")]
+
+
+def test_an_answer_lost_to_a_slow_controller_is_adopted_exactly_once_once_the_controller_answers(cli, clean_queue):
+    """The fault schedules' seed 28029, schedule 61, on purpose: Slurm takes the job, sbatch's
+    answer is lost (the ``lost`` wrapper: only "Socket timed out on send/recv", exit 1) and the
+    controller then stops answering (SIGSTOP), so the launch's token lookup times out as well:
+    the row stays SUBMITTING while a Slurm job holds its token (``unadopted_rows``), `watch`
+    waits while its lookups fail, and once slurmctld answers one `watch --once` adopts that job,
+    and only it, with the id Slurm gave it; the program runs once."""
+    pid = ctld_pid(clean_queue)
+    assert pid, "no slurmctld pid for this cluster"
+    starts = clean_queue.shared_dir / f"lost-starts-{cli.tmp.name}"
+    starts.write_text("")
+    cli.env = install(cli.tmp, "lost", cli.env, "once")
+    wrapper = cli.tmp / "bin" / "sbatch"
+    # once the real sbatch returned (Slurm took the job), the controller stops answering
+    wrapper.write_text(wrapper.read_text().replace(">/dev/null 2>&1\n", f">/dev/null 2>&1\nkill -STOP {pid}\n", 1))
+    spec = cli.spec("solost", {"run": f"echo $SLURM_JOB_ID >> {starts}; sleep 20", "resources": {"time_limit": "5m"}})
+    try:
+        p = cli.run("launch", spec, "--target", "testcl", check=False, timeout=180)
+        text = p.stdout + p.stderr
+        assert misbehaved(cli.tmp), text
+        assert "rejected" not in text and "Traceback" not in text, text
+        rows = store_rows(cli.home)
+        assert [(r["state"], r["attempt"]) for r in rows] == [("SUBMITTING", 1)], (rows, text)
+        job = rows[0]["job_id"]
+        w = cli.run("watch", "--once", check=False, timeout=180)  # its lookup fails too: it waits
+        assert "adopted" not in w.stdout + w.stderr, w.stdout + w.stderr
+        assert [r["state"] for r in store_rows(cli.home)] == ["SUBMITTING"]
+    finally:
+        os.kill(pid, signal.SIGCONT)  # stopped by the wrapper (or not yet: harmless)
+    ids = poll("Slurm to answer with the job that holds the token", lambda: slurm_ids(clean_queue, job),
+               timeout=60, interval=1)
+    assert len(ids) == 1, ids
+    # what the fault harness' heal waits for: the token is held, the store has not adopted it
+    held = parse_squeue(clean_queue.run("squeue", "-h", "-t", "all", "-o", "%i|%k|%T").stdout, "solost")
+    assert [(x["job_id"], x["held_by"]) for x in unadopted_rows(store_rows(cli.home), held)] == [(job, ids)]
+    w = cli.run("watch", "--once", timeout=180)
+    assert f"{job}: adopted" in w.stdout + w.stderr, w.stdout + w.stderr
+    cli.run("watch", "--once", timeout=180)  # nothing more to adopt, nothing submitted
+    held = parse_squeue(clean_queue.run("squeue", "-h", "-t", "all", "-o", "%i|%k|%T").stdout, "solost")
+    assert unadopted_rows(store_rows(cli.home), held) == []
+    assert [x[0] for x in held] == ids  # one Slurm job for the job, no second submission
+    assert assert_tracked(cli, clean_queue, job) == ids[0]
+    st = cli.status(job)
+    assert [e["kind"] for e in st["events"]].count("adopted") == 1, st["events"]
+    assert poll("the job to start", lambda: starts.read_text().split(), timeout=120, interval=1) == ids
