@@ -24,6 +24,7 @@ when it runs, so that ``launcher --help``, ``validate`` and ``status`` load only
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union
@@ -260,13 +261,32 @@ class Launcher:
 
         return cycle(self.app)
 
-    def keep_watching(self, interval: float = 10.0, once: bool = False, echo: Note = print) -> None:
-        """``launcher watch``: recovery cycles every INTERVAL seconds until no job is open (ONCE:
-        one cycle), each outcome worth reading said to ECHO as it happens; Ctrl-C stops it
-        (KeyboardInterrupt), safe at any point."""
+    def keep_watching(self, interval: float = 10.0, once: bool = False, echo: Note = print,
+                      exit_when_idle: bool = False) -> None:
+        """``launcher watch``: recovery cycles every INTERVAL seconds, for ever (ONCE: one cycle;
+        EXIT_WHEN_IDLE: until no job is open), each outcome worth reading said to ECHO as it
+        happens; Ctrl-C stops it (KeyboardInterrupt), safe at any point. Each cycle records the
+        watcher's heartbeat (``watcher_warning`` reads it)."""
         from launcher.recovery.watch import run  # this verb's own modules (see the module doc)
 
-        run(self.app, interval=interval, once=once, echo=echo)
+        run(self.app, interval=interval, once=once, echo=echo, exit_when_idle=exit_when_idle)
+
+    def watcher_warning(self, now: Optional[float] = None) -> Optional[str]:
+        """One line when jobs are open and no watcher has passed for more than three of its
+        intervals (``launcher.api.always_on.stale_watchers``), else None. Advice only: a store
+        whose heartbeats cannot be read gives None, never an error."""
+        from launcher.api.always_on import stale_watchers  # pure; read by status and launch only
+        from launcher.state.watchers import open_job_count, watcher_rows  # status and launch only
+
+        if not self.app.has_store():
+            return None
+        try:
+            store = self.app.store
+            count = open_job_count(store)
+            rows = watcher_rows(store) if count else []
+        except LauncherError:
+            return None
+        return stale_watchers(rows, count, time.time() if now is None else now)
 
     def report(self, job: str, refresh: bool = True, plot: Optional[str] = None, metric: Optional[str] = None,
                mode: Optional[str] = None, scope: str = "last") -> Union["JobReport", SweepReport]:
