@@ -24,6 +24,7 @@ when it runs, so that ``launcher --help``, ``validate`` and ``status`` load only
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -284,7 +285,7 @@ class Launcher:
             store = self.app.store
             count = open_job_count(store)
             rows = watcher_rows(store) if count else []
-        except LauncherError:
+        except (LauncherError, sqlite3.Error):  # (PostgreSQL's other failures come as sqlite3's)
             return None
         return stale_watchers(rows, count, time.time() if now is None else now)
 

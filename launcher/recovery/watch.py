@@ -16,6 +16,7 @@ token up in the scheduler first and adopts what it finds.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Callable, Optional
 
@@ -350,6 +351,7 @@ def run(app, interval: float = 10.0, once: bool = False, clock=time.time, sleep=
 
 def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_idle: bool = False,
          heartbeat: Optional[Heartbeat] = None) -> None:
+    clock = clock or time.time
     n, down, idle, unrecorded = 0, False, False, False
     while True:
         try:
@@ -393,7 +395,7 @@ def _beat(app, heartbeat: Heartbeat, started: float, now: float, echo, unrecorde
         heartbeat.beat(app.store, started, now)
     except StoreUnreachable:
         raise
-    except StateStoreError as e:
+    except (StateStoreError, sqlite3.Error) as e:  # (PostgreSQL's other failures come as sqlite3's)
         if not unrecorded:
             echo(f"warning: this watcher's heartbeat was not recorded ({e}); it goes on watching")
         return True

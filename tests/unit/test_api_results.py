@@ -176,7 +176,8 @@ def test_status_json_is_unchanged(lx, tmp_path):
 
 def test_launch_prints_the_same_line_and_refuses_to_follow_a_sweep(lx, tmp_path):
     code, out, err = cli("launch", spec(tmp_path, QUICK), "--target", "local")
-    assert code == 0 and err == "" and re.fullmatch(r"q-[0-9a-f]{6}: submitted to local \(local id \d+\)\n", out)
+    assert code == 0 and re.fullmatch(r"q-[0-9a-f]{6}: submitted to local \(local id \d+\)\n", out)
+    assert err.startswith("warning: 1 open job and no `launcher watch` has run") and err.count("\n") == 1, err
 
     f = spec(tmp_path, SWEEP, "sw.yaml")
     code, out, err = cli("launch", f, "--follow")
