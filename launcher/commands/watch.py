@@ -50,7 +50,8 @@ def watch(ctx, interval, once, exit_when_idle, install, cron, uninstall):
     if install and uninstall:
         raise click.UsageError("--install and --uninstall: pick one")
     if (install or uninstall) and (once or exit_when_idle):
-        raise click.UsageError("--install and --uninstall set up a watcher that stays up: no --once or --exit-when-idle")
+        raise click.UsageError("--install and --uninstall set up a watcher that stays up: "
+                               "no --once or --exit-when-idle")
     if install:
         _install(interval, cron)
         return
