@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import sqlite3
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -269,13 +270,32 @@ class Launcher:
             self._specs = SpecMemo()
         return cycle(self.app, specs=self._specs)
 
-    def keep_watching(self, interval: float = 10.0, once: bool = False, echo: Note = print) -> None:
-        """``launcher watch``: recovery cycles every INTERVAL seconds until no job is open (ONCE:
-        one cycle), each outcome worth reading said to ECHO as it happens; Ctrl-C stops it
-        (KeyboardInterrupt), safe at any point."""
+    def keep_watching(self, interval: float = 10.0, once: bool = False, echo: Note = print,
+                      exit_when_idle: bool = False) -> None:
+        """``launcher watch``: recovery cycles every INTERVAL seconds, for ever (ONCE: one cycle;
+        EXIT_WHEN_IDLE: until no job is open), each outcome worth reading said to ECHO as it
+        happens; Ctrl-C stops it (KeyboardInterrupt), safe at any point. Each cycle records the
+        watcher's heartbeat (``watcher_warning`` reads it)."""
         from launcher.recovery.watch import run  # this verb's own modules (see the module doc)
 
-        run(self.app, interval=interval, once=once, echo=echo)
+        run(self.app, interval=interval, once=once, echo=echo, exit_when_idle=exit_when_idle)
+
+    def watcher_warning(self, now: Optional[float] = None) -> Optional[str]:
+        """One line when jobs are open and no watcher has passed for more than three of its
+        intervals (``launcher.api.always_on.stale_watchers``), else None. Advice only: a store
+        whose heartbeats cannot be read gives None, never an error."""
+        from launcher.api.always_on import stale_watchers  # pure; read by status and launch only
+        from launcher.state.watchers import open_jobs_since, watcher_rows  # status and launch only
+
+        if not self.app.has_store():
+            return None
+        try:
+            store = self.app.store
+            count, oldest = open_jobs_since(store)
+            rows = watcher_rows(store) if count else []
+        except (LauncherError, sqlite3.Error):  # (PostgreSQL's other failures come as sqlite3's)
+            return None
+        return stale_watchers(rows, count, time.time() if now is None else now, oldest)
 
     def report(self, job: str, refresh: bool = True, plot: Optional[str] = None, metric: Optional[str] = None,
                mode: Optional[str] = None, scope: str = "last") -> Union["JobReport", SweepReport]:

@@ -31,6 +31,9 @@ def launch(ctx, file, target, follow, fresh):
             "--follow (it prints the sweep id), then `launcher status SWEEP` shows every element and "
             "`launcher logs SWEEP --element N [-f]` prints (or follows) the output of element N") from None
     click.echo(f"{s.job_id}: submitted to {s.target} ({s.backend} id {s.native_id})", err=follow)
+    warning = lx.watcher_warning()  # jobs open and no watcher running: one line on stderr
+    if warning:
+        to_stderr(warning)
     if follow:
         ctx.exit(_follow(lx, s.job_id))
 

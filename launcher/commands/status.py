@@ -6,7 +6,7 @@ import json
 
 import click
 
-from launcher.commands.common import launcher_of
+from launcher.commands.common import launcher_of, to_stderr
 
 
 @click.command()
@@ -16,10 +16,17 @@ from launcher.commands.common import launcher_of
 @click.pass_context
 def status(ctx, job, as_json, show_all):
     """Show jobs (or one job with every attempt, its reason and last committed step)."""
+    lx = launcher_of(ctx)  # reconcile and refresh notes go to stderr
+    _status(lx, job, as_json, show_all)
+    warning = lx.watcher_warning()  # jobs open and no watcher running: one line on stderr, never on stdout
+    if warning:
+        to_stderr(warning)
+
+
+def _status(lx, job, as_json, show_all) -> None:
     from launcher.api.results import SweepStatus  # the typed results: not at --help
     from launcher.api import status_view as view  # its pure formatters only
 
-    lx = launcher_of(ctx)  # reconcile and refresh notes go to stderr
     if job:
         d = lx.status(job)  # a sweep id: the sweep's counts by state and element table
         if isinstance(d, SweepStatus):

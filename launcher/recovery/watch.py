@@ -16,10 +16,11 @@ token up in the scheduler first and adopts what it finds.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Callable, Optional
 
-from launcher.core.errors import LauncherError
+from launcher.core.errors import LauncherError, StateStoreError
 from launcher.launching.launch import resubmit
 from launcher.backend.protocols import Handle
 from launcher.launching.submission import SpecMemo, find_submission, job_ref, job_spec
@@ -32,6 +33,7 @@ from launcher.recovery import burst, deadline, notify, takeover
 from launcher.recovery.outcome import NO_HOOKS, Outcome, WatchHooks
 from launcher.state.claims import claimed
 from launcher.state.db import StoreUnreachable
+from launcher.state.watchers import Heartbeat
 from launcher.recovery.decide import Action, Close, Facts, Note, on_ended, on_status, settled
 from launcher.recovery.cancel import OVERTAKEN
 from launcher.recovery.policy import reconcile_submitting
@@ -343,22 +345,31 @@ def record_progress(app, job, progress=None) -> None:
 
 
 def run(app, interval: float = 10.0, once: bool = False, clock=time.time, sleep=time.sleep, echo=print,
-        max_cycles: Optional[int] = None, hooks: Optional[WatchHooks] = None) -> None:
+        max_cycles: Optional[int] = None, hooks: Optional[WatchHooks] = None, exit_when_idle: bool = False) -> None:
+    """Passes every INTERVAL seconds, for ever (ONCE: one pass; EXIT_WHEN_IDLE: until no job is
+    open and no notification is left to deliver). Each pass records the watcher's heartbeat
+    (``launcher.state.watchers``): what `status` and `launch` read to warn when no watcher runs."""
     try:
-        _run(app, interval, once, clock, sleep, echo, max_cycles, hooks)
+        _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_idle=exit_when_idle,
+             heartbeat=Heartbeat(interval, now=clock()))
     finally:
         notify.flush(app)  # deliveries under way get a few seconds; the rest wait in the outbox
 
 
-def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks) -> None:
-    n, down = 0, False
+def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_idle: bool = False,
+         heartbeat: Optional[Heartbeat] = None) -> None:
+    clock = clock or time.time
+    n, down, idle, unrecorded = 0, False, False, False
     specs = SpecMemo()  # the open jobs' parsed specs, from pass to pass
     while True:
         try:
+            started = clock()
             for o in cycle(app, clock, hooks, specs=specs):
                 if o.action not in ("running", "claimed"):  # claimed: another watcher is on it
                     echo(f"{o.job_id}: {o.action}" + (f" ({o.reason})" if o.reason else ""))
             n += 1
+            if heartbeat is not None:
+                unrecorded = _beat(app, heartbeat, started, clock(), echo, unrecorded)
             if once or (max_cycles is not None and n >= max_cycles):
                 return
             left = app.store.open_jobs() or notify.pending(app)  # notifications still to deliver: go on
@@ -375,7 +386,25 @@ def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks) -> None:
         if down:
             echo("the state store answers again")
             down = False
-        if not left:
+        if not left and exit_when_idle:
             echo("no open jobs left")
             return
+        if not left and not idle:  # said once each time the last job closes; the loop goes on
+            echo(f"no open jobs left: still watching for new ones every {interval:g} s")
+        idle = not left
         sleep(interval)
+
+
+def _beat(app, heartbeat: Heartbeat, started: float, now: float, echo, unrecorded: bool) -> bool:
+    """Record this pass in the heartbeat; True while it cannot be recorded (said once, then the
+    watcher goes on: a heartbeat is advice to `status`, never a reason to stop recovering). An
+    unreachable store is the loop's to wait out."""
+    try:
+        heartbeat.beat(app.store, started, now)
+    except StoreUnreachable:
+        raise
+    except (StateStoreError, sqlite3.Error) as e:  # (PostgreSQL's other failures come as sqlite3's)
+        if not unrecorded:
+            echo(f"warning: this watcher's heartbeat was not recorded ({e}); it goes on watching")
+        return True
+    return False

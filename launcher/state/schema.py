@@ -8,8 +8,9 @@ import json
 from contextlib import contextmanager
 
 # 2: the sweeps table, and jobs.sweep_id (``migrate``); 3: PostgreSQL's writers' lock
-# (launcher.state.pglocks; the launchers before it took an advisory lock: they refuse a store at 3)
-SCHEMA_VERSION = 3
+# (launcher.state.pglocks; the launchers before it took an advisory lock: they refuse a store at 3);
+# 4: the watchers table (each `launcher watch`'s last pass: launcher.state.watchers)
+SCHEMA_VERSION = 4
 
 # the tables (``launcher.state.store`` reads and writes them); created with the file, and again
 # (IF NOT EXISTS) on every open, once ``migrate`` has brought an older store's tables up to it
@@ -123,6 +124,19 @@ CREATE TABLE IF NOT EXISTS provenance (
   location TEXT,
   record   TEXT NOT NULL
 );
+
+-- each `launcher watch` process's heartbeat, one row upserted per pass (launcher.state.watchers):
+-- `status` and `launch` warn when jobs are open and no watcher passed lately
+CREATE TABLE IF NOT EXISTS watchers (
+  watcher_id TEXT PRIMARY KEY,
+  host       TEXT NOT NULL,
+  pid        INTEGER NOT NULL,
+  user_name  TEXT NOT NULL DEFAULT '',
+  started    REAL NOT NULL,
+  last_pass  REAL NOT NULL,
+  pass_s     REAL NOT NULL DEFAULT 0,
+  interval_s REAL NOT NULL
+);
 """
 
 
@@ -136,7 +150,8 @@ def migrate(db) -> None:
 
     Schema 2 adds the ``sweeps`` table (a sweep's spec, stored once) and ``jobs.sweep_id``,
     and fills ``sweep_id`` of the element rows an earlier version wrote (their meta names
-    the sweep); those rows keep their own ``spec_yaml`` and are read as before."""
+    the sweep); those rows keep their own ``spec_yaml`` and are read as before. Schema 4 adds
+    the ``watchers`` table (SCHEMA creates it: no step of its own)."""
     engine = engine_of(db)
     if engine.current(db):
         return

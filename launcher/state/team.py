@@ -16,8 +16,9 @@ through that job's (or sweep's) owner. The policies:
   BYPASSRLS are not subject to the policies at all (PostgreSQL's rule).
 
 A row with no job behind it (a spot observation of no attempt, an event of a job gone) may be
-written by anyone, as before. The group roles ``launcher_team`` (what every person is a member
-of: the table privileges are granted to it) and ``launcher_watcher`` are created by the
+written by anyone, as before; so may ``watchers`` (``SHARED``: each watcher's heartbeat). The
+group roles ``launcher_team`` (what every person is a member of: the table privileges are
+granted to it) and ``launcher_watcher`` are created by the
 migration when the migrating role may create roles; else the administrator creates them and
 the next migration grants to them. PostgreSQL only: the SQLite store belongs to one person.
 """
@@ -32,6 +33,9 @@ HOMES_TABLE = "job_homes"  # the $LAUNCHER_HOME each job was launched from (Stat
 # tables covered through the owner of the job (or sweep) their job_id names
 BY_JOB = ("attempts", "events", "claims", "provenance", "notifications", "spot_observations", HOMES_TABLE)
 META = ("launcher_schema", "launcher_settings")  # read by every person, written by the store's owner
+# read and written by every person, no row-level security: no job behind a row (each watcher's
+# heartbeat: launcher.state.watchers; a person's own watcher writes its row as that person)
+SHARED = ("watchers",)
 
 
 def ident(name: str) -> str:
@@ -106,7 +110,7 @@ def _grants(schema: str) -> str:
     """One DO block: the group roles made when this role may make roles, and the privileges
     granted to launcher_team when it exists (the policies decide which rows)."""
     s = ident(schema)
-    dml = ", ".join(f"{s}.{t}" for t in (*OWNED, *BY_JOB))
+    dml = ", ".join(f"{s}.{t}" for t in (*OWNED, *BY_JOB, *SHARED))
     meta = ", ".join(f"{s}.{t}" for t in META)
     return f"""DO $$
 DECLARE me pg_catalog.pg_roles%ROWTYPE;

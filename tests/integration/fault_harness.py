@@ -319,7 +319,7 @@ class Run:
         n = 0
         while not self.stop.is_set():
             name = f"watch{i}-{n}"
-            args = ["watch", "--interval", f"{WATCH_INTERVAL_S:g}"] if mode == "loop" else ["watch", "--once"]
+            args = ["watch", "--exit-when-idle", "--interval", f"{WATCH_INTERVAL_S:g}"] if mode == "loop" else ["watch", "--once"]
             # the fault goes to this watcher's runs until one of them reached it
             p = self.popen(name, args, faulty and not self.fired())
             while p.poll() is None:

@@ -110,8 +110,8 @@ def ssh_cli(tmp: Path, cluster, sshd_server, name: str = "remote") -> LauncherCL
 def start_watcher(cli: "LauncherCLI", i: int, interval: float = 0.1) -> subprocess.Popen:
     """A `launcher watch` process of its own session, logging to CLI.tmp/watch{I}.log."""
     log = open(cli.tmp / f"watch{i}.log", "ab")
-    return subprocess.Popen([LAUNCHER, "watch", "--interval", str(interval)], env=cli.env, stdout=log,
-                            stderr=subprocess.STDOUT, cwd=str(cli.tmp), start_new_session=True)
+    return subprocess.Popen([LAUNCHER, "watch", "--exit-when-idle", "--interval", str(interval)], env=cli.env,
+                            stdout=log, stderr=subprocess.STDOUT, cwd=str(cli.tmp), start_new_session=True)
 
 
 def stop_watchers(procs) -> None:

@@ -96,8 +96,8 @@ def test_watch_meets_the_deadline_as_the_replay_does(tmp_path):
     created = StateStore(cli.home).get_job(job).created
     doc["t0"] = created  # the trace's tick 0 is the job's submission, as in the simulator
     trace.write_text(json.dumps(doc))
-    w = subprocess.run([LAUNCHER, "watch", "--interval", "1"], env=cli.env, capture_output=True, text=True,
-                       timeout=300, cwd=str(tmp_path))
+    w = subprocess.run([LAUNCHER, "watch", "--exit-when-idle", "--interval", "1"], env=cli.env, capture_output=True,
+                       text=True, timeout=300, cwd=str(tmp_path))
     assert w.returncode == 0, w.stdout + w.stderr
     st = cli.status(job)
     assert st["state"] == "COMPLETED", (st, w.stdout)

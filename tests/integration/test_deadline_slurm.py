@@ -66,8 +66,8 @@ def test_watch_moves_a_deadline_job_to_the_slurm_target_and_it_finishes_in_time(
 
     doc["t0"] = StateStore(cli.home).get_job(job).created  # tick 0 is the job's submission
     trace.write_text(json.dumps(doc))
-    w = subprocess.run([LAUNCHER, "watch", "--interval", "1"], env=cli.env, capture_output=True, text=True,
-                       timeout=200, cwd=str(tmp_path))
+    w = subprocess.run([LAUNCHER, "watch", "--exit-when-idle", "--interval", "1"], env=cli.env, capture_output=True,
+                       text=True, timeout=200, cwd=str(tmp_path))
     assert w.returncode == 0, w.stdout + w.stderr
     st = cli.status(job)
     decisions = [e for e in st["events"] if e["kind"] == "deadline"]

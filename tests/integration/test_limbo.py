@@ -87,7 +87,7 @@ def test_a_launch_killed_before_the_accept_fails_after_the_grace_period(cli, mon
     assert o.action == "failed"
     st = cli.status(job)
     assert st["state"] == "FAILED" and not st["open"] and "nothing ran" in st["reason"]
-    assert "no open jobs left" in cli.run("watch").stdout
+    assert "no open jobs left" in cli.run("watch", "--exit-when-idle").stdout
 
 
 def test_cancel_of_a_submitting_row_finds_and_cancels_the_real_job(cli):
@@ -124,7 +124,7 @@ def test_cancel_of_an_attempt_that_ended_closes_the_job_and_says_nothing_ran(cli
     assert "cancelled attempt" not in out
     st = cli.status(job)
     assert st["state"] == "CANCELLED" and not st["open"]
-    assert "no open jobs left" in cli.run("watch").stdout
+    assert "no open jobs left" in cli.run("watch", "--exit-when-idle").stdout
     assert [a["attempt"] for a in cli.status(job)["attempts"]] == [1]
 
 
@@ -182,7 +182,7 @@ def test_cancel_during_a_slow_launch_waits_for_it_and_cancels_what_it_submitted(
     assert f"cancelled attempt 1 (local id {a['native_id']})" in out and "closed as CANCELLED" in out, out
     assert st["state"] == "CANCELLED" and not st["open"]
     poll("process gone", lambda: not alive(int(a["native_id"])), timeout=15)
-    assert "no open jobs left" in cli.run("watch").stdout  # nothing reopened it
+    assert "no open jobs left" in cli.run("watch", "--exit-when-idle").stdout  # nothing reopened it
 
 
 def test_a_launch_interrupted_after_the_accept_keeps_its_row_and_status_adopts_it(cli):

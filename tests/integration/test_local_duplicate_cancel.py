@@ -61,8 +61,8 @@ def _frozen_watcher(cli) -> tuple:
     log.touch()
     env = {**cli.env, "LAUNCHER_FAULTS": f"{POINT}=pause", "LAUNCHER_FAULTS_LOG": str(log)}
     out = open(cli.tmp / "frozen.log", "ab")
-    p = subprocess.Popen([LAUNCHER, "watch", "--interval", "0.3"], env=env, stdout=out, stderr=subprocess.STDOUT,
-                         cwd=str(cli.tmp), start_new_session=True)
+    p = subprocess.Popen([LAUNCHER, "watch", "--exit-when-idle", "--interval", "0.3"], env=env, stdout=out,
+                         stderr=subprocess.STDOUT, cwd=str(cli.tmp), start_new_session=True)
     out.close()
     poll(f"the frozen watcher reached {POINT} (faults log {log})", lambda: log.read_text().strip(), timeout=180,
          interval=0.1, detail=lambda: (cli.tmp / "frozen.log").read_text()[-2000:])

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from launcher.core.errors import EXIT_STATE
+from launcher.state.schema import SCHEMA_VERSION
 from launcher.state.store import StateStore
 
 from .launcher_cli import LAUNCHER, LauncherCLI
@@ -148,8 +149,9 @@ def slow_step(db, engine):
     db.execute("CREATE TABLE IF NOT EXISTS step_runs (pid BIGINT, at DOUBLE PRECISION)")
     db.execute("INSERT INTO step_runs VALUES (?, ?)", (__import__('os').getpid(), time.time()))
     time.sleep(1.5)  # long enough for the other process to arrive while this one migrates
-schema.STEPS = schema.STEPS + [(4, slow_step)]
-schema.SCHEMA_VERSION = 4
+NEXT = schema.SCHEMA_VERSION + 1
+schema.STEPS = schema.STEPS + [(NEXT, slow_step)]
+schema.SCHEMA_VERSION = NEXT
 url, start = sys.argv[1], float(sys.argv[2])
 time.sleep(max(0.0, start - time.time()))
 from launcher.state.store import StateStore
@@ -159,7 +161,7 @@ print("ok")
 
 
 def test_two_launchers_upgrading_at_once_run_each_step_once(tmp_path, pg_server, pg_url):
-    StateStore(tmp_path / "home", url=pg_url).close()  # a store at schema 3
+    StateStore(tmp_path / "home", url=pg_url).close()  # a store at this schema
     db = pg_url.rsplit("/", 1)[1]
     start = time.time() + 2.0
     procs = [subprocess.Popen([sys.executable, "-c", MIGRATOR, pg_url, str(start), str(tmp_path / f"h{i}")],
@@ -167,7 +169,7 @@ def test_two_launchers_upgrading_at_once_run_each_step_once(tmp_path, pg_server,
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert pg_server.sql("SELECT count(*) FROM step_runs", db=db) == "1"  # one ran it, the other found it done
-    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == "4"
+    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == str(SCHEMA_VERSION + 1)
 
 
 def test_two_launchers_creating_one_new_store_at_once_both_succeed(tmp_path, pg_server, pg_url):

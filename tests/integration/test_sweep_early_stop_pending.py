@@ -84,7 +84,7 @@ def test_a_pending_element_is_not_judged_and_is_judged_when_it_reaches_the_rung(
     assert cli.status(e[2])["state"] == "RUNNING", out
 
     (tmp / "go-end").touch()
-    assert "no open jobs left" in cli.run("watch", "--interval", "1", timeout=300).stdout
+    assert "no open jobs left" in cli.run("watch", "--exit-when-idle", "--interval", "1", timeout=300).stdout
     s = cli.status(sweep_id)
     assert [el["state"] for el in s["elements"]] == ["COMPLETED", "STOPPED", "COMPLETED"], s
     assert [len(_events(cli, x, "early_stop")) for x in e] == [1, 1, 1]
@@ -119,6 +119,6 @@ def test_a_pending_element_with_a_stop_is_cancelled_through_the_backend_and_neve
     assert _starts(tmp) == ["start 0", "start 1"]  # element 1 never started again
     assert cli.status(e[0])["state"] == "RUNNING"
     (tmp / "go-end").touch()
-    assert "no open jobs left" in cli.run("watch", "--interval", "1", timeout=300).stdout
+    assert "no open jobs left" in cli.run("watch", "--exit-when-idle", "--interval", "1", timeout=300).stdout
     assert cli.status(sweep_id)["counts"] == {"COMPLETED": 1, "STOPPED": 1}
     assert _starts(tmp) == ["start 0", "start 1"]

@@ -107,7 +107,7 @@ def test_watch_runs_six_elements_two_at_a_time(tmp_path):
     sweep_id, out = launch_sweep(cli)
     first = sweep_status(cli, sweep_id)
     assert first["counts"].get("QUEUED", 0) >= N - MAX_PARALLEL - 2  # status may start some itself
-    p = cli.run("watch", "--interval", "0.3", timeout=300)
+    p = cli.run("watch", "--exit-when-idle", "--interval", "0.3", timeout=300)
     assert "no open jobs left" in p.stdout
     s = all_completed(cli, sweep_id)
     assert s, sweep_status(cli, sweep_id)
@@ -162,7 +162,7 @@ def test_a_plugin_target_that_runs_no_arrays_gets_one_job_per_element(tmp_path):
     p = cli.run("launch", spec, "--target", "cloud")
     assert "as separate jobs, at most 1 at once" in p.stderr
     sweep_id = job_id_of(p)
-    cli.run("watch", "--interval", "0.3", timeout=300)
+    cli.run("watch", "--exit-when-idle", "--interval", "0.3", timeout=300)
     s = sweep_status(cli, sweep_id)
     assert s["counts"] == {"COMPLETED": 3}, s
     runs = intervals(out)

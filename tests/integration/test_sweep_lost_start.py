@@ -76,7 +76,7 @@ def test_a_watcher_killed_while_starting_a_queued_element_leaves_it_queued_and_i
     assert state_of(cli, e1) == "SUBMITTING"
     assert sorted(intervals(out)) == [0]  # element 1 never ran
 
-    w = cli.run("watch", "--interval", "0.3", timeout=300)
+    w = cli.run("watch", "--exit-when-idle", "--interval", "0.3", timeout=300)
     assert "no open jobs left" in w.stdout
     st = both_ran_once(cli, sweep_id, e1, out)
     lost = [e for e in st["events"] if e["kind"] == "start_lost"]

@@ -35,7 +35,7 @@ def watcher(cli: LauncherCLI, host: str, faults: str = "") -> subprocess.Popen:
     log = open(cli.tmp / f"watch-{host}.log", "ab")
     env = {**cli.env, "LAUNCHER_FAULTS": faults, "LAUNCHER_FAULTS_LOG": str(cli.tmp / "faults.log")}
     argv = ["unshare", "--uts", "sh", "-c", 'hostname "$1" && shift && exec "$@"', "sh", host,
-            LAUNCHER, "watch", "--interval", str(INTERVAL)]
+            LAUNCHER, "watch", "--exit-when-idle", "--interval", str(INTERVAL)]
     return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(cli.tmp),
                             start_new_session=True)
 

@@ -81,7 +81,7 @@ WANDB_JOB = PREAMBLE + """
 
 def run_to_completion(cli: LauncherCLI, job: str) -> None:
     """`launcher watch` until nothing is left to do (it resubmits the preempted attempts)."""
-    p = cli.run("watch", "--interval", "0.5", timeout=900)
+    p = cli.run("watch", "--exit-when-idle", "--interval", "0.5", timeout=900)
     st = cli.status(job)
     assert st["state"] == "COMPLETED", (st, p.stdout, p.stderr)
 

@@ -61,8 +61,10 @@ def test_launch_follow_exits_with_the_job_status(tmp_path, launcher_env):
     f.write_text("name: x\nrun: 'echo out-line; exit 3'\n")
     r = run("launch", f, "--follow")
     assert r.exit_code == 3 and "out-line" in r.output
-    st = json.loads(run("status", "--json").output)
+    r = run_split("status", "--json")
+    st = json.loads(r.stdout)
     assert st[0]["state"] == "ATTEMPT_FAILED"  # open: `launcher watch` decides whether it is retried
+    assert r.stderr == ""  # no watcher ran, but the job opened a moment ago: no warning yet
 
 
 def test_backends_lists_builtins_and_why_one_is_unavailable():

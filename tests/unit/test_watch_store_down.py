@@ -24,7 +24,7 @@ def test_a_watch_waits_out_an_unreachable_server_then_goes_on(monkeypatch):
     monkeypatch.setattr(watch.notify, "pending", lambda app: False)
     app = SimpleNamespace(store=SimpleNamespace(open_jobs=lambda: []))
     said, slept = [], []
-    watch._run(app, 0.1, False, None, slept.append, said.append, None, None)
+    watch._run(app, 0.1, False, None, slept.append, said.append, None, None, exit_when_idle=True)
     assert calls["n"] == 4 and slept == [1.0, 1.0, 1.0]  # at least a second between tries
     assert said[0].endswith("trying again every 1 s") and "cannot be reached" in said[0]
     assert said[1:] == ["the state store answers again", "no open jobs left"]  # said once per outage
