@@ -115,6 +115,8 @@ def _nccl(dists, timeout=60.0):
             return {"version": dists[name], "source": name}
     if "torch" not in dists:
         return None
+    if "+cpu" in dists["torch"]:  # a CPU build of torch (2.13.0+cpu) has no NCCL: not worth seconds of import
+        return None
     code = ("import torch\nv = torch.cuda.nccl.version()\n"
             "print('.'.join(map(str, v)) if isinstance(v, tuple) else v)")
     try:

@@ -111,3 +111,20 @@ def test_no_heartbeat_outside_a_launcher_job_or_when_turned_off(tmp_path):
     run_prog(a, 0.5).wait()
     run_prog(b, 0.5, LAUNCHER_BACKEND="local", LAUNCHER_HEARTBEAT_SECONDS="0").wait()
     assert not list(Path(a).rglob("*.heartbeat")) and not list(Path(b).rglob("*.heartbeat"))
+
+
+def test_a_cpu_build_of_torch_has_no_nccl_and_is_never_imported_to_ask(monkeypatch):
+    from launcher.checkpoint import attempts
+
+    def no_child(*a, **k):
+        raise AssertionError("torch was imported in a child process to ask for NCCL")
+
+    monkeypatch.setattr(attempts.subprocess, "run", no_child)
+    assert attempts._nccl({"torch": "2.13.0+cpu"}) is None
+    assert attempts._nccl({"torch": "2.5.1", "nvidia-nccl-cu12": "2.21.5"}) == {"version": "2.21.5",
+                                                                              "source": "nvidia-nccl-cu12"}
+    asked = []
+    monkeypatch.setattr(attempts.subprocess, "run", lambda argv, **k: asked.append(argv) or subprocess.CompletedProcess(
+        argv, 0, b"2.21.5\n", b""))
+    assert attempts._nccl({"torch": "2.5.1+cu121"}) == {"version": "2.21.5", "source": "torch.cuda.nccl.version()"}
+    assert len(asked) == 1  # a CUDA build without the wheel: torch is asked, once
