@@ -47,9 +47,13 @@ def test_report_charges_preemption_and_node_crash_to_the_right_categories(cli, c
     root = clean_queue.shared_dir / f"ckpt-report-{time.time_ns()}"
     result = clean_queue.shared_dir / f"result-report-{time.time_ns()}.json"
     spec = cli.spec("goodput", {
-        # 50 s of training: the node crash must land while attempt 2 runs, after the test's own
-        # polls (CLI round trips, slow with other test tiers beside it) saw it commit
-        "run": f"python3 {TRAIN} --steps 200 --every 6 --sleep 0.25 --result {result}",
+        # the node crash must land while attempt 2 runs, after the test's own polls (CLI round
+        # trips, slow with other test tiers beside it) saw it commit twice: its steps take 1 s
+        # (the first and third starts 0.25 s), so whatever step it resumes from, it has minutes
+        # left (a fixed 50 s of training at 0.25 s a step finished before the crash at load 9)
+        "run": f"python3 {TRAIN} --steps 200 --every 6 "
+               '--sleep "$([ "${SLURM_RESTART_COUNT:-0}" = 1 ] && echo 1.0 || echo 0.25)" '
+               f"--result {result}",
         "checkpoint": {"root": str(root)},
         "resources": {"nodes": 1, "gpus_per_node": 1, "cpus_per_node": 2, "time_limit": "10m"}})
     # the job inherits the submitting environment (sbatch --export=ALL): a 1 s job-side heartbeat
