@@ -103,4 +103,8 @@ class App:
         """Close the state store if it was opened (a later use opens it again)."""
         store = self.__dict__.pop("store", None)  # the cached_property's value, when there is one
         if store is not None:
+            # notifications: only a store that was opened has a deliverer to end before it closes
+            from launcher.recovery import notify
+
+            notify.stop(store)  # its thread must not be inside the store when it closes
             store.close()

@@ -370,6 +370,7 @@ class Deliverer:
         self.store = store
         self.wake = threading.Event()
         self.busy = threading.Event()
+        self.stopping = threading.Event()
         self.errors: list = []
         self.thread = threading.Thread(target=self._loop, name="launcher-notify", daemon=True)
         self.thread.start()
@@ -378,6 +379,8 @@ class Deliverer:
         while getattr(self.store, "url", None) or Path(self.store.path).exists():  # a store that is gone (a test's home removed): nothing to send
             self.wake.wait(self.POLL_S)
             self.wake.clear()
+            if self.stopping.is_set():  # its store is being closed (``stop``): never touch it again
+                return
             self.busy.set()
             try:
                 deliver_due(self.store)
@@ -401,6 +404,19 @@ def kick(app) -> Deliverer:
             d = _DELIVERERS[id(store)] = Deliverer(store)
     d.wake.set()
     return d
+
+
+def stop(store, timeout: float = FLUSH_S) -> None:
+    """Before STORE is closed: end this process's deliverer for it, waiting up to TIMEOUT
+    seconds for a delivery under way (its row stays leased in the outbox if it outlasts that).
+    Closing a store whose connection another thread is using can crash the interpreter."""
+    with _LOCK:
+        d = _DELIVERERS.pop(id(store), None)
+    if d is None or d.store is not store:
+        return
+    d.stopping.set()
+    d.wake.set()
+    d.thread.join(timeout)
 
 
 def pending(app) -> bool:

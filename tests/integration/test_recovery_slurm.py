@@ -79,9 +79,11 @@ def test_node_killed_mid_run_resumes_elsewhere_from_the_latest_commit(cli, clean
 
 
 def test_preemption_checkpoints_on_signal_and_loses_at_most_one_step(cli, clean_queue, tmp_path):
-    # 18 s of training: the preempting job is launched (a CLI round trip) while it runs
+    # the first start trains 45 s (1 s a step; the restart 0.2 s): the preempting job is launched
+    # (a CLI round trip, slow beside the other tiers) while it runs (18 s of training ended first)
     ref = reference(45, tmp_path)
-    spec, root, result = train_spec(cli, clean_queue, "preempt", 45, 1000, 0.4,
+    sleep = '"$([ "${SLURM_RESTART_COUNT:-0}" = 0 ] && echo 1.0 || echo 0.2)"'
+    spec, root, result = train_spec(cli, clean_queue, "preempt", 45, 1000, sleep,
                                     resources={"cpus_per_node": 2, "nodes": 1})
     job = cli.launch(spec)
     cli.wait_state(job, "RUNNING")

@@ -371,7 +371,13 @@ def test_link_cut_leaves_a_zombie_that_never_wins(cli, row, slurm_cluster, tmp_p
     log = cli.output(job)
     resumed = [int(m) for m in re.findall(r"train: resumed from \S+ at step (\d+)", log)]
     assert resumed and resumed[0] == fork, (fork, log[-3000:])
-    assert [a["state"] for a in st["attempts"]][:2] == ["NODE_FAIL", "COMPLETED"], st["attempts"]
+    # the first run NODE_FAILed, the job ended COMPLETED; between them only restarts in place:
+    # when the cut node reconnects, Slurm may TERM the live run's step too, which saves, exits
+    # 75 and requeues itself (templates/sbatch.sh.j2, "seen in CI"): a REQUEUED attempt, never
+    # a zombie's win (the result and the checkpoints above say so)
+    states = [a["state"] for a in st["attempts"]]
+    assert states[0] == "NODE_FAIL" and states[-1] == "COMPLETED", st["attempts"]
+    assert set(states[1:-1]) <= {"REQUEUED"}, st["attempts"]
 
 
 def cli_remote_dir(cli, row) -> str:
