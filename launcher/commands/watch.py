@@ -82,11 +82,9 @@ def _install(interval: float, cron: bool) -> None:
                       f"to create it: the line's lock and log go there")
         click.echo(cron_line(command, env, home / "watch.lock", home / "watch.log", interval))
         return
-    # the one atomic file write (its package loads in 50 ms: --install only, never at CLI start)
-    from launcher.checkpoint.posix_io import write_atomic
-
     path = unit_path(_config_home())
-    write_atomic(path, render_unit(command, env, interval), mode=0o600, durable=True)  # whole or not at all
+    text = render_unit(command, env, interval)
+    _write_private(path, text)
     _systemctl("daemon-reload")
     _systemctl("enable", "--now", UNIT_NAME)
     click.echo(f"installed {path} and started it: `systemctl --user status {UNIT_NAME}` shows it, "
@@ -161,6 +159,23 @@ def _systemctl(*args: str) -> None:
     if p.returncode != 0:
         said = (p.stderr or p.stdout).strip().splitlines()
         raise LauncherError(f"`{' '.join(argv)}` failed (exit {p.returncode}): {said[-1] if said else 'no output'}")
+
+
+def _write_private(path: Path, text: str) -> None:
+    """TEXT into PATH, mode 0600, whole or not at all (written aside, then renamed over PATH)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def register(group) -> None:
