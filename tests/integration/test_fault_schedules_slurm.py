@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import threading
+import time
 from dataclasses import replace
 
 import pytest
@@ -66,7 +67,15 @@ def test_heal_waits_for_a_lost_answer_to_be_adopted_before_the_invariants_are_re
     wrapper = r.dir / "bin" / "sbatch"  # once Slurm took the job, the controller stops answering
     wrapper.write_text(wrapper.read_text().replace(">/dev/null 2>&1\n", f">/dev/null 2>&1\nkill -STOP {pid}\n", 1))
     res = Result(s, folder=str(r.dir))
-    timer = threading.Timer(8.0, os.kill, (pid, signal.SIGCONT))
+    def resume_after_heals_first_pass():
+        # the controller answers again only once heal's first `watch --once` has returned, so that
+        # pass cannot have adopted the job (under load a fixed timer let it: the pass outlasted it)
+        end = time.monotonic() + 150
+        while time.monotonic() < end and not any(n == "heal" for n, *_ in r.said):
+            time.sleep(0.2)
+        os.kill(pid, signal.SIGCONT)
+
+    timer = threading.Thread(target=resume_after_heals_first_pass, daemon=True)
     try:
         p = cli(r, "launch", str(r.spec()), "--target", r.target, timeout=180)
         assert "rejected" not in p.stdout + p.stderr, p.stdout + p.stderr
@@ -80,7 +89,6 @@ def test_heal_waits_for_a_lost_answer_to_be_adopted_before_the_invariants_are_re
         timer.start()
         heal(r, res=res)
     finally:
-        timer.cancel()
         os.kill(pid, signal.SIGCONT)
     try:
         assert unadopted(r, tries=3) == [], res.notes
