@@ -17,11 +17,13 @@ from launcher.core.errors import LauncherError
 from launcher.core.status import Status
 
 
-def refresh(app, jobs) -> dict:
+def refresh(app, jobs, recorded=None) -> dict:
     """One batched status call per target for the given job rows; updates the store.
 
     Returns {job_id: Status}. A failing target is reported per job as an error string,
-    never turned into a job failure (that is a CONTROL_PLANE event).
+    never turned into a job failure (that is a CONTROL_PLANE event). RECORDED(row, status):
+    True when the store already holds that status of that job (``launcher watch``: its mark
+    says so), which is then not compared or written again.
     """
     by_target: dict[str, list] = {}
     for j in jobs:
@@ -36,14 +38,18 @@ def refresh(app, jobs) -> dict:
             for r in rows:
                 out[r.job_id] = e
             continue
-        known = app.store.bulk.attempts_of([r.job_id for r in rows])
+        # the attempts of the jobs restarted in place only (a restart count of 0 never makes a new attempt)
+        known = app.store.bulk.attempts_of([r.job_id for r, st in zip(rows, statuses) if st.restarts])
         entries = []
         for r, h, st in zip(rows, handles, statuses):
             assert isinstance(st, Status)
             out[r.job_id] = st
+            if recorded is not None and recorded(r, st):
+                continue
             # may ask the scheduler for the run history: before the write lock is taken
-            entries.append(status_entry(r, h, _follow_restarts(app, r, h, st, known[r.job_id]), st))
-        app.store.bulk.record_statuses(entries)  # one transaction for every row of this status call
+            entries.append(status_entry(r, h, _follow_restarts(app, r, h, st, known.get(r.job_id)), st))
+        if entries:
+            app.store.bulk.record_statuses(entries)  # one transaction for every row of this status call
     return out
 
 
@@ -79,6 +85,8 @@ def _follow_restarts(app, row, h: Handle, st, attempts=None) -> Handle:
     """A scheduler that restarts a job in place (Slurm requeue) keeps its native id: each
     restart becomes a new attempt row, and the finished run's own state (PREEMPTED,
     NODE_FAIL ...) is taken from the scheduler's per-run history where it keeps one."""
+    if not st.restarts:  # the first run of its native id: the attempt it was submitted as
+        return h
     attempts = app.store.attempts(row.job_id) if attempts is None else attempts  # ATTEMPTS: as read before
     same = [a for a in attempts if a.native_id == h.native_id]
     if not same:

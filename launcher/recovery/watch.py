@@ -30,7 +30,10 @@ from launcher.state.store import ClaimLost, is_open
 from launcher.core.status import Status, closes_job
 from launcher.launching.tracking import refresh
 from launcher.recovery import burst, deadline, notify, takeover
+from launcher.recovery import changes
 from launcher.recovery.outcome import NO_HOOKS, Outcome, WatchHooks
+from launcher.core import knobs
+from launcher.state import marks as watch_marks
 from launcher.state.claims import claimed
 from launcher.state.db import StoreUnreachable
 from launcher.state.watchers import Heartbeat
@@ -53,20 +56,37 @@ def hooks_of(app, hooks: Optional[WatchHooks] = None) -> WatchHooks:
 
 def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHooks] = None,
           specs: Optional[SpecMemo] = None) -> list[Outcome]:
-    """One pass over every open job: refresh (one status call per target) -> decide -> apply.
-    SPECS: the parsed specs of the open jobs, kept from pass to pass by ``run`` (a new memo
-    parses each job's spec once in this pass)."""
+    """One pass over every open job: refresh (one status call per target) -> decide -> apply,
+    for the jobs that changed or are due (``launcher.recovery.changes``; the others keep the
+    outcome "running" of the last decision on them). SPECS: the parsed specs of the open jobs,
+    kept from pass to pass by ``run`` (a new memo parses each job's spec once in this pass)."""
     store = app.store
     hooks = hooks_of(app, hooks)
     specs = SpecMemo() if specs is None else specs
-    outcomes = reconcile(app, clock, hooks=hooks)
-    jobs = open_jobs(store)
+    rows = store.watch_rows(OVERTAKEN)  # one listing; again only when a SUBMITTING row was settled
+    unsettled = [j for j in rows if store.may_act(j) and (_submitting(j) or overtaken(j))]  # unsettled_jobs
+    outcomes = reconcile(app, clock, jobs=unsettled, hooks=hooks) if unsettled else []
+    if unsettled:
+        rows = store.watch_rows(OVERTAKEN)
+    jobs = [j for j in rows if j.handle and is_open(j) and store.may_act(j)]
     outcomes += unreadable(store)  # rows whose meta cannot be read: reported, the others go on
-    statuses = refresh(app, jobs)
+    seen_before = watch_marks.load(store)
+    now = clock()
+
+    def recorded(row, st) -> bool:  # the store holds this status already: nothing to compare or write
+        return changes.unchanged(seen_before.get(row.job_id), changes.fingerprint(row, st), now)
+
+    statuses = refresh(app, jobs, recorded=recorded)
     outcomes += hooks.judge(app, jobs)  # e.g. sweep early stopping: its stops are carried out below
+    keep, forget = [], []
     for job in jobs:
+        st = statuses.get(job.job_id)
+        seen = changes.fingerprint(job, st)
+        if changes.unchanged(seen_before.get(job.job_id), seen, now):
+            outcomes.append(Outcome(job.job_id, "running", st.state.value))  # as the last decision on it said
+            continue
         try:
-            o = _one(app, job.job_id, statuses.get(job.job_id), clock, hooks, specs)
+            o = _one(app, job.job_id, st, clock, hooks, specs)
         except ClaimLost as e:
             o = Outcome(job.job_id, "claimed", str(e))
         except LauncherError as e:
@@ -74,10 +94,46 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
             o = Outcome(job.job_id, "control_plane", str(e))
         if o is not None:
             outcomes.append(o)
+        if seen is not None and o is not None and o.action == "running" and not _every_pass(job, st, hooks, specs):
+            keep.append((job.job_id, seen, changes.due(job, now, progress_every(), changes.REVISIT_S)))
+        elif job.job_id in seen_before:
+            forget.append(job.job_id)
+    _mark(store, keep, forget)
     specs.keep_only(j.job_id for j in jobs)
     outcomes.extend(hooks.after(app, clock))  # e.g. sweep elements queued by the launcher: start as slots free
     outcomes += notify.step(app, jobs, clock)  # decided once under each job's claim, delivered off this thread
     return outcomes
+
+
+def progress_every() -> float:
+    """Seconds between two reads of a running job's checkpoint root when nothing else about it
+    changes ($LAUNCHER_PROGRESS_EVERY, default ``changes.PROGRESS_EVERY_S``)."""
+    return knobs.number("LAUNCHER_PROGRESS_EVERY", changes.PROGRESS_EVERY_S, positive=True)
+
+
+def _every_pass(job, st, hooks: WatchHooks, specs: SpecMemo) -> bool:
+    """Whether JOB is decided on at every pass, changed or not (``changes.every_pass``); a job
+    whose spec cannot be read is (its decision says why, every pass)."""
+    try:
+        spec = specs.spec(job)
+    except LauncherError:
+        return True
+    return changes.every_pass(RecoveryState.load(job.meta), spec, st)
+
+
+def _mark(store, keep: list, forget: list) -> None:
+    """Store this pass's marks. They are advice: a mark that cannot be written costs the next
+    pass one more decision per job, never a missed one; an unreachable store is the loop's."""
+    try:
+        watch_marks.save(store, keep, forget)
+    except StoreUnreachable:
+        raise
+    except (StateStoreError, sqlite3.Error):
+        pass
+
+
+def _submitting(job) -> bool:
+    return is_open(job) and not job.handle and job.state == "SUBMITTING"
 
 
 def unreadable(store) -> list[Outcome]:
@@ -107,8 +163,7 @@ def overtaken(job) -> bool:
 
 def unsettled_jobs(store) -> list:
     """SUBMITTING rows and rows whose cancel overtook their launch, from one listing."""
-    rows = [j for j in store.list_jobs(limit=100000) if store.may_act(j)]
-    return [j for j in rows if (is_open(j) and not j.handle and j.state == "SUBMITTING") or overtaken(j)]
+    return [j for j in store.watch_rows(OVERTAKEN) if store.may_act(j) and (_submitting(j) or overtaken(j))]
 
 
 def reconcile(app, clock: Callable[[], float] = time.time, jobs=None, record_errors: bool = True,

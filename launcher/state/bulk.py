@@ -84,7 +84,7 @@ class BulkStore:
         """{job id: [AttemptRow] in attempt order} for many jobs in a few queries."""
 
         out: dict = {j: [] for j in job_ids}
-        for chunk in _chunks(list(out)):
+        for chunk in chunks(list(out)):
             q = f"SELECT * FROM attempts WHERE job_id IN ({','.join('?' * len(chunk))}) ORDER BY job_id, attempt"
             for r in self.store.db.execute(q, chunk).fetchall():
                 meta = r["meta"]
@@ -93,14 +93,14 @@ class BulkStore:
         return out
 
 
-def _chunks(ids: list):
+def chunks(ids: list) -> list:
     return [ids[i:i + CHUNK] for i in range(0, len(ids), CHUNK)]
 
 
 def _rows(db, cols: str, job_ids) -> dict:
     """{job id: row} of the jobs table's COLS for JOB_IDS (missing jobs absent)."""
     out = {}
-    for chunk in _chunks(list(dict.fromkeys(job_ids))):
+    for chunk in chunks(list(dict.fromkeys(job_ids))):
         q = f"SELECT job_id, {cols} FROM jobs WHERE job_id IN ({','.join('?' * len(chunk))})"
         out.update({r["job_id"]: dict(r) for r in db.execute(q, chunk).fetchall()})
     return out
@@ -112,7 +112,7 @@ def _attempt_fields(db, entries) -> dict:
     if not cols:
         return {}
     out = {}
-    for chunk in _chunks(list(dict.fromkeys(e[0] for e in entries))):
+    for chunk in chunks(list(dict.fromkeys(e[0] for e in entries))):
         q = (f"SELECT job_id, attempt, {', '.join(cols)} FROM attempts "
              f"WHERE job_id IN ({','.join('?' * len(chunk))})")
         out.update({(r["job_id"], r["attempt"]): r for r in db.execute(q, chunk).fetchall()})

@@ -32,7 +32,7 @@ from launcher.state.outbox import PENDING, Outbox
 from launcher.state.team import HOMES_TABLE
 
 CHUNK = 500  # jobs per delete transaction: a big gc never holds the writers for long
-JOB_TABLES = ("attempts", "events", "claims", "notifications", "provenance")  # keyed by job_id, besides jobs
+JOB_TABLES = ("attempts", "events", "claims", "notifications", "provenance", "watch_marks")  # keyed by job_id, besides jobs
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ from contextlib import contextmanager
 
 # 2: the sweeps table, and jobs.sweep_id (``migrate``); 3: PostgreSQL's writers' lock
 # (launcher.state.pglocks; the launchers before it took an advisory lock: they refuse a store at 3);
-# 4: the watchers table (each `launcher watch`'s last pass: launcher.state.watchers)
-SCHEMA_VERSION = 4
+# 4: the watchers table (each `launcher watch`'s last pass: launcher.state.watchers); 5: the
+# watch_marks table (what a watcher last acted on per job: launcher.state.marks)
+SCHEMA_VERSION = 5
 
 # the tables (``launcher.state.store`` reads and writes them); created with the file, and again
 # (IF NOT EXISTS) on every open, once ``migrate`` has brought an older store's tables up to it
@@ -137,6 +138,14 @@ CREATE TABLE IF NOT EXISTS watchers (
   pass_s     REAL NOT NULL DEFAULT 0,
   interval_s REAL NOT NULL
 );
+
+-- what a watcher last acted on for each open job (launcher.state.marks): a pass that finds the
+-- same status and row before DUE does nothing more for it (shared by a store's watchers)
+CREATE TABLE IF NOT EXISTS watch_marks (
+  job_id TEXT PRIMARY KEY,
+  seen   TEXT NOT NULL,
+  due    REAL NOT NULL
+);
 """
 
 
@@ -151,7 +160,8 @@ def migrate(db) -> None:
     Schema 2 adds the ``sweeps`` table (a sweep's spec, stored once) and ``jobs.sweep_id``,
     and fills ``sweep_id`` of the element rows an earlier version wrote (their meta names
     the sweep); those rows keep their own ``spec_yaml`` and are read as before. Schema 4 adds
-    the ``watchers`` table (SCHEMA creates it: no step of its own)."""
+    the ``watchers`` table and schema 5 the ``watch_marks`` table (SCHEMA creates them: no step
+    of their own)."""
     engine = engine_of(db)
     if engine.current(db):
         return

@@ -612,6 +612,16 @@ class StateStore:
         a watcher: ``may_act``)."""
         return [j for j in self.list_jobs(limit=limit) if is_open(j) and self.may_act(j)]
 
+    def watch_rows(self, marked: str) -> list[JobRow]:
+        """What a watch pass reads, newest first: every job not in a final state, and the rows
+        cancelled before their launch recorded a handle whose meta names MARKED (a key: the
+        launch a cancel overtook, ``launcher.recovery.cancel``). Closed jobs are not read: a
+        pass costs what is open, not the store's history. Unreadable rows: as ``list_jobs``."""
+        finals = sorted(FINAL_STATES)
+        q = (f"SELECT * FROM jobs WHERE state NOT IN ({','.join('?' * len(finals))}) "
+             "OR (state = 'CANCELLED' AND handle IS NULL AND meta LIKE ?) ORDER BY created DESC")
+        return self.readable_rows(self.db.execute(q, (*finals, f'%"{marked}"%')).fetchall())
+
     def unreadable_open(self) -> dict:
         """{job id: why} of the rows the last listing left out whose state is not final."""
         return {j: why for j, (state, why) in self.unreadable.items() if not is_final(state)}

@@ -31,7 +31,8 @@ WATCHER_ROLE = "launcher_watcher"
 OWNED = ("jobs", "sweeps")  # tables with an owner column
 HOMES_TABLE = "job_homes"  # the $LAUNCHER_HOME each job was launched from (StateStore.job_dir)
 # tables covered through the owner of the job (or sweep) their job_id names
-BY_JOB = ("attempts", "events", "claims", "provenance", "notifications", "spot_observations", HOMES_TABLE)
+BY_JOB = ("attempts", "events", "claims", "provenance", "notifications", "spot_observations", HOMES_TABLE,
+          "watch_marks")
 META = ("launcher_schema", "launcher_settings")  # read by every person, written by the store's owner
 # read and written by every person, no row-level security: no job behind a row (each watcher's
 # heartbeat: launcher.state.watchers; a person's own watcher writes its row as that person)
