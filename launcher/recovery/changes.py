@@ -35,8 +35,8 @@ def fingerprint(row, st) -> Optional[str]:
     (the target's query failed): such a job is always decided on."""
     if not isinstance(st, Status):
         return None
-    return "\x1f".join((st.state.value, st.native_state, st.reason, repr(st.exit_code), repr(st.restarts),
-                        st.nodes, repr(st.start_time), repr(st.end_time), row.state, repr(row.updated)))
+    return (f"{st.state.value}\x1f{st.native_state}\x1f{st.reason}\x1f{st.exit_code!r}\x1f{st.restarts!r}\x1f"
+            f"{st.nodes}\x1f{st.start_time!r}\x1f{st.end_time!r}\x1f{row.state}\x1f{row.updated!r}")
 
 
 def unchanged(mark: Optional[tuple], seen: Optional[str], now: float) -> bool:

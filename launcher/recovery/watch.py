@@ -73,15 +73,18 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
     seen_before = watch_marks.load(store)
     now = clock()
 
+    seen_now: dict = {}  # job id -> its fingerprint in this pass
+
     def recorded(row, st) -> bool:  # the store holds this status already: nothing to compare or write
-        return changes.unchanged(seen_before.get(row.job_id), changes.fingerprint(row, st), now)
+        seen_now[row.job_id] = changes.fingerprint(row, st)
+        return changes.unchanged(seen_before.get(row.job_id), seen_now[row.job_id], now)
 
     statuses = refresh(app, jobs, recorded=recorded)
     outcomes += hooks.judge(app, jobs)  # e.g. sweep early stopping: its stops are carried out below
     keep, forget = [], []
     for job in jobs:
         st = statuses.get(job.job_id)
-        seen = changes.fingerprint(job, st)
+        seen = seen_now[job.job_id] if job.job_id in seen_now else changes.fingerprint(job, st)
         if changes.unchanged(seen_before.get(job.job_id), seen, now):
             outcomes.append(Outcome(job.job_id, "running", st.state.value))  # as the last decision on it said
             continue
