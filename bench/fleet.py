@@ -242,14 +242,16 @@ class Run:
         return {**os.environ, "LAUNCHER_HOME": str(self.home), "LAUNCHER_CONFIG": str(self.config),
                 "LAUNCHER_STATE_URL": self.url, "PYTHONPATH": os.pathsep.join([str(ROOT), str(PLUGIN)])}
 
-    def watchers(self, n: int, passes: int, interval: float, start_in: float = 3.0) -> tuple[list, float]:
+    def watchers(self, n: int, passes: int, interval: float, start_in: float = 3.0,
+                 elect: bool = True) -> tuple[list, float]:
         """N watcher processes, P passes each from a common start; (their reports, start time)."""
         start = time.time() + start_in
         procs = []
         for k in range(n):
             err = open(self.dir / f"watcher-{k}.log", "ab")
             procs.append(subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--_watcher",
-                                           json.dumps({"passes": passes, "interval": interval, "start": start})],
+                                           json.dumps({"passes": passes, "interval": interval, "start": start,
+                                                       "elect": elect})],
                                           env=self.env(), stdout=subprocess.PIPE, stderr=err, text=True))
             err.close()
         return procs, start
@@ -350,13 +352,14 @@ def _collect(procs: list) -> list:
 
 
 def measure(jobs: int, targets: int, watchers: int, url: str, latency_ms: float, churn: float, passes: int,
-            interval: float, seed: int, work: Path, keep: bool = False) -> dict:
-    """One watcher count on a fresh fleet: its JSON line."""
+            interval: float, seed: int, work: Path, keep: bool = False, elect: bool = True) -> dict:
+    """One watcher count on a fresh fleet: its JSON line. ELECT: the watchers elect one poller
+    per target (as `launcher watch` does); False: each asks every target (the plain baseline)."""
     run = Run(jobs, targets, url, latency_ms, work)
     done = threading.Event()
     try:
         rng = random.Random(seed)
-        procs, start = run.watchers(watchers, passes, interval)
+        procs, start = run.watchers(watchers, passes, interval, elect=elect)
         churned = [0, 0]
 
         def driver() -> None:  # the scheduler's own life: every INTERVAL, F of the running jobs change
@@ -373,7 +376,7 @@ def measure(jobs: int, targets: int, watchers: int, url: str, latency_ms: float,
         end = time.time()
         done.set()
         th.join()
-        settle, _ = run.watchers(1, 1, 0.0, start_in=0.0)  # what the last churn did
+        settle, _ = run.watchers(1, 1, 0.0, start_in=0.0, elect=False)  # what the last churn did
         _collect(settle)
         seen, calls, standin = run.observations(start, end)
         gaps = max_gaps(seen, run.ids, start, end, run.completed_at())
@@ -384,7 +387,7 @@ def measure(jobs: int, targets: int, watchers: int, url: str, latency_ms: float,
                            sum(r["claims"] for r in reports), end - start, doubles, lost, standin_pass)
         line.update({"churned_completed": churned[0], "churned_preempted": churned[1],
                      "status_latency_ms": latency_ms, "churn": churn, "interval_s": interval,
-                     "start_late_s": round(max(r["late_s"] for r in reports), 3),
+                     "start_late_s": round(max(r["late_s"] for r in reports), 3), "election": elect,
                      "store": "postgresql" if url else "sqlite"})
         return line
     finally:
@@ -432,7 +435,7 @@ def watcher(conf: dict) -> None:
         passes = []
         for k in range(conf["passes"]):
             w, c = time.perf_counter(), time.process_time()
-            lx.watch()
+            lx.watch(interval=conf["interval"]) if conf.get("elect", True) else lx.watch()
             passes.append((time.perf_counter() - w, time.process_time() - c))
             if k < conf["passes"] - 1:
                 time.sleep(conf["interval"])
@@ -455,6 +458,8 @@ def main(argv=None) -> int:
     ap.add_argument("--passes", type=int, default=3, help="passes of each watcher")
     ap.add_argument("--interval", type=float, default=10.0, help="seconds between passes (launcher watch's default)")
     ap.add_argument("--seed", type=int, default=29)
+    ap.add_argument("--election", choices=("on", "off"), default="on",
+                    help="on: the watchers elect one poller per target (launcher watch); off: each asks every target")
     ap.add_argument("--slope", action="store_true", help="also the CPU per unchanged job (1 watcher at N/2 and N)")
     ap.add_argument("--work", default="", help="where the runs' folders go (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the runs' folders")
@@ -472,7 +477,7 @@ def main(argv=None) -> int:
     try:
         for w in a.watchers:
             line = measure(a.jobs, a.targets, w, a.url, a.status_latency_ms, a.churn, a.passes, a.interval, a.seed,
-                           work, a.keep)
+                           work, a.keep, elect=a.election == "on")
             lines.append(line)
             _emit(line, a.json)
         if a.slope:

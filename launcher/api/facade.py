@@ -70,6 +70,7 @@ class Launcher:
         self.app = App(Path(config) if config else None, Path(home) if home else None, registry)
         self._note = note
         self._specs = None  # the open jobs' parsed specs, kept from one watch() to the next
+        self._poller = None  # this process's part in electing one poller per target (watch(interval=...))
 
     def __enter__(self) -> "Launcher":
         return self
@@ -260,15 +261,21 @@ class Launcher:
 
         return cancel_sweep(self.app, sweep, element)
 
-    def watch(self) -> list["Outcome"]:
+    def watch(self, interval: Optional[float] = None) -> list["Outcome"]:
         """One recovery cycle over every open job (what `launcher watch --once` does). Called
-        again and again, it parses each open job's spec once (``SpecMemo``), as `launcher watch` does."""
+        again and again, it parses each open job's spec once (``SpecMemo``), as `launcher watch` does.
+        INTERVAL: the seconds between the caller's passes; given, the passes take part in electing
+        one poller per target among the store's watchers, as `launcher watch` does (without it,
+        every target is asked by each pass)."""
+        from launcher.launching.polling import Poller  # this verb's own modules (see the module doc)
         from launcher.launching.submission import SpecMemo  # this verb's own modules (see the module doc)
         from launcher.recovery.watch import cycle  # this verb's own modules (see the module doc)
 
         if self._specs is None:
             self._specs = SpecMemo()
-        return cycle(self.app, specs=self._specs)
+        if interval is not None and (self._poller is None or self._poller.interval != interval):
+            self._poller = Poller(float(interval))
+        return cycle(self.app, specs=self._specs, poller=self._poller if interval is not None else None)
 
     def keep_watching(self, interval: float = 10.0, once: bool = False, echo: Note = print,
                       exit_when_idle: bool = False) -> None:

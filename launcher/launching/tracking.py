@@ -15,33 +15,38 @@ from typing import Optional
 from launcher.backend.protocols import Handle, Scheduler, can
 from launcher.core.errors import LauncherError
 from launcher.core.status import Status
+from launcher.launching.polling import ask_targets
 
 
-def refresh(app, jobs, recorded=None) -> dict:
+def refresh(app, jobs, recorded=None, poller=None) -> dict:
     """One batched status call per target for the given job rows; updates the store.
 
-    Returns {job_id: Status}. A failing target is reported per job as an error string,
+    Returns {job_id: Status} (a job a poller's snapshot does not hold yet is left out: that
+    poller reads it at its next pass). A failing target is reported per job as an error string,
     never turned into a job failure (that is a CONTROL_PLANE event). RECORDED(row, status):
     True when the store already holds that status of that job (``launcher watch``: its mark
-    says so), which is then not compared or written again.
+    says so), which is then not compared or written again. POLLER: the watcher's part in the
+    election of one poller per target (``launcher.launching.polling``); without it, every
+    target is asked.
     """
     by_target: dict[str, list] = {}
     for j in jobs:
         if j.handle:
-            by_target.setdefault(j.target, []).append(j)
+            by_target.setdefault(j.target, []).append((j, Handle.from_json(j.handle)))
+    answers = ask_targets(app.store, by_target, lambda target, handles: app.backend(target).status(handles), poller)
     out: dict = {}
-    for target, rows in by_target.items():
-        handles = [Handle.from_json(r.handle) for r in rows]
-        try:
-            statuses = app.backend(target).status(handles)
-        except LauncherError as e:
-            for r in rows:
-                out[r.job_id] = e
+    for target, pairs in by_target.items():
+        statuses = answers[target]
+        if isinstance(statuses, LauncherError):
+            for r, _ in pairs:
+                out[r.job_id] = statuses
             continue
         # the attempts of the jobs restarted in place only (a restart count of 0 never makes a new attempt)
-        known = app.store.bulk.attempts_of([r.job_id for r, st in zip(rows, statuses) if st.restarts])
+        known = app.store.bulk.attempts_of([r.job_id for (r, _), st in zip(pairs, statuses) if st and st.restarts])
         entries = []
-        for r, h, st in zip(rows, handles, statuses):
+        for (r, h), st in zip(pairs, statuses):
+            if st is None:  # not in the poller's snapshot yet: its next pass reads it
+                continue
             assert isinstance(st, Status)
             out[r.job_id] = st
             if recorded is not None and recorded(r, st):

@@ -28,6 +28,7 @@ from launcher.launching.submit import claimed_start, launch_alive
 from launcher.plan.observed import observe_job
 from launcher.state.store import ClaimLost, is_open
 from launcher.core.status import Status, closes_job
+from launcher.launching.polling import Poller
 from launcher.launching.tracking import refresh
 from launcher.recovery import burst, deadline, notify, takeover
 from launcher.recovery import changes
@@ -55,11 +56,13 @@ def hooks_of(app, hooks: Optional[WatchHooks] = None) -> WatchHooks:
 
 
 def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHooks] = None,
-          specs: Optional[SpecMemo] = None) -> list[Outcome]:
+          specs: Optional[SpecMemo] = None, poller: Optional[Poller] = None) -> list[Outcome]:
     """One pass over every open job: refresh (one status call per target) -> decide -> apply,
     for the jobs that changed or are due (``launcher.recovery.changes``; the others keep the
     outcome "running" of the last decision on them). SPECS: the parsed specs of the open jobs,
-    kept from pass to pass by ``run`` (a new memo parses each job's spec once in this pass)."""
+    kept from pass to pass by ``run`` (a new memo parses each job's spec once in this pass).
+    POLLER: this watcher's part in electing one poller per target (``launcher.launching.polling``);
+    None: every target is asked by this pass."""
     store = app.store
     hooks = hooks_of(app, hooks)
     specs = SpecMemo() if specs is None else specs
@@ -79,10 +82,12 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
         seen_now[row.job_id] = changes.fingerprint(row, st)
         return changes.unchanged(seen_before.get(row.job_id), seen_now[row.job_id], now)
 
-    statuses = refresh(app, jobs, recorded=recorded)
+    statuses = refresh(app, jobs, recorded=recorded, poller=poller)
     outcomes += hooks.judge(app, jobs)  # e.g. sweep early stopping: its stops are carried out below
     keep, forget = [], []
     for job in jobs:
+        if poller is not None and job.job_id not in statuses:  # not in the poller's snapshot yet: it decides
+            continue
         st = statuses.get(job.job_id)
         seen = seen_now[job.job_id] if job.job_id in seen_now else changes.fingerprint(job, st)
         if changes.unchanged(seen_before.get(job.job_id), seen, now):
@@ -419,10 +424,11 @@ def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_i
     clock = clock or time.time
     n, down, idle, unrecorded = 0, False, False, False
     specs = SpecMemo()  # the open jobs' parsed specs, from pass to pass
+    poller = None if once else Poller(interval)  # a one-off pass asks every target itself
     while True:
         try:
             started = clock()
-            for o in cycle(app, clock, hooks, specs=specs):
+            for o in cycle(app, clock, hooks, specs=specs, poller=poller):
                 if o.action not in ("running", "claimed"):  # claimed: another watcher is on it
                     echo(f"{o.job_id}: {o.action}" + (f" ({o.reason})" if o.reason else ""))
             n += 1

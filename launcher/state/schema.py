@@ -10,7 +10,8 @@ from contextlib import contextmanager
 # 2: the sweeps table, and jobs.sweep_id (``migrate``); 3: PostgreSQL's writers' lock
 # (launcher.state.pglocks; the launchers before it took an advisory lock: they refuse a store at 3);
 # 4: the watchers table (each `launcher watch`'s last pass: launcher.state.watchers); 5: the
-# watch_marks table (what a watcher last acted on per job: launcher.state.marks)
+# watch_marks table (what a watcher last acted on per job: launcher.state.marks) and the
+# target_polls table (one poller per target: launcher.state.polls)
 SCHEMA_VERSION = 5
 
 # the tables (``launcher.state.store`` reads and writes them); created with the file, and again
@@ -146,6 +147,16 @@ CREATE TABLE IF NOT EXISTS watch_marks (
   seen   TEXT NOT NULL,
   due    REAL NOT NULL
 );
+
+-- one poller per target among a store's watchers (launcher.state.polls): its lease, and the
+-- statuses it last read, which the other watchers read instead of asking the target
+CREATE TABLE IF NOT EXISTS target_polls (
+  target      TEXT PRIMARY KEY,
+  owner       TEXT NOT NULL,
+  lease_until REAL NOT NULL,
+  polled_at   REAL,
+  snapshot    TEXT NOT NULL DEFAULT '{}'
+);
 """
 
 
@@ -160,8 +171,8 @@ def migrate(db) -> None:
     Schema 2 adds the ``sweeps`` table (a sweep's spec, stored once) and ``jobs.sweep_id``,
     and fills ``sweep_id`` of the element rows an earlier version wrote (their meta names
     the sweep); those rows keep their own ``spec_yaml`` and are read as before. Schema 4 adds
-    the ``watchers`` table and schema 5 the ``watch_marks`` table (SCHEMA creates them: no step
-    of their own)."""
+    the ``watchers`` table, schema 5 the ``watch_marks`` and ``target_polls`` tables (SCHEMA
+    creates them: no step of their own)."""
     engine = engine_of(db)
     if engine.current(db):
         return

@@ -16,7 +16,9 @@ through that job's (or sweep's) owner. The policies:
   BYPASSRLS are not subject to the policies at all (PostgreSQL's rule).
 
 A row with no job behind it (a spot observation of no attempt, an event of a job gone) may be
-written by anyone, as before; so may ``watchers`` (``SHARED``: each watcher's heartbeat). The
+written by anyone, as before; so may ``watchers`` (``SHARED``: each watcher's heartbeat).
+``target_polls`` (``WATCHERS_ONLY``: the statuses a poller publishes, acted on by every
+watcher) is read and written by the watchers' role alone. The
 group roles ``launcher_team`` (what every person is a member of: the table privileges are
 granted to it) and ``launcher_watcher`` are created by the
 migration when the migrating role may create roles; else the administrator creates them and
@@ -37,6 +39,9 @@ META = ("launcher_schema", "launcher_settings")  # read by every person, written
 # read and written by every person, no row-level security: no job behind a row (each watcher's
 # heartbeat: launcher.state.watchers; a person's own watcher writes its row as that person)
 SHARED = ("watchers",)
+# read and written by the watchers' role only (and the store's owner): the pollers' leases and
+# the statuses they publish, which every watcher acts on (launcher.state.polls)
+WATCHERS_ONLY = ("target_polls",)
 
 
 def ident(name: str) -> str:
@@ -113,6 +118,7 @@ def _grants(schema: str) -> str:
     s = ident(schema)
     dml = ", ".join(f"{s}.{t}" for t in (*OWNED, *BY_JOB, *SHARED))
     meta = ", ".join(f"{s}.{t}" for t in META)
+    watchers_only = ", ".join(f"{s}.{t}" for t in WATCHERS_ONLY)
     return f"""DO $$
 DECLARE me pg_catalog.pg_roles%ROWTYPE;
 BEGIN
@@ -131,6 +137,9 @@ BEGIN
     GRANT SELECT ON {meta} TO {TEAM_ROLE};
     GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {s} TO {TEAM_ROLE};
     GRANT EXECUTE ON FUNCTION {s}.launcher_owned_by_other(text, text) TO {TEAM_ROLE};
+  END IF;
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '{WATCHER_ROLE}') THEN
+    GRANT SELECT, INSERT, UPDATE, DELETE ON {watchers_only} TO {WATCHER_ROLE};
   END IF;
 END $$"""
 

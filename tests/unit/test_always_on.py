@@ -214,7 +214,7 @@ def loop_app(open_after: list):
 
 
 def test_watch_stays_up_when_no_job_is_open_and_says_so_once(monkeypatch):
-    monkeypatch.setattr(watch, "cycle", lambda app, clock, hooks, specs=None: [])
+    monkeypatch.setattr(watch, "cycle", lambda app, clock, hooks, specs=None, poller=None: [])
     monkeypatch.setattr(watch.notify, "pending", lambda app: False)
     app = loop_app([[], [], ["job"], [], []])
     said, slept, beats = [], [], []
@@ -226,7 +226,7 @@ def test_watch_stays_up_when_no_job_is_open_and_says_so_once(monkeypatch):
 
 
 def test_exit_when_idle_ends_as_before(monkeypatch):
-    monkeypatch.setattr(watch, "cycle", lambda app, clock, hooks, specs=None: [])
+    monkeypatch.setattr(watch, "cycle", lambda app, clock, hooks, specs=None, poller=None: [])
     monkeypatch.setattr(watch.notify, "pending", lambda app: False)
     app = loop_app([["job"], []])
     said = []
@@ -237,7 +237,7 @@ def test_exit_when_idle_ends_as_before(monkeypatch):
 def test_a_heartbeat_that_cannot_be_written_is_said_once_and_watching_goes_on(monkeypatch):
     from launcher.core.errors import StateStoreError
 
-    monkeypatch.setattr(watch, "cycle", lambda app, clock, hooks, specs=None: [])
+    monkeypatch.setattr(watch, "cycle", lambda app, clock, hooks, specs=None, poller=None: [])
     monkeypatch.setattr(watch.notify, "pending", lambda app: False)
     app = loop_app([["job"]])
 

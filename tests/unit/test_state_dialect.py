@@ -34,7 +34,7 @@ def test_the_schemas_keys_are_read_from_the_schema():
     assert t["spot_observations"][1] == [("id",), ("job_id", "attempt")] and t["spot_observations"][2] == "id"
     assert t["claims"][1] == [("job_id",)] and t["events"][2] == "id"
     assert set(t) == {"jobs", "sweeps", "attempts", "events", "claims", "spot_observations", "provenance",
-                      "notifications", "watchers", "watch_marks"}
+                      "notifications", "watchers", "watch_marks", "target_polls"}
 
 
 def test_placeholders_outside_quotes_and_percent_signs_escaped():

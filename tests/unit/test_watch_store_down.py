@@ -14,7 +14,7 @@ from launcher.state.db import StoreUnreachable
 def test_a_watch_waits_out_an_unreachable_server_then_goes_on(monkeypatch):
     calls = {"n": 0}
 
-    def cycle(app, clock, hooks, specs=None):
+    def cycle(app, clock, hooks, specs=None, poller=None):
         calls["n"] += 1
         if calls["n"] <= 3:
             raise StoreUnreachable("the state store postgresql://db/x cannot be reached (terminating connection)")
@@ -31,7 +31,7 @@ def test_a_watch_waits_out_an_unreachable_server_then_goes_on(monkeypatch):
 
 
 def test_watch_once_fails_on_an_unreachable_server(monkeypatch):
-    def cycle(app, clock, hooks, specs=None):
+    def cycle(app, clock, hooks, specs=None, poller=None):
         raise StoreUnreachable("cannot be reached")
 
     monkeypatch.setattr(watch, "cycle", cycle)
