@@ -11,6 +11,7 @@ import time
 import pytest
 
 from launcher.api.always_on import stale_watchers
+from launcher.state.schema import SCHEMA_VERSION
 from launcher.state.store import StateStore
 from launcher.state.watchers import Heartbeat, open_job_count, watcher_rows
 
@@ -56,8 +57,26 @@ def test_a_store_of_schema_3_gets_the_table_and_its_grant(member_store, pg_serve
     store.close()
     pg_server.sql("DROP TABLE watchers; UPDATE launcher_schema SET version = 3", db=db)
     StateStore(tmp_path / "admin2", url=owner_url).close()  # the owner's launcher migrates it
-    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == "4"
+    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == str(SCHEMA_VERSION)
     assert pg_server.sql("SELECT has_table_privilege('launcher_team', 'watchers', 'INSERT, UPDATE, DELETE')",
                          db=db) == "t"
     Heartbeat(1.0).beat(store, time.time() - 0.1, time.time())  # the member's store connects again
     assert len(watcher_rows(store)) == 1
+
+
+def test_a_store_of_schema_4_gets_the_marks_and_the_pollers_table_for_the_watchers_role_only(member_store, pg_server,
+                                                                                             tmp_path):
+    owner_url, store, db = member_store
+    store.close()
+    pg_server.sql("DROP TABLE watch_marks; DROP TABLE target_polls; UPDATE launcher_schema SET version = 4", db=db)
+    StateStore(tmp_path / "admin3", url=owner_url).close()  # the owner's launcher migrates it
+    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == str(SCHEMA_VERSION) == "5"
+    # a snapshot is acted on by every watcher: only the watchers' role may read or write one
+    assert pg_server.sql("SELECT has_table_privilege('launcher_watcher', 'target_polls', 'SELECT, INSERT, UPDATE')",
+                         db=db) == "t"
+    assert pg_server.sql("SELECT has_table_privilege('launcher_team', 'target_polls', 'SELECT')", db=db) == "f"
+    assert pg_server.sql("SELECT has_table_privilege('launcher_team', 'target_polls', 'UPDATE')", db=db) == "f"
+    # the marks are a job's own: covered by its row-level security, like its attempts
+    assert pg_server.sql("SELECT count(*) FROM pg_policies WHERE tablename = 'watch_marks'", db=db) == "4"
+    assert pg_server.sql("SELECT has_table_privilege('launcher_team', 'watch_marks', 'INSERT, UPDATE, DELETE')",
+                         db=db) == "t"
