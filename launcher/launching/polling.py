@@ -32,8 +32,8 @@ class Poller:
 
     @property
     def lease_s(self) -> float:
-        """A poller that stops renewing is replaced after three intervals (30 s at least)."""
-        return max(3.0 * self.interval, 30.0)
+        """A poller that stops renewing is replaced after three intervals (1 s at least)."""
+        return max(3.0 * self.interval, 1.0)
 
     @staticmethod
     def takes_part(store) -> bool:
@@ -46,27 +46,28 @@ def ask_targets(store, by_target: dict, ask: Callable, poller=None, clock=time.t
     """{target: [Status] for its rows in order, or the LauncherError its query raised}, for
     BY_TARGET ({target: [(row, Handle)]}). ASK(target, handles) is the status call. With a
     POLLER: a fresh snapshot another watcher published is read instead of asking (a job it
-    does not hold yet gets None: left to the poller's next pass); a target another watcher
-    holds the lease of, with no fresh snapshot, is left to it (every job None); the targets
-    this watcher holds the lease of are asked, and what they answered is published."""
+    does not hold yet gets None: left to the poller's next pass); a target whose new poller has
+    not published yet is left to it (every job None); the others are asked, and what a target
+    this watcher holds the lease of answered is published."""
     if poller is None or not by_target or not Poller.takes_part(store):
         return {t: _ask(ask, t, [h for _, h in pairs]) for t, pairs in by_target.items()}
     now = clock()
     leases = polls.read(store, by_target)
     readable = {t for t in by_target if polls.fresh(leases.get(t), poller.owner, now, poller.fresh_s)}
-    theirs = {t for t in by_target if t not in readable and polls.held_by_other(leases.get(t), poller.owner, now)}
+    theirs = {t for t in by_target if t not in readable and polls.starting(leases.get(t), poller.owner, now)}
     mine = polls.take(store, [t for t in by_target if t not in readable | theirs], poller.owner, now, poller.lease_s)
     out, published, failed = {}, {}, []
     for target, pairs in by_target.items():
         if target in readable:
             out[target] = _from_snapshot(pairs, polls.statuses(leases[target]))
-        elif target not in mine:  # its poller's (starting, slow or gone: its lease runs out, then it is ours)
+        elif target in theirs:  # its poller's first poll is under way (if it died: its lease runs out)
             out[target] = [None] * len(pairs)
-        else:
+        else:  # this watcher's lease; or its poller is slow, frozen or gone: asked by this watcher too
             out[target] = _ask(ask, target, [h for _, h in pairs])
             if isinstance(out[target], LauncherError):
-                failed.append(target)
-            else:
+                if target in mine:
+                    failed.append(target)
+            elif target in mine:
                 published[target] = {polls.key(r.job_id, h.native_id, h.attempt): st
                                      for (r, h), st in zip(pairs, out[target])}
     polls.publish(store, poller.owner, published, now)

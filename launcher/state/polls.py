@@ -10,12 +10,13 @@ gives it up at once when its status call fails.
 
 Election is only an optimisation, never a source of truth for what runs: a status in a
 snapshot is what the scheduler said at ``polled_at``, exactly as if the reader had asked
-then. While another watcher's lease of a target holds, a reader leaves that target's jobs to
-it when its snapshot is not fresh (the poller is starting, slow, frozen or dead), and once the
-lease has run out (``lease_s``) the next watcher to pass takes it over. So a poller killed with
--9, or frozen, leaves its targets' jobs unobserved for at most one lease and one pass, and a
-job the snapshot does not hold yet (launched or resubmitted since) waits for the poller's next
-pass.
+then. A reader that finds no fresh snapshot (the poller is slow, frozen or dead) asks the
+target itself, as if there were no election, and once the poller's lease has run out
+(``lease_s``) the next watcher to pass takes it over. A target whose new poller has not
+published its first snapshot yet is left to it (so watchers that start together ask once).
+So a poller killed with -9, or frozen, costs extra status calls for one lease, and never a
+job unobserved for longer than ``fresh_s`` and one pass; a job the snapshot does not hold
+yet (launched or resubmitted since) waits for the poller's next pass.
 
 On a team's PostgreSQL store only the watchers' role (``launcher_watcher``) and the store's
 owner may read or write the table (``launcher.state.team``): a snapshot names every job's
@@ -96,9 +97,10 @@ def release(store, targets, owner: str) -> None:
                        f"({','.join('?' * len(targets))})", (owner, *targets))
 
 
-def held_by_other(lease: Optional[Lease], owner: str, now: float) -> bool:
-    """Pure: whether another watcher's lease of LEASE's target still holds at NOW."""
-    return lease is not None and lease.owner != owner and lease.lease_until >= now
+def starting(lease: Optional[Lease], owner: str, now: float) -> bool:
+    """Pure: whether another watcher holds LEASE's target at NOW and has not published yet (its
+    first poll is under way: the target is left to it rather than asked twice)."""
+    return lease is not None and lease.owner != owner and lease.lease_until >= now and lease.polled_at is None
 
 
 def fresh(lease: Optional[Lease], owner: str, now: float, fresh_s: float) -> bool:

@@ -64,22 +64,36 @@ def test_a_job_the_snapshot_does_not_hold_yet_is_left_to_the_poller(tmp_path):
         store.close()
 
 
-def test_a_dead_poller_is_replaced_once_its_lease_runs_out(tmp_path):
+def test_a_dead_poller_costs_extra_calls_for_one_lease_then_is_replaced(tmp_path):
     store = StateStore(tmp_path / "h")
     try:
         sched, jobs = Scheduler(), fleet()
         a, b = Poller(10.0, owner="a"), Poller(10.0, owner="b")
         ask_targets(store, jobs, sched.ask, a, clock=lambda: 1000.0)  # a polls once, then dies (-9)
-        stale = 1000.0 + b.fresh_s + 1
+        stale = 1000.0 + b.fresh_s + 0.5
         assert stale < 1000.0 + a.lease_s
         got = ask_targets(store, jobs, sched.ask, b, clock=lambda: stale)
-        assert got == {"t1": [None] * 3, "t2": [None] * 3} and len(sched.calls) == 2  # a's lease holds: its jobs
+        assert len(sched.calls) == 4 and all(isinstance(s, Status) for s in got["t1"] + got["t2"])  # asked itself
+        assert all(r.owner == "a" and r.polled_at == 1000.0 for r in polls.read(store, ["t1", "t2"]).values())
         after = 1000.0 + a.lease_s + 1
-        got = ask_targets(store, jobs, sched.ask, b, clock=lambda: after)
-        assert len(sched.calls) == 4 and all(isinstance(s, Status) for s in got["t1"] + got["t2"])
-        assert all(r.owner == "b" for r in polls.read(store, ["t1", "t2"]).values())
+        ask_targets(store, jobs, sched.ask, b, clock=lambda: after)
+        assert len(sched.calls) == 6
+        assert all(r.owner == "b" and r.polled_at == after for r in polls.read(store, ["t1", "t2"]).values())
         ask_targets(store, jobs, sched.ask, a, clock=lambda: after + 1)  # a comes back: b's snapshot is read
-        assert len(sched.calls) == 4
+        assert len(sched.calls) == 6
+    finally:
+        store.close()
+
+
+def test_watchers_that_start_together_leave_a_target_to_its_new_poller(tmp_path):
+    store = StateStore(tmp_path / "h")
+    try:
+        sched, jobs = Scheduler(), fleet()
+        assert polls.take(store, ["t1", "t2"], "a", 1000.0, 30.0) == {"t1", "t2"}  # a's first poll under way
+        got = ask_targets(store, jobs, sched.ask, Poller(10.0, owner="b"), clock=lambda: 1000.1)
+        assert got == {"t1": [None] * 3, "t2": [None] * 3} and sched.calls == []
+        got = ask_targets(store, jobs, sched.ask, Poller(10.0, owner="b"), clock=lambda: 1031.0)  # a never published
+        assert len(sched.calls) == 2 and all(r.owner == "b" for r in polls.read(store, ["t1", "t2"]).values())
     finally:
         store.close()
 
