@@ -56,6 +56,11 @@ def ask_targets(store, by_target: dict, ask: Callable, poller=None, clock=time.t
     readable = {t for t in by_target if polls.fresh(leases.get(t), poller.owner, now, poller.fresh_s)}
     theirs = {t for t in by_target if t not in readable and polls.starting(leases.get(t), poller.owner, now)}
     mine = polls.take(store, [t for t in by_target if t not in readable | theirs], poller.owner, now, poller.lease_s)
+    lost = [t for t in by_target if t not in readable | theirs | mine]  # another watcher took it meanwhile
+    if lost:
+        leases.update(polls.read(store, lost))
+        readable |= {t for t in lost if polls.fresh(leases.get(t), poller.owner, now, poller.fresh_s)}
+        theirs |= {t for t in lost if polls.starting(leases.get(t), poller.owner, now)}
     out, published, failed = {}, {}, []
     for target, pairs in by_target.items():
         if target in readable:

@@ -139,3 +139,23 @@ def test_the_lease_is_taken_by_one_watcher_at_a_time(tmp_path):
         assert polls.read(store, ["t1"])["t1"].polled_at is None
     finally:
         store.close()
+
+
+def test_a_lease_taken_between_the_look_and_the_take_is_left_to_its_new_poller(tmp_path, monkeypatch):
+    store = StateStore(tmp_path / "h")
+    try:
+        sched, jobs = Scheduler(), fleet()
+        real, looked = polls.read, []
+
+        def read(store_, targets):  # watcher a takes both leases right after b's first look
+            out = real(store_, targets)
+            if not looked:
+                looked.append(targets)
+                polls.take(store_, list(targets), "a", 1000.0, 30.0)
+            return out
+
+        monkeypatch.setattr(polls, "read", read)
+        got = ask_targets(store, jobs, sched.ask, Poller(10.0, owner="b"), clock=lambda: 1000.0)
+        assert sched.calls == [] and got == {"t1": [None] * 3, "t2": [None] * 3}
+    finally:
+        store.close()
