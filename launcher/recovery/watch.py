@@ -35,6 +35,7 @@ from launcher.recovery import changes
 from launcher.recovery.outcome import NO_HOOKS, Outcome, WatchHooks
 from launcher.core import knobs
 from launcher.state import marks as watch_marks
+from launcher.state import wakeups
 from launcher.state.claims import claimed
 from launcher.state.db import StoreUnreachable
 from launcher.state.watchers import Heartbeat
@@ -425,38 +426,46 @@ def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_i
     n, down, idle, unrecorded = 0, False, False, False
     specs = SpecMemo()  # the open jobs' parsed specs, from pass to pass
     poller = None if once else Poller(interval)  # a one-off pass asks every target itself
-    while True:
-        try:
-            started = clock()
-            for o in cycle(app, clock, hooks, specs=specs, poller=poller):
-                if o.action not in ("running", "claimed"):  # claimed: another watcher is on it
-                    echo(f"{o.job_id}: {o.action}" + (f" ({o.reason})" if o.reason else ""))
-            n += 1
-            if heartbeat is not None:
-                unrecorded = _beat(app, heartbeat, started, clock(), echo, unrecorded)
-            if once or (max_cycles is not None and n >= max_cycles):
+    woken = None if once else wakeups.listener(app.store)  # PostgreSQL: a launch or a cancel ends the wait
+    try:
+        while True:
+            try:
+                started = clock()
+                for o in cycle(app, clock, hooks, specs=specs, poller=poller):
+                    if o.action not in ("running", "claimed"):  # claimed: another watcher is on it
+                        echo(f"{o.job_id}: {o.action}" + (f" ({o.reason})" if o.reason else ""))
+                n += 1
+                if heartbeat is not None:
+                    unrecorded = _beat(app, heartbeat, started, clock(), echo, unrecorded)
+                if once or (max_cycles is not None and n >= max_cycles):
+                    return
+                left = app.store.open_jobs() or notify.pending(app)  # notifications still to deliver: go on
+            except StoreUnreachable as e:
+                # a team's server restarted or down: what was in flight rolled back whole; the claims
+                # decide again once it answers (each cycle opens a new connection). Said once per outage.
+                if once:
+                    raise
+                if not down:
+                    echo(f"{e}: trying again every {max(interval, 1.0):g} s")
+                down = True
+                sleep(max(interval, 1.0))
+                continue
+            if down:
+                echo("the state store answers again")
+                down = False
+            if not left and exit_when_idle:
+                echo("no open jobs left")
                 return
-            left = app.store.open_jobs() or notify.pending(app)  # notifications still to deliver: go on
-        except StoreUnreachable as e:
-            # a team's server restarted or down: what was in flight rolled back whole; the claims
-            # decide again once it answers (each cycle opens a new connection). Said once per outage.
-            if once:
-                raise
-            if not down:
-                echo(f"{e}: trying again every {max(interval, 1.0):g} s")
-            down = True
-            sleep(max(interval, 1.0))
-            continue
-        if down:
-            echo("the state store answers again")
-            down = False
-        if not left and exit_when_idle:
-            echo("no open jobs left")
-            return
-        if not left and not idle:  # said once each time the last job closes; the loop goes on
-            echo(f"no open jobs left: still watching for new ones every {interval:g} s")
-        idle = not left
-        sleep(interval)
+            if not left and not idle:  # said once each time the last job closes; the loop goes on
+                echo(f"no open jobs left: still watching for new ones every {interval:g} s")
+            idle = not left
+            if woken is None or sleep is not time.sleep:  # (a test's own sleep: it decides the waits)
+                sleep(interval)
+            else:
+                woken.wait(interval)
+    finally:
+        if woken is not None:
+            woken.close()
 
 
 def _beat(app, heartbeat: Heartbeat, started: float, now: float, echo, unrecorded: bool) -> bool:

@@ -11,6 +11,7 @@ import time
 
 from launcher.core.redact import mask_values, redact_obj, redact_text
 from launcher.core.status import attempt_ended, is_final, job_state_for
+from launcher.state import wakeups
 from launcher.state.rows import AttemptRow, mirrored_state, reopened
 
 CHUNK = 500  # job ids per IN (...) query, under SQLite's variable limit
@@ -50,6 +51,7 @@ class BulkStore:
             db.executemany("UPDATE jobs SET meta=? WHERE job_id=?", [(m, j) for j, m in metas.items()])
             db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,'submitted',?)",
                            [(j, now, d) for j, d in zip(ids, details)])
+            wakeups.announce(self.store, db)  # a team's watchers: a sweep submitted
         return sorted(cancelled)
 
     def record_statuses(self, entries) -> None:

@@ -441,3 +441,51 @@ def connect(url: str, read_only: bool = False) -> PgConnection:
         db.close()
         raise
     return db
+
+
+class Listener:
+    """A watcher's wait between passes on a PostgreSQL store (``launcher.state.wakeups``): a
+    connection of its own that LISTENs on CHANNEL. ``wait`` returns early, True, when
+    a launch or a cancel committed; a connection that fails is dropped (the wait is then a plain
+    sleep) and opened again at the next wait: a wake-up is never needed for correctness, the
+    interval's pass comes anyway."""
+
+    MIN_GAP_S = 0.5  # woken again within this of the last wake-up: the rest of it is slept first
+
+    def __init__(self, url: str, channel: str):
+        self.url, self.channel = url, channel
+        self.conn = None
+        self.woken_at = 0.0
+
+    def wait(self, timeout: float) -> bool:
+        """Up to TIMEOUT seconds, until a notification (True) or the time is out (False)."""
+        end = time.monotonic() + max(0.0, timeout)
+        try:
+            if self.conn is None or self.conn.closed:
+                self.conn = psycopg.connect(self.url, autocommit=True, application_name="launcher watch (listen)",
+                                            connect_timeout=knobs.whole("LAUNCHER_STATE_CONNECT_TIMEOUT",
+                                                                        CONNECT_TIMEOUT_S, positive=True,
+                                                                        what="seconds"))
+                self.conn.execute(f"LISTEN {self.channel}")
+            gap = self.woken_at + self.MIN_GAP_S - time.monotonic()
+            if gap > 0:  # a burst of launches wakes one pass, not one per launch
+                time.sleep(min(gap, max(0.0, end - time.monotonic())))
+            woken = any(True for _ in self.conn.notifies(timeout=max(0.0, end - time.monotonic()), stop_after=1))
+            if woken:
+                for _ in self.conn.notifies(timeout=0.01):  # the others of the same burst
+                    pass
+                self.woken_at = time.monotonic()
+            return woken
+        except psycopg.Error:
+            self.close()
+            time.sleep(max(0.0, end - time.monotonic()))
+            return False
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except psycopg.Error:
+                pass
+            self.conn = None
+

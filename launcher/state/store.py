@@ -27,6 +27,7 @@ from typing import Iterator, Optional
 from launcher.core.args import job_ref
 from launcher.core.errors import LauncherError
 from launcher.core.status import FINAL_STATES, attempt_ended, is_final, job_state_for
+from launcher.state import wakeups
 from launcher.state import provenance as provenance_rows
 from launcher.state.bulk import BulkStore
 from launcher.state.copy import moved_message, moved_to
@@ -250,6 +251,7 @@ class StateStore:
                 (job_id, name, target, backend, spec_path, spec_yaml, now, now, "SUBMITTING", ckpt_root,
                  json.dumps(meta or {}), sweep_id))
             self.record_homes(db, [job_id])
+            wakeups.announce(self, db)  # a team's watchers: a new job (its launch may die before recording it)
 
     def forget_job(self, job_id: str) -> None:
         """Remove a job whose submission failed: nothing is recorded as submitted."""
@@ -363,6 +365,7 @@ class StateStore:
             if event:
                 db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
                            (job_id, now, event, json.dumps(redact_obj(detail or {}), default=str)))
+            wakeups.announce(self, db)  # a team's watchers: a cancel, a close (its notifications, a sweep's slot)
 
     def add_restart(self, job_id, attempt, target, handle_json, native_id, state, reason) -> bool:
         """Record a restart in place (same native id) unless another watcher already did."""
@@ -449,6 +452,7 @@ class StateStore:
             if provenance is not None:
                 location, text = provenance
                 db.execute(provenance_rows.INSERT, (job_id, now, location, text))
+            wakeups.announce(self, db)  # a team's watchers: a job submitted
         return True
 
     def claim_left(self, job_id: str, owner: str, now: Optional[float] = None) -> float:

@@ -18,6 +18,7 @@ import json
 import time
 from typing import Optional
 
+from launcher.state import wakeups
 from launcher.state.rows import JobRow
 from launcher.state.team import HOMES_TABLE
 
@@ -105,6 +106,7 @@ class SweepStore:
                 [(job_id, name, target, backend, spec_path, now, now, root, json.dumps(own_meta(meta, shared)),
                   sweep_id) for job_id, root, meta in rows])
             self.store.record_homes(db, [job_id for job_id, _, _ in rows])
+            wakeups.announce(self.store, db)  # a team's watchers: a new sweep (its queue to fill)
 
     def forget(self, sweep_id: str) -> None:
         """Remove a sweep whose submission failed: its row, its elements and anything of theirs."""
