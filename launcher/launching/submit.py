@@ -304,4 +304,15 @@ def launch_alive(meta: dict) -> Optional[bool]:
         return False
     except OSError:
         return True  # it exists (another user's process)
-    return True
+    return not zombie(int(pid))
+
+
+def zombie(pid: int) -> bool:
+    """Whether process PID has ended and only waits for its parent to reap it (Linux: state Z in
+    /proc/PID/stat). A launch that ended so is over, though signal 0 still reaches its pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat.rsplit(")", 1)[-1].split()
+    return bool(fields) and fields[0] == "Z"

@@ -502,9 +502,26 @@ def quiet(r: Run, slurm: bool = True) -> bool:
     open_ = [x for x in r.rows() if x["state"] not in CLOSED]
     if not open_:
         return True
-    if not all(x["state"] == "SUBMITTING" for x in open_) or _live_supervisors(r):
+    if not all(x["state"] == "SUBMITTING" for x in open_) or _live_supervisors(r) or started_unrecorded(r):
         return False
     return r.cluster is None or not slurm or unadopted(r) == []
+
+
+def started_unrecorded(r: Run) -> list:
+    """The SUBMITTING rows whose attempt's start was claimed in its job folder (``attempt-N.start``,
+    the local target's create-only start record) though no attempt N is recorded: the program ran
+    and `watch` adopts it by that trace, once the claim the launch held (it may have died holding
+    it) has expired. Not quiet until then: a seed 7212 schedule's launch was interrupted while
+    recording, and heal read the invariants within the claim TTL, before any watch could adopt."""
+    from launcher.jobside.startclaim import holder  # the record's one reader
+
+    out = []
+    for x in store_rows(r.home):
+        if x["state"] != "SUBMITTING" or x["attempt"] is None or x["natives"]:
+            continue
+        if holder(str(r.home / "jobs" / x["job_id"]), x["attempt"]):
+            out.append(x["job_id"])
+    return out
 
 
 def cli(r: Run, *args, timeout: float = 120) -> subprocess.CompletedProcess:

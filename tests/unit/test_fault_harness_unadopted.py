@@ -93,3 +93,26 @@ def test_launcher_fault_sbatch_overrides_the_drawn_wrapper_on_slurm_only(monkeyp
     with pytest.raises(ValueError):
         overridden(s)
     assert parse("signal:every:KILL") == ("signal", "every", "KILL") and parse("lost:once") == ("lost", "once", "")
+
+
+def test_a_submitting_row_whose_start_was_claimed_is_not_quiet_until_adopted(tmp_path):
+    """The local counterpart of ``unadopted``: a launch interrupted while recording leaves the row
+    SUBMITTING after its program started (the job folder's start claim); heal must not read the
+    invariants before a watch adopted it (seed 7212, schedule 121, once)."""
+    from types import SimpleNamespace
+
+    from launcher.jobside.startclaim import claim_start
+    from launcher.state.store import StateStore
+    from tests.integration.fault_harness import quiet, started_unrecorded
+
+    home = tmp_path / "home"
+    store = StateStore(home)
+    try:
+        store.begin_job("j-1", "j", "local", "local", None, "name: j\n")
+    finally:
+        store.close()
+    r = SimpleNamespace(home=home, cluster=None,
+                        rows=lambda: [{"job_id": "j-1", "state": "SUBMITTING"}])
+    assert started_unrecorded(r) == [] and quiet(r)  # nothing ran: settled after the launcher's quiet period
+    claim_start(str(home / "jobs" / "j-1"), 1, "4242")
+    assert started_unrecorded(r) == ["j-1"] and not quiet(r)
