@@ -312,6 +312,9 @@ def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS,
     row = store.get_job(job_id)
     if not is_open(row):  # the status just read closed it (COMPLETED, CANCELLED), or another watcher did
         if isinstance(st, Status) and st.state.value == row.state and closes_job(row.state):
+            # its last progress (final step, each attempt's resume step): a pass reads a running
+            # job's progress only every so often (launcher.recovery.changes), so once more at its end
+            record_progress(app, row)
             return Outcome(job_id, "done", row.state.lower())
         return None
     first = hooks.act_first(app, row, st, clock)  # e.g. a sweep element to stop, or to burst out of its array

@@ -39,8 +39,8 @@ def test_a_started_command_runs_while_the_caller_works_and_keeps_its_timeout(tmp
     mark = tmp_path / "mark"
     started = LocalRunner().start(["sh", "-c", f"echo ran > {mark}"])
     deadline = time.monotonic() + 10
-    while not mark.exists() and time.monotonic() < deadline:  # the caller's own work, meanwhile
-        time.sleep(0.01)
+    while not (mark.exists() and mark.read_text()) and time.monotonic() < deadline:  # the caller's own work
+        time.sleep(0.01)  # (the shell creates the file before it writes to it: wait for its line)
     assert mark.read_text() == "ran\n" and started.wait().ok
     with pytest.raises(TransientError, match="timed out after 0.3s"):
         LocalRunner().start(["sleep", "30"], timeout=0.3).wait()
