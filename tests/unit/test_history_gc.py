@@ -190,3 +190,14 @@ def test_the_cli_says_what_it_removed_and_kept(tmp_path):
     assert p.returncode == 0 and "removed 0 job(s)" in p.stdout, p.stdout + p.stderr
     p = subprocess.run([LAUNCHER, "gc", "--older-than", "soon"], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "--older-than 'soon'" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_removed_job_takes_its_watch_mark_with_it(store):
+    from launcher.state import marks
+
+    job(store, "old-done", "COMPLETED")
+    job(store, "old-open", "RUNNING")
+    marks.save(store, [("old-done", "seen", 1.0), ("old-open", "seen", 1.0)])
+    age(store, ["old-done", "old-open"], 40 * DAY)
+    collect(store, time.time() - 30 * DAY)
+    assert marks.load(store) == {"old-open": ("seen", 1.0)}
