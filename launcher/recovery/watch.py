@@ -46,11 +46,6 @@ from launcher.recovery.progress import read_progress
 from launcher.recovery.state import RecoveryState
 
 
-def open_jobs(store) -> list:
-    """Open jobs that reached a scheduler (SUBMITTING rows are reconciled separately)."""
-    return [j for j in store.open_jobs() if j.handle]
-
-
 def hooks_of(app, hooks: Optional[WatchHooks] = None) -> WatchHooks:
     """HOOKS, else the application's (``App.watch_hooks``: sweeps), else none."""
     return hooks if hooks is not None else getattr(app, "watch_hooks", NO_HOOKS)
@@ -68,7 +63,7 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
     hooks = hooks_of(app, hooks)
     specs = SpecMemo() if specs is None else specs
     rows = store.watch_rows(OVERTAKEN)  # one listing; again only when a SUBMITTING row was settled
-    unsettled = [j for j in rows if store.may_act(j) and (_submitting(j) or overtaken(j))]  # unsettled_jobs
+    unsettled = unsettled_in(store, rows)
     outcomes = reconcile(app, clock, jobs=unsettled, hooks=hooks) if unsettled else []
     if unsettled:
         rows = store.watch_rows(OVERTAKEN)
@@ -85,7 +80,7 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
 
     statuses = refresh(app, jobs, recorded=recorded, poller=poller)
     outcomes += hooks.judge(app, jobs)  # e.g. sweep early stopping: its stops are carried out below
-    keep, forget = [], []
+    keep, forget, progress_s = [], [], progress_every()
     for job in jobs:
         if poller is not None and job.job_id not in statuses:  # not in the poller's snapshot yet: it decides
             continue
@@ -103,8 +98,8 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
             o = Outcome(job.job_id, "control_plane", str(e))
         if o is not None:
             outcomes.append(o)
-        if seen is not None and o is not None and o.action == "running" and not _every_pass(job, st, hooks, specs):
-            keep.append((job.job_id, seen, changes.due(job, now, progress_every(), changes.REVISIT_S)))
+        if seen is not None and o is not None and o.action == "running" and not _every_pass(job, st, specs):
+            keep.append((job.job_id, seen, changes.due(job, now, progress_s, changes.REVISIT_S)))
         elif job.job_id in seen_before:
             forget.append(job.job_id)
     _mark(store, keep, forget)
@@ -120,7 +115,7 @@ def progress_every() -> float:
     return knobs.number("LAUNCHER_PROGRESS_EVERY", changes.PROGRESS_EVERY_S, positive=True)
 
 
-def _every_pass(job, st, hooks: WatchHooks, specs: SpecMemo) -> bool:
+def _every_pass(job, st, specs: SpecMemo) -> bool:
     """Whether JOB is decided on at every pass, changed or not (``changes.every_pass``); a job
     whose spec cannot be read is (its decision says why, every pass)."""
     try:
@@ -172,7 +167,13 @@ def overtaken(job) -> bool:
 
 def unsettled_jobs(store) -> list:
     """SUBMITTING rows and rows whose cancel overtook their launch, from one listing."""
-    return [j for j in store.watch_rows(OVERTAKEN) if store.may_act(j) and (_submitting(j) or overtaken(j))]
+    return unsettled_in(store, store.watch_rows(OVERTAKEN))
+
+
+def unsettled_in(store, rows) -> list:
+    """The ROWS (``watch_rows``) this role reconciles: SUBMITTING rows and rows whose cancel
+    overtook their launch."""
+    return [j for j in rows if store.may_act(j) and (_submitting(j) or overtaken(j))]
 
 
 def reconcile(app, clock: Callable[[], float] = time.time, jobs=None, record_errors: bool = True,
