@@ -400,6 +400,16 @@ def _check_identity(db: PgConnection) -> None:
                                 f"at a database (or a schema, ?options=-csearch_path=...) of the launcher's own")
 
 
+def connect_options(url: str, application: str) -> dict:
+    """psycopg.connect's options for a launcher session to URL: autocommit, APPLICATION named,
+    and $LAUNCHER_STATE_CONNECT_TIMEOUT unless the URL sets its own connect_timeout."""
+    options = {"autocommit": True, "application_name": application}
+    if "connect_timeout" not in url:
+        options["connect_timeout"] = knobs.whole("LAUNCHER_STATE_CONNECT_TIMEOUT", CONNECT_TIMEOUT_S, positive=True,
+                                                 what="seconds")
+    return options
+
+
 def connect(url: str, read_only: bool = False) -> PgConnection:
     """Connect, check the store, and migrate it (under the migration lock) when it is older or new.
     READ_ONLY (``launcher serve``: ``launcher.state.readonly``): the session refuses every write
@@ -408,12 +418,8 @@ def connect(url: str, read_only: bool = False) -> PgConnection:
     timeout = busy_timeout()
     ttl = knobs.claim_ttl()
     idle = idle_limit(ttl)
-    kwargs = {"autocommit": True, "row_factory": _rows, "application_name": "launcher"}
-    if "connect_timeout" not in url:
-        kwargs["connect_timeout"] = knobs.whole("LAUNCHER_STATE_CONNECT_TIMEOUT", CONNECT_TIMEOUT_S, positive=True,
-                                                what="seconds")
     try:
-        conn = psycopg.connect(url, **kwargs)
+        conn = psycopg.connect(url, **connect_options(url, "launcher"), row_factory=_rows)
     except psycopg.Error as e:
         raise connect_failure(url, e) from None
     except ValueError as e:  # psycopg's own checks of a malformed URL
@@ -462,10 +468,7 @@ class Listener:
         end = time.monotonic() + max(0.0, timeout)
         try:
             if self.conn is None or self.conn.closed:
-                self.conn = psycopg.connect(self.url, autocommit=True, application_name="launcher watch (listen)",
-                                            connect_timeout=knobs.whole("LAUNCHER_STATE_CONNECT_TIMEOUT",
-                                                                        CONNECT_TIMEOUT_S, positive=True,
-                                                                        what="seconds"))
+                self.conn = psycopg.connect(self.url, **connect_options(self.url, "launcher watch (listen)"))
                 self.conn.execute(f"LISTEN {self.channel}")
             gap = self.woken_at + self.MIN_GAP_S - time.monotonic()
             if gap > 0:  # a burst of launches wakes one pass, not one per launch
