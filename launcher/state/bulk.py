@@ -37,7 +37,7 @@ class BulkStore:
         common = redact_obj({"target": target, "native_id": "", "attempt": 1, **(detail or {})}, masks=masks)
         details = [json.dumps({**common, "native_id": redact_text(n, masks=masks)}, default=str) for n in native]
         job_state = job_state_for(state)
-        with self.store.tx() as db:
+        with self.store.tx(jobs=ids) as db:
             rows = _rows(db, "state, meta", ids)
             cancelled = [j for j, r in rows.items() if r["state"] == "CANCELLED"]
             open_ids = set(ids) - set(cancelled)
@@ -62,7 +62,7 @@ class BulkStore:
         now = time.time()
         by_cols: dict = {}  # the same columns set: one executemany
         jobs, events = [], []
-        with self.store.tx() as db:
+        with self.store.tx(jobs=[e[0] for e in entries]) as db:
             rows = _rows(db, "state, reason, handle, meta", [e[0] for e in entries])
             stored = _attempt_fields(db, entries)
             for job_id, attempt, fields, handle_json, state, reason in entries:

@@ -25,10 +25,10 @@ def load(store) -> dict:
 def save(store, keep: Iterable[tuple], forget: Iterable[str] = ()) -> None:
     """Write the marks KEEP ((job id, seen, due) each) and delete those of the jobs FORGET names,
     in one transaction. A job deleted meanwhile (``launcher gc``) is skipped: a mark needs its job."""
-    keep, forget = list(keep), list(dict.fromkeys(forget))
+    keep, forget = sorted(keep), sorted(dict.fromkeys(forget))  # (id order: two writers never wait in a circle)
     if not keep and not forget:
         return
-    with store.tx() as db:
+    with store.tx(jobs=()) as db:  # a mark is written by one statement each; no write is decided on it
         for part in chunks(forget):
             db.execute(f"DELETE FROM watch_marks WHERE job_id IN ({','.join('?' * len(part))})", part)
         db.executemany("INSERT INTO watch_marks(job_id, seen, due) SELECT ?, ?, ? "

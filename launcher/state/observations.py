@@ -13,7 +13,7 @@ def record(store, key: tuple, node_hours: float, events: int, kind: str, ts: flo
     """Store one observation at KEY (cloud, region, zone, instance type, spot); with JOB_ID and
     ATTEMPT it replaces that attempt's earlier row (an attempt is never counted twice)."""
     cloud, region, zone, itype, spot = key
-    with store.tx() as db:
+    with store.tx(jobs=()) as db:  # one upsert
         db.execute(
             "INSERT OR REPLACE INTO spot_observations(cloud,region,zone,instance_type,spot,node_hours,events,kind,"
             "ts,job_id,attempt) VALUES(?,?,?,?,?,?,?,?,?,?,?)",

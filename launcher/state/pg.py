@@ -65,6 +65,8 @@ VERSION_TABLE = "launcher_schema"
 VERSION_DDL = (f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (id BIGINT PRIMARY KEY CHECK (id = 1), "
                "application TEXT NOT NULL, version BIGINT NOT NULL)")
 CONNECT_TIMEOUT_S = 10
+# a transaction's jobs, locked in id order (two transactions never wait for each other's rows in a circle)
+LOCK_JOBS = "SELECT job_id FROM jobs WHERE job_id = ANY(%s) ORDER BY job_id FOR UPDATE"
 IDLE_LIMIT_S = 10.0  # $LAUNCHER_STATE_IDLE_TIMEOUT: a launcher idle this long inside a transaction is ended
 
 
@@ -187,6 +189,7 @@ class PgConnection:
         self.role: str = ""  # the connecting role (current_user): the owner of the jobs it creates
         self.acts_on_all = True  # a watcher, the tables' owner, a superuser (launcher.state.team)
         self.begin_write = ""  # BEGIN and the writers' lock (connect: launcher.state.pglocks)
+        self.begin_shared = ""  # BEGIN and the writers' lock shared (a job's own writes: ``begin_jobs``)
         self.since = None  # monotonic start of the statement in flight, if any (``Watchdog``)
         self.limits = (0.0, 0.0)  # (idle, hold) seconds: who counts as a hostage (launcher.state.pglocks)
 
@@ -200,6 +203,20 @@ class PgConnection:
         open, as a failed BEGIN IMMEDIATE leaves none on SQLite."""
         try:
             return self._run(statements, None)
+        except BaseException:
+            if self.in_transaction:
+                self._run("ROLLBACK", None)
+            raise
+
+    def begin_jobs(self, job_ids: list) -> None:
+        """BEGIN a transaction that writes the jobs JOB_IDS (sorted): the writers' lock shared, then
+        the jobs' rows locked in that order (``StateStore.tx``; a job not there yet locks nothing:
+        its INSERT is its own). Nothing is left open when a lock is not granted."""
+        self.begin(self.begin_shared)
+        if not job_ids:
+            return
+        try:
+            self._run(LOCK_JOBS, (job_ids,))
         except BaseException:
             if self.in_transaction:
                 self._run("ROLLBACK", None)
@@ -426,6 +443,7 @@ def connect(url: str, read_only: bool = False) -> PgConnection:
         raise StateStoreFailure(f"the state store URL {shown(url)} cannot be used: {_one_line(e)}") from None
     db = PgConnection(conn, url, timeout)
     db.begin_write = pglocks.begin_write(timeout, idle, ttl)
+    db.begin_shared = pglocks.begin_write(timeout, idle, ttl, shared=True)
     db.limits = (idle, ttl)
     try:
         # a lock held longer than the busy timeout fails as SQLite's does ("locked"); a frozen launcher's

@@ -12,6 +12,13 @@ waited on it). Now:
   idle, hold)``, a ``SECURITY DEFINER`` function (run as the owner; EXECUTE granted to
   ``launcher_team`` only), as ``SELECT ... FOR UPDATE``: held to the end of the caller's
   transaction, released by its COMMIT or ROLLBACK, exactly as the advisory lock was.
+* The writes of named jobs (a claim, a job's status, a submission's record, a close:
+  ``StateStore.tx(jobs=...)``) take it shared instead, through ``launcher_write_share``
+  (``FOR SHARE``), and then lock those jobs' rows (``SELECT ... FOR UPDATE``, in id order):
+  two watchers writing different jobs no longer wait for each other, two writing one job
+  still do, and a whole-lock writer (a sweep's slot accounting, gc, a migration's peers)
+  still sees a store no one else is writing (docs/team-store.md, "What the writers' lock
+  serialises").
 * A writer that finds it taken waits in slices of at most half a second, and between slices
   ends (``pg_terminate_backend``) every session that holds a lock on the store's tables
   (stronger than a reader's) while it is idle inside its transaction for longer than IDLE
@@ -39,6 +46,9 @@ from __future__ import annotations
 from launcher.state.team import TEAM_ROLE, ident
 
 WRITER_TABLE = "launcher_writer"
+# the writers' lock, taken whole (one writer at a time: every write but a job's own) or shared (the
+# writes of named jobs, each also locking those jobs' rows: launcher.state.store, ``StateStore.tx``)
+LOCK_FUNCTIONS = (("launcher_write_lock", "FOR UPDATE"), ("launcher_write_share", "FOR SHARE"))
 SLICE_MS = 500  # the longest single wait between two looks at who holds the lock
 # the least idle time and transaction age that make a session a hostage, whatever a caller asks:
 # a member calling the functions by hand cannot end the others' ordinary write transactions
@@ -79,7 +89,7 @@ BEGIN
     JOIN pg_stat_activity a ON a.pid = l.pid
    WHERE w.id = 1 AND a.pid <> pg_backend_pid();
   IF NOT FOUND THEN
-    RETURN 'no one now';
+    RETURN 'no single session now (the writes of several jobs may share it)';
   END IF;
   RETURN format('role %s (pid %s, application %L, %s, in its transaction for %s s)',
                 h.who, h.pid, h.app, h.state, coalesce(h.held_s::text, '?'));
@@ -106,7 +116,27 @@ BEGIN
   END LOOP;
   RETURN n;
 END $$""",
-        f"""CREATE OR REPLACE FUNCTION {s}.launcher_write_lock(wait_s double precision, idle_s double precision,
+        *(_lock_function(s, name, mode) for name, mode in LOCK_FUNCTIONS),
+        *(f"REVOKE ALL ON FUNCTION {s}.{name}(double precision, double precision, double precision) FROM PUBLIC"
+          for name, _ in LOCK_FUNCTIONS),
+        f"REVOKE ALL ON FUNCTION {s}.launcher_end_hostages(double precision, double precision) FROM PUBLIC",
+        f"REVOKE ALL ON FUNCTION {s}.launcher_writer_holder() FROM PUBLIC",
+        f"""DO $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '{TEAM_ROLE}') THEN
+    GRANT EXECUTE ON FUNCTION {s}.launcher_write_lock(double precision, double precision, double precision),
+                              {s}.launcher_write_share(double precision, double precision, double precision),
+                              {s}.launcher_end_hostages(double precision, double precision),
+                              {s}.launcher_writer_holder() TO {TEAM_ROLE};
+  END IF;
+END $$""",
+    ]
+
+
+def _lock_function(s: str, name: str, mode: str) -> str:
+    """The function NAME that takes the writers' lock in MODE (FOR UPDATE: whole; FOR SHARE:
+    beside the other shared holders, excluding a whole one), in schema S (already quoted)."""
+    return f"""CREATE OR REPLACE FUNCTION {s}.{name}(wait_s double precision, idle_s double precision,
                                                   hold_s double precision)
   RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -116,7 +146,7 @@ DECLARE
   before text := current_setting('lock_timeout');
   slice integer;
 BEGIN
-  PERFORM 1 FROM {s}.{WRITER_TABLE} WHERE id = 1 FOR UPDATE SKIP LOCKED;
+  PERFORM 1 FROM {s}.{WRITER_TABLE} WHERE id = 1 {mode} SKIP LOCKED;
   IF FOUND THEN
     -- free: end first any session sitting on a lock of the store's tables (rare: one look at the sessions)
     IF EXISTS (SELECT 1 FROM pg_stat_activity a
@@ -137,33 +167,22 @@ BEGIN
     END IF;
     BEGIN
       PERFORM set_config('lock_timeout', slice::text, true);
-      PERFORM 1 FROM {s}.{WRITER_TABLE} WHERE id = 1 FOR UPDATE;
+      PERFORM 1 FROM {s}.{WRITER_TABLE} WHERE id = 1 {mode};
       PERFORM set_config('lock_timeout', before, true);
       RETURN;
     EXCEPTION WHEN lock_not_available THEN
       NULL;  -- (the slice's setting was rolled back with it) look again
     END;
   END LOOP;
-END $$""",
-        f"REVOKE ALL ON FUNCTION {s}.launcher_write_lock(double precision, double precision, double precision) "
-        "FROM PUBLIC",
-        f"REVOKE ALL ON FUNCTION {s}.launcher_end_hostages(double precision, double precision) FROM PUBLIC",
-        f"REVOKE ALL ON FUNCTION {s}.launcher_writer_holder() FROM PUBLIC",
-        f"""DO $$
-BEGIN
-  IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '{TEAM_ROLE}') THEN
-    GRANT EXECUTE ON FUNCTION {s}.launcher_write_lock(double precision, double precision, double precision),
-                              {s}.launcher_end_hostages(double precision, double precision),
-                              {s}.launcher_writer_holder() TO {TEAM_ROLE};
-  END IF;
-END $$""",
-    ]
+END $$"""
 
 
 def _lit(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def begin_write(wait_s: float, idle_s: float, hold_s: float) -> str:
-    """The statements that open a write transaction (SQLite's BEGIN IMMEDIATE). Pure."""
-    return f"BEGIN; SELECT launcher_write_lock({float(wait_s)!r}, {float(idle_s)!r}, {float(hold_s)!r})"
+def begin_write(wait_s: float, idle_s: float, hold_s: float, shared: bool = False) -> str:
+    """The statements that open a write transaction (SQLite's BEGIN IMMEDIATE), with the writers'
+    lock whole, or SHARED (a job's own writes, which lock the job's rows besides). Pure."""
+    name = LOCK_FUNCTIONS[1 if shared else 0][0]
+    return f"BEGIN; SELECT {name}({float(wait_s)!r}, {float(idle_s)!r}, {float(hold_s)!r})"

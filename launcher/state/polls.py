@@ -62,10 +62,10 @@ def read(store, targets) -> dict:
 def take(store, targets, owner: str, now: float, lease_s: float) -> set:
     """Take or renew OWNER's lease of each of TARGETS that no one else holds at NOW, until NOW +
     LEASE_S, in one transaction; the targets OWNER holds now."""
-    targets = list(targets)
+    targets = sorted(targets)  # (in order: two watchers never wait for each other's rows in a circle)
     if not targets:
         return set()
-    with store.tx() as db:
+    with store.tx(jobs=()) as db:  # each statement decides by itself (the UPDATE's WHERE is the CAS)
         db.executemany("INSERT INTO target_polls(target, owner, lease_until, polled_at, snapshot) "
                        "VALUES(?, ?, ?, NULL, '{}') ON CONFLICT (target) DO NOTHING",
                        [(t, owner, now + lease_s) for t in targets])
@@ -83,8 +83,8 @@ def publish(store, owner: str, snapshots: dict, polled_at: float) -> None:
     if not snapshots:
         return
     rows = [(polled_at, json.dumps({k: st.to_dict() for k, st in statuses.items()}, separators=(",", ":")),
-             target, owner) for target, statuses in snapshots.items()]
-    with store.tx() as db:
+             target, owner) for target, statuses in sorted(snapshots.items())]
+    with store.tx(jobs=()) as db:
         db.executemany("UPDATE target_polls SET polled_at = ?, snapshot = ? WHERE target = ? AND owner = ?", rows)
 
 
@@ -92,7 +92,7 @@ def release(store, targets, owner: str) -> None:
     """End OWNER's lease of TARGETS now (its status call failed: another watcher may fare better)."""
     targets = list(targets)
     if targets:
-        with store.tx() as db:
+        with store.tx(jobs=()) as db:
             db.execute(f"UPDATE target_polls SET lease_until = 0 WHERE owner = ? AND target IN "
                        f"({','.join('?' * len(targets))})", (owner, *targets))
 

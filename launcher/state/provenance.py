@@ -14,7 +14,7 @@ INSERT = "INSERT OR REPLACE INTO provenance(job_id, created, location, record) V
 
 def save(store, job_id: str, location: Optional[str], text: str) -> None:
     """Keep JOB_ID's record TEXT (replacing an earlier one)."""
-    with store.tx() as db:
+    with store.tx(jobs=[job_id]) as db:
         db.execute(INSERT, (job_id, time.time(), location, text))
 
 

@@ -85,7 +85,7 @@ class ReadOnlyStore(StateStore):
         return c
 
     @contextmanager
-    def tx(self):
+    def tx(self, jobs=None):
         raise ReadOnly(f"the state store {self.path} is open read-only here: nothing is written")
         yield  # pragma: no cover
 

@@ -22,7 +22,7 @@ import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 from launcher.core.args import job_ref
 from launcher.core.errors import LauncherError
@@ -169,18 +169,35 @@ class StateStore:
         self._local = threading.local()
 
     @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
-        """One transaction; inside ``batch()`` a savepoint of the batch's transaction, so a
-        write that fails is undone alone, exactly as its own transaction would have been."""
-        nested = getattr(self, "_batch_depth", 0)
-        self.db.execute("SAVEPOINT launcher_write" if nested else "BEGIN IMMEDIATE")
+    def tx(self, jobs: Optional[Iterable[str]] = None) -> Iterator[sqlite3.Connection]:
+        """One write transaction; inside ``batch()`` a savepoint of the batch's transaction, so a
+        write that fails is undone alone, exactly as its own transaction would have been.
+
+        JOBS names the jobs whose rows the transaction reads to decide what it writes. It then
+        writes only rows of those jobs (jobs, attempts, claims, homes), rows no transaction
+        reads to decide a write (events, observations), or rows it changes by one statement
+        each that decides by itself (an upsert, a compare-and-swap UPDATE ... WHERE; JOBS
+        empty). On SQLite every write transaction excludes the others (BEGIN IMMEDIATE), and
+        JOBS changes nothing. On PostgreSQL, a transaction with JOBS takes the writers' lock
+        shared and then locks JOBS' rows, in id order (``launcher.state.pglocks``): writes of
+        different jobs run side by side, two of one job one after the other, each seeing what
+        the previous one wrote. Without JOBS (a sweep's slot accounting, gc, the outbox) it
+        takes the writers' lock whole: no other writer at all, as on SQLite."""
+        nested = self._batch_depth  # (a batch's transaction holds the writers' lock whole)
+        db = self.db
+        if nested:
+            db.execute("SAVEPOINT launcher_write")
+        elif jobs is not None and self.url:
+            db.begin_jobs(sorted(set(jobs)))
+        else:
+            db.execute("BEGIN IMMEDIATE")
         try:
-            yield self.db
-            self.db.execute("RELEASE launcher_write" if nested else "COMMIT")
+            yield db
+            db.execute("RELEASE launcher_write" if nested else "COMMIT")
         except BaseException:
-            if self.db.in_transaction:  # a failed COMMIT (disk full) may have rolled back already
+            if db.in_transaction:  # a failed COMMIT (disk full) may have rolled back already
                 for sql in (("ROLLBACK TO launcher_write", "RELEASE launcher_write") if nested else ("ROLLBACK",)):
-                    self.db.execute(sql)
+                    db.execute(sql)
             raise
 
     @contextmanager
@@ -244,7 +261,7 @@ class StateStore:
     # ---- jobs
     def begin_job(self, job_id, name, target, backend, spec_path, spec_yaml, ckpt_root=None, meta=None):
         now, sweep_id = time.time(), ((meta or {}).get("sweep") or {}).get("id")
-        with self.tx() as db:
+        with self.tx(jobs=[job_id]) as db:
             db.execute(
                 "INSERT INTO jobs(job_id,name,target,backend,spec_path,spec_yaml,created,updated,state,ckpt_root,meta,"
                 "sweep_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -255,7 +272,7 @@ class StateStore:
 
     def forget_job(self, job_id: str) -> None:
         """Remove a job whose submission failed: nothing is recorded as submitted."""
-        with self.tx() as db:
+        with self.tx(jobs=[job_id]) as db:
             db.execute("DELETE FROM attempts WHERE job_id=?", (job_id,))
             db.execute("DELETE FROM events WHERE job_id=?", (job_id,))
             db.execute("DELETE FROM jobs WHERE job_id=?", (job_id,))
@@ -302,7 +319,7 @@ class StateStore:
         (or the job is gone). An expired claim is taken over."""
         owner = owner or self.owner
         now = time.time() if now is None else now
-        with self.tx() as db:
+        with self.tx(jobs=[job_id]) as db:
             row = db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
             if row is None:
                 return None
@@ -331,7 +348,7 @@ class StateStore:
         return owner
 
     def release(self, job_id: str, owner: Optional[str] = None) -> None:
-        with self.tx() as db:
+        with self.tx(jobs=[job_id]) as db:
             db.execute("DELETE FROM claims WHERE job_id=? AND owner=?", (job_id, owner or self.owner))
 
     def claim_holder(self, job_id: str) -> Optional[tuple]:
@@ -356,7 +373,7 @@ class StateStore:
         if not is_final(state):
             raise ValueError(f"close_job: {state} is not a final state ({', '.join(sorted(FINAL_STATES))})")
         now = time.time()
-        with self.tx() as db:
+        with self.tx(jobs=[job_id]) as db:
             self._check_claim(db, job_id, owner)
             meta = self._meta(db, job_id)
             meta = closed_meta(meta)
@@ -370,7 +387,7 @@ class StateStore:
     def add_restart(self, job_id, attempt, target, handle_json, native_id, state, reason) -> bool:
         """Record a restart in place (same native id) unless another watcher already did."""
         now = time.time()
-        with self.tx() as db:
+        with self.tx(jobs=[job_id]) as db:
             if db.execute("SELECT 1 FROM attempts WHERE job_id=? AND attempt=?", (job_id, attempt)).fetchone():
                 return False
             db.execute("INSERT INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,meta)"
@@ -388,7 +405,7 @@ class StateStore:
         the job, recorded once as a "done" event, except during a burst race, which decides
         first which copy won. True when this call closed the job."""
         now = time.time()
-        with self.tx() as db:
+        with self.tx(jobs=[job_id]) as db:
             row = db.execute("SELECT state, handle, meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
             new = mirrored_state(row, handle_json, state)
             if new is None:
@@ -421,7 +438,7 @@ class StateStore:
 
         now = time.time()
         rows = [_event_row(job_id, kind, detail, now) for kind, detail in events]  # redacted before the lock
-        with self.tx() as db:
+        with self.tx(jobs=[job_id]) as db:
             self._check_claim(db, job_id, owner)
             had = db.execute("SELECT native_id FROM attempts WHERE job_id=? AND attempt=?",
                              (job_id, attempt)).fetchone()
@@ -469,7 +486,7 @@ class StateStore:
         kept SUBMITTING for ``status``/``watch`` to settle by the dedupe token, with the
         outcome noted in their meta (``submit_unknown``) and an event each, in one transaction."""
         now = time.time()
-        with self.tx() as db:
+        with self.tx(jobs=job_ids) as db:
             for j in job_ids:
                 row = db.execute("SELECT meta, state FROM jobs WHERE job_id=?", (j,)).fetchone()
                 if row is None or row["state"] != "SUBMITTING":
@@ -484,7 +501,7 @@ class StateStore:
         """Rows still SUBMITTING become STATE (QUEUED: waiting for a slot the launcher keeps),
         in one transaction, each with an EVENT naming REASON."""
         now = time.time()
-        with self.tx() as db:
+        with self.tx(jobs=job_ids) as db:
             db.executemany("UPDATE jobs SET state=?, reason=?, updated=? WHERE job_id=? AND state='SUBMITTING'",
                            [(state, reason, now, j) for j in job_ids])
             db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
@@ -504,7 +521,7 @@ class StateStore:
         if attempt_ended(str(fields.get("state") or "")) and "ended" not in fields:
             cols += ", ended=COALESCE(ended, ?)"
             values.append(time.time())
-        with self.tx() as db:
+        with self.tx(jobs=[job_id]) as db:
             db.execute(f"UPDATE attempts SET {cols} WHERE job_id=? AND attempt=?", (*values, job_id, attempt))
 
     def update_job(self, job_id, **fields):
@@ -512,7 +529,7 @@ class StateStore:
             fields["meta"] = json.dumps(fields["meta"])
         fields["updated"] = time.time()
         cols = ", ".join(f"{k}=?" for k in fields)
-        with self.tx() as db:
+        with self.tx(jobs=[job_id]) as db:
             db.execute(f"UPDATE jobs SET {cols} WHERE job_id=?", (*fields.values(), job_id))
 
     def patch_meta(self, job_id: str, **changes) -> None:
@@ -529,7 +546,7 @@ class StateStore:
     def _patch(self, job_id: str, changes: dict, fields: dict) -> None:
         if not changes and not fields:
             return
-        with self.tx() as db:
+        with self.tx(jobs=[job_id]) as db:
             row = db.execute("SELECT meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
             if row is None:
                 return
@@ -641,7 +658,7 @@ class StateStore:
     # ---- events
     def record_event(self, job_id: str, kind: str, **detail) -> None:
         row = _event_row(job_id, kind, detail, time.time())
-        with self.tx() as db:
+        with self.tx(jobs=()) as db:  # an event is added, never read to decide a write
             db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", row)
 
     def last_event(self, job_id: str) -> Optional[dict]:

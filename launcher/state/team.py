@@ -27,7 +27,8 @@ the next migration grants to them. PostgreSQL only: the SQLite store belongs to 
 
 from __future__ import annotations
 
-SECURITY_VERSION = 1  # launcher_schema.security: the policies below (PostgreSQL only)
+SECURITY_VERSION = 2  # launcher_schema.security: the policies below and the writers' lock functions (2: its
+# shared form, launcher.state.pglocks); PostgreSQL only
 TEAM_ROLE = "launcher_team"
 WATCHER_ROLE = "launcher_watcher"
 OWNED = ("jobs", "sweeps")  # tables with an owner column

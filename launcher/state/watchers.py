@@ -64,7 +64,7 @@ class Heartbeat:
         """Record in STORE a pass that started at PASS_STARTED and ended at NOW."""
         row = (self.watcher_id, self.host, self.pid, self.user, self.started, now, max(0.0, now - pass_started),
                self.interval_s)
-        with store.tx() as db:
+        with store.tx(jobs=()) as db:  # this watcher's own row; pruning deletes rows no one writes
             if not self.pruned:
                 db.execute("DELETE FROM watchers WHERE last_pass < ?", (now - PRUNE_AFTER_S,))
             db.execute("INSERT OR REPLACE INTO watchers(watcher_id, host, pid, user_name, started, last_pass, pass_s, "
