@@ -33,7 +33,10 @@ One JSON line per watcher count (``--json``; without it, the same figures as a t
   attempt);
 - ``lost``: jobs whose end the store disagrees with after the settling pass: preempted and not
   resubmitted, closed other than COMPLETED, COMPLETED in the scheduler but open in the store,
-  or tracking another scheduler job than the live one.
+  or tracking another scheduler job than the live one. Not lost: a job the recovery policy gave
+  up on because two restarts in a row resumed from nothing (the stand-in's jobs commit no
+  checkpoint; a job preempted three times by the churn meets that guard), counted as
+  ``gave_up``.
 
 ``--slope``: also the CPU a pass spends per UNCHANGED job: one watcher, no churn, at N/2 and N
 jobs; the slope of the pass CPU (p50) between the two, in microseconds per job, with and without
@@ -140,12 +143,21 @@ def double_submits(tokens: Iterable[str]) -> int:
     return sum(n - 1 for n in counts.values() if n > 1)
 
 
+def gave_up_by_policy(state: str, reason: str, sched_state: str) -> bool:
+    """Whether the store's close is the recovery policy's own documented decision on the
+    scheduler's last word: a job of the stand-in never commits a checkpoint, so two restarts in a
+    row that resumed from nothing end it ("gave up: no progress", launcher.recovery.policy)."""
+    return state == "GAVE_UP" and reason.startswith("gave up: no progress") and sched_state not in LIVE \
+        and sched_state != ENDED_OK
+
+
 def lost_jobs(store_rows: dict, sched_latest: dict) -> list:
     """Jobs the store and the scheduler disagree on after settling. STORE_ROWS: {job: (state,
-    native id of its current handle)}; SCHED_LATEST: {job: (native id, state)} of its newest
-    scheduler job that was not cancelled."""
+    native id of its current handle[, reason])}; SCHED_LATEST: {job: (native id, state)} of its
+    newest scheduler job that was not cancelled. A job the policy gave up on for want of
+    progress (``gave_up_by_policy``) is not lost: it is counted as ``gave_up``."""
     out = []
-    for job, (state, native) in sorted(store_rows.items()):
+    for job, (state, native, *why) in sorted(store_rows.items()):
         s = sched_latest.get(job)
         if s is None:
             out.append(job)
@@ -156,10 +168,15 @@ def lost_jobs(store_rows: dict, sched_latest: dict) -> list:
         elif s_state in LIVE:
             ok = state in LIVE and str(native) == str(s_native)
         else:  # preempted and never resubmitted, or ended otherwise
-            ok = False
+            ok = gave_up_by_policy(state, why[0] if why else "", s_state) and str(native) == str(s_native)
         if not ok:
             out.append(job)
     return out
+
+
+def gave_up_jobs(store_rows: dict) -> int:
+    return sum(1 for state, _native, *why in store_rows.values()
+               if state == "GAVE_UP" and (why[0] if why else "").startswith("gave up: no progress"))
 
 
 def calls_per_target_per_tick(calls: int, targets: int, passes: int) -> float:
@@ -195,6 +212,7 @@ class Run:
     """One fleet: a scheduler file, a config with T targets, a store with N open jobs."""
 
     def __init__(self, jobs: int, targets: int, url: str, latency_ms: float, work: Path):
+        self.gave_up = 0  # jobs the policy closed for want of progress (``verdict``)
         self.jobs, self.targets, self.latency_ms = jobs, targets, latency_ms
         self.dir = Path(tempfile.mkdtemp(prefix="fleet-", dir=work))
         self.home = self.dir / "home"
@@ -307,8 +325,9 @@ class Run:
         rows = {}
         for r in store.list_jobs(limit=10 * len(self.ids) + 1000):
             native = Handle.from_json(r.handle).native_id if r.handle else None
-            rows[r.job_id] = (r.state, native)
+            rows[r.job_id] = (r.state, native, r.reason or "")
         store.close()
+        self.gave_up = gave_up_jobs(rows)
         return doubles, len(lost_jobs(rows, latest))
 
     def close(self, keep: bool = False) -> None:
@@ -385,7 +404,7 @@ def measure(jobs: int, targets: int, watchers: int, url: str, latency_ms: float,
         standin_pass = sum(standin) / max(1, len(all_passes))  # the stand-in's CPU in a pass's status calls
         line = result_line(watchers, jobs, targets, all_passes, gaps, calls, passes,
                            sum(r["claims"] for r in reports), end - start, doubles, lost, standin_pass)
-        line.update({"churned_completed": churned[0], "churned_preempted": churned[1],
+        line.update({"gave_up": run.gave_up, "churned_completed": churned[0], "churned_preempted": churned[1],
                      "status_latency_ms": latency_ms, "churn": churn, "interval_s": interval,
                      "start_late_s": round(max(r["late_s"] for r in reports), 3), "election": elect,
                      "store": "postgresql" if url else "sqlite"})

@@ -104,6 +104,16 @@ def test_lost_jobs():
                                                     "open_but_done", "unknown"])
 
 
+def test_a_job_the_policy_gave_up_on_for_want_of_progress_is_not_lost():
+    no_progress = "gave up: no progress: two restarts resumed from a fresh start with no new commit"
+    store = {"guarded": ("GAVE_UP", "7", no_progress), "other_reason": ("GAVE_UP", "8", "gave up: app error"),
+             "while_live": ("GAVE_UP", "9", no_progress), "older_handle": ("GAVE_UP", "3", no_progress)}
+    sched = {"guarded": (7, "PREEMPTED"), "other_reason": (8, "PREEMPTED"), "while_live": (9, "RUNNING"),
+             "older_handle": (4, "PREEMPTED")}
+    assert fleet.lost_jobs(store, sched) == ["older_handle", "other_reason", "while_live"]
+    assert fleet.gave_up_jobs(store) == 3
+
+
 # ---- the JSON line
 def test_result_line_has_the_fixed_keys_and_figures():
     passes = [(1.0, 0.5), (3.0, 1.5), (2.0, 1.0)]
