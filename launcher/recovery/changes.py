@@ -21,6 +21,7 @@ watcher or in trouble is decided again at every pass, as before.
 
 from __future__ import annotations
 
+import zlib
 from typing import Optional
 
 from launcher.core.status import JobState, Status
@@ -57,3 +58,14 @@ def every_pass(rs, spec, st) -> bool:
 def due(row, now: float, progress_every: float = PROGRESS_EVERY_S, revisit: float = REVISIT_S) -> float:
     """When a job found running with nothing to do at NOW must be decided on again, change or not."""
     return now + (min(progress_every, revisit) if row.ckpt_root else revisit)
+
+
+def spread(job_ids: list, watcher: str) -> list:
+    """JOB_IDS in the order WATCHER decides on them: rotated to start where WATCHER's name (a
+    random token per process) points, so that watchers passing over the same changed jobs at once
+    start apart, each taking the claims of its own stretch (``StateStore.claim(wait=False)``),
+    instead of queueing one behind the other on every job. Every job is still visited."""
+    if len(job_ids) < 2:
+        return list(job_ids)
+    start = zlib.crc32(watcher.encode()) % len(job_ids)
+    return job_ids[start:] + job_ids[:start]

@@ -81,6 +81,7 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
     statuses = refresh(app, jobs, recorded=recorded, poller=poller)
     outcomes += hooks.judge(app, jobs)  # e.g. sweep early stopping: its stops are carried out below
     keep, forget, progress_s = [], [], progress_every()
+    todo = []  # (job, its status, its fingerprint): what this pass decides on
     for job in jobs:
         if poller is not None and job.job_id not in statuses:  # not in the poller's snapshot yet: it decides
             continue
@@ -89,6 +90,11 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
         if changes.unchanged(seen_before.get(job.job_id), seen, now):
             outcomes.append(Outcome(job.job_id, "running", st.state.value))  # as the last decision on it said
             continue
+        todo.append((job, st, seen))
+    if poller is not None:  # several watchers: each starts deciding at a point of its own (changes.spread)
+        by_id = {t[0].job_id: t for t in todo}
+        todo = [by_id[j] for j in changes.spread(list(by_id), poller.owner)]
+    for job, st, seen in todo:
         try:
             o = _one(app, job.job_id, st, clock, hooks, specs)
         except ClaimLost as e:
@@ -338,7 +344,7 @@ def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS,
     if isinstance(seen, Note):
         return apply(app, row, seen)
     store.save_recovery(job_id, seen.state.changes_since(rs))
-    with claimed(store, job_id) as c:
+    with claimed(store, job_id, wait=False) as c:  # a job another watcher is writing is theirs to decide
         if c is None or (seen.lost is not None and not is_open(c.job)):
             return Outcome(job_id, "claimed", "another watcher is deciding on it")
         return apply(app, c.job, seen.lost or _decide_claimed(app, c, st, clock(), hooks), owner=c.owner)

@@ -34,9 +34,10 @@ claim_ttl = knobs.claim_ttl
 
 
 @contextmanager
-def claimed(store, job_id: str, ttl: Optional[float] = None) -> Iterator:
-    """The job's claim for the duration of the block (None when another process holds it)."""
-    c = store.claim(job_id, ttl=ttl or claim_ttl())
+def claimed(store, job_id: str, ttl: Optional[float] = None, wait: bool = True) -> Iterator:
+    """The job's claim for the duration of the block (None when another process holds it; with
+    WAIT False, also while another session is writing the job: ``StateStore.claim``)."""
+    c = store.claim(job_id, ttl=ttl or claim_ttl(), wait=wait)
     try:
         yield c
     finally:

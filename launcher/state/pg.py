@@ -67,6 +67,7 @@ VERSION_DDL = (f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (id BIGINT PRIMARY K
 CONNECT_TIMEOUT_S = 10
 # a transaction's jobs, locked in id order (two transactions never wait for each other's rows in a circle)
 LOCK_JOBS = "SELECT job_id FROM jobs WHERE job_id = ANY(%s) ORDER BY job_id FOR UPDATE"
+LOCK_JOB_UNLESS_BUSY = "SELECT job_id FROM jobs WHERE job_id = %s FOR UPDATE SKIP LOCKED"
 IDLE_LIMIT_S = 10.0  # $LAUNCHER_STATE_IDLE_TIMEOUT: a launcher idle this long inside a transaction is ended
 
 
@@ -221,6 +222,11 @@ class PgConnection:
             if self.in_transaction:
                 self._run("ROLLBACK", None)
             raise
+
+    def lock_job_unless_busy(self, job_id: str) -> bool:
+        """Inside a transaction: lock JOB_ID's row unless another session holds it (True when
+        locked; False when it is busy, or gone)."""
+        return self._run(LOCK_JOB_UNLESS_BUSY, (job_id,)).fetchone() is not None
 
     def executemany(self, sql: str, parameters):
         rows = [tuple(p) for p in parameters]

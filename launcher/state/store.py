@@ -313,13 +313,19 @@ class StateStore:
         return o
 
     def claim(self, job_id: str, ttl: float = 120.0, owner: Optional[str] = None,
-              now: Optional[float] = None) -> Optional[Claim]:
+              now: Optional[float] = None, wait: bool = True) -> Optional[Claim]:
         """Take the job's claim for ``ttl`` seconds, reading the job and its attempts in the
-        same BEGIN IMMEDIATE transaction. None when another owner holds an unexpired claim
-        (or the job is gone). An expired claim is taken over."""
+        same write transaction, under the job's row lock. None when another owner holds an
+        unexpired claim (or the job is gone). An expired claim is taken over. WAIT False (a
+        watch pass): on PostgreSQL, None at once, too, while another session is writing the job
+        (``FOR UPDATE SKIP LOCKED``): watchers passing over the same jobs spread out over them
+        instead of queueing on each one, and the job is decided by whoever is on it."""
         owner = owner or self.owner
         now = time.time() if now is None else now
-        with self.tx(jobs=[job_id]) as db:
+        skipping = not wait and bool(self.url)
+        with self.tx(jobs=() if skipping else [job_id]) as db:
+            if skipping and not db.lock_job_unless_busy(job_id):
+                return None
             row = db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
             if row is None:
                 return None

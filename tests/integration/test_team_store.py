@@ -357,4 +357,6 @@ def test_a_store_from_before_the_policies_is_brought_up_to_them_in_place(tmp_pat
         s.close()
     assert pg_server.sql("SELECT relrowsecurity FROM pg_class WHERE relname = 'jobs'", db=db) == "t"
     assert pg_server.sql("SELECT count(*) FROM pg_policies WHERE tablename = 'jobs'", db=db) == "4"
-    assert pg_server.sql("SELECT security FROM launcher_schema", db=db) == "1"
+    from launcher.state.team import SECURITY_VERSION
+
+    assert pg_server.sql("SELECT security FROM launcher_schema", db=db) == str(SECURITY_VERSION)

@@ -176,3 +176,20 @@ def test_one_of_many_processes_racing_for_a_claim_wins(stores, pg_url, tmp_path)
         winners = [o for o in got if o is not None]
         assert len(winners) == 1, got
         assert stores("one").claim_holder(job)[0] == winners[0]
+
+
+def test_a_store_from_before_the_shared_lock_gets_it_when_opened(tmp_path, pg_server, pg_url):
+    db = pg_url.rsplit("/", 1)[1]
+    s = StateStore(tmp_path / "old", url=pg_url)
+    s.begin_job("old-1", "n", "local", "local", None, "run: echo\n")
+    s.close()
+    # what a launcher of security version 1 left: the whole lock's function only
+    pg_server.sql("DROP FUNCTION launcher_write_share(double precision, double precision, double precision); "
+                  "UPDATE launcher_schema SET security = 1", db=db)
+    s = StateStore(tmp_path / "new", url=pg_url)  # migrates, under the migration lock
+    try:
+        s.patch_meta("old-1", kept=True)  # a job's write: takes the lock shared
+        assert s.get_job("old-1").meta["kept"] is True
+    finally:
+        s.close()
+    assert pg_server.sql("SELECT count(*) FROM pg_proc WHERE proname = 'launcher_write_share'", db=db) == "1"

@@ -196,3 +196,15 @@ def test_an_ended_attempt_is_decided_at_once_and_never_marked(fleet):
     assert fleet.decided == ["job-1"] and out["job-1"].action == "done"
     assert fleet.store.get_job("job-1").state == "COMPLETED"
     assert "job-1" not in marks.load(fleet.store)
+
+
+def test_spread_visits_every_job_once_starting_where_the_watcher_points():
+    ids = [f"j{i}" for i in range(50)]
+    orders = {w: changes.spread(ids, w) for w in ("host:1:aa", "host:2:bb", "host:3:cc", "other:9:dd")}
+    for order in orders.values():
+        assert sorted(order) == sorted(ids)  # every job, once
+        k = ids.index(order[0])
+        assert order == ids[k:] + ids[:k]  # the pass's order, rotated
+    assert len({o[0] for o in orders.values()}) > 1  # watchers start apart
+    assert changes.spread(ids, "host:1:aa") == orders["host:1:aa"]  # a watcher keeps its point
+    assert changes.spread([], "w") == [] and changes.spread(["a"], "w") == ["a"]
