@@ -247,7 +247,8 @@ def record_launched(store, job_id: str, attempt: int, target_name: str, handle: 
     return recorded
 
 
-def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=(), owner=None) -> Handle:
+def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=(), owner=None,
+             spec=None) -> Handle:
     """Submit a further attempt of an existing job (recovery, burst), by the submission
     protocol (``launcher.launching.submit``).
 
@@ -257,14 +258,15 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
     recorded only while it is ours (a compare-and-swap on job, attempt and owner). While
     the lookup and the submission run, the claim is kept alive. A submission made by a
     holder whose claim lapsed meanwhile (it was paused) is settled by it: adopted when the
-    new holder recorded it, else cancelled (``settle_unrecorded``); the ClaimLost is raised."""
+    new holder recorded it, else cancelled (``settle_unrecorded``); the ClaimLost is raised.
+    SPEC: the job's parsed spec when the caller has it (a watcher's ``SpecMemo``), else parsed here."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.state.claims import claim_ttl, kept_alive
     # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.state.store import ClaimLost
 
     with (kept_alive(app.store, job_row.job_id, owner, claim_ttl()) if owner else nullcontext()):
-        handle, found = _submit_again(app, job_row, target_name, attempt, avoid, owner)
+        handle, found = _submit_again(app, job_row, target_name, attempt, avoid, owner, spec)
     try:
         app.store.record_submission(job_row.job_id, attempt, target_name, handle.to_json(), handle.native_id,
                                     state="PENDING", reason=reason, owner=owner, events=[(
@@ -278,7 +280,7 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
     return handle
 
 
-def _submit_again(app, job_row, target_name: str, attempt: int, avoid, owner) -> tuple:
+def _submit_again(app, job_row, target_name: str, attempt: int, avoid, owner, parsed=None) -> tuple:
     """(the Handle of JOB_ROW's attempt ATTEMPT, whether an earlier try of it was found by its
     dedupe token), under OWNER's claim (``fenced_submit``)."""
     store = app.store
@@ -291,7 +293,7 @@ def _submit_again(app, job_row, target_name: str, attempt: int, avoid, owner) ->
     job = job_ref(app, job_row, attempt, avoid=avoid)
 
     def submit() -> Handle:
-        spec = job_spec(job_row)
+        spec = parsed if parsed is not None else job_spec(job_row)
         request = with_secrets(backend.render(spec, facts_for(app, spec, target_name), job), stored_secrets(job_row))
         return backend.submit(request)
 

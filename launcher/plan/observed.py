@@ -120,7 +120,7 @@ def observation_of(key: Optional[tuple], state: str, started: Optional[float], e
 
 
 def observe_attempt(store, job_row, attempt_row, status=None, now: Optional[float] = None,
-                    registry=None) -> Optional[Seen]:
+                    registry=None, spec=None) -> Optional[Seen]:
     """Record what one ended attempt says about where it ran; what was recorded, or None.
 
     ``job_row``/``attempt_row``: the state store's rows (``attempt_row`` after ``refresh``
@@ -135,21 +135,22 @@ def observe_attempt(store, job_row, attempt_row, status=None, now: Optional[floa
     key = attempt_key(backend or job_row.backend, attempt_row.target, h_extra, s_extra, registry)
     started = (s_extra.get("launched_at") or getattr(status, "start_time", None) or attempt_row.started)
     ended = getattr(status, "end_time", None) or attempt_row.ended
-    seen = observation_of(key, state, started, ended, _nodes(job_row, h_extra), now)
+    seen = observation_of(key, state, started, ended, _nodes(job_row, h_extra, spec), now)
     if seen is not None:
         record(store, seen.key, seen.node_hours, seen.events, seen.kind, seen.ts,
                job_id=attempt_row.job_id, attempt=attempt_row.attempt)
     return seen
 
 
-def observe_job(store, job_row, status=None, now: Optional[float] = None, registry=None) -> list[Seen]:
+def observe_job(store, job_row, status=None, now: Optional[float] = None, registry=None, spec=None) -> list[Seen]:
     """``observe_attempt`` for every ended attempt of a job not recorded yet, and for its
     latest attempt (with STATUS, the backend's Status of that attempt) when it has ended.
 
     What ``launcher watch`` calls once per job per cycle: it also catches attempts that
     ended while the job kept going (a Slurm requeue in place makes a new attempt row and
     the job is RUNNING again by the time watch looks). Advisory: a state store error is
-    swallowed (learning must never stop recovery); returns what was recorded."""
+    swallowed (learning must never stop recovery); returns what was recorded. SPEC: the job's
+    parsed spec, when the caller has it (its node count: otherwise the stored spec is parsed)."""
     try:
         done = observations.attempts_observed(store, job_row.job_id)
         attempts = store.attempts(job_row.job_id)
@@ -160,7 +161,7 @@ def observe_job(store, job_row, status=None, now: Optional[float] = None, regist
             state = getattr(getattr(st, "state", None), "value", None) or a.state
             if state not in _ENDED or (a.attempt in done and not latest):
                 continue
-            seen = observe_attempt(store, job_row, a, st, now, registry)
+            seen = observe_attempt(store, job_row, a, st, now, registry, spec=spec)
             if seen is not None:
                 out.append(seen)
         return out
@@ -177,10 +178,12 @@ def _handle(handle_json) -> tuple[str, dict]:
         return "", {}
 
 
-def _nodes(job_row, h_extra: dict) -> int:
+def _nodes(job_row, h_extra: dict, spec=None) -> int:
     n = h_extra.get("num_nodes")
     if n:
         return int(n)
+    if spec is not None:
+        return int(spec.resources.nodes)
     try:
         from launcher.backend.sections import spec_from_text  # spec reading: status reads no stored spec
 

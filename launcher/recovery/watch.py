@@ -327,8 +327,9 @@ def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS,
     first = hooks.act_first(app, row, st, clock)  # e.g. a sweep element to stop, or to burst out of its array
     if first is not None:
         return first
+    specs = SpecMemo() if specs is None else specs  # each job's spec parsed once, whatever reads it
     if not hooks.owns_burst(app, row):
-        spec = (SpecMemo() if specs is None else specs).spec(row)
+        spec = specs.spec(row)
         bursting = burst.step(app, row, spec, st, clock)
         if bursting is not None:
             return bursting
@@ -340,28 +341,31 @@ def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS,
     if isinstance(st, Status):
         # spot that learns: every ended attempt (a Slurm requeue in place included) is evidence
         # for the planner's interruption rates, recorded before any resubmission ranks offers
-        observe_job(store, row, st)
+        observe_job(store, row, st, spec=specs.spec(row))
     if isinstance(seen, Note):
         return apply(app, row, seen)
     store.save_recovery(job_id, seen.state.changes_since(rs))
     with claimed(store, job_id, wait=False) as c:  # a job another watcher is writing is theirs to decide
         if c is None or (seen.lost is not None and not is_open(c.job)):
             return Outcome(job_id, "claimed", "another watcher is deciding on it")
-        return apply(app, c.job, seen.lost or _decide_claimed(app, c, st, clock(), hooks), owner=c.owner)
+        return apply(app, c.job, seen.lost or _decide_claimed(app, c, st, clock(), hooks, specs), owner=c.owner,
+                     specs=specs)
 
 
-def _decide_claimed(app, c, st: Status, now: float, hooks: WatchHooks = NO_HOOKS) -> Action:
+def _decide_claimed(app, c, st: Status, now: float, hooks: WatchHooks = NO_HOOKS,
+                    specs: Optional[SpecMemo] = None) -> Action:
     """Under the job's claim, on the job and attempts read when the claim was taken."""
     action = settled(c.job, c.attempts) or hooks.decide_ended(c.job)
     if action is None:
-        action = on_ended(c.job, c.attempts, gather(app, c.job), st, now)
+        action = on_ended(c.job, c.attempts, gather(app, c.job, specs), st, now)
     return action
 
 
-def gather(app, job) -> Facts:
-    """What the decision reads besides the job's rows: its spec, the checkpoint root's
-    progress (copied into the store on the way) and the other jobs on that root."""
-    spec = job_spec(job)
+def gather(app, job, specs: Optional[SpecMemo] = None) -> Facts:
+    """What the decision reads besides the job's rows: its spec (SPECS': parsed once per job),
+    the checkpoint root's progress (copied into the store on the way) and the other jobs on
+    that root."""
+    spec = specs.spec(job) if specs is not None else job_spec(job)
     progress = read_progress(job.ckpt_root)
     if progress.unknown:
         return Facts(spec, progress)
@@ -372,7 +376,7 @@ def gather(app, job) -> Facts:
     return Facts(spec, progress, sharing)
 
 
-def apply(app, job, action: Action, owner: Optional[str] = None) -> Outcome:
+def apply(app, job, action: Action, owner: Optional[str] = None, specs: Optional[SpecMemo] = None) -> Outcome:
     """Carry a decision out; a Close or Resubmit only under the job's claim (OWNER)."""
     store = app.store
     if isinstance(action, Note):
@@ -389,7 +393,8 @@ def apply(app, job, action: Action, owner: Optional[str] = None) -> Outcome:
         return Outcome(job.job_id, action.action, action.why)
     reason = action.decision.reason
     target = job.target  # a backend that fails over (ChoosesPlacement) does so within the target
-    handle = resubmit(app, job, target, action.attempt, reason, avoid=action.avoid, owner=owner)
+    handle = resubmit(app, job, target, action.attempt, reason, avoid=action.avoid, owner=owner,
+                      spec=specs.spec(job) if specs is not None else None)
     store.save_recovery(job.job_id, action.state.changes_since(RecoveryState.load(job.meta)), reason=reason)
     return Outcome(job.job_id, "resubmitted", f"{reason} -> {target} id {handle.native_id}")
 
