@@ -331,8 +331,11 @@ def refusal(work_h: float, deadline_h: float, overhead_h: float, offers) -> Opti
     whose targets have no guaranteed offer is refused too."""
     gs = [o for o in offers if o.guaranteed]
     if not gs:
-        return (f"no target of the spec offers on-demand or a Slurm queue: spot alone cannot guarantee "
-                f"the deadline ({deadline_h:.3g} h away, {work_h:.3g} h of work)")
+        if not offers:
+            return "no target of the spec has a priced offer (spot, on-demand or a Slurm queue)"
+        return (f"the spec's targets offer only spot, which can be taken away at any time, and no "
+                f"on-demand or Slurm queue to finish on: nothing guarantees the deadline ({deadline_h:.3g} h "
+                f"away, {work_h:.3g} h of work)")
     best = min(gs, key=lambda o: (o.wait_h, o.price, o.where))
     need = overhead_h + best.wait_h + work_h
     if need <= deadline_h + _EPS:
