@@ -1,7 +1,8 @@
 """Deadline-aware spot policies replayed over real availability traces (issue 21).
 
     python bench/deadline_replay.py --traces DIR --windows FILE.json [--multi-region]
-           [--work 48] [--deadlines 52,60,70] [--overheads 0.02,0.05,0.1,0.2] --json
+           [--work 48] [--deadlines 52,60,70] [--overheads 0.02,0.05,0.1,0.2]
+           [--ckpt-gb 50] [--transfer-gbps 0] --json
 
 Traces (neither set is shipped; ``bench/deadline_traces.py`` says how to get and lay them out):
 
@@ -14,7 +15,7 @@ Traces (neither set is shipped; ``bench/deadline_traces.py`` says how to get and
   ``metadata.price_info.on_demand_price``); windows ``[{"start": TICK}, ...]``; every zone is
   offered in every run.
 
-The simulator is the "Can't Be Late" paper's (and SkyNomad's, without egress dollars):
+The simulator is the "Can't Be Late" paper's, with SkyNomad's egress (``--ckpt-gb``):
 
 * a tick is the trace's gap; the policy decides at each tick boundary what to hold for it;
 * each tick is billed in full at the price of the instance held (the tick the job finishes in
@@ -23,13 +24,20 @@ The simulator is the "Can't Be Late" paper's (and SkyNomad's, without egress dol
   request where none is available gets nothing (and releases what was held);
 * changing the instance (type or zone) starts a restart overhead, billed at the new
   instance's price, with no progress; the first start pays it too;
+* **egress** (``--ckpt-gb G``, default 50; ``0`` = no egress, the rules before it): a start in
+  a region other than that of the zone where the job last made progress moves the checkpoint
+  and is billed ``G x`` the price per GB (``egress_usd_per_gb``: $0 within a region, $0.01 between
+  us-east-1 and us-east-2, $0.02 otherwise; a zone's region is its name without the zone
+  suffix). The first start moves nothing. ``--transfer-gbps R`` (default 0: off, as in every
+  published sweep) adds the transfer's time, ``G x 8 / R`` seconds, to such a start's overhead;
 * the finish time is exact (tick start + overhead left + work left) and is what ``misses``
   counts against the deadline. A run still going at its deadline is finished on on-demand
   (counted as a miss) so its cost stays comparable.
 
 ``mean_cost`` and ``p90_cost`` are normalized to the on-demand-only cost of the same work:
 ``work x`` the cheapest on-demand price (``od`` itself pays its restart on top, so it is a
-little above 1). ``od_hours`` and ``spot_hours`` are billed hours, means per run.
+little above 1); egress is part of the cost. ``od_hours`` and ``spot_hours`` are billed hours,
+``egress_usd`` and ``region_moves`` (starts billed egress) means per run.
 
 Policies (all in the same run): ``od``; ``greedy`` (spot while it is there, on-demand
 otherwise, no safety net); ``up``: Uniform Progress as the paper's code defines it
@@ -37,7 +45,7 @@ otherwise, no safety net); ``up``: Uniform Progress as the paper's code defines 
 the strong guarantee); ``up_eager`` (multi-region): SkyNomad's ``multi_region_rc_cr_threshold
 _eager_failover`` with its simulator's latched safety net; ``optimal`` (multi-region; also
 single-region with ``--optimal-single``): the offline optimum, an exact dynamic program over
-(tick, holding, time lost) (``optimal_cost``); ``launcher``: ``launcher.plan.deadline``.
+(tick, holding, time lost, region of the checkpoint) (``optimal_cost``); ``launcher``: ``launcher.plan.deadline``.
 """
 
 from __future__ import annotations
@@ -75,6 +83,9 @@ class World:
     spot: list             # per zone: list of $/h per tick (or a float when flat)
     od: list               # per zone: on-demand $/h
 
+    def __post_init__(self):
+        self.regions = [dl_region(n) for n in self.names]
+
     def up(self, z: int, idx: int) -> bool:
         a = self.avail[z]
         return 0 <= idx < len(a) and a[idx]
@@ -86,7 +97,17 @@ class World:
         return s[min(idx, len(s) - 1)]
 
     def region(self, z: int) -> str:
-        return dl_region(self.names[z])
+        return self.regions[z]
+
+
+def egress_usd_per_gb(src: str, dst: str) -> float:
+    """SkyNomad's price of moving a checkpoint from region SRC to region DST, $/GB
+    (``sky_spot.migration_model.get_transfer_cost_usd`` for the regions of these traces)."""
+    if src == dst:
+        return 0.0
+    if {src, dst} == {"us-east-1", "us-east-2"}:
+        return 0.01
+    return 0.02
 
 
 def dl_region(zone: str) -> str:
@@ -143,8 +164,14 @@ class Run:
     """One job replayed from one window. Policies read its fields; ``act`` returns
     ``(NONE | SPOT | OD, zone)``."""
 
-    def __init__(self, world: World, start: int, work: float, deadline: float, overhead: float):
+    def __init__(self, world: World, start: int, work: float, deadline: float, overhead: float,
+                 ckpt_gb: float = 0.0, transfer_gbps: float = 0.0):
         self.w, self.start = world, start
+        self.gb = ckpt_gb
+        self.transfer_h = ckpt_gb * 8 / transfer_gbps / 3600 if transfer_gbps > 0 else 0.0
+        self.src = None                   # region of the zone where the job last made progress
+        self.egress = 0.0                 # $ billed for moving the checkpoint
+        self.moves = 0                    # starts billed egress
         self.W, self.D, self.d, self.g = work, deadline, overhead, world.gap_h
         self.k = 0
         self.t = 0.0
@@ -163,12 +190,25 @@ class Run:
     def up(self, z: int) -> bool:
         return self.w.up(z, self.start + self.k)
 
+    def move_usd(self, z: int) -> float:
+        """Egress a start in zone Z would be billed now."""
+        if self.src is None or self.gb <= 0:
+            return 0.0
+        return self.gb * egress_usd_per_gb(self.src, self.w.regions[z])
 
-def simulate(policy, world: World, start: int, work: float, deadline: float, overhead: float) -> Run:
-    r = Run(world, start, work, deadline, overhead)
+    def move_h(self, z: int) -> float:
+        """Transfer time a start in zone Z would add to its overhead now."""
+        if self.src is None or self.transfer_h <= 0 or self.w.regions[z] == self.src:
+            return 0.0
+        return self.transfer_h
+
+
+def simulate(policy, world: World, start: int, work: float, deadline: float, overhead: float,
+             ckpt_gb: float = 0.0, transfer_gbps: float = 0.0) -> Run:
+    r = Run(world, start, work, deadline, overhead, ckpt_gb, transfer_gbps)
     policy.reset(r)
     g, W, D, d = r.g, work, deadline, overhead
-    avail, spot, od = world.avail, world.spot, world.od
+    avail, spot, od, regions = world.avail, world.spot, world.od, world.regions
     while True:
         idx = start + r.k
         t = r.t = r.k * g
@@ -186,6 +226,13 @@ def simulate(policy, world: World, start: int, work: float, deadline: float, ove
                 kind, zone = NONE, -1
         if kind != r.kind or zone != r.zone:
             r.o = overhead if kind != NONE else 0.0
+            if kind != NONE and r.src is not None and regions[zone] != r.src:
+                if ckpt_gb > 0:
+                    usd = ckpt_gb * egress_usd_per_gb(r.src, regions[zone])
+                    r.cost += usd
+                    r.egress += usd
+                    r.moves += 1
+                r.o += r.transfer_h
             r.kind, r.zone = kind, zone
         r.last_kind, r.last_zone = kind, zone
         r.k += 1
@@ -200,6 +247,7 @@ def simulate(policy, world: World, start: int, work: float, deadline: float, ove
             r.od_h += g
         eff = g - r.o
         if eff > 0:
+            r.src = regions[zone]
             need = W - r.p
             if eff >= need - EPS:
                 r.finish = t + r.o + need
@@ -337,8 +385,9 @@ class UniformProgressEager(Policy):
         return req
 
     def _cheapest_od(self, r):
+        # the simulator's safety net: completion on on-demand plus the move from the leader
         left = r.W - r.p
-        return min(range(len(r.w.od)), key=lambda z: (r.w.od[z] * left, z))
+        return min(range(len(r.w.od)), key=lambda z: (r.w.od[z] * left + r.move_usd(z), z))
 
     def act(self, r):
         if r.last_kind != NONE:
@@ -398,24 +447,26 @@ class Launcher(Policy):
         self.multi = multi
         self._offers = {}
 
-    def _offer(self, z, kind, price, up):
-        key = (self.names[z], kind, price, up)
+    def _offer(self, z, kind, price, up, move_usd=0.0, move_h=0.0):
+        key = (self.names[z], kind, price, up, move_usd, move_h)
         o = self._offers.get(key)
         if o is None:
-            o = self._offers[key] = dl.Offer(self.names[z], kind, price, up)
+            o = self._offers[key] = dl.Offer(self.names[z], kind, price, up, move_usd=move_usd, move_h=move_h)
         return o
 
     def reset(self, r):
         w = r.w
         self.names = w.names
-        self.od = tuple(dl.Offer(w.names[z], dl.ON_DEMAND, w.od[z]) for z in range(len(w.od)))
         self.params_ = self.params or (dl.MULTI if self.multi else dl.SINGLE)
         self.by_name = {n: z for z, n in enumerate(w.names)}
 
     def act(self, r):
         w, idx = r.w, r.idx
-        offers = tuple(self._offer(z, dl.SPOT, w.spot_price(z, idx), r.up(z))
-                       for z in range(len(w.avail))) + self.od
+        zs = range(len(w.avail))
+        mu = [r.move_usd(z) for z in zs]
+        mh = [r.move_h(z) for z in zs]
+        offers = tuple(self._offer(z, dl.SPOT, w.spot_price(z, idx), r.up(z), mu[z], mh[z]) for z in zs) + \
+            tuple(self._offer(z, dl.ON_DEMAND, w.od[z], True, mu[z], mh[z]) for z in range(len(w.od)))
         cur = dl.NOWHERE
         if r.kind == SPOT:
             cur = dl.Placement(dl.SPOT, w.names[r.zone])
@@ -439,15 +490,22 @@ def _unit_s(*xs_h) -> int:
     return max(g, 1)
 
 
-def optimal_cost(world: World, start: int, work: float, deadline: float, overhead: float):
+def optimal_cost(world: World, start: int, work: float, deadline: float, overhead: float,
+                 ckpt_gb: float = 0.0):
     """The cheapest schedule that finishes by the deadline, knowing the future: a dynamic
     program over (tick, what is held, time lost so far) in whole seconds, exact under the
-    simulator's rules. Time lost (waiting, restart overheads) is what separates the elapsed
-    time from the work done, so it is the one state besides the tick; it may not pass
-    ``deadline - work``. Only the cheapest on-demand zone is a state (the others cost more for
-    the same restart). A start that is preempted before its overhead is over, or abandoned
-    during it, is left out: waiting instead loses the same time for nothing. Returns
-    ``(cost, od_hours, spot_hours)`` or None if no schedule finishes."""
+    simulator's rules, egress included (``ckpt_gb``). Time lost (waiting, restart overheads) is
+    what separates the elapsed time from the work done, so it is the one state besides the
+    tick and the holding; it may not pass ``deadline - work``. With egress, holding nothing
+    remembers the region the checkpoint is in (where the job last made progress), and
+    on-demand is one state per region (its cheapest zone); without, one on-demand state (the
+    cheapest zone; the others cost more for the same restart) and one empty state. A start
+    that is preempted before its overhead is over, or abandoned during it, is left out:
+    waiting instead loses the same time for nothing and leaves the checkpoint where it was.
+    (A held start counts as having made progress once its overhead is over: exact whenever
+    the overhead is not a whole number of ticks, as in every grid here.) Returns
+    ``(cost, od_hours, spot_hours)`` or None if no schedule finishes. The transfer's time
+    (``--transfer-gbps``) is not modelled."""
     import numpy as np
 
     g_s, d_s = int(round(world.gap_h * 3600)), int(round(overhead * 3600))
@@ -458,8 +516,19 @@ def optimal_cost(world: World, start: int, work: float, deadline: float, overhea
         return None
     G, gu, du = slack_u + 1, g_s // u, d_s // u
     Z = len(world.avail)
-    odz = min(range(Z), key=lambda z: (world.od[z], z))
-    M = Z + 2                   # 0: nothing, 1..Z: spot in zone z-1, Z+1: on-demand
+    egress = ckpt_gb > 0
+    names = sorted(set(world.regions)) if egress else ["*"]
+    R = len(names)
+    zreg = [names.index(world.regions[z]) if egress else 0 for z in range(Z)]
+    odz = [min((z for z in range(Z) if zreg[z] == j), key=lambda z: (world.od[z], z)) for j in range(R)]
+    # states: 0 nothing (never ran), 1..Z spot in zone z-1, Z+1..Z+R on-demand in region j,
+    # Z+R+1..Z+2R nothing with the checkpoint in region j
+    OD0, NO0 = Z + 1, Z + R + 1
+    M = Z + 2 * R + 1
+    reg = np.array([-1] + zreg + list(range(R)) + list(range(R)))
+    E = np.array([[ckpt_gb * egress_usd_per_gb(names[i], names[j]) if egress else 0.0 for j in range(R)]
+                  for i in range(R)])
+    held = list(range(1, NO0))           # states that hold an instance
     T = int(math.ceil(D_s / g_s)) + 1
     L = max(1, -(-d_s // g_s))  # ticks a start takes before it makes progress again
     inf = np.inf
@@ -469,8 +538,9 @@ def optimal_cost(world: World, start: int, work: float, deadline: float, overhea
         for z in range(Z):
             up[1 + z, k] = world.up(z, start + k)
             price[1 + z, k] = world.spot_price(z, start + k) * world.gap_h
-        price[M - 1, k] = world.od[odz] * world.gap_h
-        up[M - 1, k] = True
+        for j in range(R):
+            price[OD0 + j, k] = world.od[odz[j]] * world.gap_h
+            up[OD0 + j, k] = True
     # a start at tick k into m holds m for ticks k..k+L-1: must be up all along
     run_up = up[:, :T].copy()
     for j in range(1, L):
@@ -485,7 +555,11 @@ def optimal_cost(world: World, start: int, work: float, deadline: float, overhea
     best = (inf, 0.0, 0)
     w_idx = np.arange(G) * u
     ticks_od = np.ones(M)
-    ticks_od[0], ticks_od[M - 1] = 0, 1e5
+    ticks_od[0] = 0
+    ticks_od[OD0:OD0 + R] = 1e5
+    ticks_od[NO0:] = 0
+    groups = [np.flatnonzero(reg == r) for r in range(-1, R)]   # states by checkpoint region
+    cols = np.arange(G)
 
     def finish(k_end, c, h):
         # progress = elapsed - lost: finished when k_end * g - lost >= work
@@ -501,33 +575,47 @@ def optimal_cost(world: World, start: int, work: float, deadline: float, overhea
     for k in range(T):
         Fk, Hk = F[k % B], H[k % B]
         if np.isfinite(Fk).any():
-            # preempted spot holders hold nothing at k
+            # preempted spot holders hold nothing at k (the checkpoint stays in their region)
             for m in range(1, Z + 1):
                 if not up[m, k]:
-                    _relax(Fk[0], Hk[0], Fk[m], Hk[m])
+                    _relax(Fk[NO0 + reg[m]], Hk[NO0 + reg[m]], Fk[m], Hk[m])
                     Fk[m] = inf
             n1 = (k + 1) % B
             # keep holding m for tick k
-            for m in range(1, M):
+            for m in held:
                 if np.isfinite(Fk[m]).any():
                     _relax(F[n1, m], H[n1, m], finish(k + 1, Fk[m] + price[m, k], Hk[m] + ticks_od[m]),
                            Hk[m] + ticks_od[m])
-            # from whatever is held (or nothing): release it and wait a tick (lose g), or
-            # start m at k (lose d, hold m for L ticks)
-            arg = Fk.argmin(axis=0)
-            src, srch = Fk[arg, np.arange(G)], Hk[arg, np.arange(G)]
-            if gu < G:
-                c, h = np.full(G, inf), np.zeros(G)
-                c[gu:], h[gu:] = src[:G - gu], srch[:G - gu]
-                _relax(F[n1, 0], H[n1, 0], c, h)
-            if du < G:
-                sh_c, sh_h = np.full(G, inf), np.zeros(G)
-                sh_c[du:], sh_h[du:] = src[:G - du], srch[:G - du]
+            # from whatever is held (or nothing), by the region the checkpoint is in: release
+            # it and wait a tick (lose g), or start m at k (lose d, hold m for L ticks)
+            srcs = []
+            for r, members in zip(range(-1, R), groups):
+                sub = Fk[members]
+                arg = sub.argmin(axis=0)
+                c, h = sub[arg, cols], Hk[members][arg, cols]
+                if not np.isfinite(c).any():
+                    continue
+                srcs.append((r, c, h))
+                if gu < G:
+                    wc, wh = np.full(G, inf), np.zeros(G)
+                    wc[gu:], wh[gu:] = c[:G - gu], h[:G - gu]
+                    dst = 0 if r < 0 else NO0 + r
+                    _relax(F[n1, dst], H[n1, dst], wc, wh)
+            if du < G and srcs:
                 nL = (k + L) % B
-                for m in range(1, M):
-                    if run_up[m, k]:
-                        h = sh_h + ticks_od[m] * L
-                        _relax(F[nL, m], H[nL, m], finish(k + L, sh_c + run_cost[m, k], h), h)
+                for j in range(R):
+                    # the cheapest way to hold nothing now with the checkpoint then moved to j
+                    bc, bh = np.full(G, inf), np.zeros(G)
+                    for r, c, h in srcs:
+                        _relax(bc, bh, c + (E[r, j] if r >= 0 else 0.0), h)
+                    sh_c, sh_h = np.full(G, inf), np.zeros(G)
+                    sh_c[du:], sh_h[du:] = bc[:G - du], bh[:G - du]
+                    if not np.isfinite(sh_c).any():
+                        continue
+                    for m in held:
+                        if reg[m] == j and run_up[m, k]:
+                            h = sh_h + ticks_od[m] * L
+                            _relax(F[nL, m], H[nL, m], finish(k + L, sh_c + run_cost[m, k], h), h)
         Fk[:] = inf
         Hk[:] = 0.0
     if not math.isfinite(best[0]):
@@ -556,40 +644,44 @@ def _p90(xs):
     return xs[min(len(xs) - 1, int(math.ceil(0.9 * len(xs))) - 1)] if xs else float("nan")
 
 
-def run_grid(runs, work, deadlines, overheads, policies, multi, optimal=False):
+def run_grid(runs, work, deadlines, overheads, policies, multi, optimal=False, ckpt_gb=0.0, transfer_gbps=0.0):
     """``runs``: list of (World, start). Yields one row per (policy, deadline, overhead)."""
     for D in deadlines:
         for d in overheads:
             for pol in policies:
-                costs, misses, odh, sph = [], 0, 0.0, 0.0
+                costs, misses, odh, sph, eg, mv = [], 0, 0.0, 0.0, 0.0, 0
                 for world, start in runs:
                     base = work * min(world.od)
-                    r = simulate(pol, world, start, work, D, d)
+                    r = simulate(pol, world, start, work, D, d, ckpt_gb, transfer_gbps)
                     costs.append(r.cost / base)
                     misses += r.finish > D + 1e-7
                     odh += r.od_h
                     sph += r.spot_h
-                yield _row(pol.name, D, d, costs, misses, odh, sph)
+                    eg += r.egress
+                    mv += r.moves
+                yield _row(pol.name, D, d, costs, misses, odh, sph, eg, mv)
             if optimal:
                 costs, odh, sph = [], 0.0, 0.0
                 for world, start in runs:
-                    res = optimal_cost(world, start, work, D, d)
+                    res = optimal_cost(world, start, work, D, d, ckpt_gb)
                     if res is None:
                         continue
                     c, o, s = res
                     costs.append(c / (work * min(world.od)))
                     odh += o
                     sph += s
-                yield _row("optimal", D, d, costs, len(runs) - len(costs), odh, sph)
+                yield _row("optimal", D, d, costs, len(runs) - len(costs), odh, sph, None, None)
 
 
-def _row(name, D, d, costs, misses, odh, sph):
+def _row(name, D, d, costs, misses, odh, sph, egress=0.0, moves=0):
     n = len(costs)
     return {"policy": name, "deadline_h": D, "overhead_h": d, "runs": n,
             "mean_cost": round(statistics.fmean(costs), 5) if costs else None,
             "p90_cost": round(_p90(costs), 5) if costs else None,
             "misses": misses, "od_hours": round(odh / n, 3) if n else None,
-            "spot_hours": round(sph / n, 3) if n and sph == sph else None}
+            "spot_hours": round(sph / n, 3) if n and sph == sph else None,
+            "egress_usd": round(egress / n, 4) if n and egress is not None else None,
+            "region_moves": round(moves / n, 3) if n and moves is not None else None}
 
 
 def parse_windows(path: Path, multi: bool):
@@ -613,7 +705,16 @@ def main(argv=None):
     ap.add_argument("--overheads", default="0.02,0.05,0.1,0.2")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--policies", default=None, help="comma list (default: all of the mode's)")
+    ap.add_argument("--ckpt-gb", type=float, default=50.0,
+                    help="checkpoint size moved by a start in another region, GB (0: no egress)")
+    ap.add_argument("--transfer-gbps", type=float, default=0.0,
+                    help="add the checkpoint's transfer time to a cross-region start at this rate, "
+                         "Gbit/s (0: off)")
     a = ap.parse_args(argv)
+    if a.ckpt_gb < 0:
+        raise ReplayError(f"--ckpt-gb must be >= 0, not {a.ckpt_gb}")
+    if a.transfer_gbps < 0:
+        raise ReplayError(f"--transfer-gbps must be >= 0, not {a.transfer_gbps}")
     deadlines = [float(x) for x in a.deadlines.split(",")]
     overheads = [float(x) for x in a.overheads.split(",")]
     wins = parse_windows(a.windows, a.multi_region)
@@ -634,9 +735,12 @@ def main(argv=None):
         want = a.policies.split(",")
         pols = [p for p in pols if p.name in want]
         names = [n for n in names if n in want]
+    if "optimal" in names and a.transfer_gbps > 0:
+        raise ReplayError("--transfer-gbps: the optimum does not model the transfer's time; leave "
+                          "optimal out of --policies")
     t0, c0 = time.perf_counter(), time.process_time()
     rows = list(run_grid(runs, a.work, deadlines, overheads, pols, a.multi_region,
-                         optimal="optimal" in names))
+                         optimal="optimal" in names, ckpt_gb=a.ckpt_gb, transfer_gbps=a.transfer_gbps))
     took, cpu = time.perf_counter() - t0, time.process_time() - c0
     for row in rows:
         if a.json:

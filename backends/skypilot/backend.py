@@ -27,7 +27,7 @@ from launcher.core.errors import (BackendUnavailable, CapabilityError, ConfigErr
                                   TransientError)
 from launcher.core.status import JobState, Status
 from launcher.spec.model import JobSpec
-from launcher_backends.skypilot import limits, prices, states
+from launcher_backends.skypilot import egress, limits, prices, states
 from launcher_backends.skypilot.client import ClusterUnavailable, SkyClient, short_error as _short
 from launcher_backends.skypilot.finals import FinalStates
 from launcher_backends.skypilot.names import cluster_name, task_name
@@ -124,6 +124,14 @@ class SkyPilotBackend:
         from launcher_backends.skypilot.offers import skypilot_offers
 
         return skypilot_offers(spec, context, cls.restart_hours)
+
+    @classmethod
+    def egress_per_gb(cls, cloud: str, src_region: str, dst_region: str) -> Optional[tuple]:
+        return egress.per_gb(cloud, src_region, dst_region)
+
+    @classmethod
+    def egress_highest(cls, cloud: str) -> Optional[tuple]:
+        return egress.highest(cloud)
 
     @classmethod
     def offer_key(cls, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]:

@@ -250,6 +250,21 @@ class Pricing(Protocol):
 
 
 @runtime_checkable
+class Egress(Protocol):
+    """The backend prices moving data between two of its regions (a checkpoint, when the
+    deadline policy moves a job): ``egress_per_gb(cloud, src_region, dst_region)`` is ($/GB,
+    the figure's source), $0 within a region, None for a pair its catalog does not know;
+    ``egress_highest(cloud)`` is the cloud's highest inter-region rate with its source (what
+    an unknown pair is priced at), None for a cloud it has no table for."""
+
+    @classmethod
+    def egress_per_gb(cls, cloud: str, src_region: str, dst_region: str) -> Optional[tuple]: ...
+
+    @classmethod
+    def egress_highest(cls, cloud: str) -> Optional[tuple]: ...
+
+
+@runtime_checkable
 class ChoosesPlacement(Pricing, Protocol):
     """A backend that prices several placements (clouds, regions, spot or not) and chooses
     among them itself: ``with_candidates`` hands it the planner's ranked candidates (dicts of

@@ -205,7 +205,14 @@ def check_deadline(app, spec: JobSpec, target_name: str, now: Optional[float] = 
     targets = list(spec.targets) or [target_name]
     got = gather_offers(spec, app.config, targets=targets, queue_waits=queue_waits(app, spec, targets))
     pairs = [(dl.offer_of(o, spec.resources.nodes), o) for o in got.offers]
+    local = sorted({o.target for d, o in pairs if d is None and o.this_machine})
     pairs = [(d, o) for d, o in pairs if d is not None]
+    if not pairs:
+        why = (f"target {', '.join(local)} runs on this machine, which the deadline policy cannot place "
+               f"(it chooses among spot, on-demand and Slurm offers)" if local else
+               "no target of the spec has a priced offer (spot, on-demand or a Slurm queue)")
+        raise LauncherError(f"cost.deadline cannot be used here: {why}; leave cost.deadline out to run there, "
+                            f"or add a cloud or Slurm target to targets (docs/deadline.md)")
     overhead_h = min((o.restart_hours for d, o in pairs if d.guaranteed), default=10 / 60)
     work_h, source = work_estimate(spec, params_for(spec))
     why = dl.refusal(work_h, (spec.cost.deadline_at(now) - now) / 3600.0, overhead_h, [d for d, _ in pairs])

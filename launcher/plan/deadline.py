@@ -53,6 +53,8 @@ class Offer:
     price: float               # $/h for the whole job
     available: bool = True     # spot: capacity now (what ``watch`` learns); others: True
     wait_h: float = 0.0        # SLURM: expected queue wait before the job starts
+    move_usd: float = 0.0      # $ to move the checkpoint here from where it is (egress), once per start
+    move_h: float = 0.0        # hours the transfer adds to a start here
 
     @property
     def guaranteed(self) -> bool:
@@ -105,6 +107,7 @@ class Params:
     stay_h: float = 6.0        # multi-region: hours a spot start is expected to last (move test)
     pick: float = float("inf")  # multi-region: a spot zone dearer than this x the cheapest zone's
     #                             price (available or not) is taken only behind the reserve
+    move_margin: float = 1.0   # multi-region: a move must save this x what it costs (restart + egress)
 
 
 SINGLE = Params(reserve=0.8, back=0.0)   # tuned on train windows of the AWS 2022 set (bench/deadline_replay.py)
@@ -114,10 +117,20 @@ MULTI = Params(reserve=0.8, back=0.0, pick=1.1)   # tuned on train windows of th
 # ---- the guarantee -------------------------------------------------------------------------
 
 def _start_h(s: Situation, o: Offer) -> float:
-    """Hours from now until ``o`` makes progress (its overhead, or what is left of it)."""
+    """Hours from now until ``o`` makes progress (its overhead, or what is left of it; a new
+    start also waits for its queue and for the checkpoint's transfer)."""
     if s.current.kind == o.kind and s.current.where == o.where:
         return s.overhead_left_h
-    return s.overhead_h + o.wait_h
+    return s.overhead_h + o.wait_h + o.move_h
+
+
+def _held(s: Situation, o: Offer) -> bool:
+    return s.current.kind == o.kind and s.current.where == o.where
+
+
+def _move_usd(s: Situation, o: Offer) -> float:
+    """Egress a start on ``o`` pays (none for the placement held)."""
+    return 0.0 if _held(s, o) else o.move_usd
 
 
 def can_finish(s: Situation, o: Offer) -> bool:
@@ -157,10 +170,10 @@ def fallback(s: Situation) -> Optional[Offer]:
     fits = [o for o in gs if can_finish(s, o)]
     if not fits:
         return min(gs, key=lambda o: (_start_h(s, o), o.price, o.where))
-    held = next((o for o in fits if s.current.kind == o.kind and s.current.where == o.where), None)
-    best = min(fits, key=lambda o: (o.price * (_start_h(s, o) + s.left_h), o.where))
+    held = next((o for o in fits if _held(s, o)), None)
+    best = min(fits, key=lambda o: (o.price * (_start_h(s, o) + s.left_h) + _move_usd(s, o), o.where))
     if held is not None and held.price * (s.overhead_left_h + s.left_h) <= best.price * (
-            _start_h(s, best) + s.left_h) + _EPS:
+            _start_h(s, best) + s.left_h) + _move_usd(s, best) + _EPS:
         return held
     return best
 
@@ -196,14 +209,42 @@ def reserve_h(s: Situation, params: Params) -> float:
     return params.reserve * line - s.overhead_h
 
 
-def _best_spot(s: Situation) -> Optional[Offer]:
+def _horizon_h(s: Situation, params: Params) -> float:
+    """Hours a spot start is expected to run before it ends (the work left, at most ``stay_h``)."""
+    return max(min(s.left_h, params.stay_h), _EPS)
+
+
+def _spot_rate(s: Situation, o: Offer, params: Params) -> float:
+    """$/h of a spot start on ``o`` over the hours it is expected to last: its price, plus its
+    restart (overhead and transfer, at its price) and its egress spread over those hours."""
+    if _held(s, o):
+        return o.price
+    h = _horizon_h(s, params)
+    return o.price * (1.0 + (s.overhead_h + o.move_h) / h) + o.move_usd / h
+
+
+def _priced_by_move(s: Situation) -> bool:
+    """Does a spot start somewhere cost a move (egress or transfer time)? If not, spot zones
+    compare by price alone (the rules without egress, unchanged)."""
+    return any(o.kind == SPOT and (o.move_usd or o.move_h) for o in s.offers)
+
+
+def _best_spot(s: Situation, params: Params) -> Optional[Offer]:
     up = [o for o in s.offers if o.kind == SPOT and o.available]
-    return min(up, key=lambda o: (o.price, o.where)) if up else None
+    if not up:
+        return None
+    if not _priced_by_move(s):
+        return min(up, key=lambda o: (o.price, o.where))
+    return min(up, key=lambda o: (_spot_rate(s, o, params), o.where))
 
 
-def _cheapest_spot_price(s: Situation) -> float:
-    """The cheapest spot price of every zone known, available now or not."""
-    return min((o.price for o in s.offers if o.kind == SPOT), default=float("inf"))
+def _cheapest_spot_price(s: Situation, params: Params) -> float:
+    """The cheapest spot rate of every zone known, available now or not (``_spot_rate`` when
+    a start somewhere costs a move, else the price)."""
+    spots = [o for o in s.offers if o.kind == SPOT]
+    if not _priced_by_move(s):
+        return min((o.price for o in spots), default=float("inf"))
+    return min((_spot_rate(s, o, params) for o in spots), default=float("inf"))
 
 
 def _held_spot(s: Situation) -> Optional[Offer]:
@@ -215,9 +256,12 @@ def _held_spot(s: Situation) -> Optional[Offer]:
 
 def _worth_moving(s: Situation, held: Offer, to: Offer, params: Params) -> bool:
     """Move a running job to cheaper spot when the saving over the hours it may stay there
-    pays for the restart (billed at the new price, no progress)."""
+    pays for the restart (billed at the new price, no progress: the overhead and the
+    checkpoint's transfer) and the checkpoint's egress. The transfer's time also shortens
+    the hours the saving is made over."""
     hours = min(s.left_h, params.stay_h)
-    return (held.price - to.price) * hours > to.price * s.overhead_h + _EPS
+    move = to.price * (s.overhead_h + to.move_h) + to.move_usd
+    return (held.price - to.price) * hours > move * params.move_margin + _EPS
 
 
 def decide(s: Situation, params: Params = SINGLE) -> Decision:
@@ -227,7 +271,7 @@ def decide(s: Situation, params: Params = SINGLE) -> Decision:
     slack, reserve = slack_h(s), reserve_h(s, params)
     nums = {"elapsed_h": round(s.elapsed_h, 4), "left_h": round(s.left_h, 4),
             "slack_h": round(slack, 4), "reserve_h": round(reserve, 4)}
-    held, best = _held_spot(s), _best_spot(s)
+    held, best = _held_spot(s), _best_spot(s, params)
     if held is not None:
         if best is not None and best.price < held.price and _worth_moving(s, held, best, params):
             d = Decision(Placement(SPOT, best.where), f"moving to cheaper spot {best.where} "
@@ -252,8 +296,9 @@ def decide(s: Situation, params: Params = SINGLE) -> Decision:
                         "spot gone" if best is None else "behind the reserve: staying on it", nums)
         return safety_net(s, stay)
     if best is not None:
-        ref = _cheapest_spot_price(s)
-        if best.price > params.pick * ref + _EPS and slack - s.tick_h >= reserve:
+        ref = _cheapest_spot_price(s, params)
+        rate = _spot_rate(s, best, params) if _priced_by_move(s) else best.price
+        if rate > params.pick * ref + _EPS and slack - s.tick_h >= reserve:
             nums["cheapest_spot"] = round(ref, 4)
             return safety_net(s, Decision(NOWHERE, f"waiting for cheaper spot (best up ${best.price:.4g}/h, "
                                           f"cheapest zone ${ref:.4g}/h; slack above the reserve)", nums))
@@ -286,8 +331,11 @@ def refusal(work_h: float, deadline_h: float, overhead_h: float, offers) -> Opti
     whose targets have no guaranteed offer is refused too."""
     gs = [o for o in offers if o.guaranteed]
     if not gs:
-        return (f"no target of the spec offers on-demand or a Slurm queue: spot alone cannot guarantee "
-                f"the deadline ({deadline_h:.3g} h away, {work_h:.3g} h of work)")
+        if not offers:
+            return "no target of the spec has a priced offer (spot, on-demand or a Slurm queue)"
+        return (f"the spec's targets offer only spot, which can be taken away at any time, and no "
+                f"on-demand or Slurm queue to finish on: nothing guarantees the deadline ({deadline_h:.3g} h "
+                f"away, {work_h:.3g} h of work)")
     best = min(gs, key=lambda o: (o.wait_h, o.price, o.where))
     need = overhead_h + best.wait_h + work_h
     if need <= deadline_h + _EPS:

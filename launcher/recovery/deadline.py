@@ -15,9 +15,14 @@ answer out. What the policy is told:
   restore), else the cheapest guaranteed offer's ``restart_hours`` until there is one;
 * **offers**: the planner's offers for the spec's targets (``gather_offers``): spot per
   region with its price, on-demand, Slurm targets with their measured queue wait. A spot
-  region where an attempt was preempted or refused for capacity less than
+  zone where an attempt was preempted or refused for capacity less than
   ``recovery.placement_cooldown`` ago (what ``watch`` learns, ``launcher.plan.observed``)
-  is unavailable;
+  is unavailable, and a spot region only when every zone of it is (an observation that
+  names no zone cools its whole region);
+* **egress**: a start in a region other than the one the job last ran in moves its
+  checkpoint: the committed checkpoint's size (its manifest's files) x the backend's price
+  per GB for that cloud and region pair (``Egress``), a pair the backend does not know at
+  the cloud's highest inter-region rate (named in the decision's ``egress_unknown``);
 * **tick**: the time since this job's previous decision (the watch interval, measured).
 
 What ``step`` does with the decision:
@@ -40,9 +45,10 @@ ordinary recovery (``step`` returns None).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Optional
 
-from launcher.backend.protocols import Handle
+from launcher.backend.protocols import Egress, Handle, can
 from launcher.core.errors import LauncherError
 from launcher.core.status import JobState, Status
 from launcher.launching.launch import queue_waits, resubmit
@@ -73,8 +79,12 @@ def step(app, job, spec, status, clock=time.time) -> Optional[Outcome]:
     if status.state in MOVABLE_ENDS:
         observe_job(store, job, status, registry=app.registry)  # the region that just refused the job is unavailable
     places = live_offers(app, spec, now)
+    src = _ran_in(job, latest, places)
+    places, unknown = egress_offers(app, places, src, _committed_gb(job))
     s = situation(app, job, spec, latest, status, places, now)
     d = dl.decide(s, dl.MULTI if _many_spot(places) else dl.SINGLE)
+    if unknown:
+        d = dl.Decision(d.placement, d.reason, {**d.numbers, "egress_unknown": unknown})
     _record(app, job, d, now, s)
     if d.placement == s.current:
         if status.state in MOVABLE_ENDS:  # spot gone and slack to spare: wait for it
@@ -102,9 +112,12 @@ def live_offers(app, spec, now: float) -> dict:
     nodes = spec.resources.nodes
     out = {}
     for o in got.offers:
-        offer = dl.offer_of(o, nodes, available=not (o.spot and _key(o.key) in cooling))
-        if offer is not None:
-            out.setdefault(str(dl.Placement(offer.kind, offer.where)), (offer, o))
+        offer = dl.offer_of(o, nodes, available=not (o.spot and cooled(o.key, cooling)))
+        if offer is None:
+            continue
+        k = str(dl.Placement(offer.kind, offer.where))
+        if k not in out or (offer.available and not out[k][0].available):
+            out[k] = (offer, o)   # a region is available while one of its zones is
     return out
 
 
@@ -112,13 +125,57 @@ def _key(key: tuple) -> tuple:
     return tuple(str(k or "") for k in key[:4]) + (bool(key[4]),)
 
 
+def cooled(key: tuple, cooling: set) -> bool:
+    """Is the offer KEY cooling down: its zone preempted or refused (an observation of that
+    zone), or its whole region (an observation that names no zone)?"""
+    k = _key(key)
+    return k in cooling or (k[0], k[1], "", k[3], k[4]) in cooling
+
+
 def _cooling(store, now: float, cooldown_s: float) -> set:
-    """Keys of spot offers preempted or refused within COOLDOWN_S seconds of NOW."""
+    """Keys of spot offers preempted or refused within COOLDOWN_S seconds of NOW (per zone;
+    with an empty zone when the observation knew only the region)."""
     out = set()
     for ob in load_observations(store, now):
         if (ob.events or ob.capacity_failures) and ob.age_hours * 3600.0 < cooldown_s:
             out.add(_key(ob.key))
     return out
+
+
+def egress_offers(app, places: dict, src: Optional[tuple], size_gb: float) -> tuple[dict, list]:
+    """PLACES with each offer's ``move_usd``: SIZE_GB x the price per GB from SRC (cloud,
+    region: where the job last ran) to the offer's region, by the offer's backend
+    (``Egress``); a pair it does not know at the cloud's highest inter-region rate. Returns
+    (places, the pairs priced that way or not at all, as "cloud:src->dst" strings)."""
+    if not src or not src[1] or size_gb <= 0:
+        return places, []
+    out, unknown = {}, []
+    for k, (o, p) in places.items():
+        if p.cloud != src[0] or not p.region or p.region == src[1] or o.kind == dl.SLURM:
+            out[k] = (o, p)
+            continue
+        rate = egress_rate(app, p.backend, p.cloud, src[1], p.region)
+        if rate is None or rate[2]:
+            unknown.append(f"{p.cloud}:{src[1]}->{p.region}")
+        usd = size_gb * rate[0] if rate else 0.0
+        out[k] = (replace(o, move_usd=usd), p)
+    return out, sorted(set(unknown))
+
+
+def egress_rate(app, backend: str, cloud: str, src: str, dst: str) -> Optional[tuple]:
+    """($/GB, source, unknown pair?) from the backend named BACKEND; None when it prices no
+    egress."""
+    try:
+        cls = app.registry.load(backend, check=False)
+    except LauncherError:
+        return None
+    if not can(cls, Egress):
+        return None
+    got = cls.egress_per_gb(cloud, src, dst)
+    if got is not None:
+        return float(got[0]), str(got[1]), False
+    hi = cls.egress_highest(cloud)
+    return (float(hi[0]), str(hi[1]), True) if hi is not None else None
 
 
 def _many_spot(places: dict) -> bool:
@@ -162,6 +219,27 @@ def _committed(app, job) -> Optional[int]:
                 app.store.update_job(job.job_id, last_step=p.committed_step)
             return p.committed_step
     return job.last_step
+
+
+def _committed_gb(job) -> float:
+    """The last committed checkpoint's size in GB (its manifest's files), 0 when unknown
+    (a job without a checkpoint root moves nothing)."""
+    if not job.ckpt_root:
+        return 0.0
+    p = read_progress(job.ckpt_root)
+    if p.unknown or p.error or not p.committed_bytes:
+        return 0.0
+    return p.committed_bytes / 1e9
+
+
+def _ran_in(job, latest, places: dict) -> Optional[tuple]:
+    """(cloud, region) of the placement the job's latest attempt was given: where its
+    checkpoint was last written."""
+    where = placement_of(job, latest, places)
+    hit = places.get(str(where))
+    if hit is None:
+        return None
+    return hit[1].cloud, hit[1].region
 
 
 def measured_overhead_h(attempts) -> Optional[float]:

@@ -28,6 +28,7 @@ class Progress:
     error: str = ""
     unknown: bool = False  # the read did not finish in time: nothing is known, decide nothing from it
     history: tuple = ()  # GENERATIONS.json history records (job id, attempt, resume step of every start)
+    committed_bytes: Optional[int] = None  # the committed checkpoint's size, from its manifest's files
 
     def resume_of(self, generation: int) -> Optional[int]:
         return self.resume_steps.get(generation)
@@ -91,4 +92,12 @@ def read_progress_now(root: str) -> Progress:
         if isinstance(g, int):
             resumes[g] = None if not isinstance(s, int) or s < 0 else s
     return Progress(committed_step=found.step if found else None, resume_steps=resumes,
-                    history=tuple(h for h in gens.history if isinstance(h, dict)))
+                    history=tuple(h for h in gens.history if isinstance(h, dict)),
+                    committed_bytes=manifest_bytes(getattr(found, "manifest", None)) if found else None)
+
+
+def manifest_bytes(manifest) -> Optional[int]:
+    """The sum of the sizes a checkpoint's manifest lists; None without a manifest."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+        return None
+    return sum(int(f.get("size") or 0) for f in manifest["files"] if isinstance(f, dict))

@@ -64,4 +64,5 @@ def test_the_protocols_are_a_handful():
 
     protocols = sorted(v.__name__ for v in vars(mod).values() if isinstance(v, type)
                        and getattr(v, "_is_runtime_protocol", False) and v.__module__ == mod.__name__)
-    assert protocols == ["Backend", "ChoosesPlacement", "Host", "Pricing", "Scheduler", "SpecOwner", "StartsSubmit"]
+    assert protocols == ["Backend", "ChoosesPlacement", "Egress", "Host", "Pricing", "Scheduler", "SpecOwner",
+                         "StartsSubmit"]

@@ -20,7 +20,7 @@ sys.path.insert(0, str(BENCH))
 import deadline_replay as rp  # noqa: E402
 
 ROW = {"policy", "deadline_h", "overhead_h", "runs", "mean_cost", "p90_cost", "misses", "od_hours",
-       "spot_hours"}
+       "spot_hours", "egress_usd", "region_moves"}
 
 
 def world(avail, spot=1.0, od=3.0, gap_h=1.0):

@@ -61,7 +61,7 @@ def test_a_deadline_not_even_on_demand_meets_is_refused_with_the_numbers():
     assert "10.1 h away" in why and "needs 10.2 h" in why and "10 h of work" in why and "0.2 h restart" in why
     slurm = dl.Offer("hpc", dl.SLURM, 0.0, wait_h=5.0)
     assert "queue wait" in dl.refusal(work_h=10, deadline_h=12, overhead_h=0.2, offers=[slurm])
-    assert "spot alone" in dl.refusal(work_h=1, deadline_h=12, overhead_h=0.2, offers=[dl.Offer("s", dl.SPOT, 1.0)])
+    assert "offer only spot" in dl.refusal(work_h=1, deadline_h=12, overhead_h=0.2, offers=[dl.Offer("s", dl.SPOT, 1.0)])
 
 
 def test_the_planner_counts_an_absolute_deadline_from_now():

@@ -15,6 +15,7 @@ overhead 0.5 h (measured from its first attempt).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar, Optional
 
 import pytest
@@ -367,3 +368,48 @@ def test_the_restart_overhead_is_measured_from_the_jobs_own_attempts():
     assert live.measured_overhead_h([]) is None
     assert live.measured_overhead_h([A(0.0, None)]) is None
     assert live.measured_overhead_h([A(1000.0, 2800.0), A(5000.0, 5000.0 + 3600.0)]) == pytest.approx(0.75)
+
+
+# ---- egress and the zone cooldown (issue 32) ---------------------------------------------------------
+
+def test_a_move_that_does_not_pay_for_moving_the_checkpoint_is_not_made_and_an_unknown_pair_is_named(
+        app, monkeypatch):
+    rates = {("east", "west"): (0.02, "test table"), ("west", "east"): None}   # west -> east: not in the table
+    monkeypatch.setattr(Cloud, "egress_per_gb", classmethod(lambda cls, c, a, b: rates.get((a, b))), raising=False)
+    monkeypatch.setattr(Cloud, "egress_highest", classmethod(lambda cls, c: (0.05, "test highest")), raising=False)
+    monkeypatch.setattr(live, "_committed_gb", lambda job: 100.0)   # $5 at the highest rate
+    spec = job_on(app, "spot", "west", done_steps=20)   # on $1.5/h, east is $1/h: $3 saved over 6 h
+    assert step(app, spec, 2.0) is None and _Scheduled.submitted == []
+    (ev,) = events(app, "deadline")
+    assert ev["placement"] == "spot:spot/west" and ev["egress_unknown"] == ["dlcloud:west->east"]
+    monkeypatch.setattr(live, "_committed_gb", lambda job: 10.0)    # $0.5: pays
+    assert step(app, spec, 2.1).action == "deadline_move"
+
+
+def test_the_cooldown_after_a_preemption_is_the_zones_not_the_regions():
+    cooling = {("aws", "us-east-1", "us-east-1a", "p3", True)}
+    assert live.cooled(("aws", "us-east-1", "us-east-1a", "p3", True), cooling)
+    assert not live.cooled(("aws", "us-east-1", "us-east-1b", "p3", True), cooling)
+    # an observation that knew only the region cools every zone of it
+    region_wide = {("aws", "us-east-1", "", "p3", True)}
+    assert live.cooled(("aws", "us-east-1", "us-east-1b", "p3", True), region_wide)
+    assert not live.cooled(("aws", "us-east-2", "us-east-2a", "p3", True), region_wide)
+
+
+def test_a_region_stays_available_while_one_of_its_zones_is_not_cooling(app, monkeypatch):
+    def zoned(cls, spec, context):
+        spot = bool(context.options.get("spot"))
+        out = []
+        for r, p in cls.PRICES[spot].items():
+            for z in ("a", "b"):
+                o = cls._offer(context, r, spot, p)
+                out.append(dataclasses.replace(o, zone=f"{r}-{z}"))
+        return out
+    monkeypatch.setattr(Cloud, "offers", classmethod(zoned))
+    monkeypatch.setattr(live, "_cooling", lambda store, now, s: {("dlcloud", "east", "east-a", "vm", True)})
+    spec, _ = _spec(app)
+    places = live.live_offers(app, spec, 0.0)
+    assert places["spot:spot/east"][0].available and places["spot:spot/east"][1].zone == "east-b"
+    monkeypatch.setattr(live, "_cooling", lambda store, now, s: {("dlcloud", "east", "east-a", "vm", True),
+                                                                  ("dlcloud", "east", "east-b", "vm", True)})
+    assert not live.live_offers(app, spec, 0.0)["spot:spot/east"][0].available
