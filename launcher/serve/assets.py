@@ -27,9 +27,11 @@ REFRESH_JS = r"""(function () {
   }
   // ---- times: UTC in the page, shown in the viewer's zone (named in the header)
   function pad(n) { return (n < 10 ? "0" : "") + n; }
+  var zoneFormat = null;  // one formatter for every time of the page (making one costs more than using it)
+  try { zoneFormat = new Intl.DateTimeFormat(undefined, {timeZoneName: "short"}); } catch (e) { zoneFormat = null; }
   function zoneName(d) {
     try {
-      var parts = new Intl.DateTimeFormat(undefined, {timeZoneName: "short"}).formatToParts(d);
+      var parts = zoneFormat.formatToParts(d);
       for (var i = 0; i < parts.length; i++) { if (parts[i].type === "timeZoneName") { return parts[i].value; } }
     } catch (e) { /* an old browser: the offset below */ }
     var off = -d.getTimezoneOffset();

@@ -159,7 +159,7 @@ def test_the_browser_sees_a_job_run_be_preempted_and_complete_and_a_sweeps_best_
             poll("the jobs page shows the job COMPLETED", lambda: "COMPLETED" in text_of(browser, row),
                  timeout=120, interval=0.3)
             cells = texts_of(browser, f"{row} td")
-            assert cells[2] == "COMPLETED" and cells[4] == "2", cells  # state, attempts
+            assert cells[2] == "COMPLETED" and cells[7] == "2", cells  # state, attempts
             shot(browser, out, "2-jobs-completed")
 
             browser.get(url + f"/job/{job}")
