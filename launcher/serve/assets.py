@@ -168,6 +168,9 @@ REFRESH_JS = r"""(function () {
         if (fresh && old) {
           var oldLog = old.querySelector("#log");
           var newLog = fresh.querySelector("#log");
+          var oldPre = old.querySelector("#log-text");
+          var scrolled = oldPre ? (oldPre.scrollTop + oldPre.clientHeight >= oldPre.scrollHeight - 4 ? -1
+                                   : oldPre.scrollTop) : null;  // -1: kept at the end
           if (oldLog && newLog) {  // the followed log stays (its text and scroll); the job's state comes along
             oldLog.setAttribute("data-follow", oldLog.getAttribute("data-follow") === "1" &&
                                 newLog.getAttribute("data-follow") === "1" ? "1" : "");
@@ -178,6 +181,8 @@ REFRESH_JS = r"""(function () {
           var newForm = fresh.querySelector("#filters");
           if (typing && newForm) { newForm.replaceWith(form); }  // never under the viewer's fingers
           old.replaceWith(document.adoptNode(fresh));
+          var pre = document.getElementById("log-text");  // a moved node forgets its scroll: given back
+          if (pre && scrolled !== null) { pre.scrollTop = scrolled < 0 ? pre.scrollHeight : scrolled; }
         }
         if (doc.title) { document.title = doc.title; }
         times(document);
