@@ -94,7 +94,7 @@ REFRESH_JS = r"""(function () {
   // ---- copy a command line
   function copyText(button, text) {
     function done(ok) {
-      button.textContent = ok ? "copied" : "select and copy";
+      button.textContent = ok ? "copied" : "press Ctrl+C";
       window.setTimeout(function () { button.textContent = "copy"; }, 1500);
     }
     if (navigator.clipboard && window.isSecureContext) {

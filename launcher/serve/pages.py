@@ -415,7 +415,8 @@ def sweep_body(d: dict, home_prefix: Optional[str] = None) -> str:
         metric = _num(r["metric"]) if r.get("metrics_read", True) else "?"
         best_cls = ' class="best"' if r["index"] == bi else ""
         out.append(f'<tr data-index="{e(r["index"])}"{best_cls}>'
-                   f'<td class="num">{e(r["index"])}</td><td class="id"><a href="/job/{q(r["job_id"])}">{e(r["job_id"])}</a></td>'
+                   f'<td class="num">{e(r["index"])}</td>'
+                   f'<td class="id"><a href="/job/{q(r["job_id"])}">{e(r["job_id"])}</a></td>'
                    f'<td>{_state(r["state"])}</td><td class="num">{e(r["attempts"])}</td>'
                    f'<td class="num">{_pct(r["goodput_pct"])}</td><td class="num">{e(_usd(r["cost_usd"]))}</td>'
                    f'<td class="num">{e(r.get("last_step"))}</td><td class="num">{e(metric)}</td>'

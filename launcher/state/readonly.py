@@ -131,7 +131,8 @@ class ReadOnlyStore(StateStore):
         named in UNREADABLE (job id -> why), as ``readable_rows`` does."""
         q = """
             WITH page AS (SELECT job_id, name, target, backend, state, reason, created, updated, last_step, sweep_id,
-                                 meta, handle, spec_yaml FROM jobs{where} ORDER BY created DESC, job_id LIMIT ? OFFSET ?)
+                                 meta, handle, spec_yaml FROM jobs{where}
+                          ORDER BY created DESC, job_id LIMIT ? OFFSET ?)
             SELECT page.job_id, name, page.target, backend, page.state, page.reason, created, updated, last_step,
                    sweep_id, page.handle, spec_yaml,
                    CASE WHEN json_valid(page.meta) THEN json_type(page.meta) END AS meta_type,
