@@ -1,8 +1,16 @@
 """The web view's jobs page over a store of 10,000 jobs (issue 24: pages of 10,000 jobs render
 in under 1 s), measured end to end over HTTP against a running `launcher serve` server in this
-process, and its parts (the read, the HTML) alone.
+process, and its parts (the read, the HTML) alone; then (issue 33: the dashboard's jobs page with
+500 jobs renders in under 1 s in Chromium) the jobs page of a 500-job store loaded in a headless
+Chromium, side by side with another checkout's `launcher serve` (--baseline, e.g. main's).
 
     .venv/bin/python bench/serve_pages.py [--jobs 10000] [--rounds 5]
+    .venv/bin/python bench/serve_pages.py --browser-only --baseline /work/main [--browser-jobs 500]
+
+In Chromium, "load" is the Navigation Timing from the request's start to the load event's end
+(the HTML fetched, parsed, styled and laid out, its script run: the times converted, the sweeps
+folded); "ready" adds the wait until the page's first paint is done (two animation frames).
+Each server is the real `launcher serve` command, run with PYTHONPATH set to its checkout.
 
 The store is built in a temporary LAUNCHER_HOME (each job with 1-3 attempts and a recorded
 cost; one in ten jobs an element of a sweep). Rows: the default page (500 jobs), one page
@@ -59,11 +67,76 @@ def timed(fn, rounds: int) -> tuple[float, float, float]:
     return statistics.median(xs), max(xs), statistics.median(cpu)
 
 
+def in_chromium(roots: list, n: int, rounds: int) -> list:
+    """[(label, (median, worst, median "ready") seconds)] of the jobs page of an N-job store in a
+    headless Chromium, served by each ROOT's `launcher serve` (a checkout: its PYTHONPATH)."""
+    import shutil
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    from tests.fixtures.serve_store import build as build_dashboard
+    from tests.fixtures.serving import served_cli
+
+    launcher = shutil.which("launcher") or str(Path(sys.executable).with_name("launcher"))
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium") or "chromium"
+    for f in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000",
+              "--disable-background-networking", "--no-first-run"):
+        opts.add_argument(f)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "home"
+        build_dashboard(home, n)
+        drv = webdriver.Chrome(options=opts, service=Service(executable_path=shutil.which("chromedriver")))
+        try:
+            for i, root in enumerate(roots):
+                env = {**os.environ, "PYTHONPATH": str(root), "LAUNCHER_HOME": str(home)}
+                with served_cli(launcher, env, "--refresh", "3600", "--quiet", log_path=Path(tmp) / f"serve-{i}.log") \
+                        as (url, _):
+                    loads, ready = [], []
+                    for k in range(rounds + 1):
+                        t = time.perf_counter()
+                        drv.get(url + "/")
+                        drv.execute_async_script("var done = arguments[0]; requestAnimationFrame(function () {"
+                                                 " requestAnimationFrame(function () { done(); }); });")
+                        wall = time.perf_counter() - t
+                        nav = drv.execute_script("var n = performance.getEntriesByType('navigation')[0];"
+                                                 " return n.loadEventEnd - n.startTime;") / 1000.0
+                        rows_seen = drv.execute_script("return document.querySelectorAll('#jobs tbody tr').length")
+                        if k:  # the first is a warm-up (the server's connection, Chromium's cache of the CSS)
+                            loads.append(nav)
+                            ready.append(wall)
+                    label = f"Chromium: / with {n} jobs, {Path(root).name} ({rows_seen} rows)"
+                    rows.append((label, (statistics.median(loads), max(loads), statistics.median(ready))))
+        finally:
+            drv.quit()
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=10000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--browser-jobs", type=int, default=500)
+    ap.add_argument("--baseline", help="another checkout whose `launcher serve` is measured beside this one")
+    ap.add_argument("--browser-only", action="store_true", help="only the Chromium rows")
+    ap.add_argument("--no-browser", action="store_true", help="no Chromium rows")
     a = ap.parse_args()
+    here = Path(__file__).resolve().parents[1]
+    if not a.browser_only:
+        http_rows(a)
+    if not a.no_browser:
+        roots = ([Path(a.baseline).resolve()] if a.baseline else []) + [here]
+        rows = in_chromium(roots, a.browser_jobs, a.rounds)
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; target: the jobs page with "
+              f"{a.browser_jobs} jobs rendered in Chromium under 1 s")
+        print(f"{'':<60} {'load median':>12} {'load worst':>11} {'ready median':>13}")
+        for label, (med, worst, ready) in rows:
+            print(f"{label:<60} {med * 1000:9.1f} ms {worst * 1000:8.1f} ms {ready * 1000:10.1f} ms")
+
+
+def http_rows(a) -> None:
     from launcher.api.readview import ReadView
     from launcher.serve import pages
     from tests.fixtures.serving import get, served

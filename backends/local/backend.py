@@ -249,8 +249,12 @@ class LocalBackend:
         return {**errors, **stop_groups(groups)}
 
     def logs(self, handle: Handle, follow: bool = False, done=None):
-        path = Path(handle.extra["job_dir"]) / OUTPUT
-        return iter_file(path, follow, done=done)
+        return iter_file(self.log_file(handle, {}), follow, done=done)
+
+    @classmethod
+    def log_file(cls, handle: Handle, options: dict) -> Optional[str]:
+        """Where the attempt's output is (``LogFile``): its job dir, on this machine."""
+        return str(Path(handle.extra["job_dir"]) / OUTPUT)
 
     def find(self, job: JobRef) -> Optional[Handle]:
         """The attempt's process, from the marker its supervisor wrote before the job ran

@@ -353,6 +353,14 @@ class SlurmBackend:
         return errors
 
     # ---- logs
+    @classmethod
+    def log_file(cls, handle: Handle, options: dict) -> Optional[str]:
+        """Where the attempt's output is (``LogFile``): its job dir, when that is on this
+        machine (a cluster whose login node this is); None over SSH."""
+        if cls.workdir_is_remote(options) or not handle.extra.get("job_dir"):
+            return None
+        return f"{handle.extra['job_dir']}/slurm-{handle.native_id}.out"
+
     def logs(self, handle: Handle, follow: bool = False, done=None):
         path = f"{handle.extra['job_dir']}/slurm-{handle.native_id}.out"
         if isinstance(self.runner, LocalRunner):

@@ -16,11 +16,54 @@ JSON too).
 
 from __future__ import annotations
 
+import json
+import os
+import pwd
+import time
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Optional, Union
 
+from launcher.state.rows import is_open
+
 DEFAULT_PER_PAGE = 500
 MAX_PER_PAGE = 10000
+FILTERS = ("state", "target", "owner", "text")
+LOG_TAIL = 65536  # bytes of a job's output one log request returns at most
+
+
+@lru_cache(maxsize=4096)
+def resources_of(spec_yaml: str) -> dict:
+    """The spec's ``resources`` section as written (its portable fields; {} when none or the
+    text is no spec). Cached on the text: sweep elements and reruns repeat it."""
+    if "resources" not in spec_yaml:
+        return {}
+    # the YAML parser, loaded by a page of jobs only
+    import yaml
+
+    try:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        spec = yaml.load(spec_yaml, Loader=loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError:
+        return {}
+    res = spec.get("resources") if isinstance(spec, dict) else None
+    keys = ("nodes", "gpus_per_node", "accelerator", "cpus_per_node", "memory_per_node", "time_limit")
+    return {k: res[k] for k in keys if isinstance(res, dict) and res.get(k) not in (None, "")}
+
+
+def region_of(handle_json: Optional[str]) -> Optional[str]:
+    """Where the current attempt runs, as its handle records it: a cloud's infra
+    ("aws/us-east-1"), a region or a cluster; None when the handle names none."""
+    if not handle_json:
+        return None
+    try:
+        extra = json.loads(handle_json).get("extra") or {}
+    except (ValueError, AttributeError):
+        return None
+    for k in ("infra", "region", "cluster"):
+        if isinstance(extra.get(k), str) and extra[k]:
+            return extra[k]
+    return None
 
 
 class ReadView:
@@ -50,33 +93,128 @@ class ReadView:
     def home(self) -> Path:
         return self.app.home
 
+    @property
+    def store_name(self) -> str:
+        """The store this view reads, as a header names it: a team's PostgreSQL URL without its
+        password, else the SQLite file under the home."""
+        return str(self.store.path)
+
+    @cached_property
+    def home_prefix(self) -> Optional[str]:
+        """The home a command line must name to act on this view's jobs: None when it is the one
+        a shell without $LAUNCHER_HOME uses (``launcher_home``'s default), or when the store is
+        a team's (its URL comes from the config or the environment, never shown with a password)."""
+        if self.store.url:
+            return None
+        default = Path(os.environ.get("XDG_STATE_HOME", "~/.local/state")).expanduser() / "launcher"
+        return None if Path(self.home).resolve() == default.resolve() else str(self.home)
+
     # ------------------------------------------------------------ the jobs
-    def jobs(self, page: int = 1, per_page: int = DEFAULT_PER_PAGE) -> dict:
-        """One page of the jobs, newest first: each with its state, target, attempts and the
-        cost its attempts recorded. {"total", "page", "pages", "per_page", "jobs": [...],
-        "sweeps": [...], "unreadable": {job id: why}}."""
+    def jobs(self, page: int = 1, per_page: int = DEFAULT_PER_PAGE, where: Optional[dict] = None) -> dict:
+        """One page of the jobs, newest first, those WHERE selects ({"state", "target", "owner":
+        equal; "text": part of the name or id}): each with its state, target, owner, region,
+        resources, duration, attempts and the cost its attempts recorded. {"total" (of the
+        filter), "all" (every job), "counts": {"state"|"target"|"owner": {value: jobs}},
+        "where", "page", "pages", "per_page", "jobs": [...], "sweeps": [...], "unreadable":
+        {job id: why}}."""
         per_page = max(1, min(int(per_page), MAX_PER_PAGE))
         page = max(1, int(page))
+        where = {k: str(v) for k, v in (where or {}).items() if k in FILTERS and v}
         if not self.store.exists():
-            return {"total": 0, "page": 1, "pages": 1, "per_page": per_page, "jobs": [], "sweeps": [],
-                    "unreadable": {}, "store": str(self.store.path), "exists": False}
-        total = self.store.count_jobs()
+            return {"total": 0, "all": 0, "counts": {}, "where": where, "page": 1, "pages": 1, "per_page": per_page,
+                    "jobs": [], "sweeps": [], "unreadable": {}, "store": str(self.store.path), "exists": False}
+        counts = self.store.facet_counts()
+        if not self.store.url:  # SQLite has no owner column: its jobs are the user's who owns the store
+            counts["owner"] = {self.local_owner: sum(counts["state"].values())}
+        mismatch = not self.store.url and where.get("owner") not in (None, self.local_owner)
+        total = 0 if mismatch else self.store.count_jobs(where)
         pages = max(1, -(-total // per_page))
         page = min(page, pages)
-        rows, bad = self.store.job_summaries((page - 1) * per_page, per_page)
+        rows, bad = ([], {}) if mismatch else self.store.job_summaries((page - 1) * per_page, per_page, where)
         unreadable = {j: why for j, (_s, why) in sorted(bad.items())}
+        now = time.time()
         out = []
         for r in rows:
             n, priced = r["attempts"], r["priced"]
+            end = now if r["open"] else r["updated"]
             out.append({"job_id": r["job_id"], "name": r["name"], "target": r["target"], "backend": r["backend"],
-                        "state": r["state"], "reason": r["reason"],
-                        "open": r["open"], "created": r["created"],
-                        "updated": r["updated"], "attempts": n, "last_step": r["last_step"],
+                        "state": r["state"], "reason": r["reason"], "owner": r.get("owner") or self.local_owner,
+                        "open": r["open"], "created": r["created"], "updated": r["updated"],
+                        "duration_s": max(0.0, end - r["created"]), "region": region_of(r.get("handle")),
+                        "resources": resources_of(r.get("spec_yaml") or ""),
+                        "attempts": n, "last_step": r["last_step"],
                         "cost_usd": r["cost_usd"] if priced else None, "cost_complete": bool(n) and priced == n,
                         "sweep": r["sweep_id"], "element": r["element"] if r["sweep_id"] else None})
         sweeps = [{"sweep": s, "name": n, "size": size, "created": c} for s, n, size, c in self.store.sweep_ids(50)]
-        return {"total": total, "page": page, "pages": pages, "per_page": per_page, "jobs": out, "sweeps": sweeps,
+        return {"total": total, "all": sum(counts["state"].values()), "counts": counts, "where": where,
+                "page": page, "pages": pages, "per_page": per_page, "jobs": out, "sweeps": sweeps,
                 "unreadable": unreadable, "store": str(self.store.path), "exists": True}
+
+    @cached_property
+    def local_owner(self) -> str:
+        """Whose the jobs of a SQLite store are: the user who owns its file (this user when none yet)."""
+        try:
+            uid = self.store.path.stat().st_uid if isinstance(self.store.path, Path) else os.getuid()
+            return pwd.getpwuid(uid).pw_name
+        except (OSError, KeyError):
+            return str(os.getuid())
+
+    # ------------------------------------------------------------ a job's log
+    def log(self, job: str, offset: int = -LOG_TAIL, limit: int = LOG_TAIL) -> dict:
+        """Up to LIMIT bytes of the job's output from byte OFFSET (negative: that many bytes from
+        its end), read from the file its current attempt writes when that file is on this
+        machine (a backend declaring ``LogFile``). {"job_id", "open", "path" (None: not here),
+        "why" (when not), "offset" (where the text starts), "next" (where the next read starts),
+        "size", "text"}. Never asks a scheduler: a log on a cluster reached over SSH or in a
+        cloud is for ``launcher logs JOB``."""
+        self._require_store()
+        row = self.store.get_job(job)
+        out = {"job_id": row.job_id, "open": is_open(row), "path": None, "why": None, "offset": 0, "next": 0,
+               "size": 0, "text": ""}
+        path, why = self._log_file(row)
+        out["why"] = why
+        if path is None:
+            return out
+        out["path"] = path
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                start = max(0, size + offset) if offset < 0 else min(int(offset), size)
+                f.seek(start)
+                data = f.read(max(0, min(int(limit), LOG_TAIL)))
+        except FileNotFoundError:
+            out["why"] = "no output yet"
+            return out
+        except OSError as e:
+            out["why"] = f"cannot read {path}: {e.strerror or e}"
+            return out
+        if start > 0 and offset < 0:  # a tail starts at a line's start, never inside a character
+            cut = data.find(b"\n")
+            if 0 <= cut < len(data) - 1:
+                data, start = data[cut + 1:], start + cut + 1
+        out.update(offset=start, next=start + len(data), size=size, text=data.decode("utf-8", "replace"))
+        return out
+
+    def _log_file(self, row) -> tuple[Optional[str], Optional[str]]:
+        """(the path of ROW's output on this machine, or None and why not)."""
+        # the backend seam, loaded by a log request only
+        from launcher.backend.protocols import Handle, LogFile, can
+
+        if not row.handle:
+            return None, f"no submission yet (state {row.state})"
+        try:
+            handle = Handle.from_json(row.handle)
+            cls = self.app.backend_class(row.target)
+            options = self.app.config.raw_target(row.target)
+        except Exception as e:  # noqa: BLE001 - the page says why there is no log
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            return None, f"target {row.target} is not known here ({first})"
+        if not can(cls, LogFile):
+            return None, f"the {handle.backend} backend keeps its logs with the scheduler"
+        path = cls.log_file(handle, options)
+        if path is None:
+            return None, f"the log is on {row.target}, not on this machine"
+        return str(path), None
 
     # ------------------------------------------------------------ one job
     def job(self, job: str) -> dict:
@@ -91,6 +229,11 @@ class ReadView:
         d = JobDetail(row, self.store.attempts(row.job_id), self.store.events(row.job_id)).to_dict()
         d["sweep"] = (row.meta.get("sweep") or {}).get("id")
         d["element"] = (row.meta.get("sweep") or {}).get("index")
+        d["owner"] = row.owner or self.local_owner
+        d.update(created=row.created, updated=row.updated, region=region_of(row.handle),
+                 resources=resources_of(row.spec_yaml or ""),
+                 duration_s=max(0.0, (time.time() if is_open(row) else row.updated) - row.created))
+        d["log"] = self.log(row.job_id)
         d["report"] = d["report_error"] = None
         try:
             # the web view's reads, loaded per page kind (launcher serve only)
@@ -116,7 +259,12 @@ class ReadView:
         from launcher.report.sweep_collect import gather_sweep
 
         self._require_store()
-        return gather_sweep(self.app, sweep, metric=metric, mode=mode, scope=scope, refresh=False)
+        d = gather_sweep(self.app, sweep, metric=metric, mode=mode, scope=scope, refresh=False)
+        # one step per job: the element's own row's (the one `launcher status JOB` shows), beside the report's
+        steps = {r.job_id: r.last_step for r in self.store.sweeps.jobs(sweep)}
+        for r in d.get("elements") or []:
+            r["last_step"] = steps.get(r["job_id"])
+        return d
 
     def _require_store(self) -> None:
         if not self.store.exists():

@@ -327,6 +327,18 @@ class Host(Protocol):
     def available(cls) -> Optional[str]: ...
 
 
+@runtime_checkable
+class LogFile(Protocol):
+    """A backend whose attempts write their output to a file this machine may read:
+    ``log_file(handle, options)``, a classmethod asked with the attempt's handle and the
+    target's raw options, gives its path, or None when the file is elsewhere (a cluster
+    reached over SSH). ``launcher serve`` tails it without building a backend or asking a
+    scheduler; ``logs`` stays the way to read any backend's output."""
+
+    @classmethod
+    def log_file(cls, handle: Handle, options: dict) -> Optional[str]: ...
+
+
 class Pending(Protocol):
     """A submission under way (``StartsSubmit.start_submit``)."""
 

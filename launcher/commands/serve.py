@@ -58,7 +58,7 @@ def serve(host, port, token, refresh, header_timeout, quiet):
         h, p = httpd.server_address[:2]
         shown = f"[{h}]" if ":" in h else h
         how = " (token required)" if token else ""
-        click.echo(f"serving {view.home} read-only at http://{shown}:{p}/{how}; Ctrl-C stops", err=True)
+        click.echo(f"serving {view.store_name} read-only at http://{shown}:{p}/{how}; Ctrl-C stops", err=True)
 
     with ReadView() as view:
         try:

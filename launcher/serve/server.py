@@ -4,9 +4,11 @@ and the token check.
 Routes (GET and HEAD only; anything else is 405):
 
     /                       the jobs (?page=N&per=M; newest first)
-    /job/JOB                one job: attempts, timeline, goodput breakdown, events
+    /                       (?state=&owner=&target=&q=: filters; q: part of a name or id)
+    /job/JOB                one job: commands, log tail, attempts, timeline, goodput breakdown, events
     /sweep/SWEEP            a sweep: its element table and best element (?metric=&mode=&scope=)
     /api/jobs, /api/job/JOB, /api/sweep/SWEEP   the same data as JSON
+    /api/log/JOB?offset=N   the job's output from byte N (negative: its tail), as JSON
     /static/refresh.js, /static/style.css, /healthz
 
 Access: bound to a loopback address without a token, a request must name a loopback host
@@ -51,7 +53,7 @@ MAX_CONNECTIONS = 256  # connections sending their headers at once; more are ref
 HEAD_LIMIT = 65536  # bytes of request line and headers
 IO_TIMEOUT = 30.0  # seconds a worker waits on one write to a client
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+       "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 
 
 def is_loopback(host: str) -> bool:
@@ -109,7 +111,8 @@ class Site:
         self.host = host
         self.refresh_s = refresh_s
         self.log = log
-        self.home = str(view.home)
+        self.home = view.store_name if hasattr(view, "store_name") else str(view.home)  # the store, no password
+        self.home_prefix = getattr(view, "home_prefix", None)
 
 
 def make_handler(site: Site):
@@ -273,10 +276,14 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/static/style.css":
             return self._send(HTTPStatus.OK, "text/css; charset=utf-8", style_css().encode(), cache=True)
         if path in ("/", "/jobs", "/api/jobs"):
-            d = view.jobs(page=_int(one("page"), 1), per_page=_int(one("per"), pages_default_per()))
+            where = {"state": one("state"), "owner": one("owner"), "target": one("target"), "text": one("q")}
+            d = view.jobs(page=_int(one("page"), 1), per_page=_int(one("per"), pages_default_per()),
+                          where={k: v.strip() for k, v in where.items() if v and v.strip()})
             if path == "/api/jobs":
                 return self._json(d)
             return self._html(pages.jobs_page(d, site.home, refresh))
+        if path.startswith("/api/log/") and len(path) > len("/api/log/"):
+            return self._json(view.log(unquote(path[len("/api/log/"):]), offset=_int(one("offset"), -65536)))
         for prefix, api in (("/job/", False), ("/api/job/", True)):
             if path.startswith(prefix) and len(path) > len(prefix):
                 job = unquote(path[len(prefix):])
@@ -285,7 +292,7 @@ class _Handler(BaseHTTPRequestHandler):
                         return self._json(view.sweep(job))
                     return self._redirect(f"/sweep/{_quote(job)}")
                 d = view.job(job)
-                return self._json(d) if api else self._html(pages.job_page(d, site.home, refresh))
+                return self._json(d) if api else self._html(pages.job_page(d, site.home, refresh, site.home_prefix))
         for prefix, api in (("/sweep/", False), ("/api/sweep/", True)):
             if path.startswith(prefix) and len(path) > len(prefix):
                 sweep = unquote(path[len(prefix):])
@@ -296,7 +303,8 @@ class _Handler(BaseHTTPRequestHandler):
                     raise LauncherError(f"no sweep '{sweep}' in this launcher home")
                 d = view.sweep(sweep, metric=one("metric") or None, mode=one("mode") or None,
                                scope=one("scope") or "last")
-                return self._json(d) if api else self._html(pages.sweep_page(d, site.home, refresh))
+                return self._json(d) if api else self._html(pages.sweep_page(d, site.home, refresh,
+                                                                             site.home_prefix))
         self._error(HTTPStatus.NOT_FOUND, "no such page", path.startswith("/api/"))
 
     # ------------------------------------------------------------ answers

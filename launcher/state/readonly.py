@@ -25,6 +25,7 @@ import sqlite3
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Optional
 from urllib.parse import quote
 
 from launcher.core.errors import LauncherError
@@ -93,10 +94,36 @@ class ReadOnlyStore(StateStore):
         return self.home / "jobs" / job_id
 
     # ---- reads the web view needs beyond the base class's
-    def count_jobs(self) -> int:
-        return int(self.db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+    def count_jobs(self, where: Optional[dict] = None) -> int:
+        cond, args = self._where(where)
+        return int(self.db.execute(f"SELECT COUNT(*) FROM jobs{cond}", args).fetchone()[0])
 
-    def job_summaries(self, offset: int, limit: int) -> tuple[list[dict], dict]:
+    def _where(self, where: Optional[dict]) -> tuple[str, tuple]:
+        """The WHERE clause of the web view's filters (``launcher serve``): WHERE's "state",
+        "target", "owner" (a team's store only: SQLite has no owner column) equal, "text" a
+        case-insensitive part of the name or the job id. Values are bound, never formatted in."""
+        where = where or {}
+        conds, args = [], []
+        for col in ("state", "target", "owner"):
+            if where.get(col) and (col != "owner" or self.url):
+                conds.append(f"{col} = ?")
+                args.append(str(where[col]))
+        if where.get("text"):
+            like = "%" + str(where["text"]).lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            conds.append("(LOWER(name) LIKE ? ESCAPE '\\' OR LOWER(job_id) LIKE ? ESCAPE '\\')")
+            args += [like, like]
+        return (" WHERE " + " AND ".join(conds) if conds else ""), tuple(args)
+
+    def facet_counts(self) -> dict:
+        """{"state": {state: n}, "target": {target: n}, "owner": {owner: n} (a team's store)}
+        over every job: the web view's state counts and its filters' choices."""
+        out = {}
+        for col in ("state", "target") + (("owner",) if self.url else ()):
+            rows = self.db.execute(f"SELECT {col}, COUNT(*) FROM jobs GROUP BY {col} ORDER BY {col}").fetchall()
+            out[col] = {r[0]: int(r[1]) for r in rows}
+        return out
+
+    def job_summaries(self, offset: int, limit: int, where: Optional[dict] = None) -> tuple[list[dict], dict]:
         """(rows, unreadable) of one page of the jobs, newest first, in ONE query: each row's
         columns, its sweep and element index, whether a decision closed it, and its attempts'
         count, summed recorded cost and how many have one. The job listing of the web view, which
@@ -104,9 +131,10 @@ class ReadOnlyStore(StateStore):
         named in UNREADABLE (job id -> why), as ``readable_rows`` does."""
         q = """
             WITH page AS (SELECT job_id, name, target, backend, state, reason, created, updated, last_step, sweep_id,
-                                 meta FROM jobs ORDER BY created DESC, job_id LIMIT ? OFFSET ?)
+                                 meta, handle, spec_yaml FROM jobs{where}
+                          ORDER BY created DESC, job_id LIMIT ? OFFSET ?)
             SELECT page.job_id, name, page.target, backend, page.state, page.reason, created, updated, last_step,
-                   sweep_id,
+                   sweep_id, page.handle, spec_yaml,
                    CASE WHEN json_valid(page.meta) THEN json_type(page.meta) END AS meta_type,
                    CASE WHEN json_valid(page.meta) AND json_type(page.meta) = 'object'
                         THEN json_extract(page.meta, '$.sweep.index') END AS element,
@@ -118,7 +146,8 @@ class ReadOnlyStore(StateStore):
         rows, unreadable = [], {}
         if self.url:  # PostgreSQL has no json_valid: the page's meta is read here (a page, not every job)
             q = _PORTABLE_SUMMARIES
-        for r in self.db.execute(q, (int(limit), int(offset))).fetchall():
+        cond, args = self._where(where)
+        for r in self.db.execute(q.format(where=cond), (*args, int(limit), int(offset))).fetchall():
             if self.url:
                 r = _summary_of(r)
             d = dict(r)
@@ -137,16 +166,17 @@ class ReadOnlyStore(StateStore):
         return [tuple(r) for r in self.db.execute(q, (int(limit),)).fetchall()]
 
 
-# job_summaries' query in the SQL both engines share: each row's meta comes along, read by ``_summary_of``
+# job_summaries' query on a team's PostgreSQL store: each row's meta comes along, read by ``_summary_of``
+# (and its owner column, which only that store has)
 _PORTABLE_SUMMARIES = """
     WITH page AS (SELECT job_id, name, target, backend, state, reason, created, updated, last_step, sweep_id,
-                         meta FROM jobs ORDER BY created DESC, job_id LIMIT ? OFFSET ?)
+                         meta, handle, spec_yaml, owner FROM jobs{where} ORDER BY created DESC, job_id LIMIT ? OFFSET ?)
     SELECT page.job_id, name, page.target, backend, page.state, page.reason, created, updated, last_step,
-           sweep_id, page.meta,
+           sweep_id, page.meta, page.handle, spec_yaml, page.owner,
            COUNT(a.attempt) AS attempts, SUM(a.cost_usd) AS cost_usd, COUNT(a.cost_usd) AS priced
     FROM page LEFT JOIN attempts a ON a.job_id = page.job_id
     GROUP BY page.job_id, name, page.target, backend, page.state, page.reason, created, updated, last_step,
-             sweep_id, page.meta
+             sweep_id, page.meta, page.handle, spec_yaml, page.owner
     ORDER BY created DESC, page.job_id"""
 
 _JSON_TYPES = {dict: "object", list: "array", str: "text", bool: "true", int: "integer", float: "real",

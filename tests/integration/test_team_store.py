@@ -327,6 +327,21 @@ def test_serve_reads_a_postgresql_store_and_never_writes_it(launcher_env, pg_ser
         assert status == 200 and '<table id="attempts">' in body and "COMPLETED" in body
         job = json.loads(get(url + f"/api/job/{ids[1]}")[2])
         assert [a["state"] for a in job["attempts"]] == ["PREEMPTED", "COMPLETED"] and job["report"]["job_id"] == ids[1]
+        # the dashboard: its header names the server's store without the password, and filters by the owner column
+        from urllib.parse import urlsplit
+
+        from launcher.serve.pages import e
+        from launcher.state.engines import shown
+
+        page = get(url + "/")[2]
+        assert f'<code id="store">{e(shown(pg_url))}</code>' in page and str(home) not in page.split("<main>")[0]
+        secret = urlsplit(pg_url).password
+        assert not secret or secret not in page
+        owner = job["owner"]
+        d = json.loads(get(url + f"/api/jobs?owner={owner}&state=COMPLETED")[2])
+        assert d["total"] == 3 and len(d["jobs"]) == 2 and d["counts"]["owner"] == {owner: 4}  # one unreadable
+        assert {j["owner"] for j in d["jobs"]} == {owner}
+        assert json.loads(get(url + "/api/jobs?owner=nobody-here")[2])["total"] == 0
     ro = ReadOnlyStore(home, url=pg_url)
     try:
         with pytest.raises(StateStoreError, match="may not be written"):  # the server refuses: a read-only session
