@@ -30,7 +30,7 @@ from launcher.backend.protocols import Host, can
 from launcher.core.errors import LauncherError
 from launcher.core.status import QUEUED, attempt_live, is_final
 from launcher.jobside.call import PAYLOAD_KEY, RESULT_KEY
-from launcher.spec.model import JobSpec, Recovery, Resources
+from launcher.spec.model import JobSpec, Resources
 from launcher.spec.sweep import SweepSpec
 from launcher.spec.sweep_elements import element_root
 
@@ -117,8 +117,9 @@ def function_spec(base: Optional[JobSpec], name: str, root: str, python: str,
     """The spec of a call (pure): BASE's fields (env, setup, recovery, backend sections ...) with
     the function's run line (the interpreter PYTHON), NAME, ROOT,
     RESOURCES (merged over BASE's) and WORKDIR (unless BASE has one); with SIZE, a sweep of SIZE
-    elements (one per item of a map). An exception in the function is not retried unless BASE's
-    recovery says so: it would raise again (recovery.app_error 0)."""
+    elements (one per item of a map). Recovery is BASE's (or the defaults): a killed function
+    is an application error like any killed program; a restart of a call whose result is in
+    does not call the function again (``launcher.jobside.call``)."""
     base = base if base is not None else JobSpec(name=name, run="true")
     update: dict[str, Any] = {"name": name, "run": run_line(python),
                               "checkpoint": base.checkpoint.model_copy(update={"root": root})}
@@ -127,9 +128,6 @@ def function_spec(base: Optional[JobSpec], name: str, root: str, python: str,
                                                         **resources})
     if base.workdir is None and workdir is not None:
         update["workdir"] = workdir
-    if "recovery" not in base.model_fields_set or "app_error" not in base.recovery.model_fields_set:
-        update["recovery"] = Recovery.model_validate({**base.recovery.model_dump(exclude_unset=True),
-                                                      "app_error": 0})
     if size is not None:
         sweep = {"points": [{"item": i} for i in range(size)]}
         if max_parallel is not None:

@@ -18,7 +18,9 @@ the exception's class exists only on the job's side. Exit 0 when the function re
 it raised (the launcher reads that attempt as an application error). ``SystemExit`` (e.g.
 ``sys.exit(EXIT_PREEMPTED)`` after a checkpoint on a preemption notice) and
 ``KeyboardInterrupt`` pass through with no result written, so the job is restarted and the
-function called again: one that checkpoints through ``launcher.jobside`` resumes there.
+function called again: one that checkpoints through ``launcher.jobside`` resumes there. A
+start that finds a result already in (the watch restarted a job whose function raised, within
+its app_error budget) does not call the function again: it exits as that call did.
 """
 
 from __future__ import annotations
@@ -81,6 +83,12 @@ def main(argv=None) -> int:
     if data is None:
         print("launcher-job: no function to run: %s is missing" % store.url(PAYLOAD_KEY), file=sys.stderr)
         return 2
+    done, _ = store.read(RESULT_KEY, limit=None)
+    if done is not None:  # an earlier start called it (the watch restarts a job that failed): that is final
+        ok = pickle.loads(done).get("ok")
+        print("launcher-job: the function's result is already in %s (it %s): not calling it again"
+              % (store.url(RESULT_KEY), "returned" if ok else "raised"), file=sys.stderr)
+        return 0 if ok else EXIT_RAISED
     fn, args, kwargs = pickle.loads(data)
     record, status = run_call(fn, args, kwargs)
     store.put(RESULT_KEY, pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
