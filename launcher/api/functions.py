@@ -224,14 +224,20 @@ class FunctionJob:
         """Whether the call is over: a result (value or exception) is in, or nothing runs it now."""
         return self._settled() is not None
 
-    def result(self, timeout: Optional[float] = None, poll: float = 0.05) -> Any:
+    def result(self, timeout: Optional[float] = None, poll: float = 0.02, state_every: float = 1.0) -> Any:
         """The function's return value, waiting up to TIMEOUT seconds (None: for ever). Raises
         the function's own exception (its remote traceback as ``__cause__`` and a note), NoResult
         when the job ended without a result (cancelled, killed with no watcher to resubmit it),
-        TimeoutError when TIMEOUT passes."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        TimeoutError when TIMEOUT passes. The result file is looked for every POLL seconds (one
+        read); the job's state, which asks its backend, every STATE_EVERY seconds."""
+        start = time.monotonic()
+        deadline = None if timeout is None else start + timeout
+        next_state = start
         while True:
-            settled = self._settled()
+            settled = self._read()
+            if settled is None and time.monotonic() >= next_state:
+                settled = self._settled()
+                next_state = time.monotonic() + state_every
             if settled is not None:
                 ok, value = settled
                 if ok:
@@ -240,7 +246,6 @@ class FunctionJob:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"function job {self.job_id}: no result within {timeout:g} s")
             time.sleep(poll)
-            poll = min(poll * 1.5, 1.0)
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
         """The exception ``result()`` would raise (None when the function returned)."""
