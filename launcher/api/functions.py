@@ -308,6 +308,9 @@ def launch_calls(lx: "Launcher", fn: Callable, calls: list, target: Optional[str
     label = name or f"fn-{_name_of(fn).replace('<', '').replace('>', '')}"
     job_spec = function_spec(base, label, root, python, resources, os.getcwd() if local_files else None,
                              size=len(calls) if many else None, max_parallel=max_parallel)
+    if job_spec.resources.nodes > 1:
+        raise LauncherError(f"resources.nodes: {job_spec.resources.nodes}: a function job runs in one process, on "
+                            f"one node; a multi-node program is a spec with run: (Launcher.launch)")
     from launcher.backend.sections import spec_from_text  # spec reading: these verbs only
     from launcher.launching.specinput import spec_text
 
