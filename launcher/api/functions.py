@@ -24,7 +24,7 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from launcher.backend.protocols import Host, can
 from launcher.core.errors import LauncherError
@@ -34,9 +34,8 @@ from launcher.spec.model import JobSpec, Resources
 from launcher.spec.sweep import SweepSpec
 from launcher.spec.sweep_elements import element_root
 
-if TYPE_CHECKING:
-    from launcher.api.facade import Launcher
-
+# "Launcher" in the annotations is launcher.api.facade.Launcher, not imported here: the facade
+# imports this module (an import either way, even under TYPE_CHECKING, would be a cycle)
 CALLS_DIR = "calls"  # under $LAUNCHER_HOME: the default checkpoint roots of calls on targets that share files
 
 
