@@ -264,7 +264,7 @@ class FunctionJob:
 def _watcher_alive(lx: "Launcher") -> bool:
     """Whether a `launcher watch` has passed over this store lately (its heartbeat)."""
     from launcher.api.always_on import stale_watchers  # pure
-    from launcher.state.watchers import watcher_rows
+    from launcher.state.watchers import watcher_rows  # read only when a killed call may yet be resubmitted
 
     try:
         rows = watcher_rows(lx.app.store)
@@ -278,7 +278,7 @@ def launch_calls(lx: "Launcher", fn: Callable, calls: list, target: Optional[str
     """Submit FN once per call in CALLS ((args, kwargs) each); MANY: as one sweep (``map``).
     Returns the FunctionJob handles, in the order of CALLS."""
     if not callable(fn):
-        from launcher.core.args import ArgumentError
+        from launcher.core.args import ArgumentError  # only for a wrong argument
 
         raise ArgumentError(f"Launcher.{'map' if many else 'submit'}(): fn: expected a callable, got "
                             f"{type(fn).__name__} {fn!r:.80}")
@@ -311,7 +311,7 @@ def launch_calls(lx: "Launcher", fn: Callable, calls: list, target: Optional[str
         raise LauncherError(f"resources.nodes: {job_spec.resources.nodes}: a function job runs in one process, on "
                             f"one node; a multi-node program is a spec with run: (Launcher.launch)")
     from launcher.backend.sections import spec_from_text  # spec reading: these verbs only
-    from launcher.launching.specinput import spec_text
+    from launcher.launching.specinput import spec_text  # spec writing: these verbs only
 
     text = spec_text(job_spec)
     spec_from_text(text, label)  # SpecError before any file is written (model_copy checks nothing)

@@ -40,8 +40,8 @@ def test_a_submitted_function_returns_its_value(lx, cli):
     assert isinstance(job, FunctionJob)
     assert job.result(timeout=120) == 42
     assert job.done() and job.exception() is None
-    st = cli.status(job.job_id)
-    assert st["state"] == "COMPLETED", st
+    poll("the job COMPLETED", lambda: cli.status(job.job_id)["state"] == "COMPLETED", timeout=60,
+         detail=lambda: str(cli.status(job.job_id)))  # (the result is in as the function returns)
     assert (Path(job.root) / ".launcher" / "call" / "result.pkl").is_file()
 
 
@@ -87,7 +87,9 @@ def test_map_runs_one_element_per_item_as_one_sweep(lx):
     results = [j.result(timeout=180) for j in jobs]
     assert [(r["x"], r["square"]) for r in results] == [(i, i * i) for i in range(5)]
     assert len({r["pid"] for r in results}) == 5  # one process per item
-    assert lx.sweep(sweep).counts.get("COMPLETED") == 5
+    # a result is in as the function returns; the processes end a moment later
+    poll("every element COMPLETED", lambda: lx.sweep(sweep).counts.get("COMPLETED") == 5, timeout=60,
+         detail=lambda: str(lx.sweep(sweep).counts))
 
 
 def test_a_killed_function_that_checkpoints_is_resumed_by_the_watch(lx, cli, tmp_path):
