@@ -117,6 +117,11 @@ def _callable(optional: bool = True) -> Callable:
     return check
 
 
+def _opt_spec(where, name, v):
+    if v is not None:
+        _spec(where, name, v)
+
+
 OPT_STR, OPT_PATH = _str(optional=True), _path(optional=True)
 RULES: dict[str, dict[str, Callable]] = {
     "__init__": {"config": OPT_PATH, "home": OPT_PATH, "note": _callable()},
@@ -141,6 +146,8 @@ RULES: dict[str, dict[str, Callable]] = {
     "checkpoints": {"root": _path(), "verify": _bool},
     "gc": {"root": _path(), "keep": _int(), "dry_run": _bool, "verify": _bool},
     "targets": {"probe": _bool},
+    "submit": {"target": OPT_STR, "spec": _opt_spec, "name": OPT_STR},
+    "map": {"target": OPT_STR, "spec": _opt_spec, "name": OPT_STR, "max_parallel": _int(optional=True, minimum=1)},
 }
 
 

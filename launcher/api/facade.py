@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from launcher.state.store import JobRow
     from launcher.core.status import Status
     from launcher.api.status_view import JobDetail
+    from launcher.api.functions import FunctionJob
     from launcher.state.history import Collected
 
 Note = Callable[[str], None]
@@ -193,6 +194,33 @@ class Launcher:
                                                                                             "checkpoint_cost"))
         return plan_spec(self.app, s, targets=list(targets or ()) or None, params=params,
                          live_spot=live_spot_prices, queue=queue)
+
+    # ------------------------------------------------------------ functions
+    def submit(self, fn: Callable, *args, target: Optional[str] = None, resources: Optional[dict] = None,
+               spec: Optional[SpecLike] = None, name: Optional[str] = None, **kwargs) -> "FunctionJob":
+        """Run ``fn(*args, **kwargs)`` as a job on TARGET (``launcher.api.functions``): a handle with
+        ``job_id``, ``done()``, ``result(timeout)``, ``exception()``, ``cancel()``. The function and its
+        arguments travel with cloudpickle through the job's checkpoint root; NotPicklable (before
+        anything is launched) names what cannot. RESOURCES: the spec's resources fields; SPEC: a base
+        spec for everything else (env, setup, recovery, checkpoint root, backend sections); NAME:
+        the job's name (default ``fn-<function name>``). A keyword argument of FN named like one of
+        these goes through ``functools.partial``."""
+        from launcher.api.functions import launch_calls  # this verb's own modules (see the module doc)
+
+        return launch_calls(self, fn, [(args, kwargs)], target, resources, spec, name, many=False)[0]
+
+    def map(self, fn: Callable, *iterables, target: Optional[str] = None, resources: Optional[dict] = None,
+            spec: Optional[SpecLike] = None, name: Optional[str] = None,
+            max_parallel: Optional[int] = None) -> list["FunctionJob"]:
+        """``fn(*items)`` for each tuple of items of ITERABLES taken together (as ``map`` does), as
+        ONE sweep (one job array on Slurm; MAX_PARALLEL elements at once): a FunctionJob per call,
+        in order; each one's ``sweep_id`` is the sweep's. Options as ``submit``'s."""
+        from launcher.api.functions import launch_calls  # this verb's own modules (see the module doc)
+
+        calls = [(tuple(items), {}) for items in zip(*iterables)]
+        if not calls:
+            raise ArgumentError("Launcher.map(): nothing to map: the iterables are empty")
+        return launch_calls(self, fn, calls, target, resources, spec, name, many=True, max_parallel=max_parallel)
 
     # ------------------------------------------------------------ jobs
     def status(self, job: str) -> Union["JobDetail", SweepStatus]:
