@@ -10,17 +10,16 @@ statement once (``launcher.state.dialect``). Its failures are the ones SQLite's 
 login or a lock; ``sqlite3.IntegrityError`` / ``sqlite3.OperationalError`` for a statement's
 own error, so code that handles the store's errors handles both engines.
 
-Writers are serialised exactly as SQLite serialises them. ``BEGIN IMMEDIATE`` (every write
-transaction of the store: ``StateStore.tx``) becomes ``BEGIN`` plus the writers' lock (the row of
-``launcher_writer``, taken through a function no member can turn into a hostage:
-``launcher.state.pglocks``), taken before the transaction reads anything and released by its
-COMMIT or ROLLBACK. At READ COMMITTED each later statement
-sees every write committed before the lock was granted, so a claim, the SUBMITTING
-reconciliation, a sweep's slots and the bulk writes keep the one property their SQLite code
-is written against: one writer at a time, each seeing what the previous one wrote. Readers
-never wait (MVCC), as under SQLite's WAL. Row locks (``SELECT ... FOR UPDATE``) would not do
-it mechanically: a claim's row may not exist yet (nothing to lock), and the multi-row writes
-(a sweep's slot accounting) would each need their own reasoning (docs/team-store.md).
+Writers are serialised as SQLite serialises them, but per job where they may be
+(docs/team-store.md, "What the writers' lock serialises"). ``BEGIN IMMEDIATE`` (a write
+transaction of the store without named jobs: ``StateStore.tx()``) becomes ``BEGIN`` plus the
+writers' lock whole (the row of ``launcher_writer``, taken through a function no member can
+turn into a hostage: ``launcher.state.pglocks``), taken before the transaction reads anything
+and released by its COMMIT or ROLLBACK: one writer at a time, each seeing what the previous one
+wrote (a sweep's slot accounting, gc, the outbox). A job's own writes (``tx(jobs=...)``:
+``begin_jobs``) take that lock shared and then lock their jobs' rows in id order: writes of
+different jobs run side by side, two of one job one after the other, and a whole-lock writer
+still excludes them all. Readers never wait (MVCC), as under SQLite's WAL.
 
 Each person connects as a role of their own: the migrations install row-level security
 (``launcher.state.team``: everyone reads the team's jobs, acts on their own; the watchers' role
