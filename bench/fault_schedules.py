@@ -5,6 +5,7 @@ cluster that this script starts and always stops, and with --docker on a dockeri
 
     .venv/bin/python bench/fault_schedules.py [--local 500] [--slurm 100] [--docker 0] [--seed S] [--only I,J]
                                               [--parallel 4] [--slurm-parallel 2] [--json FILE] [--keep]
+                                              [--postgres | --url postgresql://...]
 
 Each schedule draws a scenario (a launch, a job whose first attempt fails so a watcher
 resubmits it, a sweep), a fault point of launcher.core.faults, an action there (a pause
@@ -19,7 +20,10 @@ ran and in how many the fault fired, and the violations (must be 0), each with i
 and the line that replays it. Exits 1 when there is a violation. The Slurm schedules run the
 real sbatch unless $LAUNCHER_FAULT_SBATCH names a wrapper for them all (e.g. ``lost:once``: Slurm
 takes the job, its answer is lost; tests/integration/sbatch_wrappers.py). --slurm 0 skips Slurm
-(it needs root and the Slurm packages, as the slurm test tier does).
+(it needs root and the Slurm packages, as the slurm test tier does). --postgres (or --url) runs
+the local schedules on a PostgreSQL store, a fresh database each: the launch and the 2-3
+watchers of a schedule are then a team's on one server (issue 29: exactly-once with the writers'
+lock shared per job).
 """
 
 from __future__ import annotations
@@ -53,6 +57,10 @@ def main() -> int:
     ap.add_argument("--slurm-parallel", type=int, default=2, help="Slurm schedules at a time (netns and docker)")
     ap.add_argument("--json", default="", help="write every result here")
     ap.add_argument("--keep", action="store_true", help="keep every schedule's folder (default: failing ones)")
+    ap.add_argument("--url", default="", help="the local schedules' stores on this PostgreSQL server (a fresh "
+                                              "database each), as a team's")
+    ap.add_argument("--postgres", action="store_true", help="the same on a PostgreSQL server this script starts "
+                                                            "and always stops (tests.fixtures.postgres)")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else base_seed()
     only = [int(i) for i in a.only.split(",") if i.strip()]
@@ -60,11 +68,22 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="launcher-faults-"))
     results, out = {}, []
     if a.local:
-        t0 = time.monotonic()
-        schedules = [draw(seed, i) for i in (only or range(a.local))]
-        results["local"] = run_many(schedules, work / "local", a.parallel, echo=_echo, keep=a.keep)
-        out.append(f"== local: {time.monotonic() - t0:.0f}s\n{summary(results['local'])}")
-        print(out[-1], flush=True)
+        server = None
+        if a.postgres:
+            from tests.fixtures.postgres import start_postgres
+
+            server = start_postgres()
+        try:
+            url = server.url() if server is not None else a.url
+            t0 = time.monotonic()
+            schedules = [draw(seed, i) for i in (only or range(a.local))]
+            results["local"] = run_many(schedules, work / "local", a.parallel, echo=_echo, keep=a.keep, url=url)
+            store = " on PostgreSQL" if url else ""
+            out.append(f"== local{store}: {time.monotonic() - t0:.0f}s\n{summary(results['local'])}")
+            print(out[-1], flush=True)
+        finally:
+            if server is not None:
+                server.destroy()
     if a.slurm:
         from tests.fixtures.slurm import preflight, start_cluster, stop_cluster
 

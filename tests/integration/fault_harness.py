@@ -56,6 +56,7 @@ import json
 import os
 import random
 import re
+import secrets
 import signal
 import sqlite3
 import subprocess
@@ -340,18 +341,13 @@ class Run:
             except ProcessLookupError:
                 return
 
+    @property
+    def url(self) -> str:
+        """The schedule's PostgreSQL store ("": its SQLite file under its home)."""
+        return self.env.get("LAUNCHER_STATE_URL", "")
+
     def rows(self) -> list:
-        db = self.home / "state.db"
-        if not db.exists():
-            return []
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
-        try:
-            con.row_factory = sqlite3.Row
-            return [dict(r) for r in con.execute("SELECT job_id, state FROM jobs")]
-        except sqlite3.Error:
-            return []
-        finally:
-            con.close()
+        return store_query(self.home, self.url, "SELECT job_id, state FROM jobs")
 
 
 def ctld_pid(cluster) -> Optional[int]:
@@ -516,7 +512,7 @@ def started_unrecorded(r: Run) -> list:
     from launcher.jobside.startclaim import holder  # the record's one reader
 
     out = []
-    for x in store_rows(r.home):
+    for x in store_rows(r.home, r.url):
         if x["state"] != "SUBMITTING" or x["attempt"] is None or x["natives"]:
             continue
         if holder(str(r.home / "jobs" / x["job_id"]), x["attempt"]):
@@ -610,33 +606,49 @@ def stop_jobs(r: Run) -> None:
 
 
 # ---- the invariants
+def store_query(home: Path, url: str, *queries: str, strict: bool = False):
+    """The rows (dicts) of each of QUERIES on the state store of LAUNCHER_HOME HOME, or of the
+    PostgreSQL store URL, read-only and outside the launcher; one list for one query, a tuple of
+    lists for several. A store not there yet, or unreadable, reads as empty unless STRICT."""
+    if url:
+        import psycopg
+        from psycopg.rows import dict_row
+
+        try:
+            with psycopg.connect(url, autocommit=True, row_factory=dict_row) as con:
+                out = [con.execute(q).fetchall() for q in queries]
+        except psycopg.Error:
+            if strict:
+                raise
+            out = [[] for _ in queries]
+    else:
+        db = Path(home) / "state.db"
+        if not db.exists():
+            out = [[] for _ in queries]
+        else:
+            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+            con.row_factory = sqlite3.Row
+            try:
+                out = [[dict(x) for x in con.execute(q)] for q in queries]
+            except sqlite3.Error:
+                if strict:
+                    raise
+                out = [[] for _ in queries]
+            finally:
+                con.close()
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 def _store(r: Run) -> tuple:
     """(jobs {id: row}, attempts {(job, attempt): row}) of the schedule's state store."""
-    db = r.home / "state.db"
-    if not db.exists():
-        return {}, {}
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
-    con.row_factory = sqlite3.Row
-    try:
-        jobs = {x["job_id"]: dict(x) for x in con.execute("SELECT * FROM jobs")}
-        attempts = {(x["job_id"], x["attempt"]): dict(x) for x in con.execute("SELECT * FROM attempts")}
-    finally:
-        con.close()
-    return jobs, attempts
+    jobs, attempts = store_query(r.home, r.url, "SELECT * FROM jobs", "SELECT * FROM attempts", strict=True)
+    return {x["job_id"]: x for x in jobs}, {(x["job_id"], x["attempt"]): x for x in attempts}
 
 
 def duplicates_cancelled(r: Run) -> int:
     """How many duplicate submissions the schedule's watchers cancelled (``duplicate_cancelled`` events)."""
-    db = r.home / "state.db"
-    if not db.exists():
-        return 0
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
-    try:
-        return con.execute("SELECT count(*) FROM events WHERE kind = 'duplicate_cancelled'").fetchone()[0]
-    except sqlite3.Error:
-        return 0
-    finally:
-        con.close()
+    rows = store_query(r.home, r.url, "SELECT count(*) AS n FROM events WHERE kind = 'duplicate_cancelled'")
+    return int(rows[0]["n"]) if rows else 0
 
 
 def _starts(r: Run) -> list:
@@ -722,39 +734,31 @@ def unadopted_rows(rows: list, slurm_jobs: list) -> list:
     return out
 
 
-def store_rows(home: Path) -> list:
-    """The rows ``unadopted_rows`` reads: every job of the state store of LAUNCHER_HOME HOME with
-    the attempt a SUBMITTING row submits (its meta's, as ``watch`` reads it) and the ids
-    recorded for it."""
+def store_rows(home: Path, url: str = "") -> list:
+    """The rows ``unadopted_rows`` reads: every job of the state store of LAUNCHER_HOME HOME (or
+    URL's) with the attempt a SUBMITTING row submits (its meta's, as ``watch`` reads it) and the
+    ids recorded for it."""
     from launcher.recovery.state import RecoveryState
 
-    db = Path(home) / "state.db"
-    if not db.exists():
-        return []
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
-    con.row_factory = sqlite3.Row
-    try:
-        natives = collections.defaultdict(list)
-        for a in con.execute("SELECT job_id, native_id FROM attempts WHERE native_id IS NOT NULL"):
-            natives[a["job_id"]].append(str(a["native_id"]))
-        out = []
-        for x in con.execute("SELECT job_id, state, sweep_id, meta FROM jobs"):
-            try:
-                attempt = RecoveryState.load(json.loads(x["meta"] or "{}")).attempt
-            except (ValueError, TypeError):
-                attempt = None
-            out.append({"job_id": x["job_id"], "state": x["state"], "sweep_id": x["sweep_id"], "attempt": attempt,
-                        "natives": natives.get(x["job_id"], [])})
-        return out
-    except sqlite3.Error:
-        return []
-    finally:
-        con.close()
+    attempts, jobs = store_query(home, url, "SELECT job_id, native_id FROM attempts WHERE native_id IS NOT NULL",
+                                 "SELECT job_id, state, sweep_id, meta FROM jobs")
+    natives = collections.defaultdict(list)
+    for a in attempts:
+        natives[a["job_id"]].append(str(a["native_id"]))
+    out = []
+    for x in jobs:
+        try:
+            attempt = RecoveryState.load(json.loads(x["meta"] or "{}")).attempt
+        except (ValueError, TypeError):
+            attempt = None
+        out.append({"job_id": x["job_id"], "state": x["state"], "sweep_id": x["sweep_id"], "attempt": attempt,
+                    "natives": natives.get(x["job_id"], [])})
+    return out
 
 
 def unadopted(r: Run, tries: int = 1) -> Optional[list]:
     """``unadopted_rows`` of the schedule now; None when squeue did not answer (TRIES times)."""
-    rows = store_rows(r.home)
+    rows = store_rows(r.home, r.url)
     if not any(x["state"] == "SUBMITTING" for x in rows):
         return []
     try:
@@ -960,10 +964,12 @@ def summary(results: list) -> str:
 
 
 def run_many(schedules: list, root: Path, parallel: int = 4, env: Optional[dict] = None, cluster=None,
-             echo=None, keep: bool = False) -> list:
+             echo=None, keep: bool = False, url: str = "") -> list:
     """Run SCHEDULES, PARALLEL at a time (each in ROOT/s<index>: its own LAUNCHER_HOME); ECHO gets
     each one's one-line outcome (and the report of a schedule with a violation). The folder of a
-    schedule without violations is removed unless KEEP."""
+    schedule without violations is removed unless KEEP. URL: a PostgreSQL server on which each
+    schedule's store is a fresh database of its own (dropped with its folder), its launches and
+    watchers a team's on one server; "": each schedule's SQLite file."""
     import shutil
     from concurrent.futures import ThreadPoolExecutor
 
@@ -974,10 +980,17 @@ def run_many(schedules: list, root: Path, parallel: int = 4, env: Optional[dict]
 
     def one(s: Schedule) -> Result:
         folder = Path(root) / f"s{s.index}"
+        database = f"faults_{s.index}_{secrets.token_hex(3)}" if url else ""
         try:
-            res = run_schedule(s, folder, env, cluster, ctld_lock)
+            own = env
+            if database:
+                _pg_admin(url, f'CREATE DATABASE "{database}"')
+                own = {**env, "LAUNCHER_STATE_URL": _with_database(url, database)}
+            res = run_schedule(s, folder, own, cluster, ctld_lock)
         except Exception as e:  # noqa: BLE001 - a harness failure is reported as the schedule's
             res = Result(s, violations=[f"the harness failed: {type(e).__name__}: {e}"], folder=str(folder))
+        if database and not res.violations and not keep:
+            _pg_admin(url, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
         if echo is not None:
             mark = "VIOLATION" if res.violations else "ok"
             echo(f"[{mark}] {s.describe()} (fired: {len(res.fired)}, duplicates cancelled: {res.duplicates}, "
@@ -991,6 +1004,21 @@ def run_many(schedules: list, root: Path, parallel: int = 4, env: Optional[dict]
 
     with ThreadPoolExecutor(max(1, parallel)) as ex:
         return list(ex.map(one, schedules))
+
+
+def _pg_admin(url: str, statement: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute(statement)
+
+
+def _with_database(url: str, name: str) -> str:
+    """URL with its database (the path) replaced by NAME, its query kept."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}/{name}" + (f"?{parts.query}" if parts.query else "")
 
 
 def as_dict(res: Result) -> dict:
