@@ -118,6 +118,21 @@ def test_node_order_keeps_hostname_order_when_scontrol_fails(tmp_path):
     assert "export LAUNCHER_NODE_HOSTS=n1,n2\n" in p.stdout and "no topology names these nodes" in p.stderr
 
 
+def test_node_order_reads_slurm_topology_addr_on_each_node_when_scontrol_names_none(tmp_path):
+    """A Slurm whose `scontrol show topology` says nothing of these nodes, but whose tasks see
+    SLURM_TOPOLOGY_ADDR: one srun step reads each node's address."""
+    pyz = stage_zip(tmp_path / "launcher_job.pyz", JOBSIDE_COMMANDS)
+    bin_dir = _fake_bin(tmp_path, "SwitchName=other Level=0 LinkSpeed=1 Nodes=elsewhere[1-2]\n")
+    (bin_dir / "srun").write_text("#!/bin/sh\nprintf 'n1 top.leafB.n1\\nn2 top.leafA.n2\\nn3 top.leafB.n3\\n'\n")
+    (bin_dir / "srun").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LAUNCHER_NODE_HOSTS": "n1,n2,n3", "SLURM_TOPOLOGY_ADDR": "top.leafB.n1"}
+    p = subprocess.run([sys.executable, "-I", "-S", pyz, "node-order"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "export LAUNCHER_NODE_ORDER='n1=0:leafB:2 n3=1:leafB:2 n2=2:leafA:1'\n" in p.stdout
+    assert "node order from SLURM_TOPOLOGY_ADDR" in p.stderr
+
+
 def _node_env_function(text: str) -> str:
     start = text.index("_launcher_node_env() {")
     return text[start:text.index("export -f _launcher_node_env", start)]
