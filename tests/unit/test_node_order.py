@@ -88,8 +88,8 @@ def _fake_bin(tmp_path: Path, topology: str) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (tmp_path / "topology.txt").write_text(topology)
-    (bin_dir / "scontrol").write_text(f"#!/bin/sh\n[ \"$1 $2\" = 'show topology' ] && exec cat {tmp_path}/topology.txt\n"
-                                      "exit 1\n")
+    (bin_dir / "scontrol").write_text(f"#!/bin/sh\n[ \"$1 $2\" = 'show topology' ] && "
+                                      f"exec cat {tmp_path}/topology.txt\nexit 1\n")
     (bin_dir / "scontrol").chmod(0o755)
     return bin_dir
 
