@@ -101,6 +101,9 @@ def test_groups_of_consecutive_ranks_stay_in_one_block_where_hostname_order_cros
     crossing_by_name = nodeorder.crossing_groups(hostname_order, 2)
     print(f"{cluster.version} {kind}: launcher order {launcher_order}: {crossing} group(s) across; "
           f"hostname order {hostname_order}: {crossing_by_name} group(s) across")
+    # what the nodes' slurmd say, node-order's fallback source (22.05 spine.leaf1.node1, 24.11 block1.node1)
+    print(f"{cluster.version} SLURM_TOPOLOGY_ADDR: " + ", ".join(f"{r['HOST']}={r['ADDR']}" for r in by_rank))
+    assert nodeorder.groups_from_addrs("\n".join(f"{r['HOST']} {r['ADDR']}" for r in rows)) == truth, rows
     assert crossing == 0, (launcher_order, out)
     assert crossing_by_name >= 1, (hostname_order, out)
     # what each task was told: its block, the job's nodes in it, torchrun's rank, rank 0 as master
