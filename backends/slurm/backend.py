@@ -17,7 +17,7 @@ from launcher.core.errors import CommandError, LauncherError, SubmitError, Trans
 from launcher.core.status import Status
 from launcher.spec.model import JobSpec
 from launcher.transport.runner import LocalRunner
-from launcher_backends.slurm import nodeguard, prices, probe as probe_mod
+from launcher_backends.slurm import nodeguard, nodeorder, prices, probe as probe_mod
 from launcher_backends.slurm.array import with_array_tasks
 from launcher_backends.slurm.jobvars import run_of
 from launcher_backends.slurm.options import SlurmOptions, SlurmSection
@@ -31,7 +31,7 @@ from launcher_backends.slurm.times import epoch
 CLIENT_PROGRAMS = {p: "Slurm's client" for p in ("sbatch", "squeue", "scontrol", "scancel", "sacct", "sinfo",
                                                  "srun", "salloc", "sprio", "sshare")}
 # job-side commands the helper staged with a Slurm job carries (launcher.jobside.zipapp)
-JOBSIDE_COMMANDS = (nodeguard.__name__,)
+JOBSIDE_COMMANDS = (nodeguard.__name__, nodeorder.__name__)
 
 
 class SlurmBackend:

@@ -7,6 +7,7 @@ import re
 
 from launcher.core.errors import CommandError, LauncherError, TransientError
 from launcher_backends.slurm.json_status import PROBE_ARGV, SINCE, probed_parser
+from launcher_backends.slurm.nodeorder import group_sizes, parse_show_topology
 from launcher_backends.slurm.states import parse_version
 
 
@@ -72,6 +73,7 @@ def collect(runner, timeout: float = 60) -> dict:
         partitions = parse_partitions(runner.run(["sinfo", "-h", "-o", "%P|%a|%l|%D|%G"], timeout=timeout).stdout)
         nodes = parse_nodes(runner.run(["sinfo", "-h", "-N", "-o", "%N|%R|%T|%G|%c|%m"], timeout=timeout).stdout)
         srun_help = runner.run(["srun", "--help"], timeout=timeout, check=False)
+        groups = topology_groups(runner, config.get("TopologyPlugin", ""), timeout)
     except CommandError as e:
         if e.returncode == 127:
             raise LauncherError(f"Slurm client commands are not installed on {e.where}: {e}") from None
@@ -85,6 +87,8 @@ def collect(runner, timeout: float = 60) -> dict:
         "slurm_version": re.search(r"\d+\.\d+\.\d+", version_text).group(0),
         "cluster": config.get("ClusterName", ""),
         "topology_plugin": config.get("TopologyPlugin", "(null)"),
+        # {block or leaf switch: its number of nodes}: what layout.group_nodes is checked against
+        "topology_groups": groups,
         "select_type": config.get("SelectType", ""),
         "preempt_type": config.get("PreemptType", ""),
         "preempt_mode": config.get("PreemptMode", ""),
@@ -100,6 +104,15 @@ def collect(runner, timeout: float = 60) -> dict:
         "pyxis": "--container-image" in (srun_help.stdout + srun_help.stderr),
         "json_status": json_status_parser(runner, version, timeout),
     }
+
+
+def topology_groups(runner, plugin: str, timeout: float) -> dict:
+    """{block (topology/block) or leaf switch (topology/tree): its number of nodes}, from
+    ``scontrol show topology``; {} without such a plugin or when the command fails."""
+    if "block" not in plugin and "tree" not in plugin:
+        return {}
+    r = runner.run(["scontrol", "show", "topology"], timeout=timeout, check=False)
+    return group_sizes(parse_show_topology(r.stdout)) if r.returncode == 0 else {}
 
 
 def json_status_parser(runner, version: tuple, timeout: float) -> str:

@@ -47,7 +47,7 @@ def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> 
     d = [f"--job-name={job_name(spec.name)}", f"--comment={job.dedupe_token}"]
     d += _resource_directives(spec.resources, facts, cluster)
     d += _placement_directives(s, opts, facts, cluster)
-    d += _topology_directives(spec.topology, facts, cluster)
+    d += _topology_directives(spec.topology, facts, cluster, _layout_segment(spec, facts, cluster))
     d += ["--requeue", "--open-mode=append"]
     if _notice(spec):
         d.append(f"--signal=B:{spec.recovery.signal}@{spec.recovery.grace}")
@@ -105,9 +105,37 @@ def _placement_directives(s, opts, facts: Facts, cluster: str) -> list[str]:
     return d
 
 
-def _topology_directives(t, facts: Facts, cluster: str) -> list[str]:
-    """--switches (needs topology/tree) and --segment (needs Slurm 23.11 and topology/block)."""
-    d = []
+def _layout_segment(spec: JobSpec, facts: Facts, cluster: str):
+    """The --segment that keeps layout.group_nodes inside blocks where the cluster has
+    topology/block and the spec sets no segment (None: no directive); refuses a group the
+    cluster's blocks or leaf switches cannot hold. The spec checked nodes and segment already."""
+    n, nodes = spec.layout.group_nodes, spec.resources.nodes
+    if not n or n == 1 or nodes == 1:
+        return None
+    plugin = facts.get("topology_plugin") or ""
+    sizes = facts.get("topology_groups") or {}
+    if "block" in plugin:
+        bad = sorted({s for s in sizes.values() if s % n})
+        if bad:
+            raise CapabilityError(f"layout.group_nodes: {n} does not divide the block size {bad[0]} of cluster "
+                                  f"{cluster} (topology/block): a group would span two blocks; use a group size "
+                                  f"that divides {bad[0]}")
+        if spec.topology.segment or spec.topology.max_switches or _version(facts) < (23, 11, 0):
+            return None
+        block = min(sizes.values()) if sizes else n
+        # the largest multiple of N that fits a block and divides the job: fewest blocks, groups whole
+        return max(s for s in range(n, min(block, nodes) + 1, n) if nodes % s == 0)
+    if "tree" in plugin and sizes and n > max(sizes.values()):
+        raise CapabilityError(f"layout.group_nodes: {n} is more than the {max(sizes.values())} nodes of the largest "
+                              f"leaf switch of cluster {cluster} (topology/tree): a group cannot stay under one "
+                              f"switch; use at most {max(sizes.values())}")
+    return None
+
+
+def _topology_directives(t, facts: Facts, cluster: str, layout_segment=None) -> list[str]:
+    """--switches (needs topology/tree) and --segment (needs Slurm 23.11 and topology/block);
+    LAYOUT_SEGMENT: the segment layout.group_nodes asks for where the spec sets none."""
+    d = [f"--segment={layout_segment}"] if layout_segment else []
     if t.max_switches:
         if facts.get("topology_plugin") and "tree" not in facts.get("topology_plugin", ""):
             raise CapabilityError(f"cluster {cluster} has TopologyPlugin={facts.get('topology_plugin')}: "

@@ -118,6 +118,14 @@ class Topology(Section):
     segment: Optional[int] = Field(None, ge=1)
 
 
+class Layout(Section):
+    """The job's parallelism layout, as far as placement is concerned: ``group_nodes`` nodes
+    form one model-parallel group (tensor or pipeline parallel), made of consecutive node
+    ranks, which must stay inside one block (topology/block) or leaf switch (topology/tree)."""
+
+    group_nodes: Optional[int] = Field(None, ge=1, le=100000)
+
+
 class Checkpoint(Section):
     root: Optional[str] = None
     keep: int = Field(3, ge=1)
@@ -263,6 +271,7 @@ class JobSpec(Section):
     secrets: list[SecretName] = Field(default_factory=list, max_length=1024)
     resources: Resources = Field(default_factory=Resources)
     topology: Topology = Field(default_factory=Topology)
+    layout: Layout = Field(default_factory=Layout)
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
     recovery: Recovery = Field(default_factory=Recovery)
     cost: Cost = Field(default_factory=Cost)
@@ -337,6 +346,7 @@ class JobSpec(Section):
     def _cross(self):
         if self.topology.segment and self.topology.max_switches:
             raise ValueError("topology: use either segment (topology/block) or max_switches (topology/tree), not both")
+        self._check_layout()
         dup = set(self.env) & set(self.secrets)
         if dup:
             raise ValueError(f"{sorted(dup)} are listed both in env and in secrets; secrets are names only")
@@ -348,6 +358,19 @@ class JobSpec(Section):
             raise ValueError("sweep.early_stop needs checkpoint.root: each element reports its metrics under its "
                              "own checkpoint root, where `launcher watch` reads them")
         return self
+
+    def _check_layout(self) -> None:
+        """A layout that no placement can keep is refused here; the cluster's blocks are
+        checked at render (they are probed facts)."""
+        n, nodes, seg = self.layout.group_nodes, self.resources.nodes, self.topology.segment
+        if not n:
+            return
+        if nodes % n:
+            raise ValueError(f"layout.group_nodes: {n} does not divide resources.nodes {nodes}: every model-parallel "
+                             f"group needs {n} whole nodes; set nodes to a multiple of {n}")
+        if seg and seg % n:
+            raise ValueError(f"layout.group_nodes: {n} does not divide topology.segment {seg}: a group would span two "
+                             f"segments; set segment to a multiple of {n}, or leave it out to have it sized")
 
     # convenience for backends
     @property

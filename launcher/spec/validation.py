@@ -5,6 +5,7 @@ mean" for misspelt keys."""
 from __future__ import annotations
 
 import difflib
+import re
 import typing
 from typing import Any, Callable
 
@@ -69,12 +70,16 @@ def to_problems(err: ValidationError, model: type[BaseModel], line_of: Callable 
             if len(shown) > 60:
                 shown = shown[:57] + "..."
             msg = f"{msg} (got {shown})"
+        m = _FIELD_FIRST.match(msg) if not loc else None
+        if m:  # a check across fields (a model validator) that names the field it refuses
+            loc, path, msg = tuple(m.group(1).split(".")), m.group(1), msg[m.end():]
         where = line_of(loc) if line_of else ""
         problems.append((path, f"{msg}" + (f" [{where}]" if where else "")))
     return problems
 
 
 MAX_DEPTH = 64
+_FIELD_FIRST = re.compile(r"^([a-z_]+\.[a-z_]+): ")
 
 
 def _path(loc) -> str:

@@ -7,9 +7,14 @@ from pathlib import Path
 
 from launcher.backend.protocols import Facts
 from launcher_backends.slurm.json_status import probed_parser
+from launcher_backends.slurm.nodeorder import group_sizes, parse_show_topology
 from launcher_backends.slurm.probe import gpu_types, parse_nodes, parse_partitions, parse_show_config
 
 DATA = Path(__file__).parent / "data"
+
+
+def _groups(name: str) -> dict:
+    return group_sizes(parse_show_topology((DATA / name).read_text()))
 
 
 def facts_2205() -> Facts:
@@ -19,7 +24,7 @@ def facts_2205() -> Facts:
         "slurm_version": "22.05.8", "cluster": cfg["ClusterName"], "topology_plugin": cfg["TopologyPlugin"],
         "partitions": parse_partitions((DATA / "sinfo_partitions_2205.txt").read_text()),
         "nodes": nodes, "gpu_types": gpu_types(nodes), "pyxis": False, "max_array_size": int(cfg["MaxArraySize"]),
-        "json_status": ""})
+        "json_status": "", "topology_groups": _groups("show_topology_2205.txt")})
 
 
 def facts_2411() -> Facts:
@@ -30,7 +35,8 @@ def facts_2411() -> Facts:
         "slurm_version": cfg["SLURM_VERSION"], "cluster": cfg["ClusterName"], "topology_plugin": cfg["TopologyPlugin"],
         "partitions": parse_partitions((DATA / "sinfo_partitions_2411.txt").read_text()),
         "nodes": nodes, "gpu_types": gpu_types(nodes), "pyxis": False, "max_array_size": int(cfg["MaxArraySize"]),
-        "json_status": probed_parser(0, (DATA / "json_2411" / "probe.json").read_text())})
+        "json_status": probed_parser(0, (DATA / "json_2411" / "probe.json").read_text()),
+        "topology_groups": _groups("show_topology_2411.txt")})
 
 
 SINFO_NODES_2411 = "\n".join(f"gpu{i:03d}|gpu|idle|gpu:h100:8(S:0-1)|128|1031000" for i in range(1, 9))

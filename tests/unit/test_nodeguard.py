@@ -20,14 +20,14 @@ def test_blame_counts_each_node_fail_run_once_and_spares_the_nodes_still_held():
 
 
 def test_the_slurm_helper_carries_node_guard_under_stub_parent_packages(tmp_path):
-    assert JOBSIDE_COMMANDS == ("launcher_backends.slurm.nodeguard",)
+    assert JOBSIDE_COMMANDS == ("launcher_backends.slurm.nodeguard", "launcher_backends.slurm.nodeorder")
     pyz = stage_zip(tmp_path / "launcher_job.pyz", JOBSIDE_COMMANDS)
     with zipfile.ZipFile(pyz) as z:
         names = set(z.namelist())
         stub = z.read("launcher_backends/slurm/__init__.py").decode()
         main = z.read("__main__.py").decode()
     assert {"launcher_backends/__init__.py", "launcher_backends/slurm/__init__.py",
-            "launcher_backends/slurm/nodeguard.py"} <= names
+            "launcher_backends/slurm/nodeguard.py", "launcher_backends/slurm/nodeorder.py"} <= names
     assert "import" not in stub                     # the backend's real __init__ (SlurmBackend) never runs there
     assert "launcher_backends/slurm/backend.py" not in names
     assert "'launcher_backends.slurm.nodeguard'" in main

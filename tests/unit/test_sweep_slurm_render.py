@@ -131,7 +131,7 @@ def test_the_probed_facts_carry_max_array_size():
                "scontrol show config": (data / "show_config_2205.txt").read_text(),
                "sinfo -h -o %P|%a|%l|%D|%G": (data / "sinfo_partitions_2205.txt").read_text(),
                "sinfo -h -N -o %N|%R|%T|%G|%c|%m": (data / "sinfo_nodes_2205.txt").read_text(),
-               "srun --help": ""}
+               "srun --help": "", "scontrol show topology": (data / "show_topology_2205.txt").read_text()}
 
     class Canned:
         where = "here"

@@ -46,6 +46,22 @@ export LAUNCHER_SCHEDULER_VARS='SLURM_JOB_ID SLURM_RESTART_COUNT SLURM_JOB_NODEL
 # submission of the same attempt stands down here, before any user code (a Slurm requeue
 # of this very job holds the same id and goes on)
 python3 /state/jobs/basic-abc123/launcher_job.pyz start-claim --job-dir "$LAUNCHER_JOB_DIR" --attempt 1 --self "$LAUNCHER_SELF_ID" || exit $?
+# rank order from the topology: each block's (topology/block) or leaf switch's (topology/tree)
+# nodes get consecutive ranks, in hostname order within it; MASTER_ADDR is rank 0. Sets
+# LAUNCHER_NODE_HOSTS in that order and LAUNCHER_NODE_ORDER (launcher_backends.slurm.nodeorder)
+eval "$(python3 /state/jobs/basic-abc123/launcher_job.pyz node-order)"
+# run by every task: its node's rank, block and the job's nodes in that block, looked up by its
+# node name in LAUNCHER_NODE_ORDER ("host=rank:block:nodes ..."); without one (a one-node job)
+# rank SLURM_NODEID and no block. PET_NODE_RANK is torchrun's --node-rank.
+_launcher_node_env() {
+  local e=" ${LAUNCHER_NODE_ORDER:-} "
+  e="${e#* "$SLURMD_NODENAME"=}"; e="${e%% *}"
+  [ -n "$e" ] || e="$SLURM_NODEID::1"
+  export LAUNCHER_NODE_RANK="${e%%:*}" LAUNCHER_NODES_PER_BLOCK="${e##*:}"
+  e="${e#*:}"
+  export LAUNCHER_NODE_BLOCK="${e%:*}" PET_NODE_RANK="$LAUNCHER_NODE_RANK"
+}
+export -f _launcher_node_env
 echo "launcher: start $LAUNCHER_ATTEMPT of $LAUNCHER_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})" >&2
 # Resolve the latest COMMITTED checkpoint at every start of the job (requeues rerun
 # this script), bump the generation, and export LAUNCHER_RESUME_FROM / _STEP / _ATTEMPT.
@@ -62,7 +78,7 @@ python3 /state/jobs/basic-abc123/launcher_job.pyz node-guard --job-dir "$LAUNCHE
 # setup: once per node
 export LAUNCHER_SETUP='pip install -r requirements.txt'
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=2 \
-  bash -c 'export LAUNCHER_NODE_RANK="$SLURM_NODEID"; eval "$LAUNCHER_SETUP"' \
+  bash -c '_launcher_node_env; eval "$LAUNCHER_SETUP"' \
   || { rc=$?; echo "launcher: setup failed with exit $rc" >&2; exit 97; }
 # run: on every node (1 task(s) per node). The shells in between
 # ignore the notice signal and exec the run, so a one-command run *is* the task process
@@ -112,7 +128,7 @@ trap '_launcher_on_notice USR1' USR1
 # waiting for them so their exit (and any last checkpoint) is not cut short.
 trap '_launcher_ending=1; echo "launcher: TERM received" >&2' TERM
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=2 \
-  bash -c 'export LAUNCHER_NODE_RANK="$SLURM_NODEID" LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$SLURM_PROCID"; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
+  bash -c '_launcher_node_env; export LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$(( LAUNCHER_NODE_RANK * 1 + SLURM_LOCALID ))"; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
 _launcher_step=$!
 while :; do
   wait "$_launcher_step"; rc=$?
