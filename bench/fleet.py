@@ -1,12 +1,14 @@
 """A fleet of watchers over many jobs (issue 29 item 7): the BASELINE of today's `launcher watch`.
 
     .venv/bin/python bench/fleet.py --jobs N --targets T --watchers W[,W...] [--url postgresql://...]
-        [--status-latency-ms L] [--churn F] [--passes P] [--interval S] [--seed X] [--slope] --json
+        [--status-latency-ms L] [--submit-latency-ms M] [--churn F [--churn-once]] [--passes P] [--interval S] [--seed X]
+        [--slope] --json
 
 N open jobs, spread round robin over T targets of a scheduler stand-in (``bench/fleet_plugin``: a
 backend registered through the ``launcher.backends`` entry-point group like any plugin, its
 scheduler a SQLite file every process of the run shares; a batched status call answers after L
-ms). For each watcher count W: a fresh store (SQLite under a fresh home; with --url, a fresh
+ms, a call about one job, a submission or the lookup of its dedupe token, after M ms: 0 unless
+given). For each watcher count W: a fresh store (SQLite under a fresh home; with --url, a fresh
 database on that PostgreSQL server) with the N jobs RUNNING, then W watcher processes at once,
 each running P passes of the real watch pass (``Launcher.watch()``: what `launcher watch --once`
 runs; the loop of `launcher watch` sleeps S seconds between passes, as they do here). Meanwhile,
@@ -28,7 +30,9 @@ One JSON line per watcher count (``--json``; without it, the same figures as a t
 - ``status_calls_per_target_per_tick``: status calls made during the passes / (T x P): a tick is
   one pass of the fleet (every watcher's k-th pass), and today each watcher makes one call per
   target per pass;
-- ``claims_per_s``: job claims taken (by every watcher) per second of the run;
+- ``claims_per_s``: job claims taken (by every watcher) per second of the run; with
+  ``--churn-once`` (F of the jobs change once, before the watchers start), per second from the
+  start to the last claim taken: how fast W watchers drain one burst of work;
 - ``double_submits``: scheduler jobs beyond the first carrying the same dedupe token (job,
   attempt);
 - ``lost``: jobs whose end the store disagrees with after the settling pass: preempted and not
@@ -179,6 +183,13 @@ def gave_up_jobs(store_rows: dict) -> int:
                if state == "GAVE_UP" and (why[0] if why else "").startswith("gave up: no progress"))
 
 
+def claim_span(reports: list, start: float, end: float, once: bool) -> float:
+    """The seconds claims_per_s divides by: the run's (START to END), or with the change made
+    once (--churn-once), from START to the last claim any watcher took (how fast they drained it)."""
+    last = [r["last_claim"] for r in reports if r.get("last_claim")]
+    return max(last) - start if once and last else end - start
+
+
 def calls_per_target_per_tick(calls: int, targets: int, passes: int) -> float:
     return calls / float(max(1, targets) * max(1, passes))
 
@@ -211,7 +222,7 @@ def _r(v, nd: int = 4):
 class Run:
     """One fleet: a scheduler file, a config with T targets, a store with N open jobs."""
 
-    def __init__(self, jobs: int, targets: int, url: str, latency_ms: float, work: Path):
+    def __init__(self, jobs: int, targets: int, url: str, latency_ms: float, work: Path, submit_ms: float = 0.0):
         self.gave_up = 0  # jobs the policy closed for want of progress (``verdict``)
         self.jobs, self.targets, self.latency_ms = jobs, targets, latency_ms
         self.dir = Path(tempfile.mkdtemp(prefix="fleet-", dir=work))
@@ -228,7 +239,8 @@ class Run:
             fb.create(self.sched)
             names = [f"fleet-{k}" for k in range(targets)]
             self.config.write_text("targets:\n" + "".join(
-                f"  {n}: {{backend: {fb.NAME}, db: '{self.sched}', latency_ms: {latency_ms}}}\n" for n in names))
+                f"  {n}: {{backend: {fb.NAME}, db: '{self.sched}', latency_ms: {latency_ms}, "
+                f"submit_latency_ms: {submit_ms}}}\n" for n in names))
             self._fill(names)
         except BaseException:
             self.close()
@@ -371,19 +383,22 @@ def _collect(procs: list) -> list:
 
 
 def measure(jobs: int, targets: int, watchers: int, url: str, latency_ms: float, churn: float, passes: int,
-            interval: float, seed: int, work: Path, keep: bool = False, elect: bool = True) -> dict:
+            interval: float, seed: int, work: Path, keep: bool = False, elect: bool = True,
+            submit_ms: float = 0.0, once: bool = False) -> dict:
     """One watcher count on a fresh fleet: its JSON line. ELECT: the watchers elect one poller
     per target (as `launcher watch` does); False: each asks every target (the plain baseline)."""
-    run = Run(jobs, targets, url, latency_ms, work)
+    run = Run(jobs, targets, url, latency_ms, work, submit_ms)
     done = threading.Event()
     try:
         rng = random.Random(seed)
-        procs, start = run.watchers(watchers, passes, interval, elect=elect)
         churned = [0, 0]
+        if once:  # one change of F of the jobs, before the watchers start: they drain it
+            churned[0], churned[1] = run.churn(churn, rng)
+        procs, start = run.watchers(watchers, passes, interval, elect=elect)
 
         def driver() -> None:  # the scheduler's own life: every INTERVAL, F of the running jobs change
             t = start
-            while not done.wait(max(0.0, t + interval - time.time())):
+            while not once and not done.wait(max(0.0, t + interval - time.time())):
                 t += interval
                 e, p = run.churn(churn, rng) if churn > 0 else (0, 0)
                 churned[0] += e
@@ -403,9 +418,11 @@ def measure(jobs: int, targets: int, watchers: int, url: str, latency_ms: float,
         all_passes = [(w, c) for r in reports for w, c in r["passes"]]
         standin_pass = sum(standin) / max(1, len(all_passes))  # the stand-in's CPU in a pass's status calls
         line = result_line(watchers, jobs, targets, all_passes, gaps, calls, passes,
-                           sum(r["claims"] for r in reports), end - start, doubles, lost, standin_pass)
+                           sum(r["claims"] for r in reports), claim_span(reports, start, end, once), doubles, lost,
+                           standin_pass)
         line.update({"gave_up": run.gave_up, "churned_completed": churned[0], "churned_preempted": churned[1],
-                     "status_latency_ms": latency_ms, "churn": churn, "interval_s": interval,
+                     "status_latency_ms": latency_ms, "submit_latency_ms": submit_ms, "churn": churn,
+                     "interval_s": interval, "churn_once": once,
                      "start_late_s": round(max(r["late_s"] for r in reports), 3), "election": elect,
                      "store": "postgresql" if url else "sqlite"})
         return line
@@ -436,7 +453,7 @@ def watcher(conf: dict) -> None:
     from launcher.api import Launcher
     import launcher.recovery.watch  # noqa: F401  (imported before the clock starts, as a running watch has)
 
-    claims = [0, 0]
+    claims, taken = [0, 0], []
     with Launcher() as lx:
         store = lx.app.store  # opened before the start, as in a running `launcher watch`
         for name in lx.app.config.file.targets:
@@ -446,6 +463,8 @@ def watcher(conf: dict) -> None:
         def counting(*a, **k):
             c = take(*a, **k)
             claims[c is None] += 1
+            if c is not None:
+                taken.append(time.time())
             return c
 
         store.claim = counting
@@ -459,6 +478,7 @@ def watcher(conf: dict) -> None:
             if k < conf["passes"] - 1:
                 time.sleep(conf["interval"])
     print(json.dumps({"passes": passes, "claims": claims[0], "claims_refused": claims[1], "late_s": max(0.0, late),
+                      "last_claim": taken[-1] if taken else None,
                       "pid": os.getpid()}))
 
 
@@ -479,6 +499,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=29)
     ap.add_argument("--election", choices=("on", "off"), default="on",
                     help="on: the watchers elect one poller per target (launcher watch); off: each asks every target")
+    ap.add_argument("--submit-latency-ms", type=float, default=0.0,
+                    help="how long a call about one job takes to answer (a submission; a lookup of its dedupe token)")
+    ap.add_argument("--churn-once", action="store_true",
+                    help="F of the jobs change once, before the watchers start, and they drain it: claims_per_s "
+                         "is then the claims over the time from the start to the last claim taken")
     ap.add_argument("--slope", action="store_true", help="also the CPU per unchanged job (1 watcher at N/2 and N)")
     ap.add_argument("--work", default="", help="where the runs' folders go (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the runs' folders")
@@ -496,7 +521,7 @@ def main(argv=None) -> int:
     try:
         for w in a.watchers:
             line = measure(a.jobs, a.targets, w, a.url, a.status_latency_ms, a.churn, a.passes, a.interval, a.seed,
-                           work, a.keep, elect=a.election == "on")
+                           work, a.keep, elect=a.election == "on", submit_ms=a.submit_latency_ms, once=a.churn_once)
             lines.append(line)
             _emit(line, a.json)
         if a.slope:

@@ -64,6 +64,7 @@ class FleetOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     db: str  # the scheduler file
     latency_ms: float = 0.0  # how long a status call takes to answer
+    submit_latency_ms: float = 0.0  # how long a call about one job takes (a submission, a dedupe lookup)
 
 
 def token_of(job_id: str, attempt: int) -> str:
@@ -98,7 +99,12 @@ class FleetBackend:
     def render(self, spec, facts: Facts, job: JobRef) -> Request:
         return Request(backend=self.name, target=self.target.name, job=job, text=f"# {job.dedupe_token}\n")
 
+    def _one_job_call(self) -> None:
+        if self.opts.submit_latency_ms > 0:  # sbatch, or squeue --name for one token
+            time.sleep(self.opts.submit_latency_ms / 1000.0)
+
     def submit(self, request: Request) -> Handle:
+        self._one_job_call()
         job = request.job
         cur = self.db.execute("INSERT INTO sjobs(job_id,attempt,token,target,state,submitted,by_pid) "
                               "VALUES(?,?,?,?,?,?,?)", (job.job_id, job.attempt, job.dedupe_token, self.target.name,
@@ -142,6 +148,7 @@ class FleetBackend:
         yield ""
 
     def find(self, job: JobRef) -> Optional[Handle]:
+        self._one_job_call()
         row = self.db.execute("SELECT native_id FROM sjobs WHERE token=? AND state<>'CANCELLED' "
                               "ORDER BY native_id LIMIT 1", (job.dedupe_token,)).fetchone()
         return None if row is None else Handle(self.name, self.target.name, job.job_id, str(row[0]), job.attempt)

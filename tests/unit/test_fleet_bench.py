@@ -142,3 +142,10 @@ def test_each_run_gets_its_own_database_on_the_server():
         "postgresql://u:p@127.0.0.1:5432/fleet_1"
     assert fleet.with_database("postgresql:///postgres?host=/tmp/pg-x/sock&port=5", "fleet_2") == \
         "postgresql:///fleet_2?host=/tmp/pg-x/sock&port=5"
+
+
+def test_claims_per_second_over_the_run_or_until_the_last_claim_when_the_change_is_made_once():
+    reports = [{"last_claim": 105.0}, {"last_claim": 110.0}, {"last_claim": None}]
+    assert fleet.claim_span(reports, 100.0, 130.0, once=False) == 30.0
+    assert fleet.claim_span(reports, 100.0, 130.0, once=True) == 10.0
+    assert fleet.claim_span([{"last_claim": None}], 100.0, 130.0, once=True) == 30.0  # nothing claimed
