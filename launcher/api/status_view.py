@@ -14,7 +14,8 @@ from typing import Callable, Optional
 
 from launcher.launching.tracking import refresh
 from launcher.recovery.progress import read_progress
-from launcher.recovery.watch import reconcile, record_progress
+from launcher.recovery.progress import record_progress
+from launcher.recovery.watch import reconcile
 from launcher.state.store import AttemptRow, JobRow, is_open
 
 Note = Callable[[str], None]

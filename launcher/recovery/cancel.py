@@ -20,6 +20,7 @@ from launcher.core.status import JobState, attempt_ended
 from launcher.launching.submission import find_submission, job_ref
 from launcher.launching.submit import launch_alive
 from launcher.launching.tracking import refresh
+from launcher.recovery.progress import record_progress
 from launcher.recovery.state import RecoveryState
 from launcher.state.claims import claim_ttl
 from launcher.state.store import is_open
@@ -198,6 +199,8 @@ def close_cancelled(app, c, report: CancelReport, todo: list, closing: Closing) 
         store.close_job(job.job_id, closing.state, closing.reason, owner=c.owner, event=closing.event,
                         detail={**closing.detail, "cancelled": report.cancelled, "note": report.note,
                                 "still_active": report.still_active})
+        # its last progress, read once more: a watch pass reads a running job's only every so often
+        record_progress(app, job)
     else:
         store.record_event(job.job_id, "cancel_failed", errors=report.errors, cancelled=report.cancelled)
     return report

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from launcher.core import knobs
+from launcher.recovery import takeover
 
 DEFAULT_TIMEOUT_S = 20.0  # $LAUNCHER_STORAGE_TIMEOUT overrides
 
@@ -101,3 +102,27 @@ def manifest_bytes(manifest) -> Optional[int]:
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
         return None
     return sum(int(f.get("size") or 0) for f in manifest["files"] if isinstance(f, dict))
+
+
+def record_progress(app, job, progress=None) -> None:
+    """Copy the checkpoint root's facts into the state store, where `launcher status` shows
+    them: the last committed step, and the step each attempt ACTUALLY resumed from (its
+    generation's record in GENERATIONS.json, matched by job id and attempt)."""
+    if not job.ckpt_root:
+        return
+    progress = progress or read_progress(job.ckpt_root)
+    if progress.error:
+        return
+    if progress.committed_step is not None and progress.committed_step != job.last_step:
+        app.store.update_job(job.job_id, last_step=progress.committed_step)
+    attempts = app.store.attempts(job.job_id)
+    resumes = takeover.resume_steps(job.job_id, [a.attempt for a in attempts], progress.history)
+    for a in attempts:
+        if a.attempt in resumes and resumes[a.attempt] != a.resume_step:
+            app.store.update_attempt(job.job_id, a.attempt, resume_step=resumes[a.attempt])
+    # the tier each attempt resumed from (local, peer, durable: launcher.checkpoint.tiers)
+    records = takeover.attempt_records(job.job_id, [a.attempt for a in attempts], progress.history)
+    for a in attempts:
+        tier = (records.get(a.attempt) or {}).get("resume_tier")
+        if tier and (a.meta or {}).get("resume_tier") != tier:
+            app.store.update_attempt(job.job_id, a.attempt, meta={**(a.meta or {}), "resume_tier": tier})

@@ -42,7 +42,7 @@ from launcher.state.watchers import Heartbeat
 from launcher.recovery.decide import Action, Close, Facts, Note, on_ended, on_status, settled
 from launcher.recovery.cancel import OVERTAKEN
 from launcher.recovery.policy import reconcile_submitting
-from launcher.recovery.progress import read_progress
+from launcher.recovery.progress import read_progress, record_progress
 from launcher.recovery.state import RecoveryState
 
 
@@ -397,30 +397,6 @@ def apply(app, job, action: Action, owner: Optional[str] = None, specs: Optional
                       spec=specs.spec(job) if specs is not None else None)
     store.save_recovery(job.job_id, action.state.changes_since(RecoveryState.load(job.meta)), reason=reason)
     return Outcome(job.job_id, "resubmitted", f"{reason} -> {target} id {handle.native_id}")
-
-
-def record_progress(app, job, progress=None) -> None:
-    """Copy the checkpoint root's facts into the state store, where `launcher status` shows
-    them: the last committed step, and the step each attempt ACTUALLY resumed from (its
-    generation's record in GENERATIONS.json, matched by job id and attempt)."""
-    if not job.ckpt_root:
-        return
-    progress = progress or read_progress(job.ckpt_root)
-    if progress.error:
-        return
-    if progress.committed_step is not None and progress.committed_step != job.last_step:
-        app.store.update_job(job.job_id, last_step=progress.committed_step)
-    attempts = app.store.attempts(job.job_id)
-    resumes = takeover.resume_steps(job.job_id, [a.attempt for a in attempts], progress.history)
-    for a in attempts:
-        if a.attempt in resumes and resumes[a.attempt] != a.resume_step:
-            app.store.update_attempt(job.job_id, a.attempt, resume_step=resumes[a.attempt])
-    # the tier each attempt resumed from (local, peer, durable: launcher.checkpoint.tiers)
-    records = takeover.attempt_records(job.job_id, [a.attempt for a in attempts], progress.history)
-    for a in attempts:
-        tier = (records.get(a.attempt) or {}).get("resume_tier")
-        if tier and (a.meta or {}).get("resume_tier") != tier:
-            app.store.update_attempt(job.job_id, a.attempt, meta={**(a.meta or {}), "resume_tier": tier})
 
 
 def run(app, interval: float = 10.0, once: bool = False, clock=time.time, sleep=time.sleep, echo=print,

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from launcher.backend.protocols import Handle
+from launcher.core.status import JobState
 from launcher.recovery.cancel import OVERTAKEN, cancel_job
 from launcher.recovery.watch import reconcile
 from launcher.state.store import StateStore
@@ -29,6 +30,11 @@ class Backend:
 
     def cancel(self, handle):
         self.cancelled.append(handle.native_id)
+
+    def status(self, handles):
+        from launcher.core.status import Status
+
+        return [Status(JobState.CANCELLED if h.native_id in self.cancelled else JobState.RUNNING) for h in handles]
 
 
 @pytest.fixture
@@ -83,3 +89,22 @@ def test_a_launch_that_recorded_its_submission_needs_nothing_more(app):
     finds = app.b.finds
     app.b.found = h
     assert reconcile(app) == [] and app.b.finds == finds
+
+
+def test_a_cancelled_job_keeps_the_last_step_its_root_committed(app, tmp_path):
+    from launcher.checkpoint import commit, open_store, step_dir
+
+    root = tmp_path / "ck"
+    for step in (3, 7):  # committed after the last watch pass read the root: the row still says nothing
+        d = root / step_dir(step, 1)
+        d.mkdir(parents=True)
+        (d / "model.bin").write_bytes(b"m")
+        commit(open_store(str(root)), step, 1, fence=False)
+    app.store.begin_job("j-2", "j", "cl", "slurm", None, "name: j\n", ckpt_root=str(root))
+    h = Handle("slurm", "cl", "j-2", "88", 1)
+    app.store.record_submission("j-2", 1, "cl", h.to_json(), "88", state="RUNNING")
+    assert app.store.get_job("j-2").last_step is None
+    report = cancel_job(app, "j-2", refresh_first=False)
+    assert report.ok and app.b.cancelled == ["88"]
+    row = app.store.get_job("j-2")
+    assert row.state == "CANCELLED" and row.last_step == 7
