@@ -255,7 +255,7 @@ def record_launched(store, job_id: str, attempt: int, target_name: str, handle: 
 
 
 def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=(), owner=None,
-             spec=None) -> Handle:
+             spec=None, recovery: Optional[dict] = None) -> Handle:
     """Submit a further attempt of an existing job (recovery, burst), by the submission
     protocol (``launcher.launching.submit``).
 
@@ -266,7 +266,9 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
     the lookup and the submission run, the claim is kept alive. A submission made by a
     holder whose claim lapsed meanwhile (it was paused) is settled by it: adopted when the
     new holder recorded it, else cancelled (``settle_unrecorded``); the ClaimLost is raised.
-    SPEC: the job's parsed spec when the caller has it (a watcher's ``SpecMemo``), else parsed here."""
+    SPEC: the job's parsed spec when the caller has it (a watcher's ``SpecMemo``), else parsed here.
+    RECOVERY: the recovery state's changes that go with this attempt, recorded with it (and the
+    job's reason, REASON) in the submission's own transaction."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.state.claims import claim_ttl, kept_alive
     # launch/plan only: `launcher render` and `status` import this module and stay light
@@ -279,7 +281,8 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
                                     state="PENDING", reason=reason, owner=owner, events=[(
                                         "resubmitted", {"target": target_name, "attempt": attempt,
                                                         "native_id": handle.native_id, "reason": reason,
-                                                        "found_existing": found})])
+                                                        "found_existing": found})],
+                                    recovery=recovery, job_reason=reason if recovery is not None else None)
     except ClaimLost:
         if not found:  # ours alone: adopted by the new holder, or a second copy to cancel
             settle_unrecorded(app.store, app.backend(target_name), job_row.job_id, attempt, handle)

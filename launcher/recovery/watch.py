@@ -393,9 +393,10 @@ def apply(app, job, action: Action, owner: Optional[str] = None, specs: Optional
         return Outcome(job.job_id, action.action, action.why)
     reason = action.decision.reason
     target = job.target  # a backend that fails over (ChoosesPlacement) does so within the target
+    # the recovery state (its attempt counter) is recorded with the attempt, in one transaction
     handle = resubmit(app, job, target, action.attempt, reason, avoid=action.avoid, owner=owner,
-                      spec=specs.spec(job) if specs is not None else None)
-    store.save_recovery(job.job_id, action.state.changes_since(RecoveryState.load(job.meta)), reason=reason)
+                      spec=specs.spec(job) if specs is not None else None,
+                      recovery=action.state.changes_since(RecoveryState.load(job.meta)))
     return Outcome(job.job_id, "resubmitted", f"{reason} -> {target} id {handle.native_id}")
 
 

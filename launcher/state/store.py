@@ -430,7 +430,8 @@ class StateStore:
 
     def record_submission(self, job_id, attempt, target, handle_json, native_id, state="PENDING",
                           reason="", resume_step=None, meta=None, owner: Optional[str] = None,
-                          events=(), provenance: Optional[tuple] = None) -> bool:
+                          events=(), provenance: Optional[tuple] = None, recovery: Optional[dict] = None,
+                          job_reason: Optional[str] = None) -> bool:
         """A submission's attempt, the job row pointing at it, ``record_event(kind, **detail)``
         for each (kind, detail) of EVENTS, and the run's PROVENANCE record ((location, record
         text): ``launcher.state.provenance``), in ONE transaction: a compare-and-swap on (job,
@@ -438,7 +439,9 @@ class StateStore:
         (ClaimLost); an attempt already recorded with another native id is never overwritten
         (AttemptTaken). False when the job was cancelled while this submission was under way:
         the attempt is recorded (its handle is what the caller now cancels) and the job stays
-        CANCELLED; True otherwise."""
+        CANCELLED; True otherwise. RECOVERY: the meta keys recovery changed with this submission
+        (``save_recovery``'s CHANGES) and JOB_REASON the job's reason, written in the same
+        transaction (a watcher's resubmission: its attempt counter moves with its record)."""
         # kept off `launcher --help`/`validate`, which import the store's names only
         from launcher.core import faults
 
@@ -467,8 +470,13 @@ class StateStore:
             # a recorded submission is the truth: it reopens a job closed meanwhile (a launch
             # slower than the SUBMITTING grace); every other writer holds the job's claim
             meta_text = reopened({job_id: job["meta"]} if job else {}).get(job_id)
+            if recovery and job is not None:
+                meta_text = json.dumps(patched(json.loads(meta_text or job["meta"] or "{}"), recovery))
             sets = "handle=?, state=?, target=?, updated=?" + (", meta=?" if meta_text else "")
             values = [handle_json, job_state_for(state), target, now] + ([meta_text] if meta_text else [])
+            if job_reason is not None:
+                sets += ", reason=?"
+                values.append(job_reason)
             db.execute(f"UPDATE jobs SET {sets} WHERE job_id=?", (*values, job_id))
             if rows:
                 db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", rows)

@@ -111,7 +111,7 @@ def test_a_submitting_row_whose_start_was_claimed_is_not_quiet_until_adopted(tmp
         store.begin_job("j-1", "j", "local", "local", None, "name: j\n")
     finally:
         store.close()
-    r = SimpleNamespace(home=home, cluster=None,
+    r = SimpleNamespace(home=home, url="", cluster=None,
                         rows=lambda: [{"job_id": "j-1", "state": "SUBMITTING"}])
     assert started_unrecorded(r) == [] and quiet(r)  # nothing ran: settled after the launcher's quiet period
     claim_start(str(home / "jobs" / "j-1"), 1, "4242")

@@ -82,3 +82,21 @@ def test_a_writer_that_waits_past_the_busy_timeout_is_told_the_store_is_locked(t
             waiter.record_event("j", "x")
     waiter.record_event("j", "y")  # the lock released: the store is usable again
     assert [e["kind"] for e in waiter.events("j")] == ["y"]
+
+
+def test_a_resubmission_records_its_recovery_state_with_its_attempt_and_never_over_a_cancel(tmp_path):
+    s = StateStore(tmp_path)
+    s.begin_job("j", "n", "local", "local", None, "name: n\n", meta={"recovery": {"attempt": 1}, "kept": 1})
+    s.record_submission("j", 1, "local", '{"n": 1}', "1", state="RUNNING")
+    changes = {"recovery": {"attempt": 2, "restarts": {"preemption": 1}}}
+    assert s.record_submission("j", 2, "local", '{"n": 2}', "2", recovery=changes, job_reason="preempted")
+    row = s.get_job("j")
+    assert row.meta["recovery"] == changes["recovery"] and row.meta["kept"] == 1  # other keys kept
+    assert (row.reason, row.state, [a.attempt for a in s.attempts("j")]) == ("preempted", "PENDING", [1, 2])
+
+    s.close_job("j", "CANCELLED", "cancelled by user")  # cancel wins over the next resubmission
+    assert not s.record_submission("j", 3, "local", '{"n": 3}', "3", recovery={"recovery": {"attempt": 3}},
+                                   job_reason="preempted again")
+    row = s.get_job("j")
+    assert (row.state, row.reason, row.meta["recovery"]["attempt"]) == ("CANCELLED", "cancelled by user", 2)
+    s.close()
