@@ -13,7 +13,8 @@ from typing import Optional
 
 AWS_SOURCE = ("AWS S3 'Data Transfer OUT From Amazon S3 To <region>' (AWS Pricing API, Nov 2024), as "
               "tabulated in skynomad-artifact sky_spot/migration_model.py")
-GCP_SOURCE = "Google Cloud Storage network pricing, data transfer between regions (cloud.google.com/storage/pricing)"
+GCP_SOURCE = ("Google Cloud Storage network pricing, data transfer between regions (cloud.google.com/storage/pricing); "
+              "figures as published in 2024-2025, not re-read from the live page when added (2026-12-06)")
 
 # (cloud) -> list of (source region pattern, destination region pattern, $/GB); first match wins
 _RULES = {
