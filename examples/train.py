@@ -28,6 +28,11 @@ launcher_job.pyz (or put it on PYTHONPATH).
 Checkpoint at step N = the state after N completed steps; it holds params.bin (the
 weights and momentum as little-endian float64) and state.json.
 
+Metrics: at every checkpoint (and at the end) it reports the loss and the model FLOPs of one
+step (``jobside.report(step, loss=..., flops=...)``: forward 2*dim and backward 2*dim
+multiply-adds per example, times the batch), so ``launcher report`` shows MFU and effective
+MFU against the spec's ``resources.peak_tflops``.
+
 Output: "step N loss L" per step, and at the end "RESULT <sha256> steps=<N>" (also written
 to the result file as {"sha256": ..., "steps": N}).
 
@@ -61,6 +66,12 @@ from launcher.checkpoint import Superseded
 
 EXIT_SUPERSEDED = 3
 LR, BETA, BATCH = 0.01, 0.9, 8
+
+
+def step_flops(dim):
+    """Model FLOPs of one step: forward (w.x) and the weight gradient, 2*dim each, per example
+    (the 6N rule's analogue for a linear model: no activation gradient to propagate)."""
+    return 4 * dim * BATCH
 
 
 def _opt(argv):
@@ -154,6 +165,7 @@ def main(argv=None) -> int:
                 with jobside.save(done) as d:
                     save(d, done, w, m, a, loss)
                 saved = done
+                jobside.report(done, loss=loss, flops=step_flops(a.dim))
             if ckpt and jobside.preemption_requested():
                 print("train: preemption notice: saved step %d, exiting %d" % (saved, jobside.EXIT_PREEMPTED),
                       flush=True)

@@ -379,6 +379,22 @@ class Launcher:
         return RunDiff.from_json(diff_runs(load_run(self.app, run_a), load_run(self.app, run_b)))
 
     # ------------------------------------------------------------ checkpoints, targets, backends
+    def peaks(self, name: Optional[str] = None, precision: str = "bf16") -> dict:
+        """The accelerator peak table MFU is measured against (``launcher.plan.peaks``): with no
+        NAME {"rows": [row dicts]}; with NAME {"query", "row", "peak" (at PRECISION, or None),
+        "reason"}. PeakUnknown ("peak unknown: NAME") when no row matches NAME."""
+        from launcher.plan import peaks as table  # this verb's own module (see the module doc)
+
+        if name is None:
+            return {"rows": [r.to_dict() for r in table.rows()], "precisions": list(table.PRECISIONS)}
+        row = table.find(name)
+        try:
+            p, why = table.peak(name, precision), None
+        except table.PeakUnknown as e:
+            p, why = None, str(e)
+        return {"query": name, "row": row.to_dict(), "peak": p.to_dict() if p else None,
+                "peak_text": p.describe() if p else None, "reason": why}
+
     def checkpoints(self, root: str, verify: bool = False) -> CheckpointListing:
         """Every checkpoint under ROOT, newest first: committed / torn / stale and why."""
         # this verb's own modules (see the module doc)

@@ -34,6 +34,8 @@ MAX_METRICS_BYTES = MAX_MANIFEST_BYTES  # per generation file; the writer refuse
 MAX_NAME = 128
 _NAME_FILE = re.compile(r"^g(\d+)\.jsonl$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# metrics with a meaning to the launcher: the model FLOPs and the tokens of ONE step (launcher report's MFU)
+COUNTS = ("flops", "tokens")
 
 
 def metrics_key(generation: int) -> str:
@@ -80,7 +82,11 @@ def check_report(step, metrics) -> tuple:
     step = check_step(step)
     if not metrics:
         raise ValueError("report: no metric given: report(step, loss=0.3)")
-    return step, {check_name(k): check_value(k, v) for k, v in metrics.items()}
+    values = {check_name(k): check_value(k, v) for k, v in metrics.items()}
+    for k in COUNTS:
+        if k in values and values[k] < 0:
+            raise ValueError("report: %s is a count (the model FLOPs or tokens of one step), got %r" % (k, values[k]))
+    return step, values
 
 
 def encode_report(step: int, metrics: dict, generation: int, at: str) -> bytes:

@@ -23,6 +23,7 @@ MODULES = [
     "checkpoints",
     "watch",
     "report",
+    "peaks",
     "provenance",
     "serve",
     "state",

@@ -28,7 +28,13 @@ def report(step, /, **metrics) -> bool:
     to stderr, False is returned, and the report is stored with the next one. Call it
     from one process at a time per job start (rank 0): every call rewrites this
     generation's file (one PUT on S3), so report every few steps, not on every
-    micro-batch. Reporting a step again overrides its earlier values, metric by metric."""
+    micro-batch. Reporting a step again overrides its earlier values, metric by metric.
+
+    Two names mean something to the launcher: ``flops`` (the model FLOPs of ONE step, the
+    whole global batch over every rank) and ``tokens`` (the tokens of one step, turned into
+    FLOPs by the spec's ``model.flops_per_token``); a report stands for the steps since the
+    previous one. ``launcher report`` divides them by the accelerators' peak for MFU
+    (docs/mfu.md). Both must be >= 0."""
     step, values = check_report(step, metrics)
     store = store_for(ckpt_root())
     gen = _current_generation(store)

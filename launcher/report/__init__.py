@@ -10,8 +10,12 @@ imported only there: ``pip install 'launcher[plot]'``).
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from launcher.checkpoint import CheckpointError
+from launcher.checkpoint.metrics import read_metrics
+from launcher.launching.submission import job_spec
 from launcher.report.accounting import CATEGORIES, LABELS, Accounting, AttemptIn, History, Save, account
 from launcher.report.collect import collect
+from launcher.report.mfu import summarize
 
 __all__ = ["CATEGORIES", "LABELS", "Accounting", "AttemptIn", "History", "JobReport", "Save", "account", "build",
            "gather"]
@@ -26,6 +30,7 @@ class JobReport:
     notes: list = field(default_factory=list)
     plot: Optional[str] = None  # the timeline PNG, when one was drawn
     deadline: Optional[dict] = None  # cost.deadline: launcher.report.deadline
+    compute: Optional[dict] = None  # MFU, effective MFU and the peak: launcher.report.mfu
 
     def to_dict(self) -> dict:
         """The JSON-ready dict ``launcher report --json`` prints."""
@@ -33,6 +38,7 @@ class JobReport:
         d = self.accounting.to_dict()
         d.update(name=row.name, state=row.state, reason=row.reason, target=row.target, backend=row.backend,
                  ckpt_root=row.ckpt_root, notes=self.notes)
+        d.update(compute_keys(self.compute, d["goodput_pct"]))
         if self.plot:
             d["plot"] = self.plot
         if self.deadline:
@@ -40,22 +46,42 @@ class JobReport:
         return d
 
 
+def compute_keys(compute: Optional[dict], goodput_pct: Optional[float]) -> dict:
+    """The report's top-level compute keys: mfu, effective_mfu, peak (fractions, not percent),
+    goodput (useful compute / wall time, a fraction) and the details under "compute"."""
+    c = compute or {}
+    return {"mfu": c.get("mfu"), "effective_mfu": c.get("effective_mfu"), "peak": c.get("peak"),
+            "goodput": goodput_pct / 100.0 if goodput_pct is not None else None, "compute": compute}
+
+
 def gather(app, job: str, refresh: bool = True, now=None) -> JobReport:
     """The report of JOB: the state store, the scheduler's records and the checkpoint root."""
     hist, row, notes = collect(app, job, refresh=refresh, now=now)
     acc = account(hist)
-    return JobReport(acc, row, notes, deadline=_deadline(app, row, acc, notes))
-
-
-def _deadline(app, row, acc, notes: list) -> Optional[dict]:
-    # a report with a deadline only
-    from launcher.report.deadline import collect_deadline
-    # a report with a deadline only
-    from launcher.launching.submission import job_spec
-
     try:
         spec = job_spec(row)
     except Exception:  # noqa: BLE001 - collect noted it
+        spec = None
+    compute = summarize(acc, _metrics(row.ckpt_root, notes), spec)
+    return JobReport(acc, row, notes, deadline=_deadline(app, row, spec, acc, notes), compute=compute)
+
+
+def _metrics(root: Optional[str], notes: list) -> dict:
+    """What the job reported (its model FLOPs among them), {} when nothing or unreadable."""
+    if not root:
+        return {}
+    try:
+        return read_metrics(root)
+    except (CheckpointError, OSError, ValueError) as e:
+        notes.append(f"metrics under {root} unreadable (no MFU): {e}")
+        return {}
+
+
+def _deadline(app, row, spec, acc, notes: list) -> Optional[dict]:
+    # a report with a deadline only
+    from launcher.report.deadline import collect_deadline
+
+    if spec is None:
         return None
     try:
         return collect_deadline(app, row, spec, acc.to_dict())

@@ -22,12 +22,15 @@ The JSON shape (``launcher report SWEEP --json``, ``Launcher.report_sweep``)::
     {"sweep": ID, "size": N, "counts": {STATE: n},
      "wall_s": element-seconds, "categories": {CATEGORY: s}, "percent": {CATEGORY: %}, "sum_s": s,
      "goodput_pct": %, "span": {"t0", "t_end", "elapsed_s", "open"},
+     "goodput": fraction, "mfu", "effective_mfu": fractions over the elements with MFU (kept FLOPs and
+     peak-seconds summed: launcher.report.mfu.combine), "peak": {"name", "precision", "tflops", "source"} or null
+     (null when elements differ), "compute": the details,
      "cost": {"total_usd", "complete", "priced", "useful_gpu_hours", "usd_per_useful_gpu_hour", "reason"},
      "metric": {"name", "mode", "scope", "source"} or null, "reported_metrics": [NAME],
      "best": {"index", "job_id", "params", "state", "metric", "metric_step", "final_step", "cost_usd",
               "goodput_pct"} or null, "best_reason": str or null,
      "elements": [{"index", "job_id", "params", "state", "reason", "attempts", "wall_s", "categories",
-                   "goodput_pct", "cost_usd", "cost_complete", "useful_gpu_hours", "final_step",
+                   "goodput_pct", "cost_usd", "cost_complete", "useful_gpu_hours", "mfu", "effective_mfu", "final_step",
                    "metric", "metric_step", "reported", "metrics_read"}],
      "metrics_unread": [index whose root did not answer within $LAUNCHER_STORAGE_TIMEOUT],
      "notes": [str]}
@@ -41,6 +44,7 @@ from typing import Mapping, Optional
 
 from launcher.core.errors import EXIT_USAGE, LauncherError
 from launcher.report.accounting import CATEGORIES
+from launcher.report.mfu import combine
 from launcher.sweep.summary import STATE_ORDER
 
 SCOPES = ("last", "best")
@@ -154,6 +158,7 @@ def element_row(e: ElementIn, choice: Optional[MetricChoice]) -> dict:
             "categories": dict(r.get("categories") or {}), "goodput_pct": r.get("goodput_pct"),
             "cost_usd": cost.get("total_usd"), "cost_complete": bool(cost.get("complete")) if cost else False,
             "useful_gpu_hours": cost.get("useful_gpu_hours") or 0.0,
+            "mfu": (r.get("compute") or {}).get("mfu"), "effective_mfu": (r.get("compute") or {}).get("effective_mfu"),
             "final_step": _final_step(e), "metric": value, "metric_step": at,
             "reported": e.report is not None, "metrics_read": e.metrics_read}
 
@@ -219,6 +224,9 @@ def aggregate(sweep_id: str, elements, choice: Optional[MetricChoice] = None, no
     best, why = _best(rows, choice, names)
     out = {"sweep": sweep_id, "size": len(rows), "counts": _counts(rows)}
     out.update(_totals(rows, [e.report for e in elements if e.report]))
+    compute = combine([(e.report or {}).get("compute") for e in elements])
+    out.update(mfu=compute["mfu"], effective_mfu=compute["effective_mfu"], peak=compute["peak"],
+               goodput=out["goodput_pct"] / 100.0 if out["goodput_pct"] is not None else None, compute=compute)
     unread = [e.index for e in elements if not e.metrics_read]
     out.update(cost=_cost(rows), metric=choice.to_dict() if choice else None, reported_metrics=names,
                best=best, best_reason=why, elements=rows, metrics_unread=unread,

@@ -22,6 +22,7 @@ from launcher.core.errors import LauncherError
 from launcher.launching.tracking import refresh
 from launcher.report import account
 from launcher.report.collect import _stored_spec, collect, read_generation_records
+from launcher.report.mfu import summarize
 from launcher.report.sweep import ElementIn, aggregate, choose_metric
 from launcher.state.store import is_open
 from launcher.sweep.early_stop import until_stop
@@ -96,7 +97,9 @@ def _element(app, row, history: bool, now: Optional[float], specs: dict, roots) 
         hist, row, more = collect(app, row.job_id, refresh=False, now=now, history=history, specs=specs,
                                   records=records)
         notes += more
-        report = account(hist).to_dict()
+        acc = account(hist)
+        report = acc.to_dict()
+        report["compute"] = summarize(acc, got.get("metrics") or {}, _stored_spec(row, [], specs))
     except (LauncherError, OSError, ValueError) as e:
         notes.append(f"no report: {e}")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from launcher.report.accounting import CATEGORIES, LABELS
-from launcher.report.text import _dur, _usd
+from launcher.report.text import _dur, _usd, compute_lines
 from launcher.sweep.summary import params_text
 
 
@@ -69,6 +69,7 @@ def format_sweep_report(d: dict) -> str:
     counts = ", ".join(f"{n} {s}" for s, n in d["counts"].items()) or "no elements"
     out = [f"sweep {d['sweep']}: {d['size']} elements: {counts}"]
     out += _time_lines(d)
+    out += compute_lines(d.get("compute"), "elements' paid time")
     out += _cost_lines(d)
     out.append(_best_line(d))
     out += _table(d)

@@ -28,6 +28,24 @@ def _usd(x: Optional[float]) -> str:
     return "-" if x is None else (f"${x:.4f}" if x < 1 else f"${x:,.2f}")
 
 
+def _frac(x: Optional[float]) -> str:
+    return "-" if x is None else f"{100.0 * x:.1f}%"
+
+
+def compute_lines(c: Optional[dict], paid_what: str = "paid accelerator time") -> list[str]:
+    """MFU (naming its peak), the useful share of the paid time and effective MFU; or why not."""
+    if not c:
+        return []
+    if c.get("mfu") is None:
+        lines = [f"MFU - ({c.get('reason') or 'unknown'})"]
+        if c.get("peak_text"):
+            lines.append(f"  peak: {c['peak_text']}")
+        return lines
+    return [f"MFU {_frac(c['mfu'])} of {c['peak_text']}" if c.get("peak_text") else f"MFU {_frac(c['mfu'])}",
+            f"effective MFU {_frac(c['effective_mfu'])} = MFU x useful compute {_frac(c['useful_share'])} of the "
+            f"{paid_what}: the kept model FLOPs over peak x accelerators x every attempt's allocation time"]
+
+
 def format_report(d: dict) -> str:
     wall = d["wall_s"]
     out = [f"job {d['job_id']} ({d['name']}) on {d['target']} [{d['backend']}]: {d['state']}"
@@ -45,6 +63,7 @@ def format_report(d: dict) -> str:
                    + (f"; {dl['undrained']} not drained when their attempt ended" if dl.get("undrained") else ""))
     gp = d["goodput_pct"]
     out.append(f"goodput {gp:.1f}%" if gp is not None else "goodput -")
+    out += compute_lines(d.get("compute"))
     fails = d["failures"]
     if fails:
         out.append("lost work per interruption:")

@@ -43,6 +43,7 @@ def _positive_size(v):
 
 
 Duration = Annotated[Optional[int], BeforeValidator(_duration)]
+Precision = Literal["tf32", "bf16", "fp16", "fp8", "int8"]  # launcher.plan.peaks.PRECISIONS
 # where 0 would be silently dropped (no directive) or divide by zero, it is refused
 PositiveDuration = Annotated[Optional[int], BeforeValidator(_duration), AfterValidator(_positive_duration)]
 PositiveSize = Annotated[Optional[int], BeforeValidator(_size), AfterValidator(_positive_size)]
@@ -103,6 +104,16 @@ class Resources(Section):
     time_limit: PositiveDuration = None
     # how long the job needs to finish (the planner's work estimate); time_limit is the cap
     expected_runtime: PositiveDuration = None
+    # MFU's denominator (launcher report): the accelerator's dense peak at this precision, from the
+    # peak table (launcher.plan.peaks); peak_tflops overrides it (a CPU, a part not in the table):
+    # TFLOPS per accelerator (per node when gpus_per_node is 0)
+    precision: Precision = "bf16"
+    peak_tflops: Optional[float] = Field(None, gt=0, le=1e6)
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision(cls, v):
+        return v.strip().lower() if isinstance(v, str) else v
 
     @field_validator("accelerator")
     @classmethod
@@ -110,6 +121,13 @@ class Resources(Section):
         if v is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", v):
             raise ValueError("expected an accelerator name like H100, A100-80GB or L4")
         return v
+
+
+class ModelSection(Section):
+    """What the job's model computes, for MFU (``launcher report``): with ``jobside.report(step,
+    tokens=N)`` each step's model FLOPs are N x flops_per_token (6N + attention: docs/mfu.md)."""
+
+    flops_per_token: Optional[float] = Field(None, gt=0, le=1e30)
 
 
 class Topology(Section):
@@ -276,6 +294,7 @@ class JobSpec(Section):
     recovery: Recovery = Field(default_factory=Recovery)
     cost: Cost = Field(default_factory=Cost)
     burst: Burst = Field(default_factory=Burst)
+    model: ModelSection = Field(default_factory=ModelSection)
     targets: list[TargetNameStr] = Field(default_factory=list, max_length=64)
     seed: Optional[int] = Field(None, ge=0, description="exported as LAUNCHER_SEED (random per launch if unset)")
     sweep: Optional[SweepSpec] = None
