@@ -29,7 +29,8 @@ def test_wheel_contains_templates_backends_and_the_job_side_helper(wheel):
     for must in ("launcher_templates/sbatch.sh.j2", "launcher_templates/local.sh.j2",
                  "launcher_templates/_contract.sh.j2", "launcher_backends/slurm/backend.py",
                  "launcher_backends/local/backend.py", "launcher/cli.py", "launcher/jobside/__init__.py",
-                 "launcher/jobside/__main__.py", "launcher_backends/slurm/nodeguard.py"):
+                 "launcher/jobside/__main__.py", "launcher_backends/slurm/nodeguard.py",
+                 "launcher_backends/slurm/nodeorder.py", "launcher/plan/peaks.json", "launcher/jobside/call.py"):
         assert must in names, must
     # test doubles live under tests/fixtures, never in the wheel
     assert not [n for n in names if n.startswith("tests/") or n.endswith(("/fake.py", "/catalog_fixture.py"))]
@@ -57,6 +58,11 @@ def test_installed_wheel_renders_and_lists_backends(wheel, tmp_path):
     assert rows["local"]["status"] == "ok" and rows["slurm"]["status"] == "ok"
     # SkyPilot is an optional extra: without it the backend is listed as unavailable, with the hint
     assert rows["skypilot"]["status"] == "unavailable" and "launcher[skypilot]" in rows["skypilot"]["error"]
+    # the peak table ships as package data: MFU is named from an installed wheel too
+    r = subprocess.run([str(venv / "bin" / "launcher"), "peaks", "H100 SXM", "--json"], capture_output=True,
+                       text=True, env=env, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["row"]["tflops"]["bf16"] > 0
     # a plain install can use SSH targets and s3:// roots: paramiko and boto3 are dependencies
     r = subprocess.run([str(venv / "bin" / "python"), "-c", "import paramiko, boto3"], capture_output=True,
                        text=True)
