@@ -14,7 +14,7 @@ from launcher.checkpoint import CheckpointError
 from launcher.checkpoint.metrics import read_metrics
 from launcher.launching.submission import job_spec
 from launcher.report.accounting import CATEGORIES, LABELS, Accounting, AttemptIn, History, Save, account
-from launcher.report.collect import collect
+from launcher.report.collect import collect, root_unread
 from launcher.report.mfu import summarize
 
 __all__ = ["CATEGORIES", "LABELS", "Accounting", "AttemptIn", "History", "JobReport", "Save", "account", "build",
@@ -67,8 +67,9 @@ def gather(app, job: str, refresh: bool = True, now=None) -> JobReport:
 
 
 def _metrics(root: Optional[str], notes: list) -> dict:
-    """What the job reported (its model FLOPs among them), {} when nothing or unreadable."""
-    if not root:
+    """What the job reported (its model FLOPs among them), {} when nothing or unreadable (a root
+    the report could not read already is not asked again: its note says why)."""
+    if not root or root_unread(notes, root):
         return {}
     try:
         return read_metrics(root)

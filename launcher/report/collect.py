@@ -49,6 +49,12 @@ def iso_ts(v) -> Optional[float]:
 _UNREAD = "could not read the checkpoint root"
 
 
+def root_unread(notes: list, root: Optional[str]) -> bool:
+    """Whether NOTES already say ROOT could not be read (then nothing else is asked of it: each
+    question to a root that stopped answering costs a timeout)."""
+    return bool(root) and any(n.startswith(f"{_UNREAD} {root}:") for n in notes)
+
+
 def read_generation_records(root: Optional[str], job_id: str, notes: list) -> list[dict]:
     """Every ROOT/.launcher/attempts/g<G>.json written by JOB_ID, oldest generation first."""
     if not root:

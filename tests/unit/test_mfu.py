@@ -307,3 +307,11 @@ def test_launcher_peaks_prints_the_table_and_one_lookup(tmp_path, monkeypatch):
     assert "GB300" in r.output and "B300" in r.output and "source" in r.output
     r = CliRunner().invoke(main, ["peaks", "B300X"])
     assert r.exit_code != 0 and "peak unknown: B300X" in r.output
+
+
+def test_a_root_the_report_could_not_read_is_not_asked_for_its_metrics_again():
+    from launcher.report.collect import root_unread
+
+    notes = ["could not read the checkpoint root s3://b/run: program starts, resumes and save timings unknown: x"]
+    assert root_unread(notes, "s3://b/run")
+    assert not root_unread(notes, "s3://b/run2") and not root_unread(notes, None) and not root_unread([], "s3://b/run")
