@@ -30,7 +30,8 @@ Every session of the launcher sets ``lock_timeout`` (the busy timeout: every wai
 and ``idle_in_transaction_session_timeout`` (``idle_limit``, below the claim TTL: the server ends
 a frozen launcher's transaction, rolling it back whole, and with it every lock it held).
 
-Migrations run under an advisory lock (``launcher.state.schema.migrate``): two launchers
+Migrations run under a session's advisory lock, taken before their transaction begins
+(``launcher.state.schema.migrate``): two launchers
 upgrading one server at once never run a step twice; a wait for it is bounded by
 ``lock_timeout`` and its error names who holds it. The schema version lives in
 the table ``launcher_schema`` (SQLite's ``PRAGMA user_version``).
@@ -59,7 +60,12 @@ from launcher.state.engines import shown
 
 APPLICATION = 0x4C4E4348  # "LNCH": the advisory locks' first key (the SQLite file's application_id)
 MIGRATE_LOCK = 2  # a migration (1 was the writers' lock before schema 3: launcher.state.pglocks)
-BEGIN_MIGRATION = f"BEGIN; SELECT pg_advisory_xact_lock({APPLICATION}, {MIGRATE_LOCK})"
+# the migration lock is the session's, taken BEFORE its transaction begins: a launcher that waited for
+# another's migration then reads the store in a new transaction, which sees every table and stamp the
+# other committed (inside one transaction begun before the wait, the catalog may still show the store
+# as it was, and the migration would run again, its DDL beside the first launcher's writes: a deadlock)
+MIGRATION_LOCK = f"SELECT pg_advisory_lock({APPLICATION}, {MIGRATE_LOCK})"
+MIGRATION_UNLOCK = f"SELECT pg_advisory_unlock({APPLICATION}, {MIGRATE_LOCK})"
 VERSION_TABLE = "launcher_schema"
 VERSION_DDL = (f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (id BIGINT PRIMARY KEY CHECK (id = 1), "
                "application TEXT NOT NULL, version BIGINT NOT NULL)")
@@ -375,7 +381,7 @@ class PostgresEngine:
     @contextmanager
     def migration(db):
         try:
-            db.begin(BEGIN_MIGRATION)
+            db._run(MIGRATION_LOCK, None)
         except StateStoreFailure as e:
             if "locked" not in str(e):
                 raise
@@ -383,12 +389,17 @@ class PostgresEngine:
                                     f"its migration lock: {migration_holder(db)} (waited {db.timeout:g} s); let it "
                                     f"finish, or end that session") from None
         try:
-            yield
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
+            db._run("BEGIN", None)  # after the lock: this transaction sees what an earlier migration committed
+            try:
+                yield
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        finally:
+            if not db.broken:  # (a dropped session released its lock with it)
+                db._run(MIGRATION_UNLOCK, None)
 
 
 def migration_holder(db) -> str:

@@ -98,6 +98,19 @@ class FakeCloudBackend(LocalBackend):
         o = self.target.options
         return o if isinstance(o, FakeCloudOptions) else _options(self.target.raw)
 
+    # ---- Egress: a flat rate between its regions (a test double: the figure is its own)
+    EGRESS_USD_PER_GB: ClassVar[float] = 0.02
+
+    @classmethod
+    def egress_per_gb(cls, cloud: str, src_region: str, dst_region: str) -> Optional[tuple]:
+        if src_region == dst_region:
+            return 0.0, "fakecloud: same region"
+        return cls.EGRESS_USD_PER_GB, "fakecloud's flat rate between its regions"
+
+    @classmethod
+    def egress_highest(cls, cloud: str) -> Optional[tuple]:
+        return cls.EGRESS_USD_PER_GB, "fakecloud's flat rate between its regions"
+
     # ---- Host (available; runner, the local one, inherited) and Backend.close
     @classmethod
     def available(cls) -> Optional[str]:
