@@ -95,6 +95,19 @@ def in_thread(fn) -> tuple:
     return t, out
 
 
+def waits_until_released(url: str, held: Holder, write, what: str) -> None:
+    """WRITE, run in a thread while HELD's transaction is open, waits on a lock (the server says so)
+    and has not finished; once HELD commits, it finishes."""
+    t, out = in_thread(write)
+    try:
+        poll(what, lambda: lock_waiters(url) >= 1, timeout=60)
+        assert not out, out
+    finally:
+        held.done()
+    t.join(60)
+    assert out == {"done": True}, out
+
+
 def test_writes_of_different_jobs_do_not_wait_for_each_other(stores, pg_url):
     a, b = stores("one"), stores("two")
     held = Holder(a, jobs=["a"])
@@ -111,14 +124,8 @@ def test_writes_of_different_jobs_do_not_wait_for_each_other(stores, pg_url):
 def test_two_writes_of_one_job_wait_and_the_second_sees_the_first(stores, pg_url):
     a, b = stores("one"), stores("two")
     held = Holder(a, jobs=["a"], key="first")
-    t, out = in_thread(lambda: b.patch_meta("a", second=True))
-    try:
-        poll("the second write waits for the job's row", lambda: lock_waiters(pg_url) >= 1, timeout=60)
-        assert not out, out
-    finally:
-        held.done()
-    t.join(60)
-    assert out == {"done": True}, out
+    waits_until_released(pg_url, held, lambda: b.patch_meta("a", second=True),
+                         "the second write waits for the job's row")
     meta = b.get_job("a").meta
     assert meta["first"] is True and meta["second"] is True, meta  # neither write lost the other's key
 
@@ -126,28 +133,15 @@ def test_two_writes_of_one_job_wait_and_the_second_sees_the_first(stores, pg_url
 def test_a_whole_lock_writer_has_the_store_to_itself(stores, pg_url):
     a, b = stores("one"), stores("two")
     whole = Holder(a, jobs=None)  # e.g. a sweep's slot accounting: no one else writes meanwhile
-    t, out = in_thread(lambda: b.patch_meta("b", x=1))  # another job: waits all the same
-    try:
-        poll("a job's write waits for the whole lock", lambda: lock_waiters(pg_url) >= 1, timeout=60)
-        assert not out, out
-    finally:
-        whole.done()
-    t.join(60)
-    assert out == {"done": True}, out
+    waits_until_released(pg_url, whole, lambda: b.patch_meta("b", x=1),  # another job: waits all the same
+                         "a job's write waits for the whole lock")
 
-    shared = Holder(a, jobs=["a"])  # and the other way round: the whole lock waits for a job's write
     def whole_write():
         with b.tx() as db:
             db.execute("UPDATE jobs SET updated = updated WHERE job_id = 'b'")
 
-    t, out = in_thread(whole_write)
-    try:
-        poll("the whole lock waits for a job's write", lambda: lock_waiters(pg_url) >= 1, timeout=60)
-        assert not out, out
-    finally:
-        shared.done()
-    t.join(60)
-    assert out == {"done": True}, out
+    shared = Holder(a, jobs=["a"])  # and the other way round: the whole lock waits for a job's write
+    waits_until_released(pg_url, shared, whole_write, "the whole lock waits for a job's write")
 
 
 def _race(url: str, home: str, job: str, start, out) -> None:
