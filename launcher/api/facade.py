@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import os
-import sqlite3
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -328,7 +327,7 @@ class Launcher:
             store = self.app.store
             count, oldest = open_jobs_since(store)
             rows = watcher_rows(store) if count else []
-        except (LauncherError, sqlite3.Error):  # (PostgreSQL's other failures come as sqlite3's)
+        except LauncherError:  # (the store's failures are StateStoreErrors, on either engine)
             return None
         return stale_watchers(rows, count, time.time() if now is None else now, oldest)
 

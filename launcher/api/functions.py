@@ -20,7 +20,6 @@ import os
 import pickle
 import secrets
 import shlex
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -268,7 +267,7 @@ def _watcher_alive(lx: "Launcher") -> bool:
 
     try:
         rows = watcher_rows(lx.app.store)
-    except (LauncherError, sqlite3.Error):  # advice only (PostgreSQL's failures come as sqlite3's)
+    except LauncherError:  # advice only (the store's failures are StateStoreErrors)
         return False
     return bool(rows) and stale_watchers(rows, 1, time.time()) is None
 

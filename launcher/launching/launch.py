@@ -255,7 +255,7 @@ def record_launched(store, job_id: str, attempt: int, target_name: str, handle: 
 
 
 def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=(), owner=None,
-             spec=None, recovery: Optional[dict] = None) -> Handle:
+             spec=None, recovery: Optional[dict] = None, release: bool = False) -> Handle:
     """Submit a further attempt of an existing job (recovery, burst), by the submission
     protocol (``launcher.launching.submit``).
 
@@ -268,7 +268,8 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
     new holder recorded it, else cancelled (``settle_unrecorded``); the ClaimLost is raised.
     SPEC: the job's parsed spec when the caller has it (a watcher's ``SpecMemo``), else parsed here.
     RECOVERY: the recovery state's changes that go with this attempt, recorded with it (and the
-    job's reason, REASON) in the submission's own transaction."""
+    job's reason, REASON) in the submission's own transaction. RELEASE: OWNER's claim is given
+    back in that transaction too (the caller's last write under it)."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.state.claims import claim_ttl, kept_alive
     # launch/plan only: `launcher render` and `status` import this module and stay light
@@ -282,7 +283,8 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
                                         "resubmitted", {"target": target_name, "attempt": attempt,
                                                         "native_id": handle.native_id, "reason": reason,
                                                         "found_existing": found})],
-                                    recovery=recovery, job_reason=reason if recovery is not None else None)
+                                    recovery=recovery, job_reason=reason if recovery is not None else None,
+                                    release=release and owner is not None)
     except ClaimLost:
         if not found:  # ours alone: adopted by the new holder, or a second copy to cancel
             settle_unrecorded(app.store, app.backend(target_name), job_row.job_id, attempt, handle)

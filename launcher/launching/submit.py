@@ -34,7 +34,6 @@ from __future__ import annotations
 from pathlib import Path
 import os
 import socket
-import sqlite3
 import time
 from typing import Callable, Optional
 
@@ -48,7 +47,7 @@ from launcher.transport.errors import may_have_run
 
 FENCE_S = 10.0  # a claim that holds for less than this is not acted on: it may lapse mid-call
 SETTLE_WAIT_S = 30.0  # how long a holder that lost its claim waits to take it back to settle
-STORE_FAILURES = (StateStoreError, sqlite3.Error, OSError)  # the state store failed (a server gone, a lock held)
+STORE_FAILURES = (StateStoreError, OSError)  # the state store failed (a server gone, a lock held)
 
 
 def proves_not_submitted(exc: BaseException) -> bool:

@@ -30,14 +30,13 @@ again replaces its row, never counts it twice. ``load(store, now)`` gives the ro
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Optional
 
 from launcher.backend.protocols import Pricing, can
 from launcher.backend.registry import default_registry
-from launcher.core.errors import LauncherError
+from launcher.core.errors import LauncherError, StateStoreError
 from launcher.plan.chase import Observation
 from launcher.state import observations
 
@@ -142,7 +141,8 @@ def observe_attempt(store, job_row, attempt_row, status=None, now: Optional[floa
     return seen
 
 
-def observe_job(store, job_row, status=None, now: Optional[float] = None, registry=None, spec=None) -> list[Seen]:
+def observe_job(store, job_row, status=None, now: Optional[float] = None, registry=None, spec=None,
+                attempts=None, observed=None) -> list[Seen]:
     """``observe_attempt`` for every ended attempt of a job not recorded yet, and for its
     latest attempt (with STATUS, the backend's Status of that attempt) when it has ended.
 
@@ -150,10 +150,12 @@ def observe_job(store, job_row, status=None, now: Optional[float] = None, regist
     ended while the job kept going (a Slurm requeue in place makes a new attempt row and
     the job is RUNNING again by the time watch looks). Advisory: a state store error is
     swallowed (learning must never stop recovery); returns what was recorded. SPEC: the job's
-    parsed spec, when the caller has it (its node count: otherwise the stored spec is parsed)."""
+    parsed spec, when the caller has it (its node count: otherwise the stored spec is parsed).
+    ATTEMPTS and OBSERVED: the job's attempts and those already observed, as the caller read them
+    (a watch's claim: ``Claim.attempts``, ``Claim.observed``); otherwise they are read here."""
     try:
-        done = observations.attempts_observed(store, job_row.job_id)
-        attempts = store.attempts(job_row.job_id)
+        done = observations.attempts_observed(store, job_row.job_id) if observed is None else observed
+        attempts = store.attempts(job_row.job_id) if attempts is None else attempts
         out = []
         for a in attempts:
             latest = a is attempts[-1]
@@ -165,7 +167,7 @@ def observe_job(store, job_row, status=None, now: Optional[float] = None, regist
             if seen is not None:
                 out.append(seen)
         return out
-    except sqlite3.Error:
+    except StateStoreError:
         return []
 
 

@@ -7,8 +7,8 @@ Every watch pass (``launcher.recovery.watch.cycle``) ends with ``step``:
    (``completed``, ``failed``, ``gave_up``, ``stopped``, ``cancelled``, ``superseded``: its
    final state); an open job with ``cost.deadline`` gets ``deadline_at_risk`` once it is
    expected to miss it (``deadline_risk``). The decision is taken under the job's claim and
-   recorded as one outbox row per (job, event) (``launcher.state.outbox``: ``INSERT OR
-   IGNORE`` on a unique key), so three watchers deciding the same event record it once.
+   recorded as one outbox row per (job, event) (``launcher.state.outbox``: ``ON
+   CONFLICT DO NOTHING`` on a unique key), so three watchers deciding the same event record it once.
 2. **Deliver** on a thread of its own (``Deliverer``), so a slow or failing webhook never
    delays a pass: each due row is leased and its try counted in the same transaction (before
    anything is sent), POSTed within ``notify.timeout`` seconds *in all* (``httppost.post``: a

@@ -104,25 +104,53 @@ def manifest_bytes(manifest) -> Optional[int]:
     return sum(int(f.get("size") or 0) for f in manifest["files"] if isinstance(f, dict))
 
 
-def record_progress(app, job, progress=None) -> None:
+@dataclass(frozen=True)
+class ProgressWrites:
+    """What a progress read changes in the store: the job's last committed step (None: unchanged)
+    and, per attempt, the fields of its row that the checkpoint root's history corrects."""
+
+    last_step: Optional[int] = None
+    attempts: tuple = ()  # (attempt number, {column: value}), in attempt order
+
+    def __bool__(self) -> bool:
+        return self.last_step is not None or bool(self.attempts)
+
+
+def progress_writes(job, attempts, progress: Progress) -> ProgressWrites:
+    """Pure: what PROGRESS (read from JOB's checkpoint root) changes in the store, given the job
+    row and its ATTEMPTS as stored: its last committed step; the step each attempt ACTUALLY
+    resumed from (its generation's record in GENERATIONS.json, matched by job id and attempt);
+    and the tier each resumed from (local, peer, durable: ``launcher.checkpoint.tiers``)."""
+    if progress.error:
+        return ProgressWrites()
+    step = progress.committed_step
+    last_step = step if step is not None and step != job.last_step else None
+    numbers = [a.attempt for a in attempts]
+    resumes = takeover.resume_steps(job.job_id, numbers, progress.history)
+    records = takeover.attempt_records(job.job_id, numbers, progress.history)
+    changed = []
+    for a in attempts:
+        fields = {}
+        if a.attempt in resumes and resumes[a.attempt] != a.resume_step:
+            fields["resume_step"] = resumes[a.attempt]
+        tier = (records.get(a.attempt) or {}).get("resume_tier")
+        if tier and (a.meta or {}).get("resume_tier") != tier:
+            fields["meta"] = {**(a.meta or {}), "resume_tier": tier}
+        if fields:
+            changed.append((a.attempt, fields))
+    return ProgressWrites(last_step, tuple(changed))
+
+
+def record_progress(app, job, progress=None, attempts=None) -> None:
     """Copy the checkpoint root's facts into the state store, where `launcher status` shows
-    them: the last committed step, and the step each attempt ACTUALLY resumed from (its
-    generation's record in GENERATIONS.json, matched by job id and attempt)."""
+    them (``progress_writes``), in one transaction, and none when nothing changed. PROGRESS:
+    the root as already read (else it is read now); ATTEMPTS: the job's attempts as already
+    read (a watch's claim), else they are read."""
     if not job.ckpt_root:
         return
     progress = progress or read_progress(job.ckpt_root)
     if progress.error:
         return
-    if progress.committed_step is not None and progress.committed_step != job.last_step:
-        app.store.update_job(job.job_id, last_step=progress.committed_step)
-    attempts = app.store.attempts(job.job_id)
-    resumes = takeover.resume_steps(job.job_id, [a.attempt for a in attempts], progress.history)
-    for a in attempts:
-        if a.attempt in resumes and resumes[a.attempt] != a.resume_step:
-            app.store.update_attempt(job.job_id, a.attempt, resume_step=resumes[a.attempt])
-    # the tier each attempt resumed from (local, peer, durable: launcher.checkpoint.tiers)
-    records = takeover.attempt_records(job.job_id, [a.attempt for a in attempts], progress.history)
-    for a in attempts:
-        tier = (records.get(a.attempt) or {}).get("resume_tier")
-        if tier and (a.meta or {}).get("resume_tier") != tier:
-            app.store.update_attempt(job.job_id, a.attempt, meta={**(a.meta or {}), "resume_tier": tier})
+    writes = progress_writes(job, app.store.attempts(job.job_id) if attempts is None else attempts, progress)
+    if writes:
+        app.store.write_progress(job.job_id, writes.last_step, writes.attempts)

@@ -16,7 +16,6 @@ token up in the scheduler first and adopts what it finds.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from typing import Callable, Optional
 
@@ -44,6 +43,10 @@ from launcher.recovery.cancel import OVERTAKEN
 from launcher.recovery.policy import reconcile_submitting
 from launcher.recovery.progress import read_progress, record_progress
 from launcher.recovery.state import RecoveryState
+
+# the rows a pass decides on are read this many at a time, right before they are decided: one read
+# for many jobs, and a row never older than the decisions on the jobs before it in its chunk
+DECIDE_CHUNK = 50
 
 
 def hooks_of(app, hooks: Optional[WatchHooks] = None) -> WatchHooks:
@@ -94,9 +97,14 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
     if poller is not None:  # several watchers: each starts deciding at a point of its own (changes.spread)
         by_id = {t[0].job_id: t for t in todo}
         todo = [by_id[j] for j in changes.spread(list(by_id), poller.owner)]
-    for job, st, seen in todo:
+    fresh: dict = {}  # the rows of the jobs about to be decided, read DECIDE_CHUNK at a time (after refresh wrote)
+    for i, (job, st, seen) in enumerate(todo):
+        if i % DECIDE_CHUNK == 0:
+            fresh = store.jobs_by_id(t[0].job_id for t in todo[i:i + DECIDE_CHUNK])
+        if job.job_id not in fresh:  # gone, or its meta unreadable: the next listing says so
+            continue
         try:
-            o = _one(app, job.job_id, st, clock, hooks, specs)
+            o = _one(app, job.job_id, st, clock, hooks, specs, row=fresh[job.job_id])
         except ClaimLost as e:
             o = Outcome(job.job_id, "claimed", str(e))
         except LauncherError as e:
@@ -138,7 +146,7 @@ def _mark(store, keep: list, forget: list) -> None:
         watch_marks.save(store, keep, forget)
     except StoreUnreachable:
         raise
-    except (StateStoreError, sqlite3.Error):
+    except StateStoreError:
         pass
 
 
@@ -314,9 +322,11 @@ def start_trace(app, job, attempt: int) -> str:
 
 # ---- one open job
 def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS,
-         specs: Optional[SpecMemo] = None) -> Optional[Outcome]:
+         specs: Optional[SpecMemo] = None, row=None) -> Optional[Outcome]:
+    """Decide on one open job whose status ST changed (or is due), and act. ROW: the job as read
+    a moment ago (a pass reads the rows it decides on ``DECIDE_CHUNK`` at a time), else read now."""
     store = app.store
-    row = store.get_job(job_id)
+    row = store.get_job(job_id) if row is None else row
     if not is_open(row):  # the status just read closed it (COMPLETED, CANCELLED), or another watcher did
         if isinstance(st, Status) and st.state.value == row.state and closes_job(row.state):
             # its last progress (final step, each attempt's resume step): a pass reads a running
@@ -338,17 +348,21 @@ def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS,
             return moved
     rs = RecoveryState.load(row.meta)
     seen = on_status(rs, st, clock())
-    if isinstance(st, Status):
-        # spot that learns: every ended attempt (a Slurm requeue in place included) is evidence
-        # for the planner's interruption rates, recorded before any resubmission ranks offers
-        observe_job(store, row, st, spec=specs.spec(row))
     if isinstance(seen, Note):
+        if isinstance(st, Status):  # spot that learns: an attempt that ended while the job kept going
+            observe_job(store, row, st, spec=specs.spec(row))  # (a Slurm requeue in place) is evidence too
         return apply(app, row, seen)
-    store.save_recovery(job_id, seen.state.changes_since(rs))
-    with claimed(store, job_id, wait=False) as c:  # a job another watcher is writing is theirs to decide
-        if c is None or (seen.lost is not None and not is_open(c.job)):
+    # the unit of work of a job that needs an action: the claim takes the status's recovery changes
+    # and reads the view the decision needs (one transaction); the decision's writes and the claim's
+    # release are one more; a resubmission adds its fence (the claim still holds) before the scheduler
+    with claimed(store, job_id, wait=False, recovery=seen.state.changes_since(rs), view=True) as c:
+        if c is None or (seen.lost is not None and not is_open(c.job)):  # another watcher is writing it
             return Outcome(job_id, "claimed", "another watcher is deciding on it")
-        return apply(app, c.job, seen.lost or _decide_claimed(app, c, st, clock(), hooks, specs), owner=c.owner,
+        if isinstance(st, Status):
+            # spot that learns: every ended attempt is evidence for the planner's interruption rates,
+            # recorded before any resubmission ranks offers
+            observe_job(store, c.job, st, spec=specs.spec(c.job), attempts=c.attempts, observed=c.observed)
+        return apply(app, c.job, seen.lost or _decide_claimed(app, c, st, clock(), hooks, specs), claim=c,
                      specs=specs)
 
 
@@ -357,28 +371,28 @@ def _decide_claimed(app, c, st: Status, now: float, hooks: WatchHooks = NO_HOOKS
     """Under the job's claim, on the job and attempts read when the claim was taken."""
     action = settled(c.job, c.attempts) or hooks.decide_ended(c.job)
     if action is None:
-        action = on_ended(c.job, c.attempts, gather(app, c.job, specs), st, now)
+        action = on_ended(c.job, c.attempts, gather(app, c, specs), st, now)
     return action
 
 
-def gather(app, job, specs: Optional[SpecMemo] = None) -> Facts:
-    """What the decision reads besides the job's rows: its spec (SPECS': parsed once per job),
-    the checkpoint root's progress (copied into the store on the way) and the other jobs on
-    that root."""
+def gather(app, c, specs: Optional[SpecMemo] = None) -> Facts:
+    """What the decision reads besides the claim's view C (the job, its attempts, the jobs on its
+    checkpoint root): its spec (SPECS': parsed once per job) and the checkpoint root's progress
+    (copied into the store on the way, in one transaction when it changed anything)."""
+    job = c.job
     spec = specs.spec(job) if specs is not None else job_spec(job)
     progress = read_progress(job.ckpt_root)
     if progress.unknown:
         return Facts(spec, progress)
-    record_progress(app, job, progress)
-    sharing = ()
-    if job.ckpt_root:
-        sharing = tuple((j.job_id, j.created) for j in app.store.jobs_sharing_root(job.ckpt_root))
-    return Facts(spec, progress, sharing)
+    record_progress(app, job, progress, attempts=c.attempts)
+    return Facts(spec, progress, tuple((j.job_id, j.created) for j in c.sharing))
 
 
-def apply(app, job, action: Action, owner: Optional[str] = None, specs: Optional[SpecMemo] = None) -> Outcome:
-    """Carry a decision out; a Close or Resubmit only under the job's claim (OWNER)."""
+def apply(app, job, action: Action, claim=None, specs: Optional[SpecMemo] = None) -> Outcome:
+    """Carry a decision out; a Close or Resubmit only under the job's CLAIM (a ``Claim``), which
+    the decision's last write gives back in its own transaction."""
     store = app.store
+    owner = claim.owner if claim is not None else None
     if isinstance(action, Note):
         if action.state is not None:
             store.save_recovery(job.job_id, action.state.changes_since(RecoveryState.load(job.meta)))
@@ -389,14 +403,18 @@ def apply(app, job, action: Action, owner: Optional[str] = None, specs: Optional
         return Outcome(job.job_id, action.action, action.reason)
     if isinstance(action, Close):
         store.close_job(job.job_id, action.state, action.reason, owner=owner, event=action.event,
-                        detail=action.detail)
+                        detail=action.detail, release=claim is not None)
+        if claim is not None:
+            claim.released = True
         return Outcome(job.job_id, action.action, action.why)
     reason = action.decision.reason
     target = job.target  # a backend that fails over (ChoosesPlacement) does so within the target
     # the recovery state (its attempt counter) is recorded with the attempt, in one transaction
     handle = resubmit(app, job, target, action.attempt, reason, avoid=action.avoid, owner=owner,
                       spec=specs.spec(job) if specs is not None else None,
-                      recovery=action.state.changes_since(RecoveryState.load(job.meta)))
+                      recovery=action.state.changes_since(RecoveryState.load(job.meta)), release=claim is not None)
+    if claim is not None:
+        claim.released = True
     return Outcome(job.job_id, "resubmitted", f"{reason} -> {target} id {handle.native_id}")
 
 
@@ -468,7 +486,7 @@ def _beat(app, heartbeat: Heartbeat, started: float, now: float, echo, unrecorde
         heartbeat.beat(app.store, started, now)
     except StoreUnreachable:
         raise
-    except (StateStoreError, sqlite3.Error) as e:  # (PostgreSQL's other failures come as sqlite3's)
+    except StateStoreError as e:  # (either engine's: launcher.state.connection)
         if not unrecorded:
             echo(f"warning: this watcher's heartbeat was not recorded ({e}); it goes on watching")
         return True

@@ -12,7 +12,7 @@ import time
 from launcher.core.redact import mask_values, redact_obj, redact_text
 from launcher.core.status import attempt_ended, is_final, job_state_for
 from launcher.state import wakeups
-from launcher.state.rows import AttemptRow, mirrored_state, reopened
+from launcher.state.rows import ATTEMPT_REPLACED, AttemptRow, mirrored_state, reopened
 
 CHUNK = 500  # job ids per IN (...) query, under SQLite's variable limit
 
@@ -43,8 +43,8 @@ class BulkStore:
             open_ids = set(ids) - set(cancelled)
             metas = reopened({j: r["meta"] for j, r in rows.items() if j in open_ids})
             db.executemany(
-                "INSERT OR REPLACE INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,"
-                "resume_step,meta) VALUES(?,1,?,?,?,?,?,'',NULL,'{}')",
+                "INSERT INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,resume_step,meta) "
+                "VALUES(?,1,?,?,?,?,?,'',NULL,'{}') " + ATTEMPT_REPLACED,
                 [(j, target, n, h, now, state) for j, h, n in entries])
             db.executemany("UPDATE jobs SET handle=?, state=?, target=?, updated=? WHERE job_id=?",
                            [(h, job_state, target, now, j) for j, h, _ in entries if j in open_ids])

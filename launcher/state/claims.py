@@ -34,14 +34,16 @@ claim_ttl = knobs.claim_ttl
 
 
 @contextmanager
-def claimed(store, job_id: str, ttl: Optional[float] = None, wait: bool = True) -> Iterator:
+def claimed(store, job_id: str, ttl: Optional[float] = None, wait: bool = True, **claim) -> Iterator:
     """The job's claim for the duration of the block (None when another process holds it; with
-    WAIT False, also while another session is writing the job: ``StateStore.claim``)."""
-    c = store.claim(job_id, ttl=ttl or claim_ttl(), wait=wait)
+    WAIT False, also while another session is writing the job: ``StateStore.claim``), given back
+    at its end unless the block's last write gave it back (``Claim.released``). CLAIM: what else
+    ``StateStore.claim`` takes (``recovery``, ``view``)."""
+    c = store.claim(job_id, ttl=ttl or claim_ttl(), wait=wait, **claim)
     try:
         yield c
     finally:
-        if c is not None:
+        if c is not None and not c.released:
             store.release(job_id, c.owner)
 
 

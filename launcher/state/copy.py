@@ -2,7 +2,7 @@
 (``launcher state migrate --to postgresql://...``), without loss and idempotently.
 
 Every table of the schema is copied (the list is read from SCHEMA itself:
-``launcher.state.dialect.tables``), in one transaction on the server taken like every other
+``launcher.state.schema.tables``), in one transaction on the server taken like every other
 write (``StateStore.tx``: the writers' lock), so a watcher running on the server meanwhile
 sees all of it or nothing, and a failure leaves the server as it was.
 
@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
-from launcher.state.dialect import tables
+from launcher.state.schema import tables
 from launcher.state.engines import shown
 
 CHUNK = 500  # values per IN (...) list
@@ -134,7 +134,7 @@ def copy(source, target) -> list:
             keyed, whole = _missing(db, table, rows)
             insert = f"INTO {table}({', '.join(cols)}) VALUES({','.join('?' * len(cols))})"
             if keyed:
-                db.executemany(f"INSERT OR IGNORE {insert}", keyed)  # (a watcher's row written meanwhile wins)
+                db.executemany(f"INSERT {insert} ON CONFLICT DO NOTHING", keyed)  # (a watcher's row written meanwhile wins)
             if whole:
                 db.executemany(f"INSERT {insert}", whole)
             out.append(TableCopy(table, len(rows), len(rows) - len(keyed) - len(whole), len(keyed) + len(whole)))
@@ -151,7 +151,8 @@ def mark_moved(source, url: str) -> None:
     with source.tx() as db:
         db.execute(f"CREATE TABLE IF NOT EXISTS {MOVED_TABLE} (id INTEGER PRIMARY KEY CHECK (id = 1), "
                    "url TEXT NOT NULL, at REAL NOT NULL)")
-        db.execute(f"INSERT OR REPLACE INTO {MOVED_TABLE}(id, url, at) VALUES (1, ?, ?)", (url, time.time()))
+        db.execute(f"INSERT INTO {MOVED_TABLE}(id, url, at) VALUES (1, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                   "url=excluded.url, at=excluded.at", (url, time.time()))
 
 
 def moved_to(db) -> Optional[str]:

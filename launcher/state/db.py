@@ -33,7 +33,8 @@ from typing import Callable, Optional
 from launcher.core import knobs
 from launcher.core.errors import StateStoreError
 from launcher.core.regular import NotReadable, check_regular
-from launcher.state.schema import SCHEMA_VERSION, migrate
+from launcher.state.connection import ConstraintError, StatementError
+from launcher.state.schema import SCHEMA_VERSION, SQLITE, migrate
 
 APPLICATION_ID = 0x4C4E4348  # "LNCH"
 HEADER = b"SQLite format 3\x00"
@@ -41,9 +42,9 @@ DEFAULT_BUSY_TIMEOUT = 30.0
 
 
 
-class StateStoreFailure(StateStoreError, sqlite3.OperationalError):
-    """A StateStoreError that is still a sqlite3.OperationalError, so code that handles
-    SQLite's errors keeps working; the CLI prints its message as one line."""
+class StateStoreFailure(StateStoreError):
+    """The store itself failed (its file damaged, read-only, locked or full; its server away, a lock
+    not granted): one line saying what to do, which the CLI prints (``launcher.state.connection``)."""
 
 
 class StoreUnreachable(StateStoreFailure):
@@ -124,14 +125,17 @@ def _no_space(path) -> bool:
     return st.f_bavail == 0 or st.f_favail == 0
 
 
+def statement_error(path, exc: sqlite3.Error) -> StatementError:
+    """A statement's own failure on the SQLite store at PATH, as the store's contract names it."""
+    kind = ConstraintError if isinstance(exc, sqlite3.IntegrityError) else StatementError
+    return kind(f"the state store {path}: a statement failed ({' '.join(str(exc).split())[:300]})")
+
+
 def _mapped(fn: Callable, path, timeout):
     try:
         return fn()
     except sqlite3.Error as e:
-        err = as_store_error(path, e, timeout)
-        if err is None:
-            raise
-        raise err from e
+        raise (as_store_error(path, e, timeout) or statement_error(path, e)) from e
 
 
 class _Cursor(sqlite3.Cursor):
@@ -157,11 +161,24 @@ class _Cursor(sqlite3.Cursor):
                        self.connection.timeout)
 
 
-class StoreConnection(sqlite3.Connection):
-    """A connection whose file-level failures are StateStoreErrors naming the store."""
+class SQLiteConnection(sqlite3.Connection):
+    """A connection to a SQLite store, keeping the store's contract
+    (``launcher.state.connection.StoreConnection``): every failure is a StateStoreError naming
+    the store, and a write transaction excludes every other writer (``BEGIN IMMEDIATE``)."""
 
     path = ""
     timeout = DEFAULT_BUSY_TIMEOUT
+    engine = SQLITE
+
+    def begin_write(self) -> None:
+        self.execute("BEGIN IMMEDIATE")
+
+    def begin_jobs(self, job_ids: list) -> None:
+        """SQLite locks the whole file: a job's write excludes every other writer, as any write does."""
+        self.begin_write()
+
+    def lock_job_unless_busy(self, job_id: str) -> bool:
+        return True  # (inside BEGIN IMMEDIATE no other writer runs: the job is never busy)
 
     def cursor(self, factory=_Cursor):
         return super().cursor(factory)
@@ -195,7 +212,7 @@ _OPEN_LOCK = threading.Lock()
 
 
 # ---------------------------------------------------------------- opening
-def open_db(path: Path, schema: str, shared: bool = False) -> StoreConnection:
+def open_db(path: Path, schema: str, shared: bool = False) -> SQLiteConnection:
     """Connect to the store at PATH, creating it (with SCHEMA) only where no file exists.
     SHARED: the connection may be closed from another thread than its own (``StateStore``
     gives each thread its own connection and closes them all at once)."""
@@ -224,9 +241,9 @@ def open_db(path: Path, schema: str, shared: bool = False) -> StoreConnection:
     return db
 
 
-def _connect(path: Path, timeout: float, shared: bool = False) -> StoreConnection:
+def _connect(path: Path, timeout: float, shared: bool = False) -> SQLiteConnection:
     try:
-        db = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, factory=StoreConnection,
+        db = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, factory=SQLiteConnection,
                              check_same_thread=not shared)
     except sqlite3.Error as e:
         raise (as_store_error(path, e, timeout) or StateStoreFailure(f"cannot open the state store {path}: {e}")) \
@@ -274,7 +291,7 @@ def empty_store_message(path: Path) -> str:
             f"(mv {path} {path}.empty) to start a new store")
 
 
-def check_intact(db: StoreConnection, path: Path) -> None:
+def check_intact(db: SQLiteConnection, path: Path) -> None:
     """Refuse a store with a damaged page anywhere (``PRAGMA quick_check``), as a read of
     that page would: the same "is damaged" StateStoreError, the file left as it is."""
     rows = [str(r[0]) for r in db.execute("PRAGMA quick_check(3)").fetchall()]
@@ -284,7 +301,7 @@ def check_intact(db: StoreConnection, path: Path) -> None:
         raise StateStoreFailure(describe_failure(path, "corrupt", f"quick_check: {said}"[:300]))
 
 
-def _check_identity(db: StoreConnection, path: Path, schema: str) -> None:
+def _check_identity(db: SQLiteConnection, path: Path, schema: str) -> None:
     app_id = db.execute("PRAGMA application_id").fetchone()[0]
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if app_id == APPLICATION_ID:

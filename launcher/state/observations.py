@@ -15,8 +15,10 @@ def record(store, key: tuple, node_hours: float, events: int, kind: str, ts: flo
     cloud, region, zone, itype, spot = key
     with store.tx(jobs=()) as db:  # one upsert
         db.execute(
-            "INSERT OR REPLACE INTO spot_observations(cloud,region,zone,instance_type,spot,node_hours,events,kind,"
-            "ts,job_id,attempt) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO spot_observations(cloud,region,zone,instance_type,spot,node_hours,events,kind,ts,job_id,"
+            "attempt) VALUES(?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (job_id, attempt) DO UPDATE SET cloud=excluded.cloud, "
+            "region=excluded.region, zone=excluded.zone, instance_type=excluded.instance_type, spot=excluded.spot, "
+            "node_hours=excluded.node_hours, events=excluded.events, kind=excluded.kind, ts=excluded.ts",
             (cloud, region, zone, itype, int(spot), node_hours, events, kind, ts, job_id, attempt))
 
 

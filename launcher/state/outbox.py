@@ -3,7 +3,7 @@
 Deciding and delivering are two steps (``launcher.recovery.notify``):
 
 * **decided once.** A row per (job, event), ``UNIQUE (job_id, event)``: the watcher that
-  decides an event (under the job's claim) inserts it with ``INSERT OR IGNORE`` in one
+  decides an event (under the job's claim) inserts it with ``ON CONFLICT DO NOTHING`` in one
   transaction, so however many watchers decide the same event, one row exists. A closed
   job's decision is marked ``final`` (even when its event is not one the spec asks for:
   state ``skipped``), so it is looked at once.
@@ -63,13 +63,15 @@ class Outbox:
         whose closing has not been decided on yet (no ``final`` row)."""
         finals = sorted(FINAL_STATES)
         marks = ",".join("?" * len(finals))
+        db = self.store.db
+        job_has, sweep_has = (db.engine.contains.format(column=c) for c in ("j.spec_yaml", "s.spec_yaml"))
         q = (f"SELECT j.job_id FROM jobs j WHERE j.state IN ({marks}) AND "
-             "(instr(j.spec_yaml, 'notify') > 0 OR instr(j.spec_yaml, 'mlflow') > 0 OR (j.spec_yaml = '' AND "
-             "j.sweep_id IN (SELECT s.sweep_id FROM sweeps s WHERE instr(s.spec_yaml, 'notify') > 0 OR "
-             "instr(s.spec_yaml, 'mlflow') > 0))) AND NOT EXISTS "
+             f"({job_has} OR {job_has} OR (j.spec_yaml = '' AND "
+             f"j.sweep_id IN (SELECT s.sweep_id FROM sweeps s WHERE {sweep_has} OR {sweep_has}))) AND NOT EXISTS "
              "(SELECT 1 FROM notifications n WHERE n.job_id = j.job_id AND n.final = 1) "
              "ORDER BY j.updated LIMIT ?")
-        return [r["job_id"] for r in self.store.db.execute(q, (*finals, limit)).fetchall()]
+        words = ("notify", "mlflow")
+        return [r["job_id"] for r in db.execute(q, (*finals, *words, *words, limit)).fetchall()]
 
     def has(self, job_id: str, event: str) -> bool:
         return self.store.db.execute("SELECT 1 FROM notifications WHERE job_id=? AND event=?",
@@ -85,8 +87,8 @@ class Outbox:
         now = time.time() if now is None else now
         with self.store.tx() as db:
             cur = db.execute(
-                "INSERT OR IGNORE INTO notifications(job_id,event,final,created,state,sink,payload,max_tries,"
-                "next_try) VALUES(?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO notifications(job_id,event,final,created,state,sink,payload,max_tries,next_try) "
+                "VALUES(?,?,?,?,?,?,?,?,?) ON CONFLICT (job_id, event) DO NOTHING",
                 (job_id, event, 1 if final else 0, now, PENDING if send else SKIPPED, json.dumps(sink),
                  json.dumps(redact_obj(payload), default=str), max_tries, now))
             return cur.rowcount == 1

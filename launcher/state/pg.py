@@ -1,18 +1,17 @@
 """The state store on a PostgreSQL server (psycopg 3): the engine module, the only one that
 imports the driver (``launcher.state.engines`` imports it when a store's URL is ``postgresql://``).
 
-``connect(url)`` returns a ``PgConnection``: the small adapter that lets the store's plain SQL
-(written once, for SQLite) run unchanged. It offers what the store uses of a
-``sqlite3.Connection`` (``execute``, ``executemany``, ``executescript``, ``in_transaction``,
-``close``; rows readable by index and by column name, and ``dict(row)``), and rewrites each
-statement once (``launcher.state.dialect``). Its failures are the ones SQLite's would be:
-``StateStoreFailure`` (a ``StateStoreError``: one line saying what to do) for the server, the
-login or a lock; ``sqlite3.IntegrityError`` / ``sqlite3.OperationalError`` for a statement's
-own error, so code that handles the store's errors handles both engines.
+``connect(url)`` returns a ``PgConnection``, which keeps the store's connection contract
+(``launcher.state.connection.StoreConnection``), as the SQLite store's connection does. The
+store's statements are the same text on both engines; what PostgreSQL spells otherwise is spelled
+here once (``PostgresEngine``: the schema's types, a substring test; ``begin_write`` /
+``begin_jobs``: the locks). Each ``?`` is passed to the driver as its ``%s`` (``placeholders``).
+Its failures are the contract's: ``StateStoreFailure`` (one line saying what to do) for the
+server, the login or a lock; ``StatementError`` / ``ConstraintError`` for a statement's own.
 
 Writers are serialised as SQLite serialises them, but per job where they may be
-(docs/team-store.md, "What the writers' lock serialises"). ``BEGIN IMMEDIATE`` (a write
-transaction of the store without named jobs: ``StateStore.tx()``) becomes ``BEGIN`` plus the
+(docs/team-store.md, "What the writers' lock serialises"). ``begin_write`` (a write
+transaction of the store without named jobs: ``StateStore.tx()``) is ``BEGIN`` plus the
 writers' lock whole (the row of ``launcher_writer``, taken through a function no member can
 turn into a hostage: ``launcher.state.pglocks``), taken before the transaction reads anything
 and released by its COMMIT or ROLLBACK: one writer at a time, each seeing what the previous one
@@ -39,7 +38,6 @@ the table ``launcher_schema`` (SQLite's ``PRAGMA user_version``).
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 import weakref
@@ -52,10 +50,12 @@ from psycopg import errors as pgerrors
 from psycopg import pq
 
 from launcher.core import knobs
+from launcher.core.errors import StateStoreError
 from launcher.state import pglocks, team
 from launcher.state import schema as schema_module
+from launcher.state.connection import ConstraintError, StatementError
 from launcher.state.db import StateStoreFailure, StoreUnreachable, busy_timeout
-from launcher.state.dialect import pg_schema, pg_statement
+from launcher.state.schema import POSTGRES_TYPES, render, statements
 from launcher.state.engines import shown
 
 APPLICATION = 0x4C4E4348  # "LNCH": the advisory locks' first key (the SQLite file's application_id)
@@ -94,8 +94,8 @@ def session_settings(busy: float, idle: float) -> list:
 
 # ---------------------------------------------------------------- rows
 class Row(tuple):
-    """A row by index (``r[0]``) and by column name (``r["state"]``), and ``dict(r)``: what the
-    store reads of ``sqlite3.Row``. Each column set gets its own subclass (``_row_class``), whose
+    """A row by index (``r[0]``) and by column name (``r["state"]``), and ``dict(r)``: the
+    contract's ``StoreRow`` (``launcher.state.connection``). Each column set gets its own subclass (``_row_class``), whose
     ``_index`` maps names and positions alike to positions (one lookup: 10,000 jobs are read
     for a `status`)."""
 
@@ -149,7 +149,7 @@ def connect_failure(url: str, e: BaseException) -> StateStoreFailure:
 
 
 def _mapped(db: "PgConnection", e: psycopg.Error) -> BaseException:
-    """A statement's failure as the SQLite engine would raise it."""
+    """A statement's failure as the store's contract names it (``launcher.state.connection``)."""
     where, text = db.path, _one_line(e)
     if isinstance(e, (pgerrors.LockNotAvailable, pgerrors.QueryCanceled)) and "lock" in text.lower():
         return StateStoreFailure(f"the state store {where} is locked by another launcher (waited "
@@ -170,9 +170,26 @@ def _mapped(db: "PgConnection", e: psycopg.Error) -> BaseException:
     if isinstance(e, psycopg.OperationalError) or db.broken:
         return StoreUnreachable(f"the state store {where} cannot be reached ({text}); check that the server runs "
                                  f"(the command's last write, if any, was rolled back whole)")
-    if isinstance(e, psycopg.IntegrityError):
-        return sqlite3.IntegrityError(text)
-    return sqlite3.OperationalError(f"postgresql: {text}")
+    kind = ConstraintError if isinstance(e, psycopg.IntegrityError) else StatementError
+    return kind(f"the state store {where}: a statement failed ({text})")
+
+
+@lru_cache(maxsize=4096)
+def placeholders(sql: str) -> str:
+    """SQL as the driver takes it: each '?' outside quoted text ('...' and "...") as '%s', and a
+    literal '%' as '%%' (the store's statements are few: each is converted once)."""
+    out, quote = [], None
+    for ch in sql:
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "?":
+            out.append("%s")
+            continue
+        out.append("%%" if ch == "%" else ch)
+    return "".join(out)
 
 
 @lru_cache(maxsize=4096)
@@ -182,8 +199,8 @@ def _writes(sql: str) -> bool:
 
 # ---------------------------------------------------------------- the connection
 class PgConnection:
-    """What the store uses of a ``sqlite3.Connection``, on a psycopg connection (autocommit:
-    transactions are the store's own BEGIN/COMMIT, as with SQLite's isolation_level=None)."""
+    """The store's connection (``launcher.state.connection.StoreConnection``) on a psycopg
+    connection in autocommit: transactions are the store's own BEGIN/COMMIT."""
 
     def __init__(self, conn: psycopg.Connection, url: str, timeout: float):
         self.conn = conn
@@ -191,18 +208,20 @@ class PgConnection:
         self.path = shown(url)
         self.timeout = timeout
         self.engine = PostgresEngine()
-        self.total_changes = 0  # rows inserted, updated or deleted on this connection (sqlite3's)
+        self.total_changes = 0  # rows inserted, updated or deleted through this connection
         self.role: str = ""  # the connecting role (current_user): the owner of the jobs it creates
         self.acts_on_all = True  # a watcher, the tables' owner, a superuser (launcher.state.team)
-        self.begin_write = ""  # BEGIN and the writers' lock (connect: launcher.state.pglocks)
+        self.begin_whole = ""  # BEGIN and the writers' lock (connect: launcher.state.pglocks)
         self.begin_shared = ""  # BEGIN and the writers' lock shared (a job's own writes: ``begin_jobs``)
         self.since = None  # monotonic start of the statement in flight, if any (``Watchdog``)
         self.limits = (0.0, 0.0)  # (idle, hold) seconds: who counts as a hostage (launcher.state.pglocks)
 
     def execute(self, sql: str, parameters=()):
-        if sql.strip().upper() == "BEGIN IMMEDIATE":
-            return self.begin(self.begin_write)
-        return self._run(pg_statement(sql), tuple(parameters))
+        return self._run(placeholders(sql), tuple(parameters))
+
+    def begin_write(self) -> None:
+        """BEGIN with the writers' lock whole: no other writer until COMMIT or ROLLBACK."""
+        self.begin(self.begin_whole)
 
     def begin(self, statements: str):
         """BEGIN and take a lock; a lock not granted (timeout, server gone) leaves no transaction
@@ -240,17 +259,13 @@ class PgConnection:
         self.since = time.monotonic()
         try:
             cur = self.conn.cursor()
-            cur.executemany(pg_statement(sql), rows)
+            cur.executemany(placeholders(sql), rows)
             self._count(sql, cur)
             return cur
         except psycopg.Error as e:
             raise _mapped(self, e) from e
         finally:
             self.since = None
-
-    def executescript(self, script: str):
-        for statement in filter(str.strip, script.split(";")):
-            self.execute(statement)
 
     def _run(self, sql: str, parameters):
         self.since = time.monotonic()  # (the watchdog's: a statement waiting long on a lock)
@@ -330,6 +345,8 @@ class PostgresEngine:
     """How ``launcher.state.schema.migrate`` reads, stamps and locks a PostgreSQL store."""
 
     name = "postgresql"
+    types = POSTGRES_TYPES
+    contains = "strpos({column}, ?) > 0"  # (SQL) COLUMN holds the text bound to the '?'
 
     @staticmethod
     def columns(db, table: str) -> list:
@@ -367,7 +384,7 @@ class PostgresEngine:
     @staticmethod
     def finish(db) -> None:
         """After the tables: each person's jobs their own (row-level security, ``launcher.state.team``),
-        run as written (PostgreSQL's own SQL: no dialect step)."""
+        run as written (PostgreSQL's own SQL, with no parameters)."""
         db.execute(VERSION_DDL)  # granted to the team below
         schema = db.execute("SELECT current_schema()").fetchone()[0]
         for statement in (*team.statements(schema), *pglocks.statements(schema)):
@@ -375,7 +392,7 @@ class PostgresEngine:
 
     @staticmethod
     def schema() -> list:
-        return pg_schema(schema_module.SCHEMA)
+        return statements(render(POSTGRES_TYPES))
 
     @staticmethod
     @contextmanager
@@ -409,7 +426,7 @@ def migration_holder(db) -> str:
                          "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
                          "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
                          f"AND l.classid = {APPLICATION} AND l.objid = {MIGRATE_LOCK} AND l.objsubid = 2").fetchone()
-    except sqlite3.Error:
+    except StateStoreError:
         return "a session that could not be named"
     if row is None:
         return "no one now"
@@ -458,7 +475,7 @@ def connect(url: str, read_only: bool = False) -> PgConnection:
     except ValueError as e:  # psycopg's own checks of a malformed URL
         raise StateStoreFailure(f"the state store URL {shown(url)} cannot be used: {_one_line(e)}") from None
     db = PgConnection(conn, url, timeout)
-    db.begin_write = pglocks.begin_write(timeout, idle, ttl)
+    db.begin_whole = pglocks.begin_write(timeout, idle, ttl)
     db.begin_shared = pglocks.begin_write(timeout, idle, ttl, shared=True)
     db.limits = (idle, ttl)
     try:

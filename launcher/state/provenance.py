@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-INSERT = "INSERT OR REPLACE INTO provenance(job_id, created, location, record) VALUES(?,?,?,?)"
+INSERT = ("INSERT INTO provenance(job_id, created, location, record) VALUES(?,?,?,?) ON CONFLICT (job_id) DO UPDATE "
+          "SET created=excluded.created, location=excluded.location, record=excluded.record")
 
 
 def save(store, job_id: str, location: Optional[str], text: str) -> None:

@@ -215,7 +215,7 @@ def _open_server(url: str):
 
 def _open_read_only(path: Path, check: bool = True):
     # the SQLite engine's helpers: a PostgreSQL view never loads them
-    from launcher.state.db import (APPLICATION_ID, StoreConnection, StateStoreFailure, as_store_error, busy_timeout,
+    from launcher.state.db import (APPLICATION_ID, SQLiteConnection, StateStoreFailure, as_store_error, busy_timeout,
                                    check_file, check_intact, describe_failure)
     # the SQLite engine's helpers: a PostgreSQL view never loads them
     from launcher.state.schema import SCHEMA_VERSION
@@ -225,7 +225,7 @@ def _open_read_only(path: Path, check: bool = True):
         check_file(path)  # a FIFO, a 0-byte or a foreign file: refused before SQLite opens it
     try:
         db = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, timeout=timeout,
-                             isolation_level=None, factory=StoreConnection, check_same_thread=False)
+                             isolation_level=None, factory=SQLiteConnection, check_same_thread=False)
     except sqlite3.Error as e:
         raise (as_store_error(path, e, timeout) or StateStoreFailure(f"cannot open the state store {path}: {e}")) \
             from e

@@ -98,6 +98,15 @@ class JobRow:
     owner: Optional[str] = None  # the role that created it, on a team's PostgreSQL store (``launcher.state.team``)
 
 
+# the tail of an INSERT INTO attempts(job_id, attempt, target, native_id, handle, submitted, state, reason,
+# resume_step, meta): an attempt recorded again (its submission repeated) is that submission's alone,
+# every column it does not give back at its default (nothing of the earlier record's run is kept)
+ATTEMPT_REPLACED = ("ON CONFLICT (job_id, attempt) DO UPDATE SET target=excluded.target, "
+                    "native_id=excluded.native_id, handle=excluded.handle, submitted=excluded.submitted, "
+                    "state=excluded.state, reason=excluded.reason, resume_step=excluded.resume_step, "
+                    "meta=excluded.meta, native_state='', exit_code=NULL, started=NULL, ended=NULL, cost_usd=NULL")
+
+
 @dataclass(frozen=True)
 class AttemptRow:
     job_id: str

@@ -5,7 +5,10 @@ date costs two PRAGMA reads)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from contextlib import contextmanager
+from functools import lru_cache
+from string import Template
 
 # 2: the sweeps table, and jobs.sweep_id (``migrate``); 3: PostgreSQL's writers' lock
 # (launcher.state.pglocks; the launchers before it took an advisory lock: they refuse a store at 3);
@@ -16,83 +19,85 @@ SCHEMA_VERSION = 5
 
 # the tables (``launcher.state.store`` reads and writes them); created with the file, and again
 # (IF NOT EXISTS) on every open, once ``migrate`` has brought an older store's tables up to it
-# (statements are split at ';' for the migration's one transaction: no ';' inside a comment)
-SCHEMA = """
+# (statements are split at ';' for the migration's one transaction: no ';' inside a comment).
+# Written once for both engines: a column's type is named by $TEXT, $INTEGER, $REAL or $SERIAL
+# (an integer key the engine numbers), which each engine spells its own way (``*_TYPES`` below)
+SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS jobs (
-  job_id     TEXT PRIMARY KEY,
-  name       TEXT NOT NULL,
-  target     TEXT NOT NULL,
-  backend    TEXT NOT NULL,
-  spec_path  TEXT,
-  spec_yaml  TEXT NOT NULL,
-  created    REAL NOT NULL,
-  updated    REAL NOT NULL,
-  state      TEXT NOT NULL,
-  reason     TEXT NOT NULL DEFAULT '',
-  handle     TEXT,
-  ckpt_root  TEXT,
-  last_step  INTEGER,
-  meta       TEXT NOT NULL DEFAULT '{}',
-  sweep_id   TEXT
+  job_id     $TEXT PRIMARY KEY,
+  name       $TEXT NOT NULL,
+  target     $TEXT NOT NULL,
+  backend    $TEXT NOT NULL,
+  spec_path  $TEXT,
+  spec_yaml  $TEXT NOT NULL,
+  created    $REAL NOT NULL,
+  updated    $REAL NOT NULL,
+  state      $TEXT NOT NULL,
+  reason     $TEXT NOT NULL DEFAULT '',
+  handle     $TEXT,
+  ckpt_root  $TEXT,
+  last_step  $INTEGER,
+  meta       $TEXT NOT NULL DEFAULT '{}',
+  sweep_id   $TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_sweep ON jobs(sweep_id);
 CREATE TABLE IF NOT EXISTS sweeps (
-  sweep_id   TEXT PRIMARY KEY,
-  name       TEXT NOT NULL,
-  spec_path  TEXT,
-  spec_yaml  TEXT NOT NULL,
-  size       INTEGER NOT NULL,
-  created    REAL NOT NULL,
-  meta       TEXT NOT NULL DEFAULT '{}'
+  sweep_id   $TEXT PRIMARY KEY,
+  name       $TEXT NOT NULL,
+  spec_path  $TEXT,
+  spec_yaml  $TEXT NOT NULL,
+  size       $INTEGER NOT NULL,
+  created    $REAL NOT NULL,
+  meta       $TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS attempts (
-  job_id       TEXT NOT NULL REFERENCES jobs(job_id) ON DELETE CASCADE,
-  attempt      INTEGER NOT NULL,
-  target       TEXT NOT NULL,
-  native_id    TEXT,
-  handle       TEXT,
-  submitted    REAL NOT NULL,
-  state        TEXT NOT NULL,
-  reason       TEXT NOT NULL DEFAULT '',
-  native_state TEXT NOT NULL DEFAULT '',
-  exit_code    INTEGER,
-  started      REAL,
-  ended        REAL,
-  resume_step  INTEGER,
-  cost_usd     REAL,
-  meta         TEXT NOT NULL DEFAULT '{}',
+  job_id       $TEXT NOT NULL REFERENCES jobs(job_id) ON DELETE CASCADE,
+  attempt      $INTEGER NOT NULL,
+  target       $TEXT NOT NULL,
+  native_id    $TEXT,
+  handle       $TEXT,
+  submitted    $REAL NOT NULL,
+  state        $TEXT NOT NULL,
+  reason       $TEXT NOT NULL DEFAULT '',
+  native_state $TEXT NOT NULL DEFAULT '',
+  exit_code    $INTEGER,
+  started      $REAL,
+  ended        $REAL,
+  resume_step  $INTEGER,
+  cost_usd     $REAL,
+  meta         $TEXT NOT NULL DEFAULT '{}',
   PRIMARY KEY (job_id, attempt)
 );
 CREATE TABLE IF NOT EXISTS events (
-  id      INTEGER PRIMARY KEY AUTOINCREMENT,
-  job_id  TEXT NOT NULL,
-  ts      REAL NOT NULL,
-  kind    TEXT NOT NULL,
-  detail  TEXT NOT NULL DEFAULT '{}'
+  id      $SERIAL,
+  job_id  $TEXT NOT NULL,
+  ts      $REAL NOT NULL,
+  kind    $TEXT NOT NULL,
+  detail  $TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id, id);
 CREATE TABLE IF NOT EXISTS claims (
-  job_id   TEXT PRIMARY KEY,
-  owner    TEXT NOT NULL,
-  expires  REAL NOT NULL,
-  taken    REAL NOT NULL
+  job_id   $TEXT PRIMARY KEY,
+  owner    $TEXT NOT NULL,
+  expires  $REAL NOT NULL,
+  taken    $REAL NOT NULL
 );
 
 -- spot capacity seen, for the planner (launcher.state.observations)
 CREATE TABLE IF NOT EXISTS spot_observations (
-  id            INTEGER PRIMARY KEY AUTOINCREMENT,
-  cloud         TEXT NOT NULL,
-  region        TEXT NOT NULL DEFAULT '',
-  zone          TEXT NOT NULL DEFAULT '',
-  instance_type TEXT NOT NULL DEFAULT '',
-  spot          INTEGER NOT NULL,
-  node_hours    REAL NOT NULL,
-  events        INTEGER NOT NULL,
-  kind          TEXT NOT NULL,
-  ts            REAL NOT NULL,
-  job_id        TEXT,
-  attempt       INTEGER,
+  id            $SERIAL,
+  cloud         $TEXT NOT NULL,
+  region        $TEXT NOT NULL DEFAULT '',
+  zone          $TEXT NOT NULL DEFAULT '',
+  instance_type $TEXT NOT NULL DEFAULT '',
+  spot          $INTEGER NOT NULL,
+  node_hours    $REAL NOT NULL,
+  events        $INTEGER NOT NULL,
+  kind          $TEXT NOT NULL,
+  ts            $REAL NOT NULL,
+  job_id        $TEXT,
+  attempt       $INTEGER,
   UNIQUE (job_id, attempt)
 );
 CREATE INDEX IF NOT EXISTS spot_observations_ts ON spot_observations(ts);
@@ -100,64 +105,116 @@ CREATE INDEX IF NOT EXISTS spot_observations_ts ON spot_observations(ts);
 -- notifications decided by `launcher watch`, delivered from here (launcher.state.outbox):
 -- one row per (job, event), so an event is decided once whatever the number of watchers
 CREATE TABLE IF NOT EXISTS notifications (
-  id          INTEGER PRIMARY KEY AUTOINCREMENT,
-  job_id      TEXT NOT NULL,
-  event       TEXT NOT NULL,
-  final       INTEGER NOT NULL DEFAULT 0,
-  created     REAL NOT NULL,
-  state       TEXT NOT NULL,
-  sink        TEXT NOT NULL DEFAULT '{}',
-  payload     TEXT NOT NULL DEFAULT '{}',
-  tries       INTEGER NOT NULL DEFAULT 0,
-  max_tries   INTEGER NOT NULL DEFAULT 8,
-  next_try    REAL NOT NULL DEFAULT 0,
-  lease_owner TEXT,
-  lease_until REAL,
-  delivered   REAL,
-  last_error  TEXT NOT NULL DEFAULT '',
+  id          $SERIAL,
+  job_id      $TEXT NOT NULL,
+  event       $TEXT NOT NULL,
+  final       $INTEGER NOT NULL DEFAULT 0,
+  created     $REAL NOT NULL,
+  state       $TEXT NOT NULL,
+  sink        $TEXT NOT NULL DEFAULT '{}',
+  payload     $TEXT NOT NULL DEFAULT '{}',
+  tries       $INTEGER NOT NULL DEFAULT 0,
+  max_tries   $INTEGER NOT NULL DEFAULT 8,
+  next_try    $REAL NOT NULL DEFAULT 0,
+  lease_owner $TEXT,
+  lease_until $REAL,
+  delivered   $REAL,
+  last_error  $TEXT NOT NULL DEFAULT '',
   UNIQUE (job_id, event)
 );
 CREATE INDEX IF NOT EXISTS notifications_due ON notifications(state, next_try);
 
 -- what produced each run (launcher.state.provenance, the document made by launcher.provenance)
 CREATE TABLE IF NOT EXISTS provenance (
-  job_id   TEXT PRIMARY KEY,
-  created  REAL NOT NULL,
-  location TEXT,
-  record   TEXT NOT NULL
+  job_id   $TEXT PRIMARY KEY,
+  created  $REAL NOT NULL,
+  location $TEXT,
+  record   $TEXT NOT NULL
 );
 
 -- each `launcher watch` process's heartbeat, one row upserted per pass (launcher.state.watchers):
 -- `status` and `launch` warn when jobs are open and no watcher passed lately
 CREATE TABLE IF NOT EXISTS watchers (
-  watcher_id TEXT PRIMARY KEY,
-  host       TEXT NOT NULL,
-  pid        INTEGER NOT NULL,
-  user_name  TEXT NOT NULL DEFAULT '',
-  started    REAL NOT NULL,
-  last_pass  REAL NOT NULL,
-  pass_s     REAL NOT NULL DEFAULT 0,
-  interval_s REAL NOT NULL
+  watcher_id $TEXT PRIMARY KEY,
+  host       $TEXT NOT NULL,
+  pid        $INTEGER NOT NULL,
+  user_name  $TEXT NOT NULL DEFAULT '',
+  started    $REAL NOT NULL,
+  last_pass  $REAL NOT NULL,
+  pass_s     $REAL NOT NULL DEFAULT 0,
+  interval_s $REAL NOT NULL
 );
 
 -- what a watcher last acted on for each open job (launcher.state.marks): a pass that finds the
 -- same status and row before DUE does nothing more for it (shared by a store's watchers)
 CREATE TABLE IF NOT EXISTS watch_marks (
-  job_id TEXT PRIMARY KEY,
-  seen   TEXT NOT NULL,
-  due    REAL NOT NULL
+  job_id $TEXT PRIMARY KEY,
+  seen   $TEXT NOT NULL,
+  due    $REAL NOT NULL
 );
 
 -- one poller per target among a store's watchers (launcher.state.polls): its lease, and the
 -- statuses it last read, which the other watchers read instead of asking the target
 CREATE TABLE IF NOT EXISTS target_polls (
-  target      TEXT PRIMARY KEY,
-  owner       TEXT NOT NULL,
-  lease_until REAL NOT NULL,
-  polled_at   REAL,
-  snapshot    TEXT NOT NULL DEFAULT '{}'
+  target      $TEXT PRIMARY KEY,
+  owner       $TEXT NOT NULL,
+  lease_until $REAL NOT NULL,
+  polled_at   $REAL,
+  snapshot    $TEXT NOT NULL DEFAULT '{}'
 );
 """
+
+# How each engine spells the schema's column types: the only words of SCHEMA_TEMPLATE that differ.
+# SQLite: its own affinities (an INTEGER PRIMARY KEY is the rowid; the words are those every store
+# since the first was created with). PostgreSQL: 64-bit integers (SQLite's are), DOUBLE PRECISION
+# (PostgreSQL's REAL has 4 bytes: a timestamp would lose minutes), TEXT compared byte by byte as
+# SQLite's BINARY collation compares it (ORDER BY gives the same order on both), and an identity.
+SQLITE_TYPES = {"TEXT": "TEXT", "INTEGER": "INTEGER", "REAL": "REAL",
+                "SERIAL": "INTEGER PRIMARY KEY AUTOINCREMENT"}
+POSTGRES_TYPES = {"TEXT": 'TEXT COLLATE "C"', "INTEGER": "BIGINT", "REAL": "DOUBLE PRECISION",
+                  "SERIAL": "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY"}
+
+
+def render(types: dict, template: str = SCHEMA_TEMPLATE) -> str:
+    """TEMPLATE with its column types in one engine's words (TYPES: ``SQLITE_TYPES`` or
+    ``POSTGRES_TYPES``). Pure; a type TYPES does not name is an error (KeyError), never left as it is."""
+    return Template(template).substitute(types)
+
+
+# the SQLite store's schema, as every SQLite store is created with it
+SCHEMA = render(SQLITE_TYPES)
+
+
+def statements(schema: str) -> list[str]:
+    """SCHEMA's statements (split at ';', comments dropped)."""
+    text = "\n".join(line.split("--", 1)[0] for line in schema.splitlines())
+    return [s.strip() for s in text.split(";") if s.strip()]
+
+
+@lru_cache(maxsize=None)
+def tables(schema: str = SCHEMA) -> dict:
+    """{table: (its columns in order, [its unique keys: primary key first, as column tuples],
+    its integer primary key numbered by the engine ($SERIAL) or None)}, read from an in-memory
+    SQLite database made from SCHEMA (``launcher.state.copy`` copies by them)."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(schema)
+        out = {}
+        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' "
+                                          "AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+        for t in names:
+            info = db.execute(f"PRAGMA table_info({t})").fetchall()
+            cols = tuple(r[1] for r in info)
+            pk = tuple(r[1] for r in sorted(info, key=lambda r: r[5]) if r[5])
+            keys = [pk] if pk else []
+            for idx in db.execute(f"PRAGMA index_list({t})").fetchall():
+                if idx[2] and idx[3] == "u":  # a UNIQUE constraint (the primary key's own index is "pk")
+                    keys.append(tuple(r[2] for r in db.execute(f"PRAGMA index_info({idx[1]})").fetchall()))
+            rowid = pk[0] if len(pk) == 1 and next(r[2] for r in info if r[1] == pk[0]).upper() == "INTEGER" else None
+            out[t] = (cols, keys, rowid)
+        return out
+    finally:
+        db.close()
 
 
 def migrate(db) -> None:
@@ -166,7 +223,7 @@ def migrate(db) -> None:
     waits, then finds it done). The same steps serve both engines: DB's ``engine`` says how to
     read and stamp its version and how to exclude the others (SQLite: ``BEGIN IMMEDIATE``;
     PostgreSQL: an advisory lock, ``launcher.state.pg``), and ``STEPS`` run in order, each
-    idempotent, before SCHEMA's statements (``CREATE ... IF NOT EXISTS``) in the engine's dialect.
+    idempotent, before SCHEMA's statements (``CREATE ... IF NOT EXISTS``) in the engine's types.
 
     Schema 2 adds the ``sweeps`` table (a sweep's spec, stored once) and ``jobs.sweep_id``,
     and fills ``sweep_id`` of the element rows an earlier version wrote (their meta names
@@ -191,7 +248,7 @@ def _add_sweep_ids(db, engine) -> None:
     """Schema 2: ``jobs.sweep_id``, filled from the meta of the rows written before it."""
     columns = engine.columns(db, "jobs")
     if columns and "sweep_id" not in columns:  # (no jobs table yet: SCHEMA creates it with the column)
-        db.execute("ALTER TABLE jobs ADD COLUMN sweep_id TEXT")
+        db.execute(f"ALTER TABLE jobs ADD COLUMN sweep_id {engine.types['TEXT']}")
         db.executemany("UPDATE jobs SET sweep_id=? WHERE job_id=?", _old_elements(db))
 
 
@@ -203,6 +260,8 @@ class SQLiteEngine:
     """How ``migrate`` reads, stamps and locks a SQLite store (``PRAGMA user_version``)."""
 
     name = "sqlite"
+    types = SQLITE_TYPES
+    contains = "instr({column}, ?) > 0"  # (SQL) COLUMN holds the text bound to the '?'
 
     @staticmethod
     def columns(db, table: str) -> list:
@@ -221,7 +280,7 @@ class SQLiteEngine:
 
     @staticmethod
     def schema() -> list:
-        return list(filter(str.strip, SCHEMA.split(";")))
+        return statements(SCHEMA)
 
     @staticmethod
     def finish(db) -> None:
@@ -244,7 +303,8 @@ SQLITE = SQLiteEngine()
 
 
 def engine_of(db):
-    """The engine of connection DB: its own ``engine`` (PostgreSQL's adapter has one), else SQLite."""
+    """The engine of connection DB: its own ``engine`` (a store's connections name theirs), else
+    SQLite (a plain ``sqlite3`` connection: a store being created, a read-only look)."""
     return getattr(db, "engine", SQLITE)
 
 

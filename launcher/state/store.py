@@ -15,12 +15,11 @@ import os
 import re
 import secrets
 import socket
-import sqlite3
 import sys
 import threading
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
@@ -29,16 +28,21 @@ from launcher.core.errors import LauncherError
 from launcher.core.status import FINAL_STATES, attempt_ended, is_final, job_state_for
 from launcher.state import wakeups
 from launcher.state import provenance as provenance_rows
-from launcher.state.bulk import BulkStore
+from launcher.state.bulk import BulkStore, chunks
+from launcher.state.connection import StatementError, StoreConnection
 from launcher.state.copy import moved_message, moved_to
 from launcher.state.db import StateStoreFailure, open_db, prepare_home
 from launcher.state.engines import missing_driver, shown, state_url
 from launcher.state.history import HistoryStore
-from launcher.state.rows import (AttemptRow, JobRow, claim_available, closed_meta, is_open, mirrored_state, patched,
-                                 reopened)
+from launcher.state.rows import (ATTEMPT_REPLACED, AttemptRow, JobRow, claim_available, closed_meta, is_open,
+                                 mirrored_state, patched, reopened)
 from launcher.state.schema import SCHEMA
 from launcher.state.team import HOMES_TABLE  # a team's store: the $LAUNCHER_HOME each job was launched from
 from launcher.state.sweeps import SweepStore, job_rows
+
+# a claim taken or renewed (one row per job or name: whoever held it before, it is this owner's now)
+CLAIM_TAKEN = ("INSERT INTO claims(job_id,owner,expires,taken) VALUES(?,?,?,?) ON CONFLICT (job_id) DO UPDATE SET "
+               "owner=excluded.owner, expires=excluded.expires, taken=excluded.taken")
 
 
 
@@ -66,15 +70,22 @@ class AttemptTaken(ClaimLost):
         self.recorded_native = recorded_native
 
 
-@dataclass(frozen=True)
+@dataclass
 class Claim:
-    """A job claimed by one owner until ``expires``, with the job and its attempts as read
-    in the same transaction that took the claim."""
+    """A job claimed by one owner until ``expires``, with the job and its attempts as read in the
+    same transaction that took the claim: a watch's decision reads this view and nothing else of
+    the store (``claim(view=True)`` adds the attempts already observed for the planner and the
+    jobs on the same checkpoint root). RELEASED: the claim was given back by the last write made
+    under it (``close_job`` / ``record_submission`` with ``release=True``), in that write's own
+    transaction; ``launcher.state.claims.claimed`` then has nothing left to release."""
 
     owner: str
     expires: float
     job: JobRow
     attempts: list
+    observed: frozenset = frozenset()  # (view) attempts whose spot observation is recorded
+    sharing: tuple = ()  # (view) the JobRows on the job's checkpoint root, oldest first
+    released: bool = False
 
 
 class StateStore:
@@ -114,7 +125,7 @@ class StateStore:
             prepare_home(self.home, self.home / "jobs")  # the jobs' local files, once the server answered
 
     @property
-    def db(self) -> sqlite3.Connection:
+    def db(self) -> StoreConnection:
         """This thread's connection (opened on its first use; on PostgreSQL, opened again
         after the server dropped it: the failed transaction was rolled back whole)."""
         c = getattr(self._local, "db", None)
@@ -169,7 +180,7 @@ class StateStore:
         self._local = threading.local()
 
     @contextmanager
-    def tx(self, jobs: Optional[Iterable[str]] = None) -> Iterator[sqlite3.Connection]:
+    def tx(self, jobs: Optional[Iterable[str]] = None) -> Iterator[StoreConnection]:
         """One write transaction; inside ``batch()`` a savepoint of the batch's transaction, so a
         write that fails is undone alone, exactly as its own transaction would have been.
 
@@ -187,10 +198,10 @@ class StateStore:
         db = self.db
         if nested:
             db.execute("SAVEPOINT launcher_write")
-        elif jobs is not None and self.url:
+        elif jobs is not None:
             db.begin_jobs(sorted(set(jobs)))
         else:
-            db.execute("BEGIN IMMEDIATE")
+            db.begin_write()
         try:
             yield db
             db.execute("RELEASE launcher_write" if nested else "COMMIT")
@@ -237,7 +248,7 @@ class StateStore:
     def _launched_dir(self, job_id: str) -> Optional[Path]:
         try:
             row = self.db.execute(f"SELECT home FROM {HOMES_TABLE} WHERE job_id=?", (job_id,)).fetchone()
-        except sqlite3.Error:  # a store from before the table (its next migration makes it)
+        except StatementError:  # a store from before the table (its next migration makes it)
             return None
         home = row[0] if row is not None else None
         if not home or Path(home) == self.home.resolve():
@@ -313,13 +324,17 @@ class StateStore:
         return o
 
     def claim(self, job_id: str, ttl: float = 120.0, owner: Optional[str] = None,
-              now: Optional[float] = None, wait: bool = True) -> Optional[Claim]:
+              now: Optional[float] = None, wait: bool = True, recovery: Optional[dict] = None,
+              view: bool = False) -> Optional[Claim]:
         """Take the job's claim for ``ttl`` seconds, reading the job and its attempts in the
         same write transaction, under the job's row lock. None when another owner holds an
         unexpired claim (or the job is gone). An expired claim is taken over. WAIT False (a
         watch pass): on PostgreSQL, None at once, too, while another session is writing the job
         (``FOR UPDATE SKIP LOCKED``): watchers passing over the same jobs spread out over them
-        instead of queueing on each one, and the job is decided by whoever is on it."""
+        instead of queueing on each one, and the job is decided by whoever is on it.
+        RECOVERY: meta keys to change with the claim (``save_recovery``'s CHANGES: what a status
+        read means for the job), written in the claim's transaction and read back in its view.
+        VIEW: also read what a watch's decision reads (``Claim.observed``, ``Claim.sharing``)."""
         owner = owner or self.owner
         now = time.time() if now is None else now
         skipping = not wait and bool(self.url)
@@ -333,11 +348,20 @@ class StateStore:
             c = db.execute("SELECT owner, expires FROM claims WHERE job_id=?", (job_id,)).fetchone()
             if c is not None and not claim_available(c["owner"], c["expires"], owner, now):
                 return None
-            db.execute("INSERT OR REPLACE INTO claims(job_id,owner,expires,taken) VALUES(?,?,?,?)",
-                       (job_id, owner, now + ttl, now))
-            attempts = self._attempts(db, job_id)
+            db.execute(CLAIM_TAKEN, (job_id, owner, now + ttl, now))
             job = job_rows(db, [row])[0]
-        return Claim(owner, now + ttl, job, attempts)
+            if recovery:
+                meta = patched(job.meta, recovery)
+                db.execute("UPDATE jobs SET meta=?, updated=? WHERE job_id=?", (json.dumps(meta), now, job_id))
+                job = replace(job, meta=meta, updated=now)
+            claim = Claim(owner, now + ttl, job, self._attempts(db, job_id))
+            if view:
+                claim.observed = frozenset(r[0] for r in db.execute(
+                    "SELECT attempt FROM spot_observations WHERE job_id=?", (job_id,)).fetchall())
+                if job.ckpt_root:
+                    claim.sharing = tuple(job_rows(db, db.execute(
+                        "SELECT * FROM jobs WHERE ckpt_root=? ORDER BY created", (job.ckpt_root,)).fetchall()))
+        return claim
 
     def claim_name(self, name: str, ttl: float, owner: Optional[str] = None) -> Optional[str]:
         """Take (or renew) the claim of NAME, which is not a job (a sweep's: ``sweep:<id>``), for
@@ -349,8 +373,7 @@ class StateStore:
             c = db.execute("SELECT owner, expires FROM claims WHERE job_id=?", (name,)).fetchone()
             if c is not None and not claim_available(c["owner"], c["expires"], owner, now):
                 return None
-            db.execute("INSERT OR REPLACE INTO claims(job_id,owner,expires,taken) VALUES(?,?,?,?)",
-                       (name, owner, now + ttl, now))
+            db.execute(CLAIM_TAKEN, (name, owner, now + ttl, now))
         return owner
 
     def release(self, job_id: str, owner: Optional[str] = None) -> None:
@@ -361,7 +384,9 @@ class StateStore:
         r = self.db.execute("SELECT owner, expires FROM claims WHERE job_id=?", (job_id,)).fetchone()
         return (r["owner"], r["expires"]) if r else None
 
-    def _check_claim(self, db, job_id: str, owner: Optional[str]) -> None:
+    def _check_claim(self, db, job_id: str, owner: Optional[str], release: bool = False) -> None:
+        """Inside a write of JOB_ID: OWNER (when given) still holds its claim (else ClaimLost);
+        RELEASE: the claim is given back by this transaction (undone with it, if it fails)."""
         if owner is None:
             return
         c = db.execute("SELECT owner FROM claims WHERE job_id=?", (job_id,)).fetchone()
@@ -369,10 +394,13 @@ class StateStore:
             raise ClaimLost(f"job {job_id}: the recovery claim was taken over by {c['owner'] if c else 'nobody'}"
                             f" while {owner} held it; not recording (the new holder finds the submission by "
                             "its dedupe token)")
+        if release:
+            db.execute("DELETE FROM claims WHERE job_id=? AND owner=?", (job_id, owner))
 
     def close_job(self, job_id: str, state: str, reason: str, owner: Optional[str] = None,
-                  event: Optional[str] = None, detail: Optional[dict] = None) -> None:
-        """Close a job (state must be final) and record why, in one transaction."""
+                  event: Optional[str] = None, detail: Optional[dict] = None, release: bool = False) -> None:
+        """Close a job (state must be final) and record why, in one transaction (RELEASE: giving
+        OWNER's claim back in it)."""
         # kept off `launcher --help`/`validate`, which import the store's names only
         from launcher.core.redact import redact_obj
 
@@ -380,7 +408,7 @@ class StateStore:
             raise ValueError(f"close_job: {state} is not a final state ({', '.join(sorted(FINAL_STATES))})")
         now = time.time()
         with self.tx(jobs=[job_id]) as db:
-            self._check_claim(db, job_id, owner)
+            self._check_claim(db, job_id, owner, release)
             meta = self._meta(db, job_id)
             meta = closed_meta(meta)
             db.execute("UPDATE jobs SET state=?, reason=?, meta=?, updated=? WHERE job_id=?",
@@ -431,7 +459,7 @@ class StateStore:
     def record_submission(self, job_id, attempt, target, handle_json, native_id, state="PENDING",
                           reason="", resume_step=None, meta=None, owner: Optional[str] = None,
                           events=(), provenance: Optional[tuple] = None, recovery: Optional[dict] = None,
-                          job_reason: Optional[str] = None) -> bool:
+                          job_reason: Optional[str] = None, release: bool = False) -> bool:
         """A submission's attempt, the job row pointing at it, ``record_event(kind, **detail)``
         for each (kind, detail) of EVENTS, and the run's PROVENANCE record ((location, record
         text): ``launcher.state.provenance``), in ONE transaction: a compare-and-swap on (job,
@@ -441,14 +469,15 @@ class StateStore:
         the attempt is recorded (its handle is what the caller now cancels) and the job stays
         CANCELLED; True otherwise. RECOVERY: the meta keys recovery changed with this submission
         (``save_recovery``'s CHANGES) and JOB_REASON the job's reason, written in the same
-        transaction (a watcher's resubmission: its attempt counter moves with its record)."""
+        transaction (a watcher's resubmission: its attempt counter moves with its record).
+        RELEASE: OWNER's claim is given back in the same transaction (its last write)."""
         # kept off `launcher --help`/`validate`, which import the store's names only
         from launcher.core import faults
 
         now = time.time()
         rows = [_event_row(job_id, kind, detail, now) for kind, detail in events]  # redacted before the lock
         with self.tx(jobs=[job_id]) as db:
-            self._check_claim(db, job_id, owner)
+            self._check_claim(db, job_id, owner, release)
             had = db.execute("SELECT native_id FROM attempts WHERE job_id=? AND attempt=?",
                              (job_id, attempt)).fetchone()
             if had is not None and had["native_id"] and had["native_id"] != native_id:
@@ -457,8 +486,8 @@ class StateStore:
                                    had["native_id"])
             faults.point("during_record")
             db.execute(
-                "INSERT OR REPLACE INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,"
-                "resume_step,meta) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO attempts(job_id,attempt,target,native_id,handle,submitted,state,reason,resume_step,meta) "
+                "VALUES(?,?,?,?,?,?,?,?,?,?) " + ATTEMPT_REPLACED,
                 (job_id, attempt, target, native_id, handle_json, now, state, reason, resume_step,
                  json.dumps(meta or {})))
             job = db.execute("SELECT state, meta FROM jobs WHERE job_id=?", (job_id,)).fetchone()
@@ -537,6 +566,17 @@ class StateStore:
             values.append(time.time())
         with self.tx(jobs=[job_id]) as db:
             db.execute(f"UPDATE attempts SET {cols} WHERE job_id=? AND attempt=?", (*values, job_id, attempt))
+
+    def write_progress(self, job_id: str, last_step: Optional[int], attempts=()) -> None:
+        """A progress read's writes in one transaction: the job's LAST_STEP (None: unchanged) and
+        ATTEMPTS ((attempt number, {column: value}) each: ``launcher.recovery.progress``)."""
+        with self.tx(jobs=[job_id]) as db:
+            if last_step is not None:
+                db.execute("UPDATE jobs SET last_step=?, updated=? WHERE job_id=?", (last_step, time.time(), job_id))
+            for attempt, fields in attempts:
+                fields = {k: json.dumps(v) if k == "meta" else v for k, v in fields.items()}
+                db.execute(f"UPDATE attempts SET {', '.join(f'{k}=?' for k in fields)} WHERE job_id=? AND attempt=?",
+                           (*fields.values(), job_id, attempt))
 
     def update_job(self, job_id, **fields):
         if "meta" in fields and isinstance(fields["meta"], dict):
@@ -632,6 +672,22 @@ class StateStore:
                                                             f"{type(got.meta).__name__})")
                 continue
             out.append(got)
+        return out
+
+    def jobs_by_id(self, job_ids) -> dict:
+        """{job id: JobRow} of JOB_IDS as they are now (exact ids; one query per ``bulk.CHUNK``):
+        a job gone, or whose meta cannot be read (the next listing names it), is left out."""
+        out = {}
+        for chunk in chunks(list(dict.fromkeys(job_ids))):
+            rows = self.db.execute(f"SELECT * FROM jobs WHERE job_id IN ({','.join('?' * len(chunk))})",
+                                   chunk).fetchall()
+            for r in rows:
+                try:
+                    got = job_rows(self.db, [r])[0]
+                except ValueError:
+                    continue
+                if isinstance(got.meta, dict):
+                    out[got.job_id] = got
         return out
 
     def attempts(self, job_id: str) -> list[AttemptRow]:

@@ -67,8 +67,10 @@ class Heartbeat:
         with store.tx(jobs=()) as db:  # this watcher's own row; pruning deletes rows no one writes
             if not self.pruned:
                 db.execute("DELETE FROM watchers WHERE last_pass < ?", (now - PRUNE_AFTER_S,))
-            db.execute("INSERT OR REPLACE INTO watchers(watcher_id, host, pid, user_name, started, last_pass, pass_s, "
-                       "interval_s) VALUES(?,?,?,?,?,?,?,?)", row)
+            db.execute("INSERT INTO watchers(watcher_id, host, pid, user_name, started, last_pass, pass_s, interval_s) "
+                       "VALUES(?,?,?,?,?,?,?,?) ON CONFLICT (watcher_id) DO UPDATE SET host=excluded.host, "
+                       "pid=excluded.pid, user_name=excluded.user_name, started=excluded.started, "
+                       "last_pass=excluded.last_pass, pass_s=excluded.pass_s, interval_s=excluded.interval_s", row)
         self.pruned = True
 
 

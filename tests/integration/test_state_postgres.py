@@ -251,7 +251,7 @@ def fill_the_rest(path: Path) -> None:
 
 def every_row(store) -> dict:
     """{table: its rows, every column but a surrogate id, in the order they were written}."""
-    from launcher.state.dialect import tables
+    from launcher.state.schema import tables
 
     out = {}
     for t, (cols, _keys, rowid) in tables().items():

@@ -4,11 +4,11 @@ replace, with the sweep's spec stored once."""
 
 from __future__ import annotations
 
-import sqlite3
 
 import pytest
 
 from launcher.backend.protocols import Handle
+from launcher.state.connection import ConstraintError
 from launcher.state.store import StateStore
 from launcher.state.store import is_open
 from launcher.sweep.launching import element_handle, record_array, submitted_entries
@@ -83,7 +83,7 @@ def test_begin_sweep_is_all_or_nothing_and_forget_sweep_removes_it(tmp_path):
     try:
         rows = _rows(3)
         store.begin_job("sw-1-e2", "sw", "t", "slurm", None, SPEC)  # a clash makes the whole batch fail
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises(ConstraintError):
             _begin(store, rows)
         assert [j.job_id for j in store.list_jobs()] == ["sw-1-e2"]
         assert store.db.execute("SELECT count(*) FROM sweeps").fetchone()[0] == 0

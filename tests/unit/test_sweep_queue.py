@@ -12,7 +12,7 @@ from launcher.backend.protocols import Facts, Handle, JobRef
 from launcher.backend.config import Target
 from launcher.core.errors import SubmitError
 from launcher.backend.sections import spec_from_text
-from launcher.state.store import is_open
+from launcher.state.store import CLAIM_TAKEN, is_open
 from launcher.core.status import QUEUED, is_final
 from launcher.spec.sweep_elements import element_env, elements
 from launcher.sweep.elements import sweep_rows
@@ -132,8 +132,7 @@ def test_a_launcher_holding_the_sweeps_claim_keeps_others_from_starting(lx, tmp_
     lx.cancel(f"{sweep_id}-e0")
     store = lx.app.store
     with store.tx() as db:
-        db.execute("INSERT OR REPLACE INTO claims(job_id,owner,expires,taken) VALUES(?,?,?,?)",
-                   (claim_key(sweep_id), "other:1:x", 4e9, 0))
+        db.execute(CLAIM_TAKEN, (claim_key(sweep_id), "other:1:x", 4e9, 0))
     assert [o.action for o in fill(lx.app, sweep_id)] == ["claimed"]
     assert states(lx, sweep_id)[2] == QUEUED
     store.release(claim_key(sweep_id), "other:1:x")
