@@ -32,5 +32,9 @@ def since(store, ts: float) -> list:
 
 def attempts_observed(store, job_id: str) -> set:
     """The attempts of JOB_ID that have an observation."""
-    rows = store.db.execute("SELECT attempt FROM spot_observations WHERE job_id=?", (job_id,)).fetchall()
-    return {r[0] for r in rows}
+    return observed_in(store.db, job_id)
+
+
+def observed_in(db, job_id: str) -> set:
+    """``attempts_observed`` on connection DB (inside a transaction: a claim's view)."""
+    return {r[0] for r in db.execute("SELECT attempt FROM spot_observations WHERE job_id=?", (job_id,)).fetchall()}

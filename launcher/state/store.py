@@ -26,7 +26,7 @@ from typing import Iterable, Iterator, Optional
 from launcher.core.args import job_ref
 from launcher.core.errors import LauncherError
 from launcher.core.status import FINAL_STATES, attempt_ended, is_final, job_state_for
-from launcher.state import wakeups
+from launcher.state import observations, wakeups
 from launcher.state import provenance as provenance_rows
 from launcher.state.bulk import BulkStore, chunks
 from launcher.state.connection import StatementError, StoreConnection
@@ -356,11 +356,9 @@ class StateStore:
                 job = replace(job, meta=meta, updated=now)
             claim = Claim(owner, now + ttl, job, self._attempts(db, job_id))
             if view:
-                claim.observed = frozenset(r[0] for r in db.execute(
-                    "SELECT attempt FROM spot_observations WHERE job_id=?", (job_id,)).fetchall())
+                claim.observed = frozenset(observations.observed_in(db, job_id))
                 if job.ckpt_root:
-                    claim.sharing = tuple(job_rows(db, db.execute(
-                        "SELECT * FROM jobs WHERE ckpt_root=? ORDER BY created", (job.ckpt_root,)).fetchall()))
+                    claim.sharing = tuple(self._sharing_root(db, job.ckpt_root))
         return claim
 
     def claim_name(self, name: str, ttl: float, owner: Optional[str] = None) -> Optional[str]:
@@ -717,9 +715,9 @@ class StateStore:
         """{job id: why} of the rows the last listing left out whose state is not final."""
         return {j: why for j, (state, why) in self.unreadable.items() if not is_final(state)}
 
-    def jobs_sharing_root(self, ckpt_root: str) -> list[JobRow]:
-        rows = self.db.execute("SELECT * FROM jobs WHERE ckpt_root=? ORDER BY created", (ckpt_root,)).fetchall()
-        return job_rows(self.db, rows)
+    @staticmethod
+    def _sharing_root(db, ckpt_root: str) -> list[JobRow]:
+        return job_rows(db, db.execute("SELECT * FROM jobs WHERE ckpt_root=? ORDER BY created", (ckpt_root,)).fetchall())
 
     def latest_attempt(self, job_id: str) -> Optional[AttemptRow]:
         a = self.attempts(job_id)
