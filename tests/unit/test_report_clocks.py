@@ -143,3 +143,27 @@ def test_clocks_always_add_up_with_the_other_categories(seed):
     acc = account(History("j", t0=1000.0, now=t + r.uniform(0, 100), attempts=atts, jobside=r.random() < 0.8))
     assert sum(acc.totals.values()) == pytest.approx(acc.wall_s, abs=1e-6)
     check_adds_up(acc)
+
+
+def test_the_job_page_and_its_timeline_show_each_clock_or_why_not_and_the_mfu():
+    from launcher.serve.pages import job_body, ts
+
+    atts = killed_and_resubmitted()
+    atts[1].restored_at = None
+    atts[0].started = None  # the store has no start: the page shows the program's
+    rep = account(History("j", t0=0, now=1e9, attempts=atts)).to_dict()
+    rep.update(name="x", state="COMPLETED", reason="", target="local", backend="local", notes=[],
+               compute={"mfu": 0.412, "effective_mfu": 0.2, "useful_share": 0.485, "peak_text": "dense BF16 peak, H100"})
+    d = {"job_id": "j", "name": "x", "target": "local", "backend": "local", "state": "COMPLETED", "reason": "",
+         "open": False, "last_step": 10, "ckpt_root": None, "events": [], "report": rep, "log": None,
+         "attempts": [{"attempt": 1, "target": "local", "native_id": "100", "state": "FAILED", "resume_step": -1,
+                       "submitted": 0.0, "started": None, "ended": 20.0, "exit_code": 9, "cost_usd": None,
+                       "reason": ""}]}
+    page = job_body(d)
+    row = page.split('id="clocks"')[1].split('<tr data-attempt="1">')[1].split("</tr>")[0]
+    assert 'data-clock="detection">4.0 s<' in row and 'data-clock="cleanup">2.0 s<' in row
+    assert 'data-clock="reallocation">6.0 s<' in row and 'data-clock="restore">-<' in row
+    assert 'data-clock="lost_work">9.0 s<' in row and "back at step 10" in row
+    assert 'id="mfu-pct">41.2%<' in page and "dense BF16 peak, H100" in page
+    assert page.count('data-clock="detection"') == 2  # the table's cell and the timeline's strip
+    assert f"<td>{ts(3.0)}</td>" in page.split('id="attempts"')[1].split("</tr>")[1]  # started: the program's
