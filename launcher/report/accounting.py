@@ -30,7 +30,11 @@ category, so the categories add up to the wall time by construction:
 ``restart_overhead``
     after an attempt that ran: from the failure (so including the scheduler's detection
     delay) until the next attempt's program starts (requeue, queue wait again,
-    re-allocation, startup and checkpoint discovery).
+    re-allocation, startup and checkpoint discovery) and, where ``jobside.restore`` recorded
+    it, until that program had restored its checkpoint.
+
+Each interruption's lost work and restart overhead is split into its clocks (detection,
+cleanup and fencing, reallocation, restore, lost work): ``launcher.report.clocks``.
 
 An attempt lasts until the scheduler's end of its run, or until its last job-side sign
 of life (save, heartbeat) if that is later (a preempted program checkpoints after Slurm
