@@ -40,6 +40,8 @@ from typing import Optional
 CLOCKS = ("detection", "cleanup", "reallocation", "restore", "lost_work")
 RESTART = "restart_overhead"
 UNSPLIT = "unsplit"  # detection and cleanup together, when no record says where one ended
+LABELS = {"detection": "detection", "cleanup": "cleanup and fencing", "reallocation": "reallocation",
+          "restore": "restore", "lost_work": "lost work", UNSPLIT: "detection and cleanup (not split)"}
 EPS = 1e-6
 
 
@@ -184,3 +186,22 @@ def clock_totals(clocks: list, restart_s: float = 0.0) -> dict:
     split = sum((x.get(f"{c}_s") or 0.0) for x in clocks for c in CLOCKS if c != "lost_work") + out["unsplit_s"]
     out["unassigned_s"] = max(0.0, restart_s - split)
     return out
+
+
+def combine_totals(parts: list) -> dict:
+    """The ``clock_totals`` of many jobs (a sweep's elements) summed: a clock no job knows stays None."""
+    parts = [p for p in parts if p]
+    out: dict = {}
+    for k in [*(f"{c}_s" for c in CLOCKS), "unsplit_s", "unassigned_s", "interruptions"]:
+        known = [p[k] for p in parts if p.get(k) is not None]
+        out[k] = sum(known) if known else (0 if k in ("unsplit_s", "unassigned_s", "interruptions") else None)
+    return out
+
+
+def totals_line(tot: Optional[dict], dur) -> Optional[str]:
+    """The clocks summed over every interruption, as one line (DUR formats seconds); None without one."""
+    if not tot or not tot.get("interruptions"):
+        return None
+    return (f"{tot['interruptions']} interruption(s): "
+            + ", ".join(f"{LABELS[k]} {dur(tot.get(f'{k}_s'))}" for k in CLOCKS)
+            + (f", detection and cleanup not split {dur(tot['unsplit_s'])}" if tot.get("unsplit_s") else ""))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from launcher.core.errors import LauncherError
 from launcher.report.accounting import CATEGORIES, LABELS
+from launcher.report.clocks import LABELS as CLOCK_LABELS
 
 WIDTH, HEIGHT, DPI = 1200, 500, 100
 COLORS = {"queue_wait": "#bdbdbd", "provisioning": "#9ecae1", "useful_compute": "#31a354",
@@ -16,8 +17,6 @@ COLORS = {"queue_wait": "#bdbdbd", "provisioning": "#9ecae1", "useful_compute": 
 # an interruption's clocks (launcher.report.clocks), drawn as a strip under its restart overhead
 CLOCK_COLORS = {"detection": "#7f2704", "cleanup": "#a63603", "reallocation": "#fdd0a2", "restore": "#6a51a3",
                 "unsplit": "#525252"}
-CLOCK_LABELS = {"detection": "detection", "cleanup": "cleanup and fencing", "reallocation": "reallocation",
-                "restore": "restore", "unsplit": "detection and cleanup (not split)"}
 
 
 def title(report: dict) -> str:

@@ -6,6 +6,7 @@ import datetime
 from typing import Optional
 
 from launcher.report.accounting import CATEGORIES, LABELS
+from launcher.report.clocks import LABELS as CLOCK_NAMES, totals_line
 
 
 def _dur(s: Optional[float]) -> str:
@@ -46,8 +47,7 @@ def compute_lines(c: Optional[dict], paid_what: str = "paid accelerator time") -
             f"{paid_what}: the kept model FLOPs over peak x accelerators x every attempt's allocation time"]
 
 
-CLOCK_LABELS = {"detection": "detection", "cleanup": "cleanup and fencing", "reallocation": "reallocation",
-                "restore": "restore"}
+CLOCK_LABELS = {k: CLOCK_NAMES[k] for k in ("detection", "cleanup", "reallocation", "restore")}
 
 
 def clock_text(c: dict, k: str) -> str:
@@ -79,11 +79,9 @@ def interruption_lines(d: dict) -> list[str]:
         out += [f"    {' and '.join(names)} -: {why}" for why, names in whys.items()]
         if c.get("noticed_after_end_s"):
             out.append(f"    noticed {_dur(c['noticed_after_end_s'])} after the run's end, which ends the wall time")
-    tot = d.get("clocks_total") or {}
-    if len(fails) > 1:
-        out.append("  all interruptions: " + ", ".join(f"{label} {_dur(tot.get(f'{k}_s'))}"
-                                                       for k, label in CLOCK_LABELS.items())
-                   + f", lost work {_dur(tot.get('lost_work_s'))}")
+    tot = totals_line(d.get("clocks_total"), _dur)
+    if len(fails) > 1 and tot:
+        out.append(f"  {tot}")
     return out
 
 

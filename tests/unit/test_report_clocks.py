@@ -167,3 +167,16 @@ def test_the_job_page_and_its_timeline_show_each_clock_or_why_not_and_the_mfu():
     assert 'id="mfu-pct">41.2%<' in page and "dense BF16 peak, H100" in page
     assert page.count('data-clock="detection"') == 2  # the table's cell and the timeline's strip
     assert f"<td>{ts(3.0)}</td>" in page.split('id="attempts"')[1].split("</tr>")[1]  # started: the program's
+
+
+def test_a_sweeps_clocks_are_its_elements_summed_and_an_unknown_clock_stays_unknown():
+    from launcher.report.clocks import combine_totals
+
+    a = account(History("a", t0=0, now=1e9, attempts=killed_and_resubmitted())).to_dict()["clocks_total"]
+    atts = killed_and_resubmitted()
+    atts[1].restored_at = None
+    b = account(History("b", t0=0, now=1e9, attempts=atts)).to_dict()["clocks_total"]
+    tot = combine_totals([a, b, None])
+    assert tot["interruptions"] == 2 and tot["detection_s"] == 8 and tot["lost_work_s"] == 18
+    assert tot["restore_s"] == 3  # b's restore is unknown: only a's is summed
+    assert combine_totals([b])["restore_s"] is None
