@@ -4,12 +4,11 @@ all of them adding up to the wall time with the other categories."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from launcher.report import AttemptIn, History, Save, account
 from launcher.report.clocks import CLOCKS
+from tests.fixtures.histories import random_history
 
 RESTART_CLOCKS = ("detection", "cleanup", "reallocation", "restore")
 
@@ -119,28 +118,7 @@ def test_an_attempt_without_a_scheduler_start_still_shows_its_program_start():
 
 @pytest.mark.parametrize("seed", range(200))
 def test_clocks_always_add_up_with_the_other_categories(seed):
-    r = random.Random(seed)
-    t = 1000.0
-    atts = []
-    for n in range(1, r.randint(1, 6) + 1):
-        q = t + r.uniform(-5, 5)
-        st = q + r.uniform(-3, 20) if r.random() < 0.9 else None
-        ps = (st or q) + r.uniform(-2, 5) if r.random() < 0.8 else None
-        end = (st or q) + r.uniform(-4, 60) if r.random() < 0.9 else None
-        saves = []
-        for _ in range(r.randint(0, 5)):
-            a = (ps or q) + r.uniform(-5, 70)
-            saves.append(Save(a, a + r.uniform(0, 4), r.randint(0, 100), r.random() < 0.8, r.random() < 0.2))
-        atts.append(AttemptIn(n, r.choice(["COMPLETED", "FAILED", "PREEMPTED", "NODE_FAIL", "RUNNING", "CANCELLED"]),
-                              queued=q, started=st, ended=end, program_start=ps, saves=saves,
-                              resume_step=r.choice([None, -1, r.randint(0, 100)]),
-                              native_id=r.choice(["1", "2", None]),
-                              heartbeat=(ps or q) + r.uniform(0, 50) if r.random() < 0.5 else None,
-                              heartbeat_interval=r.choice([None, 1.0, 10.0]),
-                              noticed=(end or q) + r.uniform(-5, 15) if r.random() < 0.6 else None,
-                              restored_at=(ps or q) + r.uniform(-2, 10) if r.random() < 0.6 else None))
-        t = (end or q) + r.uniform(0, 10)
-    acc = account(History("j", t0=1000.0, now=t + r.uniform(0, 100), attempts=atts, jobside=r.random() < 0.8))
+    acc = account(random_history(seed, clocks=True))
     assert sum(acc.totals.values()) == pytest.approx(acc.wall_s, abs=1e-6)
     check_adds_up(acc)
 
