@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar, Optional
 
@@ -197,8 +197,8 @@ class LocalBackend:
         if leader_up:
             return Status(JobState.RUNNING, native_state="running", reason="", start_time=h.extra.get("submitted"))
         ended = _read_exit(files.exit)
-        if ended:
-            return _ended(*ended, cancelled)
+        if ended:  # with its start: a run that ended before any status call saw it running still ran
+            return replace(_ended(*ended, cancelled), start_time=h.extra.get("submitted"))
         if started is None:
             if cancelled is not None:
                 return Status(JobState.CANCELLED, "killed", "cancelled by user")
@@ -208,7 +208,8 @@ class LocalBackend:
         killed = f"its supervisor (pid {pid}) was killed"
         ended = _read_exit(files.own_exit)
         if ended:
-            return _ended(*ended, cancelled, f"recorded by the job itself: {killed}")
+            return replace(_ended(*ended, cancelled, f"recorded by the job itself: {killed}"),
+                           start_time=h.extra.get("submitted"))
         if group_up:
             return Status(JobState.RUNNING, native_state="running",
                           reason=f"its supervisor (pid {pid}) is gone; the job's process group {pid} runs on",

@@ -12,10 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from launcher.launching.tracking import refresh
-from launcher.recovery.progress import read_progress
-from launcher.recovery.progress import record_progress
-from launcher.recovery.watch import reconcile
+from launcher.recovery.current import job_up_to_date, jobs_up_to_date, reconcile_lines  # noqa: F401 - re-exported
 from launcher.state.store import AttemptRow, JobRow, is_open
 
 Note = Callable[[str], None]
@@ -70,28 +67,10 @@ def summary_dict(r: JobRow) -> dict:
 # ---------------------------------------------------------------- gathering (talks to the store and targets)
 def gather_job(app, job: str, note: Optional[Note] = None) -> JobDetail:
     """Bring one job up to date (reconcile a SUBMITTING row, refresh its status, record
-    its checkpoint progress) and read it back."""
+    its checkpoint progress: ``launcher.recovery.current``, which `report` shares) and read it back."""
     notes: list[str] = []
-    say = _collector(notes, note)
     store = app.store
-    row = store.get_job(job)
-    if not store.may_act(row):  # another person's job on a team's store: shown as stored, never written
-        return JobDetail(row, store.attempts(row.job_id), store.events(row.job_id), notes)
-    if row.state == "SUBMITTING" and not row.handle:
-        for line in reconcile_lines(reconcile(app, jobs=[row], record_errors=False)):
-            say(line)
-        row = store.get_job(row.job_id)
-    if row.handle:
-        st = refresh(app, [row]).get(row.job_id)
-        if isinstance(st, Exception):
-            say(f"warning: could not refresh status: {st}")
-    if row.ckpt_root:
-        prog = read_progress(row.ckpt_root)
-        if prog.error:
-            say(f"warning: cannot read checkpoints under {row.ckpt_root}: {prog.error}")
-        else:
-            record_progress(app, row, prog)
-    row = store.get_job(row.job_id)
+    row = job_up_to_date(app, store.get_job(job), _collector(notes, note))
     return JobDetail(row, store.attempts(row.job_id), store.events(row.job_id), notes)
 
 
@@ -101,15 +80,7 @@ def gather_jobs(app, show_all: bool = False, note: Optional[Note] = None) -> lis
     store = app.store
     limit = 1000 if show_all else 50
     rows = store.list_jobs(active_only=False, limit=limit)
-    mine = [r for r in rows if store.may_act(r)]  # a team's store: others' jobs are theirs (and the watcher's) to refresh
-    limbo = [r for r in mine if r.state == "SUBMITTING" and not r.handle and is_open(r)]
-    if limbo:
-        for line in reconcile_lines(reconcile(app, jobs=limbo, record_errors=False)):
-            say(line)
-    active = [r for r in mine if r.handle and is_open(r)]
-    if active:
-        refresh(app, active)
-    if limbo or active:
+    if jobs_up_to_date(app, rows, say):
         rows = store.list_jobs(active_only=False, limit=limit)
     for job_id, (_state, why) in sorted(store.unreadable.items()):  # a damaged row: named, never hidden
         say(f"{job_id}: not shown: {why}")
@@ -126,19 +97,6 @@ def _collector(notes: list, note: Optional[Note]) -> Note:
 
 
 # ---------------------------------------------------------------- pure formatting
-def reconcile_lines(outcomes) -> list[str]:
-    """What reconciling SUBMITTING rows did, one stderr line per job that changed or failed."""
-    out = []
-    for o in outcomes:
-        if o.action == "adopted":
-            out.append(f"{o.job_id}: adopted the submission found by its dedupe token ({o.reason})")
-        elif o.action == "failed":
-            out.append(f"{o.job_id}: submission lost ({o.reason})")
-        elif o.action == "control_plane":
-            out.append(f"warning: {o.job_id} is still SUBMITTING: {o.reason}")
-    return out
-
-
 def resumed(step) -> str:
     """The step an attempt resumed from, as its generation recorded it (-1: a fresh start)."""
     if step is None:

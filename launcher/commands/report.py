@@ -25,7 +25,14 @@ last attempt (now, if it is still open). The categories add up to the wall time:
                        one heartbeat interval after its last job-side heartbeat)
   restart overhead     from the failure (so the scheduler's detection delay too)
                        until the next attempt's program started (requeue, queue,
-                       allocation, startup)
+                       allocation, startup) and restored its checkpoint
+
+Each interruption is split into its clocks: detection (failure -> noticed),
+cleanup and fencing (-> the replacement submitted), reallocation (-> its program
+started), restore (-> back at the resume step) and lost work. They add up to the
+wall time with the other categories; a clock no record gives is "-" with the
+reason (docs/goodput.md). The job is brought up to date first, as `launcher
+status` does (--no-refresh: only what is stored).
 
 Goodput is useful compute / wall time. Cost is each attempt's allocation time x
 its hourly price (recorded at submit, else the target's gpu_hour_usd x GPUs), or

@@ -227,6 +227,7 @@ def restore(path=None, verify=False):
         store = store_for(ckpt_root())
         with _tiered.restore(cfg, store, _current_generation(store)) as d:
             yield d
+        _record_restored(d)
         return
     path = path if path is not None else resume_from()
     if not path:
@@ -239,14 +240,36 @@ def restore(path=None, verify=False):
     if store.is_local:
         _check_local(store, name, path, verify)
         yield path
+        _record_restored(path)
         return
     tmp = _scratch.acquire(store.root, "restore-" + name)
     try:
         dest = os.path.join(tmp, _scratch.DATA)
         _download(store, name, path, dest, verify)
         yield dest
+        _record_restored(dest)
     finally:
         _scratch.release(tmp)
+
+
+def _record_restored(path) -> None:
+    """Record in this generation's attempt record when the program had restored its checkpoint
+    (the ``restore`` block ended without an error): the end of the report's restore clock.
+    Rank 0 only (one writer of the record); advisory, never fails."""
+    if path is None or not os.environ.get("LAUNCHER_BACKEND"):
+        return
+    try:
+        rank = env_int("RANK")
+        if (rank if rank is not None else (env_int("LAUNCHER_RANK") or 0)) != 0 or (
+                rank is None and (env_int("LAUNCHER_NODE_RANK") or 0) != 0):
+            return
+        store = store_for(ckpt_root())
+        gen = _current_generation(store)
+        doc = read_attempt(store, gen) or {"generation": gen, "saves": []}
+        doc["restored"] = {"at": now_iso(), "step": env_int("LAUNCHER_RESUME_STEP")}
+        write_attempt(store, gen, doc)
+    except Exception as e:  # the record is advisory: never break a restore over it
+        print("%s: warning: could not record the restore: %s" % (PROG, e), file=sys.stderr)
 
 
 def _check_local(store, name, path, verify):

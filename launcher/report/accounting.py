@@ -30,7 +30,11 @@ category, so the categories add up to the wall time by construction:
 ``restart_overhead``
     after an attempt that ran: from the failure (so including the scheduler's detection
     delay) until the next attempt's program starts (requeue, queue wait again,
-    re-allocation, startup and checkpoint discovery).
+    re-allocation, startup and checkpoint discovery) and, where ``jobside.restore`` recorded
+    it, until that program had restored its checkpoint.
+
+Each interruption's lost work and restart overhead is split into its clocks (detection,
+cleanup and fencing, reallocation, restore, lost work): ``launcher.report.clocks``.
 
 An attempt lasts until the scheduler's end of its run, or until its last job-side sign
 of life (save, heartbeat) if that is later (a preempted program checkpoints after Slurm
@@ -48,6 +52,7 @@ from typing import Optional
 
 from launcher.checkpoint.tiers import LOCAL
 from launcher.core.status import JobState
+from launcher.report.clocks import clock_totals, interruption_clocks
 from launcher.report.summary import checkpoint_interval, cost_summary
 
 CATEGORIES = ("queue_wait", "provisioning", "useful_compute", "checkpoint_overhead", "capture_stall", "lost_work",
@@ -96,6 +101,8 @@ class AttemptIn:
     price_per_hour: Optional[float] = None  # $/h of its allocation (submit-time figure, else target price x GPUs)
     price_source: str = ""
     preempt_notice: Optional[float] = None
+    noticed: Optional[float] = None  # when the launcher first recorded its end (its "attempt_ended" event)
+    restored_at: Optional[float] = None  # the program was back at its resume step (jobside.restore's record)
 
     @property
     def active(self) -> bool:
@@ -119,6 +126,7 @@ class Segment:
     end: float
     category: str
     attempt: int
+    clock: str = ""  # an interruption's clock (launcher.report.clocks): detection, cleanup, reallocation ...
 
     @property
     def seconds(self) -> float:
@@ -166,6 +174,10 @@ class AttemptOut:
     target: str
     native_id: Optional[str]
     preempt_notice: Optional[float]
+    noticed: Optional[float] = None
+    restored_at: Optional[float] = None
+    restore_end: Optional[float] = None  # the end of its restore, carved out of useful compute (restart overhead)
+    scheduler_end: Optional[float] = None  # the end of its run as the scheduler recorded it
 
 
 @dataclass
@@ -180,6 +192,7 @@ class Accounting:
     interval: dict
     cost: dict
     drain_lag: dict = field(default_factory=dict)
+    clocks: list = field(default_factory=list)  # one dict per interruption: launcher.report.clocks
 
     @property
     def wall_s(self) -> float:
@@ -202,8 +215,9 @@ class Accounting:
                           "last_commit_step": a.last_commit_step, "last_commit_at": a.last_commit_at}
                          for a in self.attempts if a.failed],
             "interval": self.interval, "cost": self.cost, "drain_lag": self.drain_lag,
-            "segments": [{"start": s.start, "end": s.end, "category": s.category, "attempt": s.attempt}
-                         for s in self.segments],
+            "segments": [{"start": s.start, "end": s.end, "category": s.category, "attempt": s.attempt,
+                          **({"clock": s.clock} if s.clock else {})} for s in self.segments],
+            "clocks": self.clocks, "clocks_total": clock_totals(self.clocks, self.totals["restart_overhead"]),
         }
 
 
@@ -230,9 +244,9 @@ class _Ledger:
         self.totals = {c: 0.0 for c in CATEGORIES}
         self.segments: list = []
 
-    def add(self, a, b, cat, n, sec):
+    def add(self, a, b, cat, n, sec, clock=""):
         if b > a:
-            self.segments.append(Segment(a, b, cat, n))
+            self.segments.append(Segment(a, b, cat, n, clock))
             self.totals[cat] += b - a
             sec[cat] += b - a
 
@@ -257,8 +271,9 @@ def account(h: History) -> Accounting:
         is_open = True
     interval = checkpoint_interval(outs, ledger.totals, h.planned_interval_s)
     cost = cost_summary(outs, ledger.totals, h.gpus)
-    return Accounting(h.job_id, h.t0, t_end, is_open, ledger.totals, ledger.segments, outs, interval, cost,
-                      drain_lag(outs))
+    segments, clocks = interruption_clocks(ledger.segments, outs, t_end)
+    return Accounting(h.job_id, h.t0, t_end, is_open, ledger.totals, segments, outs, interval, cost,
+                      drain_lag(outs), clocks)
 
 
 def _account_attempt(ledger: _Ledger, h: History, attempts: list, i: int, cursor: float,
@@ -274,22 +289,31 @@ def _account_attempt(ledger: _Ledger, h: History, attempts: list, i: int, cursor
     ledger.add(cursor, started, "restart_overhead" if ran_before else "queue_wait", a.attempt, sec)
     ps = _program_start(a, started, end, h.jobside)
     ledger.add(started, ps, "restart_overhead" if ran_before else "provisioning", a.attempt, sec)
+    rs = ps
+    if ran_before and h.jobside and a.restored_at is not None and a.resume_step is not None \
+            and a.resume_step >= 0:
+        # after an interruption: restoring the checkpoint is part of the recovery, not useful compute
+        rs = _clamp(a.restored_at, ps, end)
+        ledger.add(ps, rs, "restart_overhead", a.attempt, sec, clock="restore")
 
     # interrupted: ended without completing (failure, cancel), or superseded by a later attempt
     failed = (a.ended is not None and a.state != COMPLETED) or (a.ended is None and nxt_queued is not None)
     limit = _next_resume(attempts, i) if failed else None
     saves = sorted(a.saves, key=lambda s: (s.end, s.step))
-    commit_at, commit_step = _last_used_commit(saves, ps, end, limit)
-    good_end, failure_at = _good_end_and_failure(a, failed, commit_at, ps, end)
-    _add_run(ledger, a.attempt, sec, saves, ps, good_end, failure_at, end)
+    commit_at, commit_step = _last_used_commit(saves, rs, end, limit)
+    good_end, failure_at = _good_end_and_failure(a, failed, commit_at, rs, end)
+    _add_run(ledger, a.attempt, sec, saves, rs, good_end, failure_at, end)
     billable = _billable(a, started, end)
     cost, how = _attempt_cost(a, billable)
     return AttemptOut(
-        attempt=a.attempt, state=a.state, queued=a.queued, started=a.started, program_start=a.program_start,
+        attempt=a.attempt, state=a.state, queued=a.queued, program_start=a.program_start,
+        # an attempt that ran has a start: the scheduler's, else its program's
+        started=a.started if a.started is not None else a.program_start,
         ended=end, open=open_attempt, failed=failed, last_commit_at=commit_at, last_commit_step=commit_step,
         used_commit_limit=limit, failure_at=failure_at if failed else None, seconds=sec, billable_s=billable, cost_usd=cost, cost_source=how,
         saves=saves, resume_step=a.resume_step, generation=a.generation, host=a.host, target=a.target,
-        native_id=a.native_id, preempt_notice=a.preempt_notice)
+        native_id=a.native_id, preempt_notice=a.preempt_notice, noticed=a.noticed, restored_at=a.restored_at,
+        restore_end=rs if rs > ps else None, scheduler_end=a.ended)
 
 
 def _attempt_end(attempts: list, i: int, nxt_queued: Optional[float], cursor: float, now: float) -> float:

@@ -30,8 +30,9 @@ from launcher.checkpoint import CheckpointError, RootUnavailable, open_store, re
 from launcher.checkpoint.tiers import LOCAL
 from launcher.jobside.heartbeat import heartbeat_key
 from launcher.launching.submission import job_spec
-from launcher.launching.tracking import refresh as do_refresh
+from launcher.recovery.current import job_up_to_date
 from launcher.report.accounting import ACTIVE, AttemptIn, History, Save
+from launcher.state.bulk import NOTICED
 
 
 def iso_ts(v) -> Optional[float]:
@@ -205,7 +206,7 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, hi
     store = app.store
     notes: list = []
     row = store.get_job(job)
-    if refresh and row.handle and row.state in ACTIVE:
+    if refresh:  # exactly as `launcher status JOB` does (launcher.recovery.current)
         row = _refreshed(app, row, notes)
     rows = store.attempts(row.job_id)
     spec = _stored_spec(row, notes, {} if specs is None else specs)
@@ -213,7 +214,8 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, hi
     runs = _run_histories(app, rows, notes) if (refresh if history is None else history) else {}
     if records is None:
         records = read_generation_records(row.ckpt_root, row.job_id, notes)
-    attempts = _attempts_in(app, rows, runs, _match(rows, records, _run_readers(app, rows)), spec)
+    attempts = _attempts_in(app, rows, runs, _match(rows, records, _run_readers(app, rows)), spec,
+                            noticed_ends(store.events(row.job_id)))
     if row.ckpt_root and not records and not any(n.startswith(_UNREAD) for n in notes):
         notes.append(f"no attempt records of {row.job_id} under {row.ckpt_root}: program starts and save timings "
                      f"unknown")
@@ -226,14 +228,12 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, hi
 
 
 def _refreshed(app, row, notes: list):
-    """The job's row after asking its backend for the status (a failure becomes a note)."""
+    """The job's row brought up to date as `status` brings it (a failure becomes a note)."""
     try:
-        st = do_refresh(app, [row]).get(row.job_id)
-        if isinstance(st, Exception):
-            notes.append(f"could not refresh the job's status: {st}")
+        return job_up_to_date(app, row, notes.append)
     except Exception as e:  # noqa: BLE001 - report from what is stored
         notes.append(f"could not refresh the job's status: {e}")
-    return app.store.get_job(row.job_id)
+        return app.store.get_job(row.job_id)
 
 
 def _stored_spec(row, notes: list, specs: dict):
@@ -264,8 +264,19 @@ def _run_histories(app, rows, notes: list) -> dict:
     return runs
 
 
-def _attempts_in(app, rows, runs: dict, matched: dict, spec) -> list:
-    """One AttemptIn per stored attempt: the scheduler's run times, the job-side record, the price."""
+def noticed_ends(events: list) -> dict:
+    """{attempt: when the launcher first recorded its end} from the job's ``attempt_ended`` events."""
+    out: dict = {}
+    for e in events:
+        n = e.get("attempt")
+        if e.get("kind") == NOTICED and isinstance(n, int) and isinstance(e.get("ts"), (int, float)):
+            out[n] = min(out.get(n, e["ts"]), e["ts"])
+    return out
+
+
+def _attempts_in(app, rows, runs: dict, matched: dict, spec, noticed: dict) -> list:
+    """One AttemptIn per stored attempt: the scheduler's run times, the job-side record, the price,
+    when the launcher noticed its end (NOTICED: ``noticed_ends``)."""
     prices: dict = {}
     attempts = []
     prev_native, prev_end = None, None
@@ -298,7 +309,8 @@ def _attempts_in(app, rows, runs: dict, matched: dict, spec) -> list:
             host=(rec.get("node") or {}).get("hostname") or rec.get("host"), target=a.target,
             native_id=a.native_id, heartbeat=iso_ts(hb.get("at")), heartbeat_interval=_num(hb.get("interval")),
             cost_usd=a.cost_usd, price_per_hour=pph, price_source=psrc,
-            preempt_notice=iso_ts(rec.get("preempt_signal_at"))))
+            preempt_notice=iso_ts(rec.get("preempt_signal_at")), noticed=noticed.get(a.attempt),
+            restored_at=iso_ts((rec.get("restored") or {}).get("at"))))
         prev_native, prev_end = a.native_id, ended
     return attempts
 

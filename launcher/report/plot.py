@@ -9,10 +9,35 @@ from __future__ import annotations
 
 from launcher.core.errors import LauncherError
 from launcher.report.accounting import CATEGORIES, LABELS
+from launcher.report.clocks import LABELS as CLOCK_LABELS
 
 WIDTH, HEIGHT, DPI = 1200, 500, 100
 COLORS = {"queue_wait": "#bdbdbd", "provisioning": "#9ecae1", "useful_compute": "#31a354",
           "checkpoint_overhead": "#3182bd", "capture_stall": "#9ecae1", "lost_work": "#de2d26", "restart_overhead": "#fd8d3c"}
+# an interruption's clocks (launcher.report.clocks), drawn as a strip under its restart overhead
+CLOCK_COLORS = {"detection": "#7f2704", "cleanup": "#a63603", "reallocation": "#fdd0a2", "restore": "#6a51a3",
+                "unsplit": "#525252"}
+
+
+def title(report: dict) -> str:
+    """The figure's title: the job, its goodput and wall time, and its MFU when known."""
+    gp = report.get("goodput_pct")
+    if gp is None:
+        return str(report["job_id"])
+    out = f"{report['job_id']}: goodput {gp:.1f}% of {report['wall_s']:.0f} s wall time"
+    c = report.get("compute") or {}
+    if c.get("mfu") is not None:
+        out += f"; MFU {100 * c['mfu']:.1f}%, effective MFU {100 * c['effective_mfu']:.1f}%"
+    return out
+
+
+def clock_seconds(report: dict) -> dict:
+    """{clock: seconds drawn} over the report's tagged segments, in CLOCK_COLORS' order."""
+    out = {c: 0.0 for c in CLOCK_COLORS}
+    for s in report.get("segments") or []:
+        if s.get("clock") in out:
+            out[s["clock"]] += s["end"] - s["start"]
+    return {c: v for c, v in out.items() if v > 0}
 
 
 def plot(report: dict, path: str) -> str:
@@ -35,6 +60,9 @@ def plot(report: dict, path: str) -> str:
             y = rows.get(s["attempt"], 0)
             ax.broken_barh([(s["start"] - t0, s["end"] - s["start"])], (y - 0.35, 0.7),
                            facecolors=COLORS[s["category"]], edgecolors="none")
+            if s.get("clock") in CLOCK_COLORS:
+                ax.broken_barh([(s["start"] - t0, s["end"] - s["start"])], (y + 0.22, 0.13),
+                               facecolors=CLOCK_COLORS[s["clock"]], edgecolors="none")
         commit_label = fail_label = notice_label = True
         for a in attempts:
             y = rows[a["attempt"]]
@@ -60,13 +88,13 @@ def plot(report: dict, path: str) -> str:
         ax.set_ylim(n - 0.5, -0.5)
         ax.set_xlim(0, max(1e-9, report["wall_s"]) * 1.02)
         ax.set_xlabel("seconds since the first submission")
-        gp = report.get("goodput_pct")
-        ax.set_title(f"{report['job_id']}: goodput {gp:.1f}% of {report['wall_s']:.0f} s wall time"
-                     if gp is not None else report["job_id"])
+        ax.set_title(title(report))
         handles = [Patch(facecolor=COLORS[c], label=f"{LABELS[c]} {report['categories'][c]:.0f} s")
                    for c in CATEGORIES]
+        handles += [Patch(facecolor=CLOCK_COLORS[c], label=f"{CLOCK_LABELS[c]} {v:.1f} s")
+                    for c, v in clock_seconds(report).items()]
         h2, l2 = ax.get_legend_handles_labels()
-        ax.legend(handles=handles + h2, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=5, fontsize=8,
+        ax.legend(handles=handles + h2, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=6, fontsize=8,
                   frameon=False)
         ax.grid(axis="x", alpha=0.3)
         fig.subplots_adjust(left=0.1, right=0.98, top=0.9, bottom=0.3)

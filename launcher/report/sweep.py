@@ -44,6 +44,7 @@ from typing import Mapping, Optional
 
 from launcher.core.errors import EXIT_USAGE, LauncherError
 from launcher.report.accounting import CATEGORIES
+from launcher.report.clocks import combine_totals
 from launcher.report.mfu import combine
 from launcher.sweep.summary import STATE_ORDER
 
@@ -224,6 +225,7 @@ def aggregate(sweep_id: str, elements, choice: Optional[MetricChoice] = None, no
     best, why = _best(rows, choice, names)
     out = {"sweep": sweep_id, "size": len(rows), "counts": _counts(rows)}
     out.update(_totals(rows, [e.report for e in elements if e.report]))
+    out["clocks_total"] = combine_totals([(e.report or {}).get("clocks_total") for e in elements])
     compute = combine([(e.report or {}).get("compute") for e in elements])
     out.update(mfu=compute["mfu"], effective_mfu=compute["effective_mfu"], peak=compute["peak"],
                goodput=out["goodput_pct"] / 100.0 if out["goodput_pct"] is not None else None, compute=compute)

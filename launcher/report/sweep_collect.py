@@ -19,12 +19,11 @@ from typing import Optional
 from launcher.checkpoint import CheckpointError
 from launcher.checkpoint.metrics import read_metrics
 from launcher.core.errors import LauncherError
-from launcher.launching.tracking import refresh
+from launcher.recovery.current import jobs_up_to_date
 from launcher.report import account
 from launcher.report.collect import _stored_spec, collect, read_generation_records
 from launcher.report.mfu import summarize
 from launcher.report.sweep import ElementIn, aggregate, choose_metric
-from launcher.state.store import is_open
 from launcher.sweep.early_stop import until_stop
 from launcher.sweep.elements import sweep_rows
 from launcher.sweep.judgements import stop_of
@@ -75,7 +74,7 @@ def _early_stop(row, specs: dict):
 
 def _refresh_open(app, rows, notes: list) -> None:
     try:
-        results = refresh(app, [r for r in rows if is_open(r)])
+        results = jobs_up_to_date(app, rows, notes.append)  # as `launcher status SWEEP` does
     except Exception as e:  # noqa: BLE001 - report from what is stored
         notes.append(f"could not refresh the elements' status: {e}")
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from launcher.report.accounting import CATEGORIES, LABELS
+from launcher.report.clocks import totals_line
 from launcher.report.text import _dur, _usd, compute_lines
 from launcher.sweep.summary import params_text
 
@@ -24,6 +25,9 @@ def _time_lines(d: dict) -> list[str]:
         out.append(f"  {LABELS[c]:<20} {_dur(v):>10}" + (f"  {pct:5.1f}%" if pct is not None else ""))
     out.append(f"  {'total':<20} {_dur(d['sum_s']):>10}")
     out.append(f"goodput {_pct(d['goodput_pct'])} (useful compute / element time)")
+    clocks = totals_line(d.get("clocks_total"), _dur)
+    if clocks:
+        out.append(f"  {clocks}")
     return out
 
 

@@ -6,6 +6,7 @@ import datetime
 from typing import Optional
 
 from launcher.report.accounting import CATEGORIES, LABELS
+from launcher.report.clocks import LABELS as CLOCK_NAMES, totals_line
 
 
 def _dur(s: Optional[float]) -> str:
@@ -46,6 +47,44 @@ def compute_lines(c: Optional[dict], paid_what: str = "paid accelerator time") -
             f"{paid_what}: the kept model FLOPs over peak x accelerators x every attempt's allocation time"]
 
 
+CLOCK_LABELS = {k: CLOCK_NAMES[k] for k in ("detection", "cleanup", "reallocation", "restore")}
+
+
+def clock_text(c: dict, k: str) -> str:
+    """One clock of an interruption: its duration, or "-" (why not known is said apart)."""
+    return _dur(c.get(f"{k}_s"))
+
+
+def interruption_lines(d: dict) -> list[str]:
+    """Per interruption: its lost work, then the clocks of its recovery (launcher.report.clocks)."""
+    fails = d["failures"]
+    if not fails:
+        return []
+    clocks = {c["attempt"]: c for c in d.get("clocks") or []}
+    out = ["lost work and recovery per interruption:"]
+    for f in fails:
+        since = (f"since step {f['last_commit_step']} was committed" if f["last_commit_step"] is not None
+                 else "nothing committed in this attempt")
+        out.append(f"  attempt {f['attempt']} {f['state']} at {_ts(f['at'])}: {_dur(f['lost_s'])} lost ({since})")
+        c = clocks.get(f["attempt"])
+        if c is None:
+            continue
+        by = f" (noticed by the {c['noticed_by']})" if c.get("noticed_by") else ""
+        out.append("    " + ", ".join(f"{label} {clock_text(c, k)}" + (by if k == "detection" else "")
+                                      for k, label in CLOCK_LABELS.items())
+                   + (f"; detection and cleanup together {_dur(c['unsplit_s'])}" if c.get("unsplit_s") else ""))
+        whys: dict = {}  # clocks unknown for one reason are named together
+        for k, why in (c.get("unknown") or {}).items():
+            whys.setdefault(why, []).append(CLOCK_LABELS.get(k[:-2], k[:-2]))
+        out += [f"    {' and '.join(names)} -: {why}" for why, names in whys.items()]
+        if c.get("noticed_after_end_s"):
+            out.append(f"    noticed {_dur(c['noticed_after_end_s'])} after the run's end, which ends the wall time")
+    tot = totals_line(d.get("clocks_total"), _dur)
+    if len(fails) > 1 and tot:
+        out.append(f"  {tot}")
+    return out
+
+
 def format_report(d: dict) -> str:
     wall = d["wall_s"]
     out = [f"job {d['job_id']} ({d['name']}) on {d['target']} [{d['backend']}]: {d['state']}"
@@ -64,13 +103,7 @@ def format_report(d: dict) -> str:
     gp = d["goodput_pct"]
     out.append(f"goodput {gp:.1f}%" if gp is not None else "goodput -")
     out += compute_lines(d.get("compute"))
-    fails = d["failures"]
-    if fails:
-        out.append("lost work per interruption:")
-        for f in fails:
-            since = (f"since step {f['last_commit_step']} was committed" if f["last_commit_step"] is not None
-                     else "nothing committed in this attempt")
-            out.append(f"  attempt {f['attempt']} {f['state']} at {_ts(f['at'])}: {_dur(f['lost_s'])} lost ({since})")
+    out += interruption_lines(d)
     c = d["cost"]
     parts = [f"#{p['attempt']} {_usd(p['usd'])}" for p in c["per_attempt"]]
     if c["total_usd"] is None:

@@ -24,7 +24,7 @@ from html import escape
 from typing import Optional
 from urllib.parse import quote, urlencode
 
-from launcher.report.text import _dur, _usd
+from launcher.report.text import _dur, _frac, _usd
 from launcher.serve.actions import job_commands, sweep_commands
 from launcher.serve.sentences import sentence
 
@@ -331,12 +331,15 @@ def job_body(d: dict, home_prefix: Optional[str] = None) -> str:
     out.append('<table id="attempts"><thead><tr><th>#</th><th>target</th><th>native id</th><th>state</th>'
                "<th>resumed</th><th>submitted</th><th>started</th><th>ended</th><th>exit</th><th>cost</th>"
                "<th>reason</th></tr></thead><tbody>")
+    # an attempt that ran has a start: where the store has none, the report's (its program's start)
+    begun = {x["attempt"]: x.get("started") for x in (rep or {}).get("attempts") or []}
     for a in d["attempts"]:
         rs = a.get("resume_step")
         out.append(f'<tr><td class="num">{e(a["attempt"])}</td><td>{e(a["target"])}</td>'
                    f'<td class="id">{e(a["native_id"])}</td><td>{_state(a["state"])}</td>'
                    f'<td class="num">{"-" if rs is None else ("fresh" if rs < 0 else rs)}</td>'
-                   f'<td>{ts(a["submitted"])}</td><td>{ts(a["started"])}</td><td>{ts(a["ended"])}'
+                   f'<td>{ts(a["submitted"])}</td><td>{ts(a["started"] if a["started"] is not None else begun.get(a["attempt"]))}'
+                   f'</td><td>{ts(a["ended"])}'
                    f'</td><td class="num">{e(a["exit_code"])}</td><td class="num">{e(_usd(a["cost_usd"]))}</td>'
                    f'<td class="reason">{e(a["reason"] or "")}</td></tr>')
     out.append("</tbody></table>")
@@ -376,8 +379,47 @@ def _breakdown(rep: dict) -> str:
     rows.append(f'<p>goodput <b id="goodput-pct">{_pct(rep.get("goodput_pct"))}</b>; cost <b id="job-cost">'
                 f'{e(_usd(cost.get("total_usd")))}</b>'
                 + (f' <span class="muted">({e(cost.get("reason"))})</span>' if cost.get("reason") else "") + "</p>")
+    rows.append(_compute(rep.get("compute")))
+    rows.append(_clocks(rep))
     for n in rep.get("notes") or []:
         rows.append(f'<p class="muted">note: {e(n)}</p>')
+    return "".join(rows)
+
+
+def _compute(c: Optional[dict]) -> str:
+    """MFU against its named peak, and effective MFU (``launcher.report.mfu``); or why not."""
+    if not c:
+        return ""
+    if c.get("mfu") is None:
+        return f'<p id="mfu">MFU - <span class="muted">({e(c.get("reason") or "unknown")})</span></p>'
+    return (f'<p id="mfu">MFU <b id="mfu-pct">{_frac(c["mfu"])}</b>'
+            + (f" of {e(c['peak_text'])}" if c.get("peak_text") else "")
+            + f'; effective MFU <b id="effective-mfu-pct">{_frac(c.get("effective_mfu"))}</b> (MFU x useful '
+            f'compute {_frac(c.get("useful_share"))} of the paid accelerator time)</p>')
+
+
+def _clocks(rep: dict) -> str:
+    """One row per interruption: its lost work and the clocks of its recovery; "-" with the reason
+    where a clock cannot be known (``launcher.report.clocks``)."""
+    # loaded by the page kind that draws it
+    from launcher.report.text import CLOCK_LABELS
+
+    clocks = rep.get("clocks") or []
+    if not clocks:
+        return ""
+    head = "".join(f"<th>{e(label)}</th>" for label in CLOCK_LABELS.values())
+    rows = ['<h3>Interruptions</h3><table id="clocks"><thead><tr><th>attempt</th><th>state</th><th>noticed by</th>'
+            f"{head}<th>lost work</th><th>why a clock is unknown</th></tr></thead><tbody>"]
+    for c in clocks:
+        cells = "".join(f'<td class="num" data-clock="{e(k)}">{e(_dur(c.get(f"{k}_s")))}</td>' for k in CLOCK_LABELS)
+        whys = "; ".join(f"{k[:-2]}: {why}" for k, why in (c.get("unknown") or {}).items())
+        if c.get("unsplit_s"):
+            whys = f"detection and cleanup together {_dur(c['unsplit_s'])}; " + whys
+        rows.append(f'<tr data-attempt="{e(c["attempt"])}"><td class="num">{e(c["attempt"])}</td>'
+                    f'<td>{_state(c["state"])}</td><td>{e(c.get("noticed_by") or "-")}</td>{cells}'
+                    f'<td class="num" data-clock="lost_work">{e(_dur(c.get("lost_work_s")))}</td>'
+                    f'<td class="reason">{e(whys)}</td></tr>')
+    rows.append("</tbody></table>")
     return "".join(rows)
 
 

@@ -38,6 +38,7 @@ SENTENCES = {
     "provenance": "Provenance recorded at {run_json}.",
     "provenance_error": "Provenance not recorded: {error}.",
     "done": "Ended: {reason}.",
+    "attempt_ended": "Attempt {attempt} seen ended: {state}.",
     "submit_outcome_unknown": "Whether the submission went through is not known: {reason}.",
 }
 _FIELDS = {k: {f for _, f, _, _ in Formatter().parse(v) if f} for k, v in SENTENCES.items()}

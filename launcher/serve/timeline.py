@@ -8,7 +8,7 @@ from __future__ import annotations
 from html import escape
 
 from launcher.report.accounting import CATEGORIES, LABELS
-from launcher.report.plot import COLORS  # matplotlib is imported inside plot() only
+from launcher.report.plot import CLOCK_COLORS, CLOCK_LABELS, COLORS  # matplotlib is imported inside plot() only
 
 WIDTH = 960
 LEFT, RIGHT, TOP, ROW, AXIS = 110, 20, 10, 34, 36
@@ -41,6 +41,11 @@ def timeline_svg(report: dict) -> str:
         out.append(f'<rect x="{_n(x0)}" y="{_n(y(s["attempt"]) + 5)}" width="{_n(max(x1 - x0, 0.5))}" '
                    f'height="{ROW - 10}" fill="{COLORS.get(cat, "#999")}" data-category="{escape(cat)}">'
                    f'<title>{escape(LABELS.get(cat, cat))}: {s["end"] - s["start"]:.1f} s</title></rect>')
+        clock = s.get("clock")
+        if clock in CLOCK_COLORS:  # the interruption's clock, as a strip under its restart overhead
+            out.append(f'<rect x="{_n(x0)}" y="{_n(y(s["attempt"]) + ROW - 10)}" width="{_n(max(x1 - x0, 0.5))}" '
+                       f'height="4" fill="{CLOCK_COLORS[clock]}" data-clock="{escape(clock)}">'
+                       f'<title>{escape(CLOCK_LABELS[clock])}: {s["end"] - s["start"]:.1f} s</title></rect>')
     for a in attempts:
         top = y(a["attempt"])
         label = f"attempt {a['attempt']}"

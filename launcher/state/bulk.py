@@ -15,6 +15,7 @@ from launcher.state import wakeups
 from launcher.state.rows import ATTEMPT_REPLACED, AttemptRow, mirrored_state, reopened
 
 CHUNK = 500  # job ids per IN (...) query, under SQLite's variable limit
+NOTICED = "attempt_ended"  # the event of a status call that first saw an attempt end without completing
 
 
 class BulkStore:
@@ -69,6 +70,8 @@ class BulkStore:
                 row = stored.get((job_id, attempt))
                 if fields and not _same(row, fields) and not _rewinds(row, fields):
                     by_cols.setdefault(tuple(fields), []).append((*fields.values(), job_id, attempt))
+                    if _noticed_end(row, fields):  # when the launcher learned it: the report's detection clock
+                        events.append((job_id, now, NOTICED, json.dumps({"attempt": attempt, "state": fields["state"]})))
                 new = mirrored_state(rows.get(job_id), handle_json, state)
                 if new is None or (new, reason) == (rows[job_id]["state"], rows[job_id]["reason"]):
                     continue  # nothing changed: nothing written
@@ -128,6 +131,12 @@ def _rewinds(row, fields: dict) -> bool:
     attempt row)."""
     return row is not None and "state" in fields and attempt_ended(row["state"] or "") \
         and not attempt_ended(fields["state"] or "")
+
+
+def _noticed_end(row, fields: dict) -> bool:
+    """Does FIELDS record, for the first time, that an attempt ended without completing?"""
+    new = str(fields.get("state") or "")
+    return row is not None and attempt_ended(new) and new != "COMPLETED" and not attempt_ended(row["state"] or "")
 
 
 def _same(row, fields: dict) -> bool:

@@ -14,7 +14,7 @@ from typing import Optional
 
 from launcher.core.errors import LauncherError
 from launcher.core.status import STOPPED
-from launcher.launching.tracking import refresh
+from launcher.recovery.current import jobs_up_to_date
 from launcher.spec.sweep_elements import Element
 from launcher.state.store import is_open
 from launcher.sweep.cancelling import cancel_sweep as cancel
@@ -38,7 +38,7 @@ def sweep_status(app, sweep_id: str, note=None) -> dict:
     rows = sweep_rows(app.store, sweep_id)
     if not rows:
         raise LauncherError(f"no sweep '{sweep_id}' (see `launcher status`)")
-    results = refresh(app, [r for r in rows if is_open(r)])
+    results = jobs_up_to_date(app, rows, note or (lambda _line: None))  # as `status` and `report` do
     for job_id, r in results.items():
         if isinstance(r, Exception) and note:
             note(f"{job_id}: status not refreshed: {r}")

@@ -129,7 +129,8 @@ def test_report_charges_preemption_and_node_crash_to_the_right_categories(cli, c
     detection = crash["ended"] - failed_at
     assert detection > 2 * BEAT, "Slurm notices a dead node only after SlurmdTimeout"
     waited = ts(g_crash["started"]) - pre["ended"]  # requeue after the preemption, until the program ran
-    assert crash["seconds"]["restart_overhead"] == pytest.approx(waited + detection, abs=1e-6)
+    restored = ts(g_crash["restored"]["at"]) - ts(g_crash["started"])  # then restored its checkpoint
+    assert crash["seconds"]["restart_overhead"] == pytest.approx(waited + restored + detection, abs=1e-6)
     assert abs(rep["categories"]["lost_work"] - pre["seconds"]["lost_work"] - crash_lost) < 1e-6
     assert [f["state"] for f in rep["failures"]] == ["PREEMPTED", "NODE_FAIL"]
 
@@ -138,8 +139,19 @@ def test_report_charges_preemption_and_node_crash_to_the_right_categories(cli, c
     assert pre["seconds"]["restart_overhead"] < BEAT + 0.5  # the preempted program saved until its end
     for a in (crash, done):
         assert a["seconds"]["queue_wait"] == 0 and a["seconds"]["provisioning"] == 0
-    expected = ts(g_done["started"]) - crash["ended"]
+    expected = ts(g_done["restored"]["at"]) - crash["ended"]
     assert abs(done["seconds"]["restart_overhead"] - expected) < 1.0, (done, expected)
+
+    # --- each interruption's clocks: Slurm requeued in place, so Slurm noticed (its end of the run)
+    c_pre, c_crash = rep["clocks"]
+    assert (c_pre["attempt"], c_crash["attempt"]) == (pre["attempt"], crash["attempt"])
+    assert c_pre["in_place"] and c_crash["in_place"] and c_crash["noticed_by"] == "scheduler", c_crash
+    assert c_crash["detection_s"] == pytest.approx(detection, abs=1e-6) and c_crash["cleanup_s"] == 0
+    assert c_crash["reallocation_s"] == pytest.approx(ts(g_done["started"]) - crash["ended"], abs=1.0)
+    assert c_crash["restore_s"] == pytest.approx(ts(g_done["restored"]["at"]) - ts(g_done["started"]), abs=0.05)
+    assert c_crash["lost_work_s"] == pytest.approx(crash_lost) and c_pre["lost_work_s"] == pre["seconds"]["lost_work"]
+    assert sum(c[f"{k}_s"] or 0.0 for c in rep["clocks"] for k in ("detection", "cleanup", "reallocation", "restore")) \
+        + rep["clocks_total"]["unsplit_s"] == pytest.approx(rep["categories"]["restart_overhead"], abs=1e-6)
     assert rep["categories"]["restart_overhead"] == pytest.approx(
         sum(a["seconds"]["restart_overhead"] for a in rep["attempts"]))
     assert rep["categories"]["queue_wait"] + rep["categories"]["provisioning"] == pytest.approx(

@@ -162,12 +162,18 @@ def test_wait_commit(tmp_path):
     assert p.returncode == 2 and "no such directory" in p.stderr
 
 
-def test_save_commits_only_on_clean_exit_and_records_timings(tmp_path, clean_env):
-    root = str(tmp_path)
-    clean_env.setenv("LAUNCHER_CKPT_ROOT", root)
+def first_generation(root: str, env):
+    """The store of ROOT, its first generation started and this process made its writer."""
+    env.setenv("LAUNCHER_CKPT_ROOT", root)
     store = open_store(root)
     gens, _, _ = start_generation(store, job_id="j")
-    clean_env.setenv("LAUNCHER_ATTEMPT", str(gens.generation))
+    env.setenv("LAUNCHER_ATTEMPT", str(gens.generation))
+    return store
+
+
+def test_save_commits_only_on_clean_exit_and_records_timings(tmp_path, clean_env):
+    root = str(tmp_path)
+    store = first_generation(root, clean_env)
     with jobside.save(1, sha256=True) as d:
         os.makedirs(os.path.join(d, "nested"))
         with open(os.path.join(d, "nested", "w"), "wb") as f:
@@ -378,3 +384,26 @@ def test_a_notice_during_a_periodic_save_makes_it_the_save_on_notice(tmp_path, c
         signal.signal(signal.SIGUSR1, saved)
     saves = read_attempt(store, 1)["saves"]
     assert [(s["step"], s["committed"], s["preempt"]) for s in saves] == [(6, True, False), (12, True, True)]
+
+
+def test_restore_records_when_rank_0_had_its_checkpoint_back(tmp_path, clean_env):
+    store = first_generation(str(tmp_path), clean_env)
+    with jobside.save(5) as d:
+        open(os.path.join(d, "w"), "wb").close()
+    gens, found, _ = start_generation(store, job_id="j")
+    clean_env.setenv("LAUNCHER_ATTEMPT", str(gens.generation))
+    clean_env.setenv("LAUNCHER_RESUME_FROM", found.path)
+    clean_env.setenv("LAUNCHER_RESUME_STEP", "5")
+    clean_env.setenv("LAUNCHER_BACKEND", "local")
+    clean_env.setenv("LAUNCHER_HEARTBEAT_SECONDS", "0")
+    for rank in ("1", "0"):  # another rank's restore records nothing; rank 0's does
+        clean_env.setenv("RANK", rank)
+        with jobside.restore() as d:
+            assert os.path.exists(os.path.join(d, "w"))
+        assert ("restored" in read_attempt(store, 2)) == (rank == "0")
+    restored = read_attempt(store, 2)["restored"]
+    assert restored["step"] == 5
+    with pytest.raises(RuntimeError):  # a restore that failed is not one
+        with jobside.restore():
+            raise RuntimeError("corrupt")
+    assert read_attempt(store, 2)["restored"] == restored

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from launcher.plan.model import daly, young
 from launcher.report import CATEGORIES, AttemptIn, History, Save, account
+from tests.fixtures.histories import random_history
 
 
 def totals(acc):
@@ -195,26 +194,7 @@ def test_interval_achieved_vs_young_daly_from_the_plan_model():
 @pytest.mark.parametrize("seed", range(200))
 def test_categories_always_add_up_to_the_wall_time(seed):
     """Skewed clocks, saves outside their attempt, missing times, overlaps: never a second more or less."""
-    r = random.Random(seed)
-    t = 1000.0
-    atts = []
-    for n in range(1, r.randint(1, 6) + 1):
-        q = t + r.uniform(-5, 5)
-        st = q + r.uniform(-3, 20) if r.random() < 0.9 else None
-        ps = (st or q) + r.uniform(-2, 5) if r.random() < 0.8 else None
-        end = (st or q) + r.uniform(-4, 60) if r.random() < 0.9 else None
-        saves = []
-        for _ in range(r.randint(0, 5)):
-            a = (ps or q) + r.uniform(-5, 70)
-            saves.append(Save(a, a + r.uniform(0, 4), r.randint(0, 100), r.random() < 0.8, r.random() < 0.2))
-        atts.append(AttemptIn(n, r.choice(["COMPLETED", "FAILED", "PREEMPTED", "NODE_FAIL", "RUNNING", "CANCELLED"]),
-                              queued=q, started=st, ended=end, program_start=ps, saves=saves,
-                              resume_step=r.choice([None, -1, r.randint(0, 100)]),
-                              heartbeat=(ps or q) + r.uniform(0, 50) if r.random() < 0.5 else None,
-                              heartbeat_interval=r.choice([None, 1.0, 10.0])))
-        t = (end or q) + r.uniform(0, 10)
-    h = History("j", t0=1000.0, now=t + r.uniform(0, 100), attempts=atts, jobside=r.random() < 0.8)
-    acc = account(h)
+    acc = account(random_history(seed))
     check_sum(acc)
     assert set(acc.totals) == set(CATEGORIES)
 

@@ -83,4 +83,4 @@ def test_timeline_png_is_an_image_of_the_expected_size(tmp_path):
     assert pixels(COLORS["useful_compute"]) > pixels(COLORS["lost_work"]) > 100
     assert pixels(COLORS["restart_overhead"]) > 100 and pixels(COLORS["queue_wait"]) > 10
     text = format_report(d)
-    assert "attempt 2 NODE_FAIL" in text and "9.0 s lost (since step 30 was committed)" in text
+    assert "attempt 2 NODE_FAIL" in text and "9.0 s lost (since step 30 was committed)" in text and "detection " in text
