@@ -301,8 +301,9 @@ class SpecOwner(Protocol):
 class SetsEnv(Protocol):
     """The backend's scheduler sets variables of its own in every job's environment:
     ``env_prefixes``, a class attribute, names their prefixes (``("SLURM_",)``). A spec's
-    ``env`` and ``secrets`` may not use them, on any target: the spec's loader asks the
-    registry (``Registry.reserved_env``) and refuses such a name with its path."""
+    ``env`` and ``secrets`` may not use them on its targets: ``launcher validate``, ``render``
+    and ``launch`` refuse such a name with its path and the target, and the planner excludes
+    the target (``launcher.backend.support``), as for a request the backend does not honour."""
 
     env_prefixes: ClassVar[tuple]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Optional, cast
 
-from launcher.backend.protocols import Backend, Host, SetsEnv, SpecOwner, can
+from launcher.backend.protocols import Backend, Host, SpecOwner, can
 from launcher.core.errors import BackendUnavailable, ConfigError
 
 GROUP = "launcher.backends"
@@ -46,7 +46,6 @@ class Registry:
             self._eps[ep.name] = ep
         self._loaded: dict[str, type[Backend]] = {}  # available
         self._classes: dict[str, type[Backend]] = {}  # imported
-        self._reserved_env: Optional[dict[str, str]] = None
 
     @staticmethod
     def _dist(ep) -> str:
@@ -108,23 +107,6 @@ class Registry:
             if key and model is not None and key not in out:
                 out[key] = (name, model)
         return out
-
-    def reserved_env(self) -> dict[str, str]:
-        """{prefix: backend name} of the variables the installed backends' schedulers set in
-        their jobs (``SetsEnv.env_prefixes``), built-ins first: what a spec's env may not use.
-        A backend that cannot be imported reserves none (``launcher backends`` shows why)."""
-        if self._reserved_env is None:
-            out: dict = {}
-            for name in self.entries:  # built-ins first (see __init__)
-                try:
-                    cls = self.load_class(name)
-                except BackendUnavailable:
-                    continue
-                if can(cls, SetsEnv):
-                    for prefix in cls.env_prefixes:
-                        out.setdefault(str(prefix), name)
-            self._reserved_env = out
-        return self._reserved_env
 
     def describe(self) -> list[dict]:
         """Try to load every backend; report each with its error (for `launcher backends`)."""

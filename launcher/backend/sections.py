@@ -8,9 +8,7 @@ A backend class names its section and the pydantic model validating it (``spec_s
 the sections it has; a section's backend is found by its name first (``slurm:`` -> the
 ``slurm`` backend), so a spec without sections imports no backend at all. Only an unknown key
 (or a plugin whose section is named differently) brings in every backend, so that the error
-can list every section this installation has, and so does a spec with ``env`` or ``secrets``:
-their names are checked against the variables every backend's scheduler sets in its jobs
-(``SetsEnv``: ``SLURM_*`` ...).
+can list every section this installation has.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from pydantic import BaseModel, Field, create_model
 from launcher.backend.protocols import SpecOwner, can
 from launcher.backend.registry import default_registry
 from launcher.core.errors import LauncherError, SpecError
-from launcher.spec.model import BACKEND_ENV_PREFIXES, JobSpec
+from launcher.spec.model import JobSpec
 from launcher.spec.validation import validate_model
 from launcher.spec.yamlio import load_yaml, read_text
 
@@ -97,15 +95,10 @@ def _assemble(reg, sections: tuple) -> type[JobSpec]:
 
 
 def parse_spec(data, source: str = "<spec>", line_of=None, registry=None) -> JobSpec:
-    """Validate DATA (a spec's YAML as Python data) into a JobSpec with the sections it has,
-    its env and secret names checked against the prefixes the installed backends' schedulers
-    set (asked only of a spec that names some)."""
+    """Validate DATA (a spec's YAML as Python data) into a JobSpec with the sections it has."""
     model = model_for(data, registry)
-    context = None
-    if isinstance(data, dict) and (data.get("env") or data.get("secrets")):
-        context = {BACKEND_ENV_PREFIXES: _registry(registry).reserved_env()}
     try:
-        return validate_model(model, data, source, line_of, context)
+        return validate_model(model, data, source, line_of)
     except SpecError as e:
         raise SpecError(source, [unknown_section_hint(p, m, model) for p, m in e.problems]) from None
 

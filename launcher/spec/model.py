@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Literal, Optional, TypeVar, Union
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from launcher.core.errors import SpecError
 from launcher.spec import units
@@ -51,38 +49,25 @@ PositiveDuration = Annotated[Optional[int], BeforeValidator(_duration), AfterVal
 PositiveSize = Annotated[Optional[int], BeforeValidator(_size), AfterValidator(_positive_size)]
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# the job contract's own variables: a spec's env must not shadow them
+# the job contract's own variables: a spec's env must not shadow them on any target. What a
+# backend's scheduler sets (SLURM_*, ...) the backend declares (``SetsEnv``), and a spec is
+# refused only on the targets of such a backend (``launcher.backend.support``).
 RESERVED_ENV_PREFIXES = ("LAUNCHER_",)
 RESERVED_ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT")
-# The validation context's key for the prefixes the backends' schedulers set in their jobs
-# ({prefix: backend name}, e.g. {"SLURM_": "slurm"}): each backend declares its own
-# (``launcher.backend.protocols.SetsEnv``) and the spec's loader asks the registry for them
-# (``launcher.backend.sections.parse_spec``). A spec validated without it checks the
-# launcher's own names only.
-BACKEND_ENV_PREFIXES = "backend_env_prefixes"
 # names of targets in the user's config (they reach file names, script comments and logs)
 TARGET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 TARGET_NAME_HINT = "a target name: a letter or digit, then letters, digits, '_', '.' or '-' (at most 64)"
 
-def check_env_name(k: str, what: str = "env name", backend_prefixes: Optional[Mapping[str, str]] = None) -> None:
-    """Refuse K unless it is a shell variable name that neither the launcher's contract nor a
-    backend's scheduler (BACKEND_PREFIXES: {prefix: backend name}) sets in the job."""
+def check_env_name(k: str, what: str = "env name") -> None:
     if not ENV_NAME_RE.match(k):
         raise ValueError(f"{what} {k!r} is not a valid variable name for a shell ([A-Za-z_][A-Za-z0-9_]*)")
-    theirs = backend_prefixes or {}
-    if k.startswith((*RESERVED_ENV_PREFIXES, *theirs)) or k in RESERVED_ENV_NAMES:
-        reserved = ", ".join([*(p + "*" for p in (*RESERVED_ENV_PREFIXES, *theirs)), *RESERVED_ENV_NAMES])
-        owner = next((f" (backend {b!r} sets {p}*)" for p, b in theirs.items() if k.startswith(p)), "")
-        raise ValueError(f"{what} {k!r} is reserved{owner}: the launcher and the scheduler set {reserved} "
-                         f"for the job")
+    if k.startswith(RESERVED_ENV_PREFIXES) or k in RESERVED_ENV_NAMES:
+        reserved = ", ".join([*(p + "*" for p in RESERVED_ENV_PREFIXES), *RESERVED_ENV_NAMES])
+        raise ValueError(f"{what} {k!r} is reserved: the launcher sets {reserved} for the job")
 
 
-def _backend_prefixes(info: ValidationInfo) -> Optional[Mapping[str, str]]:
-    return info.context.get(BACKEND_ENV_PREFIXES) if isinstance(info.context, Mapping) else None
-
-
-def _env_name(k: str, info: ValidationInfo) -> str:
-    check_env_name(k, backend_prefixes=_backend_prefixes(info))
+def _env_name(k: str) -> str:
+    check_env_name(k)
     return k
 
 
@@ -95,10 +80,10 @@ def _target_name(v: str) -> str:
     return v
 
 
-def _secret_name(k: str, info: ValidationInfo) -> str:
+def _secret_name(k: str) -> str:
     if not ENV_NAME_RE.match(k):
         raise ValueError(f"secret {k!r} must be the name of an environment variable, not a value")
-    check_env_name(k, "secret", _backend_prefixes(info))
+    check_env_name(k, "secret")
     return k
 
 
