@@ -59,6 +59,7 @@ class SkyPilotBackend:
     install_hint: ClassVar[str] = INSTALL_HINT
     restart_hours: ClassVar[float] = 10 / 60  # re-provision, start, load: per interruption, for the planner
     spec_section: ClassVar[str] = "skypilot"
+    env_prefixes: ClassVar[tuple] = ("SKYPILOT_",)  # SkyPilot sets them on every node (SetsEnv)
     spec_options: ClassVar = SkyPilotSection
     # every portable request; topology only as far as one node keeps it (``unsupported``).
     # tasks_per_node reaches the job as LAUNCHER_TASKS_PER_NODE: SkyPilot starts one `run`

@@ -40,6 +40,7 @@ class SlurmBackend:
     install_hint: ClassVar[str] = "built in; needs Slurm's client commands on the login node"
     restart_hours: ClassVar[float] = 3 / 60  # requeue, start, load: what the planner counts per interruption
     spec_section: ClassVar[str] = "slurm"
+    env_prefixes: ClassVar[tuple] = ("SLURM_",)  # Slurm sets them in every job (SetsEnv)
     spec_options: ClassVar = SlurmSection
     # every portable request but disk_per_node: sbatch's --tmp asks for TmpDisk, which sites
     # configure (or not) in ways the launcher cannot see, so it is left to slurm.extra

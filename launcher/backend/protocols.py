@@ -6,7 +6,7 @@ takes that same Request, so the dry run and the real run cannot drift apart.
 
 Every backend is a ``Backend``; it may also be a ``Scheduler`` (a batch queue), ``Pricing``
 (or ``ChoosesPlacement``, which chooses among the placements it prices), a ``SpecOwner``, a
-``Host`` and ``StartsSubmit`` (docs/extending.md, "What a backend is").
+``SetsEnv``, a ``Host`` and ``StartsSubmit`` (docs/extending.md, "What a backend is").
 """
 
 from __future__ import annotations
@@ -295,6 +295,17 @@ class SpecOwner(Protocol):
 
     @classmethod
     def unsupported(cls, spec: JobSpec) -> list: ...
+
+
+@runtime_checkable
+class SetsEnv(Protocol):
+    """The backend's scheduler sets variables of its own in every job's environment:
+    ``env_prefixes``, a class attribute, names their prefixes (``("SLURM_",)``). A spec's
+    ``env`` and ``secrets`` may not use them on its targets: ``launcher validate``, ``render``
+    and ``launch`` refuse such a name with its path and the target, and the planner excludes
+    the target (``launcher.backend.support``), as for a request the backend does not honour."""
+
+    env_prefixes: ClassVar[tuple]
 
 
 @runtime_checkable

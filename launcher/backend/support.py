@@ -5,7 +5,9 @@ Each backend declares the portable requests it honours (``spec_fields``, a Class
 the field paths in ``REQUESTS``; optionally ``spec_scope``, what the backend is, and
 ``spec_instead``, {field: what to do instead}, for the messages) and may add value-dependent
 limits (``unsupported(spec)``, a classmethod returning ``Unsupported`` items: the
-``SpecOwner`` protocol of ``launcher.backend.protocols``). A spec that sets a request to anything
+``SpecOwner`` protocol of ``launcher.backend.protocols``); a backend whose scheduler sets
+variables of its own in every job declares their prefixes (``SetsEnv``), which the spec's
+``env`` and ``secrets`` may then not use. A spec that sets a request to anything
 but its default on a backend that does not declare it fails at ``launcher validate``,
 ``render`` and ``launch``, naming the field, the target and what would work; the planner
 excludes such a target's offers with the same words. A backend that
@@ -18,7 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from launcher.backend.protocols import Request, SpecOwner, can
+from launcher.backend.protocols import Request, SetsEnv, SpecOwner, can
 from launcher.backend.registry import default_registry
 from launcher.core.errors import LauncherError, SpecError
 
@@ -79,13 +81,28 @@ def _default(model, key: str):
 
 def unsupported(spec, backend_cls) -> list[Unsupported]:
     """Everything SPEC asks that BACKEND_CLS (a backend class) cannot honour."""
+    out = reserved_env(spec, backend_cls)
     if not can(backend_cls, SpecOwner):
-        return []  # honours every request
-    honoured, out = backend_cls.spec_fields, []
+        return out  # honours every request
+    honoured = backend_cls.spec_fields
     if honoured is not None:
         out += [_not_honoured(backend_cls, path, value) for path, value in requested(spec).items()
                 if path not in honoured]
     return out + list(backend_cls.unsupported(spec))
+
+
+def reserved_env(spec, backend_cls) -> list[Unsupported]:
+    """SPEC's env and secret names that BACKEND_CLS's scheduler sets in every job itself
+    (``SetsEnv.env_prefixes``): the job would not see the spec's value."""
+    if not can(backend_cls, SetsEnv):
+        return []
+    prefixes = tuple(str(p) for p in backend_cls.env_prefixes)
+    name = getattr(backend_cls, "name", "?")
+    named = [(f"env.{k}", k) for k in spec.env] + [(f"secrets[{i}]", k) for i, k in enumerate(spec.secrets)]
+    return [Unsupported(path, f"{k} is reserved: the {name} backend's scheduler sets "
+                              f"{', '.join(p + '*' for p in prefixes)} in every job",
+                        "rename it, or use a target of another backend")
+            for path, k in named if k.startswith(prefixes)]
 
 
 def _not_honoured(backend_cls, path: str, value) -> Unsupported:

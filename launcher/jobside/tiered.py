@@ -39,26 +39,89 @@ import socket
 import sys
 import threading
 import time
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 from launcher.checkpoint import (COMMIT, AlreadyCommitted, CheckpointError, Superseded, check_fence, read_attempt,
                                  read_generations, scratch as _scratch, step_dir, write_attempt)
 from launcher.checkpoint import peernet
-from launcher.checkpoint import tier_resume as R, tiers as T
+from launcher.checkpoint import tier_resume, tiers
 from launcher.checkpoint.posix_store import LocalStore
 from launcher.checkpoint.contract import now_iso
 from launcher.checkpoint.gc import gc as _gc
 from launcher.jobside.env import PROG, env_int
 from launcher.jobside.signals import preemption_requested
 
-_STOP = object()
+_STOP = object()  # the drainer's queue: end the thread (``Drainer.close``)
 
 
+@dataclass
+class SaveRecord:
+    """One save of this rank as the attempt record keeps it (``record``, ``as_json``).
+    ``committed_at`` (the monotonic clock at the local commit) is not stored: the drain lag
+    is measured from it."""
+
+    step: int
+    start: str
+    rank: int
+    tier: str = tiers.LOCAL
+    preempt: bool = False
+    committed: bool = False
+    error: Optional[str] = None
+    files: Optional[int] = None
+    bytes: Optional[int] = None
+    end: Optional[str] = None
+    seconds: Optional[float] = None  # capture stall: how long training was blocked
+    background: bool = False         # committed on the drainer's thread (after async_save): "async"
+    fallback: Optional[str] = None   # "local_full": written to the root directly
+    drain: Optional[str] = None      # the drain's state: committed, waiting, already, superseded
+    drain_seconds: Optional[float] = None  # drain lag: local commit -> this rank's part in the root
+    committed_at: Optional[float] = None
+
+    def committed_locally(self, manifest: dict, t0: float) -> None:
+        """The part is committed on the local tier now, per MANIFEST; the save began at T0."""
+        self.committed_at = time.monotonic()
+        self.committed, self.error, self.end = True, None, now_iso()
+        self.files, self.bytes = len(manifest["files"]), sum(f["size"] for f in manifest["files"])
+        self.seconds = round(self.committed_at - t0, 6)
+
+    def drained(self, state: str, since: Optional[float] = None) -> None:
+        """Drained with STATE, SINCE (default: the local commit) until now."""
+        start = self.committed_at if since is None else since
+        self.drain, self.drain_seconds = state, round(time.monotonic() - start, 6)
+
+    def as_json(self) -> dict:
+        out = {"step": self.step, "start": self.start, "tier": self.tier, "rank": self.rank,
+               "committed": self.committed, "preempt": self.preempt, "error": self.error}
+        if self.background:
+            out["async"] = True
+        for key in ("files", "bytes", "end", "seconds", "fallback", "drain", "drain_seconds"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+
+@dataclass(frozen=True)
+class DrainItem:
+    """What the drainer does next: the local part NAME to the peer and the root. COMMIT, when
+    given, commits it locally first (on the drainer's thread, after async_save) and returns its
+    SaveRecord; SAVE (or COMMIT's record) is recorded with the drain's state and lag. A part
+    left by an earlier start has neither."""
+
+    name: str
+    save: Optional[SaveRecord] = None
+    commit: Optional[Callable[[], SaveRecord]] = None
+
+
+@dataclass(frozen=True)
 class Config:
-    """LAYOUT: the tiers of this rank, bound to a root at use (``layout_for``)."""
+    """The tier settings of this process (``config``, from the job script's environment)."""
 
-    def __init__(self, layout, drain, keep, timeout, min_free):
-        self.layout, self.drain, self.keep = layout, drain, keep
-        self.timeout, self.min_free = timeout, min_free
+    layout: tiers.Layout  # the tiers of this rank, bound to a root at use (``layout_for``)
+    drain: str            # "async" (the drainer thread) or "sync" (before save returns)
+    keep: int             # committed checkpoints kept, in the root and on each local tier
+    timeout: float        # seconds the final drain may take at exit
+    min_free: int         # bytes the local tier must have free beyond the last save's size
 
     def layout_for(self, durable):
         """The layout of the run of DURABLE (its directory under each node's local tier)."""
@@ -68,7 +131,7 @@ class Config:
 def _stamp(lay, durable, gen, gens=None) -> dict:
     """The run a part of generation GEN names in its COMMIT.json (GENS: ROOT's GENERATIONS.json,
     read when not given)."""
-    return T.run_stamp(lay, gens if gens is not None else read_generations(durable), gen)
+    return tiers.run_stamp(lay, gens if gens is not None else read_generations(durable), gen)
 
 
 def config():
@@ -81,30 +144,31 @@ def config():
     rank = env_int("RANK")
     rank = rank if rank is not None else (env_int("LAUNCHER_RANK") or 0)
     world = env_int("WORLD_SIZE") or nodes * (env_int("LAUNCHER_TASKS_PER_NODE") or 1)
-    layout = T.Layout(tmpl, nodes, node, rank, world, env_int("LAUNCHER_CKPT_PEERS") or 0)
+    layout = tiers.Layout(tmpl, nodes, node, rank, world, env_int("LAUNCHER_CKPT_PEERS") or 0)
     drain = (os.environ.get("LAUNCHER_CKPT_DRAIN") or "async").strip().lower()
     if drain not in ("async", "sync"):
         raise CheckpointError("LAUNCHER_CKPT_DRAIN=%r: expected async or sync" % drain)
-    return Config(layout, drain, env_int("LAUNCHER_CKPT_KEEP") or 3,
-                  float(os.environ.get("LAUNCHER_CKPT_DRAIN_TIMEOUT") or 120), env_int("LAUNCHER_CKPT_LOCAL_MIN_FREE") or 0)
+    return Config(layout, drain, keep=env_int("LAUNCHER_CKPT_KEEP") or 3,
+                  timeout=float(os.environ.get("LAUNCHER_CKPT_DRAIN_TIMEOUT") or 120),
+                  min_free=env_int("LAUNCHER_CKPT_LOCAL_MIN_FREE") or 0)
 
 
 def _warn(msg):
     print("%s: warning: %s" % (PROG, msg), file=sys.stderr, flush=True)
 
 
-def record(durable, gen, save=None, event=None) -> None:
+def record(durable, gen, save: Optional[SaveRecord] = None, event: Optional[dict] = None) -> None:
     """Append a save timing and/or an event to the attempt record (advisory, never fails).
     Saves are recorded by rank 0 only (one record per step, as the single committer records
     it without tiers, so the report's intervals stay per step); events by every rank."""
-    if save is not None and save.get("rank", 0) != 0:
+    if save is not None and save.rank != 0:
         save = None
         if event is None:
             return
     try:
         doc = read_attempt(durable, gen) or {"generation": gen, "saves": []}
         if save is not None:
-            doc.setdefault("saves", []).append(save)
+            doc.setdefault("saves", []).append(save.as_json())
         if event is not None:
             doc.setdefault("events", []).append(event)
         write_attempt(durable, gen, doc)
@@ -133,19 +197,19 @@ class Drainer:
     def backlog(self) -> list:
         out = []
         check = None
-        for _s, g, name in reversed(T.local_parts(self.own)):
+        for _s, g, name in reversed(tiers.local_parts(self.own)):
             if g >= self.gen:
                 continue  # this start's own parts come through save()
-            check = check or T.RunCheck(self.durable.root, read_generations(self.durable))
-            doc, why = T.part_state(self.own, name)
-            if doc is not None and T.foreign(doc, check):
-                _warn("%s: not drained to %s: %s" % (self.own.url(name), self.durable.root, T.foreign(doc, check)))
+            check = check or tiers.RunCheck(self.durable.root, read_generations(self.durable))
+            doc, why = tiers.part_state(self.own, name)
+            if doc is not None and tiers.foreign(doc, check):
+                _warn("%s: not drained to %s: %s" % (self.own.url(name), self.durable.root, tiers.foreign(doc, check)))
                 continue
-            if doc is not None and not T.durable_committed(self.durable, name):
+            if doc is not None and not tiers.durable_committed(self.durable, name):
                 out.append(name)
         return out
 
-    def submit(self, item) -> None:
+    def submit(self, item: DrainItem) -> None:
         self.q.put(item)
 
     def _loop(self):
@@ -158,24 +222,15 @@ class Drainer:
             except BaseException as e:  # a drain never kills training; the part stays on the local tier
                 self.errors.append("%s: %s" % (type(e).__name__, e))
                 _warn("drain of %s failed (left committed on the local tier; the next drain retries): %s: %s"
-                      % (item if isinstance(item, str) else item[0], type(e).__name__, e))
+                      % (item.name, type(e).__name__, e))
             finally:
                 self.q.task_done()
 
-    def _handle(self, item):
-        if isinstance(item, str):
-            return self.drain(item)
-        # (name, callable committing the part locally first or None, the save's record or None)
-        name, fn, rec = item
-        if fn is not None:
-            rec = fn()
-        t = time.monotonic()
-        state = self.drain(name)
+    def _handle(self, item: DrainItem) -> str:
+        rec = item.commit() if item.commit is not None else item.save
+        state = self.drain(item.name)
         if rec is not None:
-            # for the report: seconds = capture stall (training blocked); drain_seconds = drain
-            # lag, from the local commit until this rank's part was in the root
-            t0 = rec.pop("_t0", t)
-            rec.update(drain=state, drain_seconds=round(time.monotonic() - t0, 6))
+            rec.drained(state)
             record(self.durable, self.gen, save=rec)
         return state
 
@@ -184,18 +239,18 @@ class Drainer:
         there. Returns 'committed', 'waiting' (other ranks' parts missing) or 'already'."""
         with self.lock:
             lay, dur = self.lay, self.durable
-            T.update_holdings(dur, lay, name, lay.rank, T.LOCAL)
-            held, peer_host = [T.DURABLE], None
+            tiers.update_holdings(dur, lay, name, lay.rank, tiers.LOCAL)
+            held, peer_host = [tiers.DURABLE], None
             if lay.peers:
                 try:
                     peer_host = self._replicate(name)
-                    held.append(T.PEER)
+                    held.append(tiers.PEER)
                 except (OSError, CheckpointError) as e:
                     _warn("peer copy of %s to node %d failed: %s" % (name, lay.peer_node(), e))
-            T.upload_part(self.own, dur, name, lay.rank)
-            T.update_holdings(dur, lay, name, lay.rank, held, peer_host=peer_host)
+            tiers.upload_part(self.own, dur, name, lay.rank)
+            tiers.update_holdings(dur, lay, name, lay.rank, held, peer_host=peer_host)
             try:
-                res = T.try_commit_durable(dur, name, lay.world, run=self.run)
+                res = tiers.try_commit_durable(dur, name, lay.world, run=self.run)
             except Superseded as e:
                 _warn(str(e))
                 return "superseded"
@@ -210,8 +265,8 @@ class Drainer:
                 except Exception as e:
                     _warn("checkpoint gc of the root skipped: %s" % e)
             for store in [self.own] + ([lay.peer()] if lay.peers and not lay.by_host else []):
-                for gone in T.gc_local(store, dur, self.cfg.keep):
-                    T.update_holdings(dur, lay, gone, lay.rank, T.LOCAL if store is self.own else T.PEER,
+                for gone in tiers.gc_local(store, dur, self.cfg.keep):
+                    tiers.update_holdings(dur, lay, gone, lay.rank, tiers.LOCAL if store is self.own else tiers.PEER,
                                       present=False)
             return state
 
@@ -220,7 +275,7 @@ class Drainer:
         of that node (``Layout.by_host``). Returns the host it went to (None: a path)."""
         lay = self.lay
         if not lay.by_host:
-            T.replicate(self.own, lay.peer(), name)
+            tiers.replicate(self.own, lay.peer(), name)
             return None
         server(self.cfg, self.durable, self.gen)
         addr = peernet.wait_address(self.durable, self.gen, node=lay.peer_node(), timeout=self.cfg.timeout / 4)
@@ -275,7 +330,7 @@ def drainer(cfg, durable, gen, run=None) -> Drainer:
             d = _DRAINERS[key] = Drainer(cfg, durable, gen, run)
             try:
                 for name in d.backlog():
-                    d.submit(name)
+                    d.submit(DrainItem(name))
             except (OSError, CheckpointError) as e:
                 _warn("could not look for parts left undrained by an earlier start: %s" % e)
             if len(_DRAINERS) == 1:
@@ -315,7 +370,7 @@ def _local_has_room(cfg, store) -> bool:
     need = _LAST_SIZE.get(store.root, 0) + cfg.min_free
     if not need:
         return True
-    free = T.free_bytes(store.root)
+    free = tiers.free_bytes(store.root)
     return free is None or free >= need
 
 
@@ -341,8 +396,7 @@ def save(cfg, durable, step, gen, run=None, sha256=False, commit=True):
     gens = check_fence(durable, step, gen)  # a zombie stops here, before writing anything
     own = lay.own()
     t0 = time.monotonic()
-    rec = {"step": step, "start": now_iso(), "tier": T.LOCAL, "committed": False, "error": None,
-           "rank": lay.rank, "preempt": preemption_requested()}
+    rec = SaveRecord(step, now_iso(), lay.rank, preempt=preemption_requested())
     if not _local_has_room(cfg, own):
         msg = ("local tier %s has less free space than this save needs (%d bytes last time, %d reserved): "
                "saving step %d synchronously to %s" % (own.root, _LAST_SIZE.get(own.root, 0), cfg.min_free, step,
@@ -359,7 +413,7 @@ def save(cfg, durable, step, gen, run=None, sha256=False, commit=True):
     try:
         yield d
     except BaseException as e:
-        if T.is_disk_full(e):
+        if tiers.is_disk_full(e):
             _LAST_SIZE[own.root] = max(_LAST_SIZE.get(own.root, 0), 1 << 62)  # next save goes to the root
             msg = "local tier %s is full (%s): step %d not saved; the next saves go to %s" % (own.root, e, step,
                                                                                                durable.root)
@@ -374,26 +428,25 @@ def save(cfg, durable, step, gen, run=None, sha256=False, commit=True):
     commit_local(cfg, durable, step, gen, run, sha256, rec, t0, gens=gens)
 
 
-def commit_local(cfg, durable, step, gen, run=None, sha256=False, rec=None, t0=None, gens=None) -> str:
+def commit_local(cfg, durable, step, gen, run=None, sha256=False, rec: Optional[SaveRecord] = None, t0=None,
+                 gens=None) -> str:
     """Commit this rank's part of STEP on the local tier and hand it to the drainer (or drain
     it now with drain: sync). Returns the drain state ('queued' when async)."""
     lay = cfg.layout_for(durable)
     own = lay.own()
     name = step_dir(step, gen)
     t0 = time.monotonic() if t0 is None else t0
-    rec = rec if rec is not None else {"step": step, "start": now_iso(), "tier": T.LOCAL, "rank": lay.rank}
-    manifest = T.commit_part(own, lay, step, gen, run=run, sha256=sha256, stamp=_stamp(lay, durable, gen, gens))
-    t1 = time.monotonic()
-    rec.update(committed=True, files=len(manifest["files"]), bytes=sum(f["size"] for f in manifest["files"]),
-               end=now_iso(), seconds=round(t1 - t0, 6), error=None)
+    rec = rec if rec is not None else SaveRecord(step, now_iso(), lay.rank)
+    manifest = tiers.commit_part(own, lay, step, gen, run=run, sha256=sha256, stamp=_stamp(lay, durable, gen, gens))
+    rec.committed_locally(manifest, t0)
     dr = drainer(cfg, durable, gen, run)
     if cfg.drain == "sync":
-        state = dr.drain(name, t_commit=t1)
-        rec.update(drain=state, drain_seconds=round(time.monotonic() - t1, 6), seconds=round(time.monotonic() - t0, 6))
+        state = dr.drain(name, t_commit=rec.committed_at)
+        rec.drained(state)
+        rec.seconds = round(time.monotonic() - t0, 6)  # sync: training waited for the drain too
         record(durable, gen, save=rec)
         return state
-    rec["_t0"] = t1
-    dr.submit((name, None, rec))
+    dr.submit(DrainItem(name, save=rec))
     return "queued"
 
 
@@ -405,25 +458,23 @@ def commit_after(cfg, durable, step, gen, future, run=None, sha256=False) -> Non
     t0 = time.monotonic()
     started = now_iso()
 
-    def fn():
+    def commit() -> SaveRecord:
         future.result()
         lay = cfg.layout_for(durable)
-        manifest = T.commit_part(lay.own(), lay, int(step), gen, run=run, sha256=sha256,
-                                 stamp=_stamp(lay, durable, gen))
+        manifest = tiers.commit_part(lay.own(), lay, int(step), gen, run=run, sha256=sha256,
+                                     stamp=_stamp(lay, durable, gen))
         # seconds: until the part was committed locally, in the background (training was
         # blocked only by async_save's staging, which the program measures)
-        return {"step": int(step), "start": started, "tier": T.LOCAL, "rank": lay.rank, "committed": True,
-                "async": True, "preempt": False,
-                "files": len(manifest["files"]), "bytes": sum(f["size"] for f in manifest["files"]),
-                "seconds": round(time.monotonic() - t0, 6), "end": now_iso(), "_t0": time.monotonic()}
+        rec = SaveRecord(int(step), started, lay.rank, background=True)
+        rec.committed_locally(manifest, t0)
+        return rec
 
     if cfg.drain == "sync":
-        rec = fn()
-        rec.pop("_t0", None)
-        rec["drain"] = dr.drain(name)
+        rec = commit()
+        rec.drain = dr.drain(name)
         record(durable, gen, save=rec)
     else:
-        dr.submit((name, fn, None))
+        dr.submit(DrainItem(name, commit=commit))
 
 
 @contextlib.contextmanager
@@ -441,16 +492,16 @@ def _direct(cfg, durable, name, step, gen, run, rec, t0):
         # the staged part, committed where it is, uploaded like a drained one
         part_root = LocalStore(staging)
         os.rename(d, os.path.join(staging, name))
-        T.commit_part(part_root, lay, step, gen, run=run, stamp=_stamp(lay, durable, gen))
-        T.upload_part(part_root, durable, name, lay.rank)
-        T.update_holdings(durable, lay, name, lay.rank, T.DURABLE)
+        tiers.commit_part(part_root, lay, step, gen, run=run, stamp=_stamp(lay, durable, gen))
+        tiers.upload_part(part_root, durable, name, lay.rank)
+        tiers.update_holdings(durable, lay, name, lay.rank, tiers.DURABLE)
         try:
-            state = T.try_commit_durable(durable, name, lay.world, run=run)
+            state = tiers.try_commit_durable(durable, name, lay.world, run=run)
         except Superseded as e:
             _warn(str(e))
             state = None
-        rec.update(tier=T.DURABLE, committed=True, end=now_iso(), seconds=round(time.monotonic() - t0, 6),
-                   fallback="local_full", drain="waiting" if state is None else "committed")
+        rec.tier, rec.committed, rec.end, rec.seconds = tiers.DURABLE, True, now_iso(), round(time.monotonic() - t0, 6)
+        rec.fallback, rec.drain = "local_full", "waiting" if state is None else "committed"
         record(durable, gen, save=rec)
     finally:
         _scratch.release(staging)
@@ -462,26 +513,26 @@ def restore(cfg, durable, gen):
     """Yield a directory with every file of the checkpoint this generation resumes from, each
     rank's part from the nearest complete copy (linked in place from the local or peer tier,
     from ROOT otherwise). None on a fresh start."""
-    doc = R.read_resolution(durable, gen)
+    doc = tier_resume.read_resolution(durable, gen)
     if doc is None:
         if (env_int("LAUNCHER_RESUME_STEP") if env_int("LAUNCHER_RESUME_STEP") is not None else -1) >= 0:
             raise CheckpointError("%s: generation %d resumes from step %s but its resume record %s/g%d.json is "
                                   "missing: refusing to start fresh" % (durable.root, gen,
                                                                        os.environ.get("LAUNCHER_RESUME_STEP"),
-                                                                       T.RESUME, gen))
+                                                                       tiers.RESUME, gen))
         yield None
         return
     lay = cfg.layout_for(durable)
     base = os.path.join(lay.base(), ".restore")
     os.makedirs(base, exist_ok=True)
     dest = os.path.join(base, "%s.r%d.%d.%s" % (doc["name"], lay.rank, os.getpid(), os.urandom(3).hex()))
-    check = T.RunCheck(durable.root, read_generations(durable))
+    check = tiers.RunCheck(durable.root, read_generations(durable))
     try:
         found = None
         if lay.by_host:
             server(cfg, durable, gen)  # before fetching: the other nodes may fetch from this one
             found = _fetch_by_host(cfg, durable, gen, doc, dest + ".fetched", check)
-        R.materialize(durable, lay, doc, dest, found=found, check=check)
+        tier_resume.materialize(durable, lay, doc, dest, found=found, check=check)
         yield dest
     finally:
         shutil.rmtree(dest, ignore_errors=True)
@@ -499,25 +550,25 @@ def _fetch_by_host(cfg, durable, gen, doc, scratch, check=None) -> dict:
     for r in range(int(doc.get("world") or 1)):
         src = (doc.get("sources") or {}).get(str(r)) or {}
         dst = lay.own() if r == lay.rank else LocalStore(os.path.join(scratch, "r%d" % r))
-        if T.part_state(dst, name, check)[0] is not None:
-            out[r] = (T.LOCAL, dst)
+        if tiers.part_state(dst, name, check)[0] is not None:
+            out[r] = (tiers.LOCAL, dst)
             continue
         for where, host in sorted((src.get("hosts") or {}).items()):
             try:
                 if host == me:
                     store = LocalStore(os.path.join(base, *(["r%d" % r] if where == "own" else ["peer", "r%d" % r])))
-                    if T.part_state(store, name, check)[0] is not None:
-                        out[r] = (T.LOCAL if where == "own" else T.PEER, store)
+                    if tiers.part_state(store, name, check)[0] is not None:
+                        out[r] = (tiers.LOCAL if where == "own" else tiers.PEER, store)
                         break
                     continue
                 addr = peernet.wait_address(durable, gen, host=host, timeout=cfg.timeout / 2)
                 if addr is not None and peernet.fetch_part(addr, where, r, name, dst) is not None:
-                    out[r] = (T.PEER, dst)
+                    out[r] = (tiers.PEER, dst)
                     break
             except (OSError, ValueError, CheckpointError) as e:
                 _warn("could not fetch rank %d's part of %s from %s (%s copy): %s" % (r, name, host, where, e))
         else:
-            if src.get("tier") != T.DURABLE:
+            if src.get("tier") != tiers.DURABLE:
                 _warn("rank %d's part of %s is on no host of this allocation any more: reading it from %s"
                       % (r, name, durable.root))
     return out

@@ -188,7 +188,7 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
 
 def check_deadline(app, spec: JobSpec, target_name: str, now: Optional[float] = None) -> None:
     """Refuse a spec whose ``cost.deadline`` cannot be met even on its quickest guaranteed offer
-    (on-demand, a Slurm queue) among its targets (else TARGET_NAME): the work
+    (on-demand, a scheduler's queue) among its targets (else TARGET_NAME): the work
     (``resources.expected_runtime``, else the time limit) plus a restart overhead plus the
     queue wait, against the time left. The message gives the numbers."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
@@ -209,10 +209,10 @@ def check_deadline(app, spec: JobSpec, target_name: str, now: Optional[float] = 
     pairs = [(d, o) for d, o in pairs if d is not None]
     if not pairs:
         why = (f"target {', '.join(local)} runs on this machine, which the deadline policy cannot place "
-               f"(it chooses among spot, on-demand and Slurm offers)" if local else
-               "no target of the spec has a priced offer (spot, on-demand or a Slurm queue)")
+               f"(it chooses among spot, on-demand and queue offers)" if local else
+               "no target of the spec has a priced offer (spot, on-demand or a scheduler's queue)")
         raise LauncherError(f"cost.deadline cannot be used here: {why}; leave cost.deadline out to run there, "
-                            f"or add a cloud or Slurm target to targets (docs/deadline.md)")
+                            f"or add a cloud or batch-scheduler target to targets (docs/deadline.md)")
     overhead_h = min((o.restart_hours for d, o in pairs if d.guaranteed), default=10 / 60)
     work_h, source = work_estimate(spec, params_for(spec))
     why = dl.refusal(work_h, (spec.cost.deadline_at(now) - now) / 3600.0, overhead_h, [d for d, _ in pairs])

@@ -3,8 +3,8 @@
 A pure policy, asked once per tick (``Situation`` -> ``Decision``). All times are hours.
 
 The one resource a deadline gives is **slack**: the time the job may still lose (waiting for
-spot, restart overheads) and still finish on a guaranteed offer (on-demand, or a Slurm target
-whose expected queue wait fits)::
+spot, restart overheads) and still finish on a guaranteed offer (on-demand, or a batch
+scheduler's queue, such as a Slurm target's, whose expected wait fits)::
 
     slack = deadline - elapsed - (restart overhead + queue wait + work left)
 
@@ -15,7 +15,7 @@ above a **reserve** that shrinks with the work left (``Params.reserve``: at ``re
 exactly Uniform Progress's line, "Can't Be Late", NSDI '24), else runs on the guaranteed
 offer. From on-demand it returns to spot when the slack is above the reserve plus the two
 restarts a return risks (``Params.back``: Uniform Progress's 2x-overhead hysteresis), and only
-when spot is cheaper by more than the restart costs (a free Slurm queue is never left).
+when spot is cheaper by more than the restart costs (a free queue is never left).
 
 **The safety net** (``safety_net``) is checked last and overrides everything: a placement
 other than a guaranteed one is allowed for this tick only if, should spot vanish at the next
@@ -26,7 +26,7 @@ whenever on-demand could still meet it when the policy was first asked (``can_fi
 
 Two forms: ``decide_single`` (one zone: its spot and on-demand, the Can't-Be-Late setting)
 and ``decide_multi`` (spot in many zones with their own prices, on-demand where it is
-cheapest, Slurm targets with a queue wait). Both are ``decide`` with their own tuned
+cheapest, scheduler queues with their wait). Both are ``decide`` with their own tuned
 ``Params`` (``SINGLE``, ``MULTI``; measured by ``bench/deadline_replay.py``). The multi-region
 form also moves a running spot job to a cheaper zone when the saving over the hours it may
 stay pays for the restart (``Params.stay_h``), and, while the slack is above the reserve, waits
@@ -40,7 +40,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-SPOT, ON_DEMAND, SLURM, WAIT = "spot", "on_demand", "slurm", "wait"
+SPOT, ON_DEMAND, QUEUE, WAIT = "spot", "on_demand", "queue", "wait"
+# kinds as earlier versions wrote them in a job's meta (``placements``) and events: a batch
+# scheduler's queue was spelt after the one scheduler there was
+_STORED_KINDS = {"slurm": QUEUE}
 _EPS = 1e-9
 
 
@@ -48,11 +51,11 @@ _EPS = 1e-9
 class Offer:
     """A place the job could run this tick."""
 
-    where: str                 # zone (spot), region (on-demand) or Slurm target name
-    kind: str                  # SPOT | ON_DEMAND | SLURM
+    where: str                 # zone (spot), region (on-demand) or queue's target name
+    kind: str                  # SPOT | ON_DEMAND | QUEUE
     price: float               # $/h for the whole job
     available: bool = True     # spot: capacity now (what ``watch`` learns); others: True
-    wait_h: float = 0.0        # SLURM: expected queue wait before the job starts
+    wait_h: float = 0.0        # QUEUE: expected queue wait before the job starts
     move_usd: float = 0.0      # $ to move the checkpoint here from where it is (egress), once per start
     move_h: float = 0.0        # hours the transfer adds to a start here
 
@@ -68,6 +71,18 @@ class Placement:
 
     def __str__(self) -> str:
         return self.kind if self.where is None else f"{self.kind}:{self.where}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Placement":
+        """The Placement ``str`` wrote (``kind:where``), a kind an earlier version stored read
+        as today's (``slurm:cluster-a`` is ``queue:cluster-a``)."""
+        kind, _, where = text.partition(":")
+        return cls(stored_kind(kind), where or None)
+
+
+def stored_kind(kind: str) -> str:
+    """A placement's kind as stored by any version: today's spelling."""
+    return _STORED_KINDS.get(kind, kind)
 
 
 NOWHERE = Placement()
@@ -149,7 +164,7 @@ def safe(s: Situation, p: Placement) -> bool:
     started at the next tick boundary still finish? (Guaranteed placements are safe when
     they finish themselves; spot where none is available is a wait.)"""
     left, g = s.left_h, s.tick_h
-    if p.kind in (ON_DEMAND, SLURM):
+    if p.kind in (ON_DEMAND, QUEUE):
         o = next((o for o in s.offers if o.kind == p.kind and o.where == p.where), None)
         return o is not None and can_finish(s, o)
     if p.kind == SPOT and any(o.kind == SPOT and o.where == p.where and o.available for o in s.offers):
@@ -183,7 +198,7 @@ def safety_net(s: Situation, d: Decision) -> Decision:
     it by the guaranteed offer (``fallback``)."""
     if d.placement.kind in (SPOT, WAIT) and safe(s, d.placement):
         return d
-    if d.placement.kind in (ON_DEMAND, SLURM) and safe(s, d.placement):
+    if d.placement.kind in (ON_DEMAND, QUEUE) and safe(s, d.placement):
         return d
     f = fallback(s)
     if f is None:
@@ -279,12 +294,12 @@ def decide(s: Situation, params: Params = SINGLE) -> Decision:
             if safe(s, d.placement):
                 return d
         return safety_net(s, Decision(s.current, "riding spot", nums))
-    if s.current.kind in (ON_DEMAND, SLURM):
+    if s.current.kind in (ON_DEMAND, QUEUE):
         # the slack a return to spot would leave: this restart, and the next one back
         held_slack = s.deadline_h - s.elapsed_h - s.overhead_left_h - s.left_h - 2 * s.overhead_h
         nums["held_slack_h"] = round(held_slack, 4)
         held_offer = next((o for o in s.offers if o.kind == s.current.kind and o.where == s.current.where), None)
-        # back to spot only where it is cheaper by more than the restart costs (a free Slurm
+        # back to spot only where it is cheaper by more than the restart costs (a free
         # queue or a cheap on-demand region is kept: leaving it spends slack and money)
         cheaper = best is not None and (held_offer is None or _worth_moving(s, held_offer, best, params))
         if (cheaper and held_slack >= reserve + params.back * s.overhead_h
@@ -317,8 +332,8 @@ def decide_single(s: Situation, params: Params = SINGLE) -> Decision:
 
 
 def decide_multi(s: Situation, params: Params = MULTI) -> Decision:
-    """The multi-region form: spot in many zones, each with its price; on-demand and Slurm
-    targets as fallbacks."""
+    """The multi-region form: spot in many zones, each with its price; on-demand and queues
+    (Slurm targets) as fallbacks."""
     return decide(s, params)
 
 
@@ -326,15 +341,15 @@ def decide_multi(s: Situation, params: Params = MULTI) -> Decision:
 
 def refusal(work_h: float, deadline_h: float, overhead_h: float, offers) -> Optional[str]:
     """Why a job of ``work_h`` hours cannot meet a deadline ``deadline_h`` hours away even on
-    the quickest guaranteed offer (on-demand, a Slurm target: its overhead, queue wait and the
+    the quickest guaranteed offer (on-demand, a queue: its overhead, queue wait and the
     work), with the numbers; None when one can. Spot alone guarantees nothing, so a spec
     whose targets have no guaranteed offer is refused too."""
     gs = [o for o in offers if o.guaranteed]
     if not gs:
         if not offers:
-            return "no target of the spec has a priced offer (spot, on-demand or a Slurm queue)"
+            return "no target of the spec has a priced offer (spot, on-demand or a scheduler's queue)"
         return (f"the spec's targets offer only spot, which can be taken away at any time, and no "
-                f"on-demand or Slurm queue to finish on: nothing guarantees the deadline ({deadline_h:.3g} h "
+                f"on-demand or scheduler's queue to finish on: nothing guarantees the deadline ({deadline_h:.3g} h "
                 f"away, {work_h:.3g} h of work)")
     best = min(gs, key=lambda o: (o.wait_h, o.price, o.where))
     need = overhead_h + best.wait_h + work_h
@@ -348,11 +363,11 @@ def refusal(work_h: float, deadline_h: float, overhead_h: float, offers) -> Opti
 
 def offer_of(o, nodes: int = 1, available: bool = True) -> Optional[Offer]:
     """The policy's Offer for a planner offer (``launcher.plan.offers.Offer``): spot per target and
-    region, on-demand, a Slurm target (kind "queue") with its queue wait; None for a local one.
+    region, on-demand, a scheduler's queue (an offer of kind "queue": a Slurm target) with its queue wait; None for a local one.
     ``where`` is ``target/region`` (the target alone when it has no region)."""
     if o.this_machine:
         return None
-    kind = SPOT if o.spot else (SLURM if o.kind == "queue" else ON_DEMAND)
+    kind = SPOT if o.spot else (QUEUE if o.kind == "queue" else ON_DEMAND)
     where = f"{o.target}/{o.region}" if o.region else o.target
     return Offer(where, kind, o.hourly_usd * nodes, available=available,
-                 wait_h=o.queue_wait_hours if kind == SLURM else 0.0)
+                 wait_h=o.queue_wait_hours if kind == QUEUE else 0.0)

@@ -1,7 +1,7 @@
-"""Spot burst: a job stuck in a Slurm queue goes to the cloud, and comes back cheaper.
+"""Spot burst: a job stuck in a scheduler's queue (Slurm's) goes to the cloud, and comes back cheaper.
 
 A job whose spec has ``burst: {after: 30m, to: [aws-spot, ...]}`` and that has been
-PENDING on its Slurm target for longer than ``after`` gets a copy launched on the best
+PENDING in its target's queue (a Slurm target's) for longer than ``after`` gets a copy launched on the best
 of the ``to`` targets (ranked by the planner). The two copies race: the first to
 *run* wins and the other is cancelled. Both copies share the checkpoint root, so the
 generation fencing of the checkpoint contract keeps them from ever both committing.
@@ -38,7 +38,7 @@ def should_burst(state: JobState, pending_since: float, now: float, after: Optio
         return BurstDecision(False, f"not pending ({state.value})")
     waited = max(0.0, now - pending_since)
     if waited >= after:
-        return BurstDecision(True, f"pending {waited:.0f}s on the Slurm queue, past burst.after={after}s")
+        return BurstDecision(True, f"pending {waited:.0f}s in the queue, past burst.after={after}s")
     if predicted_wait is not None and waited + predicted_wait > after:
         return BurstDecision(True, f"predicted start in {predicted_wait:.0f}s (already waited {waited:.0f}s), "
                                    f"past burst.after={after}s")
@@ -98,7 +98,8 @@ def burst_state(c, job_id: str, latest):
 
 
 def _predicted_wait(app, job, spec, latest) -> Optional[float]:
-    """Seconds until Slurm expects the job to start (squeue --start / pending work ahead)."""
+    """Seconds until the target's scheduler expects the job to start (``Scheduler.queue_wait``;
+    Slurm: squeue --start / pending work ahead)."""
     try:
         est = app.backend(job.target).queue_wait(spec, exclude_job=latest.native_id)
     except LauncherError:
@@ -112,38 +113,38 @@ def _race(app, job, rs: RecoveryState):
     """Both copies exist: the first one running wins; the other is cancelled."""
     store = app.store
     race = rs.burst
-    slurm_h = Handle.from_json(race.queued_handle)
+    queued_h = Handle.from_json(race.queued_handle)
     attempts = {a.attempt: a for a in store.attempts(job.job_id)}
-    cloud = attempts.get(race.copy_attempt)
-    cloud_state = JobState(cloud.state) if cloud and cloud.state in JobState.__members__ else JobState.UNKNOWN
-    slurm_backend = app.backend(race.queued_target)
+    copy = attempts.get(race.copy_attempt)
+    copy_state = JobState(copy.state) if copy and copy.state in JobState.__members__ else JobState.UNKNOWN
+    queued_backend = app.backend(race.queued_target)
     try:
-        slurm_state = slurm_backend.status([slurm_h])[0].state
+        queued_state = queued_backend.status([queued_h])[0].state
     except LauncherError as e:
         return Outcome(job.job_id, "control_plane", f"burst race: {e}")
-    if cloud_state in (JobState.RUNNING, JobState.COMPLETED, JobState.COMPLETING):
-        slurm_backend.cancel(slurm_h)
+    if copy_state in (JobState.RUNNING, JobState.COMPLETED, JobState.COMPLETING):
+        queued_backend.cancel(queued_h)
         store.update_attempt(job.job_id, race.queued_attempt, state="CANCELLED",
                              reason=f"burst: the copy on {race.copy_target} runs")
         store.save_recovery(job.job_id, replace(rs, burst=race.won_by(race.copy_target)).changes_since(rs))
         store.record_event(job.job_id, "burst_won", winner=race.copy_target, cancelled=race.queued_target,
-                           cancelled_native_id=slurm_h.native_id)
-        return Outcome(job.job_id, "burst_won", f"{race.copy_target} runs; Slurm copy {slurm_h.native_id} "
+                           cancelled_native_id=queued_h.native_id)
+        return Outcome(job.job_id, "burst_won", f"{race.copy_target} runs; queued copy {queued_h.native_id} "
                                                 f"cancelled")
-    if slurm_state in (JobState.RUNNING, JobState.COMPLETED, JobState.COMPLETING):
-        cloud_h = Handle.from_json(cloud.handle)
-        # point the job at the Slurm copy first: a concurrent status refresh must never read
-        # the cancelled cloud copy as the job's end
-        store.save_recovery(job.job_id, replace(rs, burst=race.won_by(race.queued_target)).changes_since(rs), handle=slurm_h.to_json(), target=race.queued_target, state=slurm_state.value)
-        app.backend(cloud.target).cancel(cloud_h)
+    if queued_state in (JobState.RUNNING, JobState.COMPLETED, JobState.COMPLETING):
+        copy_h = Handle.from_json(copy.handle)
+        # point the job at the queued copy first: a concurrent status refresh must never read
+        # the cancelled copy as the job's end
+        store.save_recovery(job.job_id, replace(rs, burst=race.won_by(race.queued_target)).changes_since(rs), handle=queued_h.to_json(), target=race.queued_target, state=queued_state.value)
+        app.backend(copy.target).cancel(copy_h)
         store.update_attempt(job.job_id, race.copy_attempt, state="CANCELLED",
-                             reason=f"burst: the Slurm copy on {race.queued_target} started first")
-        store.record_event(job.job_id, "burst_won", winner=race.queued_target, cancelled=cloud.target,
-                           cancelled_native_id=cloud_h.native_id)
-        return Outcome(job.job_id, "burst_won", f"Slurm copy started first; {cloud.target} copy cancelled")
-    if cloud_state.is_terminal and cloud_state is not JobState.COMPLETED:
-        # the cloud copy failed before it ran: stay on Slurm, which is still queued
-        store.save_recovery(job.job_id, replace(rs, burst=race.won_by(race.queued_target)).changes_since(rs), handle=slurm_h.to_json(), target=race.queued_target, state=slurm_state.value)
-        store.record_event(job.job_id, "burst_abandoned", reason=f"cloud copy ended {cloud_state.value}")
-        return Outcome(job.job_id, "burst_abandoned", f"cloud copy ended {cloud_state.value}")
-    return Outcome(job.job_id, "racing", f"Slurm {slurm_state.value}, {race.copy_target} {cloud_state.value}")
+                             reason=f"burst: the queued copy on {race.queued_target} started first")
+        store.record_event(job.job_id, "burst_won", winner=race.queued_target, cancelled=copy.target,
+                           cancelled_native_id=copy_h.native_id)
+        return Outcome(job.job_id, "burst_won", f"queued copy started first; {copy.target} copy cancelled")
+    if copy_state.is_terminal and copy_state is not JobState.COMPLETED:
+        # the copy failed before it ran: stay in the queue, where the job still waits
+        store.save_recovery(job.job_id, replace(rs, burst=race.won_by(race.queued_target)).changes_since(rs), handle=queued_h.to_json(), target=race.queued_target, state=queued_state.value)
+        store.record_event(job.job_id, "burst_abandoned", reason=f"the copy ended {copy_state.value}")
+        return Outcome(job.job_id, "burst_abandoned", f"the copy ended {copy_state.value}")
+    return Outcome(job.job_id, "racing", f"queued {queued_state.value}, {race.copy_target} {copy_state.value}")

@@ -14,7 +14,7 @@ answer out. What the policy is told:
   start, as the backend reports it: provisioning and, where the backend counts it, the
   restore), else the cheapest guaranteed offer's ``restart_hours`` until there is one;
 * **offers**: the planner's offers for the spec's targets (``gather_offers``): spot per
-  region with its price, on-demand, Slurm targets with their measured queue wait. A spot
+  region with its price, on-demand, queues (Slurm targets) with their measured wait. A spot
   zone where an attempt was preempted or refused for capacity less than
   ``recovery.placement_cooldown`` ago (what ``watch`` learns, ``launcher.plan.observed``)
   is unavailable, and a spot region only when every zone of it is (an observation that
@@ -151,7 +151,7 @@ def egress_offers(app, places: dict, src: Optional[tuple], size_gb: float) -> tu
         return places, []
     out, unknown = {}, []
     for k, (o, p) in places.items():
-        if p.cloud != src[0] or not p.region or p.region == src[1] or o.kind == dl.SLURM:
+        if p.cloud != src[0] or not p.region or p.region == src[1] or o.kind == dl.QUEUE:
             out[k] = (o, p)
             continue
         rate = egress_rate(app, p.backend, p.cloud, src[1], p.region)
@@ -255,8 +255,7 @@ def placement_of(job, latest, places: dict) -> dl.Placement:
     target's first offer."""
     moved = (job.meta.get(META) or {}).get("placements", {}).get(str(latest.attempt))
     if moved:
-        kind, _, where = moved.partition(":")
-        return dl.Placement(kind, where or None)
+        return dl.Placement.parse(moved)
     region = None
     try:
         h = Handle.from_json(latest.handle) if latest.handle else None

@@ -1,7 +1,7 @@
 """The deadline part of ``launcher report JOB`` (a spec with ``cost.deadline``, issue 21).
 
 The deadline (absolute, and from the job's submission), when the job finished against it,
-the billed hours per kind of capacity (spot, on-demand, Slurm queue) and their cost, and what
+the billed hours per kind of capacity (spot, on-demand, a scheduler's queue) and their cost, and what
 the same work would have cost on on-demand only: the work (``resources.expected_runtime``,
 the planner's estimate) times the cheapest on-demand price among the spec's targets, as
 ``bench/deadline_replay.py`` normalizes its costs.
@@ -13,14 +13,19 @@ its target's capacity as the planner sees it.
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Optional
+
+from launcher.plan import deadline as dl
+from launcher.plan.ranking import params_for, work_estimate
+from launcher.plan.sources import gather_offers
 
 
 def attempt_kind(attempt: int, handle: Optional[str], placements: dict, target_kinds: dict, target: str) -> str:
     moved = placements.get(str(attempt))
     if moved:
-        return moved.partition(":")[0]
+        return dl.stored_kind(moved.partition(":")[0])
     try:
         extra = json.loads(handle or "{}").get("extra", {})
     except ValueError:
@@ -46,7 +51,7 @@ def summarize(deadline_at: float, submitted: float, finished: Optional[float], w
             "finished_at": finished, "met": None if finished is None else finished <= deadline_at,
             "margin_h": None if finished is None else (deadline_at - finished) / 3600.0,
             "spot_hours": hours.get("spot", 0.0), "on_demand_hours": hours.get("on_demand", 0.0),
-            "slurm_hours": hours.get("slurm", 0.0), "hours": hours, "usd": usd, "total_usd": total,
+            "queue_hours": hours.get(dl.QUEUE, 0.0), "hours": hours, "usd": usd, "total_usd": total,
             "work_h": work_h, "on_demand_price": od_price, "on_demand_only_usd": od_only,
             "vs_on_demand_only": (total / od_only) if (total is not None and od_only) else None,
             "moves": None}
@@ -56,13 +61,6 @@ def collect_deadline(app, row, spec, accounting_dict: dict) -> Optional[dict]:
     """The deadline summary of ROW (None when its spec has no ``cost.deadline``)."""
     if spec is None or spec.cost.deadline is None:
         return None
-    # the planner: only for a report of a job with a deadline
-    from launcher.plan import deadline as dl
-    # the planner: only for a report of a job with a deadline
-    from launcher.plan.ranking import params_for, work_estimate
-    # the planner: only for a report of a job with a deadline
-    from launcher.plan.sources import gather_offers
-
     kinds: dict = {}
     prices: dict = {}
     od: list = []
@@ -100,15 +98,12 @@ def collect_deadline(app, row, spec, accounting_dict: dict) -> Optional[dict]:
 def deadline_lines(d: Optional[dict]) -> list:
     if not d:
         return []
-    # the planner: only for a report of a job with a deadline
-    import datetime as _dt
-
-    at = _dt.datetime.fromtimestamp(d["deadline_at"], _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    at = datetime.datetime.fromtimestamp(d["deadline_at"], datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
     met = {True: f"met, {d['margin_h'] * 3600:.0f}s to spare", False: f"missed by {-d['margin_h'] * 3600:.0f}s",
            None: "not finished"}[d["met"]]
     out = [f"deadline {at} ({d['deadline_h']:.4g} h after submission): {met}; {d['moves']} move(s)",
            f"  hours: spot {d['spot_hours']:.4f}, on-demand {d['on_demand_hours']:.4f}"
-           + (f", slurm {d['slurm_hours']:.4f}" if d["slurm_hours"] else "")]
+           + (f", queue {d['queue_hours']:.4f}" if d["queue_hours"] else "")]
     if d["on_demand_only_usd"] is not None:
         total = f"${d['total_usd']:.4f}" if d["total_usd"] is not None else "-"
         ratio = f" ({100 * d['vs_on_demand_only']:.1f}% of it)" if d["vs_on_demand_only"] is not None else ""

@@ -49,8 +49,10 @@ PositiveDuration = Annotated[Optional[int], BeforeValidator(_duration), AfterVal
 PositiveSize = Annotated[Optional[int], BeforeValidator(_size), AfterValidator(_positive_size)]
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# the job contract's own variables: a spec's env must not shadow them
-RESERVED_ENV_PREFIXES = ("LAUNCHER_", "SLURM_", "SKYPILOT_")
+# the job contract's own variables: a spec's env must not shadow them on any target. What a
+# backend's scheduler sets (SLURM_*, ...) the backend declares (``SetsEnv``), and a spec is
+# refused only on the targets of such a backend (``launcher.backend.support``).
+RESERVED_ENV_PREFIXES = ("LAUNCHER_",)
 RESERVED_ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT")
 # names of targets in the user's config (they reach file names, script comments and logs)
 TARGET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -61,7 +63,7 @@ def check_env_name(k: str, what: str = "env name") -> None:
         raise ValueError(f"{what} {k!r} is not a valid variable name for a shell ([A-Za-z_][A-Za-z0-9_]*)")
     if k.startswith(RESERVED_ENV_PREFIXES) or k in RESERVED_ENV_NAMES:
         reserved = ", ".join([*(p + "*" for p in RESERVED_ENV_PREFIXES), *RESERVED_ENV_NAMES])
-        raise ValueError(f"{what} {k!r} is reserved: the launcher and the scheduler set {reserved} for the job")
+        raise ValueError(f"{what} {k!r} is reserved: the launcher sets {reserved} for the job")
 
 
 def _env_name(k: str) -> str:

@@ -77,9 +77,9 @@ def test_watch_moves_a_deadline_job_to_the_slurm_target_and_it_finishes_in_time(
     assert json.loads(out.read_text())["steps"] == steps, info
 
     # the move: decided with its reason and numbers, carried out as a Slurm job that ran
-    to_slurm = [m for m in moves if m["to"] == "slurm:testcl"]
+    to_slurm = [m for m in moves if m["to"] == "queue:testcl"]
     assert to_slurm and to_slurm[0]["frm"] == "wait" and to_slurm[0]["overhead_h"] > 0, info
-    (decided,) = [e for e in decisions if e["placement"] == "slurm:testcl"][:1]
+    (decided,) = [e for e in decisions if e["placement"] == "queue:testcl"][:1]
     assert "behind the reserve" in decided["reason"] or decided["reason"].startswith("safety net"), info
     assert "slack_h" in decided and "reserve_h" in decided, info
     on_slurm = [a for a in st["attempts"] if a["target"] == "testcl"]
@@ -92,4 +92,4 @@ def test_watch_moves_a_deadline_job_to_the_slurm_target_and_it_finishes_in_time(
     rep = json.loads(cli.run("report", job, "--json").stdout)["deadline"]
     print("held:", [e["placement"] for e in decisions], "moves:", [(m["frm"], m["to"]) for m in moves], rep)
     assert rep["met"] is True and rep["margin_h"] > 0, (rep, info)
-    assert rep["moves"] == len(moves) and rep["slurm_hours"] > 0, (rep, info)
+    assert rep["moves"] == len(moves) and rep["queue_hours"] > 0, (rep, info)

@@ -3,18 +3,18 @@
 import pytest
 
 from launcher.backend.config import Target
-from launcher.backend.protocols import (Backend, ChoosesPlacement, Host, Pricing, Scheduler, SpecOwner, StartsSubmit,
-                                        can)
+from launcher.backend.protocols import (Backend, ChoosesPlacement, Host, Pricing, Scheduler, SetsEnv, SpecOwner,
+                                        StartsSubmit, can)
 from launcher.core.errors import NotSupported
 from launcher_backends.local.backend import LocalBackend
 from launcher_backends.skypilot.backend import SkyPilotBackend
 from launcher_backends.slurm.backend import SlurmBackend
 
-OPTIONAL = (Scheduler, Pricing, ChoosesPlacement, SpecOwner, Host, StartsSubmit)
+OPTIONAL = (Scheduler, Pricing, ChoosesPlacement, SpecOwner, SetsEnv, Host, StartsSubmit)
 EXPECTED = {
     LocalBackend: {Pricing, SpecOwner, Host},
-    SlurmBackend: {Scheduler, Pricing, SpecOwner, Host, StartsSubmit},
-    SkyPilotBackend: {Pricing, ChoosesPlacement, SpecOwner, Host},
+    SlurmBackend: {Scheduler, Pricing, SpecOwner, SetsEnv, Host, StartsSubmit},
+    SkyPilotBackend: {Pricing, ChoosesPlacement, SpecOwner, SetsEnv, Host},
 }
 
 
@@ -67,7 +67,7 @@ def test_the_protocols_are_a_handful():
     # LogFile (issue 33): where an attempt's output is on this machine, asked of the backend's class by the
     # read-only web view, which builds no backend; not folded into Host, whose third-party declarations it
     # would silently undo (a runtime protocol needs every member). Egress (issue 32): a move's checkpoint
-    # transfer, priced per GB
+    # transfer, priced per GB. SetsEnv (issue 34): the env prefixes a backend's scheduler sets, for the spec's
+    # loader; not folded into SpecOwner for the same reason as LogFile
     assert protocols == ["Backend", "ChoosesPlacement", "Egress", "Host", "LogFile", "Pricing", "Scheduler",
-                         "SpecOwner",
-                         "StartsSubmit"]
+                         "SetsEnv", "SpecOwner", "StartsSubmit"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 
 import pytest
 
@@ -321,7 +322,22 @@ def test_the_attempt_record_keeps_each_saves_stall_and_drain_lag(c):
     (rec,) = read_attempt(c2.durable, 1)["saves"]
     assert rec["tier"] == "local" and rec["committed"] and rec["drain"] == "committed"
     assert rec["seconds"] >= 0 and rec["drain_seconds"] >= 0 and rec["bytes"] == 1000
+    # exactly what the report reads, and nothing of the drainer's own bookkeeping
+    assert set(rec) == {"step", "start", "tier", "rank", "committed", "preempt", "error", "files", "bytes", "end",
+                        "seconds", "drain", "drain_seconds"}
     tiered.close_all(5)
+
+
+def test_a_save_record_stores_only_what_it_has_and_measures_the_drain_from_the_local_commit():
+    rec = tiered.SaveRecord(5, "2026-01-01T00:00:00Z", 0, background=True)
+    assert rec.as_json() == {"step": 5, "start": "2026-01-01T00:00:00Z", "tier": "local", "rank": 0,
+                             "committed": False, "preempt": False, "error": None, "async": True}
+    began = time.monotonic() - 1.0
+    rec.committed_locally({"files": [{"size": 3}, {"size": 4}]}, t0=began)
+    assert (rec.files, rec.bytes, rec.committed) == (2, 7, True) and rec.seconds >= 1.0
+    rec.drained("committed")
+    assert rec.drain == "committed" and rec.drain_seconds >= 0
+    assert "committed_at" not in rec.as_json()
 
 
 def test_latest_and_wait_commit_count_a_step_complete_in_any_tier(c, monkeypatch, capsys):

@@ -57,7 +57,7 @@ def test_the_net_keeps_a_running_spot_that_leaves_room_to_fall_back():
 
 
 def test_a_slurm_target_is_a_fallback_when_its_queue_wait_fits():
-    slurm = dl.Offer("cluster-a", dl.SLURM, 1.5, wait_h=0.5)
+    slurm = dl.Offer("cluster-a", dl.QUEUE, 1.5, wait_h=0.5)
     s = sit(elapsed_h=2.0, offers=(dl.Offer("us-east-1a", dl.SPOT, 1.0, available=False), OD_A, slurm))
     assert dl.fallback(s) == slurm                  # cheaper, and 2 + 1 + 10 <= 14
     late = sit(elapsed_h=3.2, offers=s.offers)
@@ -169,9 +169,9 @@ def test_a_job_on_a_guaranteed_offer_returns_to_spot_only_where_spot_is_cheaper(
     d = dl.decide(sit(current=dl.Placement(dl.ON_DEMAND, "us-east-1"), **ahead))
     assert d.placement == dl.Placement(dl.SPOT, "us-east-1a") and d.reason == "ahead of the reserve: back to spot"
     # a free Slurm queue is kept: leaving it costs money and two restarts of slack
-    free = dl.Offer("cluster-a", dl.SLURM, 0.0)
-    d = dl.decide(sit(current=dl.Placement(dl.SLURM, "cluster-a"), offers=(SPOT_A, OD_A, free), **ahead))
-    assert d.placement == dl.Placement(dl.SLURM, "cluster-a"), d
+    free = dl.Offer("cluster-a", dl.QUEUE, 0.0)
+    d = dl.decide(sit(current=dl.Placement(dl.QUEUE, "cluster-a"), offers=(SPOT_A, OD_A, free), **ahead))
+    assert d.placement == dl.Placement(dl.QUEUE, "cluster-a"), d
     # and so is an on-demand region whose saving over the stay would not pay for the restart
     near = dl.Offer("eu-1", dl.ON_DEMAND, 1.05)
     d = dl.decide(sit(current=dl.Placement(dl.ON_DEMAND, "eu-1"), offers=(SPOT_A, near), **ahead),

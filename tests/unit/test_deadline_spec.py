@@ -50,7 +50,7 @@ def test_the_policy_offers_of_planner_offers():
     assert dl.offer_of(_offer(True, 1.0), nodes=2) == dl.Offer("t/r", dl.SPOT, 2.0)
     assert dl.offer_of(_offer(False, 3.0)).kind == dl.ON_DEMAND
     q = dl.offer_of(_offer(False, 0.0, target="hpc", region=None, kind="queue", wait=2.0))
-    assert (q.where, q.kind, q.wait_h) == ("hpc", dl.SLURM, 2.0)
+    assert (q.where, q.kind, q.wait_h) == ("hpc", dl.QUEUE, 2.0)
     assert dl.offer_of(_offer(False, 0.0, kind="local")) is None
 
 
@@ -59,7 +59,7 @@ def test_a_deadline_not_even_on_demand_meets_is_refused_with_the_numbers():
     assert dl.refusal(work_h=10, deadline_h=10.5, overhead_h=0.2, offers=[od]) is None
     why = dl.refusal(work_h=10, deadline_h=10.1, overhead_h=0.2, offers=[od, dl.Offer("s", dl.SPOT, 1.0)])
     assert "10.1 h away" in why and "needs 10.2 h" in why and "10 h of work" in why and "0.2 h restart" in why
-    slurm = dl.Offer("hpc", dl.SLURM, 0.0, wait_h=5.0)
+    slurm = dl.Offer("hpc", dl.QUEUE, 0.0, wait_h=5.0)
     assert "queue wait" in dl.refusal(work_h=10, deadline_h=12, overhead_h=0.2, offers=[slurm])
     assert "offer only spot" in dl.refusal(work_h=1, deadline_h=12, overhead_h=0.2, offers=[dl.Offer("s", dl.SPOT, 1.0)])
 
@@ -76,9 +76,13 @@ def test_the_planner_counts_an_absolute_deadline_from_now():
 def test_the_report_sums_hours_per_kind_against_on_demand_only():
     assert attempt_kind(2, None, {"2": "on_demand:od/east"}, {}, "spot") == "on_demand"
     assert attempt_kind(1, '{"extra": {"use_spot": true}}', {}, {}, "x") == "spot"
-    assert attempt_kind(1, "{}", {}, {"hpc": "slurm"}, "hpc") == "slurm"
+    assert attempt_kind(1, "{}", {}, {"hpc": dl.QUEUE}, "hpc") == "queue"
+    # a placement an earlier version stored spelt the queue kind "slurm"
+    assert attempt_kind(3, None, {"3": "slurm:hpc"}, {}, "spot") == "queue"
     d = summarize(deadline_at=7200.0, submitted=0.0, finished=5400.0, work_h=1.0, od_price=3.0,
                   per_attempt=[{"kind": "spot", "billable_s": 3600, "usd": 1.0},
-                               {"kind": "on_demand", "billable_s": 1800, "usd": 1.5}])
+                               {"kind": "on_demand", "billable_s": 1800, "usd": 1.5},
+                               {"kind": "queue", "billable_s": 900, "usd": 0.0}])
     assert (d["spot_hours"], d["on_demand_hours"], d["met"], d["margin_h"]) == (1.0, 0.5, True, 0.5)
+    assert d["queue_hours"] == 0.25 and d["hours"]["queue"] == 0.25
     assert d["on_demand_only_usd"] == 3.0 and d["total_usd"] == 2.5 and abs(d["vs_on_demand_only"] - 2.5 / 3) < 1e-9

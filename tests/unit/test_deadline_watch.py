@@ -319,14 +319,14 @@ def test_a_slurm_target_whose_queue_wait_fits_is_the_fallback_and_the_job_is_mov
     Cloud.PRICES[True] = {"east": 1.0}
     spec = job_on(app, "spot", "east", done_steps=20, state=JobState.PREEMPTED)
     out = step(app, spec, 5.0, JobState.PREEMPTED, {"region": "east"})
-    assert out.action == "deadline_move" and "-> slurm:cluster" in out.reason
+    assert out.action == "deadline_move" and "-> queue:cluster" in out.reason
     (target, request, handle), = _Scheduled.submitted
     assert target == "cluster" and handle.backend == "dlslurm" and request.job.attempt == 2
     (mv,) = events(app, "deadline_move")
-    assert (mv["to"], mv["price"]) == ("slurm:cluster", 2.0)
+    assert (mv["to"], mv["price"]) == ("queue:cluster", 2.0)
     a2 = app.store.latest_attempt("j1")
     assert (a2.attempt, a2.target) == (2, "cluster")
-    assert app.store.get_job("j1").meta["deadline"]["placements"] == {"2": "slurm:cluster"}
+    assert app.store.get_job("j1").meta["deadline"]["placements"] == {"2": "queue:cluster"}
     # queued there: the next step sees its placement and leaves it (what is left of the start
     # counts; nothing is resubmitted)
     assert step(app, spec, 5.1, JobState.PENDING) is None and len(_Scheduled.submitted) == 1
@@ -346,7 +346,16 @@ def test_a_slurm_job_is_moved_back_to_spot_when_ahead(app):
     Cluster.WAIT_H = 0.25
     spec = job_on(app, "cluster", None, done_steps=50)
     out = step(app, spec, 4.0)
-    assert "slurm:cluster -> spot:spot/east" in out.reason and _Scheduled.cancelled == ["n1"]
+    assert "queue:cluster -> spot:spot/east" in out.reason and _Scheduled.cancelled == ["n1"]
+
+
+def test_a_queue_placement_an_earlier_version_stored_as_slurm_is_read_as_the_queue(app):
+    # before issue 34 the queue kind was spelt "slurm" in the job's meta
+    Cluster.WAIT_H = 0.25
+    spec = job_on(app, "cluster", None, done_steps=50)
+    app.store.patch_meta("j1", deadline={"placements": {"1": "slurm:cluster"}})
+    out = step(app, spec, 4.0)
+    assert "queue:cluster -> spot:spot/east" in out.reason and _Scheduled.cancelled == ["n1"]
 
 
 # ---- what the step leaves to the ordinary recovery ---------------------------------------------------

@@ -111,6 +111,37 @@ def test_requested_lists_only_what_differs_from_the_defaults():
     assert set(REQUESTS) >= {"resources.nodes", "resources.disk_per_node", "image"}
 
 
+# ---- a scheduler's own variables (SetsEnv)
+def test_each_backend_refuses_the_env_and_secret_names_its_scheduler_sets():
+    body = "env: {SLURM_CONF: x, SKYPILOT_NODE_RANK: '1', OK: y}\nsecrets: [HF_TOKEN, SLURM_JOB_ID]\n"
+    assert fields("slurm", body) == ["env.SLURM_CONF", "secrets[1]"]
+    assert fields("skypilot", body) == ["env.SKYPILOT_NODE_RANK"]
+    assert fields("local", body) == []
+    u = unsupported(spec(body), BACKENDS["slurm"])[0]
+    assert u.why == "SLURM_CONF is reserved: the slurm backend's scheduler sets SLURM_* in every job"
+
+
+def test_a_plugin_declares_its_own_prefixes_without_owning_a_section():
+    class Pbs:
+        name: ClassVar[str] = "pbs"
+        env_prefixes: ClassVar[tuple] = ("PBS_", "PBSPRO_")
+
+    (u,) = unsupported(spec("env: {PBSPRO_X: '1', SLURM_X: '2'}\n"), Pbs)
+    assert u.field == "env.PBSPRO_X" and "sets PBS_*, PBSPRO_* in every job" in u.why
+
+
+def test_validate_refuses_a_slurm_variable_on_a_slurm_target_only(tmp_path, launcher_env):
+    launcher_env["config"].write_text("targets:\n  cl: {backend: slurm}\n  box: {backend: local}\n")
+    f = tmp_path / "j.yaml"
+    f.write_text("name: e\nrun: echo hi\nenv: {SLURM_JOB_NAME: mine}\ntargets: [box]\n")
+    assert run("validate", f).exit_code == 0
+    f.write_text("name: e\nrun: echo hi\nenv: {SLURM_JOB_NAME: mine}\ntargets: [box, cl]\n")
+    r = run("validate", f)
+    assert r.exit_code == 2 and ("env.SLURM_JOB_NAME: target cl: SLURM_JOB_NAME is reserved: the slurm backend's "
+                                 "scheduler sets SLURM_* in every job; rename it") in r.output
+    assert "target box" not in r.output
+
+
 # ---- the commands
 def run(*args):
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
