@@ -449,7 +449,10 @@ def measure_slope(jobs: int, targets: int, url: str, latency_ms: float, passes: 
 # ---- one watcher process
 def watcher(conf: dict) -> None:
     """P passes of the real watch pass (``Launcher.watch()``, `launcher watch --once`), S seconds
-    apart, from the common start; prints {"passes": [[wall, cpu], ...], "claims": n}."""
+    apart, from the common start; prints {"passes": [[wall, cpu], ...], "claims": n}. With
+    "until" (seconds since the epoch), no pass starts after it; with "log" (a file), each pass
+    appends {"pid", "end", "wall", "cpu", "claims"} to it as it ends, so a watcher killed with -9
+    (bench/fleet_slurm.py) leaves its passes behind."""
     from launcher.api import Launcher
     import launcher.recovery.watch  # noqa: F401  (imported before the clock starts, as a running watch has)
 
@@ -471,12 +474,19 @@ def watcher(conf: dict) -> None:
         late = time.time() - conf["start"]  # > 0: this watcher was not ready at the common start
         time.sleep(max(0.0, -late))
         passes = []
+        until = conf.get("until")
         for k in range(conf["passes"]):
+            if until is not None and time.time() >= until:
+                break
             w, c = time.perf_counter(), time.process_time()
             lx.watch(interval=conf["interval"]) if conf.get("elect", True) else lx.watch()
             passes.append((time.perf_counter() - w, time.process_time() - c))
+            if conf.get("log"):
+                with open(conf["log"], "a") as f:
+                    f.write(json.dumps({"pid": os.getpid(), "end": time.time(), "wall": passes[-1][0],
+                                        "cpu": passes[-1][1], "claims": claims[0]}) + "\n")
             if k < conf["passes"] - 1:
-                time.sleep(conf["interval"])
+                time.sleep(conf["interval"] if until is None else max(0.0, min(conf["interval"], until - time.time())))
     print(json.dumps({"passes": passes, "claims": claims[0], "claims_refused": claims[1], "late_s": max(0.0, late),
                       "last_claim": taken[-1] if taken else None,
                       "pid": os.getpid()}))

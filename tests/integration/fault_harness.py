@@ -11,8 +11,9 @@ seed S is ``random.Random(f"{S}:{I}")``, so any one replays alone):
 - a fault point of ``launcher.core.faults`` (or, on local, the backend's ``local_before_start``) and an action there: ``pause`` (SIGSTOP; the
   harness sends SIGCONT after longer than the claim TTL), ``kill`` (-9), ``interrupt``
   (Ctrl-C) or ``sleep``;
-- the process that gets it: the launch, or one of 2-3 concurrent watchers (each a
-  ``launcher watch`` loop, or back-to-back ``launcher watch --once``);
+- the process that gets it: the launch, or one of 2-3 concurrent watchers (or as many as
+  asked: ``draw``'s CROWD, $LAUNCHER_FAULT_WATCHERS), each a ``launcher watch`` loop, or
+  back-to-back ``launcher watch --once`` runs;
 - timing jitter (when each watcher starts, how long a pause or sleep lasts), and sometimes a
   concurrent ``launcher cancel``;
 - on Slurm, sometimes slurmctld paused (SIGSTOP) when the fault point is reached, for
@@ -102,6 +103,7 @@ class Schedule:
     stall_s: Optional[float] = None  # Slurm: slurmctld is stopped this long when the fault point is reached,
     stall_at: Optional[float] = None  # or this many seconds after the launch started, whichever comes first
     sbatch: Optional[str] = None  # Slurm: a wrapper sbatch first on PATH, "kind:mode[:signal]" (sbatch_wrappers)
+    crowd: Optional[int] = None  # the watcher count asked for (draw's CROWD); None: drawn, 2 or 3
 
     def fault(self) -> str:
         """$LAUNCHER_FAULTS of the victim."""
@@ -121,17 +123,21 @@ class Schedule:
         return out
 
     def replay(self) -> str:
-        return f"LAUNCHER_FAULT_SEED={self.seed} LAUNCHER_FAULT_ONLY={self.index}"
+        out = f"LAUNCHER_FAULT_SEED={self.seed} LAUNCHER_FAULT_ONLY={self.index}"
+        return out + (f" LAUNCHER_FAULT_WATCHERS={self.crowd}" if self.crowd else "")
 
 
-def draw(seed: int, index: int, backends=("local",)) -> Schedule:
-    """Schedule INDEX of base seed SEED (its own stream: it replays alone)."""
+def draw(seed: int, index: int, backends=("local",), crowd: Optional[int] = None) -> Schedule:
+    """Schedule INDEX of base seed SEED (its own stream: it replays alone). CROWD: that many
+    concurrent watchers in every schedule (issue 29's acceptance: 3); None: 2 or 3, drawn."""
     rng = random.Random(f"{seed}:{index}")
     backend = rng.choice(list(backends))
     scenario = rng.choice(SCENARIOS)
     point = rng.choice(POINTS)
     action = rng.choice(ACTIONS)
-    n = rng.choice((2, 3))
+    n = rng.choice((2, 3))  # drawn even when CROWD is given: the rest of the stream stays as it was
+    if crowd:
+        n = crowd
     # a plain launch's watchers only reconcile: its faults mostly go to the launch
     victim = "launch" if rng.random() < (0.8 if scenario == "launch" else 0.3) else f"watch{rng.randrange(n)}"
     if victim == "launch" and point == "before_lookup":  # a new launch looks nothing up: it never passes there
@@ -164,7 +170,7 @@ def draw(seed: int, index: int, backends=("local",)) -> Schedule:
         starts = tuple(round(rng.uniform(0.0, 0.5), 2) if victim == f"watch{i}" else s for i, s in enumerate(starts))
         hold = round(CLAIM_TTL_S + rng.uniform(1.0, 2.5), 2)
     return Schedule(seed, index, backend, scenario, point, action, victim, watchers, starts, hold, cancel_at, stall,
-                    stall_at)
+                    stall_at, crowd=crowd or None)
 
 
 def job_name(s: Schedule) -> str:
@@ -179,10 +185,12 @@ def base_seed() -> int:
 
 
 def chosen(seed: int, count: int, backends=("local",)) -> list:
-    """The schedules to run: $LAUNCHER_FAULT_ONLY (comma-separated indices) alone, else COUNT."""
+    """The schedules to run: $LAUNCHER_FAULT_ONLY (comma-separated indices) alone, else COUNT;
+    each with $LAUNCHER_FAULT_WATCHERS concurrent watchers when set (else 2 or 3, drawn)."""
     only = os.environ.get("LAUNCHER_FAULT_ONLY")
     idx = [int(i) for i in only.split(",")] if only else range(count)
-    return [draw(seed, i, backends) for i in idx]
+    crowd = int(os.environ.get("LAUNCHER_FAULT_WATCHERS") or 0) or None
+    return [draw(seed, i, backends, crowd) for i in idx]
 
 
 # ---- what a schedule left
