@@ -35,7 +35,7 @@ ones included; ``lost``: jobs the store and Slurm disagree on after settling), p
 ``freeze``: when, which pid, and ``max_gap_s``: the longest a job went unobserved across that
 moment (from its last poll before it to the next one after); ``bound_s`` = lease + S (issue 29:
 a watcher killed with -9 leaves no job unobserved for longer); ``over_bound``: the jobs that
-were. Figures are printed, never asserted; tests/integration/test_fleet_slurm.py runs it small
+were. Figures are printed, never asserted; a slurm-tier test on branch h29fleet runs it small
 and asserts the invariants (no double submit, no lost job, every job observed again after each
 fault).
 """
