@@ -120,9 +120,29 @@ def record_progress(app, job, progress=None) -> None:
     for a in attempts:
         if a.attempt in resumes and resumes[a.attempt] != a.resume_step:
             app.store.update_attempt(job.job_id, a.attempt, resume_step=resumes[a.attempt])
+    record_in_job_restarts(app, job, attempts, progress.history)
     # the tier each attempt resumed from (local, peer, durable: launcher.checkpoint.tiers)
     records = takeover.attempt_records(job.job_id, [a.attempt for a in attempts], progress.history)
     for a in attempts:
         tier = (records.get(a.attempt) or {}).get("resume_tier")
         if tier and (a.meta or {}).get("resume_tier") != tier:
             app.store.update_attempt(job.job_id, a.attempt, meta={**(a.meta or {}), "resume_tier": tier})
+
+
+def record_in_job_restarts(app, job, attempts, history) -> None:
+    """One ``in_job_restart`` event per rerun of a step inside its allocation (recovery.in_job)
+    not recorded yet, and the attempt's count of them (its meta's ``in_job``)."""
+    from launcher.recovery import injob
+
+    found = injob.restarts_by_attempt(job.job_id, [a.attempt for a in attempts], history)
+    for a in attempts:
+        recs = found.get(a.attempt) or []
+        known = ((a.meta or {}).get("in_job") or {}).get("restarts") or 0
+        if len(recs) <= known:
+            continue
+        for h in recs[known:]:
+            app.store.record_event(job.job_id, injob.EVENT, **injob.event_detail(a.attempt, h))
+        last = injob.event_detail(a.attempt, recs[-1])
+        app.store.update_attempt(job.job_id, a.attempt, meta={**(a.meta or {}), "in_job": {
+            "restarts": len(recs), "last_exit": last["exit"], "last_resume_step": last["resume_step"],
+            "last_at": last["failed_at"]}})

@@ -27,6 +27,10 @@ category, so the categories add up to the wall time by construction:
     as the scheduler saw it, or, when the job-side heartbeat stopped well before that
     (a crashed node: the scheduler notices only after its timeout), the last heartbeat
     plus one heartbeat interval. An attempt that committed nothing loses its whole run.
+``in_job_restart``
+    recovery.in_job: inside one attempt, from a run step's failure until its rerun in the same
+    allocation starts (the job script's decision, the new generation, checkpoint discovery);
+    the work lost by the failed run is ``lost_work`` as for any failure.
 ``restart_overhead``
     after an attempt that ran: from the failure (so including the scheduler's detection
     delay) until the next attempt's program starts (requeue, queue wait again,
@@ -51,10 +55,10 @@ from launcher.core.status import JobState
 from launcher.report.summary import checkpoint_interval, cost_summary
 
 CATEGORIES = ("queue_wait", "provisioning", "useful_compute", "checkpoint_overhead", "capture_stall", "lost_work",
-              "restart_overhead")
+              "in_job_restart", "restart_overhead")
 LABELS = {"queue_wait": "queue wait", "provisioning": "provisioning", "useful_compute": "useful compute",
           "checkpoint_overhead": "checkpoint overhead", "capture_stall": "capture stall",
-          "lost_work": "lost work",
+          "lost_work": "lost work", "in_job_restart": "in-job restart",
           "restart_overhead": "restart overhead"}
 # an attempt that ended in one of these did not fail (no lost work is charged for COMPLETED)
 COMPLETED = "COMPLETED"
@@ -74,6 +78,16 @@ class Save:
     @property
     def capture(self) -> bool:
         return self.tier == LOCAL
+
+
+@dataclass(frozen=True)
+class InJobRun:
+    """A run of an attempt that failed and was rerun in the same allocation (recovery.in_job)."""
+
+    failed_at: float
+    restarted_at: float  # the rerun's program start
+    resume_step: Optional[int]  # the step the rerun resumed from (-1: fresh)
+    saves: list
 
 
 @dataclass
@@ -96,6 +110,7 @@ class AttemptIn:
     price_per_hour: Optional[float] = None  # $/h of its allocation (submit-time figure, else target price x GPUs)
     price_source: str = ""
     preempt_notice: Optional[float] = None
+    in_job: list = field(default_factory=list)  # InJobRun: its earlier runs, oldest first (saves: the last run's)
 
     @property
     def active(self) -> bool:
@@ -166,6 +181,7 @@ class AttemptOut:
     target: str
     native_id: Optional[str]
     preempt_notice: Optional[float]
+    in_job_restarts: int = 0  # its runs rerun in the same allocation (recovery.in_job)
 
 
 @dataclass
@@ -274,6 +290,7 @@ def _account_attempt(ledger: _Ledger, h: History, attempts: list, i: int, cursor
     ledger.add(cursor, started, "restart_overhead" if ran_before else "queue_wait", a.attempt, sec)
     ps = _program_start(a, started, end, h.jobside)
     ledger.add(started, ps, "restart_overhead" if ran_before else "provisioning", a.attempt, sec)
+    ps = _in_job_runs(ledger, a, sec, ps, end)
 
     # interrupted: ended without completing (failure, cancel), or superseded by a later attempt
     failed = (a.ended is not None and a.state != COMPLETED) or (a.ended is None and nxt_queued is not None)
@@ -289,7 +306,22 @@ def _account_attempt(ledger: _Ledger, h: History, attempts: list, i: int, cursor
         ended=end, open=open_attempt, failed=failed, last_commit_at=commit_at, last_commit_step=commit_step,
         used_commit_limit=limit, failure_at=failure_at if failed else None, seconds=sec, billable_s=billable, cost_usd=cost, cost_source=how,
         saves=saves, resume_step=a.resume_step, generation=a.generation, host=a.host, target=a.target,
-        native_id=a.native_id, preempt_notice=a.preempt_notice)
+        native_id=a.native_id, preempt_notice=a.preempt_notice, in_job_restarts=len(a.in_job))
+
+
+def _in_job_runs(ledger: _Ledger, a: AttemptIn, sec: dict, ps: float, end: float) -> float:
+    """The attempt's runs that failed and were rerun in the job: each one's useful compute and
+    saves up to its last commit the rerun used, its lost work up to the failure, then the
+    in-job restart until the rerun started. Returns the last run's program start."""
+    for run in a.in_job:
+        failed = _clamp(run.failed_at, ps, end)
+        restarted = _clamp(run.restarted_at, failed, end)
+        saves = sorted(run.saves, key=lambda s: (s.end, s.step))
+        commit_at, _ = _last_used_commit(saves, ps, failed, run.resume_step)
+        _add_run(ledger, a.attempt, sec, saves, ps, commit_at if commit_at is not None else ps, failed, failed)
+        ledger.add(failed, restarted, "in_job_restart", a.attempt, sec)
+        ps = restarted
+    return ps
 
 
 def _attempt_end(attempts: list, i: int, nxt_queued: Optional[float], cursor: float, now: float) -> float:

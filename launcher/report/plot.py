@@ -12,7 +12,8 @@ from launcher.report.accounting import CATEGORIES, LABELS
 
 WIDTH, HEIGHT, DPI = 1200, 500, 100
 COLORS = {"queue_wait": "#bdbdbd", "provisioning": "#9ecae1", "useful_compute": "#31a354",
-          "checkpoint_overhead": "#3182bd", "capture_stall": "#9ecae1", "lost_work": "#de2d26", "restart_overhead": "#fd8d3c"}
+          "checkpoint_overhead": "#3182bd", "capture_stall": "#9ecae1", "lost_work": "#de2d26",
+          "in_job_restart": "#fdd0a2", "restart_overhead": "#fd8d3c"}
 
 
 def plot(report: dict, path: str) -> str:
