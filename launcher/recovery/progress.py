@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from launcher.core import knobs
-from launcher.recovery import takeover
+from launcher.recovery import injob, takeover
 
 DEFAULT_TIMEOUT_S = 20.0  # $LAUNCHER_STORAGE_TIMEOUT overrides
 
@@ -132,8 +132,6 @@ def record_progress(app, job, progress=None) -> None:
 def record_in_job_restarts(app, job, attempts, history) -> None:
     """One ``in_job_restart`` event per rerun of a step inside its allocation (recovery.in_job)
     not recorded yet, and the attempt's count of them (its meta's ``in_job``)."""
-    from launcher.recovery import injob
-
     found = injob.restarts_by_attempt(job.job_id, [a.attempt for a in attempts], history)
     for a in attempts:
         recs = found.get(a.attempt) or []
