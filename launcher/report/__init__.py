@@ -16,6 +16,8 @@ from launcher.launching.submission import job_spec
 from launcher.report.accounting import CATEGORIES, LABELS, Accounting, AttemptIn, History, Save, account
 from launcher.report.collect import collect, root_unread
 from launcher.report.mfu import summarize
+from launcher.recovery.progress import read_progress, record_progress
+from launcher.state.rows import job_step
 
 __all__ = ["CATEGORIES", "LABELS", "Accounting", "AttemptIn", "History", "JobReport", "Save", "account", "build",
            "gather"]
@@ -37,7 +39,7 @@ class JobReport:
         row = self.job
         d = self.accounting.to_dict()
         d.update(name=row.name, state=row.state, reason=row.reason, target=row.target, backend=row.backend,
-                 ckpt_root=row.ckpt_root, notes=self.notes)
+                 ckpt_root=row.ckpt_root, last_step=job_step(row), notes=self.notes)
         d.update(compute_keys(self.compute, d["goodput_pct"]))
         if self.plot:
             d["plot"] = self.plot
@@ -57,6 +59,8 @@ def compute_keys(compute: Optional[dict], goodput_pct: Optional[float]) -> dict:
 def gather(app, job: str, refresh: bool = True, now=None) -> JobReport:
     """The report of JOB: the state store, the scheduler's records and the checkpoint root."""
     hist, row, notes = collect(app, job, refresh=refresh, now=now)
+    if refresh:
+        row = _with_progress(app, row, notes)
     acc = account(hist)
     try:
         spec = job_spec(row)
@@ -64,6 +68,19 @@ def gather(app, job: str, refresh: bool = True, now=None) -> JobReport:
         spec = None
     compute = summarize(acc, _metrics(row.ckpt_root, notes), spec)
     return JobReport(acc, row, notes, deadline=_deadline(app, row, spec, acc, notes), compute=compute)
+
+
+def _with_progress(app, row, notes: list):
+    """ROW with its checkpoint root's progress recorded first, as ``launcher status JOB`` does, so
+    that both show one step (``launcher.state.rows.job_step``); as stored when the root could not
+    be read (its note says why: it is not asked again) or the job is another person's."""
+    if not row.ckpt_root or root_unread(notes, row.ckpt_root) or not app.store.may_act(row):
+        return row
+    progress = read_progress(row.ckpt_root)
+    if progress.error:
+        return row
+    record_progress(app, row, progress)
+    return app.store.get_job(row.job_id)
 
 
 def _metrics(root: Optional[str], notes: list) -> dict:
