@@ -120,7 +120,15 @@ def stop_watchers(procs) -> None:
     for p in procs:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGTERM)
-            p.wait(timeout=30)
+            try:
+                os.killpg(p.pid, signal.SIGCONT)  # a watcher a test froze (SIGSTOP) gets the TERM only once continued
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # never left behind, and never hiding the test's own failure
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=30)
 
 
 def wait_all_closed(cli: "LauncherCLI", jobs, timeout: float, interval: float = 1) -> None:
