@@ -212,8 +212,8 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, hi
     spec = _stored_spec(row, notes, {} if specs is None else specs)
     # per-run scheduler records (Slurm requeues keep one job id for several runs)
     runs = _run_histories(app, rows, notes) if (refresh if history is None else history) else {}
-    if records is None:
-        records = read_generation_records(row.ckpt_root, row.job_id, notes)
+    if records is None:  # (a root the refresh could not read is not asked again: one timeout, one note)
+        records = [] if root_unread(notes, row.ckpt_root) else read_generation_records(row.ckpt_root, row.job_id, notes)
     attempts = _attempts_in(app, rows, runs, _match(rows, records, _run_readers(app, rows)), spec,
                             noticed_ends(store.events(row.job_id)))
     if row.ckpt_root and not records and not any(n.startswith(_UNREAD) for n in notes):
@@ -229,8 +229,15 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, hi
 
 def _refreshed(app, row, notes: list):
     """The job's row brought up to date as `status` brings it (a failure becomes a note)."""
+    unread = f"warning: cannot read checkpoints under {row.ckpt_root}: "
+
+    def say(line: str) -> None:  # the refresh's failed read of the root is the report's one note about it
+        if row.ckpt_root and line.startswith(unread):
+            line = f"{_UNREAD} {row.ckpt_root}: program starts, resumes and save timings unknown: {line[len(unread):]}"
+        notes.append(line)
+
     try:
-        return job_up_to_date(app, row, notes.append)
+        return job_up_to_date(app, row, say)
     except Exception as e:  # noqa: BLE001 - report from what is stored
         notes.append(f"could not refresh the job's status: {e}")
         return app.store.get_job(row.job_id)

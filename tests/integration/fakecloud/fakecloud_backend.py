@@ -88,6 +88,7 @@ class FakeCloudBackend(LocalBackend):
     target_options: ClassVar = FakeCloudOptions
     install_hint: ClassVar[str] = "tests/integration/fakecloud on PYTHONPATH"
     restart_hours: ClassVar[float] = 2 / 60
+    env_prefixes: ClassVar[tuple] = ("FAKECLOUD_",)  # SetsEnv: what its (imagined) scheduler sets
     # ---- SpecOwner: its own section (spec_fields and unsupported come with LocalBackend: one
     # process on this machine)
     spec_section: ClassVar[str] = "fakecloud"
