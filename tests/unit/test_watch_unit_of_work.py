@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from launcher.backend.protocols import Handle
 from launcher.launching.launch import launch
 from launcher.recovery import watch
 from launcher.spec.model import JobSpec
@@ -70,8 +71,6 @@ class Trips:
 def _ended(app, job_id: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     backend = app.backend("local")
-    from launcher.backend.protocols import Handle
-
     while time.monotonic() < deadline:
         if backend.status([Handle.from_json(app.store.get_job(job_id).handle)])[0].state.is_terminal:
             return
@@ -87,13 +86,19 @@ def _pass(app, monkeypatch, job_id: str) -> tuple:
     return out[job_id], trips.log
 
 
-@both_engines
-def test_a_job_closed_by_its_decision_costs_two_round_trips_and_keeps_no_claim(app, monkeypatch):
-    text = "name: fails\nrun: exit 3\nrecovery: {app_error: 0}\n"
-    job_id = launch(app, JobSpec(name="fails", run="exit 3", recovery={"app_error": 0}), text, None,
+def _failed_then_passed(app, monkeypatch, app_error: int) -> tuple:
+    """A local job whose program fails (exit 3) with recovery.app_error APP_ERROR, once it ended:
+    (its id, the pass's outcome for it, the round trips ``_one`` made for it)."""
+    text = f"name: fails\nrun: exit 3\nrecovery: {{app_error: {app_error}}}\n"
+    job_id = launch(app, JobSpec(name="fails", run="exit 3", recovery={"app_error": app_error}), text, None,
                     "local").job_id
     _ended(app, job_id)
-    outcome, log = _pass(app, monkeypatch, job_id)
+    return (job_id, *_pass(app, monkeypatch, job_id))
+
+
+@both_engines
+def test_a_job_closed_by_its_decision_costs_two_round_trips_and_keeps_no_claim(app, monkeypatch):
+    job_id, outcome, log = _failed_then_passed(app, monkeypatch, app_error=0)
     assert outcome.action == "gave_up", outcome
     # the claim (with its view; on PostgreSQL its row lock taken by SKIP LOCKED), the close (with the release)
     assert [kind for kind, _ in log] == ["tx", "tx"] and log[1] == ("tx", [job_id]), log
@@ -103,11 +108,7 @@ def test_a_job_closed_by_its_decision_costs_two_round_trips_and_keeps_no_claim(a
 
 @both_engines
 def test_a_resubmitted_job_costs_three_round_trips_and_keeps_no_claim(app, monkeypatch):
-    text = "name: again\nrun: exit 3\nrecovery: {app_error: 1}\n"
-    job_id = launch(app, JobSpec(name="again", run="exit 3", recovery={"app_error": 1}), text, None,
-                    "local").job_id
-    _ended(app, job_id)
-    outcome, log = _pass(app, monkeypatch, job_id)
+    job_id, outcome, log = _failed_then_passed(app, monkeypatch, app_error=1)
     assert outcome.action == "resubmitted", outcome
     # the claim, the fence right before the scheduler is called, the submission's record (with the release)
     assert [kind for kind, _ in log] == ["tx", "read", "tx"], log
@@ -129,8 +130,6 @@ def test_the_claims_recovery_changes_are_written_with_it_and_read_back_in_its_vi
         assert c.observed == frozenset() and c.sharing == ()
         app.store.release(job_id, c.owner)
     finally:
-        from launcher.backend.protocols import Handle
-
         app.backend("local").cancel(Handle.from_json(app.store.get_job(job_id).handle))
 
 
