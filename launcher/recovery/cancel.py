@@ -20,6 +20,7 @@ from launcher.core.status import JobState, attempt_ended
 from launcher.launching.submission import find_submission, job_ref
 from launcher.launching.submit import launch_alive
 from launcher.launching.tracking import refresh
+from launcher.recovery.policy import reconcile_submitting
 from launcher.recovery.progress import record_progress
 from launcher.recovery.state import RecoveryState
 from launcher.state.claims import claim_ttl
@@ -180,6 +181,27 @@ def mark_cancelled(app, c, report: CancelReport, n: int, h: Handle, closing: Clo
     app.store.update_attempt(c.job.job_id, n, state="CANCELLED", reason=closing.reason)
 
 
+def unsettled_submission(job, now: Optional[float] = None) -> str:
+    """Why the submission of JOB (a row with no attempt, whose dedupe token the scheduler did not
+    show) may still appear at the scheduler, or "" when nothing of it can run. A launch still
+    under way may yet submit; one that ended without knowing the scheduler's answer (a controller
+    that stalled and took the request in later) gets the same quiet time as ``watch``'s settling
+    (``policy.reconcile_submitting``) before "nothing ran" is concluded."""
+    alive = launch_alive(job.meta)
+    if alive:
+        return "its launch is still under way: it cancels what it submits as soon as the scheduler answers"
+    if job.state != "SUBMITTING":
+        return ""
+    now = time.time() if now is None else now
+    unknown = job.meta.get("submit_unknown") or {}
+    r = reconcile_submitting(False, now - job.created, launch_over=bool(unknown) or alive is False,
+                             quiet_s=now - float(unknown.get("at") or job.updated or job.created))
+    if r.action != "wait":
+        return ""
+    return ("whether its submission went through is not known yet (the scheduler has no job with its dedupe "
+            "token so far): watch goes on looking for it, and cancels it if it appears")
+
+
 def close_cancelled(app, c, report: CancelReport, todo: list, closing: Closing) -> CancelReport:
     """Close claimed job C as CLOSING says when every cancel in TODO went through (else record
     the failure: it stays open)."""
@@ -188,13 +210,14 @@ def close_cancelled(app, c, report: CancelReport, todo: list, closing: Closing) 
         last = attempts[-1] if attempts else None
         if last:
             report.note = f"the scheduler had nothing running for it (attempt {last.attempt} ended {last.state})"
-        elif launch_alive(job.meta):
-            report.note = ("its launch is still under way: it cancels what it submits as soon as the scheduler "
-                           "answers")
-            if report.ok:  # a launch that dies after its submit cannot: watch finds that job by its token
-                store.patch_meta(job.job_id, **{OVERTAKEN: {"at": time.time(), "attempt": next_attempt(c)}})
         else:
-            report.note = "the scheduler has no job with its dedupe token (the launch never got through)"
+            unsettled = unsettled_submission(job)
+            if unsettled:
+                report.note = unsettled
+                if report.ok:  # watch goes on looking that attempt's token up (``watch.settle_overtaken``)
+                    store.patch_meta(job.job_id, **{OVERTAKEN: {"at": time.time(), "attempt": next_attempt(c)}})
+            else:
+                report.note = "the scheduler has no job with its dedupe token (the launch never got through)"
     if report.ok:
         store.close_job(job.job_id, closing.state, closing.reason, owner=c.owner, event=closing.event,
                         detail={**closing.detail, "cancelled": report.cancelled, "note": report.note,

@@ -238,7 +238,9 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time,
         alive = launch_alive(job.meta)
         unknown = job.meta.get("submit_unknown") or {}
         over = bool(unknown) or alive is False
-        quiet = now - float(unknown.get("at") or job.updated or job.created)
+        if not looked:
+            note_unanswered(store, job, now)
+        quiet = now - quiet_since(job, unknown.get("at") or job.updated or job.created)
         trace = start_trace(app, job, attempt) if found is None and looked else ""
         r = reconcile_submitting(found is not None, now - job.created, looked=looked, lookup_error=error,
                                  launch_over=over, quiet_s=quiet, trace=trace)
@@ -297,13 +299,31 @@ def settle_overtaken(app, job_id: str, clock: Callable[[], float] = time.time) -
             return Outcome(job_id, "cancelled", f"{job.target} id {found.native_id}: {reason}")
         now = clock()
         unknown = job.meta.get("submit_unknown") or {}
+        if not looked:
+            note_unanswered(store, job, now)
         r = reconcile_submitting(False, now - job.created, looked=looked, lookup_error=error,
                                  launch_over=bool(unknown) or launch_alive(job.meta) is False,
-                                 quiet_s=now - float(unknown.get("at") or mark.get("at") or job.updated))
+                                 quiet_s=now - quiet_since(job, unknown.get("at"), mark.get("at") or job.updated))
         if r.action == "wait":
             return Outcome(job_id, "waiting", f"cancelled while its launch was under way; {r.reason}")
         store.patch_meta(job_id, **{OVERTAKEN: None})  # nothing of that launch runs
         return None
+
+
+# meta key: when the scheduler last failed to answer a dedupe-token lookup of a job whose submission
+# is unsettled. A stalled controller takes in the requests queued at its socket once it runs again,
+# so "nothing ran" waits the quiet time from its return, not from the launch's end.
+UNANSWERED = "token_unanswered_at"
+
+
+def note_unanswered(store, job, now: float) -> None:
+    store.patch_meta(job.job_id, **{UNANSWERED: now})
+
+
+def quiet_since(job, *times) -> float:
+    """Since when a submission of JOB that is not at the scheduler has been allowed to show: the
+    latest of TIMES (the launch's end, the cancel) and the scheduler's last unanswered lookup."""
+    return max(float(t) for t in (*times, job.meta.get(UNANSWERED)) if t)
 
 
 def start_trace(app, job, attempt: int) -> str:
@@ -449,7 +469,8 @@ def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_i
                     unrecorded = _beat(app, heartbeat, started, clock(), echo, unrecorded)
                 if once or (max_cycles is not None and n >= max_cycles):
                     return
-                left = app.store.open_jobs() or notify.pending(app)  # notifications still to deliver: go on
+                # a cancelled job whose submission may still appear, notifications still to deliver: go on
+                left = app.store.open_jobs() or unsettled_jobs(app.store) or notify.pending(app)
             except StoreUnreachable as e:
                 # a team's server restarted or down: what was in flight rolled back whole; the claims
                 # decide again once it answers (each cycle opens a new connection). Said once per outage.

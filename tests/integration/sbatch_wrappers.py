@@ -10,6 +10,10 @@ sees an outcome that is not a plain answer:
 - ``lost``: the answer lost to a slow controller: Slurm accepted the job, but sbatch prints no
   id, only the time-out a slow slurmctld gives ("Socket timed out on send/recv operation",
   exit 1), as when the controller took the job and its answer never came back.
+- ``late``: the request taken in late by a stalled controller: sbatch prints only that time-out
+  and exits 1 at once, and the real sbatch runs SLEEP seconds later in the background, as when
+  a stopped slurmctld runs again and takes in the request queued at its socket (seed 29303,
+  schedule 28 of the fault schedules: no lookup right after the launch can find it).
 
 MODE ``once``: only the first sbatch of a LAUNCHER_HOME misbehaves (a mkdir marker), the
 others run as they are; ``every``: each one does. None of these is Slurm's refusal: the
@@ -31,7 +35,7 @@ from pathlib import Path
 from typing import Optional
 
 KINDS = ("signal", "banner", "empty", "twice")  # drawn by the fault schedules ("slow" costs a time-out)
-ALL_KINDS = KINDS + ("slow", "lost")  # what $LAUNCHER_FAULT_SBATCH may name
+ALL_KINDS = KINDS + ("slow", "lost", "late")  # what $LAUNCHER_FAULT_SBATCH may name
 OVERRIDE = "LAUNCHER_FAULT_SBATCH"
 # what sbatch says when slurmctld did not answer within MessageTimeout (the job may have been taken)
 TIMED_OUT = "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"
@@ -44,6 +48,7 @@ BODIES = {
     "twice": 'out=$(REAL "$@")\nrc=$?\nprintf \'%s\\n%s\\n\' "$out" "$out"\nexit $rc\n',
     "slow": 'REAL "$@"\nexec sleep {sleep}\n',
     "lost": 'REAL "$@" >/dev/null 2>&1\necho "{timed_out}" >&2\nexit 1\n',
+    "late": '( sleep {sleep}; REAL "$@" ) </dev/null >/dev/null 2>&1 &\necho "{timed_out}" >&2\nexit 1\n',
 }
 
 

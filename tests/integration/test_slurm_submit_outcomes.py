@@ -182,3 +182,41 @@ def test_an_answer_lost_to_a_slow_controller_is_adopted_exactly_once_once_the_co
     st = cli.status(job)
     assert [e["kind"] for e in st["events"]].count("adopted") == 1, st["events"]
     assert poll("the job to start", lambda: starts.read_text().split(), timeout=120, interval=1) == ids
+
+
+def test_a_cancel_before_a_stalled_controller_takes_the_request_in_still_cancels_its_job(cli, clean_queue):
+    """The fault schedules' seed 29303, schedule 28, on purpose: sbatch's answer is lost to a
+    stalled controller and the launch's lookup finds nothing (the ``late`` wrapper: the request
+    reaches Slurm 10 s later), so the launch exits 4 with the row SUBMITTING; a `cancel` then
+    finds no job by the token either, and closes the row. When Slurm then takes the request in,
+    `watch` finds that job by the token, cancels it and records it as attempt 1: no program
+    runs behind a CANCELLED row with nothing in the store to say so."""
+    cli.env = install(cli.tmp, "late", cli.env, "once", sleep_s=10)
+    p = cli.run("launch", spec_of(cli, "solate"), "--target", "testcl", check=False, timeout=180)
+    text = p.stdout + p.stderr
+    assert misbehaved(cli.tmp) and p.returncode == 4, text
+    assert "rejected" not in text and "Traceback" not in text, text
+    (row,) = store_rows(cli.home)
+    job = row["job_id"]
+    assert row["state"] == "SUBMITTING" and slurm_ids(clean_queue, job) == [], (row, text)
+    c = cli.run("cancel", job, check=False, timeout=120)
+    said = c.stdout + c.stderr
+    assert c.returncode == 0, said
+    assert "not known yet" in said and "never got through" not in said, said
+    assert cli.status(job)["state"] == "CANCELLED"
+    ids = poll("Slurm to take the late request in", lambda: slurm_ids(clean_queue, job), timeout=90, interval=1)
+    assert len(ids) == 1, ids
+
+    def settled():
+        w = cli.run("watch", "--once", timeout=180)
+        return f"{job}: cancelled" in w.stdout + w.stderr
+
+    poll("watch to cancel the job the late request made", settled, timeout=120, interval=1)
+    st = cli.status(job)
+    assert st["state"] == "CANCELLED", st
+    assert [(a["attempt"], str(a["native_id"]), a["state"]) for a in st["attempts"]] == [(1, ids[0], "CANCELLED")]
+    assert any(e["kind"] == "cancelled_in_flight" for e in st["events"]), st["events"]
+    states = poll("Slurm to end it", lambda: [ln.split("|")[1] for ln in clean_queue.run(
+        "squeue", "-h", "-t", "all", "-j", ids[0], "-o", "%i|%T", check=False).stdout.split()
+        if ln.split("|")[1] in ("CANCELLED", "COMPLETED", "FAILED")], timeout=60, interval=1)
+    assert states == ["CANCELLED"], states

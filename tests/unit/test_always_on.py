@@ -210,7 +210,8 @@ def loop_app(open_after: list):
         calls["n"] += 1
         return open_after[min(calls["n"], len(open_after)) - 1]
 
-    return SimpleNamespace(store=SimpleNamespace(open_jobs=open_jobs))
+    return SimpleNamespace(store=SimpleNamespace(open_jobs=open_jobs, watch_rows=lambda mark: [],
+                                                 may_act=lambda row: True))
 
 
 def test_watch_stays_up_when_no_job_is_open_and_says_so_once(monkeypatch):
@@ -232,6 +233,22 @@ def test_exit_when_idle_ends_as_before(monkeypatch):
     said = []
     watch._run(app, 1.0, False, lambda: 1.0, lambda s: None, said.append, None, None, exit_when_idle=True)
     assert said == ["no open jobs left"]
+
+
+def test_exit_when_idle_waits_for_a_cancelled_submission_to_settle(monkeypatch):
+    """A job closed by a cancel while its submission's outcome was unknown is not open, but what
+    it submitted may still appear: the watcher stays until that is settled (``settle_overtaken``)."""
+    from launcher.recovery.cancel import OVERTAKEN
+
+    monkeypatch.setattr(watch, "cycle", lambda app, clock, hooks, specs=None, poller=None: [])
+    monkeypatch.setattr(watch.notify, "pending", lambda app: False)
+    app = loop_app([["job"], [], [], []])
+    marked = SimpleNamespace(job_id="j", state="CANCELLED", handle=None, meta={OVERTAKEN: {"at": 1.0, "attempt": 1}})
+    unsettled = [[marked], [marked], []]
+    app.store.watch_rows = lambda mark: unsettled.pop(0) if unsettled else []
+    said, slept = [], []
+    watch._run(app, 1.0, False, lambda: 1.0, slept.append, said.append, None, None, exit_when_idle=True)
+    assert said == ["no open jobs left"] and len(slept) == 3  # two more passes while the mark stood
 
 
 def test_a_heartbeat_that_cannot_be_written_is_said_once_and_watching_goes_on(monkeypatch):

@@ -108,3 +108,69 @@ def test_a_cancelled_job_keeps_the_last_step_its_root_committed(app, tmp_path):
     assert report.ok and app.b.cancelled == ["88"]
     row = app.store.get_job("j-2")
     assert row.state == "CANCELLED" and row.last_step == 7
+
+
+def _unknown_outcome(app, at=None):
+    """A SUBMITTING row whose launch is over (no such process) and recorded that the scheduler's
+    answer was lost: the controller stalled, and may take the request in when it runs again."""
+    app.store.begin_job("j-3", "j", "cl", "slurm", None, "name: j\n",
+                        meta={"launch_by": f"{socket.gethostname()}:999999999"})
+    app.store.mark_submit_unknown(["j-3"], "sbatch: Socket timed out")
+    if at is not None:
+        meta = app.store.get_job("j-3").meta
+        app.store.patch_meta("j-3", submit_unknown={**meta["submit_unknown"], "at": at})
+
+
+def test_a_cancel_of_a_submission_whose_outcome_is_unknown_leaves_watch_looking(app):
+    """Seed 29303 schedule 28: sbatch's answer was lost to a stopped slurmctld, the launch exited
+    4, a cancel found no job by the token and closed the row; the controller then took the
+    request in and ran attempt 1 with nothing in the store to cancel it."""
+    _unknown_outcome(app)
+    report = cancel_job(app, "j-3")
+    assert report.ok and "not known yet" in report.note and "never got through" not in report.note
+    row = app.store.get_job("j-3")
+    assert row.state == "CANCELLED" and row.meta[OVERTAKEN]["attempt"] == 1
+    # the stalled controller runs again and accepts the queued request: watch cancels and records it
+    app.b.found = Handle("slurm", "cl", "j-3", "52", 1)
+    assert [o.action for o in reconcile(app)] == ["cancelled"]
+    assert app.b.cancelled == ["52"]
+    (a,) = app.store.attempts("j-3")
+    assert (a.attempt, a.native_id, a.state) == (1, "52", "CANCELLED")
+
+
+def test_a_cancel_long_after_an_unknown_outcome_concludes_nothing_ran(app):
+    _unknown_outcome(app, at=time.time() - 3600)
+    report = cancel_job(app, "j-3")
+    assert report.ok and "never got through" in report.note
+    assert OVERTAKEN not in app.store.get_job("j-3").meta
+
+
+def test_the_quiet_time_counts_from_the_schedulers_last_unanswered_lookup(app):
+    """A controller stalled past the quiet time: lookups fail meanwhile, and "nothing ran" waits
+    a quiet time from its return, when it takes in what queued at its socket."""
+    from launcher.core.errors import LauncherError
+
+    _unknown_outcome(app)
+    cancel_job(app, "j-3")
+    t0 = time.time()
+
+    def unanswered(job):
+        raise LauncherError("squeue: Socket timed out")
+
+    app.b.find = unanswered
+    (o,) = reconcile(app, clock=lambda: t0 + 300)  # the lookup fails 5 min later
+    assert o.action == "waiting"
+    del app.b.find
+    (o,) = reconcile(app, clock=lambda: t0 + 310)  # answered, nothing yet: still within the quiet time
+    assert o.action == "waiting" and OVERTAKEN in app.store.get_job("j-3").meta
+    app.b.found = Handle("slurm", "cl", "j-3", "53", 1)  # the queued request is taken in
+    assert [o.action for o in reconcile(app, clock=lambda: t0 + 320)] == ["cancelled"]
+    assert app.b.cancelled == ["53"]
+
+
+def test_a_submission_from_another_host_is_looked_for_after_its_cancel(app):
+    """A launch on another login node cannot be seen from here (``launch_alive`` None): its row
+    is closed, and watch goes on looking for what it may have submitted."""
+    app.store.begin_job("j-4", "j", "cl", "slurm", None, "name: j\n", meta={"launch_by": "other-host:123"})
+    report = cancel_job(app, "j-4")
+    assert report.ok and OVERTAKEN in app.store.get_job("j-4").meta
