@@ -106,6 +106,12 @@ class SubmitOutcomeUnknown(TransientError):
     ``watch`` and ``cancel`` settle it from what the scheduler has."""
 
 
+class SubmissionUnsettled(TransientError):
+    """A further attempt not submitted yet: an earlier submission of that attempt ended without
+    the scheduler's answer a short while ago, and a stalled controller may still take it in
+    (``launcher.launching.launch.resubmit``). Its pass waits; the next one looks again."""
+
+
 # ---------------------------------------------------------------- the CLI's error boundary
 # What to install when an import fails at run time (imports of heavy SDKs are lazy, so a
 # missing one shows up only when a command needs it).

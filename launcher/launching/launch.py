@@ -10,14 +10,15 @@ from __future__ import annotations
 import socket
 import functools
 import os
+import time
 from contextlib import nullcontext
-from typing import Optional
+from typing import Callable, Optional
 
 from launcher.backend.protocols import Handle, JobRef, Request, Scheduler, can
 from launcher.backend.support import require_supported
-from launcher.core.errors import LauncherError
-from launcher.launching.submission import (Launched, facts_for, find_submission, job_ref, job_spec, new_job_ref,
-                                           stored_secrets, with_secrets)
+from launcher.core.errors import LauncherError, SubmissionUnsettled, SubmitOutcomeUnknown
+from launcher.launching.submission import (Launched, earlier_unsettled, facts_for, find_submission, job_ref,
+                                           job_spec, new_job_ref, stored_secrets, with_secrets)
 from launcher.launching.submit import NewSubmission, fenced_submit, record_or_cancel, settle_unrecorded
 from launcher.spec.model import JobSpec
 from launcher.state.store import new_job_id
@@ -275,8 +276,13 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
     # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.state.store import ClaimLost
 
-    with (kept_alive(app.store, job_row.job_id, owner, claim_ttl()) if owner else nullcontext()):
-        handle, found = _submit_again(app, job_row, target_name, attempt, avoid, owner, spec)
+    try:
+        with (kept_alive(app.store, job_row.job_id, owner, claim_ttl()) if owner else nullcontext()):
+            handle, found = _submit_again(app, job_row, target_name, attempt, avoid, owner, spec)
+    except SubmitOutcomeUnknown as e:  # it may run: a cancel meanwhile goes on looking for it (recovery.cancel)
+        app.store.patch_meta(job_row.job_id, submit_unknown={"at": time.time(), "reason": str(e), "attempt": attempt,
+                                                                "target": target_name})
+        raise
     try:
         app.store.record_submission(job_row.job_id, attempt, target_name, handle.to_json(), handle.native_id,
                                     state="PENDING", reason=reason, owner=owner, events=[(
@@ -301,12 +307,41 @@ def _submit_again(app, job_row, target_name: str, attempt: int, avoid, owner, pa
         # (``launcher.sweep.launching.resubmit_element``), which the app context wires in: launching
         # never imports launcher.sweep (sweep code calls launching, never the reverse)
         lookup, submit = app.resubmit_element(job_row, target_name, attempt)
-        return fenced_submit(store, backend, job_row.job_id, owner, lookup, submit)
-    job = job_ref(app, job_row, attempt, avoid=avoid)
+    else:
+        job = job_ref(app, job_row, attempt, avoid=avoid)
 
-    def submit() -> Handle:
-        spec = parsed if parsed is not None else job_spec(job_row)
-        request = with_secrets(backend.render(spec, facts_for(app, spec, target_name), job), stored_secrets(job_row))
-        return backend.submit(request)
+        def lookup() -> Optional[Handle]:
+            return find_submission(backend, job)
 
-    return fenced_submit(store, backend, job_row.job_id, owner, lambda: find_submission(backend, job), submit)
+        def submit() -> Handle:
+            spec = parsed if parsed is not None else job_spec(job_row)
+            request = with_secrets(backend.render(spec, facts_for(app, spec, target_name), job),
+                                   stored_secrets(job_row))
+            return backend.submit(request)
+
+    return fenced_submit(store, backend, job_row.job_id, owner, *_after_unknown(store, job_row, attempt, lookup, submit))
+
+
+def _after_unknown(store, job_row, attempt: int, lookup: Callable, submit: Callable) -> tuple:
+    """LOOKUP and SUBMIT of ATTEMPT of JOB_ROW, minding an earlier submission of that attempt
+    whose outcome was unknown (``submit_unknown``): a lookup the scheduler does not answer is
+    noted (the quiet time starts again when it answers), and the attempt is not submitted again
+    while that submission may still show (``earlier_unsettled``: SubmissionUnsettled)."""
+    unknown = job_row.meta.get("submit_unknown") or {}
+    if unknown.get("attempt") != attempt:
+        return lookup, submit
+
+    def looked_up():
+        try:
+            return lookup()
+        except LauncherError:
+            store.patch_meta(job_row.job_id, submit_unknown={**unknown, "unanswered_at": time.time()})
+            raise
+
+    def submitted():
+        why = earlier_unsettled(job_row.meta, attempt, time.time())
+        if why:
+            raise SubmissionUnsettled(f"job {job_row.job_id}: {why}")
+        return submit()
+
+    return looked_up, submitted

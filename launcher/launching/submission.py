@@ -15,6 +15,26 @@ from launcher.core.errors import LauncherError
 from launcher.spec.model import JobSpec, resolve_paths
 
 
+# after a submission ended without the scheduler's answer, how long a job it may have made gets to
+# show (a stalled controller takes in the requests queued at its socket once it runs again)
+QUIET_S = 60.0
+
+
+def earlier_unsettled(meta: dict, attempt: int, now: float, quiet_s: float = QUIET_S) -> str:
+    """Pure: why ATTEMPT of a job whose META this is must not be submitted again yet, or "": an
+    earlier submission of that attempt (``submit_unknown``, noted by ``launch.resubmit``) ended
+    without the scheduler's answer, or the scheduler last failed to answer a lookup of it, less
+    than QUIET_S ago, and its dedupe token is not at the scheduler yet (the caller looked)."""
+    unknown = meta.get("submit_unknown") or {}
+    if unknown.get("attempt") != attempt:
+        return ""
+    since = max(float(unknown.get("at") or 0), float(unknown.get("unanswered_at") or 0))
+    if now - since >= quiet_s:
+        return ""
+    return (f"attempt {attempt}'s last submission ended without the scheduler's answer {now - since:.0f}s ago "
+            f"({unknown.get('reason') or 'outcome unknown'}); not submitting it again for {quiet_s - (now - since):.0f}s "
+            "more, while the scheduler may still show it")
+
 @dataclass
 class Launched:
     job_id: str

@@ -133,7 +133,7 @@ def cancel_claimed(app, c, closing: Closing = Closing()) -> CancelReport:
     # what the scheduler may have that the store does not: a SUBMITTING row's job, or the
     # attempt a watcher submitted right before it died
     try:
-        found = find_submission(app.backend(job.target), job_ref(app, job, next_attempt(c)))
+        found = find_submission(app.backend(next_target(c)), job_ref(app, job, next_attempt(c)))
     except LauncherError as e:
         report.errors.append(f"attempt {next_attempt(c)}: could not look its dedupe token up: {e}")
         found = None
@@ -160,6 +160,13 @@ def next_attempt(c) -> int:
     return c.attempts[-1].attempt + 1 if c.attempts else RecoveryState.load(c.job.meta).attempt
 
 
+def next_target(c) -> str:
+    """Where claimed job C's next attempt would be: the target of a resubmission of it whose
+    outcome was unknown (a burst or a move may have sent it elsewhere), else the job's."""
+    unknown = c.job.meta.get("submit_unknown") or {}
+    return str(unknown.get("target") or c.job.target) if unknown.get("attempt") == next_attempt(c) else c.job.target
+
+
 def to_cancel(app, c, found: Optional[Handle]) -> list[tuple[int, Handle]]:
     """(attempt, handle) of every attempt of claimed job C still active, plus FOUND (the job
     carrying the next attempt's dedupe token, recorded now as that attempt)."""
@@ -181,43 +188,49 @@ def mark_cancelled(app, c, report: CancelReport, n: int, h: Handle, closing: Clo
     app.store.update_attempt(c.job.job_id, n, state="CANCELLED", reason=closing.reason)
 
 
-def unsettled_submission(job, now: Optional[float] = None) -> str:
-    """Why the submission of JOB (a row with no attempt, whose dedupe token the scheduler did not
-    show) may still appear at the scheduler, or "" when nothing of it can run. A launch still
-    under way may yet submit; one that ended without knowing the scheduler's answer (a controller
-    that stalled and took the request in later) gets the same quiet time as ``watch``'s settling
-    (``policy.reconcile_submitting``) before "nothing ran" is concluded."""
+def unsettled_submission(job, attempt: int, now: Optional[float] = None) -> str:
+    """Why a submission of ATTEMPT of JOB, whose dedupe token the scheduler did not show, may
+    still appear at the scheduler, or "" when nothing of it can run: a launch still under way may
+    yet submit; a launch that ended (or a watcher's resubmission that failed) without knowing
+    the scheduler's answer (a controller that stalled and takes the request in later) gets the
+    same quiet time as ``watch``'s settling (``policy.reconcile_submitting``) before "nothing
+    ran" is concluded."""
     alive = launch_alive(job.meta)
-    if alive:
+    if alive and job.state == "SUBMITTING":
         return "its launch is still under way: it cancels what it submits as soon as the scheduler answers"
-    if job.state != "SUBMITTING":
-        return ""
     now = time.time() if now is None else now
     unknown = job.meta.get("submit_unknown") or {}
-    r = reconcile_submitting(False, now - job.created, launch_over=bool(unknown) or alive is False,
+    if job.state == "SUBMITTING":
+        since, over = job.created, bool(unknown) or alive is False
+    elif unknown.get("attempt") == attempt:  # a resubmission's outcome was unknown
+        since, over = float(unknown["at"]), True
+    else:
+        return ""
+    r = reconcile_submitting(False, now - since, launch_over=over,
                              quiet_s=now - float(unknown.get("at") or job.updated or job.created))
     if r.action != "wait":
         return ""
-    return ("whether its submission went through is not known yet (the scheduler has no job with its dedupe "
-            "token so far): watch goes on looking for it, and cancels it if it appears")
+    return (f"whether attempt {attempt}'s submission went through is not known yet (the scheduler has no job "
+            "with its dedupe token so far): watch goes on looking for it, and cancels it if it appears")
 
 
 def close_cancelled(app, c, report: CancelReport, todo: list, closing: Closing) -> CancelReport:
     """Close claimed job C as CLOSING says when every cancel in TODO went through (else record
     the failure: it stays open)."""
     store, job, attempts = app.store, c.job, c.attempts
-    if not todo and not report.errors:
+    n = next_attempt(c)
+    # a submission of the next attempt the scheduler may still show (none: it was found, and is in TODO)
+    unsettled = "" if any(a == n for a, _ in todo) or report.errors else unsettled_submission(job, n)
+    if unsettled:
+        report.note = unsettled
+        # watch goes on looking that attempt's token up (``watch.settle_overtaken``)
+        store.patch_meta(job.job_id, **{OVERTAKEN: {"at": time.time(), "attempt": n, "target": next_target(c)}})
+    elif not todo and not report.errors:
         last = attempts[-1] if attempts else None
         if last:
             report.note = f"the scheduler had nothing running for it (attempt {last.attempt} ended {last.state})"
         else:
-            unsettled = unsettled_submission(job)
-            if unsettled:
-                report.note = unsettled
-                if report.ok:  # watch goes on looking that attempt's token up (``watch.settle_overtaken``)
-                    store.patch_meta(job.job_id, **{OVERTAKEN: {"at": time.time(), "attempt": next_attempt(c)}})
-            else:
-                report.note = "the scheduler has no job with its dedupe token (the launch never got through)"
+            report.note = "the scheduler has no job with its dedupe token (the launch never got through)"
     if report.ok:
         store.close_job(job.job_id, closing.state, closing.reason, owner=c.owner, event=closing.event,
                         detail={**closing.detail, "cancelled": report.cancelled, "note": report.note,

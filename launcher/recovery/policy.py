@@ -14,6 +14,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from launcher.launching.submission import QUIET_S  # the quiet time: one figure for launches and resubmissions
 from launcher.spec.model import Recovery
 from launcher.core.status import JobState
 
@@ -187,7 +188,6 @@ def _stalled_restarts(history: list[PastFailure], event: Event) -> Optional[str]
 # ---- SUBMITTING rows: a launch whose outcome is not recorded (it died, timed out, was
 # interrupted, or is still running); settled from the scheduler and the launcher's own traces
 SUBMITTING_GRACE_S = 600.0  # longer than any submission takes; a launch still running is left alone
-QUIET_S = 60.0  # after a launch is known over, how long a job it may have submitted gets to show
 
 
 @dataclass(frozen=True)

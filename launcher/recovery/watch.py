@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional
 
-from launcher.core.errors import LauncherError, StateStoreError
+from launcher.core.errors import LauncherError, StateStoreError, SubmissionUnsettled
 from launcher.launching.launch import resubmit
 from launcher.backend.protocols import Handle
 from launcher.launching.submission import SpecMemo, find_submission, job_ref, job_spec
@@ -107,6 +107,8 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
             o = _one(app, job.job_id, st, clock, hooks, specs, row=fresh[job.job_id])
         except ClaimLost as e:
             o = Outcome(job.job_id, "claimed", str(e))
+        except SubmissionUnsettled as e:  # an earlier try of that attempt may still show: looked at next pass
+            o = Outcome(job.job_id, "waiting", str(e))
         except LauncherError as e:
             store.record_event(job.job_id, "watch_error", error=str(e))
             o = Outcome(job.job_id, "control_plane", str(e))
@@ -176,7 +178,7 @@ def submitting_jobs(store) -> list:
 def overtaken(job) -> bool:
     """Whether JOB was cancelled while its launch was still under way, and what that launch
     submitted is not settled yet (``launcher.recovery.cancel.OVERTAKEN``)."""
-    return job.state == "CANCELLED" and not job.handle and bool(job.meta.get(OVERTAKEN))
+    return job.state == "CANCELLED" and bool(job.meta.get(OVERTAKEN))
 
 
 def unsettled_jobs(store) -> list:
@@ -265,9 +267,11 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time,
 
 
 def settle_overtaken(app, job_id: str, clock: Callable[[], float] = time.time) -> Optional[Outcome]:
-    """A job `cancel` closed while its launch was still under way: the launch cancels what it
-    submits when it records it, but one that died after the scheduler accepted its job could
-    not. Under the job's claim: a job carrying that attempt's dedupe token is cancelled and
+    """A job `cancel` closed while a submission of it was unsettled: its launch still under way
+    (it cancels what it submits when it records it, but one that died after the scheduler
+    accepted its job could not), or a launch or a watcher's resubmission that ended without
+    knowing the scheduler's answer (a stalled controller may take the request in later). Under
+    the job's claim: a job carrying that attempt's dedupe token is cancelled and
     recorded as that attempt (CANCELLED); the mark is cleared once the launch recorded its
     submission, or nothing was found the way ``reconcile_submitting`` concludes "nothing ran"."""
     store = app.store
@@ -275,7 +279,7 @@ def settle_overtaken(app, job_id: str, clock: Callable[[], float] = time.time) -
         if c is None:
             return Outcome(job_id, "claimed", "another watcher is settling it")
         job = c.job
-        mark = job.meta.get(OVERTAKEN) if job.state == "CANCELLED" and not job.handle else None
+        mark = job.meta.get(OVERTAKEN) if job.state == "CANCELLED" else None
         if not mark:
             return None
         attempt = int(mark.get("attempt") or RecoveryState.load(job.meta).attempt)
@@ -283,26 +287,29 @@ def settle_overtaken(app, job_id: str, clock: Callable[[], float] = time.time) -
         if recorded is not None and recorded.native_id:  # the launch recorded it (and cancelled it: cancel wins)
             store.patch_meta(job_id, **{OVERTAKEN: None})
             return None
-        backend = app.backend(job.target)
+        target = str(mark.get("target") or job.target)
+        backend = app.backend(target)
         try:
             found, looked, error = find_submission(backend, job_ref(app, job, attempt)), True, ""
         except LauncherError as e:
             found, looked, error = None, False, str(e)
         if found is not None:
             backend.cancel(found)  # a failure is a watch_error: tried again next cycle
-            reason = "cancelled: the launch a cancel overtook submitted it, then died before recording it"
-            store.record_attempt(job_id, attempt, job.target, found.to_json(), found.native_id, state="CANCELLED",
+            reason = ("cancelled: its submission, whose outcome was not known when the job was cancelled, reached "
+                      "the scheduler after all")
+            store.record_attempt(job_id, attempt, target, found.to_json(), found.native_id, state="CANCELLED",
                                  reason=reason, owner=c.owner)
             store.record_event(job_id, "cancelled_in_flight", attempt=attempt, native_id=found.native_id,
                                reason=reason)
             store.patch_meta(job_id, **{OVERTAKEN: None})
-            return Outcome(job_id, "cancelled", f"{job.target} id {found.native_id}: {reason}")
+            return Outcome(job_id, "cancelled", f"{target} id {found.native_id}: {reason}")
         now = clock()
         unknown = job.meta.get("submit_unknown") or {}
         if not looked:
             note_unanswered(store, job, now)
-        r = reconcile_submitting(False, now - job.created, looked=looked, lookup_error=error,
-                                 launch_over=bool(unknown) or launch_alive(job.meta) is False,
+        again = unknown.get("attempt") == attempt  # a watcher's resubmission of ATTEMPT, its outcome unknown
+        r = reconcile_submitting(False, now - (float(unknown["at"]) if again else job.created), looked=looked,
+                                 lookup_error=error, launch_over=bool(unknown) or launch_alive(job.meta) is False,
                                  quiet_s=now - quiet_since(job, unknown.get("at"), mark.get("at") or job.updated))
         if r.action == "wait":
             return Outcome(job_id, "waiting", f"cancelled while its launch was under way; {r.reason}")

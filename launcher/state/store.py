@@ -702,13 +702,13 @@ class StateStore:
         return [j for j in self.list_jobs(limit=limit) if is_open(j) and self.may_act(j)]
 
     def watch_rows(self, marked: str) -> list[JobRow]:
-        """What a watch pass reads, newest first: every job not in a final state, and the rows
-        cancelled before their launch recorded a handle whose meta names MARKED (a key: the
-        launch a cancel overtook, ``launcher.recovery.cancel``). Closed jobs are not read: a
-        pass costs what is open, not the store's history. Unreadable rows: as ``list_jobs``."""
+        """What a watch pass reads, newest first: every job not in a final state, and the
+        cancelled rows whose meta names MARKED (a key: a submission still unsettled when the job
+        was cancelled, ``launcher.recovery.cancel``). Other closed jobs are not read: a pass
+        costs what is open, not the store's history. Unreadable rows: as ``list_jobs``."""
         finals = sorted(FINAL_STATES)
         q = (f"SELECT * FROM jobs WHERE state NOT IN ({','.join('?' * len(finals))}) "
-             "OR (state = 'CANCELLED' AND handle IS NULL AND meta LIKE ?) ORDER BY created DESC")
+             "OR (state = 'CANCELLED' AND meta LIKE ?) ORDER BY created DESC")
         return self.readable_rows(self.db.execute(q, (*finals, f'%"{marked}"%')).fetchall())
 
     def unreadable_open(self) -> dict:

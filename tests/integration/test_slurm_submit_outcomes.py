@@ -220,3 +220,65 @@ def test_a_cancel_before_a_stalled_controller_takes_the_request_in_still_cancels
         "squeue", "-h", "-t", "all", "-j", ids[0], "-o", "%i|%T", check=False).stdout.split()
         if ln.split("|")[1] in ("CANCELLED", "COMPLETED", "FAILED")], timeout=60, interval=1)
     assert states == ["CANCELLED"], states
+
+
+def test_a_cancel_before_a_stalled_controller_takes_a_resubmission_in_still_cancels_it(cli, clean_queue):
+    """The same with a watcher's resubmission: attempt 1 fails, `watch` resubmits attempt 2 and
+    sbatch's answer is lost (``late``: Slurm takes it 15 s later), so the watcher records the
+    unknown outcome with the attempt; a `cancel` finds no job by attempt 2's token yet and closes
+    the job; when Slurm takes the request in, `watch` cancels that job and records it."""
+    spec = cli.spec("solater", {"run": "exit 1", "resources": {"time_limit": "5m"}})
+    job = job_id_of(cli.run("launch", spec, "--target", "testcl", timeout=180))
+    poll("attempt 1 to fail", lambda: [ln for ln in clean_queue.run(
+        "squeue", "-h", "-t", "all", "-o", "%k|%T", check=False).stdout.split()
+        if ln == f"launcher:{job}:1|FAILED"], timeout=120, interval=1)
+    cli.env = install(cli.tmp, "late", cli.env, "once", sleep_s=15)
+
+    def resubmitted():
+        w = cli.run("watch", "--once", check=False, timeout=180)
+        return misbehaved(cli.tmp) and w
+
+    w = poll("watch to resubmit attempt 2", resubmitted, timeout=120, interval=1)
+    assert "Traceback" not in w.stdout + w.stderr, w.stdout + w.stderr
+    assert slurm_ids(clean_queue, job, 2) == []
+    c = cli.run("cancel", job, check=False, timeout=120)
+    said = c.stdout + c.stderr
+    assert c.returncode == 0 and "attempt 2" in said and "not known yet" in said, said
+    ids = poll("Slurm to take the late request in", lambda: slurm_ids(clean_queue, job, 2), timeout=90, interval=1)
+    assert len(ids) == 1, ids
+
+    def settled():
+        w = cli.run("watch", "--once", timeout=180)
+        return f"{job}: cancelled" in w.stdout + w.stderr
+
+    poll("watch to cancel the job the late request made", settled, timeout=120, interval=1)
+    st = cli.status(job)
+    assert st["state"] == "CANCELLED", st
+    assert [(a["attempt"], str(a["native_id"]), a["state"]) for a in st["attempts"]][-1] == (2, ids[0], "CANCELLED")
+
+
+def test_a_resubmission_a_stalled_controller_takes_in_late_is_adopted_not_submitted_twice(cli, clean_queue):
+    """Without a cancel: the watcher whose resubmission of attempt 2 lost its answer does not
+    submit attempt 2 again while the scheduler may still show it (the quiet time); when Slurm
+    takes the late request in, the next pass adopts that job: one Slurm job for attempt 2."""
+    first = clean_queue.shared_dir / f"late-first-{cli.tmp.name}"  # attempt 1 fails, the next one runs
+    spec = cli.spec("solatest", {"run": f"if [ -e {first} ]; then sleep 30; else touch {first}; exit 1; fi",
+                                 "resources": {"time_limit": "5m"}})
+    job = job_id_of(cli.run("launch", spec, "--target", "testcl", timeout=180))
+    poll("attempt 1 to fail", lambda: [ln for ln in clean_queue.run(
+        "squeue", "-h", "-t", "all", "-o", "%k|%T", check=False).stdout.split()
+        if ln == f"launcher:{job}:1|FAILED"], timeout=120, interval=1)
+    cli.env = install(cli.tmp, "late", cli.env, "once", sleep_s=15)
+    poll("watch to resubmit attempt 2", lambda: cli.run("watch", "--once", check=False, timeout=180)
+         and misbehaved(cli.tmp), timeout=120, interval=1)
+    w = cli.run("watch", "--once", timeout=180)  # right after: not submitted again
+    assert f"{job}: waiting" in w.stdout + w.stderr and "not submitting it again" in w.stdout + w.stderr, w.stdout
+    ids = poll("Slurm to take the late request in", lambda: slurm_ids(clean_queue, job, 2), timeout=90, interval=1)
+
+    def adopted():
+        cli.run("watch", "--once", timeout=180)
+        return [str(a["native_id"]) for a in cli.status(job)["attempts"] if a["attempt"] == 2]
+
+    assert poll("watch to adopt the late job", adopted, timeout=120, interval=1) == ids
+    assert slurm_ids(clean_queue, job, 2) == ids  # one Slurm job for attempt 2
+    cli.run("cancel", job, timeout=120)

@@ -174,3 +174,33 @@ def test_a_submission_from_another_host_is_looked_for_after_its_cancel(app):
     app.store.begin_job("j-4", "j", "cl", "slurm", None, "name: j\n", meta={"launch_by": "other-host:123"})
     report = cancel_job(app, "j-4")
     assert report.ok and OVERTAKEN in app.store.get_job("j-4").meta
+
+
+def test_a_cancel_after_a_resubmission_whose_outcome_is_unknown_leaves_watch_looking(app):
+    """The same on a running job: a watcher's resubmission of attempt 2 lost its answer
+    (``launch.resubmit`` notes ``submit_unknown`` with the attempt and target), a cancel finds
+    nothing by attempt 2's token yet; when the controller takes it in, watch cancels it."""
+    app.store.begin_job("j-5", "j", "cl", "slurm", None, "name: j\n")
+    h = Handle("slurm", "cl", "j-5", "60", 1)
+    app.store.record_submission("j-5", 1, "cl", h.to_json(), "60", state="FAILED")
+    app.store.patch_meta("j-5", submit_unknown={"at": time.time(), "reason": "sbatch: Socket timed out",
+                                                "attempt": 2, "target": "cl2"})
+    report = cancel_job(app, "j-5", refresh_first=False)
+    assert report.ok and "attempt 2" in report.note and "not known yet" in report.note
+    row = app.store.get_job("j-5")
+    assert row.state == "CANCELLED" and row.meta[OVERTAKEN]["attempt"] == 2 and row.meta[OVERTAKEN]["target"] == "cl2"
+    app.b.found = Handle("slurm", "cl2", "j-5", "61", 2)
+    assert [o.action for o in reconcile(app)] == ["cancelled"]
+    assert app.b.cancelled == ["61"]
+    assert [(a.attempt, a.native_id, a.state) for a in app.store.attempts("j-5")][-1] == (2, "61", "CANCELLED")
+    assert OVERTAKEN not in app.store.get_job("j-5").meta
+
+
+def test_a_cancel_of_a_job_with_no_unsettled_submission_leaves_no_mark(app):
+    app.store.begin_job("j-6", "j", "cl", "slurm", None, "name: j\n")
+    h = Handle("slurm", "cl", "j-6", "70", 1)
+    app.store.record_submission("j-6", 1, "cl", h.to_json(), "70", state="RUNNING")
+    # an old unknown outcome of attempt 1 (settled since: attempt 1 is recorded) says nothing of attempt 2
+    app.store.patch_meta("j-6", submit_unknown={"at": time.time(), "reason": "x", "attempt": 1})
+    report = cancel_job(app, "j-6", refresh_first=False)
+    assert report.ok and app.b.cancelled == ["70"] and OVERTAKEN not in app.store.get_job("j-6").meta
