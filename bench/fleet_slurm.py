@@ -23,8 +23,11 @@ the cluster. Then:
    killed with -9. At lease + S later, the watcher that polls now (its successor) is frozen with
    SIGSTOP for lease + 2 S (past its lease), then continued. The lease is 3 S
    (``launcher.launching.polling.Poller``). The watchers stop passing 4 S after that.
-5. **Settling**: once no released job is still running, two `launcher watch --once` passes, then
-   the store is compared with ``squeue -t all``.
+5. **Settling**: once no released job is still running (``busy_left``: how many still ran when
+   that wait gave up), `launcher watch --once` passes until the store agrees with ``squeue -t all``
+   or 240 s passed, longer than a claim's TTL (a claim the killed watcher held runs out);
+   ``settle_passes``, ``settle_s``. A job still disagreeing is ``lost``, and ``lost_jobs`` says
+   for each what the store and Slurm hold and who holds its claim.
 
 One JSON line (``--json``; else ``key=value``): the keys of ``bench/fleet.py`` (``pass_s_p50``,
 ``pass_cpu_s_p50``, ``observe_gap_s_p99``: per job, the longest time no status poll answered for
@@ -271,18 +274,29 @@ class Fleet:
                 out.append(jid)
         return out
 
-    def settle(self) -> None:
-        """Wait (up to 120 s) until no released job still runs, then two `launcher watch --once`."""
-        end = time.monotonic() + 120
-        while time.monotonic() < end:
-            if not any(ln.split("|")[-1].strip() in BUSY for ln in self.squeue().splitlines()):
+    def settle(self, busy_wait_s: float = 120.0, settle_s: float = 240.0) -> dict:
+        """Wait (up to BUSY_WAIT_S) until no released job still runs, then `launcher watch --once`
+        passes until the store agrees with Slurm (no job ``lost``) or SETTLE_S passed (longer than
+        a claim's TTL, so a claim the killed watcher held has run out): {"busy_left": Slurm jobs
+        still running when the wait ended, "settle_passes", "settle_s"}."""
+        end = time.monotonic() + busy_wait_s
+        busy = 0
+        while True:
+            busy = sum(1 for ln in self.squeue().splitlines() if ln.split("|")[-1].strip() in BUSY)
+            if not busy or time.monotonic() > end:
                 break
             time.sleep(1.0)
         launcher = str(Path(sys.executable).parent / "launcher")
-        for _ in range(2):
+        t0, passes = time.monotonic(), 0
+        while True:
             subprocess.run([launcher, "watch", "--once"], env=self.env(), capture_output=True, text=True, timeout=600)
+            passes += 1
+            if passes >= 2 and (not self.disagreeing() or time.monotonic() - t0 > settle_s):
+                break
+            time.sleep(2.0)
+        return {"busy_left": busy, "settle_passes": passes, "settle_s": round(time.monotonic() - t0, 1)}
 
-    def verdict(self) -> dict:
+    def _store_rows(self) -> dict:
         from tests.integration.fault_harness import store_query
 
         jobs, attempts = store_query(self.home, self.url, "SELECT job_id, state, reason FROM jobs",
@@ -291,13 +305,38 @@ class Fleet:
         for a in sorted(attempts, key=lambda a: a["attempt"]):
             if a["native_id"] is not None:
                 newest[a["job_id"]] = str(a["native_id"])
-        rows = {j["job_id"]: (j["state"], newest.get(j["job_id"]), j["reason"] or "") for j in jobs}
+        return {j["job_id"]: (j["state"], newest.get(j["job_id"]), j["reason"] or "") for j in jobs}
+
+    def disagreeing(self) -> list:
+        """The jobs the store and Slurm disagree on now (``lost_jobs``)."""
+        latest, _ = latest_in_slurm(self.squeue())
+        return lost_jobs(self._store_rows(), latest)
+
+    def explain(self, jobs: list) -> list:
+        """For each of JOBS (disagreeing after settling): what the store and Slurm say, and who
+        holds its claim, so that a disagreement is diagnosed from the JSON line alone."""
+        from tests.integration.fault_harness import store_query
+
+        rows = self._store_rows()
+        latest, _ = latest_in_slurm(self.squeue())
+        claims = {c["job_id"]: c for c in store_query(self.home, self.url, "SELECT job_id, owner, expires FROM claims",
+                                                      strict=True)}
+        out = []
+        for j in jobs:
+            state, native, reason = rows.get(j, (None, None, ""))
+            c = claims.get(j)
+            out.append({"job": j, "store": [state, native, reason[:200]], "slurm": list(latest.get(j) or ()),
+                        "claim": [c["owner"], round(float(c["expires"]) - time.time(), 1)] if c else None})
+        return out
+
+    def verdict(self) -> dict:
+        rows = self._store_rows()
         latest, tokens = latest_in_slurm(self.squeue())
         lost = lost_jobs(rows, latest)
         states: dict = {}
         for state, *_ in rows.values():
             states[state] = states.get(state, 0) + 1
-        return {"double_submits": double_submits(tokens), "lost": len(lost), "lost_jobs": lost[:20],
+        return {"double_submits": double_submits(tokens), "lost": len(lost), "lost_jobs": self.explain(lost[:20]),
                 "gave_up": gave_up_jobs(rows), "store_states": states, "slurm_jobs": len(tokens)}
 
     def close(self) -> None:
@@ -370,12 +409,13 @@ def run_fleet(cluster, url: str, jobs: int, watchers: int = 3, interval: float =
         stop.set()
         th.join()
         say(f"watchers done at {end - start:.1f}s; {len(released)} jobs released; settling")
-        fleet.settle()
+        settled = fleet.settle()
         calls = fleet.read_calls()
         line = summarize(calls, fleet.dir / "passes.jsonl", ids, start, end, interval, lease,
                          {"at_s": t_kill - start, "pid": killed}, {"at_s": t_freeze - start, "pid": frozen,
                                                                    "for_s": t_thaw - t_freeze}, pids)
         line.update(fleet.verdict())
+        line.update(settled)
         line.update({"launch_s": round(launch_s, 1), "released": len(released), "churn": churn,
                      "interval_s": interval, "store": "postgresql", "run_s": round(end - start, 1)})
         return line
