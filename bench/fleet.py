@@ -11,7 +11,7 @@ ms, a call about one job, a submission or the lookup of its dedupe token, after 
 given). For each watcher count W: a fresh store (SQLite under a fresh home; with --url, a fresh
 database on that PostgreSQL server) with the N jobs RUNNING, then W watcher processes at once,
 each running P passes of the real watch pass (``Launcher.watch()``: what `launcher watch --once`
-runs; the loop of `launcher watch` sleeps S seconds between passes, as they do here). Meanwhile,
+runs; a pass starts every S seconds, as in the loop of `launcher watch`). Meanwhile,
 every S seconds (the scheduler's own clock: when a pass takes longer than S, more than F of the
 jobs change between two passes of a watcher), the bench's driver changes the state of a
 fraction F of the running jobs in the scheduler: half end (COMPLETED), half are preempted
@@ -454,6 +454,7 @@ def watcher(conf: dict) -> None:
     appends {"pid", "end", "wall", "cpu", "claims"} to it as it ends, so a watcher killed with -9
     (bench/fleet_slurm.py) leaves its passes behind."""
     from launcher.api import Launcher
+    from launcher.recovery.watch import pause_after
     import launcher.recovery.watch  # noqa: F401  (imported before the clock starts, as a running watch has)
 
     claims, taken = [0, 0], []
@@ -485,8 +486,9 @@ def watcher(conf: dict) -> None:
                 with open(conf["log"], "a") as f:
                     f.write(json.dumps({"pid": os.getpid(), "end": time.time(), "wall": passes[-1][0],
                                         "cpu": passes[-1][1], "claims": claims[0]}) + "\n")
-            if k < conf["passes"] - 1:
-                time.sleep(conf["interval"] if until is None else max(0.0, min(conf["interval"], until - time.time())))
+            if k < conf["passes"] - 1:  # the pause `launcher watch` makes: a pass starts every interval
+                pause = pause_after(conf["interval"], passes[-1][0])
+                time.sleep(pause if until is None else max(0.0, min(pause, until - time.time())))
     print(json.dumps({"passes": passes, "claims": claims[0], "claims_refused": claims[1], "late_s": max(0.0, late),
                       "last_claim": taken[-1] if taken else None,
                       "pid": os.getpid()}))

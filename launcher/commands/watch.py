@@ -31,7 +31,8 @@ def _finite(ctx, param, value):
 
 @click.command()
 @click.option("--interval", default=10.0, show_default=True, type=click.FloatRange(0.05, 86400), callback=_finite,
-              help="Seconds between status cycles (with --once: how often you run it, for the heartbeat).")
+              help="A pass starts every INTERVAL seconds, however long one takes (with --once: how often you "
+                   "run it, for the heartbeat).")
 @click.option("--once", is_flag=True, help="Run one cycle and exit (for cron or CI).")
 @click.option("--exit-when-idle", is_flag=True,
               help="Exit once no job is open and no notification is left to send (by default watch stays up).")

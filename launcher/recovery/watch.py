@@ -497,13 +497,22 @@ def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_i
             if not left and not idle:  # said once each time the last job closes; the loop goes on
                 echo(f"no open jobs left: still watching for new ones every {interval:g} s")
             idle = not left
+            pause = pause_after(interval, clock() - started)
             if woken is None or sleep is not time.sleep:  # (a test's own sleep: it decides the waits)
-                sleep(interval)
+                sleep(pause)
             else:
-                woken.wait(interval)
+                woken.wait(pause)
     finally:
         if woken is not None:
             woken.close()
+
+
+def pause_after(interval: float, pass_s: float) -> float:
+    """Pure: the wait after a pass that took PASS_S, so that a pass starts every INTERVAL seconds
+    whatever a pass costs (how long a job goes unobserved is bounded by the interval, not by the
+    interval plus a pass); a pass longer than the interval is followed by a short breath (a tenth
+    of the interval, at most 1 s) rather than none."""
+    return max(interval - max(pass_s, 0.0), min(1.0, interval / 10.0))
 
 
 def _beat(app, heartbeat: Heartbeat, started: float, now: float, echo, unrecorded: bool) -> bool:

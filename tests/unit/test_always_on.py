@@ -333,3 +333,21 @@ def test_install_refuses_a_url_with_a_password(dotless):
 def test_install_options_that_do_not_go_together_are_usage_errors(dotless):
     for args in (["--cron"], ["--install", "--uninstall"], ["--install", "--once"], ["--install", "--exit-when-idle"]):
         assert cli("watch", *args).exit_code == 2, args
+
+
+def test_a_pass_starts_every_interval_whatever_it_costs():
+    assert watch.pause_after(10.0, 0.0) == 10.0
+    assert watch.pause_after(10.0, 4.0) == 6.0  # a 4 s pass: the next starts 10 s after this one did
+    assert watch.pause_after(10.0, 12.0) == 1.0  # longer than the interval: a breath, not back to back
+    assert watch.pause_after(0.5, 3.0) == 0.05
+    assert watch.pause_after(5.0, -2.0) == 5.0  # a clock that stepped back
+
+
+def test_the_loop_waits_out_the_rest_of_the_interval(monkeypatch):
+    monkeypatch.setattr(watch, "cycle", lambda app, clock, hooks, specs=None, poller=None: [])
+    monkeypatch.setattr(watch.notify, "pending", lambda app: False)
+    app = loop_app([["job"]])
+    now = iter([100.0, 103.0, 110.0, 121.5, 130.0, 130.5])  # passes of 3 s and 11.5 s
+    slept = []
+    watch._run(app, 10.0, False, lambda: next(now), slept.append, lambda s: None, 2, None)
+    assert slept == [7.0]
