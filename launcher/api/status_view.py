@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from launcher.recovery.current import job_up_to_date, jobs_up_to_date, reconcile_lines  # noqa: F401 - re-exported
+from launcher.recovery.injob import summary as in_job_summary
 from launcher.state.store import AttemptRow, JobRow, is_open
 
 Note = Callable[[str], None]
@@ -117,6 +118,10 @@ def job_lines(d: JobDetail) -> list[str]:
         lines.append(f"{a.attempt:>7}  {a.target:<12} {a.native_id or '-':<12} {a.state:<14} "
                      f"{resumed(a.resume_step):>7}  "
                      f"{(f'{a.cost_usd:.2f}' if a.cost_usd is not None else '-'):>8}  {a.reason}")
+    for a in d.attempts:
+        restarts = in_job_summary(a.meta)
+        if restarts:
+            lines.append(f"  attempt {a.attempt}: {restarts} (recovery.in_job: no requeue, no resubmission)")
     decisions = [e for e in d.events if e["kind"] not in ("submitted",)]
     for e in decisions[-10:]:
         detail = {k: v for k, v in e.items() if k not in ("ts", "kind")}

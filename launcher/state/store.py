@@ -565,10 +565,15 @@ class StateStore:
         with self.tx(jobs=[job_id]) as db:
             db.execute(f"UPDATE attempts SET {cols} WHERE job_id=? AND attempt=?", (*values, job_id, attempt))
 
-    def write_progress(self, job_id: str, last_step: Optional[int], attempts=()) -> None:
-        """A progress read's writes in one transaction: the job's LAST_STEP (None: unchanged) and
-        ATTEMPTS ((attempt number, {column: value}) each: ``launcher.recovery.progress``)."""
+    def write_progress(self, job_id: str, last_step: Optional[int], attempts=(), events=()) -> None:
+        """A progress read's writes in one transaction: the job's LAST_STEP (None: unchanged),
+        ATTEMPTS ((attempt number, {column: value}) each: ``launcher.recovery.progress``) and
+        EVENTS ((kind, {detail}) each: an in-job restart's)."""
+        now = time.time()
         with self.tx(jobs=[job_id]) as db:
+            for kind, detail in events:
+                db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
+                           _event_row(job_id, kind, detail, now))
             if last_step is not None:
                 db.execute("UPDATE jobs SET last_step=?, updated=? WHERE job_id=?", (last_step, time.time(), job_id))
             for attempt, fields in attempts:
