@@ -51,7 +51,9 @@ class JobDetail:
                 # resume_tier (local, peer, durable; multi-tier checkpoints): the attempt's meta, copied
                 # there from its GENERATIONS.json record as resume_step is copied to its column
                 "attempts": [{**{k: getattr(a, k) for k in ATTEMPT_FIELDS},
-                              "resume_tier": (a.meta or {}).get("resume_tier")} for a in self.attempts],
+                              "resume_tier": (a.meta or {}).get("resume_tier"),
+                              # reruns of its step inside its allocation (recovery.in_job), from the root too
+                              "in_job": (a.meta or {}).get("in_job")} for a in self.attempts],
                 "events": self.events}
 
     def to_json(self) -> dict:
