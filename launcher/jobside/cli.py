@@ -57,9 +57,10 @@ import os
 import shlex
 import sys
 import time
+from datetime import datetime, timezone
 
 from launcher.checkpoint import (CheckpointError, RootUnavailable, gc as _gc, latest as _latest, open_store,
-                                 start_generation)
+                                 read_generations, start_generation)
 from launcher.checkpoint import scratch as _scratch
 
 from launcher.checkpoint import tier_resume as _resume
@@ -122,6 +123,38 @@ def start_exports(store, job_id=None, hint=None, verify=False, fresh=False, extr
         ("LAUNCHER_RESUME_FROM", found.path if found else ""),
         ("LAUNCHER_RESUME_STEP", found.step if found else -1),
     ] + ([("LAUNCHER_RESUME_TIER", tier if found else "")] if cfg is not None else [])
+
+
+def cmd_in_job_restart(a) -> int:
+    """Exit 0 and print export lines (the new generation's, LAUNCHER_IN_JOB_RESTARTS and the
+    job script's _launcher_in_job_history) to restart; exit 1 with the reason on stderr to
+    hand the failure over to the launcher's own recovery."""
+    now = time.time()
+    if a.reap_group:
+        injob.reap_group()
+    store = open_store(ckpt_root(a.root))
+    history = injob.parse_history(a.history)
+    latest = newest(store)
+    committed = latest.step if latest is not None else -1
+    ok, why = injob.decide(a.rc, history, now, a.max_restarts, a.window, committed)
+    if not ok:
+        print("%s: in-job recovery gives up: %s; the launcher's recovery takes over" % (PROG, why), file=sys.stderr)
+        return 1
+    gen = env_int("LAUNCHER_ATTEMPT")
+    rec = read_generations(store).record(gen) if gen is not None else None
+    hint = (rec or {}).get("attempt")
+    extra = {"in_job": {"restart": len(history) + 1, "exit": a.rc, "previous_generation": gen,
+                        "failed_at": datetime.fromtimestamp(now, timezone.utc).isoformat().replace("+00:00", "Z")}}
+    print("%s: %s" % (PROG, why), file=sys.stderr)
+    exports = start_exports(store, job_id=os.environ.get("LAUNCHER_JOB_ID") or None,
+                                hint=hint if isinstance(hint, int) else gen, extra=extra)
+    step = dict(exports).get("LAUNCHER_RESUME_STEP", -1)
+    exports += [("LAUNCHER_IN_JOB_RESTARTS", len(history) + 1),
+                ("_launcher_in_job_history", injob.format_history(history + [(now, int(step))]))]
+    sys.stdout.write(export_lines(exports))
+    sys.stdout.flush()
+    return 0
+
 
 
 class _Complete:
@@ -240,10 +273,14 @@ def _parser(extensions=()):
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(fn=cmd_gc)
 
-    for mod in (startclaim, injob) + tuple(extensions):
+    for mod in (startclaim,) + tuple(extensions):
         sp = sub.add_parser(mod.COMMAND, help=mod.HELP)
         mod.add_arguments(sp)
         sp.set_defaults(fn=mod.run)
+
+    sp = sub.add_parser(injob.COMMAND, help=injob.HELP)
+    injob.add_arguments(sp)
+    sp.set_defaults(fn=cmd_in_job_restart)
 
     sp = sub.add_parser("stage", help="write this helper as a zipapp")
     sp.add_argument("dest")

@@ -16,12 +16,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
-from datetime import datetime, timezone
 
 from launcher.jobside.env import PROG
 
-COMMAND = "in-job-restart"
+COMMAND = "in-job-restart"  # its command body is launcher.jobside.cli.cmd_in_job_restart
 HELP = "decide whether to rerun a failed step in this allocation; print export lines for eval"
 
 # exit statuses that are never restarted in the job: success, "saved on notice, requeue me"
@@ -84,41 +82,6 @@ def add_arguments(sp) -> None:
     sp.add_argument("--window", type=float, required=True, help="seconds")
     sp.add_argument("--reap-group", action="store_true",
                     help="first kill what is left of the failed run in this process group (the local target)")
-
-
-def run(a) -> int:
-    """Exit 0 and print export lines (the new generation's, LAUNCHER_IN_JOB_RESTARTS and the
-    job script's _launcher_in_job_history) to restart; exit 1 with the reason on stderr to
-    hand the failure over to the launcher's own recovery."""
-    from launcher.checkpoint import open_store, read_generations
-    from launcher.jobside import cli
-    from launcher.jobside.env import ckpt_root, env_int
-
-    now = time.time()
-    if a.reap_group:
-        reap_group()
-    store = open_store(ckpt_root(a.root))
-    history = parse_history(a.history)
-    latest = cli.newest(store)
-    committed = latest.step if latest is not None else -1
-    ok, why = decide(a.rc, history, now, a.max_restarts, a.window, committed)
-    if not ok:
-        print("%s: in-job recovery gives up: %s; the launcher's recovery takes over" % (PROG, why), file=sys.stderr)
-        return 1
-    gen = env_int("LAUNCHER_ATTEMPT")
-    rec = read_generations(store).record(gen) if gen is not None else None
-    hint = (rec or {}).get("attempt")
-    extra = {"in_job": {"restart": len(history) + 1, "exit": a.rc, "previous_generation": gen,
-                        "failed_at": datetime.fromtimestamp(now, timezone.utc).isoformat().replace("+00:00", "Z")}}
-    print("%s: %s" % (PROG, why), file=sys.stderr)
-    exports = cli.start_exports(store, job_id=os.environ.get("LAUNCHER_JOB_ID") or None,
-                                hint=hint if isinstance(hint, int) else gen, extra=extra)
-    step = dict(exports).get("LAUNCHER_RESUME_STEP", -1)
-    exports += [("LAUNCHER_IN_JOB_RESTARTS", len(history) + 1),
-                ("_launcher_in_job_history", format_history(history + [(now, int(step))]))]
-    sys.stdout.write(cli.export_lines(exports))
-    sys.stdout.flush()
-    return 0
 
 
 def reap_group() -> list:
