@@ -216,3 +216,71 @@ def test_exit_93_stops_the_job_instead_of_retrying():
     assert isinstance(d, Stop) and "93" in d.reason and "no requeue" in d.reason
     ev = Event(attempt=1, state=JobState.FAILED, resume_step=None, committed_step=10, exit_code=1)
     assert isinstance(policy_decide([], ev, Budgets(app_error=5)), Retry)
+
+
+# ---- with main's progress writes and interruption clocks
+def test_in_job_restarts_are_part_of_a_progress_reads_one_set_of_writes():
+    from types import SimpleNamespace
+
+    from launcher.recovery.progress import Progress, progress_writes
+
+    job = SimpleNamespace(job_id="j", last_step=4)
+    attempts = [SimpleNamespace(attempt=1, resume_step=-1, meta={"kept": 1})]
+    hist = (_gen(1, 1, -1), {**_gen(2, 1, 4, {"restart": 1, "exit": 137, "previous_generation": 1}),
+                             "resume_tier": "local"})
+    w = progress_writes(job, attempts, Progress(committed_step=8, history=hist))
+    assert w.last_step == 8
+    # the in-job count and the tier go to the attempt's meta together (one write), its event beside them
+    # (the attempt's resume step and tier are its newest generation's, the rerun's)
+    ((n, fields),) = w.attempts
+    assert n == 1 and fields == {"resume_step": 4, "meta": {
+        "kept": 1, "resume_tier": "local",
+        "in_job": {"restarts": 1, "last_exit": 137, "last_resume_step": 4, "last_at": None}}}
+    assert [(k, d["generation"], d["restart"]) for k, d in w.events] == [("in_job_restart", 2, 1)]
+    done = [SimpleNamespace(attempt=1, resume_step=4, meta=fields["meta"])]
+    assert not progress_writes(SimpleNamespace(job_id="j", last_step=8), done, Progress(committed_step=8, history=hist))
+
+
+def test_a_progress_reads_in_job_events_are_written_in_its_one_transaction(app, monkeypatch):
+    from contextlib import contextmanager
+
+    from launcher.recovery.progress import Progress, record_progress
+    from launcher.state.store import StateStore
+
+    app.store.begin_job("j", "j", "local", "local", None, "name: j\n", ckpt_root="/ck")
+    app.store.record_attempt("j", 1, "local", "{}", "100", state="RUNNING")
+    hist = (_gen(1, 1, -1), _gen(2, 1, 4, {"restart": 1, "exit": 1, "previous_generation": 1}))
+    txs, real = [], StateStore.tx
+
+    @contextmanager
+    def tx(this, jobs=None):
+        txs.append(jobs)
+        with real(this, jobs) as db:
+            yield db
+
+    monkeypatch.setattr(StateStore, "tx", tx)
+    record_progress(app, app.store.get_job("j"), Progress(committed_step=4, history=hist))
+    assert txs == [["j"]]
+    assert [e["generation"] for e in app.store.events("j") if e["kind"] == "in_job_restart"] == [2]
+    assert app.store.attempts("j")[0].meta["in_job"]["restarts"] == 1
+    record_progress(app, app.store.get_job("j"), Progress(committed_step=4, history=hist))  # nothing new
+    assert txs == [["j"]] and len([e for e in app.store.events("j") if e["kind"] == "in_job_restart"]) == 1
+
+
+def test_an_interrupted_attempt_with_in_job_reruns_keeps_its_clocks_to_its_last_run():
+    # attempt 1 killed at 20 (noticed at 24, resubmitted at 26); attempt 2 starts its program at 32,
+    # is back at step 10 at 35, its first run dies at 40 after committing step 12 at 38, the rerun
+    # starts at 42 from step 12 and completes at 60
+    atts = [AttemptIn(1, "FAILED", queued=0, started=2, ended=20, program_start=3, resume_step=-1, native_id="100",
+                      saves=[Save(10, 11, 10, True)], noticed=24),
+            AttemptIn(2, "COMPLETED", queued=26, started=30, ended=60, program_start=32, resume_step=10,
+                      native_id="200", restored_at=35, in_job=[InJobRun(40, 42, 12, [Save(37, 38, 12, True)])])]
+    acc = account(History("j", t0=0, now=1e9, attempts=atts))
+    assert sum(acc.totals.values()) == pytest.approx(acc.wall_s)
+    (c,) = acc.to_dict()["clocks"]
+    # the interruption's clocks are attempt 1's, as without the rerun; the rerun is its own category
+    assert (c["detection_s"], c["cleanup_s"], c["reallocation_s"], c["restore_s"], c["lost_work_s"]) == (4, 2, 6, 3, 9)
+    assert acc.totals["in_job_restart"] == 2 and acc.totals["lost_work"] == 9 + 2
+    a2 = acc.attempts[1]
+    assert a2.in_job_restarts == 1 and a2.in_job_lost_s == 2 and a2.restore_end == 35
+    assert acc.totals["restart_overhead"] == 4 + 2 + 6 + 3
