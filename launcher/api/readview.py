@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import time
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -152,12 +151,12 @@ class ReadView:
 
     @cached_property
     def local_owner(self) -> str:
-        """Whose the jobs of a SQLite store are: the user who owns its file (this user when none yet)."""
-        try:
-            uid = self.store.path.stat().st_uid if isinstance(self.store.path, Path) else os.getuid()
-            return pwd.getpwuid(uid).pw_name
-        except (OSError, KeyError):
-            return str(os.getuid())
+        """Whose the jobs of a SQLite store are: the user who owns its file (this user when none yet);
+        on a team's store, each row names its own (this is the reader's user then, never shown)."""
+        # the one rule `launcher status` follows too
+        from launcher.state.actors import file_owner
+
+        return file_owner(self.store.path if isinstance(self.store.path, Path) else "/nonexistent")
 
     # ------------------------------------------------------------ a job's log
     def log(self, job: str, offset: int = -LOG_TAIL, limit: int = LOG_TAIL) -> dict:
@@ -226,7 +225,8 @@ class ReadView:
 
         self._require_store()
         row = self.store.get_job(job)
-        d = JobDetail(row, self.store.attempts(row.job_id), self.store.events(row.job_id)).to_dict()
+        d = JobDetail(row, self.store.attempts(row.job_id), self.store.events(row.job_id),
+                      refreshed=False).to_dict()  # a view: always as stored
         d["sweep"] = (row.meta.get("sweep") or {}).get("id")
         d["element"] = (row.meta.get("sweep") or {}).get("index")
         d["owner"] = row.owner or self.local_owner

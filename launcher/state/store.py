@@ -27,6 +27,7 @@ from launcher.core.args import job_ref
 from launcher.core.errors import LauncherError
 from launcher.core.status import FINAL_STATES, attempt_ended, is_final, job_state_for
 from launcher.state import observations, wakeups
+from launcher.state.actors import event_dict
 from launcher.state import provenance as provenance_rows
 from launcher.state.bulk import BulkStore, chunks
 from launcher.state.connection import StatementError, StoreConnection
@@ -736,13 +737,12 @@ class StateStore:
 
     def last_event(self, job_id: str) -> Optional[dict]:
         """The job's latest event ({"ts", "kind", **detail}), or None."""
-        r = self.db.execute("SELECT ts,kind,detail FROM events WHERE job_id=? ORDER BY id DESC LIMIT 1",
-                            (job_id,)).fetchone()
-        return None if r is None else {"ts": r["ts"], "kind": r["kind"], **json.loads(r["detail"])}
+        r = self.db.execute("SELECT * FROM events WHERE job_id=? ORDER BY id DESC LIMIT 1", (job_id,)).fetchone()
+        return None if r is None else event_dict(r)
 
     def events(self, job_id: str) -> list[dict]:
-        rows = self.db.execute("SELECT ts,kind,detail FROM events WHERE job_id=? ORDER BY id", (job_id,)).fetchall()
-        return [{"ts": r["ts"], "kind": r["kind"], **json.loads(r["detail"])} for r in rows]
+        rows = self.db.execute("SELECT * FROM events WHERE job_id=? ORDER BY id", (job_id,)).fetchall()
+        return [event_dict(r) for r in rows]  # with who wrote each (launcher.state.actors)
 
 
 def _owner_of(job) -> Optional[str]:

@@ -36,8 +36,8 @@ def summarize(sweep_id: str, elements: Iterable[Element], states: Mapping[int, s
               metrics: Optional[Mapping[int, Mapping[str, float]]] = None,
               stopped: Optional[Mapping[int, Judgement]] = None,
               attempts: Optional[Mapping[int, list]] = None) -> dict:
-    """STATES: index -> state (an element without one is PENDING); STEPS: its latest committed or
-    reported step; METRICS: the latest value of each metric it reported; STOPPED: index -> the
+    """STATES: index -> state (an element without one is PENDING); STEPS: its one step (its row's
+    last committed step: ``launcher.state.rows.job_step``); METRICS: the latest value of each metric it reported; STOPPED: index -> the
     judgement that stopped it (its state is then STOPPED: the scheduler only saw a cancel);
     ATTEMPTS: index -> [(attempt, state)] of the elements that ran more than once."""
     steps, metrics, stopped, attempts = steps or {}, metrics or {}, stopped or {}, attempts or {}

@@ -17,6 +17,7 @@ from launcher.api.results import (BackendInfo, GcResult, Lineage, RunDiff, Sweep
                                   TargetInfo)
 from launcher.cli import main
 from launcher.core.status import JobState
+from launcher.state.watchers import user_name
 from tests.fixtures.polling import poll
 
 QUICK = "name: q\nrun: 'true'\n"
@@ -192,8 +193,9 @@ def test_cancel_prints_the_same_lines(lx, tmp_path):
     assert cli("cancel", job.job_id) == (0, f"{job.job_id}: cancelled attempt 1 (local id {job.native_id})\n"
                                             f"{job.job_id}: closed as CANCELLED; `launcher watch` will not resume it\n",
                                          "")
-    assert cli("cancel", job.job_id)[1] == (f"{job.job_id}: was already cancelled: CANCELLED (cancelled by user); "
-                                            "nothing to do\n")
+    # the reason names who cancelled: this process's user on a SQLite store (launcher.state.actors)
+    assert cli("cancel", job.job_id)[1] == (f"{job.job_id}: was already cancelled: CANCELLED (cancelled by "
+                                            f"{user_name()}); nothing to do\n")
 
     sweep_id = lx.launch(spec(tmp_path, SLEEPY_SWEEP, "sws.yaml"), target="local").job_id
     code, out, err = cli("cancel", sweep_id)
