@@ -143,7 +143,8 @@ class ReadView:
                         "resources": resources_of(r.get("spec_yaml") or ""),
                         "attempts": n, "last_step": r["last_step"],
                         "cost_usd": r["cost_usd"] if priced else None, "cost_complete": bool(n) and priced == n,
-                        "sweep": r["sweep_id"], "element": r["element"] if r["sweep_id"] else None})
+                        "sweep": r["sweep_id"], "element": r["element"] if r["sweep_id"] else None,
+                        "now": now})  # (the age of an open row, as stored, is said beside when it changed)
         sweeps = [{"sweep": s, "name": n, "size": size, "created": c} for s, n, size, c in self.store.sweep_ids(50)]
         return {"total": total, "all": sum(counts["state"].values()), "counts": counts, "where": where,
                 "page": page, "pages": pages, "per_page": per_page, "jobs": out, "sweeps": sweeps,

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from launcher.core.ages import ago
 from launcher.recovery.current import job_up_to_date, jobs_up_to_date, reconcile_lines  # noqa: F401 - re-exported
 from launcher.recovery.injob import summary as in_job_summary
 from launcher.state.actors import store_owner
@@ -94,18 +95,6 @@ def whose(app, rows: list[JobRow]) -> Whose:
     """``Whose`` of ROWS as ``gather_jobs`` left them (it refreshes the ones this role may act on)."""
     store = app.store
     return Whose(store_owner(store), frozenset(r.job_id for r in rows if is_open(r) and not store.may_act(r)))
-
-
-def ago(seconds: float) -> str:
-    """A duration in words, as an age ("45 s", "12 min", "3.5 h", "2.0 d")."""
-    seconds = max(0.0, seconds)
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
 
 
 def stale_note(r: JobRow, owner: Optional[str], now: float) -> str:
