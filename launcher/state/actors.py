@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 from pathlib import Path
@@ -69,8 +70,6 @@ def owner_of(row, default: Optional[str]) -> Optional[str]:
 def event_dict(row) -> dict:
     """An events row as ``StateStore.events`` gives it: {"ts", "kind", **detail}, and "actor"
     when the row names one (a store read as it is, of a schema before 6, has no such column)."""
-    import json
-
     d = {"ts": row["ts"], "kind": row["kind"], **json.loads(row["detail"])}
     who = row["actor"] if "actor" in row.keys() else None
     if who:

@@ -86,18 +86,19 @@ def _attempt_of(row) -> int:
 
 def element_facts(rows, reports) -> dict:
     """Pure: summarize's STATES, STEPS (each row's one step: ``launcher.state.rows.job_step``),
-    METRICS (the latest of each) and STOPPED (the stop of an element STOPPED, being stopped, or
-    whose stop's cancel the scheduler reported first) of the element ROWS, given their REPORTS."""
-    states, steps, metrics, stopped = {}, {}, {}, {}
+    METRICS (the latest of each), METRIC_STEPS (the latest step it reported them at: shown beside
+    them, never as its step) and STOPPED (the stop of an element STOPPED, being stopped, or whose
+    stop's cancel the scheduler reported first) of the element ROWS, given their REPORTS."""
+    states, steps, metrics, metric_steps, stopped = {}, {}, {}, {}, {}
     for r in rows:
         i = r.meta["sweep"]["index"]
         j = stop_of(r.meta)
-        _, metrics[i] = latest(until_stop(reports.get(i) or {}, j))  # reports after its stop do not count
+        metric_steps[i], metrics[i] = latest(until_stop(reports.get(i) or {}, j))  # reports after its stop do not count
         states[i] = r.state
         steps[i] = job_step(r)
         if j is not None and (is_open(r) or r.state in (STOPPED, "CANCELLED")):
             stopped[i] = j
-    return {"states": states, "steps": steps, "metrics": metrics, "stopped": stopped}
+    return {"states": states, "steps": steps, "metrics": metrics, "metric_steps": metric_steps, "stopped": stopped}
 
 
 def _metric_of(row) -> Optional[str]:

@@ -169,7 +169,10 @@ def test_status_json_is_unchanged(lx, tmp_path):
     sweep_id = finished_sweep(lx, tmp_path)
 
     assert cli("status", job, "--json") == (0, view.job_json(lx.status(job)) + "\n", "")
-    assert cli("status", "--json") == (0, view.jobs_json(lx.jobs()) + "\n", "")
+    # the list names whose each job is (a SQLite store's: its file's owner) and which rows are as stored
+    rows = lx.jobs()
+    assert cli("status", "--json") == (0, view.jobs_json(rows, view.whose(lx.app, rows)) + "\n", "")
+    assert {j["owner"] for j in json.loads(cli("status", "--json")[1])} == {view.store_owner(lx.app.store)}
     assert cli("status", sweep_id, "--json") == (0, json.dumps(sweep_status(lx.app, sweep_id), indent=2) + "\n", "")
     code, out, _ = cli("status", sweep_id)
     assert code == 0 and out.startswith(f"sweep {sweep_id}: 3 elements: 3 COMPLETED\n")
