@@ -32,10 +32,10 @@ from launcher.jobside.call import PAYLOAD_KEY, RESULT_KEY
 from launcher.spec.model import JobSpec, Resources
 from launcher.spec.sweep import SweepSpec
 from launcher.spec.sweep_elements import element_root
+from launcher.state.calls import CALLS_DIR  # under $LAUNCHER_HOME: calls' roots where jobs share files (gc: there too)
 
 # "Launcher" in the annotations is launcher.api.facade.Launcher, not imported here: the facade
 # imports this module (an import either way, even under TYPE_CHECKING, would be a cycle)
-CALLS_DIR = "calls"  # under $LAUNCHER_HOME: the default checkpoint roots of calls on targets that share files
 
 
 def run_line(python: str) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import time
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -144,7 +143,8 @@ class ReadView:
                         "resources": resources_of(r.get("spec_yaml") or ""),
                         "attempts": n, "last_step": r["last_step"],
                         "cost_usd": r["cost_usd"] if priced else None, "cost_complete": bool(n) and priced == n,
-                        "sweep": r["sweep_id"], "element": r["element"] if r["sweep_id"] else None})
+                        "sweep": r["sweep_id"], "element": r["element"] if r["sweep_id"] else None,
+                        "now": now})  # (the age of an open row, as stored, is said beside when it changed)
         sweeps = [{"sweep": s, "name": n, "size": size, "created": c} for s, n, size, c in self.store.sweep_ids(50)]
         return {"total": total, "all": sum(counts["state"].values()), "counts": counts, "where": where,
                 "page": page, "pages": pages, "per_page": per_page, "jobs": out, "sweeps": sweeps,
@@ -152,12 +152,12 @@ class ReadView:
 
     @cached_property
     def local_owner(self) -> str:
-        """Whose the jobs of a SQLite store are: the user who owns its file (this user when none yet)."""
-        try:
-            uid = self.store.path.stat().st_uid if isinstance(self.store.path, Path) else os.getuid()
-            return pwd.getpwuid(uid).pw_name
-        except (OSError, KeyError):
-            return str(os.getuid())
+        """Whose the jobs of a SQLite store are: the user who owns its file (this user when none yet);
+        on a team's store, each row names its own (this is the reader's user then, never shown)."""
+        # the one rule `launcher status` follows too
+        from launcher.state.actors import file_owner
+
+        return file_owner(self.store.path if isinstance(self.store.path, Path) else "/nonexistent")
 
     # ------------------------------------------------------------ a job's log
     def log(self, job: str, offset: int = -LOG_TAIL, limit: int = LOG_TAIL) -> dict:
@@ -226,7 +226,8 @@ class ReadView:
 
         self._require_store()
         row = self.store.get_job(job)
-        d = JobDetail(row, self.store.attempts(row.job_id), self.store.events(row.job_id)).to_dict()
+        d = JobDetail(row, self.store.attempts(row.job_id), self.store.events(row.job_id),
+                      refreshed=False).to_dict()  # a view: always as stored
         d["sweep"] = (row.meta.get("sweep") or {}).get("id")
         d["element"] = (row.meta.get("sweep") or {}).get("index")
         d["owner"] = row.owner or self.local_owner

@@ -99,4 +99,5 @@ def contract_context(spec, job, helper_cmd: str) -> dict:
         "ckpt_peers": spec.checkpoint.peers,
         "ckpt_drain": spec.checkpoint.drain_mode,
         "helper_cmd": helper_cmd,
+        "in_job": spec.recovery.in_job,  # None: the script runs its step once (templates/_contract.sh.j2)
     }

@@ -175,7 +175,8 @@ def starts_over(gens, job_id, fresh) -> bool:
     return not any(h.get("job_id") == job_id for h in gens.history)
 
 
-def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 50, fresh=False, resolver=None):
+def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 50, fresh=False, resolver=None,
+                     extra=None):
     """Resolve the latest committed checkpoint and start a new generation resuming from it,
     atomically with respect to other starts (compare-and-swap on GENERATIONS.json; the
     checkpoint is re-resolved on every retry so the recorded resume step is the one seen
@@ -188,6 +189,8 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
     RESOLVER(store, gens, verify, log, seen): what to resume from instead of ``latest`` (the
     multi-tier ``launcher.checkpoint.tier_resume.resolve``); its answer's ``tier`` is recorded as
     ``resume_tier`` in GENERATIONS.json and in the attempt record.
+
+    EXTRA: more fields for both records (an in-job restart's ``in_job``, launcher.jobside.injob).
 
     Returns (Generations after the bump, Entry or None, [Entry looked at on the way])."""
     t0 = time.monotonic()
@@ -211,7 +214,8 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
                                   min_generation=seen.get("max_generation", -1) + 1,
                                   extra={**({"fresh": True} if over else {}),
                                          **({"attempt": int(hint)} if hint is not None else {}),
-                                         **({"resume_tier": tier} if tier else {})} or None)
+                                         **({"resume_tier": tier} if tier else {}),
+                                         **(extra or {})} or None)
         except Conflict as e:
             last = e
             time.sleep(random.uniform(0.01, 0.1))
@@ -222,7 +226,8 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
                "resume_seconds": round(time.monotonic() - t0, 6),
                **({"resume_tier": tier} if tier else {}),
                "scheduler": _scheduler_vars(),
-               "preempt_signal_at": None, "seed": os.environ.get("LAUNCHER_SEED") or None, "saves": []}
+               "preempt_signal_at": None, "seed": os.environ.get("LAUNCHER_SEED") or None, "saves": [],
+               **(extra or {})}
         rec["node"] = node_facts()  # after "started": the probes (nvidia-smi ...) are not resume time
         try:
             write_attempt(store, new.generation, rec)

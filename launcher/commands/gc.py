@@ -20,7 +20,8 @@ from launcher.commands.common import launcher_of
 @click.pass_context
 def gc(ctx, older_than, dry_run, as_json):
     """Remove ended jobs older than --older-than: their rows in the state store (attempts,
-    events, claims, notifications, provenance) and their local job folders. Never an open
+    events, claims, notifications, provenance), their local job folders and the folders of
+    their function calls under $LAUNCHER_HOME/calls (Launcher.submit). Never an open
     job, a sweep that is not over, a job whose notifications are not settled, another
     person's job on a team's store (unless run as the watchers' role), nor a checkpoint root
     (that is `launcher checkpoints ROOT --gc`)."""
@@ -35,6 +36,9 @@ def gc(ctx, older_than, dry_run, as_json):
         click.echo(f"{r['job_id']}: {verb} ({r['state'].lower()}{folders})")
     for k in done.kept:
         click.echo(f"{k['job_id']}: kept: {k['why']}")
+    for c in done.calls:
+        whose = f" (of {', '.join(c['jobs'])})" if c["jobs"] else " (no job names it)"
+        click.echo(f"call folder {c['path']}{whose}: {verb}")
     for x in done.left:
         click.echo(f"{x['job_id']}: folder {x['path']} left: {x['why']}")
     sweeps = f" and {len(done.sweeps)} sweep(s)" if done.sweeps else ""

@@ -37,7 +37,8 @@ def _status(lx, job, as_json, show_all) -> None:
         click.echo(json.dumps(d.to_json(), indent=2, default=str) if as_json else "\n".join(view.job_lines(d)))
         return
     rows = lx.jobs(all=show_all)
-    click.echo(view.jobs_json(rows) if as_json else "\n".join(view.jobs_lines(rows)))
+    whose = view.whose(lx.app, rows)  # whose each job is, and which are shown as stored
+    click.echo(view.jobs_json(rows, whose) if as_json else "\n".join(view.jobs_lines(rows, whose)))
 
 
 def register(group) -> None:

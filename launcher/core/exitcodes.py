@@ -8,6 +8,9 @@ import signal
 from typing import Optional
 
 EXIT_PREEMPTED = 75  # launcher.jobside.EXIT_PREEMPTED (EX_TEMPFAIL); kept here so this module stays import-light
+# "never restart me": NVIDIA Resiliency Extension's convention, on every backend the launcher closes
+# the job (no requeue, no resubmission, no in-job restart); launcher.jobside.injob.EXIT_NO_RESTART
+EXIT_NO_RESTART = 93
 
 # Exit statuses with a meaning of their own (a shell's, sysexits.h's, or the launcher's contract)
 MEANINGS = {
@@ -16,6 +19,7 @@ MEANINGS = {
     3: "the program's own exit status (launcher.jobside also exits 3 when a newer attempt took over "
        "this job's checkpoints)",
     EXIT_PREEMPTED: "checkpointed on a preemption notice and asked to be restarted (EX_TEMPFAIL)",
+    EXIT_NO_RESTART: "the program asked never to be restarted (NVRx's convention): the job is closed",
     126: "a command was found but is not executable (permissions, or not a program)",
     127: "command not found (check PATH and the spelling in run:/setup:)",
     255: "exit status out of range (a program returned -1, or ssh lost its connection)",

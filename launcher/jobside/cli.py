@@ -57,13 +57,14 @@ import os
 import shlex
 import sys
 import time
+from datetime import datetime, timezone
 
 from launcher.checkpoint import (CheckpointError, RootUnavailable, gc as _gc, latest as _latest, open_store,
-                                 start_generation)
+                                 read_generations, start_generation)
 from launcher.checkpoint import scratch as _scratch
 
 from launcher.checkpoint import tier_resume as _resume
-from launcher.jobside import startclaim, tiered as _tiered
+from launcher.jobside import injob, startclaim, tiered as _tiered
 from launcher.jobside.env import PROG, ckpt_root, env_int
 from launcher.jobside.zipapp import stage_zip
 
@@ -73,21 +74,29 @@ def export_lines(env) -> str:
 
 
 def cmd_resume_env(a) -> int:
-    store = open_store(ckpt_root(a.root))
+    hint = a.attempt_hint if a.attempt_hint is not None else env_int("LAUNCHER_ATTEMPT")
+    job_id = a.job_id or os.environ.get("LAUNCHER_JOB_ID") or None
+    fresh = a.fresh or os.environ.get("LAUNCHER_FRESH", "").strip() == "1"
+    sys.stdout.write(export_lines(start_exports(open_store(ckpt_root(a.root)), job_id, hint, a.verify, fresh)))
+    sys.stdout.flush()
+    return 0
+
+
+def start_exports(store, job_id=None, hint=None, verify=False, fresh=False, extra=None) -> list:
+    """Start a new generation under STORE's root resuming from the nearest committed checkpoint
+    (what resume-env does; EXTRA: more fields for its records, an in-job restart's); the
+    [(name, value)] to export, its story on stderr."""
     store.check_root(create=True)
     if not store.is_local:
         for p in _scratch.clean_stale(store.root):  # left by a save or restore killed with -9
             print("%s: removed stale staging %s" % (PROG, p), file=sys.stderr)
-    hint = a.attempt_hint if a.attempt_hint is not None else env_int("LAUNCHER_ATTEMPT")
-    job_id = a.job_id or os.environ.get("LAUNCHER_JOB_ID") or None
-    fresh = a.fresh or os.environ.get("LAUNCHER_FRESH", "").strip() == "1"
     cfg = _tiered.config()
     resolver = None
     if cfg is not None:  # multi-tier: the nearest complete copy of every rank's part
         def resolver(st, gens_, verify, log_, seen_):
             return _resume.resolve_for(st, cfg.layout, gens_, verify, log_, seen_)
-    gens, found, log = start_generation(store, job_id=job_id, hint=hint, verify=a.verify, fresh=fresh,
-                                        resolver=resolver)
+    gens, found, log = start_generation(store, job_id=job_id, hint=hint, verify=verify, fresh=fresh,
+                                        resolver=resolver, extra=extra)
     rec = gens.record(gens.generation) or {}
     tier = rec.get("resume_tier") if cfg is not None else None
     if cfg is not None and found is not None:
@@ -108,14 +117,44 @@ def cmd_resume_env(a) -> int:
     elif rec.get("fresh") is not True:
         print("%s: generation %d starts fresh (no committed checkpoint under %s)"
               % (PROG, gens.generation, store.root), file=sys.stderr)
-    sys.stdout.write(export_lines([
+    return [
         ("LAUNCHER_CKPT_ROOT", store.root),
         ("LAUNCHER_ATTEMPT", gens.generation),
         ("LAUNCHER_RESUME_FROM", found.path if found else ""),
         ("LAUNCHER_RESUME_STEP", found.step if found else -1),
-    ] + ([("LAUNCHER_RESUME_TIER", tier if found else "")] if cfg is not None else [])))
+    ] + ([("LAUNCHER_RESUME_TIER", tier if found else "")] if cfg is not None else [])
+
+
+def cmd_in_job_restart(a) -> int:
+    """Exit 0 and print export lines (the new generation's, LAUNCHER_IN_JOB_RESTARTS and the
+    job script's _launcher_in_job_history) to restart; exit 1 with the reason on stderr to
+    hand the failure over to the launcher's own recovery."""
+    now = time.time()
+    if a.reap_group:
+        injob.reap_group()
+    store = open_store(ckpt_root(a.root))
+    history = injob.parse_history(a.history)
+    latest = newest(store)
+    committed = latest.step if latest is not None else -1
+    ok, why = injob.decide(a.rc, history, now, a.max_restarts, a.window, committed)
+    if not ok:
+        print("%s: in-job recovery gives up: %s; the launcher's recovery takes over" % (PROG, why), file=sys.stderr)
+        return 1
+    gen = env_int("LAUNCHER_ATTEMPT")
+    rec = read_generations(store).record(gen) if gen is not None else None
+    hint = (rec or {}).get("attempt")
+    extra = {"in_job": {"restart": len(history) + 1, "exit": a.rc, "previous_generation": gen,
+                        "failed_at": datetime.fromtimestamp(now, timezone.utc).isoformat().replace("+00:00", "Z")}}
+    print("%s: %s" % (PROG, why), file=sys.stderr)
+    exports = start_exports(store, job_id=os.environ.get("LAUNCHER_JOB_ID") or None,
+                                hint=hint if isinstance(hint, int) else gen, extra=extra)
+    step = dict(exports).get("LAUNCHER_RESUME_STEP", -1)
+    exports += [("LAUNCHER_IN_JOB_RESTARTS", len(history) + 1),
+                ("_launcher_in_job_history", injob.format_history(history + [(now, int(step))]))]
+    sys.stdout.write(export_lines(exports))
     sys.stdout.flush()
     return 0
+
 
 
 class _Complete:
@@ -130,7 +169,7 @@ class _Complete:
         return self.doc
 
 
-def _newest(store, verify=False):
+def newest(store, verify=False):
     """What a restart would resume from: with a local tier ($LAUNCHER_CKPT_LOCAL) the newest
     step complete in any tier this node reaches (so a save on notice counts once it is
     committed locally), else the newest committed in ROOT."""
@@ -142,7 +181,7 @@ def _newest(store, verify=False):
 
 
 def cmd_latest(a) -> int:
-    e = _newest(open_store(ckpt_root(a.root)), verify=a.verify)
+    e = newest(open_store(ckpt_root(a.root)), verify=a.verify)
     if a.step:
         print(e.step if e else -1)
     else:
@@ -157,7 +196,7 @@ def cmd_wait_commit(a) -> int:
     last_err = None
     while True:
         try:
-            e = _newest(store)
+            e = newest(store)
             last_err = None
         except RootUnavailable:
             raise
@@ -238,6 +277,10 @@ def _parser(extensions=()):
         sp = sub.add_parser(mod.COMMAND, help=mod.HELP)
         mod.add_arguments(sp)
         sp.set_defaults(fn=mod.run)
+
+    sp = sub.add_parser(injob.COMMAND, help=injob.HELP)
+    injob.add_arguments(sp)
+    sp.set_defaults(fn=cmd_in_job_restart)
 
     sp = sub.add_parser("stage", help="write this helper as a zipapp")
     sp.add_argument("dest")

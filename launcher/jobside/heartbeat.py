@@ -52,7 +52,9 @@ def start_heartbeat(root=None, interval=None):
 
 def _beat_thread(store, gen, interval):
     key = heartbeat_key(gen)
-    base = {"generation": gen, "host": socket.gethostname(), "pid": os.getpid(), "interval": interval}
+    # in-job restarts so far in this allocation (recovery.in_job: the job script reruns a failed step)
+    base = {"generation": gen, "host": socket.gethostname(), "pid": os.getpid(), "interval": interval,
+            "in_job_restarts": env_int("LAUNCHER_IN_JOB_RESTARTS") or 0}
 
     def beat():
         while True:

@@ -10,7 +10,7 @@ through; a job that had already finished is reported with its state and left alo
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from launcher.backend.protocols import Handle
@@ -23,6 +23,7 @@ from launcher.launching.tracking import refresh
 from launcher.recovery.policy import reconcile_submitting
 from launcher.recovery.progress import record_progress
 from launcher.recovery.state import RecoveryState
+from launcher.state.actors import actor
 from launcher.state.claims import claim_ttl
 from launcher.state.store import is_open
 
@@ -44,13 +45,21 @@ class CancelReport:
 
 @dataclass(frozen=True)
 class Closing:
-    """How a cancel that went through closes the job: by the user (CANCELLED), or by sweep
-    early stopping (STOPPED, ``launcher.sweep.stopping``)."""
+    """How a cancel that went through closes the job: by whoever ran ``launcher cancel``
+    (CANCELLED, "cancelled by alice"), or by sweep early stopping (STOPPED,
+    ``launcher.sweep.stopping``)."""
 
     state: str = "CANCELLED"
-    reason: str = "cancelled by user"
+    reason: str = ""  # "": "cancelled by WHO", WHO the role or user that cancels (``by``)
     event: str = "cancelled"
-    detail: dict = field(default_factory=lambda: {"by": "user"})
+    detail: dict = field(default_factory=dict)
+
+    def by(self, who: str) -> "Closing":
+        """This closing as WHO's (``launcher.state.actors.actor``: the role on a team's store, so
+        a cancel by the watchers' role never reads as its owner's)."""
+        if self.reason:
+            return self
+        return replace(self, reason=f"cancelled by {who}", detail={"by": who, **self.detail})
 
 
 class CancelFailed(LauncherError):
@@ -130,6 +139,7 @@ def cancel_claimed(app, c, closing: Closing = Closing()) -> CancelReport:
     report = CancelReport(job.job_id)
     if not is_open(job):
         return finished_report(job)
+    closing = closing.by(actor(app.store))
     # what the scheduler may have that the store does not: a SUBMITTING row's job, or the
     # attempt a watcher submitted right before it died
     try:

@@ -17,8 +17,8 @@ from launcher.backend.protocols import Handle
 from launcher.core.status import GAVE_UP, SUPERSEDED, JobState, attempt_ended
 from launcher.recovery import takeover
 from launcher.state.store import is_open
-from launcher.recovery.policy import (Budgets, Done, Event, FailureClass, GiveUp, PastFailure, Retry, Superseded, abandoned, classify,
-                     decide)
+from launcher.recovery.policy import (Budgets, Done, Event, FailureClass, GiveUp, PastFailure, Retry, Stop, Superseded,
+                                     abandoned, classify, decide)
 from launcher.recovery.progress import Progress
 from launcher.recovery.state import RecoveryState
 
@@ -129,6 +129,9 @@ def on_ended(job, attempts, facts: Facts, st, now: float) -> Action:
     if isinstance(decision, Done):
         final = "COMPLETED" if state is JobState.COMPLETED else "CANCELLED"
         return Close(final, reason, "done", {"reason": decision.reason}, "done", decision.reason)
+    if isinstance(decision, Stop):
+        return Close("FAILED", decision.reason, "stopped", {"reason": decision.reason, "attempt": latest.attempt,
+                     "exit_code": latest.exit_code}, "failed", decision.reason)
     if isinstance(decision, Superseded):
         return Close(SUPERSEDED, decision.reason, "superseded", {"reason": decision.reason, "attempt": latest.attempt,
                      "attempt_state": state.value}, "superseded", decision.reason)
@@ -154,7 +157,8 @@ def _decision(job, attempts, facts: Facts, state: JobState, reason: str, now: fl
     latest = attempts[-1]
     event = Event(attempt=latest.attempt, state=state, resume_step=_resume(resumes, latest.attempt),
                   committed_step=progress.committed_step, reason=reason,
-                  spent_usd=sum(a.cost_usd or 0.0 for a in attempts), superseded_by=superseded)
+                  spent_usd=sum(a.cost_usd or 0.0 for a in attempts), superseded_by=superseded,
+                  exit_code=latest.exit_code)
     decision = decide(history, event, Budgets.from_spec(facts.spec), now)
     stale = abandoned(state, latest.ended, now) if isinstance(decision, Retry) else None
     return GiveUp(stale, decision.failure) if stale else decision

@@ -16,6 +16,7 @@ from typing import Optional, Union
 
 from launcher.launching.submission import QUIET_S  # the quiet time: one figure for launches and resubmissions
 from launcher.spec.model import Recovery
+from launcher.core.exitcodes import EXIT_NO_RESTART
 from launcher.core.status import JobState
 
 
@@ -96,6 +97,7 @@ class Event:
     spent_usd: float = 0.0
     control_plane_errors: int = 0  # consecutive, for the backoff
     superseded_by: str = ""  # why the checkpoint root now belongs to a newer run (takeover.superseded_by)
+    exit_code: Optional[int] = None  # the attempt's exit status, where the scheduler gave one
 
 
 @dataclass(frozen=True)
@@ -119,13 +121,20 @@ class Done:
 
 
 @dataclass(frozen=True)
+class Stop:
+    """The program asked not to be restarted (exit 93): the job is closed, FAILED."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Superseded:
     """A newer run (or generation) took the checkpoint root over: the user handled this job."""
 
     reason: str
 
 
-Decision = Union[Retry, GiveUp, Done, Superseded]
+Decision = Union[Retry, GiveUp, Done, Superseded, Stop]
 
 
 def decide(history: list[PastFailure], event: Event, budgets: Budgets, now: float = 0.0) -> Decision:
@@ -136,6 +145,9 @@ def decide(history: list[PastFailure], event: Event, budgets: Budgets, now: floa
         return Done("cancelled")
     if event.superseded_by:
         return Superseded(event.superseded_by)
+    if event.exit_code == EXIT_NO_RESTART and event.state.is_terminal:
+        return Stop(f"the program exited {EXIT_NO_RESTART}: it asked never to be restarted (NVRx's convention); "
+                    "no requeue, no resubmission")
     if event.state is JobState.UNKNOWN or event.control_plane_errors:
         delay = min(budgets.max_backoff_s, budgets.backoff_s * 2 ** max(0, event.control_plane_errors - 1))
         return Retry(f"control plane error ({event.reason or 'status unknown'}): retrying the query, "

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from launcher.core import knobs
-from launcher.recovery import takeover
+from launcher.recovery import injob, takeover
 
 DEFAULT_TIMEOUT_S = 20.0  # $LAUNCHER_STORAGE_TIMEOUT overrides
 
@@ -111,16 +111,19 @@ class ProgressWrites:
 
     last_step: Optional[int] = None
     attempts: tuple = ()  # (attempt number, {column: value}), in attempt order
+    events: tuple = ()  # (kind, {detail}) to record: each in-job restart not recorded yet (recovery.in_job)
 
     def __bool__(self) -> bool:
-        return self.last_step is not None or bool(self.attempts)
+        return self.last_step is not None or bool(self.attempts) or bool(self.events)
 
 
 def progress_writes(job, attempts, progress: Progress) -> ProgressWrites:
     """Pure: what PROGRESS (read from JOB's checkpoint root) changes in the store, given the job
     row and its ATTEMPTS as stored: its last committed step; the step each attempt ACTUALLY
     resumed from (its generation's record in GENERATIONS.json, matched by job id and attempt);
-    and the tier each resumed from (local, peer, durable: ``launcher.checkpoint.tiers``)."""
+    the tier each resumed from (local, peer, durable: ``launcher.checkpoint.tiers``); and the
+    reruns of its step inside its allocation (recovery.in_job) not recorded yet: one
+    ``in_job_restart`` event each, and the attempt's count of them (its meta's ``in_job``)."""
     if progress.error:
         return ProgressWrites()
     step = progress.committed_step
@@ -128,17 +131,28 @@ def progress_writes(job, attempts, progress: Progress) -> ProgressWrites:
     numbers = [a.attempt for a in attempts]
     resumes = takeover.resume_steps(job.job_id, numbers, progress.history)
     records = takeover.attempt_records(job.job_id, numbers, progress.history)
-    changed = []
+    in_job = injob.restarts_by_attempt(job.job_id, numbers, progress.history)
+    changed, events = [], []
     for a in attempts:
         fields = {}
+        meta = dict(a.meta or {})
         if a.attempt in resumes and resumes[a.attempt] != a.resume_step:
             fields["resume_step"] = resumes[a.attempt]
         tier = (records.get(a.attempt) or {}).get("resume_tier")
-        if tier and (a.meta or {}).get("resume_tier") != tier:
-            fields["meta"] = {**(a.meta or {}), "resume_tier": tier}
+        if tier and meta.get("resume_tier") != tier:
+            meta["resume_tier"] = tier
+        recs = in_job.get(a.attempt) or []
+        known = (meta.get("in_job") or {}).get("restarts") or 0
+        if len(recs) > known:
+            events += [(injob.EVENT, injob.event_detail(a.attempt, h)) for h in recs[known:]]
+            last = injob.event_detail(a.attempt, recs[-1])
+            meta["in_job"] = {"restarts": len(recs), "last_exit": last["exit"],
+                              "last_resume_step": last["resume_step"], "last_at": last["failed_at"]}
+        if meta != (a.meta or {}):
+            fields["meta"] = meta
         if fields:
             changed.append((a.attempt, fields))
-    return ProgressWrites(last_step, tuple(changed))
+    return ProgressWrites(last_step, tuple(changed), tuple(events))
 
 
 def record_progress(app, job, progress=None, attempts=None) -> None:
@@ -153,4 +167,4 @@ def record_progress(app, job, progress=None, attempts=None) -> None:
         return
     writes = progress_writes(job, app.store.attempts(job.job_id) if attempts is None else attempts, progress)
     if writes:
-        app.store.write_progress(job.job_id, writes.last_step, writes.attempts)
+        app.store.write_progress(job.job_id, writes.last_step, writes.attempts, writes.events)

@@ -16,6 +16,7 @@ from launcher.launching.submission import job_spec
 from launcher.report.accounting import CATEGORIES, LABELS, Accounting, AttemptIn, History, Save, account
 from launcher.report.collect import collect, root_unread
 from launcher.report.mfu import summarize
+from launcher.state.rows import job_step
 
 __all__ = ["CATEGORIES", "LABELS", "Accounting", "AttemptIn", "History", "JobReport", "Save", "account", "build",
            "gather"]
@@ -37,7 +38,7 @@ class JobReport:
         row = self.job
         d = self.accounting.to_dict()
         d.update(name=row.name, state=row.state, reason=row.reason, target=row.target, backend=row.backend,
-                 ckpt_root=row.ckpt_root, notes=self.notes)
+                 ckpt_root=row.ckpt_root, last_step=job_step(row), notes=self.notes)
         d.update(compute_keys(self.compute, d["goodput_pct"]))
         if self.plot:
             d["plot"] = self.plot
@@ -56,7 +57,7 @@ def compute_keys(compute: Optional[dict], goodput_pct: Optional[float]) -> dict:
 
 def gather(app, job: str, refresh: bool = True, now=None) -> JobReport:
     """The report of JOB: the state store, the scheduler's records and the checkpoint root."""
-    hist, row, notes = collect(app, job, refresh=refresh, now=now)
+    hist, row, notes = collect(app, job, refresh=refresh, now=now)  # (refreshed: its step recorded as status's)
     acc = account(hist)
     try:
         spec = job_spec(row)

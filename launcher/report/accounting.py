@@ -27,6 +27,10 @@ category, so the categories add up to the wall time by construction:
     as the scheduler saw it, or, when the job-side heartbeat stopped well before that
     (a crashed node: the scheduler notices only after its timeout), the last heartbeat
     plus one heartbeat interval. An attempt that committed nothing loses its whole run.
+``in_job_restart``
+    recovery.in_job: inside one attempt, from a run step's failure until its rerun in the same
+    allocation starts (the job script's decision, the new generation, checkpoint discovery);
+    the work lost by the failed run is ``lost_work`` as for any failure.
 ``restart_overhead``
     after an attempt that ran: from the failure (so including the scheduler's detection
     delay) until the next attempt's program starts (requeue, queue wait again,
@@ -56,10 +60,10 @@ from launcher.report.clocks import clock_totals, interruption_clocks
 from launcher.report.summary import checkpoint_interval, cost_summary
 
 CATEGORIES = ("queue_wait", "provisioning", "useful_compute", "checkpoint_overhead", "capture_stall", "lost_work",
-              "restart_overhead")
+              "in_job_restart", "restart_overhead")
 LABELS = {"queue_wait": "queue wait", "provisioning": "provisioning", "useful_compute": "useful compute",
           "checkpoint_overhead": "checkpoint overhead", "capture_stall": "capture stall",
-          "lost_work": "lost work",
+          "lost_work": "lost work", "in_job_restart": "in-job restart",
           "restart_overhead": "restart overhead"}
 # an attempt that ended in one of these did not fail (no lost work is charged for COMPLETED)
 COMPLETED = "COMPLETED"
@@ -79,6 +83,16 @@ class Save:
     @property
     def capture(self) -> bool:
         return self.tier == LOCAL
+
+
+@dataclass(frozen=True)
+class InJobRun:
+    """A run of an attempt that failed and was rerun in the same allocation (recovery.in_job)."""
+
+    failed_at: float
+    restarted_at: float  # the rerun's program start
+    resume_step: Optional[int]  # the step the rerun resumed from (-1: fresh)
+    saves: list
 
 
 @dataclass
@@ -103,6 +117,7 @@ class AttemptIn:
     preempt_notice: Optional[float] = None
     noticed: Optional[float] = None  # when the launcher first recorded its end (its "attempt_ended" event)
     restored_at: Optional[float] = None  # the program was back at its resume step (jobside.restore's record)
+    in_job: list = field(default_factory=list)  # InJobRun: its earlier runs, oldest first (saves: the last run's)
 
     @property
     def active(self) -> bool:
@@ -178,6 +193,8 @@ class AttemptOut:
     restored_at: Optional[float] = None
     restore_end: Optional[float] = None  # the end of its restore, carved out of useful compute (restart overhead)
     scheduler_end: Optional[float] = None  # the end of its run as the scheduler recorded it
+    in_job_restarts: int = 0  # its runs rerun in the same allocation (recovery.in_job)
+    in_job_lost_s: float = 0.0  # the lost work of those runs (in seconds["lost_work"]; no interruption's clock)
 
 
 @dataclass
@@ -295,14 +312,19 @@ def _account_attempt(ledger: _Ledger, h: History, attempts: list, i: int, cursor
         # after an interruption: restoring the checkpoint is part of the recovery, not useful compute
         rs = _clamp(a.restored_at, ps, end)
         ledger.add(ps, rs, "restart_overhead", a.attempt, sec, clock="restore")
+    # the runs that failed and were rerun in the allocation (recovery.in_job), after the restore
+    # that followed the launcher's interruption; the last run starts where they end
+    lost_before = sec["lost_work"]
+    run_start = _in_job_runs(ledger, a, sec, rs, end)
+    in_job_lost = sec["lost_work"] - lost_before
 
     # interrupted: ended without completing (failure, cancel), or superseded by a later attempt
     failed = (a.ended is not None and a.state != COMPLETED) or (a.ended is None and nxt_queued is not None)
     limit = _next_resume(attempts, i) if failed else None
     saves = sorted(a.saves, key=lambda s: (s.end, s.step))
-    commit_at, commit_step = _last_used_commit(saves, rs, end, limit)
-    good_end, failure_at = _good_end_and_failure(a, failed, commit_at, rs, end)
-    _add_run(ledger, a.attempt, sec, saves, rs, good_end, failure_at, end)
+    commit_at, commit_step = _last_used_commit(saves, run_start, end, limit)
+    good_end, failure_at = _good_end_and_failure(a, failed, commit_at, run_start, end)
+    _add_run(ledger, a.attempt, sec, saves, run_start, good_end, failure_at, end)
     billable = _billable(a, started, end)
     cost, how = _attempt_cost(a, billable)
     return AttemptOut(
@@ -313,7 +335,23 @@ def _account_attempt(ledger: _Ledger, h: History, attempts: list, i: int, cursor
         used_commit_limit=limit, failure_at=failure_at if failed else None, seconds=sec, billable_s=billable, cost_usd=cost, cost_source=how,
         saves=saves, resume_step=a.resume_step, generation=a.generation, host=a.host, target=a.target,
         native_id=a.native_id, preempt_notice=a.preempt_notice, noticed=a.noticed, restored_at=a.restored_at,
-        restore_end=rs if rs > ps else None, scheduler_end=a.ended)
+        restore_end=rs if rs > ps else None, scheduler_end=a.ended,
+        in_job_restarts=len(a.in_job), in_job_lost_s=in_job_lost)
+
+
+def _in_job_runs(ledger: _Ledger, a: AttemptIn, sec: dict, ps: float, end: float) -> float:
+    """The attempt's runs that failed and were rerun in the job: each one's useful compute and
+    saves up to its last commit the rerun used, its lost work up to the failure, then the
+    in-job restart until the rerun started. Returns the last run's program start."""
+    for run in a.in_job:
+        failed = _clamp(run.failed_at, ps, end)
+        restarted = _clamp(run.restarted_at, failed, end)
+        saves = sorted(run.saves, key=lambda s: (s.end, s.step))
+        commit_at, _ = _last_used_commit(saves, ps, failed, run.resume_step)
+        _add_run(ledger, a.attempt, sec, saves, ps, commit_at if commit_at is not None else ps, failed, failed)
+        ledger.add(failed, restarted, "in_job_restart", a.attempt, sec)
+        ps = restarted
+    return ps
 
 
 def _attempt_end(attempts: list, i: int, nxt_queued: Optional[float], cursor: float, now: float) -> float:

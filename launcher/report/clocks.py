@@ -29,6 +29,9 @@ the records' boundaries:
 Every second of the job's ``restart_overhead`` and ``lost_work`` goes to exactly one
 interruption's clock (or, for a boundary no record gives, to its ``unsplit_s``: never to a
 clock it may not belong to), so the clocks add up to the wall time with the other categories.
+A run rerun inside its allocation (recovery.in_job) is no interruption here: its restart is the
+``in_job_restart`` category and its lost work (``lost_work`` too) is the attempt's
+``in_job_lost_s``, in no interruption's clock.
 A clock that cannot be known is None, with the reason in ``unknown``.
 """
 
@@ -143,11 +146,11 @@ def interruption_clocks(segments: list, outs: list, t_end: float) -> tuple[list,
         unknown.update(_restore_unknown(rep, nxt, restore))
         for c in CLOCKS:
             entry[f"{c}_s"] = None if f"{c}_s" in unknown else secs[c]
-        entry["lost_work_s"] = a.seconds["lost_work"]
+        entry["lost_work_s"] = a.seconds["lost_work"] - a.in_job_lost_s  # its last run's: not its in-job reruns'
         if entry["restore_s"] is None and "restore_s" not in unknown:
             entry["restore_s"] = 0.0
         entry["unsplit_s"] = secs[UNSPLIT]
-        entry["total_s"] = sum(secs.values()) + a.seconds["lost_work"]
+        entry["total_s"] = sum(secs.values()) + entry["lost_work_s"]
         if noticed is not None and noticed > w + EPS and nxt is None:
             entry["noticed_after_end_s"] = noticed - w  # past the wall time's end: the job had ended
         entry["unknown"] = unknown

@@ -31,7 +31,7 @@ from launcher.checkpoint.tiers import LOCAL
 from launcher.jobside.heartbeat import heartbeat_key
 from launcher.launching.submission import job_spec
 from launcher.recovery.current import job_up_to_date
-from launcher.report.accounting import ACTIVE, AttemptIn, History, Save
+from launcher.report.accounting import ACTIVE, AttemptIn, History, InJobRun, Save
 from launcher.state.bulk import NOTICED
 
 
@@ -215,7 +215,7 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, hi
     if records is None:  # (a root the refresh could not read is not asked again: one timeout, one note)
         records = [] if root_unread(notes, row.ckpt_root) else read_generation_records(row.ckpt_root, row.job_id, notes)
     attempts = _attempts_in(app, rows, runs, _match(rows, records, _run_readers(app, rows)), spec,
-                            noticed_ends(store.events(row.job_id)))
+                            noticed_ends(store.events(row.job_id)), records)
     if row.ckpt_root and not records and not any(n.startswith(_UNREAD) for n in notes):
         notes.append(f"no attempt records of {row.job_id} under {row.ckpt_root}: program starts and save timings "
                      f"unknown")
@@ -281,9 +281,44 @@ def noticed_ends(events: list) -> dict:
     return out
 
 
-def _attempts_in(app, rows, runs: dict, matched: dict, spec, noticed: dict) -> list:
-    """One AttemptIn per stored attempt: the scheduler's run times, the job-side record, the price,
-    when the launcher noticed its end (NOTICED: ``noticed_ends``)."""
+def in_job_chain(rec: Optional[dict], records: list) -> list:
+    """The runs of one attempt, oldest first: REC's generation with the in-job reruns before and
+    after it (recovery.in_job: each names the generation it restarted); [{}] without REC."""
+    if not rec:
+        return [{}]
+    by_gen = {r.get("generation"): r for r in records}
+    after = {(r.get("in_job") or {}).get("previous_generation"): r for r in records
+             if isinstance(r.get("in_job"), dict)}
+    chain = [rec]
+    while isinstance(chain[0].get("in_job"), dict) and len(chain) <= len(records):
+        prev = by_gen.get(chain[0]["in_job"].get("previous_generation"))
+        if prev is None or prev in chain:
+            break
+        chain.insert(0, prev)
+    while chain[-1].get("generation") in after and len(chain) <= len(records):
+        nxt = after[chain[-1].get("generation")]
+        if nxt in chain:
+            break
+        chain.append(nxt)
+    return chain
+
+
+def _in_job_runs(chain: list) -> list:
+    """The runs of CHAIN that failed and were rerun in the job, as the accounting takes them."""
+    out = []
+    for r, nxt in zip(chain, chain[1:]):
+        failed, restarted = iso_ts(nxt["in_job"].get("failed_at")), iso_ts(nxt.get("started"))
+        if failed is None or restarted is None:
+            continue
+        step = nxt.get("resume_step")
+        out.append(InJobRun(failed, restarted, step if isinstance(step, int) else None, _saves(r)))
+    return out
+
+
+def _attempts_in(app, rows, runs: dict, matched: dict, spec, noticed: dict, records: list = ()) -> list:
+    """One AttemptIn per stored attempt: the scheduler's run times, the job-side record (its first
+    run's and, with in-job reruns, each later run's: ``in_job_chain``), the price, when the
+    launcher noticed its end (NOTICED: ``noticed_ends``)."""
     prices: dict = {}
     attempts = []
     prev_native, prev_end = None, None
@@ -293,8 +328,9 @@ def _attempts_in(app, rows, runs: dict, matched: dict, spec, noticed: dict) -> l
         index_in_native[a.native_id] = k + 1
         run = runs.get(a.native_id) or []
         run = run[k] if k < len(run) else {}
-        rec = matched.get(a.attempt) or {}
-        program_start = iso_ts(rec.get("started"))
+        runs_in_job = in_job_chain(matched.get(a.attempt), records)
+        first, rec = runs_in_job[0], runs_in_job[-1]  # the attempt's first run, and its last (in-job reruns)
+        program_start = iso_ts(first.get("started"))
         started = _num(run.get("start")) or a.started
         ended = _num(run.get("end")) or a.ended
         if a is rows[-1] and a.state in ACTIVE and not run.get("end"):
@@ -311,13 +347,14 @@ def _attempts_in(app, rows, runs: dict, matched: dict, spec, noticed: dict) -> l
         hb = rec.get("_heartbeat") or {}
         attempts.append(AttemptIn(
             attempt=a.attempt, state=a.state, queued=queued, started=started, ended=ended,
-            program_start=program_start, saves=_saves(rec),
-            resume_step=rec.get("resume_step") if rec else None, generation=rec.get("generation"),
+            program_start=program_start, saves=_saves(rec), in_job=_in_job_runs(runs_in_job),
+            resume_step=first.get("resume_step") if first else None, generation=rec.get("generation"),
             host=(rec.get("node") or {}).get("hostname") or rec.get("host"), target=a.target,
             native_id=a.native_id, heartbeat=iso_ts(hb.get("at")), heartbeat_interval=_num(hb.get("interval")),
             cost_usd=a.cost_usd, price_per_hour=pph, price_source=psrc,
             preempt_notice=iso_ts(rec.get("preempt_signal_at")), noticed=noticed.get(a.attempt),
-            restored_at=iso_ts((rec.get("restored") or {}).get("at"))))
+            # the restore after the launcher's interruption is the first run's (an in-job rerun's is not)
+            restored_at=iso_ts((first.get("restored") or {}).get("at"))))
         prev_native, prev_end = a.native_id, ended
     return attempts
 

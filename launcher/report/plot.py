@@ -13,7 +13,8 @@ from launcher.report.clocks import LABELS as CLOCK_LABELS
 
 WIDTH, HEIGHT, DPI = 1200, 500, 100
 COLORS = {"queue_wait": "#bdbdbd", "provisioning": "#9ecae1", "useful_compute": "#31a354",
-          "checkpoint_overhead": "#3182bd", "capture_stall": "#9ecae1", "lost_work": "#de2d26", "restart_overhead": "#fd8d3c"}
+          "checkpoint_overhead": "#3182bd", "capture_stall": "#9ecae1", "lost_work": "#de2d26",
+          "in_job_restart": "#fdae6b", "restart_overhead": "#fd8d3c"}
 # an interruption's clocks (launcher.report.clocks), drawn as a strip under its restart overhead
 CLOCK_COLORS = {"detection": "#7f2704", "cleanup": "#a63603", "reallocation": "#fdd0a2", "restore": "#6a51a3",
                 "unsplit": "#525252"}

@@ -57,14 +57,16 @@ def checkpoint_interval(outs, totals, planned_s: Optional[float] = None) -> dict
     failures = [a for a in outs if a.failed and a.state not in NOT_FAILURES]
     exposure = sum(a.seconds["useful_compute"] + a.seconds["checkpoint_overhead"] + a.seconds["capture_stall"]
                    + a.seconds["lost_work"] for a in outs)
-    restart_total = totals["restart_overhead"]
+    # a run rerun in the job (recovery.in_job) is a failure too, its restart the in-job restart's time
+    restart_total = totals["restart_overhead"] + totals.get("in_job_restart", 0.0)
+    failed_runs = len(failures) + sum(a.in_job_restarts for a in outs)
     out = {"achieved_s": (sum(gaps) / len(gaps)) if gaps else None, "intervals": len(gaps),
            "planned_s": planned_s,
            "checkpoint_cost_s": (sum(costs) / len(costs)) if costs else None, "saves": len(costs),
            "cost_tier": _cost_tier([s.capture for a in outs for s in a.saves if s.committed and not s.preempt]),
-           "notice_saves": len(notice_costs), "failures": len(failures), "exposure_s": exposure,
-           "mtbf_s": (exposure / len(failures)) if failures else None,
-           "restart_s": (restart_total / len(failures)) if failures else None,
+           "notice_saves": len(notice_costs), "failures": failed_runs, "exposure_s": exposure,
+           "mtbf_s": (exposure / failed_runs) if failed_runs else None,
+           "restart_s": (restart_total / failed_runs) if failed_runs else None,
            "young_s": None, "daly_s": None, "optimal_s": None, "reason": None}
     C, M = out["checkpoint_cost_s"], out["mtbf_s"]
     if C is None:
@@ -78,7 +80,7 @@ def checkpoint_interval(outs, totals, planned_s: Optional[float] = None) -> dict
     out["young_s"] = young(C_eff, M)
     out["daly_s"] = daly(C_eff, M)
     noticed = sum(1 for a in failures if any(s.preempt and s.committed for s in a.saves))
-    p = noticed / len(failures)
+    p = noticed / failed_runs
     out["notice_fraction"] = p
     Ce = (sum(notice_costs) / len(notice_costs)) if notice_costs else None
     h = 3600.0

@@ -135,21 +135,6 @@ def reported_names(elements) -> list[str]:
     return sorted({k for e in elements for m in (e.metrics or {}).values() for k in (m or {})})
 
 
-def _last_report_step(metrics: Mapping) -> Optional[int]:
-    return max((int(s) for s in metrics), default=None)
-
-
-def _last_commit_step(report: Optional[dict]) -> Optional[int]:
-    steps = [s["step"] for a in (report or {}).get("attempts", []) for s in a.get("saves", [])
-             if s.get("committed")]
-    return max(steps, default=None)
-
-
-def _final_step(e: ElementIn) -> Optional[int]:
-    known = [s for s in (e.last_step, _last_commit_step(e.report), _last_report_step(e.metrics)) if s is not None]
-    return max(known, default=None)
-
-
 def element_row(e: ElementIn, choice: Optional[MetricChoice]) -> dict:
     r = e.report or {}
     cost = r.get("cost") or {}
@@ -160,7 +145,9 @@ def element_row(e: ElementIn, choice: Optional[MetricChoice]) -> dict:
             "cost_usd": cost.get("total_usd"), "cost_complete": bool(cost.get("complete")) if cost else False,
             "useful_gpu_hours": cost.get("useful_gpu_hours") or 0.0,
             "mfu": (r.get("compute") or {}).get("mfu"), "effective_mfu": (r.get("compute") or {}).get("effective_mfu"),
-            "final_step": _final_step(e), "metric": value, "metric_step": at,
+            # the element's one step (its row's last committed step, as `launcher status JOB` shows it:
+            # launcher.state.rows.job_step); a reported step is the metric's, beside it
+            "final_step": e.last_step, "last_step": e.last_step, "metric": value, "metric_step": at,
             "reported": e.report is not None, "metrics_read": e.metrics_read}
 
 

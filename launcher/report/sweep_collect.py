@@ -24,10 +24,12 @@ from launcher.report import account
 from launcher.report.collect import _stored_spec, collect, read_generation_records
 from launcher.report.mfu import summarize
 from launcher.report.sweep import ElementIn, aggregate, choose_metric
+from launcher.state.rows import job_step
 from launcher.sweep.early_stop import until_stop
 from launcher.sweep.elements import sweep_rows
 from launcher.sweep.judgements import stop_of
 from launcher.sweep.reports import read_element_reports
+from launcher.sweep.steps import record_open_steps
 
 HISTORY_MAX = 100  # elements; beyond this, no per-element scheduler history calls
 
@@ -43,6 +45,7 @@ def gather_sweep(app, sweep_id: str, metric: Optional[str] = None, mode: Optiona
     choice = choose_metric(metric, mode, _early_stop(rows[0], specs), scope)  # usage errors before any I/O
     if refresh:
         _refresh_open(app, rows, notes)
+        record_open_steps(app, sweep_rows(app.store, sweep_id), notes.append)  # each element's one step
         rows = sweep_rows(app.store, sweep_id)
     history = refresh and len(rows) <= HISTORY_MAX
     if refresh and not history:
@@ -104,7 +107,7 @@ def _element(app, row, history: bool, now: Optional[float], specs: dict, roots) 
 
     metrics = until_stop(got.get("metrics") or {}, stop_of(row.meta))  # reports after its stop do not count
     return ElementIn(index=sw["index"], params=sw.get("params") or {}, state=row.state, job_id=row.job_id,
-                     reason=row.reason, report=report, metrics=metrics, last_step=row.last_step,
+                     reason=row.reason, report=report, metrics=metrics, last_step=job_step(row),
                      notes=[_generic(n, row) for n in notes], metrics_read=not unread)
 
 

@@ -24,6 +24,7 @@ from html import escape
 from typing import Optional
 from urllib.parse import quote, urlencode
 
+from launcher.core.ages import ago
 from launcher.report.text import _dur, _frac, _usd
 from launcher.serve.actions import job_commands, sweep_commands
 from launcher.serve.sentences import sentence
@@ -136,7 +137,7 @@ def commands_box(pairs: list) -> str:
 
 # ---------------------------------------------------------------- the jobs
 JOB_COLUMNS = ("job", "name", "state", "owner", "target", "region", "resources", "attempts", "duration", "cost",
-               "step", "created", "reason")
+               "step", "changed", "created", "reason")
 
 
 def _link(where: dict, **change) -> str:
@@ -194,8 +195,18 @@ def _job_cells(j: dict, first: str) -> str:
             f'<td>{_state(j["state"])}</td><td>{_name(j.get("owner"))}</td><td>{_name(j["target"])}</td>'
             f'<td>{_name(j.get("region"))}</td><td>{e(resources_text(j.get("resources")))}</td>'
             f'<td class="num">{j["attempts"]}</td><td class="num">{e(_dur(j.get("duration_s")))}</td>'
-            f'<td class="num">{e(cost)}</td><td class="num">{e(j["last_step"])}</td>'
+            f'<td class="num">{e(cost)}</td><td class="num">{e(j["last_step"])}</td>{_changed(j)}'
             f'<td>{ts(j["created"])}</td><td class="reason">{e(j["reason"] or "")}</td>')
+
+
+def _changed(j: dict) -> str:
+    """When the row last changed: this view shows the store as it is, and an open job's row is only
+    as fresh as the last launcher that wrote it (its owner's, or the watchers'), so its age is said."""
+    if not j.get("open") or j.get("updated") is None or j.get("now") is None:
+        return f'<td class="changed">{ts(j.get("updated"))}</td>'
+    age = ago(j["now"] - j["updated"])
+    return (f'<td class="changed" title="as stored: this row last changed {e(age)} before the page was made">'
+            f'{ts(j["updated"])} <small class="muted age">{e(age)} ago</small></td>')
 
 
 def _sweep_row(sweep: str, els: list) -> str:
@@ -217,6 +228,7 @@ def _sweep_row(sweep: str, els: list) -> str:
             f'<td class="num">{sum(j["attempts"] for j in els)}</td>'
             f'<td class="num">{e(_dur(max(j.get("duration_s") or 0.0 for j in els)))}</td>'
             f'<td class="num">{e(cost)}</td><td class="num">-</td>'
+            f'<td class="changed">{ts(max(j.get("updated") or 0.0 for j in els) or None)}</td>'
             f'<td>{ts(min(j["created"] for j in els))}</td>'
             f'<td class="muted">sweep: {len(els)} elements on this page</td></tr>')
 

@@ -2,7 +2,7 @@
 scheduler."), not raw JSON. Pure: an event dict (``StateStore.events``: "ts", "kind" and its
 detail) in, plain text out (the page escapes it). A kind without a sentence of its own, or one
 whose detail lacks a word the sentence needs, reads as its kind in words and its detail as
-"key: value" pairs, so a new event kind is never hidden."""
+"key: value" pairs, so a new event kind is never hidden. Who wrote an event ends its sentence."""
 
 from __future__ import annotations
 
@@ -57,7 +57,13 @@ def _word(v) -> str:
 
 
 def sentence(event: dict) -> str:
-    """EVENT as one sentence."""
+    """EVENT as one sentence, then who wrote it when the store recorded that ("By alice.": its
+    ``actor``, the role on a team's store, the OS user on SQLite: ``launcher.state.actors``)."""
+    text = _sentence({k: v for k, v in event.items() if k != "actor"})
+    return text + f" By {event['actor']}." if event.get("actor") else text
+
+
+def _sentence(event: dict) -> str:
     kind = str(event.get("kind") or "event")
     detail = {k: v for k, v in event.items() if k not in ("ts", "kind")}
     text = SENTENCES.get(kind)

@@ -207,6 +207,31 @@ class Checkpoint(Section):
         return v
 
 
+IN_JOB_KINDS = ("allocation", "torchft", "nvrx")
+IN_JOB_BUILT = ("allocation",)  # the kinds the launcher renders today (docs/in-job-recovery.md)
+
+
+class InJob(Section):
+    """In-job recovery (docs/in-job-recovery.md): the job script itself restarts a run step that
+    failed, in the same allocation, resuming from the nearest committed checkpoint, up to
+    ``max_restarts`` times within ``window``; the launcher's own recovery (requeue,
+    resubmission) takes over only when it gives up or the allocation is lost."""
+
+    kind: str = "allocation"
+    max_restarts: int = Field(3, ge=1, le=1000)
+    window: PositiveDuration = 3600
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v):
+        if v not in IN_JOB_KINDS:
+            raise ValueError(f"expected one of {', '.join(IN_JOB_KINDS)}, got {v!r}")
+        if v not in IN_JOB_BUILT:
+            raise ValueError(f"kind {v} is not rendered by this launcher yet: use kind: allocation (the job script "
+                             "reruns the failed step in the same allocation), or leave in_job out")
+        return v
+
+
 class Recovery(Section):
     preemption: int = Field(100, ge=0)
     node_failure: int = Field(5, ge=0)
@@ -220,6 +245,8 @@ class Recovery(Section):
     signal: str = "USR1"
     # how long a cloud region that just preempted the job (or had no capacity) is avoided
     placement_cooldown: Duration = 1800
+    # restarts inside the allocation, before the launcher's own recovery (None: none)
+    in_job: Optional[InJob] = None
 
     @field_validator("signal")
     @classmethod
@@ -375,6 +402,9 @@ class JobSpec(Section):
             raise ValueError(f"checkpoint.peers: {self.checkpoint.peers} keeps a copy of each node's checkpoint "
                              f"shards on the next node, and the job has {self.resources.nodes} node: set "
                              "resources.nodes >= 2, or peers: 0")
+        if self.recovery.in_job and not self.checkpoint.root:
+            raise ValueError("recovery.in_job restarts the run from the nearest committed checkpoint and records "
+                             "each restart under it: set checkpoint.root")
         if self.sweep and self.sweep.early_stop and not self.checkpoint.root:
             raise ValueError("sweep.early_stop needs checkpoint.root: each element reports its metrics under its "
                              "own checkpoint root, where `launcher watch` reads them")

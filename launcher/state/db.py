@@ -33,6 +33,7 @@ from typing import Callable, Optional
 from launcher.core import knobs
 from launcher.core.errors import StateStoreError
 from launcher.core.regular import NotReadable, check_regular
+from launcher.state import actors
 from launcher.state.connection import ConstraintError, StatementError
 from launcher.state.schema import SCHEMA_VERSION, SQLITE, migrate
 
@@ -235,6 +236,7 @@ def open_db(path: Path, schema: str, shared: bool = False) -> SQLiteConnection:
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA foreign_keys=ON")
         migrate(db)
+        actors.install(db)  # each event this connection writes names this process's user (events.actor)
     except BaseException:
         db.close()
         raise

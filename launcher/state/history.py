@@ -11,7 +11,9 @@ What it never touches:
 - on a team's PostgreSQL store, another person's job, unless this role is the watchers'
   (``StateStore.may_act``; the server's row-level security says the same);
 - a checkpoint root (``launcher checkpoints --gc`` is for those): a job folder that holds
-  its job's checkpoint root is left where it is, and the result says so.
+  its job's checkpoint root is left where it is, and the result says so. The one exception is
+  a function call's folder under ``$LAUNCHER_HOME/calls`` (the launcher's own default root for
+  ``Launcher.submit(fn)``): it goes once every job using it goes (``launcher.state.calls``).
 
 The choice is a pure function (``choose``) over what the store reads in a few queries. The
 rows of each chunk of jobs go in ONE transaction (a crash leaves every job either whole or
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Optional
 
 from launcher.core.status import FINAL_STATES
+from launcher.state import calls
 from launcher.state.outbox import PENDING, Outbox
 from launcher.state.team import HOMES_TABLE
 
@@ -130,15 +133,21 @@ class HistoryStore:
                                      (PENDING,)).fetchall()
         return {r["job_id"] for r in rows} | set(Outbox(self.store).closed_unnoticed(limit=1_000_000))
 
+    def homes(self, job_id: str) -> list:
+        """The homes the job's local files may be under: this store's, and on a team's store the
+        one it was launched from."""
+        found = [Path(self.store.home)]
+        if self.store.url:
+            row = self.store.db.execute(f"SELECT home FROM {HOMES_TABLE} WHERE job_id=?", (job_id,)).fetchone()
+            if row is not None and row[0] and Path(row[0]) not in found:
+                found.append(Path(row[0]))
+        return found
+
     def folders(self, job_id: str) -> list:
         """The job's local folders that exist: under this store's home, and on a team's store
         the one under the home it was launched from, when this process reaches it. Nothing is
         created (``StateStore.job_dir`` makes the folder it names)."""
-        found = [self.store.home / "jobs" / job_id]
-        if self.store.url:
-            row = self.store.db.execute(f"SELECT home FROM {HOMES_TABLE} WHERE job_id=?", (job_id,)).fetchone()
-            if row is not None and row[0]:
-                found.append(Path(row[0]) / "jobs" / job_id)
+        found = [h / "jobs" / job_id for h in self.homes(job_id)]
         out = []
         for d in found:
             if d.is_dir() and not d.is_symlink() and d not in out:
@@ -177,10 +186,11 @@ class Collected:
     sweeps: list = field(default_factory=list)
     kept: list = field(default_factory=list)  # {"job_id", "why"}
     left: list = field(default_factory=list)  # {"job_id", "path", "why"}: a folder not removed
+    calls: list = field(default_factory=list)  # {"path", "jobs"}: function call folders (launcher.state.calls)
 
     def to_json(self) -> dict:
         return {"cutoff": self.cutoff, "dry_run": self.dry_run, "removed": self.removed, "sweeps": self.sweeps,
-                "kept": self.kept, "left": self.left}
+                "kept": self.kept, "left": self.left, "calls": self.calls}
 
 
 def collect(store, cutoff: float, dry_run: bool = False) -> Collected:
@@ -205,7 +215,14 @@ def collect(store, cutoff: float, dry_run: bool = False) -> Collected:
         folders[r.job_id] = mine
         done.removed.append({"job_id": r.job_id, "state": r.state, "ended": r.updated, "sweep_id": r.sweep_id,
                              "folders": [str(d) for d in mine]})
+    # the function calls' folders these jobs free, and those no job names (launcher.state.calls)
+    free, in_use = calls.choose(store, choice.jobs, lambda r: history.homes(r.job_id))
+    free.update({f: [] for f in calls.orphans(store, cutoff)})
+    done.left += in_use
+    gone = calls.CallsGc()
     if dry_run:
+        calls.remove(free, gone, dry_run=True)
+        done.calls = gone.removed
         return done
     history.remove([r.job_id for r in choice.jobs], choice.sweeps)
     for r in choice.jobs:
@@ -214,4 +231,6 @@ def collect(store, cutoff: float, dry_run: bool = False) -> Collected:
                 shutil.rmtree(d)
             except OSError as e:
                 done.left.append({"job_id": r.job_id, "path": str(d), "why": f"could not be removed ({e.strerror})"})
+    calls.remove(free, gone, dry_run=False)  # after their jobs' rows: the store names none of them any more
+    done.calls, done.left = gone.removed, done.left + gone.left
     return done

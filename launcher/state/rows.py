@@ -58,6 +58,16 @@ def is_open(job: "JobRow") -> bool:
     return not is_final(job.state) and not meta_closed(job.meta)
 
 
+def job_step(job: "JobRow") -> Optional[int]:
+    """THE step of a job, wherever it is shown (``status``, ``status SWEEP``, ``report``,
+    ``report SWEEP``, ``serve`` and the API): its row's last committed step. Every reader that
+    may write brings it up to date from the checkpoint root first
+    (``launcher.recovery.progress.record_progress``) and then shows the row, so two views of one
+    job never give two steps. A step a program reported with its metrics is shown beside that
+    metric ("at step N"), never as the job's step."""
+    return job.last_step
+
+
 def claim_available(holder: Optional[str], expires: Optional[float], me: str, now: float) -> bool:
     """Pure: may ``me`` take a job's claim held by ``holder`` until ``expires``?"""
     return holder is None or holder == me or expires is None or expires <= now

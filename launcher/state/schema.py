@@ -14,8 +14,9 @@ from string import Template
 # (launcher.state.pglocks; the launchers before it took an advisory lock: they refuse a store at 3);
 # 4: the watchers table (each `launcher watch`'s last pass: launcher.state.watchers); 5: the
 # watch_marks table (what a watcher last acted on per job: launcher.state.marks) and the
-# target_polls table (one poller per target: launcher.state.polls)
-SCHEMA_VERSION = 5
+# target_polls table (one poller per target: launcher.state.polls); 6: events.actor (who wrote each
+# event: the role on PostgreSQL, the OS user on SQLite: launcher.state.actors)
+SCHEMA_VERSION = 6
 
 # the tables (``launcher.state.store`` reads and writes them); created with the file, and again
 # (IF NOT EXISTS) on every open, once ``migrate`` has brought an older store's tables up to it
@@ -74,7 +75,8 @@ CREATE TABLE IF NOT EXISTS events (
   job_id  $TEXT NOT NULL,
   ts      $REAL NOT NULL,
   kind    $TEXT NOT NULL,
-  detail  $TEXT NOT NULL DEFAULT '{}'
+  detail  $TEXT NOT NULL DEFAULT '{}',
+  actor   $TEXT
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id, id);
 CREATE TABLE IF NOT EXISTS claims (
@@ -229,7 +231,7 @@ def migrate(db) -> None:
     and fills ``sweep_id`` of the element rows an earlier version wrote (their meta names
     the sweep); those rows keep their own ``spec_yaml`` and are read as before. Schema 4 adds
     the ``watchers`` table, schema 5 the ``watch_marks`` and ``target_polls`` tables (SCHEMA
-    creates them: no step of their own)."""
+    creates them: no step of their own), schema 6 ``events.actor`` (``launcher.state.actors``)."""
     engine = engine_of(db)
     if engine.current(db):
         return
@@ -252,8 +254,15 @@ def _add_sweep_ids(db, engine) -> None:
         db.executemany("UPDATE jobs SET sweep_id=? WHERE job_id=?", _old_elements(db))
 
 
+def _add_event_actors(db, engine) -> None:
+    """Schema 6: ``events.actor`` (the events written before it name no one: NULL)."""
+    columns = engine.columns(db, "events")
+    if columns and "actor" not in columns:
+        db.execute(f"ALTER TABLE events ADD COLUMN actor {engine.types['TEXT']}")
+
+
 # (the version a step brings a store to, the step): run in order by ``migrate``, each idempotent
-STEPS = [(2, _add_sweep_ids)]
+STEPS = [(2, _add_sweep_ids), (6, _add_event_actors)]
 
 
 class SQLiteEngine:

@@ -27,6 +27,7 @@ from launcher.core.args import job_ref
 from launcher.core.errors import LauncherError
 from launcher.core.status import FINAL_STATES, attempt_ended, is_final, job_state_for
 from launcher.state import observations, wakeups
+from launcher.state.actors import event_dict
 from launcher.state import provenance as provenance_rows
 from launcher.state.bulk import BulkStore, chunks
 from launcher.state.connection import StatementError, StoreConnection
@@ -565,10 +566,15 @@ class StateStore:
         with self.tx(jobs=[job_id]) as db:
             db.execute(f"UPDATE attempts SET {cols} WHERE job_id=? AND attempt=?", (*values, job_id, attempt))
 
-    def write_progress(self, job_id: str, last_step: Optional[int], attempts=()) -> None:
-        """A progress read's writes in one transaction: the job's LAST_STEP (None: unchanged) and
-        ATTEMPTS ((attempt number, {column: value}) each: ``launcher.recovery.progress``)."""
+    def write_progress(self, job_id: str, last_step: Optional[int], attempts=(), events=()) -> None:
+        """A progress read's writes in one transaction: the job's LAST_STEP (None: unchanged),
+        ATTEMPTS ((attempt number, {column: value}) each: ``launcher.recovery.progress``) and
+        EVENTS ((kind, {detail}) each: an in-job restart's)."""
+        now = time.time()
         with self.tx(jobs=[job_id]) as db:
+            for kind, detail in events:
+                db.execute("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)",
+                           _event_row(job_id, kind, detail, now))
             if last_step is not None:
                 db.execute("UPDATE jobs SET last_step=?, updated=? WHERE job_id=?", (last_step, time.time(), job_id))
             for attempt, fields in attempts:
@@ -731,13 +737,12 @@ class StateStore:
 
     def last_event(self, job_id: str) -> Optional[dict]:
         """The job's latest event ({"ts", "kind", **detail}), or None."""
-        r = self.db.execute("SELECT ts,kind,detail FROM events WHERE job_id=? ORDER BY id DESC LIMIT 1",
-                            (job_id,)).fetchone()
-        return None if r is None else {"ts": r["ts"], "kind": r["kind"], **json.loads(r["detail"])}
+        r = self.db.execute("SELECT * FROM events WHERE job_id=? ORDER BY id DESC LIMIT 1", (job_id,)).fetchone()
+        return None if r is None else event_dict(r)
 
     def events(self, job_id: str) -> list[dict]:
-        rows = self.db.execute("SELECT ts,kind,detail FROM events WHERE job_id=? ORDER BY id", (job_id,)).fetchall()
-        return [{"ts": r["ts"], "kind": r["kind"], **json.loads(r["detail"])} for r in rows]
+        rows = self.db.execute("SELECT * FROM events WHERE job_id=? ORDER BY id", (job_id,)).fetchall()
+        return [event_dict(r) for r in rows]  # with who wrote each (launcher.state.actors)
 
 
 def _owner_of(job) -> Optional[str]:

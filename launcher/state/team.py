@@ -60,6 +60,9 @@ def statements(schema: str) -> list[str]:
     out = [  # the owner columns first: the functions below read them
         *(f"ALTER TABLE {s}.{t} ADD COLUMN IF NOT EXISTS owner TEXT COLLATE \"C\" NOT NULL DEFAULT current_user"
           for t in OWNED),
+        # who wrote each event (a cancel, a resubmission, a close): the connecting role, filled by the server
+        # as the owner columns are (launcher.state.actors), so no writer can leave it out
+        f"ALTER TABLE {s}.events ALTER COLUMN actor SET DEFAULT current_user",
         f"CREATE TABLE IF NOT EXISTS {s}.launcher_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
         # the $LAUNCHER_HOME each job was launched from (StateStore.job_dir: watchers with homes of their own)
         f"CREATE TABLE IF NOT EXISTS {s}.job_homes (job_id TEXT COLLATE \"C\" PRIMARY KEY, home TEXT NOT NULL)",

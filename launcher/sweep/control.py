@@ -16,6 +16,7 @@ from launcher.core.errors import LauncherError
 from launcher.core.status import STOPPED
 from launcher.recovery.current import jobs_up_to_date
 from launcher.spec.sweep_elements import Element
+from launcher.state.rows import job_step
 from launcher.state.store import is_open
 from launcher.sweep.cancelling import cancel_sweep as cancel
 from launcher.sweep.early_stop import until_stop
@@ -23,6 +24,7 @@ from launcher.sweep.elements import sweep_rows
 from launcher.sweep.judgements import stop_of
 from launcher.sweep.queue import fill
 from launcher.sweep.reports import latest, read_element_reports
+from launcher.sweep.steps import record_open_steps
 from launcher.sweep.stopping import early_stop_of
 from launcher.sweep.summary import summarize
 
@@ -49,6 +51,7 @@ def sweep_status(app, sweep_id: str, note=None) -> dict:
         if note:
             note(f"sweep {sweep_id}: queued elements not started: {e}")
     rows = with_states(rows, app.store.sweeps.element_states(sweep_id))
+    rows = record_open_steps(app, rows, note)  # each element's one step, as `status JOB` shows it
     read = read_element_reports({r.meta["sweep"]["index"]: r.ckpt_root for r in rows if r.ckpt_root})
     for i, why in sorted(read.problems.items()):
         if note:
@@ -82,20 +85,20 @@ def _attempt_of(row) -> int:
 
 
 def element_facts(rows, reports) -> dict:
-    """Pure: summarize's STATES, STEPS (the latest committed or reported step), METRICS (the
-    latest of each) and STOPPED (the stop of an element STOPPED, being stopped, or whose
+    """Pure: summarize's STATES, STEPS (each row's one step: ``launcher.state.rows.job_step``),
+    METRICS (the latest of each), METRIC_STEPS (the latest step it reported them at: shown beside
+    them, never as its step) and STOPPED (the stop of an element STOPPED, being stopped, or whose
     stop's cancel the scheduler reported first) of the element ROWS, given their REPORTS."""
-    states, steps, metrics, stopped = {}, {}, {}, {}
+    states, steps, metrics, metric_steps, stopped = {}, {}, {}, {}, {}
     for r in rows:
         i = r.meta["sweep"]["index"]
         j = stop_of(r.meta)
-        last, metrics[i] = latest(until_stop(reports.get(i) or {}, j))  # reports after its stop do not count
+        metric_steps[i], metrics[i] = latest(until_stop(reports.get(i) or {}, j))  # reports after its stop do not count
         states[i] = r.state
-        known = [s for s in (r.last_step, last) if s is not None]
-        steps[i] = max(known) if known else None
+        steps[i] = job_step(r)
         if j is not None and (is_open(r) or r.state in (STOPPED, "CANCELLED")):
             stopped[i] = j
-    return {"states": states, "steps": steps, "metrics": metrics, "stopped": stopped}
+    return {"states": states, "steps": steps, "metrics": metrics, "metric_steps": metric_steps, "stopped": stopped}
 
 
 def _metric_of(row) -> Optional[str]:

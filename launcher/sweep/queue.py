@@ -45,6 +45,7 @@ from launcher.recovery.cancel import CancelReport
 from launcher.recovery.outcome import Outcome
 from launcher.spec.secretenv import for_launch
 from launcher.spec.sweep_elements import elements, sweep_seed_of
+from launcher.state.actors import actor
 from launcher.state.claims import claim_ttl, claimed, kept_alive
 from launcher.state.store import ClaimLost, is_open, new_job_id
 from launcher.sweep.elements import begin_sweep, element_rows, sweep_rows
@@ -350,6 +351,7 @@ def _cancel_one_queued(store, job_id: str, report_cls):
         if c is None or not is_open(c.job) or c.job.state != QUEUED:
             return None  # being started, or closed: the ordinary cancel takes it from here
         note = "queued by the launcher: it never started"
-        store.close_job(job_id, "CANCELLED", "cancelled by user", owner=c.owner, event="cancelled",
-                        detail={"by": "user", "note": note})
+        who = actor(store)  # the role or user cancelling (launcher.state.actors)
+        store.close_job(job_id, "CANCELLED", f"cancelled by {who}", owner=c.owner, event="cancelled",
+                        detail={"by": who, "note": note})
         return report_cls(job_id, note=note)

@@ -35,12 +35,16 @@ def summarize(sweep_id: str, elements: Iterable[Element], states: Mapping[int, s
               steps: Optional[Mapping[int, Optional[int]]] = None, metric: Optional[str] = None,
               metrics: Optional[Mapping[int, Mapping[str, float]]] = None,
               stopped: Optional[Mapping[int, Judgement]] = None,
-              attempts: Optional[Mapping[int, list]] = None) -> dict:
-    """STATES: index -> state (an element without one is PENDING); STEPS: its latest committed or
-    reported step; METRICS: the latest value of each metric it reported; STOPPED: index -> the
-    judgement that stopped it (its state is then STOPPED: the scheduler only saw a cancel);
-    ATTEMPTS: index -> [(attempt, state)] of the elements that ran more than once."""
+              attempts: Optional[Mapping[int, list]] = None,
+              metric_steps: Optional[Mapping[int, Optional[int]]] = None) -> dict:
+    """STATES: index -> state (an element without one is PENDING); STEPS: its one step (its row's
+    last committed step: ``launcher.state.rows.job_step``); METRICS: the latest value of each
+    metric it reported, METRIC_STEPS the latest step it reported them at (``metric_step``, beside
+    them); STOPPED: index -> the judgement that stopped it (its state is then STOPPED: the
+    scheduler only saw a cancel); ATTEMPTS: index -> [(attempt, state)] of the elements that ran
+    more than once."""
     steps, metrics, stopped, attempts = steps or {}, metrics or {}, stopped or {}, attempts or {}
+    metric_steps = metric_steps or {}
     rows = []
     for e in sorted(elements, key=lambda e: e.index):
         state = STOPPED if e.index in stopped else (states.get(e.index) or "PENDING")
@@ -48,6 +52,7 @@ def summarize(sweep_id: str, elements: Iterable[Element], states: Mapping[int, s
         j = stopped.get(e.index)
         rows.append({"index": e.index, "params": dict(e.params), "state": state, "step": steps.get(e.index),
                      "metric": latest.get(metric) if metric else None, "metrics": latest,
+                     "metric_step": metric_steps.get(e.index),
                      "rung": j.rung if j else None, "reason": j.reason if j else None,
                      "attempts": [{"attempt": n, "state": st} for n, st in attempts.get(e.index, [])]})
     counts: dict[str, int] = {}

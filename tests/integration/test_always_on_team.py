@@ -70,7 +70,7 @@ def test_a_store_of_schema_4_gets_the_marks_and_the_pollers_table_for_the_watche
     store.close()
     pg_server.sql("DROP TABLE watch_marks; DROP TABLE target_polls; UPDATE launcher_schema SET version = 4", db=db)
     StateStore(tmp_path / "admin3", url=owner_url).close()  # the owner's launcher migrates it
-    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == str(SCHEMA_VERSION) == "5"
+    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == str(SCHEMA_VERSION) == "6"
     # a snapshot is acted on by every watcher: only the watchers' role may read or write one
     assert pg_server.sql("SELECT has_table_privilege('launcher_watcher', 'target_polls', 'SELECT, INSERT, UPDATE')",
                          db=db) == "t"

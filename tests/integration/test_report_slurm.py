@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ROOT / "examples" / "train.py"
 PRICE = 2.5  # $/GPU-hour of the test target
 BEAT = 1.0  # job-side heartbeat interval (s)
-CATS = ("queue_wait", "provisioning", "useful_compute", "checkpoint_overhead", "capture_stall", "lost_work", "restart_overhead")
+CATS = ("queue_wait", "provisioning", "useful_compute", "checkpoint_overhead", "capture_stall", "lost_work", "in_job_restart",
+        "restart_overhead")
 
 
 def ts(iso: str) -> float:

@@ -14,6 +14,7 @@ import textwrap
 
 import pytest
 
+from launcher.state.watchers import user_name
 from tests.fixtures.polling import poll
 
 from .launcher_cli import LauncherCLI
@@ -104,7 +105,7 @@ def test_cancel_and_report_of_a_sweep_with_a_failed_and_a_cancelled_element(cli,
     assert not clean_queue.run("squeue", "-h", check=False).stdout.strip()
 
     out = cli.run("cancel", sweep_id, "--element", 3).stdout
-    assert out.strip() == f"{sweep_id}-e3: was already cancelled: CANCELLED (cancelled by user); nothing to do", out
+    assert out.strip() == f"{sweep_id}-e3: was already cancelled: CANCELLED (cancelled by {user_name()}); nothing to do", out
     out = cli.run("cancel", sweep_id).stdout
     assert out.splitlines()[-1] == \
         f"sweep {sweep_id}: 4 element(s): 0 cancelled now, 1 already cancelled, 3 had already finished", out

@@ -375,3 +375,74 @@ def test_a_store_from_before_the_policies_is_brought_up_to_them_in_place(tmp_pat
     from launcher.state.team import SECURITY_VERSION
 
     assert pg_server.sql("SELECT security FROM launcher_schema", db=db) == str(SECURITY_VERSION)
+
+
+STEPPER = """
+import os, sys, time
+sys.path.insert(0, os.environ["LAUNCHER_JOB_PYZ"])
+from launcher import jobside
+with jobside.save(3) as d:
+    open(os.path.join(d, "w.txt"), "w").write("3")
+time.sleep(600)
+"""
+
+
+def test_a_teams_names_whose_each_job_is_who_cancelled_it_and_how_old_a_row_shown_as_stored_is(team, pg_server):
+    """Issue 33, item 2: `status` names each job's owner; bob's view of alice's open job says it is
+    shown as stored and how long ago its row changed (its step stays as stored until a launcher
+    that may write it reads her checkpoint root); a cancel by the watchers' role is recorded as
+    that role's, in the job's reason and in the event's actor, never as "by user"."""
+    alice, bob, db, base = team["alice"], team["bob"], team["db"], team["base"]
+    (base / "stepper.py").write_text(textwrap.dedent(STEPPER))
+    root = base / "ck-alice"
+    root.mkdir()
+    os.chown(root, alice.uid, alice.gid)
+    spec = alice.home / "steps.yaml"
+    spec.write_text(yaml.safe_dump({"name": "alice-steps", "run": f"{alice.python} {base / 'stepper.py'}",
+                                    "checkpoint": {"root": str(root)}}))
+    os.chown(spec, alice.uid, alice.gid)
+    p = alice.launcher("launch", spec, "--target", "local")
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.split(":", 1)[0].strip()
+    poll("step 3 committed", lambda: any(root.glob("step-*3.g*/COMMIT.json")), timeout=120, interval=0.3)
+
+    # bob's view: her job, as stored, with its age; his own refreshes nothing of hers
+    p = bob.launcher("status", job)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[1].startswith(f"owner {alice.name}; as stored, not refreshed here ({alice.name}'s job: only its "
+                               "owner or the watchers' role refresh it); its row last changed "), p.stdout
+    assert lines[2].endswith("last committed step: - (as stored)"), p.stdout
+    listing = {r["job_id"]: r for r in json.loads(bob.launcher("status", "--json").stdout)}
+    assert (listing[job]["owner"], listing[job]["refreshed"], listing[job]["last_step"]) == (alice.name, False, None)
+    text = bob.launcher("status").stdout
+    row = next(line for line in text.splitlines() if line.startswith(job))
+    assert row.split()[1] == alice.name and "[as stored, " in row, text
+
+    # hers brings it up to date: then every reader sees the one step
+    mine = json.loads(alice.launcher("status", job, "--json").stdout)
+    assert (mine["owner"], mine["refreshed"], mine["last_step"]) == (alice.name, True, 3)
+    assert json.loads(bob.launcher("status", job, "--json").stdout)["last_step"] == 3
+    assert json.loads(alice.launcher("report", job, "--json").stdout)["last_step"] == 3
+
+    # the watchers' role cancels it: its own name is recorded, not "user", and not alice's
+    url, pw = team["watcher"]
+    role = url.split("//")[1].split("@")[0]
+    pgpass = base / "names-watcher.pgpass"
+    pgpass.write_text(f"127.0.0.1:{pg_server.port}:{db}:{role}:{pw}\n")
+    pgpass.chmod(0o600)
+    (base / "names-watcher-config.yaml").write_text("targets: {}\n")
+    env = {**os.environ, "LAUNCHER_HOME": str(base / "names-watcher"),
+           "LAUNCHER_CONFIG": str(base / "names-watcher-config.yaml"), "LAUNCHER_STATE_URL": url,
+           "PGPASSFILE": str(pgpass)}
+    w = subprocess.run([LAUNCHER, "cancel", job], env=env, capture_output=True, text=True, timeout=120)
+    assert w.returncode == 0, w.stderr
+    d = json.loads(bob.launcher("status", job, "--json").stdout)
+    assert (d["state"], d["reason"]) == ("CANCELLED", f"cancelled by {role}"), d
+    cancelled = [e for e in d["events"] if e["kind"] == "cancelled"]
+    assert len(cancelled) == 1 and cancelled[0]["actor"] == role and cancelled[0]["by"] == role, cancelled
+    assert {e["actor"] for e in d["events"] if e["kind"] == "submitted"} == {alice.name}
+    assert f"  event cancelled by {role}: " in bob.launcher("status", job).stdout
+    # the server fills the actor itself: a person's own INSERT names that person, whatever the launcher does
+    actors = pg_server.sql(f"SELECT string_agg(DISTINCT actor, ' ') FROM events WHERE job_id = '{job}'", db=db)
+    assert sorted(actors.split()) == sorted({alice.name, role}), actors

@@ -17,6 +17,7 @@ from launcher.api.results import (BackendInfo, GcResult, Lineage, RunDiff, Sweep
                                   TargetInfo)
 from launcher.cli import main
 from launcher.core.status import JobState
+from launcher.state.watchers import user_name
 from tests.fixtures.polling import poll
 
 QUICK = "name: q\nrun: 'true'\n"
@@ -168,7 +169,10 @@ def test_status_json_is_unchanged(lx, tmp_path):
     sweep_id = finished_sweep(lx, tmp_path)
 
     assert cli("status", job, "--json") == (0, view.job_json(lx.status(job)) + "\n", "")
-    assert cli("status", "--json") == (0, view.jobs_json(lx.jobs()) + "\n", "")
+    # the list names whose each job is (a SQLite store's: its file's owner) and which rows are as stored
+    rows = lx.jobs()
+    assert cli("status", "--json") == (0, view.jobs_json(rows, view.whose(lx.app, rows)) + "\n", "")
+    assert {j["owner"] for j in json.loads(cli("status", "--json")[1])} == {view.store_owner(lx.app.store)}
     assert cli("status", sweep_id, "--json") == (0, json.dumps(sweep_status(lx.app, sweep_id), indent=2) + "\n", "")
     code, out, _ = cli("status", sweep_id)
     assert code == 0 and out.startswith(f"sweep {sweep_id}: 3 elements: 3 COMPLETED\n")
@@ -192,8 +196,9 @@ def test_cancel_prints_the_same_lines(lx, tmp_path):
     assert cli("cancel", job.job_id) == (0, f"{job.job_id}: cancelled attempt 1 (local id {job.native_id})\n"
                                             f"{job.job_id}: closed as CANCELLED; `launcher watch` will not resume it\n",
                                          "")
-    assert cli("cancel", job.job_id)[1] == (f"{job.job_id}: was already cancelled: CANCELLED (cancelled by user); "
-                                            "nothing to do\n")
+    # the reason names who cancelled: this process's user on a SQLite store (launcher.state.actors)
+    assert cli("cancel", job.job_id)[1] == (f"{job.job_id}: was already cancelled: CANCELLED (cancelled by "
+                                            f"{user_name()}); nothing to do\n")
 
     sweep_id = lx.launch(spec(tmp_path, SLEEPY_SWEEP, "sws.yaml"), target="local").job_id
     code, out, err = cli("cancel", sweep_id)

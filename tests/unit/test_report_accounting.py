@@ -31,7 +31,7 @@ def test_one_completed_attempt():
     acc = account(History("j", t0=1000, now=5000, attempts=[a]))
     check_sum(acc)
     assert totals(acc) == {"queue_wait": 10, "provisioning": 2, "useful_compute": 35, "checkpoint_overhead": 3, "capture_stall": 0,
-                           "lost_work": 0, "restart_overhead": 0}
+                           "lost_work": 0, "in_job_restart": 0, "restart_overhead": 0}
     assert acc.wall_s == 50 and acc.goodput_pct == pytest.approx(70.0) and not acc.open
     assert acc.interval["achieved_s"] == 10 and acc.interval["failures"] == 0
     assert acc.interval["young_s"] is None and "no failure" in acc.interval["reason"]
@@ -55,7 +55,7 @@ def test_preemption_with_notice_and_a_node_crash():
     acc = account(History("j", t0=0, now=1e9, attempts=preempt_crash_complete(), gpus=1))
     check_sum(acc)
     assert totals(acc) == {"queue_wait": 5, "provisioning": 1, "useful_compute": 60, "checkpoint_overhead": 5.5, "capture_stall": 0,
-                           "lost_work": 3.2, "restart_overhead": 35.3}
+                           "lost_work": 3.2, "in_job_restart": 0, "restart_overhead": 35.3}
     a1, a2, a3 = acc.attempts
     # the preempted program saved on the notice: its run lasts until that save, nothing is lost
     assert a1.ended == 31.5 and a1.seconds["lost_work"] == 0 and a1.last_commit_step == 23
@@ -144,7 +144,7 @@ def test_a_program_that_never_started_spent_its_allocation_starting():
     acc = account(History("j", t0=0, now=1e9, attempts=atts))
     check_sum(acc)
     assert totals(acc) == {"queue_wait": 10, "provisioning": 5, "useful_compute": 13, "checkpoint_overhead": 0, "capture_stall": 0,
-                           "lost_work": 0, "restart_overhead": 2}
+                           "lost_work": 0, "in_job_restart": 0, "restart_overhead": 2}
 
 
 def test_without_job_side_records_the_allocation_is_the_run():
@@ -153,7 +153,7 @@ def test_without_job_side_records_the_allocation_is_the_run():
     acc = account(History("j", t0=0, now=1e9, attempts=atts, jobside=False))
     check_sum(acc)
     assert totals(acc) == {"queue_wait": 4, "provisioning": 0, "useful_compute": 18, "checkpoint_overhead": 0, "capture_stall": 0,
-                           "lost_work": 16, "restart_overhead": 2}
+                           "lost_work": 16, "in_job_restart": 0, "restart_overhead": 2}
 
 
 def test_cost_per_attempt_and_per_useful_gpu_hour():

@@ -27,7 +27,7 @@ def backend(**opts):
     return SlurmBackend(Target("testcl", "slurm", SlurmOptions(**opts)))
 
 
-CASES = [("basic", facts_2205), ("multinode", facts_2205), ("hostile", facts_2205),
+CASES = [("basic", facts_2205), ("multinode", facts_2205), ("hostile", facts_2205), ("injob", facts_2205),
          ("segment", facts_2411_block), ("multinode", facts_2411_block),
          ("segment", facts_2411), ("multinode", facts_2411)]
 

@@ -83,11 +83,15 @@ def test_the_best_element_is_the_lowest_latest_loss_and_ties_go_to_the_lower_ind
     assert d["best"]["index"] == 0
 
 
-def test_the_final_step_is_the_latest_of_commit_report_and_stored_step():
+def test_an_elements_step_is_its_rows_one_step_and_a_reported_step_is_its_metrics():
+    # one step per job in every view (launcher.state.rows.job_step): not the highest of the row's, the attempt
+    # records' and the reports' (which made one element read 15, 20 and 35 in three views)
     d = aggregate("sw", [el(0, rep=report(10, 5, saves=(4, 8)), metrics={6: {"loss": 1.0}}, last_step=2),
                          el(1, rep=report(10, 5), metrics={12: {"loss": 1.0}}),
-                         el(2, rep=None)])
-    assert [r["final_step"] for r in d["elements"]] == [8, 12, None]
+                         el(2, rep=None)], LOSS)
+    assert [r["final_step"] for r in d["elements"]] == [2, None, None]
+    assert [r["last_step"] for r in d["elements"]] == [2, None, None]
+    assert [r["metric_step"] for r in d["elements"]] == [6, 12, None]
 
 
 def test_no_metric_to_rank_by_says_what_to_pass_and_what_was_reported():

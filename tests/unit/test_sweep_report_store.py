@@ -28,6 +28,7 @@ def _sweep(lx: Launcher, tmp, states, losses, early_stop=True) -> str:
         store.begin_job(job, "sw", "local", "local", None, text, ckpt_root=str(root), meta=meta)
         store.record_attempt(job, 1, "local", json.dumps({"backend": "local"}), f"{i}", state="RUNNING")
         store.update_attempt(job, 1, submitted=t, started=t + 10, ended=t + 40 + i, state=state)
+        store.update_job(job, last_step=8)  # its last committed step, as record_progress stores it
         store.close_job(job, state, "")
         if losses[i] is not None:
             (root / ".launcher" / "metrics").mkdir(parents=True)
@@ -44,7 +45,9 @@ def test_the_report_sums_what_the_store_and_roots_hold_and_ranks_by_early_stop(t
     assert d["size"] == 3 and d["counts"] == {"COMPLETED": 2, "FAILED": 1}
     assert d["wall_s"] == sum(r["wall_s"] for r in own) and d["wall_s"] == sum(d["categories"].values())
     assert [e["metric"] for e in d["elements"]] == [0.5, 0.1, 0.3]
-    assert [e["final_step"] for e in d["elements"]] == [9, 9, 9]
+    # each element's one step is its row's (as `launcher status ELEMENT` shows it); the reported step is the metric's
+    assert [e["final_step"] for e in d["elements"]] == [8, 8, 8] == [r["last_step"] for r in own]
+    assert [e["metric_step"] for e in d["elements"]] == [9, 9, 9]
     assert d["best"]["index"] == 1 and d["metric"]["source"] == "the sweep's early_stop"
     assert d["cost"]["total_usd"] is None and "gpu_hour_usd" in d["cost"]["reason"]
 

@@ -126,7 +126,10 @@ def test_status_facts_show_the_latest_step_and_metrics_and_the_stop_of_a_stopped
     rows = sweep_rows(store, "sw-1")
     reports = {1: {5: {"loss": 0.5, "acc": 0.1}, 10: {"loss": 0.1}}, 3: {10: {"loss": 0.2}}}
     f = element_facts(rows, reports)
-    assert f["steps"] == {0: None, 1: 15, 2: None, 3: 10}  # the committed step when it is the later one
+    # each element's one step is its row's last committed step (launcher.state.rows.job_step); the step
+    # it reported its metrics at is shown beside them (metric_step), never as its step
+    assert f["steps"] == {0: None, 1: 15, 2: None, 3: None}
+    assert f["metric_steps"] == {0: None, 1: 10, 2: None, 3: 10}
     assert f["metrics"][1] == {"loss": 0.1, "acc": 0.1} and f["metrics"][0] == {}
     assert sorted(f["stopped"]) == [2]  # element 0 is shown COMPLETED, as it ended
     assert f["stopped"][2].rung == 10 and f["states"][2] == STOPPED

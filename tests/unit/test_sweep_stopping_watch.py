@@ -114,8 +114,11 @@ def test_each_rung_stops_the_worst_half_through_cancel_and_the_survivor_complete
 
     s = sweep_status(app, "sw-1")
     assert s["counts"] == {"COMPLETED": 1, STOPPED: 3} and s["metric"] == "loss"
-    assert [(e["state"], e["step"], e["metric"], e["rung"]) for e in s["elements"]] == [
-        (STOPPED, 10, 0.4, 10), ("COMPLETED", 20, 0.1, None), (STOPPED, 10, 0.3, 10), (STOPPED, 20, 0.2, 20)]
+    # the programs reported metrics and committed no checkpoint: no element has a step of its own (its
+    # row's last committed step, launcher.state.rows.job_step); each reported step is its metric's
+    assert [(e["state"], e["step"], e["metric"], e["metric_step"], e["rung"]) for e in s["elements"]] == [
+        (STOPPED, None, 0.4, 10, 10), ("COMPLETED", None, 0.1, 20, None), (STOPPED, None, 0.3, 10, 10),
+        (STOPPED, None, 0.2, 20, 20)]
     assert "element 3 stopped: rung 20: loss 0.2 ranks 2 of 2" in format_text(s)
 
 
@@ -164,7 +167,7 @@ def test_a_sweep_without_early_stop_is_never_judged(app, tmp_path, monkeypatch):
     assert [o.action for o in watch.cycle(app)] == ["running", "running"]
     s = sweep_status(app, "sw-2")
     assert s["metric"] is None and s["elements"][1]["metrics"] == {"loss": 9.0, "acc": 0.25}
-    assert s["elements"][1]["step"] == 30
+    assert s["elements"][1]["metric_step"] == 30 and s["elements"][1]["step"] is None  # reported, not committed
     assert "acc=0.25 loss=9" in format_text(s)
 
 

@@ -37,11 +37,11 @@ def test_an_early_stopped_element_is_stopped_whatever_the_scheduler_says():
 
 def test_rows_carry_index_params_state_step_metric_and_are_json():
     s = summarize("sw", reversed(ELS), {0: "RUNNING"}, steps={0: 300}, metric="loss",
-                  metrics={0: {"loss": 0.25, "acc": 0.5}})
+                  metrics={0: {"loss": 0.25, "acc": 0.5}}, metric_steps={0: 320})
     assert [r["index"] for r in s["elements"]] == [0, 1, 2, 3]
     assert s["elements"][0] == {"index": 0, "params": {"lr": 1.0e-4, "batch": 32}, "state": "RUNNING",
                                 "step": 300, "metric": 0.25, "metrics": {"loss": 0.25, "acc": 0.5},
-                                "rung": None, "reason": None, "attempts": []}
+                                "metric_step": 320, "rung": None, "reason": None, "attempts": []}
     assert s["elements"][1]["step"] is None and s["elements"][1]["metric"] is None
     assert s["elements"][1]["metrics"] == {}
     assert json.loads(json.dumps(s)) == s

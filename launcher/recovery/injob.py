@@ -1,0 +1,55 @@
+"""In-job restarts (``recovery.in_job``) as the launcher sees them (pure): the job script
+reruns a failed step inside its allocation and records each rerun as a new generation whose
+GENERATIONS.json record carries ``in_job`` (launcher.jobside.injob). Here they are matched
+to the launcher's attempts (each rerun belongs to the attempt whose run it restarted) and
+turned into events for ``launcher status``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from launcher.recovery.takeover import attempt_records, own_records
+
+EVENT = "in_job_restart"
+
+
+def restarts_by_attempt(job_id: str, attempts: Iterable[int], history: Iterable[dict]) -> dict[int, list[dict]]:
+    """{attempt: its in-job restart records, oldest first}: a restart belongs to the attempt of
+    the generation it restarted (``in_job.previous_generation``), followed back to the
+    attempt's first start."""
+    history = list(history)
+    firsts = [h for h in history if not isinstance(h.get("in_job"), dict)]
+    attempt_of = {h["generation"]: a for a, h in attempt_records(job_id, attempts, firsts).items()}
+    out: dict[int, list[dict]] = {}
+    for h in own_records(job_id, history):
+        ij = h.get("in_job")
+        if not isinstance(ij, dict):
+            continue
+        a = attempt_of.get(ij.get("previous_generation"))
+        if a is None:
+            continue
+        attempt_of[h["generation"]] = a
+        out.setdefault(a, []).append(h)
+    return out
+
+
+def event_detail(attempt: int, h: dict) -> dict:
+    """The ``in_job_restart`` event of restart record H of ATTEMPT."""
+    ij = h["in_job"]
+    step = h.get("resume_step")
+    return {"attempt": attempt, "restart": ij.get("restart"), "exit": ij.get("exit"),
+            "failed_at": ij.get("failed_at"), "generation": h.get("generation"),
+            "resume_step": step if isinstance(step, int) and step >= 0 else None,
+            "resume_tier": h.get("resume_tier")}
+
+
+def summary(meta: dict) -> str:
+    """One phrase for an attempt's in-job restarts (its meta's ``in_job``), or ''."""
+    ij = (meta or {}).get("in_job") or {}
+    n = ij.get("restarts") or 0
+    if not n:
+        return ""
+    step = ij.get("last_resume_step")
+    return (f"{n} in-job restart(s), the last after exit {ij.get('last_exit')}, resuming from "
+            f"{'a fresh start' if step is None else f'step {step}'}")
