@@ -65,11 +65,7 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
     store = app.store
     hooks = hooks_of(app, hooks)
     specs = SpecMemo() if specs is None else specs
-    rows = store.watch_rows(OVERTAKEN)  # one listing; again only when a SUBMITTING row was settled
-    unsettled = unsettled_in(store, rows)
-    outcomes = reconcile(app, clock, jobs=unsettled, hooks=hooks) if unsettled else []
-    if unsettled:
-        rows = store.watch_rows(OVERTAKEN)
+    rows, outcomes = _listed(app, clock, hooks)
     jobs = [j for j in rows if j.handle and is_open(j) and store.may_act(j)]
     outcomes += unreadable(store)  # rows whose meta cannot be read: reported, the others go on
     seen_before = watch_marks.load(store)
@@ -83,46 +79,87 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
 
     statuses = refresh(app, jobs, recorded=recorded, poller=poller)
     outcomes += hooks.judge(app, jobs)  # e.g. sweep early stopping: its stops are carried out below
-    keep, forget, progress_s = [], [], progress_every()
-    todo = []  # (job, its status, its fingerprint): what this pass decides on
+    todo, passed_over = _to_decide(jobs, statuses, seen_now, seen_before, now, poller)
+    decided, keep, forget = _decide_all(app, todo, clock, hooks, specs, seen_before, now)
+    _mark(store, keep, forget)
+    specs.keep_only(j.job_id for j in jobs)
+    outcomes += passed_over + decided
+    outcomes.extend(hooks.after(app, clock))  # e.g. sweep elements queued by the launcher: start as slots free
+    outcomes += notify.step(app, jobs, clock)  # decided once under each job's claim, delivered off this thread
+    return outcomes
+
+
+def _listed(app, clock, hooks: WatchHooks) -> tuple[list, list]:
+    """(the rows this pass reads, the outcomes of settling its SUBMITTING rows and the rows whose
+    cancel overtook their submission): one listing (``watch_rows``), again only when a row was
+    settled."""
+    store = app.store
+    rows = store.watch_rows(OVERTAKEN)
+    unsettled = unsettled_in(store, rows)
+    if not unsettled:
+        return rows, []
+    outcomes = reconcile(app, clock, jobs=unsettled, hooks=hooks)
+    return store.watch_rows(OVERTAKEN), outcomes
+
+
+def _to_decide(jobs: list, statuses: dict, seen_now: dict, seen_before: dict, now: float,
+               poller: Optional[Poller]) -> tuple[list, list]:
+    """([(job, its status, its fingerprint)] of the JOBS this pass decides on, in this watcher's
+    order; the outcome "running" of the others, as the last decision on each said). A job whose
+    status and row are what its mark recorded, and whose mark is not due, is passed over; with a
+    POLLER, a job not in the poller's snapshot yet is left to the poller's next pass, and the
+    watchers start deciding at points of their own (``changes.spread``)."""
+    todo, passed_over = [], []
     for job in jobs:
-        if poller is not None and job.job_id not in statuses:  # not in the poller's snapshot yet: it decides
+        if poller is not None and job.job_id not in statuses:
             continue
         st = statuses.get(job.job_id)
         seen = seen_now[job.job_id] if job.job_id in seen_now else changes.fingerprint(job, st)
         if changes.unchanged(seen_before.get(job.job_id), seen, now):
-            outcomes.append(Outcome(job.job_id, "running", st.state.value))  # as the last decision on it said
-            continue
-        todo.append((job, st, seen))
-    if poller is not None:  # several watchers: each starts deciding at a point of its own (changes.spread)
+            passed_over.append(Outcome(job.job_id, "running", st.state.value))
+        else:
+            todo.append((job, st, seen))
+    if poller is not None:
         by_id = {t[0].job_id: t for t in todo}
         todo = [by_id[j] for j in changes.spread(list(by_id), poller.owner)]
-    fresh: dict = {}  # the rows of the jobs about to be decided, read DECIDE_CHUNK at a time (after refresh wrote)
+    return todo, passed_over
+
+
+def _decide_all(app, todo: list, clock, hooks: WatchHooks, specs: SpecMemo, seen_before: dict,
+                now: float) -> tuple[list, list, list]:
+    """Decide on and act for each (job, status, fingerprint) of TODO, its row read DECIDE_CHUNK
+    at a time (after the refresh wrote): (the outcomes, the marks to keep: a job found running
+    with nothing to do, the marks to forget)."""
+    store = app.store
+    outcomes, keep, forget, progress_s = [], [], [], progress_every()
+    fresh: dict = {}
     for i, (job, st, seen) in enumerate(todo):
         if i % DECIDE_CHUNK == 0:
             fresh = store.jobs_by_id(t[0].job_id for t in todo[i:i + DECIDE_CHUNK])
         if job.job_id not in fresh:  # gone, or its meta unreadable: the next listing says so
             continue
-        try:
-            o = _one(app, job.job_id, st, clock, hooks, specs, row=fresh[job.job_id])
-        except ClaimLost as e:
-            o = Outcome(job.job_id, "claimed", str(e))
-        except SubmissionUnsettled as e:  # an earlier try of that attempt may still show: looked at next pass
-            o = Outcome(job.job_id, "waiting", str(e))
-        except LauncherError as e:
-            store.record_event(job.job_id, "watch_error", error=str(e))
-            o = Outcome(job.job_id, "control_plane", str(e))
+        o = _one_or_why_not(app, job.job_id, st, clock, hooks, specs, fresh[job.job_id])
         if o is not None:
             outcomes.append(o)
         if seen is not None and o is not None and o.action == "running" and not _every_pass(job, st, specs):
             keep.append((job.job_id, seen, changes.due(job, now, progress_s, changes.REVISIT_S)))
         elif job.job_id in seen_before:
             forget.append(job.job_id)
-    _mark(store, keep, forget)
-    specs.keep_only(j.job_id for j in jobs)
-    outcomes.extend(hooks.after(app, clock))  # e.g. sweep elements queued by the launcher: start as slots free
-    outcomes += notify.step(app, jobs, clock)  # decided once under each job's claim, delivered off this thread
-    return outcomes
+    return outcomes, keep, forget
+
+
+def _one_or_why_not(app, job_id: str, st, clock, hooks: WatchHooks, specs: SpecMemo, row) -> Optional[Outcome]:
+    """``_one``, with what stopped it as the outcome: another watcher's claim, an earlier try of
+    the attempt that may still show (looked at next pass), or an error (recorded as an event)."""
+    try:
+        return _one(app, job_id, st, clock, hooks, specs, row=row)
+    except ClaimLost as e:
+        return Outcome(job_id, "claimed", str(e))
+    except SubmissionUnsettled as e:
+        return Outcome(job_id, "waiting", str(e))
+    except LauncherError as e:
+        app.store.record_event(job_id, "watch_error", error=str(e))
+        return Outcome(job_id, "control_plane", str(e))
 
 
 def progress_every() -> float:
