@@ -17,6 +17,7 @@ token up in the scheduler first and adopts what it finds.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 from launcher.core.errors import LauncherError, StateStoreError, SubmissionUnsettled
@@ -494,10 +495,20 @@ def run(app, interval: float = 10.0, once: bool = False, clock=time.time, sleep=
         notify.flush(app)  # deliveries under way get a few seconds; the rest wait in the outbox
 
 
+@dataclass
+class _Loop:
+    """What the watch loop carries from pass to pass; each flag makes a line said once."""
+
+    passes: int = 0
+    down: bool = False  # the store could not be reached at the last try (said once per outage)
+    idle: bool = False  # no job was open after the last pass (said once per idle stretch)
+    unrecorded: bool = False  # the heartbeat could not be recorded (said once)
+
+
 def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_idle: bool = False,
          heartbeat: Optional[Heartbeat] = None) -> None:
     clock = clock or time.time
-    n, down, idle, unrecorded = 0, False, False, False
+    loop = _Loop()
     specs = SpecMemo()  # the open jobs' parsed specs, from pass to pass
     poller = None if once else Poller(interval)  # a one-off pass asks every target itself
     woken = None if once else wakeups.listener(app.store)  # PostgreSQL: a launch or a cancel ends the wait
@@ -505,35 +516,23 @@ def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_i
         while True:
             try:
                 started = clock()
-                for o in cycle(app, clock, hooks, specs=specs, poller=poller):
-                    if o.action not in ("running", "claimed"):  # claimed: another watcher is on it
-                        echo(f"{o.job_id}: {o.action}" + (f" ({o.reason})" if o.reason else ""))
-                n += 1
-                if heartbeat is not None:
-                    unrecorded = _beat(app, heartbeat, started, clock(), echo, unrecorded)
-                if once or (max_cycles is not None and n >= max_cycles):
+                _pass(app, loop, started, clock, echo, hooks, specs, poller, heartbeat)
+                if once or (max_cycles is not None and loop.passes >= max_cycles):
                     return
                 # a cancelled job whose submission may still appear, notifications still to deliver: go on
-                left = app.store.open_jobs() or unsettled_jobs(app.store) or notify.pending(app)
+                left = bool(app.store.open_jobs() or unsettled_jobs(app.store) or notify.pending(app))
             except StoreUnreachable as e:
                 # a team's server restarted or down: what was in flight rolled back whole; the claims
                 # decide again once it answers (each cycle opens a new connection). Said once per outage.
                 if once:
                     raise
-                if not down:
+                if not loop.down:
                     echo(f"{e}: trying again every {max(interval, 1.0):g} s")
-                down = True
+                loop.down = True
                 sleep(max(interval, 1.0))
                 continue
-            if down:
-                echo("the state store answers again")
-                down = False
-            if not left and exit_when_idle:
-                echo("no open jobs left")
+            if _ends_here(loop, left, interval, echo, exit_when_idle):
                 return
-            if not left and not idle:  # said once each time the last job closes; the loop goes on
-                echo(f"no open jobs left: still watching for new ones every {interval:g} s")
-            idle = not left
             pause = pause_after(interval, clock() - started)
             if woken is None or sleep is not time.sleep:  # (a test's own sleep: it decides the waits)
                 sleep(pause)
@@ -542,6 +541,32 @@ def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_i
     finally:
         if woken is not None:
             woken.close()
+
+
+def _pass(app, loop: _Loop, started: float, clock, echo, hooks, specs: SpecMemo, poller,
+          heartbeat: Optional[Heartbeat]) -> None:
+    """One pass (begun at STARTED), its outcomes worth reading said to ECHO, then the heartbeat."""
+    for o in cycle(app, clock, hooks, specs=specs, poller=poller):
+        if o.action not in ("running", "claimed"):  # claimed: another watcher is on it
+            echo(f"{o.job_id}: {o.action}" + (f" ({o.reason})" if o.reason else ""))
+    loop.passes += 1
+    if heartbeat is not None:
+        loop.unrecorded = _beat(app, heartbeat, started, clock(), echo, loop.unrecorded)
+
+
+def _ends_here(loop: _Loop, left: bool, interval: float, echo, exit_when_idle: bool) -> bool:
+    """What the loop says after a pass that reached the store (its return, the last job closed),
+    and whether it ends: no job LEFT and EXIT_WHEN_IDLE."""
+    if loop.down:
+        echo("the state store answers again")
+        loop.down = False
+    if not left and exit_when_idle:
+        echo("no open jobs left")
+        return True
+    if not left and not loop.idle:  # said once each time the last job closes; the loop goes on
+        echo(f"no open jobs left: still watching for new ones every {interval:g} s")
+    loop.idle = not left
+    return False
 
 
 def pause_after(interval: float, pass_s: float) -> float:
