@@ -266,42 +266,50 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time,
             return None  # the launch (or another watcher) recorded it meanwhile
         attempt = RecoveryState.load(job.meta).attempt
         backend = app.backend(job.target)
-        try:
-            found, looked, error = find_submission(backend, job_ref(app, job, attempt)), True, ""
-        except LauncherError as e:
-            found, looked, error = None, False, str(e)
+        found, looked, error = look_up(app, backend, job, attempt)
         if found is None and looked:  # e.g. a queued sweep element's start, taken back into its queue
             o = hooks.unfound_submission(app, c, clock())
             if o is not None:
                 return o
         now = clock()
-        alive = launch_alive(job.meta)
         unknown = job.meta.get("submit_unknown") or {}
-        over = bool(unknown) or alive is False
         if not looked:
             note_unanswered(store, job, now)
-        quiet = now - quiet_since(job, unknown.get("at") or job.updated or job.created)
         trace = start_trace(app, job, attempt) if found is None and looked else ""
         r = reconcile_submitting(found is not None, now - job.created, looked=looked, lookup_error=error,
-                                 launch_over=over, quiet_s=quiet, trace=trace)
+                                 launch_over=bool(unknown) or launch_alive(job.meta) is False,
+                                 quiet_s=now - quiet_since(job, unknown.get("at") or job.updated or job.created),
+                                 trace=trace)
         if r.action == "wait":
             return Outcome(job_id, "waiting", r.reason)
         if r.action in ("adopt", "adopt_trace"):
             if found is None:  # its start record names the job: tracked by that id from now on
                 found = Handle(backend.name, job.target, job_id, trace[3:], attempt,
                                extra={"job_dir": str(store.job_dir(job_id)), "found_by_trace": True})
-            store.record_attempt(job_id, attempt, job.target, found.to_json(), found.native_id, state="PENDING",
-                                 reason=r.reason, owner=c.owner)
-            if job.reason != r.reason:  # e.g. "submission outcome unknown": settled now, status says how
-                store.update_job(job_id, reason=r.reason)
-            store.record_event(job_id, "adopted", attempt=attempt, native_id=found.native_id, reason=r.reason)
-            return Outcome(job_id, "adopted", f"{job.target} id {found.native_id}")
-        if r.action == "started":
-            store.close_job(job_id, "FAILED", r.reason, owner=c.owner, event="submit_unknown_started",
-                            detail={"reason": r.reason})
-            return Outcome(job_id, "failed", r.reason)
-        store.close_job(job_id, "FAILED", r.reason, owner=c.owner, event="submit_lost", detail={"reason": r.reason})
+            return adopt(store, c, attempt, found, r.reason)
+        event = "submit_unknown_started" if r.action == "started" else "submit_lost"
+        store.close_job(job_id, "FAILED", r.reason, owner=c.owner, event=event, detail={"reason": r.reason})
         return Outcome(job_id, "failed", r.reason)
+
+
+def look_up(app, backend, job, attempt: int) -> tuple:
+    """(the scheduler's job carrying ATTEMPT of JOB's dedupe token or None, whether the lookup
+    was answered, why not)."""
+    try:
+        return find_submission(backend, job_ref(app, job, attempt)), True, ""
+    except LauncherError as e:
+        return None, False, str(e)
+
+
+def adopt(store, c, attempt: int, found: Handle, reason: str) -> Outcome:
+    """Record FOUND as ATTEMPT of claimed job C (a SUBMITTING row settled: its reason says how)."""
+    job = c.job
+    store.record_attempt(job.job_id, attempt, job.target, found.to_json(), found.native_id, state="PENDING",
+                         reason=reason, owner=c.owner)
+    if job.reason != reason:  # e.g. "submission outcome unknown": settled now, status says how
+        store.update_job(job.job_id, reason=reason)
+    store.record_event(job.job_id, "adopted", attempt=attempt, native_id=found.native_id, reason=reason)
+    return Outcome(job.job_id, "adopted", f"{job.target} id {found.native_id}")
 
 
 def settle_overtaken(app, job_id: str, clock: Callable[[], float] = time.time) -> Optional[Outcome]:
@@ -327,10 +335,7 @@ def settle_overtaken(app, job_id: str, clock: Callable[[], float] = time.time) -
             return None
         target = str(mark.get("target") or job.target)
         backend = app.backend(target)
-        try:
-            found, looked, error = find_submission(backend, job_ref(app, job, attempt)), True, ""
-        except LauncherError as e:
-            found, looked, error = None, False, str(e)
+        found, looked, error = look_up(app, backend, job, attempt)
         if found is not None:
             backend.cancel(found)  # a failure is a watch_error: tried again next cycle
             reason = ("cancelled: its submission, whose outcome was not known when the job was cancelled, reached "
