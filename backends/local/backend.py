@@ -23,7 +23,7 @@ from launcher.core.status import JobState, Status
 from launcher.jobside.startclaim import holder
 from launcher.spec.model import JobSpec
 from launcher.transport.runner import LocalRunner
-from launcher_backends.local.processes import (TOKEN_VAR, alive, orphaned_groups, proc_start_ticks, require_proc,
+from launcher_backends.local.processes import (TOKEN_VAR, alive, carries, orphaned_groups, proc_start_ticks, require_proc,
                                                stop_groups)
 
 OUTPUT = "output.log"
@@ -248,6 +248,40 @@ class LocalBackend:
             started = _started(h)
             groups[h.native_id] = (pid, h.extra.get("start_ticks"), started[1] if started else None)
         return {**errors, **stop_groups(groups)}
+
+    # ---- a hung run (recovery.hang): its program's processes, found by the job's token
+    def _own(self, handle: Handle, pids) -> list[int]:
+        """Those of PIDS that run this attempt's program: they carry its token, and are not its
+        supervisor (the leader of its group)."""
+        started = _started(handle)
+        token = started[1] if started else None
+        if not token:
+            return []
+        return [int(p) for p in pids if int(p) > 1 and str(p) != handle.native_id and carries(int(p), token)]
+
+    def signal_run(self, handle: Handle, pids, signum: int) -> list[int]:
+        done = []
+        for pid in self._own(handle, pids):
+            try:
+                os.kill(pid, signum)
+                done.append(pid)
+            except OSError:  # gone meanwhile
+                pass
+        return done
+
+    def dump_stacks(self, handle: Handle, pids) -> dict:
+        spy = shutil.which("py-spy")
+        if not spy:
+            return {}
+        out = {}
+        for pid in self._own(handle, pids):
+            try:
+                r = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if r.returncode == 0 and r.stdout.strip():
+                out[pid] = r.stdout
+        return out
 
     def logs(self, handle: Handle, follow: bool = False, done=None):
         return iter_file(self.log_file(handle, {}), follow, done=done)

@@ -6,7 +6,7 @@ takes that same Request, so the dry run and the real run cannot drift apart.
 
 Every backend is a ``Backend``; it may also be a ``Scheduler`` (a batch queue), ``Pricing``
 (or ``ChoosesPlacement``, which chooses among the placements it prices), a ``SpecOwner``, a
-``SetsEnv``, a ``Host`` and ``StartsSubmit`` (docs/extending.md, "What a backend is").
+``SetsEnv``, a ``Host``, ``StartsSubmit`` and ``ReachesRun`` (docs/extending.md, "What a backend is").
 """
 
 from __future__ import annotations
@@ -348,6 +348,19 @@ class LogFile(Protocol):
 
     @classmethod
     def log_file(cls, handle: Handle, options: dict) -> Optional[str]: ...
+
+
+@runtime_checkable
+class ReachesRun(Protocol):
+    """A backend that reaches the processes of a running attempt's program from where the
+    launcher runs (``local``), for a hung run (``recovery.hang``, ``launcher.recovery.hang``).
+    ``signal_run(handle, pids, signum)`` signals those of PIDS that belong to the attempt (never
+    its job script or supervisor) and gives the pids it signalled; ``dump_stacks(handle, pids)``
+    gives {pid: text} of ``py-spy dump`` where py-spy is installed ({} otherwise)."""
+
+    def signal_run(self, handle: Handle, pids: Sequence[int], signum: int) -> list[int]: ...
+
+    def dump_stacks(self, handle: Handle, pids: Sequence[int]) -> dict[int, str]: ...
 
 
 class Pending(Protocol):

@@ -247,6 +247,21 @@ class Recovery(Section):
     placement_cooldown: Duration = 1800
     # restarts inside the allocation, before the launcher's own recovery (None: none)
     in_job: Optional[InJob] = None
+    # a hang (docs/in-job-recovery.md#hangs): the job runs but reported no step for this long.
+    # None: off; a duration; or "auto" (twice the longest gap between its step reports, plus 60 s)
+    hang: Optional[Union[int, str]] = None
+    # resubmissions after a hang (its own budget; in-job reruns count against in_job.max_restarts)
+    hang_restarts: int = Field(2, ge=0)
+
+    @field_validator("hang", mode="before")
+    @classmethod
+    def _hang(cls, v):
+        if v is None or (isinstance(v, str) and v.strip().lower() == "auto"):
+            return None if v is None else "auto"
+        d = _duration(v)
+        if d is None or d <= 0:
+            raise ValueError("expected a positive duration (10m) or auto, or leave the key out (no hang detection)")
+        return d
 
     @field_validator("signal")
     @classmethod
