@@ -105,6 +105,20 @@ def test_the_attempts_meta_counts_its_hangs_and_says_whether_its_end_is_the_hang
     assert d["age_s"] == 61.0 and d["recovery"].startswith("resubmission") and d["pids"] == [7]
 
 
+def test_a_running_job_with_hang_is_decided_at_every_pass():
+    from dataclasses import replace as dc_replace
+
+    from launcher.core.status import Status
+    from launcher.recovery import changes
+    from launcher.recovery.state import RecoveryState
+
+    running = Status(JobState.RUNNING)
+    with_hang = spec_from_text(BASE + "recovery: {hang: 5m}\n")
+    assert changes.every_pass(RecoveryState(), with_hang, running)
+    assert not changes.every_pass(RecoveryState(), with_hang, dc_replace(running, state=JobState.PENDING))
+    assert not changes.every_pass(RecoveryState(), spec_from_text(BASE), running)
+
+
 # ---- the policy: a hung attempt's end is a HANG, with its own budget
 def test_a_hung_attempt_is_retried_on_the_hang_budget_and_given_up_past_it():
     ev = Event(attempt=1, state=JobState.FAILED, resume_step=None, committed_step=10, exit_code=137, hung=True)
