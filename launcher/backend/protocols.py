@@ -352,15 +352,15 @@ class LogFile(Protocol):
 
 @runtime_checkable
 class ReachesRun(Protocol):
-    """A backend that reaches the processes of a running attempt's program from where the
-    launcher runs (``local``), for a hung run (``recovery.hang``, ``launcher.recovery.hang``).
-    ``signal_run(handle, pids, signum)`` signals those of PIDS that belong to the attempt (never
-    its job script or supervisor) and gives the pids it signalled; ``dump_stacks(handle, pids)``
-    gives {pid: text} of ``py-spy dump`` where py-spy is installed ({} otherwise)."""
+    """A backend that reaches the processes of a running attempt's program, for a hung run
+    (``recovery.hang``, ``launcher.recovery.hang``). PROCS are (host, pid) pairs, as the job side
+    named its stack files. ``signal_run(handle, procs, signum)`` signals those of PROCS that belong
+    to the attempt (never its job script) and gives the pairs it signalled; ``dump_stacks(handle,
+    procs)`` gives {(host, pid): text} of ``py-spy dump`` where py-spy is installed ({} otherwise)."""
 
-    def signal_run(self, handle: Handle, pids: Sequence[int], signum: int) -> list[int]: ...
+    def signal_run(self, handle: Handle, procs: Sequence[tuple], signum: int) -> list[tuple]: ...
 
-    def dump_stacks(self, handle: Handle, pids: Sequence[int]) -> dict[int, str]: ...
+    def dump_stacks(self, handle: Handle, procs: Sequence[tuple]) -> dict[tuple, str]: ...
 
 
 class Pending(Protocol):

@@ -20,7 +20,6 @@ reported, and nothing is killed.
 from __future__ import annotations
 
 import signal
-import socket
 import time
 from pathlib import Path
 from typing import Optional
@@ -87,58 +86,58 @@ def act(app, job, spec, hang: hangs.Hang, files: list, clock=time.time) -> Optio
         backend = app.backend(latest.target)
         handle = Handle.from_json(latest.handle)
         reach = can(backend, ReachesRun)
-        here = socket.gethostname()
-        pids = [pid for host, pid in files if host == here]
+        procs = list(files)
         dest = Path(store.job_dir(job.job_id)) / "stacks" / f"attempt-{latest.attempt}-g{hang.generation}"
-        how = collect_stacks(backend, handle, job.ckpt_root, hang.generation, pids, dest) if reach else "none"
+        how = collect_stacks(backend, handle, job.ckpt_root, hang.generation, procs, dest) if reach else "none"
         stacks = str(dest) if how != "none" else ""
         in_job = spec.recovery.in_job is not None and reach
         now = clock()
         meta = hangs.meta_after(latest.meta, hang, in_job=in_job, stacks=stacks, how=how, now=now)
         if not reach:
             meta[hangs.HANG_META]["killed"] = False
-        detail = hangs.event_detail(latest.attempt, hang, in_job=in_job, stacks=stacks, how=how, pids=pids)
+        detail = hangs.event_detail(latest.attempt, hang, in_job=in_job, stacks=stacks, how=how, pids=[f"{h}:{p}" for h, p in procs])
         if not reach:
             detail["recovery"] = f"none: the {latest.target} target's backend cannot reach the run's processes"
         store.write_progress(job.job_id, None, ((latest.attempt, {"meta": meta}),), ((hangs.EVENT, detail),))
-        killed = backend.signal_run(handle, pids, signal.SIGKILL) if reach else []
+        killed = backend.signal_run(handle, procs, signal.SIGKILL) if reach else []
     what = detail["recovery"] if killed or not reach else "no process of the run found to end"
     return Outcome(job.job_id, "hang", f"no step for {hang.age_s:.0f}s after step {hang.step} (limit "
                                        f"{hang.limit_s:.0f}s); stacks: {stacks or 'none'}; {what}")
 
 
-def collect_stacks(backend, handle: Handle, root: str, generation: int, pids: list, dest: Path) -> str:
-    """Dump the stacks of PIDS into DEST: py-spy where the backend has it, otherwise the job side's
-    faulthandler (asked by STACK_SIGNAL, read from the root). Which way it went: "py-spy",
-    "faulthandler", "py-spy+faulthandler", or "none"."""
+def collect_stacks(backend, handle: Handle, root: str, generation: int, procs: list, dest: Path) -> str:
+    """Dump the stacks of PROCS ((host, pid)) into DEST: py-spy where the backend has it, otherwise
+    the job side's faulthandler (asked by STACK_SIGNAL, read from the root). Which way it went:
+    "py-spy", "faulthandler", "py-spy+faulthandler", or "none"."""
     from launcher.checkpoint import open_store
 
     dest.mkdir(parents=True, exist_ok=True)
     ways = []
-    spied = backend.dump_stacks(handle, pids)
-    for pid, text in spied.items():
-        (dest / f"{socket.gethostname()}.{pid}.py-spy.txt").write_text(text)
+    spied = backend.dump_stacks(handle, procs)
+    for (host, pid), text in spied.items():
+        (dest / f"{host}.{pid}.py-spy.txt").write_text(text)
     if spied:
         ways.append("py-spy")
-    asked = backend.signal_run(handle, [p for p in pids if p not in spied], STACK_SIGNAL)
+    asked = backend.signal_run(handle, [p for p in procs if tuple(p) not in spied], STACK_SIGNAL)
     if asked:
         store = open_store(root)
-        keys = {pid: f"{hangs.stacks_key(generation)}/{socket.gethostname()}.{pid}.txt" for pid in asked}
+        keys = {(h, p): f"{hangs.stacks_key(generation)}/{h}.{p}.txt" for h, p in asked}
         got: dict = {}
         deadline = time.monotonic() + STACK_WAIT_S
         while len(got) < len(keys) and time.monotonic() < deadline:
-            for pid, key in keys.items():
+            for proc, key in keys.items():
                 raw, _ = store.read(key)
-                if raw and pid not in got:
-                    got[pid] = raw
+                if raw and proc not in got:
+                    got[proc] = raw
             if len(got) < len(keys):
                 time.sleep(0.1)
         time.sleep(0.2)  # a dump under way finishes writing (faulthandler writes it in one go)
-        for pid, key in keys.items():
+        got = {}
+        for (host, pid), key in keys.items():
             raw, _ = store.read(key)
             if raw:
-                (dest / f"{socket.gethostname()}.{pid}.faulthandler.txt").write_bytes(raw)
-                got[pid] = raw
+                (dest / f"{host}.{pid}.faulthandler.txt").write_bytes(raw)
+                got[(host, pid)] = raw
         if got:
             ways.append("faulthandler")
     if not ways:

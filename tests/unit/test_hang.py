@@ -166,3 +166,30 @@ def test_the_job_side_dumps_every_threads_stack_on_sigusr2(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+# ---- Slurm: a step in the job's own allocation per node
+def test_slurm_reaches_a_runs_processes_through_an_overlapping_step_per_node():
+    from launcher_backends.slurm import reach
+
+    assert reach.by_host([("n1", 5), ("n2", 7), ("n1", 6)]) == {"n1": [5, 6], "n2": [7]}
+    assert reach.job_of("123") == "123" and reach.job_of("123_4") is None
+    argv = reach.signal_argv("123", "n1", [5, 6], signal.SIGUSR2)
+    assert argv[:7] == ["srun", "--jobid=123", "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=n1", "--quiet"]
+    assert argv[-5:] == ["sh", "123", str(int(signal.SIGUSR2)), "5", "6"]
+    # the script signals only the pids whose environment names the job, and prints them
+    script = argv[argv.index("-c") + 1]
+    me = subprocess.run(["/bin/sh", "-c", script, "sh", "no-such-job", "0", str(os.getpid())], capture_output=True,
+                        text=True)
+    assert me.returncode == 0 and me.stdout == ""
+    theirs = subprocess.Popen(["sleep", "60"], env={**os.environ, "SLURM_JOB_ID": "4242"})
+    try:
+        hit = subprocess.run(["/bin/sh", "-c", script, "sh", "4242", str(int(signal.SIGTERM)), str(theirs.pid),
+                              str(os.getpid())], capture_output=True, text=True)
+        assert hit.stdout.split() == [str(theirs.pid)] and theirs.wait(10) == -signal.SIGTERM
+    finally:
+        theirs.kill()
+        theirs.wait()
+    assert reach.signalled("n1", "5\n6\n") == [("n1", 5), ("n1", 6)]
+    out = "@@launcher-pid 5\nThread 5 (idle)\n  f (x.py:1)\n@@launcher-pid 6\n"
+    assert reach.dumps("n1", out) == {("n1", 5): "Thread 5 (idle)\n  f (x.py:1)\n"}
