@@ -13,8 +13,8 @@ In order, under the job's claim:
    allocation, otherwise the attempt fails and the launcher resubmits it.
 
 The run's processes are the ones that registered a stack file under the checkpoint root; a backend
-reaches them when it is a ``ReachesRun`` (``local``). On the others the hang is recorded and
-reported, and nothing is killed.
+reaches them when it is a ``ReachesRun`` (``local``: directly; Slurm: a step in the job's own
+allocation). On the others the hang is recorded and reported, and nothing is killed.
 """
 
 from __future__ import annotations

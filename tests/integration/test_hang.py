@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from launcher.recovery.hangs import report_times
 
 from .launcher_cli import start_watcher, stop_watchers
@@ -45,17 +47,19 @@ PROGRAM = textwrap.dedent("""
 """)
 
 
-def hang_spec(cli, name: str, **recovery):
-    prog = cli.tmp / "prog.py"
+def hang_spec(cli, name: str, base=None, resources=None, **recovery):
+    base = base or cli.tmp
+    prog = base / "prog.py"
     prog.write_text(PROGRAM)
-    root = cli.tmp / f"ckpt-{name}"
+    root = base / f"ckpt-{name}"
     body = {"run": [sys.executable, "-I", "-S", str(prog), "12", "6"], "checkpoint": {"root": str(root)},
-            "recovery": {"hang": f"{HANG_S}s", "hang_restarts": 1, "app_error": 0, **recovery}}
+            "recovery": {"hang": f"{HANG_S}s", "hang_restarts": 1, "app_error": 0, **recovery},
+            **({"resources": resources} if resources else {})}
     return cli.spec(name, body), root
 
 
-def check_hang(cli, job: str, root: Path, attempts: list, recovery: str) -> dict:
-    st = cli.wait_state(job, ["COMPLETED", "FAILED", "GAVE_UP", "CANCELLED"], timeout=180, interval=0.5)
+def check_hang(cli, job: str, root: Path, attempts: list, recovery: str, timeout: float = 180) -> dict:
+    st = cli.wait_state(job, ["COMPLETED", "FAILED", "GAVE_UP", "CANCELLED"], timeout=timeout, interval=0.5)
     assert st["state"] == "COMPLETED", st
     assert [a["state"] for a in st["attempts"]] == attempts, st["attempts"]
     found = [e for e in st["events"] if e["kind"] == "hang_detected"]
@@ -74,8 +78,8 @@ def check_hang(cli, job: str, root: Path, attempts: list, recovery: str) -> dict
     assert st["attempts"][0]["hang"]["stacks"] == str(stacks)
     text = cli.run("status", job).stdout
     assert f"stacks in {stacks}" in text, text
-    log = cli.output(job)
-    assert log.count("hanging at step 6") == 1 and log.count("DONE gen") == 1, log
+    log = cli.output(job)  # the last attempt's on Slurm, every attempt's on local
+    assert log.count("DONE gen") == 1 and "hanging at step 6" not in log.split("started gen 2")[-1], log
     return st
 
 
@@ -104,3 +108,19 @@ def test_a_hung_run_is_rerun_in_its_allocation_with_in_job_local(cli):
     reruns = [e for e in st["events"] if e["kind"] == "in_job_restart"]
     assert [(e["restart"], e["exit"]) for e in reruns] == [(1, 128 + signal.SIGKILL)], st["events"]
     assert not [e for e in st["events"] if e["kind"] in ("resubmitted", "retry_scheduled", "gave_up")]
+
+
+# ---- the same on the netns Slurm cluster
+@pytest.mark.slurm
+def test_a_hung_run_is_found_its_stacks_stored_and_the_job_resubmitted_slurm(cli, clean_queue):
+    base = clean_queue.shared_dir / f"hang-{cli.tmp.name}"
+    base.mkdir()
+    spec, root = hang_spec(cli, "hang-slurm", base=base, resources={"nodes": 1, "time_limit": "10m"})
+    job = cli.launch(spec)
+    watcher = start_watcher(cli, 0, interval=INTERVAL_S)
+    try:
+        st = check_hang(cli, job, root, ["FAILED", "COMPLETED"], "resubmission", timeout=300)
+    finally:
+        stop_watchers([watcher])
+    assert st["attempts"][1]["resume_step"] == 6
+    assert clean_queue.job(st["attempts"][0]["native_id"])["Restarts"] == "0"  # resubmitted, not requeued
