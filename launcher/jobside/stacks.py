@@ -38,6 +38,8 @@ def install_stack_dump(root=None):
         gen = env_int("LAUNCHER_ATTEMPT")
         if not root or gen is None or signal.getsignal(STACK_SIGNAL) not in (signal.SIG_DFL, None):
             return None
+        if "USR2" in os.environ.get("LAUNCHER_PREEMPT_SIGNAL", "").upper():  # the notice, even if not handled yet
+            return None
         store = store_for(root)
         if not store.is_local:
             return None

@@ -193,3 +193,13 @@ def test_slurm_reaches_a_runs_processes_through_an_overlapping_step_per_node():
     assert reach.signalled("n1", "5\n6\n") == [("n1", 5), ("n1", 6)]
     out = "@@launcher-pid 5\nThread 5 (idle)\n  f (x.py:1)\n@@launcher-pid 6\n"
     assert reach.dumps("n1", out) == {("n1", 5): "Thread 5 (idle)\n  f (x.py:1)\n"}
+
+
+def test_the_stack_dump_stays_off_the_preemption_signal(tmp_path):
+    """With recovery.signal: USR2 the notice owns SIGUSR2: no stack file, so the launcher never sends it."""
+    env = {**os.environ, "LAUNCHER_CKPT_ROOT": str(tmp_path / "ck"), "LAUNCHER_ATTEMPT": "1",
+           "LAUNCHER_BACKEND": "local", "LAUNCHER_HEARTBEAT_SECONDS": "0", "LAUNCHER_PREEMPT_SIGNAL": "USR2"}
+    code = "from launcher.jobside import report; report(1, loss=1.0)"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+    assert (tmp_path / "ck/.launcher/metrics/g1.jsonl").exists()
+    assert not (tmp_path / "ck/.launcher/stacks").exists()
