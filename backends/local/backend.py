@@ -23,8 +23,8 @@ from launcher.core.status import JobState, Status
 from launcher.jobside.startclaim import holder
 from launcher.spec.model import JobSpec
 from launcher.transport.runner import LocalRunner
-from launcher_backends.local.processes import (TOKEN_VAR, alive, orphaned_groups, proc_start_ticks, require_proc,
-                                               stop_groups)
+from launcher_backends.local.processes import (TOKEN_VAR, alive, carries, orphaned_groups, proc_start_ticks,
+                                               require_proc, stop_groups)
 
 OUTPUT = "output.log"
 IN_SUBMIT = "local_before_start"  # a fault point (launcher.core.faults): the script written, no process yet
@@ -248,6 +248,42 @@ class LocalBackend:
             started = _started(h)
             groups[h.native_id] = (pid, h.extra.get("start_ticks"), started[1] if started else None)
         return {**errors, **stop_groups(groups)}
+
+    # ---- a hung run (recovery.hang): its program's processes, found by the job's token
+    def _own(self, handle: Handle, procs) -> list[tuple]:
+        """Those of PROCS ((host, pid)) that run this attempt's program on this machine: they
+        carry its token, and are not its supervisor (the leader of its group)."""
+        started = _started(handle)
+        token = started[1] if started else None
+        if not token:
+            return []
+        here = socket.gethostname()
+        return [(h, int(p)) for h, p in procs
+                if h == here and int(p) > 1 and str(p) != handle.native_id and carries(int(p), token)]
+
+    def signal_run(self, handle: Handle, procs, signum: int) -> list[tuple]:
+        done = []
+        for host, pid in self._own(handle, procs):
+            try:
+                os.kill(pid, signum)
+                done.append((host, pid))
+            except OSError:  # gone meanwhile
+                pass
+        return done
+
+    def dump_stacks(self, handle: Handle, procs) -> dict:
+        spy = shutil.which("py-spy")
+        if not spy:
+            return {}
+        out = {}
+        for host, pid in self._own(handle, procs):
+            try:
+                r = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if r.returncode == 0 and r.stdout.strip():
+                out[(host, pid)] = r.stdout
+        return out
 
     def logs(self, handle: Handle, follow: bool = False, done=None):
         return iter_file(self.log_file(handle, {}), follow, done=done)

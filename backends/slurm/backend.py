@@ -30,7 +30,7 @@ from launcher.core.errors import CommandError, LauncherError, SubmitError, Trans
 from launcher.core.status import Status
 from launcher.spec.model import JobSpec
 from launcher.transport.runner import LocalRunner
-from launcher_backends.slurm import nodeguard, nodeorder, prices, probe as probe_mod
+from launcher_backends.slurm import nodeguard, nodeorder, prices, probe as probe_mod, reach
 from launcher_backends.slurm.array import with_array_tasks
 from launcher_backends.slurm.find_many import find_tokens
 from launcher_backends.slurm.jobvars import run_of
@@ -338,6 +338,27 @@ class SlurmBackend(PricedByModules):
             log = self._run(["grep", "-a", "-e", "^launcher: start ", "-e", "DUE TO PREEMPTION", log_path(handle)],
                             check=False).stdout
         return [{"state": "REQUEUED", "nodes": ""}] * (restarts - 1) + [requeued_run(job, down, log)]
+
+    # ---- a hung run (recovery.hang): its processes, through a step in its own allocation
+    def signal_run(self, handle: Handle, procs, signum: int) -> list:
+        job = reach.job_of(handle.native_id)
+        if job is None:
+            return []
+        done = []
+        for host, pids in reach.by_host(procs).items():
+            r = self._run(reach.signal_argv(job, host, pids, signum), check=False)
+            done += reach.signalled(host, r.stdout)
+        return done
+
+    def dump_stacks(self, handle: Handle, procs) -> dict:
+        job = reach.job_of(handle.native_id)
+        if job is None:
+            return {}
+        out = {}
+        for host, pids in reach.by_host(procs).items():
+            r = self._run(reach.spy_argv(job, host, pids), check=False)
+            out.update(reach.dumps(host, r.stdout))
+        return out
 
     # ---- cancel: idempotent
     def cancel(self, handle: Handle) -> None:

@@ -12,7 +12,7 @@ import shlex
 from launcher.backend.protocols import Facts, JobRef, Request
 from launcher.core.errors import CapabilityError
 from launcher.spec.model import JobSpec
-from launcher.backend.templating import contract_context, render_template
+from launcher.backend.templating import contract_context, in_job_kind, render_template
 from launcher.spec.units import format_mebibytes
 
 from launcher_backends.slurm.array import ELEMENT_LOG_PATTERN, ELEMENT_SELF_REF, LOG_PATTERN, SELF_REF, array_directive, sweep_context
@@ -185,7 +185,8 @@ def render_sbatch(spec: JobSpec, facts: Facts, job: JobRef, opts, target_name: s
     job_dir = _check_path(job.job_dir, "job directory")
     python = opts.python
     helper_cmd = f"{shlex.quote(python)} {shlex.quote(job_dir + '/' + HELPER_NAME)}"
-    srun_common = "--kill-on-bad-exit=1"
+    # torchft and NVRx recover inside the step: a rank or replica group that ends early must not end the others
+    srun_common = "--kill-on-bad-exit=0" if in_job_kind(spec) in ("torchft", "nvrx") else "--kill-on-bad-exit=1"
     if spec.image:
         srun_common += f" --container-image={shlex.quote(spec.image)} --container-mount-home"
     grace = spec.recovery.grace or 0

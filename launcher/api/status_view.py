@@ -15,6 +15,7 @@ from typing import Callable, Optional
 
 from launcher.core.ages import ago
 from launcher.recovery.current import job_up_to_date, jobs_up_to_date, reconcile_lines  # noqa: F401 - re-exported
+from launcher.recovery.hangs import HANG_META, summary as hang_summary
 from launcher.recovery.injob import summary as in_job_summary
 from launcher.state.actors import store_owner
 from launcher.state.rows import job_step
@@ -61,7 +62,9 @@ class JobDetail:
                 "attempts": [{**{k: getattr(a, k) for k in ATTEMPT_FIELDS},
                               "resume_tier": (a.meta or {}).get("resume_tier"),
                               # reruns of its step inside its allocation (recovery.in_job), from the root too
-                              "in_job": (a.meta or {}).get("in_job")} for a in self.attempts],
+                              "in_job": (a.meta or {}).get("in_job"),
+                              # what the launcher did about its hangs (recovery.hang): where the stacks are
+                              "hang": (a.meta or {}).get(HANG_META)} for a in self.attempts],
                 "events": self.events}
 
     def to_json(self) -> dict:
@@ -173,6 +176,9 @@ def job_lines(d: JobDetail, now: Optional[float] = None) -> list[str]:
         restarts = in_job_summary(a.meta)
         if restarts:
             lines.append(f"  attempt {a.attempt}: {restarts} (recovery.in_job: no requeue, no resubmission)")
+        hang = hang_summary(a.meta)
+        if hang:
+            lines.append(f"  attempt {a.attempt}: {hang} (recovery.hang)")
     decisions = [e for e in d.events if e["kind"] not in ("submitted",)]
     for e in decisions[-10:]:
         detail = {k: v for k, v in e.items() if k not in ("ts", "kind", "actor")}

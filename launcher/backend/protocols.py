@@ -6,7 +6,7 @@ takes that same Request, so the dry run and the real run cannot drift apart.
 
 Every backend is a ``Backend``; it may also be a ``Scheduler`` (a batch queue), ``Pricing``
 (or ``ChoosesPlacement``, which chooses among the placements it prices), a ``SpecOwner``, a
-``SetsEnv``, a ``Host`` and ``StartsSubmit`` (docs/extending.md, "What a backend is").
+``SetsEnv``, a ``Host``, ``StartsSubmit`` and ``ReachesRun`` (docs/extending.md, "What a backend is").
 """
 
 from __future__ import annotations
@@ -348,6 +348,19 @@ class LogFile(Protocol):
 
     @classmethod
     def log_file(cls, handle: Handle, options: dict) -> Optional[str]: ...
+
+
+@runtime_checkable
+class ReachesRun(Protocol):
+    """A backend that reaches the processes of a running attempt's program, for a hung run
+    (``recovery.hang``, ``launcher.recovery.hang``). PROCS are (host, pid) pairs, as the job side
+    named its stack files. ``signal_run(handle, procs, signum)`` signals those of PROCS that belong
+    to the attempt (never its job script) and gives the pairs it signalled; ``dump_stacks(handle,
+    procs)`` gives {(host, pid): text} of ``py-spy dump`` where py-spy is installed ({} otherwise)."""
+
+    def signal_run(self, handle: Handle, procs: Sequence[tuple], signum: int) -> list[tuple]: ...
+
+    def dump_stacks(self, handle: Handle, procs: Sequence[tuple]) -> dict[tuple, str]: ...
 
 
 class Pending(Protocol):

@@ -15,6 +15,7 @@ import os
 import shlex
 from functools import lru_cache
 from pathlib import Path
+from typing import Optional
 
 import jinja2
 
@@ -99,5 +100,33 @@ def contract_context(spec, job, helper_cmd: str) -> dict:
         "ckpt_peers": spec.checkpoint.peers,
         "ckpt_drain": spec.checkpoint.drain_mode,
         "helper_cmd": helper_cmd,
-        "in_job": spec.recovery.in_job,  # None: the script runs its step once (templates/_contract.sh.j2)
+        # None: the script runs its step once (templates/_contract.sh.j2); nvrx restarts inside the step
+        "in_job": spec.recovery.in_job if in_job_kind(spec) in ("allocation", "torchft") else None,
+        "in_job_kind": in_job_kind(spec),  # what else the kind renders (_contract.sh.j2 in_job_kind_env)
+        "task_env": task_env(spec),
+        "min_replicas": (spec.recovery.in_job.min_replicas or 1) if in_job_kind(spec) == "torchft" else None,
+        "nvrx_restarts": spec.recovery.in_job.max_restarts if in_job_kind(spec) == "nvrx" else None,
+        "lighthouse_port_offset": LIGHTHOUSE_PORT_OFFSET,
     }
+
+
+def in_job_kind(spec) -> Optional[str]:
+    ij = spec.recovery.in_job
+    return ij.kind if ij is not None else None
+
+
+LIGHTHOUSE_PORT_OFFSET = 20000  # torchft's lighthouse listens on MASTER_PORT + this (never another job's MASTER_PORT)
+
+
+def task_env(spec) -> str:
+    """Shell exports each task of the run gets for its in-job kind (after ``_launcher_node_env``):
+    torchft's replica group (the node's topology block where it has one, else its rank); the
+    torch.distributed variables NVRx's in-process wrapper reads. '' for the other kinds. The
+    text goes inside a single-quoted ``bash -c``: it holds no single quote."""
+    kind = in_job_kind(spec)
+    if kind == "torchft":
+        return 'export REPLICA_GROUP_ID="${LAUNCHER_NODE_BLOCK:-$LAUNCHER_NODE_RANK}"; '
+    if kind == "nvrx":
+        world = spec.resources.nodes * spec.resources.tasks_per_node
+        return f'export RANK="$LAUNCHER_RANK" LOCAL_RANK="$LAUNCHER_LOCAL_RANK" WORLD_SIZE={world}; '
+    return ""

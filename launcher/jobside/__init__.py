@@ -9,6 +9,7 @@ installed. Supports Python 3.8+.
     env        what the job reads from its environment (root, generation, resume point)
     signals    preemption notices, standing down when superseded
     heartbeat  the liveness record ``launcher report`` reads
+    stacks     faulthandler on SIGUSR2: a hung run's stacks, for ``recovery.hang``
     metrics    report(step, **metrics): metrics stored under the root (sweep early stopping)
     cli        the job-side commands (resume-env, latest, wait-commit, gc, stage, ...)
     zipapp     the packer: this package and launcher.checkpoint as one zipapp

@@ -13,6 +13,7 @@ import time
 from launcher.checkpoint import META_DIR, open_store
 from launcher.checkpoint.contract import now_iso
 from launcher.jobside.env import env_int
+from launcher.jobside.stacks import install_stack_dump
 
 _HEARTBEAT = {"thread": None}
 
@@ -68,5 +69,7 @@ def _beat_thread(store, gen, interval):
 
 
 def auto_heartbeat():
-    if _HEARTBEAT["thread"] is None and os.environ.get("LAUNCHER_BACKEND"):
-        start_heartbeat()
+    if os.environ.get("LAUNCHER_BACKEND"):
+        if _HEARTBEAT["thread"] is None:
+            start_heartbeat()
+        install_stack_dump()  # a hung run's stacks, on the launcher's request (recovery.hang): once

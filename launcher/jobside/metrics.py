@@ -13,6 +13,7 @@ import sys
 from launcher.checkpoint.contract import now_iso
 from launcher.checkpoint.metrics import MAX_METRICS_BYTES, check_report, encode_report, metrics_key
 
+from launcher.jobside.heartbeat import auto_heartbeat
 from launcher.jobside.env import PROG, ckpt_root, generation as _current_generation, store_for
 
 _FILES = {}  # (root, generation) -> {"lines": stored lines (None: not read yet), "pending": not yet stored}
@@ -36,6 +37,7 @@ def report(step, /, **metrics) -> bool:
     previous one. ``launcher report`` divides them by the accelerators' peak for MFU
     (docs/mfu.md). Both must be >= 0."""
     step, values = check_report(step, metrics)
+    auto_heartbeat()  # a reporting process is one a hang is judged by: its stacks can be asked for
     store = store_for(ckpt_root())
     gen = _current_generation(store)
     key = metrics_key(gen)

@@ -11,7 +11,7 @@ no decision, no write. Everything else goes through the whole decision as before
 * a job row written since (``updated``: a recovery state saved, a cancel, a stop asked for,
   a resubmission: every write to a job row stamps it);
 * a job with a clock that only a pass can act on (``every_pass``): a burst race under way, a
-  pending job that may burst, a job with a deadline;
+  pending job that may burst, a job with a deadline, a running job with ``recovery.hang``;
 * a mark that is due: a job with a checkpoint root every ``progress_every`` seconds (its
   progress is read into the store then), any other at least every ``revisit`` seconds.
 
@@ -48,10 +48,13 @@ def unchanged(mark: Optional[tuple], seen: Optional[str], now: float) -> bool:
 
 def every_pass(rs, spec, st) -> bool:
     """Whether a job has a clock that only a pass acts on, so that it is decided on at every pass
-    even when nothing changed: a burst race under way (RS), a job with a deadline, a pending job
+    even when nothing changed: a burst race under way (RS), a job with a deadline, a running job
+    with ``recovery.hang``, a pending job
     whose spec may burst it (SPEC: the job's JobSpec; ST: its status)."""
     if rs.racing or spec.cost.deadline is not None:
         return True
+    if spec.recovery.hang is not None and isinstance(st, Status) and st.state is JobState.RUNNING:
+        return True  # recovery.hang: a hang is found within one interval of its limit
     return bool(spec.burst.to and spec.burst.after) and isinstance(st, Status) and st.state is JobState.PENDING
 
 

@@ -20,6 +20,7 @@ from launcher.state.store import is_open
 from launcher.recovery.policy import (Budgets, Done, Event, FailureClass, GiveUp, PastFailure, Retry, Stop, Superseded,
                                      abandoned, classify, decide)
 from launcher.recovery.progress import Progress
+from launcher.recovery.hangs import HANG_META
 from launcher.recovery.state import RecoveryState
 
 
@@ -148,7 +149,7 @@ def _decision(job, attempts, facts: Facts, state: JobState, reason: str, now: fl
     resumes = takeover.resume_steps(job.job_id, [a.attempt for a in attempts], progress.history)
     history = []
     for a, nxt in zip(attempts, attempts[1:]):
-        fc = classify(JobState(a.state)) if a.state in JobState.__members__ else None
+        fc = classify(JobState(a.state), hung(a)) if a.state in JobState.__members__ else None
         if fc is not None:
             history.append(PastFailure(a.attempt, fc, _resume(resumes, a.attempt), _resume(resumes, nxt.attempt)))
     superseded = ""
@@ -158,7 +159,7 @@ def _decision(job, attempts, facts: Facts, state: JobState, reason: str, now: fl
     event = Event(attempt=latest.attempt, state=state, resume_step=_resume(resumes, latest.attempt),
                   committed_step=progress.committed_step, reason=reason,
                   spent_usd=sum(a.cost_usd or 0.0 for a in attempts), superseded_by=superseded,
-                  exit_code=latest.exit_code)
+                  exit_code=latest.exit_code, hung=hung(latest))
     decision = decide(history, event, Budgets.from_spec(facts.spec), now)
     stale = abandoned(state, latest.ended, now) if isinstance(decision, Retry) else None
     return GiveUp(stale, decision.failure) if stale else decision
@@ -174,6 +175,12 @@ def _retry(rs: RecoveryState, decision: Retry, latest, spec, st, now: float) -> 
     avoid = cool_down(rs.avoid, st, decision, spec, now, Handle.from_json(latest.handle).extra.get("infra"))
     return Resubmit(latest.attempt + 1, decision, replace(rs, retry_at=None, avoid=avoid), tuple(sorted(avoid)),
                     spec)
+
+
+def hung(attempt) -> bool:
+    """Whether the launcher killed ATTEMPT's processes after a hang (its meta's ``hang``,
+    ``launcher.recovery.hang``) and no in-job rerun took over after it."""
+    return bool(((attempt.meta or {}).get(HANG_META) or {}).get("killed"))
 
 
 def _resume(resumes: dict, attempt: int) -> Optional[int]:

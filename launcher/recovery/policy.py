@@ -31,6 +31,7 @@ class FailureClass(str, enum.Enum):
     OUT_OF_MEMORY = JobState.OUT_OF_MEMORY.value
     NO_CAPACITY = JobState.NO_CAPACITY.value
     APP_ERROR = "APP_ERROR"
+    HANG = "HANG"  # alive but no step reported for recovery.hang: killed by the launcher (launcher.recovery.hang)
     CONTROL_PLANE = "CONTROL_PLANE"
 
 
@@ -48,11 +49,15 @@ BUDGET_FIELD = {
     FailureClass.OUT_OF_MEMORY: "out_of_memory",
     FailureClass.APP_ERROR: "app_error",
     FailureClass.NO_CAPACITY: "no_capacity",
+    FailureClass.HANG: "hang_restarts",
 }
 
 
-def classify(state: JobState) -> Optional[FailureClass]:
-    """None for states that are not failures (COMPLETED, CANCELLED, or still active)."""
+def classify(state: JobState, hung: bool = False) -> Optional[FailureClass]:
+    """None for states that are not failures (COMPLETED, CANCELLED, or still active). HUNG: the
+    launcher killed the attempt's processes after a hang (its meta's ``hang``): a failed end is a HANG."""
+    if hung and state.is_terminal and state not in (JobState.COMPLETED, JobState.CANCELLED):
+        return FailureClass.HANG
     return _BY_STATE.get(state)
 
 
@@ -67,6 +72,7 @@ class Budgets:
     out_of_memory: int = _SPEC.out_of_memory
     app_error: int = _SPEC.app_error
     no_capacity: int = _SPEC.no_capacity
+    hang_restarts: int = _SPEC.hang_restarts
     max_total_usd: Optional[float] = None
     backoff_s: float = 30.0
     max_backoff_s: float = 900.0
@@ -98,6 +104,7 @@ class Event:
     control_plane_errors: int = 0  # consecutive, for the backoff
     superseded_by: str = ""  # why the checkpoint root now belongs to a newer run (takeover.superseded_by)
     exit_code: Optional[int] = None  # the attempt's exit status, where the scheduler gave one
+    hung: bool = False  # the launcher killed it after a hang (recovery.hang)
 
 
 @dataclass(frozen=True)
@@ -152,7 +159,7 @@ def decide(history: list[PastFailure], event: Event, budgets: Budgets, now: floa
         delay = min(budgets.max_backoff_s, budgets.backoff_s * 2 ** max(0, event.control_plane_errors - 1))
         return Retry(f"control plane error ({event.reason or 'status unknown'}): retrying the query, "
                      f"not the job", FailureClass.CONTROL_PLANE, delay_s=delay, counts_as_failure=False)
-    failure = classify(event.state)
+    failure = classify(event.state, event.hung)
     if failure is None:
         return GiveUp(f"unexpected terminal state {event.state.value}")
     if budgets.max_total_usd is not None and event.spent_usd >= budgets.max_total_usd:

@@ -30,7 +30,7 @@ from launcher.state.store import ClaimLost, is_open
 from launcher.core.status import Status, closes_job
 from launcher.launching.polling import Poller
 from launcher.launching.tracking import refresh
-from launcher.recovery import burst, deadline, notify, takeover
+from launcher.recovery import burst, deadline, hang, notify, takeover
 from launcher.recovery import changes
 from launcher.recovery.outcome import NO_HOOKS, Outcome, WatchHooks
 from launcher.core import knobs
@@ -416,6 +416,9 @@ def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS,
         moved = deadline.step(app, row, spec, st, clock)  # cost.deadline: keep it on schedule
         if moved is not None:
             return moved
+    hung = hang.step(app, row, specs.spec(row), st, clock)  # recovery.hang: stacks, then the run is ended
+    if hung is not None:
+        return hung
     rs = RecoveryState.load(row.meta)
     seen = on_status(rs, st, clock())
     if isinstance(seen, Note):

@@ -208,28 +208,36 @@ class Checkpoint(Section):
 
 
 IN_JOB_KINDS = ("allocation", "torchft", "nvrx")
-IN_JOB_BUILT = ("allocation",)  # the kinds the launcher renders today (docs/in-job-recovery.md)
+IN_JOB_BUILT = IN_JOB_KINDS  # the kinds the launcher renders (docs/in-job-recovery.md)
 
 
 class InJob(Section):
-    """In-job recovery (docs/in-job-recovery.md): the job script itself restarts a run step that
-    failed, in the same allocation, resuming from the nearest committed checkpoint, up to
-    ``max_restarts`` times within ``window``; the launcher's own recovery (requeue,
-    resubmission) takes over only when it gives up or the allocation is lost."""
+    """In-job recovery (docs/in-job-recovery.md): the job recovers a failed run inside its
+    allocation before the launcher's own recovery (requeue, resubmission) acts. ``allocation``:
+    the job script reruns the failed step, resuming from the nearest committed checkpoint, up to
+    ``max_restarts`` times within ``window``. ``torchft``: the same, plus torchft's lighthouse
+    beside the job script and each node's replica group (``min_replicas``). ``nvrx``: NVIDIA
+    Resiliency Extension restarts inside the step (``ft_launcher``/torchrun ``--max-restarts``
+    from ``max_restarts``, the in-process wrapper's environment); the job script does not rerun."""
 
     kind: str = "allocation"
     max_restarts: int = Field(3, ge=1, le=1000)
     window: PositiveDuration = 3600
+    # torchft: the replica groups the lighthouse waits for before it forms a quorum
+    min_replicas: Optional[int] = Field(None, ge=1)
 
     @field_validator("kind")
     @classmethod
     def _kind(cls, v):
         if v not in IN_JOB_KINDS:
             raise ValueError(f"expected one of {', '.join(IN_JOB_KINDS)}, got {v!r}")
-        if v not in IN_JOB_BUILT:
-            raise ValueError(f"kind {v} is not rendered by this launcher yet: use kind: allocation (the job script "
-                             "reruns the failed step in the same allocation), or leave in_job out")
         return v
+
+    @model_validator(mode="after")
+    def _replicas(self):
+        if self.min_replicas is not None and self.kind != "torchft":
+            raise ValueError(f"min_replicas is torchft's (the lighthouse's quorum), not {self.kind}'s: leave it out")
+        return self
 
 
 class Recovery(Section):
@@ -247,6 +255,21 @@ class Recovery(Section):
     placement_cooldown: Duration = 1800
     # restarts inside the allocation, before the launcher's own recovery (None: none)
     in_job: Optional[InJob] = None
+    # a hang (docs/in-job-recovery.md#hangs): the job runs but reported no step for this long.
+    # None: off; a duration; or "auto" (twice the longest gap between its step reports, plus 60 s)
+    hang: Optional[Union[int, str]] = None
+    # resubmissions after a hang (its own budget; in-job reruns count against in_job.max_restarts)
+    hang_restarts: int = Field(2, ge=0)
+
+    @field_validator("hang", mode="before")
+    @classmethod
+    def _hang(cls, v):
+        if v is None or (isinstance(v, str) and v.strip().lower() == "auto"):
+            return None if v is None else "auto"
+        d = _duration(v)
+        if d is None or d <= 0:
+            raise ValueError("expected a positive duration (10m) or auto, or leave the key out (no hang detection)")
+        return d
 
     @field_validator("signal")
     @classmethod
@@ -402,6 +425,10 @@ class JobSpec(Section):
             raise ValueError(f"checkpoint.peers: {self.checkpoint.peers} keeps a copy of each node's checkpoint "
                              f"shards on the next node, and the job has {self.resources.nodes} node: set "
                              "resources.nodes >= 2, or peers: 0")
+        ij = self.recovery.in_job
+        if ij and ij.kind == "torchft" and (ij.min_replicas or 1) > self.resources.nodes:
+            raise ValueError(f"recovery.in_job.min_replicas: {ij.min_replicas} replica groups cannot form on "
+                             f"{self.resources.nodes} node(s) (one group per node, or per topology block)")
         if self.recovery.in_job and not self.checkpoint.root:
             raise ValueError("recovery.in_job restarts the run from the nearest committed checkpoint and records "
                              "each restart under it: set checkpoint.root")

@@ -37,7 +37,9 @@ def test_in_job_parses_its_window_and_defaults():
 
 
 @pytest.mark.parametrize("body,words", [
-    ("recovery: {in_job: {kind: torchft}}\n", ["recovery.in_job.kind", "not rendered by this launcher yet"]),
+    ("recovery: {in_job: {kind: nvrx, min_replicas: 2}}\n", ["recovery.in_job", "min_replicas is torchft's"]),
+    ("recovery: {in_job: {kind: torchft, min_replicas: 2}}\n", ["min_replicas: 2 replica groups cannot form on 1"]),
+    ("recovery: {in_job: {kind: torchft, min_replicas: 0}}\n", ["recovery.in_job.min_replicas"]),
     ("recovery: {in_job: {kind: magic}}\n", ["recovery.in_job.kind", "allocation, torchft, nvrx"]),
     ("recovery: {in_job: {max_restarts: 0}}\n", ["recovery.in_job.max_restarts"]),
     ("recovery: {in_job: {window: 0s}}\n", ["recovery.in_job.window"]),
@@ -284,3 +286,72 @@ def test_an_interrupted_attempt_with_in_job_reruns_keeps_its_clocks_to_its_last_
     a2 = acc.attempts[1]
     assert a2.in_job_restarts == 1 and a2.in_job_lost_s == 2 and a2.restore_end == 35
     assert acc.totals["restart_overhead"] == 4 + 2 + 6 + 3
+
+
+# ---- torchft and nvrx: what each kind renders (torchft 0.2.0: torchft_lighthouse --min_replicas/--bind/
+# --join_timeout_ms/--quorum_tick_ms and the Manager's TORCHFT_LIGHTHOUSE; NVRx 0.4.1: ft_launcher's
+# --max-restarts reads PET_MAX_RESTARTS, as torchrun's does; inprocess.Wrapper reads RANK, WORLD_SIZE,
+# LOCAL_RANK, MASTER_ADDR, MASTER_PORT and needs the scheduler to let a rank end early)
+TORCHFT = "recovery: {in_job: {kind: torchft, max_restarts: 2, window: 1h, min_replicas: 1}}\n"
+NVRX = "recovery: {in_job: {kind: nvrx, max_restarts: 4}}\n"
+
+
+@pytest.mark.parametrize("backend_name", ["local", "slurm"])
+def test_torchft_renders_its_lighthouse_and_each_tasks_replica_group(backend_name):
+    text = _render(backend_name, BASE + TORCHFT)
+    host = "127.0.0.1" if backend_name == "local" else "$SLURMD_NODENAME"
+    assert f'export TORCHFT_LIGHTHOUSE="http://{host}:$(( MASTER_PORT + 20000 ))"' in text
+    assert ('torchft_lighthouse --min_replicas 1 --bind "[::]:$(( MASTER_PORT + 20000 ))" --join_timeout_ms 10000 '
+            '--quorum_tick_ms 100 >> "$LAUNCHER_JOB_DIR/lighthouse-$LAUNCHER_ATTEMPT.log" 2>&1 &') in text
+    assert "trap 'kill \"$_launcher_lighthouse\" 2>/dev/null' EXIT" in text
+    assert 'export REPLICA_GROUP_ID="${LAUNCHER_NODE_BLOCK:-$LAUNCHER_NODE_RANK}"; ' in text
+    assert "in-job-restart --rc" in text  # a step that failed as a whole is rerun in the allocation
+    assert text.index("torchft_lighthouse") < text.index('exec bash -c "$LAUNCHER_RUN"')
+    if backend_name == "slurm":
+        assert "srun --kill-on-bad-exit=0 --ntasks-per-node=1" in text
+
+
+@pytest.mark.parametrize("backend_name", ["local", "slurm"])
+def test_nvrx_renders_max_restarts_and_the_in_process_wrappers_environment_and_no_rerun_loop(backend_name):
+    text = _render(backend_name, BASE + NVRX)
+    assert "export PET_MAX_RESTARTS=4" in text
+    assert 'export RANK="$LAUNCHER_RANK" LOCAL_RANK="$LAUNCHER_LOCAL_RANK" WORLD_SIZE=1; ' in text
+    assert "in-job-restart" not in text and "LAUNCHER_IN_JOB_RESTARTS" not in text  # NVRx restarts, not the script
+    assert "torchft" not in text
+    if backend_name == "slurm":
+        assert "srun --kill-on-bad-exit=0 --ntasks-per-node=1" in text
+
+
+def test_the_local_script_exports_torchfts_and_nvrxs_variables_to_the_run(tmp_path):
+    """The local script as rendered, run: its program sees what each kind exports (no torchft on
+    this machine: the lighthouse's start fails into its log, and the run goes on)."""
+    import subprocess
+
+    from launcher.backend.config import Target
+    from launcher.backend.protocols import Facts
+    from launcher_backends.local.backend import LocalBackend, LocalOptions
+
+    out = {}
+    for kind, extra in (("torchft", TORCHFT), ("nvrx", NVRX)):
+        root = tmp_path / f"ck-{kind}"
+        spec = spec_from_text(f"name: t\nrun: env\ncheckpoint: {{root: {root}}}\n" + extra)
+        job_dir = tmp_path / f"job-{kind}"
+        job_dir.mkdir()
+        job = JobRef(job_id=f"t-{kind}", attempt=1, job_dir=str(job_dir))
+        text = LocalBackend(Target("local", "local", LocalOptions())).render(
+            spec, Facts("local", "local", {"python": "python3"}), job).text
+        from launcher.backend.staging import HELPER_NAME, helper_zip_bytes
+
+        (job_dir / HELPER_NAME).write_bytes(helper_zip_bytes())
+        (job_dir / "run.sh").write_text(text)
+        r = subprocess.run(["/bin/bash", str(job_dir / "run.sh")], capture_output=True, text=True, timeout=60,
+                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+        assert r.returncode == 0, r.stderr
+        out[kind] = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    ft = out["torchft"]
+    assert ft["TORCHFT_LIGHTHOUSE"] == f"http://127.0.0.1:{int(ft['MASTER_PORT']) + 20000}"
+    assert ft["REPLICA_GROUP_ID"] == "0"
+    assert "torchft_lighthouse" in (tmp_path / "job-torchft" / "lighthouse-1.log").read_text()
+    nv = out["nvrx"]
+    assert (nv["PET_MAX_RESTARTS"], nv["RANK"], nv["LOCAL_RANK"], nv["WORLD_SIZE"]) == ("4", "0", "0", "1")
+    assert nv["MASTER_ADDR"] == "127.0.0.1" and "TORCHFT_LIGHTHOUSE" not in nv

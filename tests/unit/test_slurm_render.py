@@ -29,7 +29,7 @@ def backend(**opts):
 
 CASES = [("basic", facts_2205), ("multinode", facts_2205), ("hostile", facts_2205), ("injob", facts_2205),
          ("segment", facts_2411_block), ("multinode", facts_2411_block),
-         ("segment", facts_2411), ("multinode", facts_2411)]
+         ("segment", facts_2411), ("multinode", facts_2411), ("torchft", facts_2411_block), ("nvrx", facts_2205)]
 
 
 @pytest.mark.parametrize("spec_name,facts", CASES, ids=[f"{s}-{f.__name__}" for s, f in CASES])

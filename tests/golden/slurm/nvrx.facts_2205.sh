@@ -1,0 +1,152 @@
+#!/bin/bash
+#SBATCH --job-name=nvrx
+#SBATCH --comment=launcher:basic-abc123:1
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gres=gpu:2
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --signal=B:USR1@120
+#SBATCH --output=/state/jobs/basic-abc123/slurm-%j.out
+#
+# launcher job basic-abc123 (dedupe token launcher:basic-abc123:1); rendered for target testcl
+set -uo pipefail
+# A job submitted over SSH inherits SSH_CLIENT, and Debian's bash then reads ~/.bashrc in every
+# `bash -c` of the job: the login banner would land in the job's log.
+unset SSH_CLIENT SSH2_CLIENT SSH_CONNECTION SSH_TTY
+export LAUNCHER_JOB_ID=basic-abc123
+export LAUNCHER_JOB_NAME=nvrx
+export LAUNCHER_BACKEND=slurm
+export LAUNCHER_JOB_DIR=/state/jobs/basic-abc123
+# programs import launcher.jobside from here where launcher is not installed on the nodes
+export LAUNCHER_JOB_PYZ=/state/jobs/basic-abc123/launcher_job.pyz
+# generation: +1 on every (re)start; the checkpoint helper below makes it exact across resubmissions
+export LAUNCHER_ATTEMPT=$(( 1 + ${SLURM_RESTART_COUNT:-0} ))
+export LAUNCHER_NUM_NODES="${SLURM_JOB_NUM_NODES:-1}"
+export LAUNCHER_GPUS_PER_NODE=2
+export LAUNCHER_TASKS_PER_NODE=1
+export LAUNCHER_PREEMPT_SIGNAL=USR1
+export LAUNCHER_NODE_HOSTS="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)"
+export MASTER_ADDR="${LAUNCHER_NODE_HOSTS%%,*}"
+export MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))
+export LAUNCHER_SELF_ID="$SLURM_JOB_ID"
+export LAUNCHER_REQUEUE_CMD="scontrol requeue $LAUNCHER_SELF_ID"
+export LAUNCHER_SCHEDULER_VARS='SLURM_JOB_ID SLURM_RESTART_COUNT SLURM_JOB_NODELIST'
+# this attempt's start is claimed once (create-only, with this job's id): a duplicate
+# submission of the same attempt stands down here, before any user code (a Slurm requeue
+# of this very job holds the same id and goes on)
+python3 /state/jobs/basic-abc123/launcher_job.pyz start-claim --job-dir "$LAUNCHER_JOB_DIR" --attempt 1 --self "$LAUNCHER_SELF_ID" || exit $?
+# rank order from the topology: each block's (topology/block) or leaf switch's (topology/tree)
+# nodes get consecutive ranks, in hostname order within it; MASTER_ADDR is rank 0. Sets
+# LAUNCHER_NODE_HOSTS in that order and LAUNCHER_NODE_ORDER (launcher_backends.slurm.nodeorder)
+eval "$(python3 /state/jobs/basic-abc123/launcher_job.pyz node-order)"
+# run by every task: its node's rank, block and the job's nodes in that block, looked up by its
+# node name in LAUNCHER_NODE_ORDER ("host=rank:block:nodes ..."); without one (a one-node job)
+# rank SLURM_NODEID and no block. PET_NODE_RANK is torchrun's --node-rank.
+_launcher_node_env() {
+  local e=" ${LAUNCHER_NODE_ORDER:-} "
+  e="${e#* "$SLURMD_NODENAME"=}"; e="${e%% *}"
+  [ -n "$e" ] || e="$SLURM_NODEID::1"
+  export LAUNCHER_NODE_RANK="${e%%:*}" LAUNCHER_NODES_PER_BLOCK="${e##*:}"
+  e="${e#*:}"
+  export LAUNCHER_NODE_BLOCK="${e%:*}" PET_NODE_RANK="$LAUNCHER_NODE_RANK"
+}
+export -f _launcher_node_env
+echo "launcher: start $LAUNCHER_ATTEMPT of $LAUNCHER_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})" >&2
+# Resolve the latest COMMITTED checkpoint at every start of the job (requeues rerun
+# this script), bump the generation, and export LAUNCHER_RESUME_FROM / _STEP / _ATTEMPT.
+export LAUNCHER_CKPT_ROOT=/shared/ckpt/nvrx
+export LAUNCHER_CKPT_KEEP=3
+if ! _launcher_resume="$(python3 /state/jobs/basic-abc123/launcher_job.pyz resume-env --root "$LAUNCHER_CKPT_ROOT" --job-id "$LAUNCHER_JOB_ID" --attempt-hint "$LAUNCHER_ATTEMPT")"; then
+  echo "launcher: could not resolve the checkpoint to resume from (root $LAUNCHER_CKPT_ROOT)" >&2
+  exit 3
+fi
+eval "$_launcher_resume"
+echo "launcher: attempt $LAUNCHER_ATTEMPT resuming from ${LAUNCHER_RESUME_FROM:-<fresh start>}" >&2
+# keep away from nodes that failed this job repeatedly (requeues itself if it holds one)
+python3 /state/jobs/basic-abc123/launcher_job.pyz node-guard --job-dir "$LAUNCHER_JOB_DIR" || exit 0
+# run: on every node (1 task(s) per node). The shells in between
+# ignore the notice signal and exec the run, so a one-command run *is* the task process
+# and gets the notice and TERM itself (a program installs its own handler over the
+# ignored disposition). In a multi-line run, put `exec` before the main program.
+export LAUNCHER_RUN='ft_launcher --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" train.py'
+# NVIDIA Resiliency Extension (recovery.in_job kind nvrx, docs/in-job-recovery.md): it restarts the
+# ranks inside the step; PET_MAX_RESTARTS is ft_launcher's and torchrun's --max-restarts
+export PET_MAX_RESTARTS=3
+# A job being ended (scancel, `launcher cancel`, its time limit) signals this shell with TERM
+# and leaves RUNNING: _launcher_ending. A notice sets _launcher_noticed.
+_launcher_noticed= _launcher_ending=
+_launcher_requeue() {
+  # Requeue this job in place (same ids) when it still runs, or is being ended by its time
+  # limit (the run saved: go on in a new allocation); never when it is being cancelled:
+  # `scontrol requeue` would bring back even a cancelled job (measured on 22.05), e.g. one
+  # cancelled while its program was saving on the notice. While a job is being ended
+  # scontrol says COMPLETING, with Reason=TimeLimit only for the time limit.
+  local job state reason
+  job=$(scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null)
+  state=$(printf '%s' "$job" | grep -o ' JobState=[A-Z_]*' | cut -d= -f2)
+  reason=$(printf '%s' "$job" | grep -o ' Reason=[^ ]*' | cut -d= -f2)
+  if [ "$reason" != TimeLimit ] && { [ -n "$_launcher_ending" ] || [ "$state" != RUNNING ]; }; then
+    echo "launcher: $1, but the job is being ended (${state:-unknown to scontrol}${_launcher_ending:+, TERM received}): no requeue" >&2
+    return 0
+  fi
+  echo "launcher: $1; requeueing $SLURM_JOB_ID" >&2
+  scontrol requeue "$SLURM_JOB_ID"
+}
+_launcher_on_notice() {
+  # Preemption notice or time limit near (--signal=B:USR1@grace): forward the
+  # signal to the program (job steps only, not this shell), give it up to the grace
+  # to commit a checkpoint, then requeue ourselves if it made progress. This is how a
+  # job outlives its time limit and preemption with no process on the login node.
+  echo "launcher: $1 received: asking the program to checkpoint" >&2
+  _launcher_noticed=1
+  local since
+  since=$(python3 /state/jobs/basic-abc123/launcher_job.pyz latest --root "$LAUNCHER_CKPT_ROOT" --step 2>/dev/null) || since=-1
+  scancel --signal=USR1 "$SLURM_JOB_ID" 2>/dev/null || true
+  if python3 /state/jobs/basic-abc123/launcher_job.pyz wait-commit --root "$LAUNCHER_CKPT_ROOT" --since-step "$since" --timeout 96 >/dev/null; then
+    _launcher_requeue "checkpoint committed on notice"
+  elif [ "$since" -gt "${LAUNCHER_RESUME_STEP:--1}" ]; then
+    _launcher_requeue "no checkpoint on notice, but progress committed since the start (step $since)"
+  else
+    echo "launcher: no new committed checkpoint since the start; not requeueing" >&2
+  fi
+}
+trap '_launcher_on_notice USR1' USR1
+# TERM (scancel, preemption): the steps get it from Slurm directly; this shell keeps
+# waiting for them so their exit (and any last checkpoint) is not cut short.
+trap '_launcher_ending=1; echo "launcher: TERM received" >&2' TERM
+srun --kill-on-bad-exit=0 --ntasks-per-node=1 --ntasks=2 \
+  bash -c '_launcher_node_env; export LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$(( LAUNCHER_NODE_RANK * 1 + SLURM_LOCALID ))"; export RANK="$LAUNCHER_RANK" LOCAL_RANK="$LAUNCHER_LOCAL_RANK" WORLD_SIZE=2; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
+_launcher_step=$!
+while :; do
+  wait "$_launcher_step"; rc=$?
+  kill -0 "$_launcher_step" 2>/dev/null || break   # a trap interrupted wait: keep waiting
+done
+# a trap that interrupted the last wait hid the exit status (128+signal) of a run that ended
+# meanwhile (it saved on the notice and exited 75 at once): bash still has it
+if [ "$rc" -gt 128 ]; then wait "$_launcher_step" 2>/dev/null; _launcher_rc=$?; [ "$_launcher_rc" -eq 127 ] || rc=$_launcher_rc; fi
+echo "launcher: run exited with $rc" >&2
+# A run that Slurm already restarted elsewhere (its node was cut off) must not report
+# its exit: when the node reconnects, slurmctld takes that report as the end of the job
+# and kills the live run. Such a zombie waits here until slurmctld cleans it up.
+while :; do
+  _launcher_restarts=$(scontrol -o show job "$SLURM_JOB_ID" 2>/dev/null | grep -o ' Restarts=[0-9]*' | cut -d= -f2)
+  if [ -z "$_launcher_restarts" ]; then sleep 5; continue; fi   # controller unreachable: cut off?
+  [ "$_launcher_restarts" -gt "${SLURM_RESTART_COUNT:-0}" ] || break
+  echo "launcher: this run was superseded by restart $_launcher_restarts; waiting to be cleaned up" >&2
+  sleep 30
+done
+# Exit 75: the run saved on a notice and asks to be restarted. When no notice reached this
+# shell (Slurm signalled the step alone, e.g. `scancel --signal=TERM` of the steps, or, seen in
+# CI, a job requeued off a cut node whose live step got a TERM when that node reconnected; or
+# the time limit's TERM came before the notice), nothing else requeues it: requeue in place if
+# it committed progress since the start (_launcher_requeue: never a cancelled job).
+if [ "$rc" -eq 75 ] && [ -z "$_launcher_noticed" ]; then
+  _launcher_since=$(python3 /state/jobs/basic-abc123/launcher_job.pyz latest --root "$LAUNCHER_CKPT_ROOT" --step 2>/dev/null) || _launcher_since=-1
+  if [ "$_launcher_since" -gt "${LAUNCHER_RESUME_STEP:--1}" ]; then
+    _launcher_requeue "the run saved on a notice and asked to be restarted (exit 75, step $_launcher_since committed)"
+  else
+    echo "launcher: the run exited 75 with no new committed checkpoint since the start; not requeueing" >&2
+  fi
+fi
+exit "$rc"
