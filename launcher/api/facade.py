@@ -331,6 +331,28 @@ class Launcher:
             return None
         return stale_watchers(rows, count, time.time() if now is None else now, oldest)
 
+    def nodes(self, target: Optional[str] = None, now: Optional[float] = None) -> list:
+        """The nodes quarantined now (``launcher.state.nodes.Quarantine`` each: target, node, since,
+        until when, how many blames, why), of TARGET only when given (docs/bad-nodes.md)."""
+        from launcher.state.nodes import quarantines  # this verb's own modules (see the module doc)
+
+        if target is not None:
+            self.app.config.raw_target(target)  # an unknown target is an error, never an empty list
+        return quarantines(self.app.store, time.time() if now is None else now, target)
+
+    def release_node(self, node: str, target: Optional[str] = None) -> list:
+        """Lift NODE's quarantine (on TARGET, else on every target) and forget its blames: the
+        targets it was quarantined on; a LauncherError when it was quarantined nowhere. TARGET need
+        not be configured any more: a quarantine outlives a target's removal."""
+        from launcher.state.nodes import release  # this verb's own modules (see the module doc)
+
+        released = release(self.app.store, node, target)
+        if not released:
+            where = f"target {target}" if target else "any target"
+            raise LauncherError(f"node {node} is not quarantined on {where}: nothing was released "
+                                "(`launcher nodes` lists the quarantined nodes)")
+        return released
+
     def report(self, job: str, refresh: bool = True, plot: Optional[str] = None, metric: Optional[str] = None,
                mode: Optional[str] = None, scope: str = "last") -> Union["JobReport", SweepReport]:
         """Where the job's wall time went; with plot, the timeline is drawn into that PNG. A sweep

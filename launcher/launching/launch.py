@@ -17,8 +17,8 @@ from typing import Callable, Optional
 from launcher.backend.protocols import Handle, JobRef, Request, Scheduler, can
 from launcher.backend.support import require_supported
 from launcher.core.errors import LauncherError, SubmissionUnsettled, SubmitOutcomeUnknown
-from launcher.launching.submission import (Launched, earlier_unsettled, facts_for, find_submission, job_ref,
-                                           job_spec, new_job_ref, stored_secrets, with_secrets)
+from launcher.launching.submission import (Launched, earlier_unsettled, excluded_nodes, facts_for, find_submission,
+                                           job_ref, job_spec, new_job_ref, stored_secrets, with_secrets)
 from launcher.launching.submit import NewSubmission, fenced_submit, record_or_cancel, settle_unrecorded
 from launcher.spec.model import JobSpec
 from launcher.state.store import new_job_id
@@ -146,7 +146,8 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     backend = app.backend(target_name)
     ident = plan_identity(app, spec, target_name, fresh=fresh, exclude=(job_id,))
     seed = ident.seed.seed  # exported to the job as LAUNCHER_SEED
-    job = new_job_ref(store, job_id, attempt, seed=seed)
+    # the nodes quarantined on the target (docs/bad-nodes.md): the job is kept off them
+    job = new_job_ref(store, job_id, attempt, seed=seed, exclude_nodes=excluded_nodes(app, target_name, time.time()))
     # tracking: the W&B id, the MLflow run (created now): every attempt gets the same (meta["trackers"])
     trackers = open_trackers(spec, job_id, spec_path)
     # render errors: nothing recorded yet
@@ -308,7 +309,8 @@ def _submit_again(app, job_row, target_name: str, attempt: int, avoid, owner, pa
         # never imports launcher.sweep (sweep code calls launching, never the reverse)
         lookup, submit = app.resubmit_element(job_row, target_name, attempt)
     else:
-        job = job_ref(app, job_row, attempt, avoid=avoid)
+        # the nodes quarantined on the target (docs/bad-nodes.md) now: this attempt is kept off them
+        job = job_ref(app, job_row, attempt, avoid=avoid, exclude_nodes=excluded_nodes(app, target_name, time.time()))
 
         def lookup() -> Optional[Handle]:
             return find_submission(backend, job)
