@@ -68,6 +68,7 @@ def test_the_protocols_are_a_handful():
     # read-only web view, which builds no backend; not folded into Host, whose third-party declarations it
     # would silently undo (a runtime protocol needs every member). Egress (issue 32): a move's checkpoint
     # transfer, priced per GB. SetsEnv (issue 34): the env prefixes a backend's scheduler sets, for the spec's
-    # loader; not folded into SpecOwner for the same reason as LogFile
-    assert protocols == ["Backend", "ChoosesPlacement", "Egress", "Host", "LogFile", "Pricing", "Scheduler",
-                         "SetsEnv", "SpecOwner", "StartsSubmit"]
+    # loader; not folded into SpecOwner for the same reason as LogFile. ExcludesNodes (issue 31): keeping a job
+    # off quarantined nodes; not folded into Scheduler for the same reason
+    assert protocols == ["Backend", "ChoosesPlacement", "Egress", "ExcludesNodes", "Host", "LogFile", "Pricing",
+                         "Scheduler", "SetsEnv", "SpecOwner", "StartsSubmit"]
