@@ -346,7 +346,15 @@ class Launcher:
         not be configured any more: a quarantine outlives a target's removal."""
         from launcher.state.nodes import release  # this verb's own modules (see the module doc)
 
-        released = release(self.app.store, node, target)
+        try:
+            released = release(self.app.store, node, target)
+        except LauncherError as e:  # a team's store: a member who is no watcher may not (launcher.state.team)
+            if "permission denied" not in str(e).lower():
+                raise
+            from launcher.state.team import WATCHER_ROLE  # only on that refusal
+
+            raise LauncherError(f"node {node}: only members of {WATCHER_ROLE} and the store's owner may release a "
+                                f"node on this team's store; nothing was released ({e})") from None
         if not released:
             where = f"target {target}" if target else "any target"
             raise LauncherError(f"node {node} is not quarantined on {where}: nothing was released "
