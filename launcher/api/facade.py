@@ -143,7 +143,8 @@ class Launcher:
         require_local_workdir(si.spec, si.source, app.config, [name], si.base)
         ident = plan_identity(app, si.spec, name, fresh=fresh, subject="a launch now", read_s3=False)
         seed = ident.seed.seed
-        job = JobRef(job_id="JOB_ID", attempt=1, job_dir=str(app.home / "jobs" / "JOB_ID"), seed=seed)
+        job = JobRef(job_id="JOB_ID", attempt=1, job_dir=str(app.home / "jobs" / "JOB_ID"), seed=seed,
+                     exclude_nodes=self._quarantined(name))
         shape = None
         if si.spec.sweep is not None:  # a sweep: the array, or element 0 where the backend runs no arrays
             from launcher.sweep.queue import spec_to_render  # the sweep layer: only for a sweep
@@ -157,6 +158,15 @@ class Launcher:
             say(f"note: LAUNCHER_SEED={seed} was drawn for this render only; `launch` draws its own (set seed: "
                 "in the spec, or LAUNCHER_SEED in the environment, to fix it)")
         return Rendered(name, req.text, req, seed, notes)
+
+    def _quarantined(self, target: str) -> tuple:
+        """The nodes quarantined on TARGET, which a launch now keeps off (docs/bad-nodes.md); () without
+        a store to read (a render never creates one)."""
+        from launcher.launching.submission import excluded_nodes  # render and launch only
+
+        if not self.app.has_store():
+            return ()
+        return excluded_nodes(self.app, target, time.time())
 
     def launch(self, spec: SpecLike, target: Optional[str] = None, fresh: bool = False,
                single: bool = False) -> Submitted:

@@ -64,6 +64,8 @@ def test_a_node_that_fails_the_job_twice_is_quarantined_and_the_next_attempt_exc
     assert listed["node"] == bad and listed["target"] == "testcl" and listed["blames"] == 2
     assert listed["until"] > listed["since"] and f"job {job} attempt 2" in listed["reason"]
     assert bad in cli.run("nodes").stdout
+    # `launcher render` shows what a launch now would submit: the quarantined node excluded
+    assert f"#SBATCH --exclude={bad}\n" in cli.run("render", cli.spec("badnodes-r", body), "--target", "testcl").stdout
     # a new launch on that cluster keeps off it too (its program no longer fails anywhere but there)
     again = cli.launch(cli.spec("badnodes-2", {**body, "recovery": {"app_error": 0}}))
     st2 = cli.wait_state(again, ["COMPLETED", "FAILED", "GAVE_UP"], timeout=120, interval=0.5)
