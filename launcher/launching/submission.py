@@ -74,7 +74,7 @@ def job_ref(app, job_row, attempt: int, avoid=(), exclude_nodes=()) -> JobRef:
 def excluded_nodes(app, target_name: str, now: float) -> tuple:
     """The nodes quarantined on TARGET_NAME at NOW (``launcher.state.nodes``), which a submission
     there keeps off; () when its backend cannot exclude nodes (then there is none: a failure on
-    such a backend's nodes quarantines nothing, ``launcher.recovery.badnodes``)."""
+    such a backend's nodes quarantines nothing, ``launcher.launching.badnodes``)."""
     if not can(app.backend_class(target_name), ExcludesNodes):
         return ()
     from launcher.state.nodes import quarantined  # one query, only where nodes can be excluded

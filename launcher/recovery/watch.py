@@ -29,7 +29,8 @@ from launcher.state.store import ClaimLost, is_open
 from launcher.core.status import Status, closes_job
 from launcher.launching.polling import Poller
 from launcher.launching.tracking import refresh
-from launcher.recovery import badnodes, burst, deadline, notify, takeover
+from launcher.recovery import burst, deadline, notify, takeover
+from launcher.launching import badnodes
 from launcher.recovery import changes
 from launcher.recovery.outcome import NO_HOOKS, Outcome, WatchHooks
 from launcher.core import knobs

@@ -3,13 +3,15 @@ on one node (the node its first attempt ran on), with ``recovery.bad_nodes.exit_
 fails there twice; the watch blames that node each time and quarantines it at the second blame;
 the next attempt's sbatch script carries ``--exclude`` for it, and it runs elsewhere and completes.
 `launcher nodes` lists the quarantine, a new launch excludes the node too, and `nodes release`
-lifts it."""
+lifts it. And a real node crash: Slurm's NODE_FAIL blames the node too."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+
+from tests.fixtures.polling import poll
 
 from .launcher_cli import start_watcher, stop_watchers
 
@@ -78,3 +80,34 @@ def test_a_node_that_fails_the_job_twice_is_quarantined_and_the_next_attempt_exc
     third = cli.launch(cli.spec("badnodes-3", {"run": "true", "resources": {"nodes": 1, "time_limit": "5m"}}))
     assert "--exclude" not in (cli.home / "jobs" / third / "attempt-1.sbatch").read_text()
     cli.wait_state(third, ["COMPLETED", "FAILED"], timeout=120, interval=0.5)
+
+
+@pytest.mark.slurm
+def test_a_node_failure_slurm_requeues_in_place_blames_the_node_and_new_launches_exclude_it(cli, clean_queue):
+    """A real node crash (every process of the node's namespace killed): Slurm ends the run NODE_FAIL
+    and requeues the job in place; the status refresh that records that restart blames the node
+    (after: 1 quarantines it at once), and a new launch on the cluster excludes it."""
+    base = clean_queue.shared_dir / f"badnodes-kill-{cli.tmp.name}"
+    base.mkdir()
+    marker = base / "ran-on"
+    body = {"run": f'echo "$SLURMD_NODENAME" >> {marker}; sleep "$([ -s {marker}.2 ] && echo 1 || echo 60)"',
+            "resources": {"nodes": 1, "time_limit": "5m"},
+            "recovery": {"node_failure": 3, "bad_nodes": {"after": 1, "quarantine": "2h"}}}
+    job = cli.launch(cli.spec("badnodes-kill", body))
+    cli.wait_state(job, "RUNNING", timeout=60, interval=0.3)
+    poll("the first run started", lambda: marker.exists() and marker.read_text().strip(), timeout=60,
+                interval=0.2)
+    node = marker.read_text().split()[0]
+    (base / "ran-on.2").write_text("the next run ends at once")
+    clean_queue.kill_node(node)
+    st = cli.wait_state(job, "COMPLETED", timeout=240, interval=1)
+    assert [a["state"] for a in st["attempts"]][:2] == ["NODE_FAIL", "COMPLETED"], st["attempts"]
+    blamed = [e for e in st["events"] if e["kind"] == "node_blamed"]
+    assert [(e["attempt"], e["nodes"]) for e in blamed] == [(1, [node])], st["events"]
+    (q,) = [e for e in st["events"] if e["kind"] == "node_quarantined"]
+    assert q["node"] == node and q["blames"] == 1
+    (listed,) = json.loads(cli.run("nodes", "--json").stdout)
+    assert listed["node"] == node and 2 * 3600 - 300 < listed["until"] - listed["since"] <= 2 * 3600
+    again = cli.launch(cli.spec("badnodes-kill-2", {"run": "true", "resources": {"nodes": 1, "time_limit": "5m"}}))
+    assert f"#SBATCH --exclude={node}\n" in (cli.home / "jobs" / again / "attempt-1.sbatch").read_text()
+    assert cli.wait_state(again, ["COMPLETED", "FAILED"], timeout=120, interval=0.5)["state"] == "COMPLETED"

@@ -11,7 +11,7 @@ from launcher.backend.protocols import ExcludesNodes, JobRef, can
 from launcher.backend.sections import spec_from_text
 from launcher.core.errors import CapabilityError, LauncherError, SpecError
 from launcher.core.status import JobState, Status
-from launcher.recovery.badnodes import blame_reason
+from launcher.launching.badnodes import blame_reason
 from launcher.recovery.policy import Budgets, Event, FailureClass, GiveUp, PastFailure, Retry, classify, decide
 from launcher.state import nodes
 from launcher.state.schema import SCHEMA_VERSION

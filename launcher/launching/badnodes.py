@@ -1,5 +1,6 @@
 """Bad nodes remembered (docs/bad-nodes.md): the watch blames the nodes of an attempt that failed
-on them, and a node blamed ``recovery.bad_nodes.after`` times within ``window`` is quarantined on
+on them (and a status refresh those of a run the scheduler restarted in place after a node failure,
+``blame_run``), and a node blamed ``recovery.bad_nodes.after`` times within ``window`` is quarantined on
 its target for the whole store (``launcher.state.nodes``), before the next attempt is submitted
 (which then keeps off it: ``launcher.launching.submission.excluded_nodes``).
 
@@ -18,7 +19,7 @@ from typing import Optional
 
 from launcher.backend.protocols import ExcludesNodes, can
 from launcher.core.errors import LauncherError
-from launcher.core.status import JobState
+from launcher.core.status import JobState, Status
 
 
 def blame_reason(state: str, exit_code: Optional[int], exit_codes) -> str:
@@ -52,12 +53,37 @@ def record(app, job, latest, st, spec, now: float) -> list:
     if not nodes:
         return [("node_fault_unplaced", {"attempt": latest.attempt, "why": why,
                                          "reason": "the scheduler did not say which nodes the attempt had"})]
+    return _blame(app, target, nodes, job.job_id, latest.attempt, why, spec, now)
+
+
+def _blame(app, target: str, nodes: list, job_id: str, attempt: int, why: str, spec, now: float) -> list:
     from launcher.state.nodes import blame  # only when an attempt failed on its nodes
 
     rule = spec.recovery.bad_nodes
-    made = blame(app.store, target, nodes, job.job_id, latest.attempt, why, now, after=rule.after,
-                 window=rule.window, quarantine_s=rule.quarantine)
-    events = [("node_blamed", {"attempt": latest.attempt, "target": target, "nodes": sorted(nodes), "why": why})]
+    made = blame(app.store, target, nodes, job_id, attempt, why, now, after=rule.after, window=rule.window,
+                 quarantine_s=rule.quarantine)
+    events = [("node_blamed", {"attempt": attempt, "target": target, "nodes": sorted(nodes), "why": why})]
     events += [("node_quarantined", {"target": q.target, "node": q.node, "until": q.expires, "blames": q.blames,
                                      "reason": q.reason}) for q in made]
     return events
+
+
+def blame_run(app, row, attempt: int, run: dict, now: float) -> list:
+    """Blame the nodes of a run of ROW's job that the scheduler restarted in place (Slurm's requeue
+    after a node failure: RUN, one entry of ``Scheduler.run_history``, which was ATTEMPT) when it
+    ended NODE_FAIL: the events to record, as ``record`` gives them ([] for any other run)."""
+    if run.get("state") != JobState.NODE_FAIL.value or not run.get("nodes"):
+        return []
+    try:
+        backend = app.backend_class(row.target)
+    except LauncherError:
+        return []
+    if not can(backend, ExcludesNodes):
+        return []
+    nodes = list(backend.attempt_nodes(Status(JobState.NODE_FAIL, nodes=run["nodes"])))
+    if not nodes:
+        return []
+    from launcher.launching.submission import job_spec  # the job's spec: only on a node failure
+
+    return _blame(app, row.target, nodes, row.job_id, attempt, "the scheduler says NODE_FAIL (restarted in place)",
+                  job_spec(row), now)
