@@ -36,7 +36,8 @@ def record(app, job, latest, st, spec, now: float) -> list:
     """Blame the nodes of JOB's attempt LATEST (its row), which ended with status ST, when it
     failed on them; quarantine those blamed often enough. Returns the events to record ((kind,
     detail) each): ``node_blamed``, ``node_quarantined``, or ``node_fault_unplaced`` (the target's
-    backend cannot exclude nodes, or does not say which nodes the attempt had: nothing blamed)."""
+    backend cannot exclude nodes, or does not say which nodes the attempt had: nothing blamed);
+    none when that attempt blamed its nodes already."""
     why = blame_reason(latest.state, latest.exit_code, spec.recovery.bad_nodes.exit_codes)
     if not why:
         return []
@@ -60,9 +61,11 @@ def _blame(app, target: str, nodes: list, job_id: str, attempt: int, why: str, s
     from launcher.state.nodes import blame  # only when an attempt failed on its nodes
 
     rule = spec.recovery.bad_nodes
-    made = blame(app.store, target, nodes, job_id, attempt, why, now, after=rule.after, window=rule.window,
-                 quarantine_s=rule.quarantine)
-    events = [("node_blamed", {"attempt": attempt, "target": target, "nodes": sorted(nodes), "why": why})]
+    blamed, made = blame(app.store, target, nodes, job_id, attempt, why, now, after=rule.after,
+                         window=rule.window, quarantine_s=rule.quarantine)
+    if not blamed:  # that attempt blamed them already (decided on again after a resubmission failed)
+        return []
+    events = [("node_blamed", {"attempt": attempt, "target": target, "nodes": blamed, "why": why})]
     events += [("node_quarantined", {"target": q.target, "node": q.node, "until": q.expires, "blames": q.blames,
                                      "reason": q.reason}) for q in made]
     return events

@@ -59,20 +59,24 @@ def quarantine_due(blame_times: Iterable[float], now: float, after: int, window:
 
 
 def blame(store, target: str, nodes: Iterable[str], job_id: str, attempt: int, why: str, now: float, *,
-          after: int, window: float, quarantine_s: float) -> list[Quarantine]:
+          after: int, window: float, quarantine_s: float) -> tuple:
     """Record that JOB_ID's ATTEMPT failed on NODES of TARGET (WHY: its failure), and quarantine
     each node blamed AFTER times within WINDOW for QUARANTINE_S seconds from NOW. One
-    transaction; a blame already recorded for that attempt is not counted twice. Returns the
-    quarantines this call made or extended."""
+    transaction; a node that attempt blamed already is not blamed again (a watcher deciding on
+    the attempt once more). Returns (the nodes blamed now, the quarantines this call made or
+    extended)."""
     nodes = sorted({check_node(n) for n in nodes})
-    made = []
+    blamed, made = [], []
     if not nodes:
-        return made
+        return blamed, made
     with store.tx() as db:  # reads the blames to decide a quarantine: every other writer waits
-        for node in nodes:
+        had = {r[0] for r in db.execute("SELECT node FROM node_blames WHERE target = ? AND job_id = ? AND attempt = ?",
+                                        (target, job_id, int(attempt))).fetchall()}
+        for node in (n for n in nodes if n not in had):
             db.execute("INSERT INTO node_blames(target, node, ts, job_id, attempt, why) VALUES(?,?,?,?,?,?) "
                        "ON CONFLICT (target, node, job_id, attempt) DO NOTHING",
                        (target, node, now, job_id, int(attempt), why[:500]))
+            blamed.append(node)
             times = [float(r[0]) for r in db.execute(
                 "SELECT ts FROM node_blames WHERE target = ? AND node = ? AND ts >= ?",
                 (target, node, now - window)).fetchall()]
@@ -88,7 +92,7 @@ def blame(store, target: str, nodes: Iterable[str], job_id: str, attempt: int, w
                        "ELSE excluded.since END, expires = excluded.expires, blames = excluded.blames, "
                        "reason = excluded.reason", (q.target, q.node, q.since, q.expires, q.blames, q.reason))
             made.append(q)
-    return made
+    return blamed, made
 
 
 def quarantined(store, target: str, now: float) -> tuple:

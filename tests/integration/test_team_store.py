@@ -467,9 +467,9 @@ def test_every_member_blames_and_quarantines_a_node_and_only_the_watchers_role_r
     mine, theirs = store_of(alice, "alice"), store_of(bob, "bob")
     try:
         kw = dict(after=2, window=86400, quarantine_s=3600)
-        assert nodes.blame(mine, "cl", ["n1"], "alice-job", 1, "exit 42", now, **kw) == []
-        assert nodes.blame(theirs, "cl", ["n2"], "bob-job", 1, "NODE_FAIL", now, **kw) == []
-        (q,) = nodes.blame(mine, "cl", ["n1"], "alice-job", 2, "exit 42", now + 1, **kw)
+        assert nodes.blame(mine, "cl", ["n1"], "alice-job", 1, "exit 42", now, **kw) == (["n1"], [])
+        assert nodes.blame(theirs, "cl", ["n2"], "bob-job", 1, "NODE_FAIL", now, **kw) == (["n2"], [])
+        _, (q,) = nodes.blame(mine, "cl", ["n1"], "alice-job", 2, "exit 42", now + 1, **kw)
         assert (q.node, q.blames) == ("n1", 2)
         (listed,) = nodes.quarantines(theirs, now + 2)
         assert (listed.target, listed.node, listed.blames) == ("cl", "n1", 2)
@@ -494,6 +494,6 @@ def test_every_member_blames_and_quarantines_a_node_and_only_the_watchers_role_r
         assert nodes.release(watcher, "n1", "cl") == ["cl"]
         assert nodes.quarantines(watcher, now + 2) == []
         # its blames went with it; bob's blame of n2 stays
-        assert nodes.blame(watcher, "cl", ["n2"], "bob-job", 2, "NODE_FAIL", now + 3, **kw)[0].node == "n2"
+        assert nodes.blame(watcher, "cl", ["n2"], "bob-job", 2, "NODE_FAIL", now + 3, **kw)[1][0].node == "n2"
     finally:
         watcher.close()

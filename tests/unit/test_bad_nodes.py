@@ -88,10 +88,11 @@ def test_two_blames_within_the_window_quarantine_a_node_for_the_whole_store(tmp_
     s = StateStore(tmp_path)
     try:
         kw = dict(after=2, window=DAY, quarantine_s=DAY)
-        assert nodes.blame(s, "cl", ["n1", "n2"], "job-a", 1, "exit 42", 1000.0, **kw) == []
+        assert nodes.blame(s, "cl", ["n2", "n1"], "job-a", 1, "exit 42", 1000.0, **kw) == (["n1", "n2"], [])
         again = nodes.blame(s, "cl", ["n1"], "job-a", 1, "exit 42", 1001.0, **kw)  # the same attempt, decided again
-        assert again == [] and nodes.quarantined(s, "cl", 1002.0) == ()
-        (q,) = nodes.blame(s, "cl", ["n1"], "job-b", 3, "the scheduler says NODE_FAIL", 2000.0, **kw)
+        assert again == ([], []) and nodes.quarantined(s, "cl", 1002.0) == ()
+        blamed, (q,) = nodes.blame(s, "cl", ["n1"], "job-b", 3, "the scheduler says NODE_FAIL", 2000.0, **kw)
+        assert blamed == ["n1"]
         assert (q.target, q.node, q.since, q.expires, q.blames) == ("cl", "n1", 2000.0, 2000.0 + DAY, 2)
         assert "job job-b attempt 3" in q.reason and "24 h" in q.reason
         assert nodes.quarantined(s, "cl", 2001.0) == ("n1",)
@@ -99,7 +100,7 @@ def test_two_blames_within_the_window_quarantine_a_node_for_the_whole_store(tmp_
         assert nodes.quarantined(s, "cl", 2000.0 + DAY) == ()  # expired
         assert [x.node for x in nodes.quarantines(s, 2001.0)] == ["n1"]
         # a third blame while quarantined extends it, keeping when it began
-        (q,) = nodes.blame(s, "cl", ["n1"], "job-c", 1, "exit 42", 3000.0, **kw)
+        _, (q,) = nodes.blame(s, "cl", ["n1"], "job-c", 1, "exit 42", 3000.0, **kw)
         assert (q.blames, q.expires) == (3, 3000.0 + DAY)
         assert [(x.since, x.expires) for x in nodes.quarantines(s, 3001.0)] == [(2000.0, 3000.0 + DAY)]
     finally:
@@ -111,10 +112,10 @@ def test_blames_outside_the_window_do_not_add_up(tmp_path):
     s = StateStore(tmp_path)
     try:
         kw = dict(after=2, window=H, quarantine_s=DAY)
-        assert nodes.blame(s, "cl", ["n1"], "j", 1, "NODE_FAIL", 0.0, **kw) == []
-        assert nodes.blame(s, "cl", ["n1"], "j", 2, "NODE_FAIL", H + 1, **kw) == []
+        assert nodes.blame(s, "cl", ["n1"], "j", 1, "NODE_FAIL", 0.0, **kw) == (["n1"], [])
+        assert nodes.blame(s, "cl", ["n1"], "j", 2, "NODE_FAIL", H + 1, **kw) == (["n1"], [])
         assert nodes.quarantined(s, "cl", H + 2) == ()
-        assert len(nodes.blame(s, "cl", ["n1"], "j", 3, "NODE_FAIL", H + 2, **kw)) == 1
+        assert len(nodes.blame(s, "cl", ["n1"], "j", 3, "NODE_FAIL", H + 2, **kw)[1]) == 1
     finally:
         s.close()
 
@@ -130,7 +131,7 @@ def test_release_lifts_the_quarantine_and_forgets_the_blames(tmp_path):
         assert nodes.release(s, "n1", "cl") == ["cl"]
         assert nodes.quarantined(s, "cl", 30.0) == () and nodes.quarantined(s, "c2", 30.0) == ("n1",)
         # its blames went with it: one more failure is one blame, not a third
-        assert nodes.blame(s, "cl", ["n1"], "j", 3, "NODE_FAIL", 40.0, **kw) == []
+        assert nodes.blame(s, "cl", ["n1"], "j", 3, "NODE_FAIL", 40.0, **kw) == (["n1"], [])
         assert nodes.release(s, "n1") == ["c2"]  # every target
         assert nodes.release(s, "n1") == [] and nodes.quarantines(s, 50.0) == []
         with pytest.raises(LauncherError, match="expected a host name"):
