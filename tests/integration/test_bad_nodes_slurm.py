@@ -68,6 +68,12 @@ def test_a_node_that_fails_the_job_twice_is_quarantined_and_the_next_attempt_exc
     assert bad in cli.run("nodes").stdout
     # `launcher render` shows what a launch now would submit: the quarantined node excluded
     assert f"#SBATCH --exclude={bad}\n" in cli.run("render", cli.spec("badnodes-r", body), "--target", "testcl").stdout
+    # a job that needs every node of the partition is refused, with the counts, not put on the bad node
+    whole = cli.spec("badnodes-all", {"run": "true", "resources": {"nodes": len(clean_queue.nodes), "time_limit": "5m"}})
+    p = cli.run("launch", whole, "--target", "testcl", check=False)
+    n = len(clean_queue.nodes)
+    assert p.returncode != 0 and f"asks for {n} node(s), and the quarantined nodes leave {n - 1} of the {n}" in p.stderr
+    assert f"quarantined: {bad})" in p.stderr and "launcher nodes release" in p.stderr, p.stderr
     # a new launch on that cluster keeps off it too (its program no longer fails anywhere but there)
     again = cli.launch(cli.spec("badnodes-2", {**body, "recovery": {"app_error": 0}}))
     st2 = cli.wait_state(again, ["COMPLETED", "FAILED", "GAVE_UP"], timeout=120, interval=0.5)
