@@ -140,6 +140,69 @@ def orphaned_groups(groups: Mapping[int, tuple]) -> set:
     return out
 
 
+def _jobs(groups: Mapping[str, tuple]) -> tuple[dict, dict]:
+    """({key: (leader pid, its start ticks, the job's token or None)}, {key: error}) of GROUPS
+    ({key: (leader pid, its start ticks[, the job's token])}): a pid that names no job's group
+    is an error."""
+    jobs, errors = {}, {}
+    for key, (pid, ticks, *token) in groups.items():
+        if pid <= 1:  # killpg(0) would signal our own group, killpg(1) init's
+            errors[key] = f"{pid} is not a job's process id"
+        else:
+            jobs[key] = (pid, ticks, token[0] if token else None)
+    return jobs, errors
+
+
+def _running(jobs: dict, is_alive, orphans) -> dict:
+    """{key: (leader pid, its start ticks)} of the JOBS still running: the leader alive
+    (IS_ALIVE: ours, not a reused pid) or, for a job with a token, its group still holding a
+    member of the job (ORPHANS, one pass for all)."""
+    up = {k for k, (pid, ticks, _) in jobs.items() if is_alive(pid, ticks)}
+    found = orphans({pid: (ticks, token) for k, (pid, ticks, token) in jobs.items() if k not in up and token})
+    return {k: (pid, ticks) for k, (pid, ticks, _) in jobs.items() if k in up or pid in found}
+
+
+def _signal_groups(targets: dict, sig: int) -> tuple[dict, dict]:
+    """Send SIG to the group of each of TARGETS ({key: (leader pid, its start ticks)}): (those
+    signalled, {key: error} of the others)."""
+    sent, errors = {}, {}
+    for key, (pid, ticks) in targets.items():
+        err = signal_group(pid, sig)
+        if err:
+            errors[key] = err
+        else:
+            sent[key] = (pid, ticks)
+    return sent, errors
+
+
+def _wait_gone(waiting: dict, grace_s: float, poll: float, is_alive, live) -> dict:
+    """Those of WAITING ({key: (leader pid, its start ticks)}) still there after GRACE_S, or
+    sooner once none is: the leader alive, or the group holding a live member."""
+    deadline = time.monotonic() + grace_s
+    while waiting:
+        leaders = {k: p for k, p in waiting.items() if is_alive(*p)}  # first: reaps a leader that is our child
+        groups = live({pid for k, (pid, _) in waiting.items() if k not in leaders})
+        waiting = {k: p for k, p in waiting.items() if k in leaders or p[0] in groups}
+        if not waiting or time.monotonic() >= deadline:
+            break
+        time.sleep(poll)
+    return waiting
+
+
+def _wait_killed(killed: set, poll: float, is_alive, live) -> set:
+    """Those of the KILLED groups that still have a live member after ``KILL_WAIT_S``: a killed
+    group is gone only once the kernel has ended its members."""
+    deadline = time.monotonic() + KILL_WAIT_S
+    while killed:
+        for pid in list(killed):
+            is_alive(pid, None)  # reaps a leader that is our own child
+        killed = live(killed)
+        if not killed or time.monotonic() >= deadline:
+            break
+        time.sleep(poll)
+    return killed
+
+
 def stop_groups(groups: Mapping[str, tuple], grace_s: Optional[float] = None, poll: float = 0.05,
                 is_alive: Callable[[int, Optional[int]], bool] = alive,
                 live: Callable[[set], set] = live_groups,
@@ -152,45 +215,15 @@ def stop_groups(groups: Mapping[str, tuple], grace_s: Optional[float] = None, po
     groups left. {key: error} for the groups that could not be signalled; a job already gone
     counts as stopped."""
     grace_s = GRACE_S if grace_s is None else grace_s
-    errors, waiting, jobs = {}, {}, {}
-    for key, (pid, ticks, *token) in groups.items():
-        if pid <= 1:  # killpg(0) would signal our own group, killpg(1) init's
-            errors[key] = f"{pid} is not a job's process id"
-        else:
-            jobs[key] = (pid, ticks, token[0] if token else None)
-    up = {k for k, (pid, ticks, _) in jobs.items() if is_alive(pid, ticks)}
-    found = orphans({pid: (ticks, token) for k, (pid, ticks, token) in jobs.items() if k not in up and token})
-    for key, (pid, ticks, _) in jobs.items():
-        if key in up or pid in found:
-            err = signal_group(pid, signal.SIGTERM)
-            if err:
-                errors[key] = err
-            else:
-                waiting[key] = (pid, ticks)
-    deadline = time.monotonic() + grace_s
-    while waiting:
-        leaders = {k: p for k, p in waiting.items() if is_alive(*p)}  # first: reaps a leader that is our child
-        groups = live({pid for k, (pid, _) in waiting.items() if k not in leaders})
-        waiting = {k: p for k, p in waiting.items() if k in leaders or p[0] in groups}
-        if not waiting or time.monotonic() >= deadline:
-            break
-        time.sleep(poll)
-    for key, (pid, ticks) in waiting.items():
-        err = signal_group(pid, signal.SIGKILL)
-        if err:
-            errors[key] = err
-    # a killed group is gone only once the kernel has ended its members: wait for that (bounded),
-    # so a caller that looks right after sees no live member of a job it was told is stopped
-    killed = {p[0] for k, p in waiting.items() if k not in errors}
-    deadline = time.monotonic() + KILL_WAIT_S
-    while killed:
-        for pid in list(killed):
-            is_alive(pid, None)  # reaps a leader that is our own child
-        killed = live(killed)
-        if not killed or time.monotonic() >= deadline:
-            break
-        time.sleep(poll)
-    for pid in killed:
-        key = next(k for k, p in waiting.items() if p[0] == pid)
+    jobs, errors = _jobs(groups)
+    waiting, errs = _signal_groups(_running(jobs, is_alive, orphans), signal.SIGTERM)
+    errors.update(errs)
+    left = _wait_gone(waiting, grace_s, poll, is_alive, live)
+    _, errs = _signal_groups(left, signal.SIGKILL)
+    errors.update(errs)
+    # wait (bounded) until the kernel has ended the killed groups' members, so a caller that
+    # looks right after sees no live member of a job it was told is stopped
+    for pid in _wait_killed({p[0] for k, p in left.items() if k not in errors}, poll, is_alive, live):
+        key = next(k for k, p in left.items() if p[0] == pid)
         errors[key] = f"process group {pid} still has live members {KILL_WAIT_S:g} s after SIGKILL"
     return errors

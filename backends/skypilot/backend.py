@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, ClassVar, Iterator, Optional, Sequence
 
 from launcher.backend.config import Target
+from launcher.backend.pricing import PricedByModules
 from launcher.backend.protocols import Facts, Handle, JobRef, Request
 from launcher.backend.support import secret_values
 from launcher.checkpoint.posix_io import write_atomic
@@ -53,7 +54,7 @@ def is_transient(e: BaseException) -> bool:
     return any(c.__name__ in _TRANSIENT_NAMES for c in type(e).__mro__)
 
 
-class SkyPilotBackend:
+class SkyPilotBackend(PricedByModules):
     name: ClassVar[str] = "skypilot"
     target_options: ClassVar = SkyPilotOptions
     install_hint: ClassVar[str] = INSTALL_HINT
@@ -119,12 +120,12 @@ class SkyPilotBackend:
             "skypilot": "installed" if self.available() is None else "missing",
         })
 
-    # ---- pricing (Pricing): catalogs and price files, never importing sky
-    @classmethod
-    def offers(cls, spec: JobSpec, context) -> list:
-        from launcher_backends.skypilot.offers import skypilot_offers
-
-        return skypilot_offers(spec, context, cls.restart_hours)
+    # ---- pricing (Pricing, forwarded): catalogs and price files, never importing sky (offers.py),
+    # the price files' neoclouds section (prices.py)
+    offers_module: ClassVar[str] = "launcher_backends.skypilot.offers"
+    prices_module: ClassVar = prices
+    price_section: ClassVar[str] = prices.PRICE_SECTION
+    price_options: ClassVar = prices.PRICE_OPTIONS
 
     @classmethod
     def egress_per_gb(cls, cloud: str, src_region: str, dst_region: str) -> Optional[tuple]:
@@ -133,20 +134,6 @@ class SkyPilotBackend:
     @classmethod
     def egress_highest(cls, cloud: str) -> Optional[tuple]:
         return egress.highest(cloud)
-
-    @classmethod
-    def offer_key(cls, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]:
-        from launcher_backends.skypilot.offers import offer_key
-
-        return offer_key(target, handle_extra, status_extra)
-
-    # ---- price files (Pricing's price section): prices.py
-    price_section: ClassVar[str] = prices.PRICE_SECTION
-    price_options: ClassVar = prices.PRICE_OPTIONS
-
-    @classmethod
-    def merge_prices(cls, merged, section, source: str):
-        return prices.merge_prices(merged, section, source)
 
     # ---- where jobs run (Host): SkyPilot's API server starts them; no submit host, no remote workdir
     runner = None  # jobs go to SkyPilot's API server, not through a host the launcher reaches
@@ -291,45 +278,14 @@ class SkyPilotBackend:
         todo = [i for i, st in enumerate(out) if st is None]
         if not todo:
             return out  # type: ignore[return-value]
-        client = self.client
-        plain = [i for i in todo if not handles[i].extra.get("managed")]
-        managed = [i for i in todo if handles[i].extra.get("managed")]
-        try:
-            clusters, queues, mjobs = {}, {}, []
-            if plain:
-                names = [handles[i].native_id for i in plain]
-                clusters = {c.name: c for c in client.status(names)}
-                up = [n for n in names if n in clusters and clusters[n].status in ("UP", "AUTOSTOPPING")]
-                queues = client.queue(up) if up else {}
-            if managed:
-                mjobs = client.jobs_queue([handles[i].extra.get("task_name") or handles[i].native_id
-                                           for i in managed])
-            rids = [handles[i].extra.get("request_id") for i in todo if handles[i].extra.get("request_id")]
-            reqs = client.requests(rids) if rids else {}
-        except LauncherError:
-            raise
-        except Exception as e:
-            raise TransientError(f"could not read SkyPilot status ({_short(e)}); the jobs' states are unknown, "
-                                 "not failed: retry later") from e
-        for i in plain:
-            h = handles[i]
-            name = h.native_id
-            c = clusters.get(name)
-            jobs = queues.get(name)
-            if c is not None and jobs is None:
-                jobs = ClusterUnavailable(f"cluster is {c.status}")
-            out[i] = states.unmanaged_status(use_spot=bool(h.extra.get("use_spot")),
-                                             request=reqs.get(h.extra.get("request_id") or ""), cluster=c,
-                                             jobs=jobs, task_name=h.extra.get("task_name", ""))
-        for i in managed:
-            h = handles[i]
-            want = h.extra.get("task_name") or h.native_id
-            mine = [j for j in mjobs if j.name == want]
-            job = max(mine, key=lambda j: j.job_id) if mine else None
-            out[i] = states.managed_status(job, reqs.get(h.extra.get("request_id") or ""))
+        plain = [handles[i] for i in todo if not handles[i].extra.get("managed")]
+        managed = [handles[i] for i in todo if handles[i].extra.get("managed")]
+        answers = _ask_status(self.client, plain, managed, [handles[i] for i in todo])
         for i in todo:
+            h = handles[i]
+            out[i] = answers.managed_status(h) if h.extra.get("managed") else answers.plain_status(h)
             if not out[i].state.is_active:
-                self._finals.put(handles[i], out[i])
+                self._finals.put(h, out[i])
         return out  # type: ignore[return-value]
 
     # ---- cancel (idempotent)
@@ -414,3 +370,53 @@ class SkyPilotBackend:
 
     def close(self) -> None:
         pass
+
+
+@dataclasses.dataclass(frozen=True)
+class _StatusAnswers:
+    """What SkyPilot answered in one status pass: {cluster name: cluster}, {cluster name: its
+    jobs} (for the clusters that are up), the managed jobs, {launch request id: request}."""
+    clusters: dict
+    queues: dict
+    managed_jobs: list
+    requests: dict
+
+    def plain_status(self, h: Handle) -> Status:
+        """The status of H, a task on a cluster of its own."""
+        c = self.clusters.get(h.native_id)
+        jobs = self.queues.get(h.native_id)
+        if c is not None and jobs is None:
+            jobs = ClusterUnavailable(f"cluster is {c.status}")
+        return states.unmanaged_status(use_spot=bool(h.extra.get("use_spot")),
+                                       request=self.requests.get(h.extra.get("request_id") or ""), cluster=c,
+                                       jobs=jobs, task_name=h.extra.get("task_name", ""))
+
+    def managed_status(self, h: Handle) -> Status:
+        """The status of H, a managed job: its newest job of that name."""
+        want = h.extra.get("task_name") or h.native_id
+        mine = [j for j in self.managed_jobs if j.name == want]
+        job = max(mine, key=lambda j: j.job_id) if mine else None
+        return states.managed_status(job, self.requests.get(h.extra.get("request_id") or ""))
+
+
+def _ask_status(client: SkyClient, plain: list, managed: list, handles: list) -> _StatusAnswers:
+    """Ask SkyPilot in a few calls about the clusters of PLAIN, the managed jobs of MANAGED and
+    the launch requests of HANDLES. A failure to ask is a TransientError: the jobs' states are
+    unknown, not failed."""
+    try:
+        clusters, queues, mjobs = {}, {}, []
+        if plain:
+            names = [h.native_id for h in plain]
+            clusters = {c.name: c for c in client.status(names)}
+            up = [n for n in names if n in clusters and clusters[n].status in ("UP", "AUTOSTOPPING")]
+            queues = client.queue(up) if up else {}
+        if managed:
+            mjobs = client.jobs_queue([h.extra.get("task_name") or h.native_id for h in managed])
+        rids = [h.extra.get("request_id") for h in handles if h.extra.get("request_id")]
+        reqs = client.requests(rids) if rids else {}
+    except LauncherError:
+        raise
+    except Exception as e:
+        raise TransientError(f"could not read SkyPilot status ({_short(e)}); the jobs' states are unknown, "
+                             "not failed: retry later") from e
+    return _StatusAnswers(clusters, queues, mjobs, reqs)

@@ -43,8 +43,9 @@ def _wanted(row: CatalogRow, res) -> bool:
     return not row.accelerator
 
 
-def skypilot_offers(spec, ctx: OfferContext, restart_hours: float) -> list[Offer]:
-    """The target's own placement, then its ``fallbacks``, each matched against the catalog."""
+def offers(spec, ctx: OfferContext, restart_hours: float) -> list[Offer]:
+    """The target's own placement, then its ``fallbacks``, each matched against the catalog
+    (``Pricing.offers``)."""
     raw = ctx.options
     live = _live_prices(spec, ctx) if ctx.live_spot else None
     own = {k: raw.get(k) for k in ("infra", "region", "zone", "use_spot", "instance_type")}
@@ -70,30 +71,45 @@ def _with_restart(o: Offer, hours: float) -> Offer:
 
 def _placement_offers(name: str, pl: Mapping, gpu_hour: Optional[float], spec, ctx: OfferContext,
                       live: Optional[Mapping]) -> Gathered:
+    """The offers of one placement PL of target NAME (its infra, region, zone, spot or not,
+    instance type): from the catalog and price files, or priced per GPU-hour on infra that has
+    no catalog (GPU_HOUR: the target's gpu_hour_usd)."""
     g = Gathered()
-    res = spec.resources
     cloud, region, zone = parse_infra(pl.get("infra"))
     region = pl.get("region") or region
     zone = pl.get("zone") or zone
-    spot = bool(pl.get("use_spot", False))
-    itype = pl.get("instance_type")
     if not cloud:
         g.notes.append(f"target {name}: no infra (cloud) set, so no catalog to price it from")
-        return g
-    if cloud in _NO_CATALOG_INFRA:
-        if gpu_hour is None:
-            g.notes.append(f"target {name}: infra {pl.get('infra')} has no price catalog; set gpu_hour_usd "
-                           f"on the target or add it to a price file")
-            return g
-        # e.g. slurm/NAME or kubernetes/CONTEXT through SkyPilot, priced per GPU-hour
-        rate, rate_src = rate_and_source(cloud, False, ctx.rates)
-        g.offers.append(Offer(
-            backend="skypilot", target=name, cloud=cloud, region=region, zone=None,
-            instance_type=itype or str(pl.get("infra")), accelerator=res.accelerator,
-            accelerator_count=res.gpus_per_node, vcpus=None, memory_gib=None, spot=False,
-            hourly_usd=gpu_hour * res.gpus_per_node, preemption_rate=rate,
-            source="config gpu_hour_usd", rate_source=rate_src))
-        return g
+    elif cloud in _NO_CATALOG_INFRA:
+        _uncatalogued_offer(name, cloud, region, pl, gpu_hour, spec.resources, ctx, g)
+    else:
+        _catalog_offers(name, cloud, region, zone, pl, gpu_hour, spec.resources, ctx, live, g)
+    return g
+
+
+def _uncatalogued_offer(name: str, cloud: str, region: Optional[str], pl: Mapping, gpu_hour: Optional[float], res,
+                        ctx: OfferContext, g: Gathered) -> None:
+    """Add to G the offer of infra without a price catalog (e.g. slurm/NAME or kubernetes/CONTEXT
+    through SkyPilot), priced per GPU-hour; without GPU_HOUR a note says it cannot be priced."""
+    if gpu_hour is None:
+        g.notes.append(f"target {name}: infra {pl.get('infra')} has no price catalog; set gpu_hour_usd "
+                       f"on the target or add it to a price file")
+        return
+    rate, rate_src = rate_and_source(cloud, False, ctx.rates)
+    g.offers.append(Offer(
+        backend="skypilot", target=name, cloud=cloud, region=region, zone=None,
+        instance_type=pl.get("instance_type") or str(pl.get("infra")), accelerator=res.accelerator,
+        accelerator_count=res.gpus_per_node, vcpus=None, memory_gib=None, spot=False,
+        hourly_usd=gpu_hour * res.gpus_per_node, preemption_rate=rate,
+        source="config gpu_hour_usd", rate_source=rate_src))
+
+
+def _catalog_offers(name: str, cloud: str, region: Optional[str], zone: Optional[str], pl: Mapping,
+                    gpu_hour: Optional[float], res, ctx: OfferContext, live: Optional[Mapping], g: Gathered) -> None:
+    """Add to G the offers of the catalog rows of CLOUD (price files' rows overriding them) in
+    REGION and ZONE (None: any) of the placement's instance type that fit RES; a note when none does."""
+    spot = bool(pl.get("use_spot", False))
+    itype = pl.get("instance_type")
     for r, entry in _rows(name, cloud, ctx, g).values():
         if region and r.region != region or zone and r.zone != zone or itype and r.instance_type != itype:
             continue
@@ -106,7 +122,6 @@ def _placement_offers(name: str, pl: Mapping, gpu_hour: Optional[float], spec, c
         what = f"{res.gpus_per_node} x {res.accelerator}" if res.accelerator else "these resources"
         g.notes.append(f"target {name}: no {'spot ' if spot else ''}offer for {what} in the {cloud} catalog"
                        + (f" in {region}" if region else ""))
-    return g
 
 
 def _rows(name: str, cloud: str, ctx: OfferContext, g: Gathered) -> dict:

@@ -1,3 +1,15 @@
+"""The Slurm backend: a job spec becomes an sbatch script (``render.py``), submitted on this
+host or on a login node reached over SSH, and followed with one ``scontrol`` call for every
+job (``status_io.py``; ``sacct`` for the jobs slurmctld forgot).
+
+What the cluster is (its version, partitions, whether scontrol speaks JSON) is probed once and
+kept in a facts cache under ``$LAUNCHER_HOME/facts`` for ``facts_ttl`` seconds. Each attempt's
+output is its job dir's ``slurm-<job id>.out``. A submission is found again by the dedupe token
+in its job's ``--comment`` (``find_many.py``), so an interrupted submit is never made twice.
+Pricing is one offer per partition (``offers.py``) from the price files' ``slurm:`` section
+(``prices.py``); the queue wait is measured from ``squeue --start`` (``queue.py``).
+"""
+
 from __future__ import annotations
 
 import dataclasses
@@ -9,6 +21,7 @@ from pathlib import Path
 from typing import ClassVar, Optional
 
 from launcher.backend.config import Target
+from launcher.backend.pricing import PricedByModules
 from launcher.backend.protocols import Facts, Handle, JobRef, Request, iter_file
 from launcher.backend.staging import helper_zip_bytes, stage_helper_locally
 from launcher.backend.support import Unsupported, secret_values
@@ -19,6 +32,7 @@ from launcher.spec.model import JobSpec
 from launcher.transport.runner import LocalRunner
 from launcher_backends.slurm import nodeguard, nodeorder, prices, probe as probe_mod
 from launcher_backends.slurm.array import with_array_tasks
+from launcher_backends.slurm.find_many import find_tokens
 from launcher_backends.slurm.jobvars import run_of
 from launcher_backends.slurm.options import SlurmOptions, SlurmSection
 from launcher_backends.slurm.render import HELPER_NAME, render_sbatch
@@ -34,7 +48,7 @@ CLIENT_PROGRAMS = {p: "Slurm's client" for p in ("sbatch", "squeue", "scontrol",
 JOBSIDE_COMMANDS = (nodeguard.__name__, nodeorder.__name__)
 
 
-class SlurmBackend:
+class SlurmBackend(PricedByModules):
     name: ClassVar[str] = "slurm"
     target_options: ClassVar = SlurmOptions
     install_hint: ClassVar[str] = "built in; needs Slurm's client commands on the login node"
@@ -73,26 +87,11 @@ class SlurmBackend:
         self.app = app
         self._runner = runner
 
-    # ---- pricing (Pricing): one offer per partition
-    @classmethod
-    def offers(cls, spec: JobSpec, context) -> list:
-        from launcher_backends.slurm.offers import slurm_offers
-
-        return slurm_offers(spec, context, cls.restart_hours)
-
-    @classmethod
-    def offer_key(cls, target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]:
-        from launcher_backends.slurm.offers import offer_key
-
-        return offer_key(target, handle_extra, status_extra)
-
-    # ---- price files (Pricing's price section): prices.py
+    # ---- pricing (Pricing, forwarded): one offer per partition (offers.py), the price files' section (prices.py)
+    offers_module: ClassVar[str] = "launcher_backends.slurm.offers"
+    prices_module: ClassVar = prices
     price_section: ClassVar[str] = prices.PRICE_SECTION
     price_options: ClassVar = prices.PRICE_OPTIONS
-
-    @classmethod
-    def merge_prices(cls, merged, section, source: str):
-        return prices.merge_prices(merged, section, source)
 
     # ---- where jobs are submitted from and run (Host)
     @classmethod
@@ -151,6 +150,11 @@ class SlurmBackend:
     def _home(self) -> Optional[Path]:
         return Path(self.app.home) if self.app is not None else None
 
+    def _facts_cache(self) -> Optional[Path]:
+        """The file this target's probed facts are kept in (None without an app: no cache)."""
+        home = self._home()
+        return home / "facts" / f"{self.target.name}.json" if home else None
+
     def job_dir_for(self, job: JobRef, facts: Optional[Facts] = None) -> str:
         if self.opts.remote_dir:
             return f"{self.opts.remote_dir.rstrip('/')}/{job.job_id}"
@@ -163,7 +167,7 @@ class SlurmBackend:
 
     # ---- facts (cached per target for facts_ttl seconds)
     def probe(self) -> Facts:
-        cache = self._home() / "facts" / f"{self.target.name}.json" if self._home() else None
+        cache = self._facts_cache()
         if cache and cache.exists() and self.opts.facts_ttl:
             try:
                 cached = json.loads(cache.read_text())
@@ -300,7 +304,7 @@ class SlurmBackend:
     def _json_parser(self) -> str:
         """The probed ``json_status`` fact from the facts cache, of any age (a stale answer
         costs only a fallback to text); never probes, so a status poll stays one command."""
-        cache = self._home() / "facts" / f"{self.target.name}.json" if self._home() else None
+        cache = self._facts_cache()
         try:
             return (json.loads(cache.read_text())["data"].get("json_status") or "") if cache else ""
         except (OSError, ValueError, KeyError, AttributeError):
@@ -339,8 +343,8 @@ class SlurmBackend:
         down = r.stdout if r.returncode == 0 else ""
         log = ""
         if handle.extra.get("job_dir"):
-            log = self._run(["grep", "-a", "-e", "^launcher: start ", "-e", "DUE TO PREEMPTION",
-                             f"{handle.extra['job_dir']}/slurm-{handle.native_id}.out"], check=False).stdout
+            log = self._run(["grep", "-a", "-e", "^launcher: start ", "-e", "DUE TO PREEMPTION", log_path(handle)],
+                            check=False).stdout
         return [{"state": "REQUEUED", "nodes": ""}] * (restarts - 1) + [requeued_run(job, down, log)]
 
     # ---- cancel: idempotent
@@ -368,10 +372,10 @@ class SlurmBackend:
         machine (a cluster whose login node this is); None over SSH."""
         if cls.workdir_is_remote(options) or not handle.extra.get("job_dir"):
             return None
-        return f"{handle.extra['job_dir']}/slurm-{handle.native_id}.out"
+        return log_path(handle)
 
     def logs(self, handle: Handle, follow: bool = False, done=None):
-        path = f"{handle.extra['job_dir']}/slurm-{handle.native_id}.out"
+        path = log_path(handle)
         if isinstance(self.runner, LocalRunner):
             return iter_file(path, follow, done=done)
         return self._remote_logs(path, follow, done)
@@ -427,19 +431,17 @@ class SlurmBackend:
 
     def find_many(self, jobs) -> dict:
         """``find`` of every job in JOBS in one squeue (and at most one sacct): {token: Handle}."""
-        from launcher_backends.slurm.cancel_many import tokens_in
-
         want = {j.dedupe_token: j for j in jobs}
         if not want:
             return {}
-        r = self._run(["squeue", "-h", "-t", "all", "-o", "%i|%k"], check=False)
-        if r.returncode != 0:
-            raise TransientError(f"squeue failed on {self.runner.where}: {r.stderr.strip()}")
-        found = tokens_in(r.stdout, want)
-        if len(found) < len(want):
-            r = self._run(["sacct", "-n", "-P", "-X", "-S", "now-30days", "-o", "JobID,Comment"], check=False)
-            if r.returncode == 0:
-                found.update(tokens_in(r.stdout, [t for t in want if t not in found]))
+        found = find_tokens(self._run, self.runner.where, list(want))
         return {t: Handle(self.name, self.target.name, want[t].job_id, jid, want[t].attempt,
                           extra={"job_dir": self.job_dir_for(want[t]), "found_by_token": True})
                 for t, jid in found.items()}
+
+
+def log_path(handle: Handle) -> str:
+    """Where Slurm writes the attempt's output: ``slurm-<job id>.out`` in its job dir (the
+    script's ``--output``, ``array.LOG_PATTERN``; an array task's id ``<array>_<index>`` gives
+    ``ELEMENT_LOG_PATTERN``'s name)."""
+    return f"{handle.extra['job_dir']}/slurm-{handle.native_id}.out"

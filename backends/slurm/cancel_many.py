@@ -1,7 +1,6 @@
-"""Pure helpers of the Slurm backend's ``cancel_many`` and ``find_many``: many job ids in
-one ``scancel`` (split so that one command line stays far below ARG_MAX, also through an SSH
-login shell), what its error output says about each id, and the dedupe tokens found in one
-``squeue``/``sacct`` listing."""
+"""Pure helpers of the Slurm backend's ``cancel_many``: many job ids in one ``scancel`` (split
+so that one command line stays far below ARG_MAX, also through an SSH login shell), and what
+its error output says about each id."""
 
 from __future__ import annotations
 
@@ -52,15 +51,4 @@ def scancel_errors(returncode: int, stderr: str, ids: list[str]) -> dict:
     if returncode != 0 and not out and unattributed:
         msg = f"scancel exited {returncode}: {'; '.join(unattributed)[:500]}"
         return {i: msg for i in ids}
-    return out
-
-
-def tokens_in(text: str, tokens: Iterable[str]) -> dict:
-    """{token: the first job id carrying it} from ``id|comment`` lines."""
-    want, out = set(tokens), {}
-    for line in text.splitlines():
-        jid, _, comment = line.partition("|")
-        tok, jid = comment.strip(), jid.strip()
-        if tok in want and tok not in out and jid.split("_")[0].isdigit():
-            out[tok] = jid
     return out

@@ -158,6 +158,56 @@ def _usable(state: str) -> bool:
     return state.rstrip("*~#!%$@^-") == state and state.split("+")[0] in _USABLE
 
 
+class _ListSchedule:
+    """A partition's nodes as jobs take and free them, in hours from now: how many are free,
+    when the busy ones free up (RELEASES, a heap of (hour, nodes)), and how far the schedule
+    has got."""
+
+    def __init__(self, capacity: int, free: int, releases: list):
+        self.capacity, self.free, self.releases, self.now = capacity, free, releases, 0.0
+
+    def start_time(self, need: int) -> float:
+        """When NEED nodes are free at once (inf: never, within the releases known)."""
+        while self.free < need and self.releases:
+            t, n = heapq.heappop(self.releases)
+            self.now = max(self.now, t)
+            self.free = min(self.capacity, self.free + n)  # jobs sharing nodes must not free more than exist
+        return self.now if self.free >= need else float("inf")
+
+    def run(self, start: float, hours: float, nodes: int) -> None:
+        """A job takes NODES from START for HOURS."""
+        self.free -= nodes
+        heapq.heappush(self.releases, (start + hours, nodes))
+
+
+def _running_releases(jobs: list, runtime_fraction: float, unlimited_hours: float) -> tuple[list, int]:
+    """(a heap of (hour, nodes) when the running JOBS free their nodes, how many nodes they hold)."""
+    releases: list[tuple[float, int]] = []
+    busy = 0
+    for j in jobs:
+        if j.state in ("RUNNING", "COMPLETING"):
+            left = j.left_s if j.left_s is not None else unlimited_hours * 3600
+            heapq.heappush(releases, (left * runtime_fraction / 3600.0, j.nodes))
+            busy += j.nodes
+    return releases, busy
+
+
+def _schedule_pending(sched: _ListSchedule, jobs: list, runtime_fraction: float, unlimited_hours: float) -> int:
+    """Schedule the pending JOBS, highest priority first, each for its time limit; how many start
+    (those ahead of ours)."""
+    ahead = 0
+    for j in sorted((j for j in jobs if j.state == "PENDING"), key=lambda j: -j.priority):
+        if j.nodes > sched.capacity:
+            continue  # never starts; does not hold anyone up
+        t = sched.start_time(j.nodes)
+        if t == float("inf"):
+            break
+        sched.run(t, (j.limit_s if j.limit_s is not None else unlimited_hours * 3600) * runtime_fraction / 3600.0,
+                  j.nodes)
+        ahead += 1
+    return ahead
+
+
 def wait_from_pending_work(squeue_text: str, sinfo_text: str, partition: str, nodes: int,
                            runtime_fraction: float = 1.0, unlimited_hours: float = 24.0) -> QueueEstimate:
     """List-schedule the partition's running and pending jobs, then ours (see module doc)."""
@@ -171,42 +221,16 @@ def wait_from_pending_work(squeue_text: str, sinfo_text: str, partition: str, no
                                            f"the job needs {nodes}")
     free = sum(1 for n in usable if node_states[n].startswith("idle"))
     jobs = [j for j in parse_squeue_jobs(squeue_text) if j.partition == partition]
-    releases: list[tuple[float, int]] = []
-    busy = 0
-    for j in jobs:
-        if j.state in ("RUNNING", "COMPLETING"):
-            left = j.left_s if j.left_s is not None else unlimited_hours * 3600
-            heapq.heappush(releases, (left * runtime_fraction / 3600.0, j.nodes))
-            busy += j.nodes
+    releases, busy = _running_releases(jobs, runtime_fraction, unlimited_hours)
     # Nodes busy with jobs we cannot see (other partitions on shared nodes, jobs of other
     # users hidden by PrivateData) are assumed free when the last visible job ends.
     hidden = capacity - free - busy
     if hidden > 0:
         horizon = max((t for t, _ in releases), default=unlimited_hours * runtime_fraction)
         heapq.heappush(releases, (horizon, hidden))
-    now_t = 0.0
-
-    def start_time(need: int) -> float:
-        nonlocal free, now_t
-        while free < need and releases:
-            t, n = heapq.heappop(releases)
-            now_t = max(now_t, t)
-            free = min(capacity, free + n)  # jobs sharing nodes must not free more than exist
-        return now_t if free >= need else float("inf")
-
-    pending = sorted((j for j in jobs if j.state == "PENDING"), key=lambda j: -j.priority)
-    ahead = 0
-    for j in pending:
-        if j.nodes > capacity:
-            continue  # never starts; does not hold anyone up
-        t = start_time(j.nodes)
-        if t == float("inf"):
-            break
-        free -= j.nodes
-        dur = (j.limit_s if j.limit_s is not None else unlimited_hours * 3600) * runtime_fraction / 3600.0
-        heapq.heappush(releases, (t + dur, j.nodes))
-        ahead += 1
-    wait = start_time(nodes)
+    sched = _ListSchedule(capacity, free, releases)
+    ahead = _schedule_pending(sched, jobs, runtime_fraction, unlimited_hours)
+    wait = sched.start_time(nodes)
     if wait == float("inf"):
         # the listed jobs never free enough nodes: the rest are held by jobs we cannot see
         return QueueEstimate(float("inf"), f"{partition}: not enough nodes free up within the listed jobs")

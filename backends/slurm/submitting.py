@@ -76,10 +76,21 @@ def classify(returncode: int, stdout: str, stderr: str) -> Outcome:
             return Outcome("accepted", ids[0])
         return Outcome("unknown", why=f"sbatch exited 0 but printed {_shown(stdout)}, not one job id")
     if returncode < 0 or returncode >= 128:
-        sig = -returncode if returncode < 0 else returncode - 128
-        return Outcome("unknown", why=(f"sbatch was killed by signal {sig} (exit {returncode}) after printing "
-                                       f"{_shown(stdout)}" if returncode != -1 else
-                                       f"sbatch ended without an exit status ({last})"))
+        return Outcome("unknown", why=_killed(returncode, stdout, last))
+    return _failed(returncode, stderr, ids, said, last)
+
+
+def _killed(returncode: int, stdout: str, last: str) -> str:
+    """Why an sbatch that a signal ended (or that ended without an exit status: -1) may have run."""
+    if returncode == -1:
+        return f"sbatch ended without an exit status ({last})"
+    sig = -returncode if returncode < 0 else returncode - 128
+    return f"sbatch was killed by signal {sig} (exit {returncode}) after printing {_shown(stdout)}"
+
+
+def _failed(returncode: int, stderr: str, ids: list, said: str, last: str) -> Outcome:
+    """An sbatch that exited RETURNCODE (1-127): refused only on Slurm's own refusal, with no id
+    printed (IDS) and no sign its request reached the controller; unknown otherwise."""
     if ids:
         return Outcome("unknown", why=f"sbatch exited {returncode} after printing a job id ({ids[0]}): {last}")
     if may_have_been_accepted(said):

@@ -272,40 +272,48 @@ def _watcher_alive(lx: "Launcher") -> bool:
     return bool(rows) and stale_watchers(rows, 1, time.time()) is None
 
 
-def launch_calls(lx: "Launcher", fn: Callable, calls: list, target: Optional[str], resources: Optional[dict],
-                 spec, name: Optional[str], many: bool, max_parallel: Optional[int] = None):
-    """Submit FN once per call in CALLS ((args, kwargs) each); MANY: as one sweep (``map``).
-    Returns the FunctionJob handles, in the order of CALLS."""
+def _check_fn(fn, many: bool) -> None:
+    """ArgumentError unless FN can be called."""
     if not callable(fn):
         from launcher.core.args import ArgumentError  # only for a wrong argument
 
         raise ArgumentError(f"Launcher.{'map' if many else 'submit'}(): fn: expected a callable, got "
                             f"{type(fn).__name__} {fn!r:.80}")
+
+
+def _resources_dict(resources) -> Optional[dict]:
+    """RESOURCES (None, a dict of the spec's resources fields, or ``Resources``) as a dict or None."""
     if resources is not None and not isinstance(resources, dict):
         resources = resources.model_dump(exclude_unset=True) if isinstance(resources, Resources) else resources
         if not isinstance(resources, dict):
             raise LauncherError(f"resources: expected a dict of the spec's resources fields (nodes, "
                                 f"gpus_per_node, ...), got {type(resources).__name__}")
-    payloads = pickled_payload(fn, calls)  # before anything is launched
-    base = lx.load(spec) if spec is not None else None
-    app = lx.app
-    tname = target or (base.targets[0] if base is not None and len(base.targets) == 1 else None) \
+    return resources
+
+
+def _call_target(app, target: Optional[str], base: Optional[JobSpec]) -> Optional[str]:
+    """The target the call goes to when it is known before the launch: TARGET, else the base
+    spec's only target, else the default one when the base names none; None: the planner chooses."""
+    return target or (base.targets[0] if base is not None and len(base.targets) == 1 else None) \
         or (app.config.default_target() if base is None or not base.targets else None)
-    local_files = tname is not None and shares_files(lx, tname)
-    call_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def _call_root(app, base: Optional[JobSpec], tname: Optional[str], local_files: bool, call_id: str) -> str:
+    """The call's root: below the base spec's checkpoint root, else (jobs that see this machine's
+    files, LOCAL_FILES) below ``$LAUNCHER_HOME/calls``; LauncherError when there is none."""
     if base is not None and base.checkpoint.root:
-        root = base.checkpoint.root.rstrip("/") + "/" + call_id
-    elif local_files:
-        root = str(Path(app.home) / CALLS_DIR / call_id)
-    else:
-        where = f"target {tname!r}" if tname else "the targets the planner may choose"
-        raise LauncherError(f"{where}: a function's payload and result travel through the checkpoint root, and "
-                            f"jobs there do not see this machine's files: pass spec= with checkpoint: {{root: ...}} "
-                            f"(a path both this machine and the job reach, or s3://bucket/prefix)")
-    python = sys.executable if local_files else "python3"
-    label = name or f"fn-{_name_of(fn).replace('<', '').replace('>', '')}"
-    job_spec = function_spec(base, label, root, python, resources, os.getcwd() if local_files else None,
-                             size=len(calls) if many else None, max_parallel=max_parallel)
+        return base.checkpoint.root.rstrip("/") + "/" + call_id
+    if local_files:
+        return str(Path(app.home) / CALLS_DIR / call_id)
+    where = f"target {tname!r}" if tname else "the targets the planner may choose"
+    raise LauncherError(f"{where}: a function's payload and result travel through the checkpoint root, and "
+                        f"jobs there do not see this machine's files: pass spec= with checkpoint: {{root: ...}} "
+                        f"(a path both this machine and the job reach, or s3://bucket/prefix)")
+
+
+def _call_spec_text(job_spec: JobSpec, label: str) -> str:
+    """The text of a call's JOB_SPEC, read back as a launch reads it (SpecError before any file
+    is written: model_copy checks nothing); a call runs on one node."""
     if job_spec.resources.nodes > 1:
         raise LauncherError(f"resources.nodes: {job_spec.resources.nodes}: a function job runs in one process, on "
                             f"one node; a multi-node program is a spec with run: (Launcher.launch)")
@@ -313,7 +321,26 @@ def launch_calls(lx: "Launcher", fn: Callable, calls: list, target: Optional[str
     from launcher.launching.specinput import spec_text  # spec writing: these verbs only
 
     text = spec_text(job_spec)
-    spec_from_text(text, label)  # SpecError before any file is written (model_copy checks nothing)
+    spec_from_text(text, label)
+    return text
+
+
+def launch_calls(lx: "Launcher", fn: Callable, calls: list, target: Optional[str], resources: Optional[dict],
+                 spec, name: Optional[str], many: bool, max_parallel: Optional[int] = None):
+    """Submit FN once per call in CALLS ((args, kwargs) each); MANY: as one sweep (``map``).
+    Returns the FunctionJob handles, in the order of CALLS."""
+    _check_fn(fn, many)
+    resources = _resources_dict(resources)
+    payloads = pickled_payload(fn, calls)  # before anything is launched
+    base = lx.load(spec) if spec is not None else None
+    app = lx.app
+    tname = _call_target(app, target, base)
+    local_files = tname is not None and shares_files(lx, tname)
+    root = _call_root(app, base, tname, local_files, f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}")
+    python = sys.executable if local_files else "python3"
+    label = name or f"fn-{_name_of(fn).replace('<', '').replace('>', '')}"
+    text = _call_spec_text(function_spec(base, label, root, python, resources, os.getcwd() if local_files else None,
+                                         size=len(calls) if many else None, max_parallel=max_parallel), label)
     roots = [element_root(root, i) for i in range(len(calls))] if many else [root]
     for r, data in zip(roots, payloads):
         _put(r, data)
@@ -324,4 +351,3 @@ def launch_calls(lx: "Launcher", fn: Callable, calls: list, target: Optional[str
 
     return [FunctionJob(lx, ELEMENT_ID.format(sweep_id=done.job_id, index=i), r, done.job_id, i)
             for i, r in enumerate(roots)]
-

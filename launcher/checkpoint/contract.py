@@ -119,6 +119,75 @@ def manifest_bytes(doc: dict) -> bytes:
     return (json.dumps(doc, indent=1) + "\n").encode()
 
 
+_MALFORMED = "malformed COMMIT.json: "
+
+
+def _header_problem(doc, step, generation) -> str:
+    """Why DOC (a parsed COMMIT.json) is malformed above its files, or does not belong to the
+    directory of STEP and GENERATION (None: not checked); '' if it is fine."""
+    if not isinstance(doc, dict):
+        return _MALFORMED + "not a JSON object"
+    missing = [k for k in _MANIFEST_KEYS if k not in doc]
+    if missing:
+        return _MALFORMED + "missing %s" % ", ".join(missing)
+    if not _is_int(doc["step"]) or not _is_int(doc["generation"]):
+        return _MALFORMED + "step and generation must be integers"
+    if step is not None and (doc["step"], doc["generation"]) != (step, generation):
+        return "COMMIT.json names step %s generation %s, but the directory is step %s generation %s" % (
+            doc["step"], doc["generation"], step, generation)
+    if not isinstance(doc["created"], str):
+        return _MALFORMED + "created must be an ISO-8601 string"
+    if "run" in doc and doc["run"] is not None and not isinstance(doc["run"], str):
+        return _MALFORMED + "run must be a string"
+    return ""
+
+
+def _file_problem(i: int, f, seen: set) -> str:
+    """Why ``files[I]`` (F) of a COMMIT.json is malformed, SEEN holding the paths listed before
+    it; '' if it is fine."""
+    if not isinstance(f, dict):
+        return _MALFORMED + "files[%d] is not an object" % i
+    p, s, h = f.get("path"), f.get("size"), f.get("sha256")
+    if not isinstance(p, str) or not p:
+        return _MALFORMED + "files[%d].path must be a string" % i
+    why = unsafe_rel_path(p)
+    if why or p == COMMIT:
+        return _MALFORMED + "files[%d].path %r must be a plain relative path inside the checkpoint (%s)" % (
+            i, p, why or "COMMIT.json lists itself")
+    if p in seen:
+        return _MALFORMED + "files[%d].path %r is listed twice" % (i, p)
+    if not _is_int(s) or s < 0:
+        return _MALFORMED + "files[%d].size must be an integer >= 0" % i
+    if h is not None and (not isinstance(h, str) or not _HEX64.match(h)):
+        return _MALFORMED + "files[%d].sha256 must be 64 hex digits or null" % i
+    return ""
+
+
+def _file_and_directory(paths: set) -> list:
+    """The PATHS that are also a parent directory of another one, sorted."""
+    parents = set()
+    for p in paths:
+        parts = p.split("/")
+        parents.update("/".join(parts[:k]) for k in range(1, len(parts)))
+    return sorted(paths & parents)
+
+
+def _files_problem(files) -> str:
+    """Why the ``files`` list FILES of a COMMIT.json is malformed; '' if it is fine."""
+    if not isinstance(files, list) or not files:
+        return _MALFORMED + "files must be a non-empty list"
+    seen: set = set()
+    for i, f in enumerate(files):
+        why = _file_problem(i, f, seen)
+        if why:
+            return why
+        seen.add(f["path"])
+    clash = _file_and_directory(seen)
+    if clash:
+        return _MALFORMED + "%r is listed as a file and as a directory" % clash[0]
+    return ""
+
+
 def parse_manifest(raw: bytes, where: str, step=None, generation=None) -> dict:
     """Validate a COMMIT.json; ManifestError (naming WHERE) if it is malformed or does not
     belong to its directory."""
@@ -126,49 +195,9 @@ def parse_manifest(raw: bytes, where: str, step=None, generation=None) -> dict:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise ManifestError("%s: malformed COMMIT.json: %s" % (where, e))
-    if not isinstance(doc, dict):
-        raise ManifestError("%s: malformed COMMIT.json: not a JSON object" % where)
-    missing = [k for k in _MANIFEST_KEYS if k not in doc]
-    if missing:
-        raise ManifestError("%s: malformed COMMIT.json: missing %s" % (where, ", ".join(missing)))
-    if not _is_int(doc["step"]) or not _is_int(doc["generation"]):
-        raise ManifestError("%s: malformed COMMIT.json: step and generation must be integers" % where)
-    if step is not None and (doc["step"], doc["generation"]) != (step, generation):
-        raise ManifestError("%s: COMMIT.json names step %s generation %s, but the directory is step %s "
-                            "generation %s" % (where, doc["step"], doc["generation"], step, generation))
-    if not isinstance(doc["created"], str):
-        raise ManifestError("%s: malformed COMMIT.json: created must be an ISO-8601 string" % where)
-    if "run" in doc and doc["run"] is not None and not isinstance(doc["run"], str):
-        raise ManifestError("%s: malformed COMMIT.json: run must be a string" % where)
-    files = doc["files"]
-    if not isinstance(files, list) or not files:
-        raise ManifestError("%s: malformed COMMIT.json: files must be a non-empty list" % where)
-    seen = set()
-    for i, f in enumerate(files):
-        if not isinstance(f, dict):
-            raise ManifestError("%s: malformed COMMIT.json: files[%d] is not an object" % (where, i))
-        p, s, h = f.get("path"), f.get("size"), f.get("sha256")
-        if not isinstance(p, str) or not p:
-            raise ManifestError("%s: malformed COMMIT.json: files[%d].path must be a string" % (where, i))
-        why = unsafe_rel_path(p)
-        if why or p == COMMIT:
-            raise ManifestError("%s: malformed COMMIT.json: files[%d].path %r must be a plain relative path "
-                                "inside the checkpoint (%s)" % (where, i, p, why or "COMMIT.json lists itself"))
-        if p in seen:
-            raise ManifestError("%s: malformed COMMIT.json: files[%d].path %r is listed twice" % (where, i, p))
-        seen.add(p)
-        if not _is_int(s) or s < 0:
-            raise ManifestError("%s: malformed COMMIT.json: files[%d].size must be an integer >= 0" % (where, i))
-        if h is not None and (not isinstance(h, str) or not _HEX64.match(h)):
-            raise ManifestError("%s: malformed COMMIT.json: files[%d].sha256 must be 64 hex digits or null"
-                                % (where, i))
-    parents = set()
-    for p in seen:
-        parts = p.split("/")
-        parents.update("/".join(parts[:k]) for k in range(1, len(parts)))
-    clash = sorted(seen & parents)
-    if clash:
-        raise ManifestError("%s: malformed COMMIT.json: %r is listed as a file and as a directory" % (where, clash[0]))
+    why = _header_problem(doc, step, generation) or _files_problem(doc["files"])
+    if why:
+        raise ManifestError("%s: %s" % (where, why))
     return doc
 
 

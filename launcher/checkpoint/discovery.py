@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
 
 from launcher.checkpoint.contract import COMMIT, Generations, parse_manifest, parse_step_dir, read_generations
 from launcher.checkpoint.errors import CheckpointError, ManifestError, UnsafePath
@@ -115,110 +116,146 @@ class _Context:
         return self._trackers[name]
 
 
-def _evaluate_launcher(store, step, gen, name, ctx, commit_known=None) -> Entry:
-    path = store.url(name)
-    stale = ctx.gens.stale_reason(step, gen)
-    if stale:
-        return Entry(name, path, step, gen, "stale", stale)
-    if commit_known is False:
-        raw = None
-    else:
-        try:
-            raw, _ = store.read(name + "/" + COMMIT)
-        except UnsafePath as e:  # a FIFO, a device, a link or a huge file named COMMIT.json
-            return Entry(name, path, step, gen, TORN, str(e), malformed=True)
-    if raw is None:
-        return Entry(name, path, step, gen, TORN, "no COMMIT.json (uncommitted or torn)")
-    where = store.url(name + "/" + COMMIT)
-    try:
-        doc = parse_manifest(raw, where, step, gen)
-    except ManifestError as e:
-        return Entry(name, path, step, gen, TORN, str(e), malformed=True)
-    files = doc["files"]
+def _size_problem(f: dict, got) -> Optional[str]:
+    """Why the file F listed in a COMMIT.json does not match what is there (GOT: its size, None
+    when missing, or what it is when no regular file), or None."""
+    if isinstance(got, str):
+        return "%s: listed in COMMIT.json but it is %s, not a regular file (links are never followed)" % (
+            f["path"], got)
+    if got is None:
+        return "%s: listed in COMMIT.json but missing" % f["path"]
+    if got != f["size"]:
+        return "%s: size %d, COMMIT.json lists %d" % (f["path"], got, f["size"])
+    return None
+
+
+def _files_problem(store, name: str, files: list, verify: bool) -> Optional[str]:
+    """Why the FILES a COMMIT.json of STORE/NAME lists are not all there (sizes; with VERIFY,
+    the sha256 where recorded), or None."""
     sizes = store.file_sizes(name, [f["path"] for f in files])
     for f in files:
-        got = sizes.get(f["path"])
-        if isinstance(got, str):
-            return Entry(name, path, step, gen, TORN, "%s: listed in COMMIT.json but it is %s, not a regular file "
-                         "(links are never followed)" % (f["path"], got), "launcher", doc)
-        if got is None:
-            return Entry(name, path, step, gen, TORN, "%s: listed in COMMIT.json but missing" % f["path"], "launcher",
-                         doc)
-        if got != f["size"]:
-            return Entry(name, path, step, gen, TORN, "%s: size %d, COMMIT.json lists %d" % (f["path"], got, f["size"]),
-                         "launcher", doc)
-    if ctx.verify:
+        problem = _size_problem(f, sizes.get(f["path"]))
+        if problem:
+            return problem
+    if verify:
         for f in files:
             if f.get("sha256") and store.sha256(name + "/" + f["path"]) != f["sha256"]:
-                return Entry(name, path, step, gen, TORN, "%s: sha256 mismatch" % f["path"], "launcher", doc)
+                return "%s: sha256 mismatch" % f["path"]
+    return None
+
+
+def _commit_summary(files: list, verify: bool) -> str:
+    """A committed checkpoint's reason: what its COMMIT.json lists and how much of it was checked."""
     total = sum(f["size"] for f in files)
     hashed = sum(1 for f in files if f.get("sha256"))
-    how = ("sizes and sha256 verified" if ctx.verify and hashed == len(files)
-           else "sizes and %d/%d sha256 verified" % (hashed, len(files)) if ctx.verify else "sizes match")
-    return Entry(name, path, step, gen, COMMITTED,
-                 "COMMIT.json: %d file(s), %d bytes, %s" % (len(files), total, how), "launcher", doc)
+    how = ("sizes and sha256 verified" if verify and hashed == len(files)
+           else "sizes and %d/%d sha256 verified" % (hashed, len(files)) if verify else "sizes match")
+    return "COMMIT.json: %d file(s), %d bytes, %s" % (len(files), total, how)
+
+
+def _evaluate_launcher(store, step, gen, name, ctx, commit_known=None) -> Entry:
+    path = store.url(name)
+
+    def torn(reason, doc=None, malformed=False):
+        return Entry(name, path, step, gen, TORN, reason, "launcher", doc, malformed)
+
+    stale = ctx.gens.stale_reason(step, gen)
+    if stale:
+        return Entry(name, path, step, gen, STALE, stale)
+    try:
+        raw = None if commit_known is False else store.read(name + "/" + COMMIT)[0]
+    except UnsafePath as e:  # a FIFO, a device, a link or a huge file named COMMIT.json
+        return torn(str(e), malformed=True)
+    if raw is None:
+        return torn("no COMMIT.json (uncommitted or torn)")
+    try:
+        doc = parse_manifest(raw, store.url(name + "/" + COMMIT), step, gen)
+    except ManifestError as e:
+        return torn(str(e), malformed=True)
+    problem = _files_problem(store, name, doc["files"], ctx.verify)
+    if problem:
+        return torn(problem, doc)
+    return Entry(name, path, step, gen, COMMITTED, _commit_summary(doc["files"], ctx.verify), "launcher", doc)
 
 
 def _has(tree, basename):
     return any(p == basename or p.endswith("/" + basename) for p in tree)
 
 
+def _judge_megatron(step: int, tree: dict, tracker: Optional[str], why: str) -> tuple[str, str]:
+    """(state, reason) of Megatron's ``iter_<STEP>`` holding TREE, by its tracker file's text
+    TRACKER (None: absent; WHY: why it cannot be used)."""
+    if why:
+        return TORN, "Megatron: %s" % why
+    top = set(p for p in tree if "/" not in p)
+    complete = ".metadata" in top or _has(tree, "model_optim_rng.pt") or ("common.pt" in top and
+                                                                        "metadata.json" in top)
+    if tracker is None:
+        return TORN, "Megatron: no %s" % MEGATRON_TRACKER
+    if not tracker.isdigit():
+        return TORN, "Megatron: %s holds %r, not an iteration" % (MEGATRON_TRACKER, tracker[:40])
+    if step > int(tracker):
+        return TORN, "Megatron: newer than iteration %s named in %s" % (tracker, MEGATRON_TRACKER)
+    if not complete:
+        return TORN, "Megatron: incomplete (no model_optim_rng.pt or .metadata)"
+    return COMMITTED, "Megatron: %s %s" % (
+        "named in" if step == int(tracker) else "older than iteration %s in" % tracker, MEGATRON_TRACKER)
+
+
+def _judge_deepspeed(step: int, name: str, tree: dict, tracker: Optional[str], why: str) -> tuple[str, str]:
+    """(state, reason) of DeepSpeed's NAME (``global_step<STEP>``) holding TREE, by its ``latest``
+    file's text TRACKER (None: absent; WHY: why it cannot be used)."""
+    if why:
+        return TORN, "DeepSpeed: %s" % why
+    complete = any(p.endswith("model_states.pt") and s > 0 for p, s in tree.items())
+    if tracker is None:
+        return TORN, "DeepSpeed: no '%s' file" % DEEPSPEED_TRACKER
+    m = _FW_RE.match(tracker)
+    tstep = int(m.group(2)) if m else None
+    if tracker != name and (tstep is None or step > tstep):
+        return TORN, "DeepSpeed: newer than tag %r named in '%s'" % (tracker[:40], DEEPSPEED_TRACKER)
+    if not complete:
+        return TORN, "DeepSpeed: incomplete (no *model_states.pt)"
+    return COMMITTED, "DeepSpeed: %s '%s' (DeepSpeed may write it before every rank finished; sizes unchecked)" % (
+        "named in" if tracker == name else "older than the tag in", DEEPSPEED_TRACKER)
+
+
+def _judge_by_marker(tree: dict, is_local: bool) -> tuple[str, str, str]:
+    """(state, format, reason) of a step-named directory holding TREE, by the commit marker in
+    it: torch DCP's ``.metadata``, Orbax's ``commit_success.txt`` (or, on a local filesystem,
+    its ``_CHECKPOINT_METADATA`` renamed into place)."""
+    top = set(p for p in tree if "/" not in p)
+    if ".metadata" in top:
+        return COMMITTED, "dcp", "torch DCP: .metadata present"
+    if "commit_success.txt" in top:
+        return COMMITTED, "orbax", "Orbax: commit_success.txt present"
+    if "_CHECKPOINT_METADATA" in top:
+        if is_local:
+            return COMMITTED, "orbax", "Orbax: renamed into place (_CHECKPOINT_METADATA present)"
+        return TORN, "orbax", "Orbax: no commit_success.txt"
+    if any(p.endswith(".distcp") for p in tree):
+        return TORN, "dcp", "torch DCP: shards without .metadata"
+    if not tree:
+        return TORN, "unknown", "empty directory"
+    return TORN, "unknown", "no commit marker (COMMIT.json, .metadata, commit_success.txt, %s, %s)" % (
+        MEGATRON_TRACKER, DEEPSPEED_TRACKER)
+
+
 def _evaluate_framework(store, step, name, ctx) -> Entry:
     path = store.url(name)
-
-    def mk(state, fmt, reason):
-        return Entry(name, path, step, None, state, reason, fmt)
-
     if ".orbax-checkpoint-tmp-" in name:
-        return mk(TORN, "orbax", "Orbax: temporary directory, never renamed into place")
-    tree = store.list_tree(name)
-    top = set(p for p in tree if "/" not in p)
-    if name.startswith("iter_"):
-        t, why = ctx.tracker(MEGATRON_TRACKER)
-        if why:
-            return mk(TORN, "megatron", "Megatron: %s" % why)
-        complete = ".metadata" in top or _has(tree, "model_optim_rng.pt") or ("common.pt" in top and
-                                                                            "metadata.json" in top)
-        if t is None:
-            return mk(TORN, "megatron", "Megatron: no %s" % MEGATRON_TRACKER)
-        if not t.isdigit():
-            return mk(TORN, "megatron", "Megatron: %s holds %r, not an iteration" % (MEGATRON_TRACKER, t[:40]))
-        if step > int(t):
-            return mk(TORN, "megatron", "Megatron: newer than iteration %s named in %s" % (t, MEGATRON_TRACKER))
-        if not complete:
-            return mk(TORN, "megatron", "Megatron: incomplete (no model_optim_rng.pt or .metadata)")
-        return mk(COMMITTED, "megatron", "Megatron: %s %s" % (
-            "named in" if step == int(t) else "older than iteration %s in" % t, MEGATRON_TRACKER))
-    if name.startswith("global_step"):
-        t, why = ctx.tracker(DEEPSPEED_TRACKER)
-        if why:
-            return mk(TORN, "deepspeed", "DeepSpeed: %s" % why)
-        complete = any(p.endswith("model_states.pt") and s > 0 for p, s in tree.items())
-        if t is None:
-            return mk(TORN, "deepspeed", "DeepSpeed: no '%s' file" % DEEPSPEED_TRACKER)
-        m = _FW_RE.match(t)
-        tstep = int(m.group(2)) if m else None
-        if t != name and (tstep is None or step > tstep):
-            return mk(TORN, "deepspeed", "DeepSpeed: newer than tag %r named in '%s'" % (t[:40], DEEPSPEED_TRACKER))
-        if not complete:
-            return mk(TORN, "deepspeed", "DeepSpeed: incomplete (no *model_states.pt)")
-        return mk(COMMITTED, "deepspeed", "DeepSpeed: %s '%s' (DeepSpeed may write it before every rank "
-                  "finished; sizes unchecked)" % ("named in" if t == name else "older than the tag in",
-                                                  DEEPSPEED_TRACKER))
-    if ".metadata" in top:
-        return mk(COMMITTED, "dcp", "torch DCP: .metadata present")
-    if "commit_success.txt" in top:
-        return mk(COMMITTED, "orbax", "Orbax: commit_success.txt present")
-    if "_CHECKPOINT_METADATA" in top:
-        if store.is_local:
-            return mk(COMMITTED, "orbax", "Orbax: renamed into place (_CHECKPOINT_METADATA present)")
-        return mk(TORN, "orbax", "Orbax: no commit_success.txt")
-    if any(p.endswith(".distcp") for p in tree):
-        return mk(TORN, "dcp", "torch DCP: shards without .metadata")
-    if not tree:
-        return mk(TORN, "unknown", "empty directory")
-    return mk(TORN, "unknown", "no commit marker (COMMIT.json, .metadata, commit_success.txt, %s, %s)"
-              % (MEGATRON_TRACKER, DEEPSPEED_TRACKER))
+        state, fmt, reason = TORN, "orbax", "Orbax: temporary directory, never renamed into place"
+    elif name.startswith("iter_"):
+        tree = store.list_tree(name)
+        fmt = "megatron"
+        state, reason = _judge_megatron(step, tree, *ctx.tracker(MEGATRON_TRACKER))
+    elif name.startswith("global_step"):
+        tree = store.list_tree(name)
+        fmt = "deepspeed"
+        state, reason = _judge_deepspeed(step, name, tree, *ctx.tracker(DEEPSPEED_TRACKER))
+    else:
+        state, fmt, reason = _judge_by_marker(store.list_tree(name), store.is_local)
+    return Entry(name, path, step, None, state, reason, fmt)
 
 
 def _evaluate(store, cand, ctx, commit_known=None) -> Entry:

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import Optional
 
 from launcher.checkpoint.contract import COMMIT, QUARANTINE, read_generations
 from launcher.checkpoint.discovery import COMMITTED, STALE, TORN, scan
@@ -25,6 +26,31 @@ from launcher.checkpoint.errors import CheckpointError
 
 def _stamp() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def _writing(e, newest, current_generation: int) -> bool:
+    """Whether the torn checkpoint E may still be being written: of the current (or a newer)
+    generation, and newer than NEWEST, the newest committed one (None: there is none)."""
+    return e.generation >= current_generation and (newest is None or
+                                                   (e.step, e.generation) > (newest.step, newest.generation))
+
+
+def _fate(e, newest, current_generation: int, gens) -> Optional[tuple[str, str]]:
+    """(what gc does with the launcher checkpoint E: "skipped" or "quarantine", why), or None
+    for a committed one (kept or deleted by its rank among the committed)."""
+    if e.foreign:
+        return "skipped", "left in place: " + e.reason
+    if e.state == STALE:
+        if gens is not None and gens.stale_cause(e.step, e.generation)[0] == "fresh":
+            return "skipped", "an earlier run's, left in place: " + e.reason
+        return "quarantine", e.reason
+    if e.state == TORN:
+        if e.malformed:
+            return "skipped", "left in place for a human: " + e.reason
+        if _writing(e, newest, current_generation):
+            return "skipped", "torn but may still be being written by generation %d" % e.generation
+        return "quarantine", e.reason
+    return None
 
 
 def plan_gc(entries, keep: int, current_generation: int, gens=None):
@@ -36,32 +62,14 @@ def plan_gc(entries, keep: int, current_generation: int, gens=None):
     committed = [e for e in ours if e.state == COMMITTED]
     newest = committed[0] if committed else None
     out = {"kept": [], "delete": [], "quarantine": [], "skipped": []}
-    for i, e in enumerate(committed):
-        if i < keep:
-            out["kept"].append((e, "one of the %d newest committed" % keep))
-        else:
-            out["delete"].append((e, "committed, older than the %d kept" % keep))
+    out["kept"] = [(e, "one of the %d newest committed" % keep) for e in committed[:keep]]
+    out["delete"] = [(e, "committed, older than the %d kept" % keep) for e in committed[keep:]]
     for e in ours:
-        if e.foreign:
-            out["skipped"].append((e, "left in place: " + e.reason))
-        elif e.state == STALE:
-            if gens is not None and gens.stale_cause(e.step, e.generation)[0] == "fresh":
-                out["skipped"].append((e, "an earlier run's, left in place: " + e.reason))
-            else:
-                out["quarantine"].append((e, e.reason))
-        elif e.state == TORN:
-            if e.malformed:
-                out["skipped"].append((e, "left in place for a human: " + e.reason))
-            elif e.generation >= current_generation and (newest is None or
-                                                         (e.step, e.generation) > (newest.step, newest.generation)):
-                out["skipped"].append((e, "torn but may still be being written by generation %d" % e.generation))
-            else:
-                out["quarantine"].append((e, e.reason))
-    for e in entries:
-        if e.format != "launcher" and e.foreign:
-            out["skipped"].append((e, "left in place: " + e.reason))
-        elif e.format != "launcher":
-            out["skipped"].append((e, "%s layout: read-only" % e.format))
+        fate = _fate(e, newest, current_generation, gens)
+        if fate is not None:
+            out[fate[0]].append((e, fate[1]))
+    out["skipped"] += [(e, "left in place: " + e.reason if e.foreign else "%s layout: read-only" % e.format)
+                       for e in entries if e.format != "launcher"]
     return out
 
 

@@ -137,6 +137,28 @@ def _durable(newest):
                       {r: (None, DURABLE, newest.path) for r in range(int(world))})
 
 
+def _resumable(names, newest, gens):
+    """(name, step, generation) of each step among NAMES a start may resume from, newest first:
+    not stale (GENS), and not older than NEWEST (the newest step committed in ROOT, or None)."""
+    for name in sorted(names, key=parse_step_dir, reverse=True):
+        step, gen = parse_step_dir(name)
+        if newest is not None and (newest.step, newest.generation or 0) > (step, gen):
+            return
+        if not gens.stale_reason(step, gen):
+            yield name, step, gen
+
+
+def _note_max_generation(seen: dict, names: list) -> None:
+    """SEEN's "max_generation" raised to the highest generation among the step NAMES."""
+    seen["max_generation"] = max([seen.get("max_generation", -1)] + [parse_step_dir(n)[1] for n in names])
+
+
+def _resolution(durable, name, step, gen, world, sources) -> Resolution:
+    """The Resolution of step NAME with each rank's part from SOURCES: its tier is the farthest they use."""
+    return Resolution(name, step, gen, farthest([src[1] for src in sources.values()]), durable.url(name), world,
+                      sources)
+
+
 def resolve(durable, layout, gens=None, verify=False, log=None, seen=None):
     """The Resolution a new start resumes from, or None (fresh start). Never a stale fork,
     never a step with a rank's part missing from every reachable tier, never another run's
@@ -150,15 +172,8 @@ def resolve(durable, layout, gens=None, verify=False, log=None, seen=None):
     holdings = read_holdings(durable)
     cands, names = _candidates(durable, layout, holdings, check, log)
     _legacy(layout, [n for n in range(layout.nodes) if layout.reachable(n)], log)
-    seen["max_generation"] = max([seen.get("max_generation", -1)] +
-                                 [parse_step_dir(n)[1] for n in list(cands) + names])
-    for name in sorted(cands, key=parse_step_dir, reverse=True):
-        step, gen = parse_step_dir(name)
-        if newest is not None and (newest.step, newest.generation or 0) > (step, gen):
-            break
-        why = gens.stale_reason(step, gen)
-        if why:
-            continue
+    _note_max_generation(seen, list(cands) + names)
+    for name, step, gen in _resumable(cands, newest, gens):
         durable_ok = newest is not None and newest.name == name
         world = _world(holdings, name, cands[name], layout, check)
         sources = {}
@@ -170,8 +185,7 @@ def resolve(durable, layout, gens=None, verify=False, log=None, seen=None):
                 break
             sources[r] = (node, found[0], found[1])
         else:
-            return Resolution(name, step, gen, farthest([src[1] for src in sources.values()]), durable.url(name),
-                              world, sources)
+            return _resolution(durable, name, step, gen, world, sources)
     return _durable(newest)
 
 
@@ -181,6 +195,51 @@ def allocation_hosts():
     it is not set."""
     v = os.environ.get("LAUNCHER_NODE_HOSTS", "").strip()
     return [h for h in v.split(",") if h] or None
+
+
+def _host_rows(holdings: dict) -> dict:
+    """{step name: {"world", LOCAL: {rank: host}, PEER: {rank: host}, "node": {rank: node}}}:
+    which host holds each rank's copy, by tier, from the HOLDINGS records of nodes that each
+    have their own disk (``read_holdings``)."""
+    rows: dict = {}
+    for node, doc in holdings.items():
+        for name, st in doc["steps"].items():
+            if parse_step_dir(name) is None or not isinstance(st, dict):
+                continue
+            row = rows.setdefault(name, {"world": st.get("world"), LOCAL: {}, PEER: {}, "node": {}})
+            for t in (LOCAL, PEER):
+                for r, h in ((st.get("hosts") or {}).get(t) or {}).items():
+                    if str(r).isdigit() and isinstance(h, str):
+                        row[t][int(r)] = h
+                        row["node"].setdefault(int(r), node)
+    return rows
+
+
+def _host_tier(own, peer, me, alive: set, durable_ok: bool):
+    """(tier, {"own" | "peer": host}) of a rank to run on host ME whose own and peer copies the
+    hosts OWN and PEER hold (None: no copy), the hosts among them in the allocation ALIVE: local
+    when ME holds its own copy, peer when a host of the allocation holds one, else durable when
+    ROOT committed the step (DURABLE_OK); None when no tier has it."""
+    held = {k: h for k, h in (("own", own), ("peer", peer)) if h in alive}
+    tier = LOCAL if own is not None and own == me else PEER if held else DURABLE if durable_ok else None
+    return None if tier is None else (tier, held)
+
+
+def _host_sources(durable, layout, name: str, row: dict, world: int, hosts: list, durable_ok: bool):
+    """{rank: (node, tier, where, {"hosts": held})} for every rank of step NAME (ROW of
+    ``_host_rows``) on the allocation HOSTS (in node order), or None when a rank's part is in
+    no tier it reaches."""
+    alive, rpn = set(hosts), layout.ranks_per_node
+    sources = {}
+    for r in range(world):
+        me = hosts[r // rpn] if r // rpn < len(hosts) else None
+        found = _host_tier(row[LOCAL].get(r), row[PEER].get(r), me, alive, durable_ok)
+        if found is None:
+            return None
+        tier, held = found
+        where = "%s:%s" % (held.get("own") or held.get("peer"), layout.base()) if held else durable.url(name)
+        sources[r] = (row["node"].get(r), tier, where, {"hosts": held})
+    return sources
 
 
 def resolve_hosts(durable, layout, hosts, gens=None, verify=False, log=None, seen=None):
@@ -194,45 +253,16 @@ def resolve_hosts(durable, layout, hosts, gens=None, verify=False, log=None, see
     gens = gens if gens is not None else read_generations(durable)
     seen = seen if seen is not None else {}
     newest = latest(durable, verify=verify, gens=gens, log=log, seen=seen)
-    alive = set(hosts)
-    rows = {}
-    for node, doc in read_holdings(durable).items():
-        for name, st in doc["steps"].items():
-            if parse_step_dir(name) is None or not isinstance(st, dict):
-                continue
-            row = rows.setdefault(name, {"world": st.get("world"), LOCAL: {}, PEER: {}, "node": {}})
-            for t in (LOCAL, PEER):
-                for r, h in ((st.get("hosts") or {}).get(t) or {}).items():
-                    if str(r).isdigit() and isinstance(h, str):
-                        row[t][int(r)] = h
-                        row["node"].setdefault(int(r), node)
-    names = _own_disk(layout, rows, alive, RunCheck(durable.root, gens), log)
+    rows = _host_rows(read_holdings(durable))
+    names = _own_disk(layout, rows, set(hosts), RunCheck(durable.root, gens), log)
     if rows or names:
-        seen["max_generation"] = max([seen.get("max_generation", -1)] +
-                                     [parse_step_dir(n)[1] for n in list(rows) + names])
-    rpn = layout.ranks_per_node
-    for name in sorted(rows, key=parse_step_dir, reverse=True):
-        step, gen = parse_step_dir(name)
-        if newest is not None and (newest.step, newest.generation or 0) > (step, gen):
-            break
-        if gens.stale_reason(step, gen):
-            continue
+        _note_max_generation(seen, list(rows) + names)
+    for name, step, gen in _resumable(rows, newest, gens):
         row = rows[name]
-        durable_ok = newest is not None and newest.name == name
         world = row["world"] if isinstance(row["world"], int) and row["world"] > 0 else layout.world
-        sources = {}
-        for r in range(world):
-            me = hosts[r // rpn] if r // rpn < len(hosts) else None
-            own, peer = row[LOCAL].get(r), row[PEER].get(r)
-            held = {k: h for k, h in (("own", own), ("peer", peer)) if h in alive}
-            tier = LOCAL if own is not None and own == me else PEER if held else DURABLE if durable_ok else None
-            if tier is None:
-                break
-            where = "%s:%s" % (held.get("own") or held.get("peer"), layout.base()) if held else durable.url(name)
-            sources[r] = (row["node"].get(r), tier, where, {"hosts": held})
-        else:
-            return Resolution(name, step, gen, farthest([src[1] for src in sources.values()]), durable.url(name),
-                              world, sources)
+        sources = _host_sources(durable, layout, name, row, world, hosts, newest is not None and newest.name == name)
+        if sources is not None:
+            return _resolution(durable, name, step, gen, world, sources)
     return _durable(newest)
 
 
@@ -318,6 +348,71 @@ def _part_files(where_store, name, check=None):
     return None if doc is None else doc["files"]
 
 
+def _nearer_tiers(layout, found, node, r) -> list:
+    """[(tier, store)] where rank R's part (written on NODE, None: not known) may be, nearest
+    first, before ROOT: FOUND's copy when a caller fetched them, else the node's local tier and
+    its peer copy."""
+    if found is not None:
+        return [found[r]] if r in found else []
+    if node is not None:
+        return [(LOCAL, layout.own(node, r))] + ([(PEER, layout.peer(node, r))] if layout.peers else [])
+    return []
+
+
+def _link_part(placed, dest, name, files, store) -> bool:
+    """Link the FILES of part NAME in STORE into DEST; False, with none of them left in DEST,
+    when the copy went between its check and its link (a superseded generation's local gc, once
+    ROOT committed it): the caller takes the next tier, never a torn view."""
+    new = []
+    try:
+        for f in files:
+            if _place(placed, dest, f, store.local_path(name + "/" + f["path"])):
+                new.append(f["path"])
+    except FileNotFoundError:
+        for q in new:
+            placed.pop(q, None)
+            _unlink_quietly(os.path.join(dest, *q.split("/")))
+        return False
+    return True
+
+
+def _from_nearer_tier(tried, name, check, placed, dest):
+    """The tier of the first of TRIED whose part NAME (of this run: CHECK) is complete and was
+    linked into DEST, or None."""
+    for tier, store in tried:
+        files = _part_files(store, name, check)
+        if files is not None and _link_part(placed, dest, name, files, store):
+            return tier
+    return None
+
+
+def _place_durable(durable, name, rank, placed, dest) -> None:
+    """Place into DEST every file of ROOT's committed NAME not placed yet (linked from a local
+    ROOT, downloaded from S3). CheckpointError when ROOT has not committed it: RANK's part is
+    then complete nowhere this node reaches."""
+    raw, _ = durable.read(name + "/" + COMMIT)
+    if raw is None:
+        raise CheckpointError("%s: rank %d's part is complete in no tier this node reaches (local, peer, "
+                              "durable): refusing a torn restore" % (durable.url(name), rank))
+    doc = parse_manifest(raw, durable.url(name + "/" + COMMIT), *parse_step_dir(name))
+    missing = [f for f in doc["files"] if f["path"] not in placed]
+    if durable.is_local:
+        for f in missing:
+            _place(placed, dest, f, durable.local_path(name + "/" + f["path"]))
+    else:
+        durable.download_files(name, [f["path"] for f in missing], dest)
+        for f in missing:
+            placed[f["path"]] = f["size"]
+
+
+def _check_sizes(placed, dest) -> None:
+    """CheckpointError unless every file PLACED in DEST has the size its manifest lists."""
+    for p, size in placed.items():
+        got = os.path.getsize(os.path.join(dest, *p.split("/")))
+        if got != size:
+            raise CheckpointError("%s/%s: size %d, its manifest lists %d" % (dest, p, got, size))
+
+
 def materialize(durable, layout, doc, dest, found=None, check=None) -> dict:
     """Fill DEST with every file of the checkpoint DOC (a ``read_resolution`` document) resolved
     to: for each rank's part, the nearest complete copy this process reaches (the planned one,
@@ -330,59 +425,17 @@ def materialize(durable, layout, doc, dest, found=None, check=None) -> dict:
     check = check if check is not None else RunCheck(durable.root, read_generations(durable))
     name = doc["name"]
     os.makedirs(dest, exist_ok=True)
-    tiers = {}
-    dur_doc = None
-    placed = {}
+    tiers, placed, durable_placed = {}, {}, False
     for r in range(int(doc.get("world") or 1)):
-        src = (doc.get("sources") or {}).get(str(r)) or {}
-        node = src.get("node")
-        files = None
-        if found is not None:
-            tried = [found[r]] if r in found else []
-        elif node is not None:
-            tried = [(LOCAL, layout.own(node, r))] + ([(PEER, layout.peer(node, r))] if layout.peers else [])
-        else:
-            tried = []
-        for tier, store in tried:
-            files = _part_files(store, name, check)
-            if files is None:
-                continue
-            new = []
-            try:
-                for f in files:
-                    if _place(placed, dest, f, store.local_path(name + "/" + f["path"])):
-                        new.append(f["path"])
-            except FileNotFoundError:
-                # the copy went between its check and its link (a superseded generation's
-                # local gc, once ROOT committed it): take the next tier, never a torn view
-                for q in new:
-                    placed.pop(q, None)
-                    _unlink_quietly(os.path.join(dest, *q.split("/")))
-                files = None
-                continue
-            tiers[r] = tier
-            break
-        if files is None:
-            if dur_doc is None:
-                raw, _ = durable.read(name + "/" + COMMIT)
-                if raw is None:
-                    raise CheckpointError("%s: rank %d's part is complete in no tier this node reaches (local, peer, "
-                                          "durable): refusing a torn restore" % (durable.url(name), r))
-                sg = parse_step_dir(name)
-                dur_doc = parse_manifest(raw, durable.url(name + "/" + COMMIT), *sg)
-                missing = [f for f in dur_doc["files"] if f["path"] not in placed]
-                if durable.is_local:
-                    for f in missing:
-                        _place(placed, dest, f, durable.local_path(name + "/" + f["path"]))
-                else:
-                    durable.download_files(name, [f["path"] for f in missing], dest)
-                    for f in missing:
-                        placed[f["path"]] = f["size"]
-            tiers[r] = DURABLE
-    for p, size in placed.items():
-        got = os.path.getsize(os.path.join(dest, *p.split("/")))
-        if got != size:
-            raise CheckpointError("%s/%s: size %d, its manifest lists %d" % (dest, p, got, size))
+        node = ((doc.get("sources") or {}).get(str(r)) or {}).get("node")
+        tier = _from_nearer_tier(_nearer_tiers(layout, found, node, r), name, check, placed, dest)
+        if tier is None:
+            if not durable_placed:
+                _place_durable(durable, name, r, placed, dest)
+                durable_placed = True
+            tier = DURABLE
+        tiers[r] = tier
+    _check_sizes(placed, dest)
     return tiers
 
 

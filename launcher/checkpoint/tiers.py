@@ -384,6 +384,50 @@ def holdings_key(node: int) -> str:
     return "%s/node-%d.json" % (HOLDINGS, int(node))
 
 
+def _parse_holdings(raw) -> dict:
+    """A node's holdings record from its bytes RAW (None: none yet); a malformed one starts over."""
+    try:
+        doc = json.loads(raw.decode("utf-8")) if raw else {}
+    except ValueError:
+        doc = {}
+    if not isinstance(doc, dict) or not isinstance(doc.get("steps"), dict):
+        doc = {"steps": {}}
+    return doc
+
+
+def _mark_part(st: dict, tiers: tuple, rank: int, present: bool, by_host: bool, this_host: str, peer_host) -> None:
+    """Record in ST (one step's holdings) that RANK's part is (PRESENT) or is no longer held in
+    each of TIERS; BY_HOST: also which host holds the copy (THIS_HOST the local one, PEER_HOST
+    the peer one, when known)."""
+    hosts = st.setdefault("hosts", {})
+    for t in tiers:
+        ranks = set(st.get(t) or [])
+        (ranks.add if present else ranks.discard)(int(rank))
+        st[t] = sorted(ranks)
+        if t in (LOCAL, PEER) and by_host:
+            h = hosts.setdefault(t, {})
+            if not present:
+                h.pop(str(int(rank)), None)
+            elif t == LOCAL or peer_host:
+                h[str(int(rank))] = this_host if t == LOCAL else peer_host
+
+
+def _with_part(doc: dict, layout, name: str, rank: int, tiers: tuple, present: bool, peer_host, host) -> dict:
+    """DOC (LAYOUT's node's holdings record) with RANK's part NAME marked in TIERS, and the node's
+    own fields brought up to date; a step no tier holds any more is left out."""
+    doc.update(format=HOLDINGS_FORMAT, node=layout.node, nodes=layout.nodes, world=layout.world,
+               host=socket.gethostname(), local=layout.base(),
+               peer=layout.base(layout.peer_node()) if layout.peers else None, updated=now_iso())
+    st = doc["steps"].setdefault(name, {})
+    _mark_part(st, tiers, rank, present, layout.by_host, host or socket.gethostname(), peer_host)
+    st["world"] = layout.world
+    if not any(st.get(t) for t in TIERS):
+        del doc["steps"][name]
+    elif not any(st["hosts"].values()):
+        st.pop("hosts", None)
+    return doc
+
+
 def update_holdings(durable, layout, name, rank, tier, present=True, tries=20, peer_host=None, host=None) -> None:
     """Record (compare-and-swap) that RANK's part NAME is (PRESENT) or is no longer held in TIER
     (one tier or several) by LAYOUT's node: 'local' on this node, 'peer' on the next node,
@@ -397,32 +441,7 @@ def update_holdings(durable, layout, name, rank, tier, present=True, tries=20, p
     key = holdings_key(layout.node)
     for _ in range(max(1, tries)):
         raw, token = durable.read(key)
-        try:
-            doc = json.loads(raw.decode("utf-8")) if raw else {}
-        except ValueError:
-            doc, token = {}, token
-        if not isinstance(doc, dict) or not isinstance(doc.get("steps"), dict):
-            doc = {"steps": {}}
-        doc.update(format=HOLDINGS_FORMAT, node=layout.node, nodes=layout.nodes, world=layout.world,
-                   host=socket.gethostname(), local=layout.base(),
-                   peer=layout.base(layout.peer_node()) if layout.peers else None, updated=now_iso())
-        st = doc["steps"].setdefault(name, {})
-        hosts = st.setdefault("hosts", {})
-        for t in tiers:
-            ranks = set(st.get(t) or [])
-            (ranks.add if present else ranks.discard)(int(rank))
-            st[t] = sorted(ranks)
-            if t in (LOCAL, PEER) and layout.by_host:
-                h = hosts.setdefault(t, {})
-                if not present:
-                    h.pop(str(int(rank)), None)
-                elif t == LOCAL or peer_host:
-                    h[str(int(rank))] = (host or socket.gethostname()) if t == LOCAL else peer_host
-        st["world"] = layout.world
-        if not any(st.get(t) for t in TIERS):
-            del doc["steps"][name]
-        elif not any(hosts.values()):
-            st.pop("hosts", None)
+        doc = _with_part(_parse_holdings(raw), layout, name, rank, tiers, present, peer_host, host)
         try:
             durable.put_if_match(key, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode(), token)
             return

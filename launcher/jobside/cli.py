@@ -73,6 +73,46 @@ def export_lines(env) -> str:
     return "".join("export %s=%s\n" % (k, shlex.quote(str(v))) for k, v in env)
 
 
+def _resolver(cfg):
+    """With checkpoint tiers (CFG), how a start finds the nearest complete copy of every rank's
+    part; None: ROOT alone."""
+    if cfg is None:
+        return None
+
+    def resolver(st, gens_, verify, log_, seen_):
+        return _resume.resolve_for(st, cfg.layout, gens_, verify, log_, seen_)
+    return resolver
+
+
+def resume_messages(generation: int, root: str, rec: dict, log: list, found, tier) -> list:
+    """What a start tells the job's log: that it starts over (--fresh), the newer checkpoints it
+    skipped (LOG, five at most), and what it resumes from (FOUND, in TIER) or that it starts fresh."""
+    out = []
+    if rec.get("fresh") is True:
+        out.append("%s: generation %d starts over (the job was launched with --fresh): every checkpoint of an "
+                   "earlier generation under %s stays on disk and is never resumed from" % (PROG, generation, root))
+    skipped = [e for e in log if not e.committed]
+    out += ["%s: skipped %s: %s" % (PROG, e.path, e.reason) for e in skipped[:5]]
+    if len(skipped) > 5:
+        out.append("%s: skipped %d more newer checkpoints" % (PROG, len(skipped) - 5))
+    if found:
+        out.append("%s: generation %d resumes from %s (step %d%s)" % (PROG, generation, found.path, found.step,
+                                                                      ", %s tier" % tier if tier else ""))
+    elif rec.get("fresh") is not True:
+        out.append("%s: generation %d starts fresh (no committed checkpoint under %s)" % (PROG, generation, root))
+    return out
+
+
+def resume_exports(root: str, generation: int, found, tier, tiered: bool) -> list:
+    """The job's resume variables: its root, attempt, what it resumes from (and, with checkpoint
+    tiers, from which tier)."""
+    return [("LAUNCHER_CKPT_ROOT", root),
+            ("LAUNCHER_ATTEMPT", generation),
+            ("LAUNCHER_RESUME_FROM", found.path if found else ""),
+            ("LAUNCHER_RESUME_STEP", found.step if found else -1),
+            ] + ([("LAUNCHER_RESUME_TIER", tier if found else "")] if tiered else [])
+
+
 def cmd_resume_env(a) -> int:
     hint = a.attempt_hint if a.attempt_hint is not None else env_int("LAUNCHER_ATTEMPT")
     job_id = a.job_id or os.environ.get("LAUNCHER_JOB_ID") or None
@@ -90,39 +130,16 @@ def start_exports(store, job_id=None, hint=None, verify=False, fresh=False, extr
     if not store.is_local:
         for p in _scratch.clean_stale(store.root):  # left by a save or restore killed with -9
             print("%s: removed stale staging %s" % (PROG, p), file=sys.stderr)
-    cfg = _tiered.config()
-    resolver = None
-    if cfg is not None:  # multi-tier: the nearest complete copy of every rank's part
-        def resolver(st, gens_, verify, log_, seen_):
-            return _resume.resolve_for(st, cfg.layout, gens_, verify, log_, seen_)
+    cfg = _tiered.config()  # multi-tier: the nearest complete copy of every rank's part
     gens, found, log = start_generation(store, job_id=job_id, hint=hint, verify=verify, fresh=fresh,
-                                        resolver=resolver, extra=extra)
+                                        resolver=_resolver(cfg), extra=extra)
     rec = gens.record(gens.generation) or {}
     tier = rec.get("resume_tier") if cfg is not None else None
     if cfg is not None and found is not None:
         _resume.write_resolution(store, gens.generation, found)
-    if rec.get("fresh") is True:
-        print("%s: generation %d starts over (the job was launched with --fresh): every checkpoint of an "
-              "earlier generation under %s stays on disk and is never resumed from"
-              % (PROG, gens.generation, store.root), file=sys.stderr)
-    skipped = [e for e in log if not e.committed]
-    for e in skipped[:5]:
-        print("%s: skipped %s: %s" % (PROG, e.path, e.reason), file=sys.stderr)
-    if len(skipped) > 5:
-        print("%s: skipped %d more newer checkpoints" % (PROG, len(skipped) - 5), file=sys.stderr)
-    if found:
-        print("%s: generation %d resumes from %s (step %d%s)" % (PROG, gens.generation, found.path, found.step,
-                                                                 ", %s tier" % tier if tier else ""),
-              file=sys.stderr)
-    elif rec.get("fresh") is not True:
-        print("%s: generation %d starts fresh (no committed checkpoint under %s)"
-              % (PROG, gens.generation, store.root), file=sys.stderr)
-    return [
-        ("LAUNCHER_CKPT_ROOT", store.root),
-        ("LAUNCHER_ATTEMPT", gens.generation),
-        ("LAUNCHER_RESUME_FROM", found.path if found else ""),
-        ("LAUNCHER_RESUME_STEP", found.step if found else -1),
-    ] + ([("LAUNCHER_RESUME_TIER", tier if found else "")] if cfg is not None else [])
+    for line in resume_messages(gens.generation, store.root, rec, log, found, tier):
+        print(line, file=sys.stderr)
+    return resume_exports(store.root, gens.generation, found, tier, cfg is not None)
 
 
 def cmd_in_job_restart(a) -> int:

@@ -12,7 +12,8 @@ import functools
 import os
 import time
 from contextlib import nullcontext
-from typing import Callable, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional
 
 from launcher.backend.protocols import Handle, JobRef, Request, Scheduler, can
 from launcher.backend.support import require_supported
@@ -22,6 +23,9 @@ from launcher.launching.submission import (Launched, earlier_unsettled, excluded
 from launcher.launching.submit import NewSubmission, fenced_submit, record_or_cancel, settle_unrecorded
 from launcher.spec.model import JobSpec
 from launcher.state.store import new_job_id
+
+if TYPE_CHECKING:
+    from launcher.launching.identity import Identity
 
 
 def pick_target(app, spec: JobSpec, explicit: Optional[str], note=None) -> str:
@@ -117,69 +121,132 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     and step it resumes, or that --fresh starts over, and the LAUNCHER_SEED it carries;
     the same goes into the job's events ("resumes" / "fresh")."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.launching.identity import plan_identity
-    # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.provenance.record import complete_launch, draft_launch, store_writes
-    # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.provenance.seed import with_run_env
-    # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.provenance.trackers import META_KEY as TRACKERS_KEY
-    # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.provenance.trackers import describe as describe_trackers
-    # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.provenance.trackers import open_job as open_trackers
-    # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.provenance.trackers import with_trackers
-    # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.spec.secretenv import for_launch
 
+    check_launch(app, spec, spec_path, target_name)
+    # secret-looking env -> secrets: delivered like secrets, never in the state store or the script
+    spec, spec_text = for_launch(spec, spec_text)
+    backend = app.backend(target_name)
+    who = identify_launch(app, spec, spec_path, target_name, job_id or new_job_id(spec.name), attempt, fresh)
+    request = render_launch(app, backend, spec, target_name, who)  # render errors: nothing recorded yet
+    if note:
+        for line in who.lines():
+            note(line)
+    record_submitting(app.store, backend, spec, spec_text, spec_path, target_name, who)
+    return submit_launch(app, backend, spec, spec_text, spec_path, target_name, who, request)
+
+
+@dataclass(frozen=True)
+class LaunchIdentity:
+    """Who a new launch is: its job (id, attempt, seed), what it continues (``plan_identity``:
+    the run and step it resumes, or that it starts over) and its trackers' runs."""
+    job: JobRef
+    ident: Identity
+    fresh: bool
+    trackers: dict
+
+    @property
+    def job_id(self) -> str:
+        return self.job.job_id
+
+    @property
+    def continues(self) -> bool:
+        """Whether the job's events say what it continues ("resumes" / "fresh")."""
+        return self.fresh or self.ident.resumes
+
+    def lines(self) -> list:
+        """What the launch tells its user before it submits."""
+        # launch/plan only: `launcher render` and `status` import this module and stay light
+        from launcher.provenance.trackers import describe as describe_trackers
+
+        return [*self.ident.lines, *(f"tracking: {t}" for t in describe_trackers(self.trackers))]
+
+
+def check_launch(app, spec: JobSpec, spec_path: Optional[str], target_name: str) -> None:
+    """Refuse a launch that cannot go: a sweep (launched by ``launcher.sweep``), a field the
+    target (or a burst target) cannot honour, a deadline that cannot be met."""
     if spec.sweep is not None:  # the caller dispatches: launcher.sweep.launching.launch_sweep launches a sweep
         raise LauncherError(f"{spec.name} is a sweep: launcher.sweep.launching.launch_sweep launches it "
                             "(launcher.api.facade.Launcher.launch picks the one that fits)")
     require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
     if spec.cost.deadline is not None:
         check_deadline(app, spec, target_name)
-    # secret-looking env -> secrets: delivered like secrets, never in the state store or the script
-    spec, spec_text = for_launch(spec, spec_text)
-    store = app.store
-    job_id = job_id or new_job_id(spec.name)
-    backend = app.backend(target_name)
+
+
+def identify_launch(app, spec: JobSpec, spec_path: Optional[str], target_name: str, job_id: str, attempt: int,
+                    fresh: bool) -> LaunchIdentity:
+    """The identity of a new launch of job JOB_ID: what it continues and the seed it carries
+    (exported as LAUNCHER_SEED), its dedupe token, and its trackers' runs (the W&B id, the
+    MLflow run, created now: every attempt gets the same, ``meta["trackers"]``)."""
+    # launch/plan only: `launcher render` and `status` import this module and stay light
+    from launcher.launching.identity import plan_identity
+    # launch/plan only: `launcher render` and `status` import this module and stay light
+    from launcher.provenance.trackers import open_job as open_trackers
+
     ident = plan_identity(app, spec, target_name, fresh=fresh, exclude=(job_id,))
-    seed = ident.seed.seed  # exported to the job as LAUNCHER_SEED
     # the nodes quarantined on the target (docs/bad-nodes.md): the job is kept off them
-    job = new_job_ref(store, job_id, attempt, seed=seed, exclude_nodes=excluded_nodes(app, target_name, time.time()))
-    # tracking: the W&B id, the MLflow run (created now): every attempt gets the same (meta["trackers"])
-    trackers = open_trackers(spec, job_id, spec_path)
-    # render errors: nothing recorded yet
-    request = backend.render(with_trackers(with_run_env(spec, seed, fresh), trackers),
-                             facts_for(app, spec, target_name), job)
-    for line in [*ident.lines, *(f"tracking: {t}" for t in describe_trackers(trackers))]:
-        if note:
-            note(line)
-    meta = {"spec_base": os.path.dirname(spec_path) if spec_path else os.getcwd(), "seed": seed,
+    job = new_job_ref(app.store, job_id, attempt, seed=ident.seed.seed,
+                      exclude_nodes=excluded_nodes(app, target_name, time.time()))
+    return LaunchIdentity(job, ident, fresh, open_trackers(spec, job_id, spec_path))
+
+
+def render_launch(app, backend, spec: JobSpec, target_name: str, who: LaunchIdentity) -> Request:
+    """The Request of the launch WHO: SPEC with its run's env (seed, fresh) and trackers."""
+    # launch/plan only: `launcher render` and `status` import this module and stay light
+    from launcher.provenance.seed import with_run_env
+    # launch/plan only: `launcher render` and `status` import this module and stay light
+    from launcher.provenance.trackers import with_trackers
+
+    return backend.render(with_trackers(with_run_env(spec, who.job.seed, who.fresh), who.trackers),
+                          facts_for(app, spec, target_name), who.job)
+
+
+def launch_meta(spec_path: Optional[str], who: LaunchIdentity) -> dict:
+    """The new job's meta: where its spec's relative paths start, its seed, what it continues,
+    its trackers, and which process launches it (the reconciliation asks whether it is alive)."""
+    # launch/plan only: `launcher render` and `status` import this module and stay light
+    from launcher.provenance.trackers import META_KEY as TRACKERS_KEY
+
+    ident = who.ident
+    meta = {"spec_base": os.path.dirname(spec_path) if spec_path else os.getcwd(), "seed": ident.seed.seed,
             "seed_source": ident.seed.source}
-    if fresh:
+    if who.fresh:
         meta["fresh"] = True
     if ident.resumes:
         meta["resumes"] = {"run": ident.earlier.run, "step": ident.earlier.step}
-    if trackers:
-        meta[TRACKERS_KEY] = trackers
-    meta["launch_by"] = launch_owner()  # the reconciliation asks whether this launch is still alive
-    store.begin_job(job_id, spec.name, target_name, backend.name, spec_path, spec_text,
-                    ckpt_root=spec.checkpoint.root, meta=meta)
-    # provenance (advisory, never raises): captured while the scheduler answers;
-    # ROOT/.launcher/runs/<job_id>/RUN.json written once the native id is known, before the store's lock
+    if who.trackers:
+        meta[TRACKERS_KEY] = who.trackers
+    meta["launch_by"] = launch_owner()
+    return meta
+
+
+def record_submitting(store, backend, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_name: str,
+                      who: LaunchIdentity) -> None:
+    """The new job's row, SUBMITTING, made durable before the scheduler is called."""
+    store.begin_job(who.job_id, spec.name, target_name, backend.name, spec_path, spec_text,
+                    ckpt_root=spec.checkpoint.root, meta=launch_meta(spec_path, who))
+
+
+def submit_launch(app, backend, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_name: str,
+                  who: LaunchIdentity, request: Request) -> Launched:
+    """Submit REQUEST by the submission protocol and record what it produced in ONE transaction:
+    the attempt, its events, the provenance record. Provenance (advisory, never raises) is
+    captured while the scheduler answers; ROOT/.launcher/runs/<job_id>/RUN.json is written once
+    the native id is known, before the store's lock."""
+    # launch/plan only: `launcher render` and `status` import this module and stay light
+    from launcher.provenance.record import complete_launch, draft_launch, store_writes
+
+    store, job_id, ident = app.store, who.job_id, who.ident
+    attempt, seed = who.job.attempt, who.job.seed
     submission = NewSubmission(store, backend, request, [job_id], lambda: store.forget_job(job_id))
     handle, drafted = submission.run(functools.partial(
         draft_launch, app, job_id=job_id, spec=spec, spec_text=spec_text, spec_path=spec_path,
         target_name=target_name, request=request, seed=seed, seed_source=ident.seed.source,
-        continues=ident.event() if (fresh or ident.resumes) else None, trackers=trackers))
+        continues=ident.event() if who.continues else None, trackers=who.trackers))
     captured = complete_launch(app, drafted, spec, target_name, job_id, handle)
-    # then what the submission produced, ONE transaction (the SUBMITTING row was made durable
-    # before the scheduler was called): the attempt, its events, the provenance record
     events = [("submitted", {"target": target_name, "native_id": handle.native_id, "attempt": attempt})]
-    if fresh or ident.resumes:
-        events.append(("fresh" if fresh else "resumes", ident.event()))
+    if who.continues:
+        events.append(("fresh" if who.fresh else "resumes", ident.event()))
     writes = store_writes(job_id, captured, seed)
     record = functools.partial(record_launched, store, job_id, attempt, target_name, handle, events, writes)
     if not record_or_cancel(store, backend, job_id, handle, lambda: submission.recorded(handle, record)):

@@ -52,6 +52,30 @@ def ask_targets(store, by_target: dict, ask: Callable, poller=None, clock=time.t
     if poller is None or not by_target or not Poller.takes_part(store):
         return {t: _ask(ask, t, [h for _, h in pairs]) for t, pairs in by_target.items()}
     now = clock()
+    leases, readable, theirs, mine = _elect(store, by_target, poller, now)
+    out, published, failed = {}, {}, []
+    for target, pairs in by_target.items():
+        if target in readable:
+            out[target] = _from_snapshot(pairs, polls.statuses(leases[target]))
+        elif target in theirs:  # its poller's first poll is under way (if it died: its lease runs out)
+            out[target] = [None] * len(pairs)
+        else:  # this watcher's lease; or its poller is slow, frozen or gone: asked by this watcher too
+            out[target] = _ask(ask, target, [h for _, h in pairs])
+            if target not in mine:
+                continue
+            if isinstance(out[target], LauncherError):
+                failed.append(target)
+            else:
+                published[target] = _to_snapshot(pairs, out[target])
+    polls.publish(store, poller.owner, published, now)
+    polls.release(store, failed, poller.owner)
+    return out
+
+
+def _elect(store, by_target: dict, poller: Poller, now: float) -> tuple[dict, set, set, set]:
+    """(the leases of BY_TARGET's targets, those whose fresh snapshot this watcher reads, those
+    whose new poller has not published yet, those whose lease POLLER holds now). A target
+    another watcher took meanwhile is read again."""
     leases = polls.read(store, by_target)
     readable = {t for t in by_target if polls.fresh(leases.get(t), poller.owner, now, poller.fresh_s)}
     theirs = {t for t in by_target if t not in readable and polls.starting(leases.get(t), poller.owner, now)}
@@ -61,23 +85,12 @@ def ask_targets(store, by_target: dict, ask: Callable, poller=None, clock=time.t
         leases.update(polls.read(store, lost))
         readable |= {t for t in lost if polls.fresh(leases.get(t), poller.owner, now, poller.fresh_s)}
         theirs |= {t for t in lost if polls.starting(leases.get(t), poller.owner, now)}
-    out, published, failed = {}, {}, []
-    for target, pairs in by_target.items():
-        if target in readable:
-            out[target] = _from_snapshot(pairs, polls.statuses(leases[target]))
-        elif target in theirs:  # its poller's first poll is under way (if it died: its lease runs out)
-            out[target] = [None] * len(pairs)
-        else:  # this watcher's lease; or its poller is slow, frozen or gone: asked by this watcher too
-            out[target] = _ask(ask, target, [h for _, h in pairs])
-            if isinstance(out[target], LauncherError):
-                if target in mine:
-                    failed.append(target)
-            elif target in mine:
-                published[target] = {polls.key(r.job_id, h.native_id, h.attempt): st
-                                     for (r, h), st in zip(pairs, out[target])}
-    polls.publish(store, poller.owner, published, now)
-    polls.release(store, failed, poller.owner)
-    return out
+    return leases, readable, theirs, mine
+
+
+def _to_snapshot(pairs: list, statuses: list) -> dict:
+    """What a poller publishes of its answer STATUSES for PAIRS ([(row, Handle)])."""
+    return {polls.key(r.job_id, h.native_id, h.attempt): st for (r, h), st in zip(pairs, statuses)}
 
 
 def _from_snapshot(pairs: list, snapshot: dict) -> list:

@@ -228,30 +228,41 @@ def format_lineage(d: dict) -> str:
 
 def _run_lines(d: dict, r: dict) -> list[str]:
     """The run, record, spec, code, python, versions, image, seed and secrets lines of a known run."""
-    v = r.get("versions") or {}
-    b = v.get("backend") or {}
-    by = r.get("submitted_by") or {}
-    lines = [f"run         {d['run_id']}  ({r.get('name')}, launched {r.get('created')} by "
-             f"{by.get('user') or '?'}@{by.get('host') or '?'} to target {r.get('target')} "
-             f"[{b.get('name')} {b.get('version') or ''}".rstrip() + "]"
-             + (f", native id {r['native_id']}" if r.get("native_id") else "") + ")"]
-    lines.append(f"record      {d.get('record_location')}")
     s = r.get("spec") or {}
-    lines.append(f"spec        {s.get('path') or '-'}  sha256 {_short(s.get('sha256'))}")
-    lines += _code_lines(r.get("code") or {})
     py = r.get("python") or {}
-    lines.append(f"python      {py.get('version')}  {py.get('package_count')} packages, "
-                 f"sha256 {_short(py.get('packages_sha256'))}")
-    img = r.get("image") or {}
-    lines.append(f"versions    launcher {v.get('launcher')}  {b.get('name')} {b.get('version') or '-'}  "
-                 f"skypilot {v.get('skypilot') or '-'}")
-    lines.append(f"image       {img.get('name') or '-'}" + (
-        f"  {img['digest']}" if img.get("digest") else (f"  (digest: {img.get('reason')})" if img.get("name") else "")))
-    lines.append(f"seed        {r.get('seed')} ({r.get('seed_source')})")
     sec = (r.get("secrets") or {}).get("names") or []
-    if sec:
-        lines.append(f"secrets     {', '.join(sec)} (names only)")
-    return lines
+    return [_launched_line(d["run_id"], r),
+            f"record      {d.get('record_location')}",
+            f"spec        {s.get('path') or '-'}  sha256 {_short(s.get('sha256'))}",
+            *_code_lines(r.get("code") or {}),
+            f"python      {py.get('version')}  {py.get('package_count')} packages, "
+            f"sha256 {_short(py.get('packages_sha256'))}",
+            _versions_line(r.get("versions") or {}),
+            _image_line(r.get("image") or {}),
+            f"seed        {r.get('seed')} ({r.get('seed_source')})",
+            *([f"secrets     {', '.join(sec)} (names only)"] if sec else [])]
+
+
+def _launched_line(run_id: str, r: dict) -> str:
+    """The run: its name, when, by whom and where it was launched, and its native id."""
+    b = (r.get("versions") or {}).get("backend") or {}
+    by = r.get("submitted_by") or {}
+    return (f"run         {run_id}  ({r.get('name')}, launched {r.get('created')} by "
+            f"{by.get('user') or '?'}@{by.get('host') or '?'} to target {r.get('target')} "
+            f"[{b.get('name')} {b.get('version') or ''}".rstrip() + "]"
+            + (f", native id {r['native_id']}" if r.get("native_id") else "") + ")")
+
+
+def _versions_line(v: dict) -> str:
+    b = v.get("backend") or {}
+    return (f"versions    launcher {v.get('launcher')}  {b.get('name')} {b.get('version') or '-'}  "
+            f"skypilot {v.get('skypilot') or '-'}")
+
+
+def _image_line(img: dict) -> str:
+    """The container image, its digest or why there is none."""
+    return f"image       {img.get('name') or '-'}" + (
+        f"  {img['digest']}" if img.get("digest") else (f"  (digest: {img.get('reason')})" if img.get("name") else ""))
 
 
 def _code_lines(code: dict) -> list[str]:

@@ -65,6 +65,88 @@ def _resolve(host: str, port: int, seconds: float) -> list[str]:
     return list(dict.fromkeys(got["addrs"]))
 
 
+class _Deadline:
+    """A delivery's total deadline: the seconds left, and a watchdog that, once they have
+    passed, shuts down the sockets it was given, so whatever the request waits on ends now."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.start = time.monotonic()
+        self.sockets: list = []
+        self.expired = threading.Event()
+        self._timer: Optional[threading.Timer] = None
+
+    def left(self) -> float:
+        return self.seconds - (time.monotonic() - self.start)
+
+    def arm(self) -> None:
+        self._timer = threading.Timer(max(0.0, self.left()), self._cut)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _cut(self) -> None:
+        self.expired.set()
+        for s in self.sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close_sockets(self) -> None:
+        for s in self.sockets:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+
+def _checked_addresses(host: str, addrs: list, environ: Mapping[str, str]) -> list:
+    """Those of HOST's ADDRS a delivery may connect to: a link-local or cloud metadata address
+    only when the operator allows them (PostError, final, when none is left)."""
+    ok = addrs if link_local_allowed(environ) else [a for a in addrs if not address_refused(a)]
+    if not ok:
+        raise PostError(f"{host} resolves to a refused address ({address_refused(addrs[0])}; the operator allows "
+                        f"them with {ALLOW_LINK_LOCAL_ENV}=1)", final=True)
+    return ok
+
+
+def _exchange(dl: _Deadline, scheme: str, host: str, addr: str, port: int, path: str, body: bytes,
+              headers: Mapping[str, str]) -> int:
+    """Connect to ADDR (HOST's), POST, and return the answer's status, within DL; PostError
+    (naming HOST, never the URL) otherwise. The sockets are closed whatever happens."""
+    dl.arm()
+    conn = None
+    try:
+        if dl.left() <= 0:
+            raise TimeoutError
+        raw = socket.create_connection((addr, port), timeout=max(0.01, dl.left()))
+        dl.sockets.append(raw)
+        if dl.expired.is_set():
+            raise TimeoutError
+        sock = raw
+        if scheme == "https":
+            sock = ssl.create_default_context().wrap_socket(raw, server_hostname=host)
+            dl.sockets.append(sock)
+        conn = http.client.HTTPConnection(host, port, timeout=max(0.01, dl.left()))
+        conn.sock = sock
+        conn.request("POST", path, body=body, headers=dict(headers))
+        return conn.getresponse().status
+    except Exception as e:  # noqa: BLE001 - any failure of the exchange is a failed try, named without the URL
+        if dl.expired.is_set() or isinstance(e, (TimeoutError, socket.timeout)):
+            raise PostError(f"{host}: no answer within the delivery's deadline of {dl.seconds:g} s") from None
+        detail = f"{type(e).__name__}: {e.strerror}" if isinstance(e, OSError) and e.strerror else type(e).__name__
+        raise PostError(f"{host}: {detail}") from None
+    finally:
+        dl.disarm()
+        if conn is not None:
+            conn.close()
+        dl.close_sockets()
+
+
 def post(url: str, body: bytes, headers: Mapping[str, str], deadline: float, environ: Mapping[str, str]) -> int:
     """POST BODY to URL and return the 2xx status, all within DEADLINE seconds; PostError
     otherwise. ENVIRON: the operator's rule (``webhook_target_problem``)."""
@@ -74,62 +156,10 @@ def post(url: str, body: bytes, headers: Mapping[str, str], deadline: float, env
     u = urlsplit(url.strip())
     scheme, host = u.scheme.lower(), u.hostname or ""
     port = u.port or DEFAULT_PORT[scheme]
-    start = time.monotonic()
-
-    def left() -> float:
-        return deadline - (time.monotonic() - start)
-
-    addrs = _resolve(host, port, left())
-    ok = addrs if link_local_allowed(environ) else [a for a in addrs if not address_refused(a)]
-    if not ok:
-        raise PostError(f"{host} resolves to a refused address ({address_refused(addrs[0])}; the operator allows "
-                        f"them with {ALLOW_LINK_LOCAL_ENV}=1)", final=True)
+    dl = _Deadline(deadline)
+    ok = _checked_addresses(host, _resolve(host, port, dl.left()), environ)
     path = (u.path or "/") + (f"?{u.query}" if u.query else "")
-    sock_box: list = []
-    expired = threading.Event()
-
-    def cut() -> None:  # the deadline passed: whatever the request is waiting on ends now
-        expired.set()
-        for s in sock_box:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    watchdog = threading.Timer(max(0.0, left()), cut)
-    watchdog.daemon = True
-    watchdog.start()
-    conn = None
-    try:
-        if left() <= 0:
-            raise TimeoutError
-        raw = socket.create_connection((ok[0], port), timeout=max(0.01, left()))
-        sock_box.append(raw)
-        if expired.is_set():
-            raise TimeoutError
-        sock = raw
-        if scheme == "https":
-            sock = ssl.create_default_context().wrap_socket(raw, server_hostname=host)
-            sock_box.append(sock)
-        conn = http.client.HTTPConnection(host, port, timeout=max(0.01, left()))
-        conn.sock = sock
-        conn.request("POST", path, body=body, headers=dict(headers))
-        resp = conn.getresponse()
-        status = resp.status
-    except Exception as e:  # noqa: BLE001 - any failure of the exchange is a failed try, named without the URL
-        if expired.is_set() or isinstance(e, (TimeoutError, socket.timeout)):
-            raise PostError(f"{host}: no answer within the delivery's deadline of {deadline:g} s") from None
-        detail = f"{type(e).__name__}: {e.strerror}" if isinstance(e, OSError) and e.strerror else type(e).__name__
-        raise PostError(f"{host}: {detail}") from None
-    finally:
-        watchdog.cancel()
-        if conn is not None:
-            conn.close()
-        for s in sock_box:
-            try:
-                s.close()
-            except OSError:
-                pass
+    status = _exchange(dl, scheme, host, ok[0], port, path, body, headers)
     if 300 <= status < 400:
         raise PostError(f"{host} answered HTTP {status}: redirects are not followed")
     if not 200 <= status < 300:

@@ -17,6 +17,7 @@ token up in the scheduler first and adopts what it finds.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 from launcher.core.errors import LauncherError, StateStoreError, SubmissionUnsettled
@@ -66,11 +67,7 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
     store = app.store
     hooks = hooks_of(app, hooks)
     specs = SpecMemo() if specs is None else specs
-    rows = store.watch_rows(OVERTAKEN)  # one listing; again only when a SUBMITTING row was settled
-    unsettled = unsettled_in(store, rows)
-    outcomes = reconcile(app, clock, jobs=unsettled, hooks=hooks) if unsettled else []
-    if unsettled:
-        rows = store.watch_rows(OVERTAKEN)
+    rows, outcomes = _listed(app, clock, hooks)
     jobs = [j for j in rows if j.handle and is_open(j) and store.may_act(j)]
     outcomes += unreadable(store)  # rows whose meta cannot be read: reported, the others go on
     seen_before = watch_marks.load(store)
@@ -84,46 +81,87 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
 
     statuses = refresh(app, jobs, recorded=recorded, poller=poller)
     outcomes += hooks.judge(app, jobs)  # e.g. sweep early stopping: its stops are carried out below
-    keep, forget, progress_s = [], [], progress_every()
-    todo = []  # (job, its status, its fingerprint): what this pass decides on
+    todo, passed_over = _to_decide(jobs, statuses, seen_now, seen_before, now, poller)
+    decided, keep, forget = _decide_all(app, todo, clock, hooks, specs, seen_before, now)
+    _mark(store, keep, forget)
+    specs.keep_only(j.job_id for j in jobs)
+    outcomes += passed_over + decided
+    outcomes.extend(hooks.after(app, clock))  # e.g. sweep elements queued by the launcher: start as slots free
+    outcomes += notify.step(app, jobs, clock)  # decided once under each job's claim, delivered off this thread
+    return outcomes
+
+
+def _listed(app, clock, hooks: WatchHooks) -> tuple[list, list]:
+    """(the rows this pass reads, the outcomes of settling its SUBMITTING rows and the rows whose
+    cancel overtook their submission): one listing (``watch_rows``), again only when a row was
+    settled."""
+    store = app.store
+    rows = store.watch_rows(OVERTAKEN)
+    unsettled = unsettled_in(store, rows)
+    if not unsettled:
+        return rows, []
+    outcomes = reconcile(app, clock, jobs=unsettled, hooks=hooks)
+    return store.watch_rows(OVERTAKEN), outcomes
+
+
+def _to_decide(jobs: list, statuses: dict, seen_now: dict, seen_before: dict, now: float,
+               poller: Optional[Poller]) -> tuple[list, list]:
+    """([(job, its status, its fingerprint)] of the JOBS this pass decides on, in this watcher's
+    order; the outcome "running" of the others, as the last decision on each said). A job whose
+    status and row are what its mark recorded, and whose mark is not due, is passed over; with a
+    POLLER, a job not in the poller's snapshot yet is left to the poller's next pass, and the
+    watchers start deciding at points of their own (``changes.spread``)."""
+    todo, passed_over = [], []
     for job in jobs:
-        if poller is not None and job.job_id not in statuses:  # not in the poller's snapshot yet: it decides
+        if poller is not None and job.job_id not in statuses:
             continue
         st = statuses.get(job.job_id)
         seen = seen_now[job.job_id] if job.job_id in seen_now else changes.fingerprint(job, st)
         if changes.unchanged(seen_before.get(job.job_id), seen, now):
-            outcomes.append(Outcome(job.job_id, "running", st.state.value))  # as the last decision on it said
-            continue
-        todo.append((job, st, seen))
-    if poller is not None:  # several watchers: each starts deciding at a point of its own (changes.spread)
+            passed_over.append(Outcome(job.job_id, "running", st.state.value))
+        else:
+            todo.append((job, st, seen))
+    if poller is not None:
         by_id = {t[0].job_id: t for t in todo}
         todo = [by_id[j] for j in changes.spread(list(by_id), poller.owner)]
-    fresh: dict = {}  # the rows of the jobs about to be decided, read DECIDE_CHUNK at a time (after refresh wrote)
+    return todo, passed_over
+
+
+def _decide_all(app, todo: list, clock, hooks: WatchHooks, specs: SpecMemo, seen_before: dict,
+                now: float) -> tuple[list, list, list]:
+    """Decide on and act for each (job, status, fingerprint) of TODO, its row read DECIDE_CHUNK
+    at a time (after the refresh wrote): (the outcomes, the marks to keep: a job found running
+    with nothing to do, the marks to forget)."""
+    store = app.store
+    outcomes, keep, forget, progress_s = [], [], [], progress_every()
+    fresh: dict = {}
     for i, (job, st, seen) in enumerate(todo):
         if i % DECIDE_CHUNK == 0:
             fresh = store.jobs_by_id(t[0].job_id for t in todo[i:i + DECIDE_CHUNK])
         if job.job_id not in fresh:  # gone, or its meta unreadable: the next listing says so
             continue
-        try:
-            o = _one(app, job.job_id, st, clock, hooks, specs, row=fresh[job.job_id])
-        except ClaimLost as e:
-            o = Outcome(job.job_id, "claimed", str(e))
-        except SubmissionUnsettled as e:  # an earlier try of that attempt may still show: looked at next pass
-            o = Outcome(job.job_id, "waiting", str(e))
-        except LauncherError as e:
-            store.record_event(job.job_id, "watch_error", error=str(e))
-            o = Outcome(job.job_id, "control_plane", str(e))
+        o = _one_or_why_not(app, job.job_id, st, clock, hooks, specs, fresh[job.job_id])
         if o is not None:
             outcomes.append(o)
         if seen is not None and o is not None and o.action == "running" and not _every_pass(job, st, specs):
             keep.append((job.job_id, seen, changes.due(job, now, progress_s, changes.REVISIT_S)))
         elif job.job_id in seen_before:
             forget.append(job.job_id)
-    _mark(store, keep, forget)
-    specs.keep_only(j.job_id for j in jobs)
-    outcomes.extend(hooks.after(app, clock))  # e.g. sweep elements queued by the launcher: start as slots free
-    outcomes += notify.step(app, jobs, clock)  # decided once under each job's claim, delivered off this thread
-    return outcomes
+    return outcomes, keep, forget
+
+
+def _one_or_why_not(app, job_id: str, st, clock, hooks: WatchHooks, specs: SpecMemo, row) -> Optional[Outcome]:
+    """``_one``, with what stopped it as the outcome: another watcher's claim, an earlier try of
+    the attempt that may still show (looked at next pass), or an error (recorded as an event)."""
+    try:
+        return _one(app, job_id, st, clock, hooks, specs, row=row)
+    except ClaimLost as e:
+        return Outcome(job_id, "claimed", str(e))
+    except SubmissionUnsettled as e:
+        return Outcome(job_id, "waiting", str(e))
+    except LauncherError as e:
+        app.store.record_event(job_id, "watch_error", error=str(e))
+        return Outcome(job_id, "control_plane", str(e))
 
 
 def progress_every() -> float:
@@ -229,42 +267,50 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time,
             return None  # the launch (or another watcher) recorded it meanwhile
         attempt = RecoveryState.load(job.meta).attempt
         backend = app.backend(job.target)
-        try:
-            found, looked, error = find_submission(backend, job_ref(app, job, attempt)), True, ""
-        except LauncherError as e:
-            found, looked, error = None, False, str(e)
+        found, looked, error = look_up(app, backend, job, attempt)
         if found is None and looked:  # e.g. a queued sweep element's start, taken back into its queue
             o = hooks.unfound_submission(app, c, clock())
             if o is not None:
                 return o
         now = clock()
-        alive = launch_alive(job.meta)
         unknown = job.meta.get("submit_unknown") or {}
-        over = bool(unknown) or alive is False
         if not looked:
             note_unanswered(store, job, now)
-        quiet = now - quiet_since(job, unknown.get("at") or job.updated or job.created)
         trace = start_trace(app, job, attempt) if found is None and looked else ""
         r = reconcile_submitting(found is not None, now - job.created, looked=looked, lookup_error=error,
-                                 launch_over=over, quiet_s=quiet, trace=trace)
+                                 launch_over=bool(unknown) or launch_alive(job.meta) is False,
+                                 quiet_s=now - quiet_since(job, unknown.get("at") or job.updated or job.created),
+                                 trace=trace)
         if r.action == "wait":
             return Outcome(job_id, "waiting", r.reason)
         if r.action in ("adopt", "adopt_trace"):
             if found is None:  # its start record names the job: tracked by that id from now on
                 found = Handle(backend.name, job.target, job_id, trace[3:], attempt,
                                extra={"job_dir": str(store.job_dir(job_id)), "found_by_trace": True})
-            store.record_attempt(job_id, attempt, job.target, found.to_json(), found.native_id, state="PENDING",
-                                 reason=r.reason, owner=c.owner)
-            if job.reason != r.reason:  # e.g. "submission outcome unknown": settled now, status says how
-                store.update_job(job_id, reason=r.reason)
-            store.record_event(job_id, "adopted", attempt=attempt, native_id=found.native_id, reason=r.reason)
-            return Outcome(job_id, "adopted", f"{job.target} id {found.native_id}")
-        if r.action == "started":
-            store.close_job(job_id, "FAILED", r.reason, owner=c.owner, event="submit_unknown_started",
-                            detail={"reason": r.reason})
-            return Outcome(job_id, "failed", r.reason)
-        store.close_job(job_id, "FAILED", r.reason, owner=c.owner, event="submit_lost", detail={"reason": r.reason})
+            return adopt(store, c, attempt, found, r.reason)
+        event = "submit_unknown_started" if r.action == "started" else "submit_lost"
+        store.close_job(job_id, "FAILED", r.reason, owner=c.owner, event=event, detail={"reason": r.reason})
         return Outcome(job_id, "failed", r.reason)
+
+
+def look_up(app, backend, job, attempt: int) -> tuple:
+    """(the scheduler's job carrying ATTEMPT of JOB's dedupe token or None, whether the lookup
+    was answered, why not)."""
+    try:
+        return find_submission(backend, job_ref(app, job, attempt)), True, ""
+    except LauncherError as e:
+        return None, False, str(e)
+
+
+def adopt(store, c, attempt: int, found: Handle, reason: str) -> Outcome:
+    """Record FOUND as ATTEMPT of claimed job C (a SUBMITTING row settled: its reason says how)."""
+    job = c.job
+    store.record_attempt(job.job_id, attempt, job.target, found.to_json(), found.native_id, state="PENDING",
+                         reason=reason, owner=c.owner)
+    if job.reason != reason:  # e.g. "submission outcome unknown": settled now, status says how
+        store.update_job(job.job_id, reason=reason)
+    store.record_event(job.job_id, "adopted", attempt=attempt, native_id=found.native_id, reason=reason)
+    return Outcome(job.job_id, "adopted", f"{job.target} id {found.native_id}")
 
 
 def settle_overtaken(app, job_id: str, clock: Callable[[], float] = time.time) -> Optional[Outcome]:
@@ -290,10 +336,7 @@ def settle_overtaken(app, job_id: str, clock: Callable[[], float] = time.time) -
             return None
         target = str(mark.get("target") or job.target)
         backend = app.backend(target)
-        try:
-            found, looked, error = find_submission(backend, job_ref(app, job, attempt)), True, ""
-        except LauncherError as e:
-            found, looked, error = None, False, str(e)
+        found, looked, error = look_up(app, backend, job, attempt)
         if found is not None:
             backend.cancel(found)  # a failure is a watch_error: tried again next cycle
             reason = ("cancelled: its submission, whose outcome was not known when the job was cancelled, reached "
@@ -462,10 +505,20 @@ def run(app, interval: float = 10.0, once: bool = False, clock=time.time, sleep=
         notify.flush(app)  # deliveries under way get a few seconds; the rest wait in the outbox
 
 
+@dataclass
+class _Loop:
+    """What the watch loop carries from pass to pass; each flag makes a line said once."""
+
+    passes: int = 0
+    down: bool = False  # the store could not be reached at the last try (said once per outage)
+    idle: bool = False  # no job was open after the last pass (said once per idle stretch)
+    unrecorded: bool = False  # the heartbeat could not be recorded (said once)
+
+
 def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_idle: bool = False,
          heartbeat: Optional[Heartbeat] = None) -> None:
     clock = clock or time.time
-    n, down, idle, unrecorded = 0, False, False, False
+    loop = _Loop()
     specs = SpecMemo()  # the open jobs' parsed specs, from pass to pass
     poller = None if once else Poller(interval)  # a one-off pass asks every target itself
     woken = None if once else wakeups.listener(app.store)  # PostgreSQL: a launch or a cancel ends the wait
@@ -473,35 +526,23 @@ def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_i
         while True:
             try:
                 started = clock()
-                for o in cycle(app, clock, hooks, specs=specs, poller=poller):
-                    if o.action not in ("running", "claimed"):  # claimed: another watcher is on it
-                        echo(f"{o.job_id}: {o.action}" + (f" ({o.reason})" if o.reason else ""))
-                n += 1
-                if heartbeat is not None:
-                    unrecorded = _beat(app, heartbeat, started, clock(), echo, unrecorded)
-                if once or (max_cycles is not None and n >= max_cycles):
+                _pass(app, loop, started, clock, echo, hooks, specs, poller, heartbeat)
+                if once or (max_cycles is not None and loop.passes >= max_cycles):
                     return
                 # a cancelled job whose submission may still appear, notifications still to deliver: go on
-                left = app.store.open_jobs() or unsettled_jobs(app.store) or notify.pending(app)
+                left = bool(app.store.open_jobs() or unsettled_jobs(app.store) or notify.pending(app))
             except StoreUnreachable as e:
                 # a team's server restarted or down: what was in flight rolled back whole; the claims
                 # decide again once it answers (each cycle opens a new connection). Said once per outage.
                 if once:
                     raise
-                if not down:
+                if not loop.down:
                     echo(f"{e}: trying again every {max(interval, 1.0):g} s")
-                down = True
+                loop.down = True
                 sleep(max(interval, 1.0))
                 continue
-            if down:
-                echo("the state store answers again")
-                down = False
-            if not left and exit_when_idle:
-                echo("no open jobs left")
+            if _ends_here(loop, left, interval, echo, exit_when_idle):
                 return
-            if not left and not idle:  # said once each time the last job closes; the loop goes on
-                echo(f"no open jobs left: still watching for new ones every {interval:g} s")
-            idle = not left
             pause = pause_after(interval, clock() - started)
             if woken is None or sleep is not time.sleep:  # (a test's own sleep: it decides the waits)
                 sleep(pause)
@@ -510,6 +551,32 @@ def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_i
     finally:
         if woken is not None:
             woken.close()
+
+
+def _pass(app, loop: _Loop, started: float, clock, echo, hooks, specs: SpecMemo, poller,
+          heartbeat: Optional[Heartbeat]) -> None:
+    """One pass (begun at STARTED), its outcomes worth reading said to ECHO, then the heartbeat."""
+    for o in cycle(app, clock, hooks, specs=specs, poller=poller):
+        if o.action not in ("running", "claimed"):  # claimed: another watcher is on it
+            echo(f"{o.job_id}: {o.action}" + (f" ({o.reason})" if o.reason else ""))
+    loop.passes += 1
+    if heartbeat is not None:
+        loop.unrecorded = _beat(app, heartbeat, started, clock(), echo, loop.unrecorded)
+
+
+def _ends_here(loop: _Loop, left: bool, interval: float, echo, exit_when_idle: bool) -> bool:
+    """What the loop says after a pass that reached the store (its return, the last job closed),
+    and whether it ends: no job LEFT and EXIT_WHEN_IDLE."""
+    if loop.down:
+        echo("the state store answers again")
+        loop.down = False
+    if not left and exit_when_idle:
+        echo("no open jobs left")
+        return True
+    if not left and not loop.idle:  # said once each time the last job closes; the loop goes on
+        echo(f"no open jobs left: still watching for new ones every {interval:g} s")
+    loop.idle = not left
+    return False
 
 
 def pause_after(interval: float, pass_s: float) -> float:

@@ -37,7 +37,7 @@ A clock that cannot be known is None, with the reason in ``unknown``.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Optional
 
 CLOCKS = ("detection", "cleanup", "reallocation", "restore", "lost_work")
@@ -77,7 +77,7 @@ def _windows(segments: list, interrupted: list) -> tuple[dict, list]:
 
 def _noticed(a, nxt) -> tuple[Optional[float], str]:
     """(when A's failure was noticed, by whom) or (None, why not known)."""
-    if nxt is not None and a.native_id and nxt.native_id == a.native_id:
+    if _in_place(a, nxt):
         if a.scheduler_end is None:
             return None, "the scheduler requeued it in place, but its end of the run is not known"
         return a.scheduler_end, "scheduler"
@@ -103,6 +103,100 @@ def _cut(seg, bounds: list) -> list:
     return [p for p in out if p[1] > p[0]]
 
 
+@dataclass(frozen=True)
+class _Interruption:
+    """What the records say about one interruption's recovery, its boundaries clamped into its window."""
+    attempt: object  # the interrupted ``AttemptOut``
+    nxt: object  # the attempt after it (its replacement), or None
+    rep: object  # the first attempt after it that ran, or None
+    ks: list  # its window: the indices of its restart_overhead segments
+    restore: list  # the window's segments tagged ``restore``
+    window_end: float
+    noticed: Optional[float]
+    noticed_by: str  # who noticed it, or why that is not known
+    detected: Optional[float]  # NOTICED clamped into the window (detection -> cleanup), or None
+    resubmitted: Optional[float]  # the replacement's submission clamped into the window (-> reallocation)
+
+    @property
+    def in_place(self) -> bool:
+        return _in_place(self.attempt, self.nxt)
+
+
+def _in_place(a, nxt) -> bool:
+    """Whether NXT is A requeued in place by the scheduler (the same native id)."""
+    return bool(nxt is not None and a.native_id and nxt.native_id == a.native_id)
+
+
+def _interruption(a, outs: list, segments: list, ks: list) -> _Interruption:
+    """The interruption of A (in OUTS) whose window is the segments KS."""
+    after = outs[outs.index(a) + 1:]
+    nxt = after[0] if after else None
+    rep = next((b for b in after if _ran(b)), None)
+    segs = [segments[k] for k in ks]
+    f = a.failure_at
+    w = max([s.end for s in segs], default=f)
+    restore = [s for s in segs if s.clock == "restore"]
+    back = restore[0].start if restore else w  # the replacement's restore begins (or the window ends)
+    noticed, by = _noticed(a, nxt)
+    d = _clamp(noticed, f, back) if noticed is not None else None
+    resubmitted = _clamp(nxt.queued, d if d is not None else f, back) if nxt is not None else None
+    return _Interruption(a, nxt, rep, ks, restore, w, noticed, by, d, resubmitted)
+
+
+def _bounds(it: _Interruption) -> list:
+    """IT's clocks' boundaries in its window [(time, clock from there on)], ascending: detection
+    from the failure and cleanup from its noticing (unsplit when no record says when that was),
+    then reallocation from the replacement's submission."""
+    f = it.attempt.failure_at
+    head = [(f, "detection"), (it.detected, "cleanup")] if it.detected is not None else [(f, UNSPLIT)]
+    return head + ([(it.resubmitted, "reallocation")] if it.resubmitted is not None else [])
+
+
+def _split_window(segments: list, ks: list, bounds: list) -> tuple[dict, dict]:
+    """({index in KS: that segment cut at BOUNDS, each piece tagged with its clock}, {clock: seconds}).
+    A segment already tagged ``restore`` stays whole."""
+    cut, secs = {}, {c: 0.0 for c in (*CLOCKS, UNSPLIT)}
+    for k in ks:
+        s = segments[k]
+        parts = [(s.start, s.end, "restore")] if s.clock == "restore" else _cut(s, bounds)
+        cut[k] = [replace(s, start=x, end=y, clock=c or "") for x, y, c in parts]
+        for x, y, c in parts:
+            secs[c or UNSPLIT] += y - x
+    return cut, secs
+
+
+def _unknown(it: _Interruption) -> dict:
+    """{clock's key: why no record gives it} for IT."""
+    unknown: dict = {}
+    if it.detected is None:
+        unknown["detection_s"] = unknown["cleanup_s"] = it.noticed_by
+    if it.nxt is None:
+        unknown["reallocation_s"] = "no replacement: the job ended here"
+    unknown.update(_restore_unknown(it.rep, it.nxt, it.restore))
+    return unknown
+
+
+def _entry(it: _Interruption, secs: dict) -> dict:
+    """IT's report entry, its clocks' seconds SECS (None where no record gives the clock)."""
+    a, nxt, rep = it.attempt, it.nxt, it.rep
+    entry = {"attempt": a.attempt, "state": a.state, "replacement": nxt.attempt if nxt is not None else None,
+             "in_place": it.in_place, "failure_at": a.failure_at, "noticed_at": it.noticed,
+             "noticed_by": it.noticed_by if it.noticed is not None else None,
+             "resubmitted_at": nxt.queued if nxt is not None else None,
+             "program_start": rep.program_start if rep is not None else None,
+             "restored_at": rep.restore_end if rep is not None else None}
+    unknown = _unknown(it)
+    for c in CLOCKS:
+        entry[f"{c}_s"] = None if f"{c}_s" in unknown else secs[c]
+    entry["lost_work_s"] = a.seconds["lost_work"] - a.in_job_lost_s  # its last run's: not its in-job reruns'
+    entry["unsplit_s"] = secs[UNSPLIT]
+    entry["total_s"] = sum(secs.values()) + entry["lost_work_s"]
+    if it.noticed is not None and it.noticed > it.window_end + EPS and nxt is None:
+        entry["noticed_after_end_s"] = it.noticed - it.window_end  # past the wall time's end: the job had ended
+    entry["unknown"] = unknown
+    return entry
+
+
 def interruption_clocks(segments: list, outs: list, t_end: float) -> tuple[list, list]:
     """(SEGMENTS with the restart overhead of each interruption cut at its clocks' boundaries and
     tagged with its clock, [one dict per interruption]). OUTS: ``AttemptOut`` in attempt order."""
@@ -112,53 +206,11 @@ def interruption_clocks(segments: list, outs: list, t_end: float) -> tuple[list,
     cut: dict = {k: [replace(segments[k], clock="")] for k in stray}
     clocks = []
     for a in interrupted:
-        i = outs.index(a)
-        nxt = outs[i + 1] if i + 1 < len(outs) else None
-        rep = next((b for b in outs[i + 1:] if _ran(b)), None)
-        segs = [segments[k] for k in windows[a.attempt]]
-        f = a.failure_at
-        w = max([s.end for s in segs], default=f)
-        restore = [s for s in segs if s.clock == "restore"]
-        p = restore[0].start if restore else w
-        noticed, by = _noticed(a, nxt)
-        d = _clamp(noticed, f, p) if noticed is not None else None
-        s_at = _clamp(nxt.queued, d if d is not None else f, p) if nxt is not None else p
-        bounds = ([(f, "detection"), (d, "cleanup")] if d is not None else [(f, UNSPLIT)]) + \
-            ([(s_at, "reallocation")] if nxt is not None else [])
-        secs = {c: 0.0 for c in (*CLOCKS, UNSPLIT)}
-        for k in windows[a.attempt]:
-            s = segments[k]
-            parts = [(s.start, s.end, "restore")] if s.clock == "restore" else _cut(s, bounds)
-            cut[k] = [replace(s, start=x, end=y, clock=c or "") for x, y, c in parts]
-            for x, y, c in parts:
-                secs[c or UNSPLIT] += y - x
-        unknown: dict = {}
-        entry = {"attempt": a.attempt, "state": a.state, "replacement": nxt.attempt if nxt is not None else None,
-                 "in_place": bool(nxt is not None and a.native_id and nxt.native_id == a.native_id),
-                 "failure_at": f, "noticed_at": noticed, "noticed_by": by if noticed is not None else None,
-                 "resubmitted_at": nxt.queued if nxt is not None else None,
-                 "program_start": rep.program_start if rep is not None else None,
-                 "restored_at": rep.restore_end if rep is not None else None}
-        if d is None:
-            unknown["detection_s"] = unknown["cleanup_s"] = by
-        if nxt is None:
-            unknown["reallocation_s"] = "no replacement: the job ended here"
-        unknown.update(_restore_unknown(rep, nxt, restore))
-        for c in CLOCKS:
-            entry[f"{c}_s"] = None if f"{c}_s" in unknown else secs[c]
-        entry["lost_work_s"] = a.seconds["lost_work"] - a.in_job_lost_s  # its last run's: not its in-job reruns'
-        if entry["restore_s"] is None and "restore_s" not in unknown:
-            entry["restore_s"] = 0.0
-        entry["unsplit_s"] = secs[UNSPLIT]
-        entry["total_s"] = sum(secs.values()) + entry["lost_work_s"]
-        if noticed is not None and noticed > w + EPS and nxt is None:
-            entry["noticed_after_end_s"] = noticed - w  # past the wall time's end: the job had ended
-        entry["unknown"] = unknown
-        clocks.append(entry)
-    out = []
-    for k, s in enumerate(segments):
-        out.extend(cut.get(k, [s]))
-    return out, clocks
+        it = _interruption(a, outs, segments, windows[a.attempt])
+        pieces, secs = _split_window(segments, it.ks, _bounds(it))
+        cut.update(pieces)
+        clocks.append(_entry(it, secs))
+    return [piece for k, s in enumerate(segments) for piece in cut.get(k, [s])], clocks
 
 
 def _restore_unknown(rep, nxt, restore: list) -> dict:

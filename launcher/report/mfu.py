@@ -135,6 +135,22 @@ def summarize(acc, metrics: Mapping, spec) -> dict:
             "peak_flops": peak_flops, "reason": reason, "kept": ranges}
 
 
+def _ratio(x: float, y: float) -> Optional[float]:
+    return x / y if y > 0 else None
+
+
+def _left_out(parts: list, have: list) -> Optional[str]:
+    """Why a sweep's MFU leaves elements out (or has none): the count, and the first reason an
+    element gives."""
+    reasons = sorted({p.get("reason") for p in parts if p and p.get("mfu") is None and p.get("reason")})
+    if not have:
+        return reasons[0] if reasons else "no element has a report"
+    if len(have) < len(parts):
+        return f"{len(parts) - len(have)} of {len(parts)} element(s) without MFU left out" + (
+            f" ({reasons[0]})" if reasons else "")
+    return None
+
+
 def combine(parts: list) -> dict:
     """The compute figures of a sweep from its elements' ``summarize`` dicts: kept FLOPs and
     peak-seconds summed (so effective_mfu = mfu x useful_share holds here too)."""
@@ -143,15 +159,7 @@ def combine(parts: list) -> dict:
     useful = sum(p["peak_flops"] * p["useful_s"] for p in have)
     paid = sum(p["peak_flops"] * p["paid_s"] for p in have)
     peaks = {(p["peak"]["name"], p["peak"]["precision"], p["peak"]["tflops"]): p for p in have}
-    one = next(iter(peaks.values())) if len(peaks) == 1 else None
-    reasons = sorted({p.get("reason") for p in parts if p and p.get("mfu") is None and p.get("reason")})
-    reason = None
-    if not have:
-        reason = reasons[0] if reasons else "no element has a report"
-    elif len(have) < len(parts):
-        reason = f"{len(parts) - len(have)} of {len(parts)} element(s) without MFU left out" + (
-            f" ({reasons[0]})" if reasons else "")
-    return {"mfu": flops / useful if useful > 0 else None, "effective_mfu": flops / paid if paid > 0 else None,
-            "useful_share": useful / paid if paid > 0 else None, "peak": one["peak"] if one else None,
-            "peak_text": one["peak_text"] if one else None, "model_flops": flops if have else None,
-            "elements": len(have), "reason": reason}
+    one = next(iter(peaks.values())) if len(peaks) == 1 else None  # one peak for every element: named
+    return {"mfu": _ratio(flops, useful), "effective_mfu": _ratio(flops, paid), "useful_share": _ratio(useful, paid),
+            "peak": one["peak"] if one else None, "peak_text": one["peak_text"] if one else None,
+            "model_flops": flops if have else None, "elements": len(have), "reason": _left_out(parts, have)}

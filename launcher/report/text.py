@@ -85,11 +85,17 @@ def interruption_lines(d: dict) -> list[str]:
     return out
 
 
-def format_report(d: dict) -> str:
-    wall = d["wall_s"]
-    out = [f"job {d['job_id']} ({d['name']}) on {d['target']} [{d['backend']}]: {d['state']}"
-           + (f" ({d['reason']})" if d.get("reason") else "") + f", {len(d['attempts'])} attempt(s)",
-           f"wall time {_dur(wall)}  ({_ts(d['t0'])} -> {_ts(d['t_end'])}{', still open' if d['open'] else ''})"]
+def _header_lines(d: dict) -> list[str]:
+    """The job, its state and attempts, and its wall time."""
+    return [f"job {d['job_id']} ({d['name']}) on {d['target']} [{d['backend']}]: {d['state']}"
+            + (f" ({d['reason']})" if d.get("reason") else "") + f", {len(d['attempts'])} attempt(s)",
+            f"wall time {_dur(d['wall_s'])}  ({_ts(d['t0'])} -> {_ts(d['t_end'])}"
+            f"{', still open' if d['open'] else ''})"]
+
+
+def _category_lines(d: dict) -> list[str]:
+    """The wall time by category, the drain lag of a local tier, and the goodput."""
+    out = []
     for c in CATEGORIES:
         v = d["categories"][c]
         pct = d["percent"][c]
@@ -102,9 +108,12 @@ def format_report(d: dict) -> str:
                    + (f"; {dl['undrained']} not drained when their attempt ended" if dl.get("undrained") else ""))
     gp = d["goodput_pct"]
     out.append(f"goodput {gp:.1f}%" if gp is not None else "goodput -")
-    out += compute_lines(d.get("compute"))
-    out += interruption_lines(d)
-    c = d["cost"]
+    return out
+
+
+def cost_lines(c: dict) -> list[str]:
+    """The job's cost (C: ``summary.cost_summary``), per attempt and per useful GPU-hour."""
+    out = []
     parts = [f"#{p['attempt']} {_usd(p['usd'])}" for p in c["per_attempt"]]
     if c["total_usd"] is None:
         out.append(f"cost - ({c.get('reason') or 'no price'})")
@@ -117,11 +126,11 @@ def format_report(d: dict) -> str:
                    f"({c['useful_gpu_hours']:.4f} useful GPU-hours on {c['gpus']} GPU(s))")
     elif c.get("reason") and c["total_usd"] is not None:
         out.append(f"  per useful GPU-hour: - ({c['reason']})")
-    # a report with a deadline only
-    from launcher.report.deadline import deadline_lines
+    return out
 
-    out += deadline_lines(d.get("deadline"))
-    iv = d["interval"]
+
+def interval_lines(iv: dict) -> list[str]:
+    """The checkpoint interval achieved (IV: ``summary.checkpoint_interval``) and its optimum."""
     line = (f"checkpoint interval: achieved {_dur(iv['achieved_s'])} of compute between commits "
             f"({iv['intervals']} interval(s)); save cost C {_dur(iv['checkpoint_cost_s'])}"
             + {"local": " (local tier: the time training was blocked)",
@@ -129,7 +138,7 @@ def format_report(d: dict) -> str:
                 iv.get("cost_tier"), ""))
     if iv.get("planned_s"):
         line += f"; planned {_dur(iv['planned_s'])}"
-    out.append(line)
+    out = [line]
     if iv.get("young_s") is not None:
         out.append(f"  observed MTBF {_dur(iv['mtbf_s'])} ({iv['failures']} failure(s) in {_dur(iv['exposure_s'])} "
                    f"running); optimum: Young {_dur(iv['young_s'])}, Daly {_dur(iv['daly_s'])}"
@@ -137,14 +146,27 @@ def format_report(d: dict) -> str:
                       f"{100 * iv.get('notice_fraction', 0):.0f}% with notice)" if iv.get("optimal_s") else ""))
     elif iv.get("reason"):
         out.append(f"  optimum: - ({iv['reason']})")
-    out.append("attempts:")
-    out.append(f"  {'#':>3} {'state':<12} {'queued':<19} {'started':<19} {'ended':<19} {'host':<10} "
-               f"{'resumed':>7} {'useful':>9} {'lost':>9}")
-    for a in d["attempts"]:
+    return out
+
+
+def attempt_lines(attempts: list) -> list[str]:
+    """One row per attempt: its state, times, host, resume step, useful and lost time."""
+    out = ["attempts:",
+           f"  {'#':>3} {'state':<12} {'queued':<19} {'started':<19} {'ended':<19} {'host':<10} "
+           f"{'resumed':>7} {'useful':>9} {'lost':>9}"]
+    for a in attempts:
         out.append(f"  {a['attempt']:>3} {a['state']:<12} {_ts(a['queued']):<19} {_ts(a['started']):<19} "
                    f"{_ts(a['ended']) if not a['open'] else '(running)':<19} {str(a['host'] or '-'):<10} "
                    f"{'-' if a['resume_step'] is None or a['resume_step'] < 0 else a['resume_step']:>7} "
                    f"{_dur(a['seconds']['useful_compute']):>9} {_dur(a['seconds']['lost_work']):>9}")
-    for n in d.get("notes") or []:
-        out.append(f"note: {n}")
+    return out
+
+
+def format_report(d: dict) -> str:
+    # a report with a deadline only
+    from launcher.report.deadline import deadline_lines
+
+    out = [*_header_lines(d), *_category_lines(d), *compute_lines(d.get("compute")), *interruption_lines(d),
+           *cost_lines(d["cost"]), *deadline_lines(d.get("deadline")), *interval_lines(d["interval"]),
+           *attempt_lines(d["attempts"]), *(f"note: {n}" for n in d.get("notes") or [])]
     return "\n".join(out) + "\n"

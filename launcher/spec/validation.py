@@ -43,33 +43,45 @@ def _aliases(model: type[BaseModel]) -> list[str]:
     return [f.alias or name for name, f in model.model_fields.items()]
 
 
+def _unknown_key(model: type[BaseModel], loc: tuple) -> str:
+    """The message for the key at LOC that its model does not have: the key it may be a
+    misspelling of, else the keys there are."""
+    owner = _model_at(model, loc)
+    known = _aliases(owner) if owner else []
+    key = str(loc[-1])
+    guess = difflib.get_close_matches(key, known, n=1, cutoff=0.6) or \
+        [k for k in known if k.startswith(key) or key in k][:1]
+    if guess:
+        return f"unknown key; did you mean '{guess[0]}'?"
+    if known:
+        return f"unknown key; expected one of: {', '.join(sorted(known))}"
+    return "unknown key"
+
+
+def _message(e: dict, model: type[BaseModel], loc: tuple) -> str:
+    """What pydantic's error E at LOC says, in a person's words: the value it got (shortened)."""
+    msg = e["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    if e["type"] == "extra_forbidden":
+        return _unknown_key(model, loc)
+    if e["type"] == "missing":
+        return "required field is missing"
+    if "input" in e and e["type"] not in ("value_error",):
+        got = e["input"]
+        shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        return f"{msg} (got {shown})"
+    return msg
+
+
 def to_problems(err: ValidationError, model: type[BaseModel], line_of: Callable | None = None):
     problems: list[tuple[str, str]] = []
     for e in err.errors():
         loc = tuple(x for x in e["loc"] if not (isinstance(x, str) and (x.startswith("function-") or x == "[key]")))
         path = _path(loc)
-        msg = e["msg"]
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
-        if e["type"] == "extra_forbidden":
-            owner = _model_at(model, loc)
-            known = _aliases(owner) if owner else []
-            key = str(loc[-1])
-            guess = difflib.get_close_matches(key, known, n=1, cutoff=0.6) or \
-                [k for k in known if k.startswith(key) or key in k][:1]
-            msg = "unknown key"
-            if guess:
-                msg += f"; did you mean '{guess[0]}'?"
-            elif known:
-                msg += f"; expected one of: {', '.join(sorted(known))}"
-        elif e["type"] == "missing":
-            msg = "required field is missing"
-        elif "input" in e and e["type"] not in ("value_error",):
-            got = e["input"]
-            shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
-            if len(shown) > 60:
-                shown = shown[:57] + "..."
-            msg = f"{msg} (got {shown})"
+        msg = _message(e, model, loc)
         m = _FIELD_FIRST.match(msg) if not loc else None
         if m:  # a check across fields (a model validator) that names the field it refuses
             loc, path, msg = tuple(m.group(1).split(".")), m.group(1), msg[m.end():]

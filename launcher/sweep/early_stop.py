@@ -83,6 +83,32 @@ def _describe(cfg: EarlyStop, j_value, rank, population, kept, rung, verdict: st
             f"{verdict}")
 
 
+def _arriving(reports: Reports, rung: int, judged: Iterable[int], stopped: set, cleared: Optional[set]) -> list:
+    """The indices newly at RUNG: reached it, not judged there yet (JUDGED) nor stopped, and gone
+    on at the rung before (CLEARED; None: RUNG is the first)."""
+    return [index for index in sorted(reports)
+            if index not in judged and index not in stopped and reached(reports[index], rung)
+            and (cleared is None or index in cleared)]
+
+
+def _judge_rung(cfg: EarlyStop, rung: int, before: Mapping[int, Optional[float]],
+                arriving: Mapping[int, Optional[float]], ended: set) -> list[Judgement]:
+    """The judgements of the ARRIVING elements ({index: value}) at RUNG, each ranked among them
+    and those judged there BEFORE ({index: value}); an element that ENDED is never stopped."""
+    values = {**before, **arriving}
+    order = sorted(values, key=lambda i: _order_key(cfg.mode, values[i], i))
+    population = len(order)
+    kept = max(1, math.ceil(cfg.keep * population - 1e-9))
+    out = []
+    for index in arriving:
+        rank = order.index(index) + 1
+        stop = rank > kept and index not in ended
+        verdict = "stopped" if stop else ("goes on" if rank <= kept else "not stopped: it had ended already")
+        out.append(Judgement(index, rung, values[index], rank, population, kept, stop,
+                             _describe(cfg, values[index], rank, population, kept, rung, verdict)))
+    return out
+
+
 def judge(cfg: EarlyStop, reports: Reports, previous: Sequence[Judgement] = (),
           ended: Iterable[int] = ()) -> list[Judgement]:
     """The new judgements (see the module's docstring), in rung order then index order."""
@@ -93,29 +119,14 @@ def judge(cfg: EarlyStop, reports: Reports, previous: Sequence[Judgement] = (),
     for pos, rung in enumerate(cfg.rungs):
         at_rung = {j.index: j.value for j in history if j.rung == rung}
         cleared = {j.index for j in history if j.rung == cfg.rungs[pos - 1] and not j.stop} if pos else None
-        arriving = []
-        for index in sorted(reports):
-            if index in at_rung or index in stopped or not reached(reports[index], rung):
-                continue
-            if cleared is not None and index not in cleared:
-                continue  # not yet judged (or stopped) at the rung before
-            arriving.append(index)
+        arriving = _arriving(reports, rung, at_rung, stopped, cleared)
         if not arriving:
             continue
-        values = {**at_rung, **{i: value_at(reports[i], rung, cfg.metric) for i in arriving}}
-        order = sorted(values, key=lambda i: _order_key(cfg.mode, values[i], i))
-        population = len(order)
-        kept = max(1, math.ceil(cfg.keep * population - 1e-9))
-        for index in arriving:
-            rank = order.index(index) + 1
-            stop = rank > kept and index not in ended
-            verdict = "stopped" if stop else ("goes on" if rank <= kept else "not stopped: it had ended already")
-            j = Judgement(index, rung, values[index], rank, population, kept, stop,
-                          _describe(cfg, values[index], rank, population, kept, rung, verdict))
-            new.append(j)
-            history.append(j)
-            if stop:
-                stopped.add(index)
+        judged = _judge_rung(cfg, rung, at_rung, {i: value_at(reports[i], rung, cfg.metric) for i in arriving},
+                             ended)
+        new += judged
+        history += judged
+        stopped |= {j.index for j in judged if j.stop}
     return new
 
 

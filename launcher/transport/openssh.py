@@ -204,30 +204,49 @@ _LOST = ("Broken pipe", "mux_client", "Control socket", "closed by remote host",
          "Connection to ", "client_loop")
 
 
+def failure_kind(stderr: str, started: bool) -> str:
+    """What STDERR says went wrong with an ssh that failed before (STARTED False) or while (True)
+    running our command: a key in ``FAILURES``."""
+    text = stderr or ""
+    if any(m in text for m in _KEY_CHANGED):
+        return "key_changed"
+    if "Host key verification failed" in text:
+        return "unknown_key"
+    if any(m in text for m in _NOT_FOUND):
+        return "not_found"
+    if not started and any(m in text for m in _NOT_LOGGED_IN):
+        return "not_logged_in"
+    if not started and any(m in text for m in _UNREACHABLE):
+        return "unreachable"
+    if started or any(m in text for m in _LOST):
+        return "lost"
+    return "failed"
+
+
+# {kind: (its error, its message)}; the message may name {where}, {name} (the target), {last}
+# (the last line ssh said) and {rc}
+FAILURES = {
+    "key_changed": (HostKeyChangedError, "{where}: the host key does not match the one in known_hosts (ssh refused "
+                                         "it: {last}); if the change is expected, remove the old entry "
+                                         "(ssh-keygen -R HOST) and log in again"),
+    "unknown_key": (UnknownHostKeyError, "{where}: the host key is not in known_hosts: run `launcher targets login "
+                                         "{name}`, where ssh shows the key and asks ({last})"),
+    "not_found": (HostNotFoundError, "{where}: the host name does not resolve ({last})"),
+    "not_logged_in": (NotLoggedInError, "{where}: not logged in (no shared SSH connection, or it expired): "
+                                        "run `launcher targets login {name}`"),
+    "unreachable": (HostUnreachableError, "cannot reach {where}: {last}"),
+    "lost": (ConnectionLostError, "connection to {where} lost: {last}; the command may or may not have run"),
+    "failed": (SSHError, "ssh to {where} failed (exit {rc}): {last}"),
+}
+
+
 def classify(rc: int, stderr: str, *, target: Optional[str], where: str, started: bool = False) -> Exception:
     """The error for an ssh that failed with RC before (STARTED False) or while (True) running
     our command; STDERR is what ssh said. One line each, saying what to do."""
-    name = target or "NAME"
     said = [line.strip() for line in (stderr or "").splitlines() if line.strip()]
     last = redact_text(said[-1]) if said else f"ssh exited {rc}"
-    text = stderr or ""
-    if any(m in text for m in _KEY_CHANGED):
-        return HostKeyChangedError(f"{where}: the host key does not match the one in known_hosts "
-                                   f"(ssh refused it: {last}); if the change is expected, remove the old "
-                                   "entry (ssh-keygen -R HOST) and log in again")
-    if "Host key verification failed" in text:
-        return UnknownHostKeyError(f"{where}: the host key is not in known_hosts: run `launcher targets login "
-                                   f"{name}`, where ssh shows the key and asks ({last})")
-    if any(m in text for m in _NOT_FOUND):
-        return HostNotFoundError(f"{where}: the host name does not resolve ({last})")
-    if not started and any(m in text for m in _NOT_LOGGED_IN):
-        return NotLoggedInError(f"{where}: not logged in (no shared SSH connection, or it expired): "
-                                f"run `launcher targets login {name}`")
-    if not started and any(m in text for m in _UNREACHABLE):
-        return HostUnreachableError(f"cannot reach {where}: {last}")
-    if started or any(m in text for m in _LOST):
-        return ConnectionLostError(f"connection to {where} lost: {last}; the command may or may not have run")
-    return SSHError(f"ssh to {where} failed (exit {rc}): {last}")
+    error, message = FAILURES[failure_kind(stderr, started)]
+    return error(message.format(where=where, name=target or "NAME", last=last, rc=rc))
 
 
 def in_band(cmdline: str, data: Optional[bytes]) -> tuple[str, Optional[bytes]]:

@@ -357,3 +357,28 @@ def test_latest_and_wait_commit_count_a_step_complete_in_any_tier(c, monkeypatch
     assert main(["wait-commit", "--root", c.root, "--since-step", "10", "--timeout", "5"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["step"], doc["tier"]) == (20, "local")
+
+
+def test_a_rank_on_nodes_with_their_own_disks_takes_the_nearest_tier_its_new_host_reaches():
+    alive = {"n1", "n2"}
+    # its own copy on the host that runs it: local; the peer copy on another host of the allocation: peer
+    assert R._host_tier("n1", "n2", "n1", alive, False) == (T.LOCAL, {"own": "n1", "peer": "n2"})
+    assert R._host_tier("n9", "n2", "n1", alive, False) == (T.PEER, {"peer": "n2"})
+    # its own copy on another host still in the allocation is fetched from there, as a peer copy is
+    assert R._host_tier("n2", None, "n1", alive, True) == (T.PEER, {"own": "n2"})
+    # no host of the allocation holds it: the root when it committed the step, else nowhere
+    assert R._host_tier("n9", "n8", "n1", alive, True) == (T.DURABLE, {})
+    assert R._host_tier("n9", None, "n1", alive, False) is None
+
+
+def test_the_resumable_steps_are_newest_first_never_stale_and_never_below_the_roots_newest():
+    class Gens:
+        def stale_reason(self, step, gen):
+            return "a zombie's" if (step, gen) == (30, 0) else ""
+
+    class Newest:
+        step, generation = 20, 1
+
+    names = [step_dir(s, g) for s, g in ((10, 0), (30, 0), (20, 1), (40, 2), (20, 0))]
+    assert [(s, g) for _, s, g in R._resumable(names, Newest(), Gens())] == [(40, 2), (20, 1)]
+    assert [(s, g) for _, s, g in R._resumable(names, None, Gens())] == [(40, 2), (20, 1), (20, 0), (10, 0)]

@@ -286,3 +286,12 @@ def test_a_price_file_section_belongs_to_the_backend_that_declares_it(tmp_path, 
     (tmp_path / "c.yaml").write_text("neoclouds: []\n")  # skypilot's section: not installed in REG
     with pytest.raises(SpecError, match="neoclouds"):
         load_price_book(["c.yaml"], tmp_path, registry=reg)
+
+
+def test_a_slurm_partition_offers_the_gpus_asked_for_up_to_what_its_nodes_have():
+    from launcher_backends.slurm.offers import _gpu_count
+
+    assert _gpu_count(4, 8) == 4      # part of a node's GPUs
+    assert _gpu_count(8, 4) == 4      # no more than a node has
+    assert _gpu_count(4, None) == 4   # not declared: assumed to fit
+    assert _gpu_count(0, 8) == 8      # no GPUs asked for: the node's count, as the price file declares it

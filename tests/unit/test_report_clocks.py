@@ -158,3 +158,26 @@ def test_a_sweeps_clocks_are_its_elements_summed_and_an_unknown_clock_stays_unkn
     assert tot["interruptions"] == 2 and tot["detection_s"] == 8 and tot["lost_work_s"] == 18
     assert tot["restore_s"] == 3  # b's restore is unknown: only a's is summed
     assert combine_totals([b])["restore_s"] is None
+
+
+def test_an_interruptions_boundaries_are_clamped_into_its_window_in_order():
+    from types import SimpleNamespace as NS
+
+    from launcher.report.clocks import _bounds, _interruption
+
+    seg = NS(start=20.0, end=40.0, clock="", category="restart_overhead")
+    restore = NS(start=40.0, end=45.0, clock="restore", category="restart_overhead")
+    # a skewed clock: the end was noticed "before" the failure, the replacement submitted "before" that
+    failed = NS(attempt=1, failure_at=20.0, native_id="1", noticed=15.0, state="FAILED")
+    nxt = NS(attempt=2, native_id="2", queued=10.0, started=30.0, program_start=38.0)
+    it = _interruption(failed, [failed, nxt], [seg, restore], [0, 1])
+    assert (it.detected, it.resubmitted, it.window_end) == (20.0, 20.0, 45.0)
+    assert _bounds(it) == [(20.0, "detection"), (20.0, "cleanup"), (20.0, "reallocation")]
+    # noticed after the replacement's restore began: cut there, never past it
+    failed.noticed, nxt.queued = 50.0, 60.0
+    it = _interruption(failed, [failed, nxt], [seg, restore], [0, 1])
+    assert (it.detected, it.resubmitted) == (40.0, 40.0)
+    # no record of the noticing: detection and cleanup stay one unsplit clock
+    failed.noticed = None
+    it = _interruption(failed, [failed, nxt], [seg, restore], [0, 1])
+    assert it.detected is None and _bounds(it)[0] == (20.0, "unsplit")

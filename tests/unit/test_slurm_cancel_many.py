@@ -1,11 +1,17 @@
 """The pure parts of the Slurm backend's cancel of many jobs in one scancel and dedupe lookup
-of many tokens in one listing (launcher_backends.slurm.cancel_many)."""
+of many tokens in one listing (launcher_backends.slurm.cancel_many, .find_many)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace as Result
+
+import pytest
+
 from launcher.backend.protocols import Scheduler, can
+from launcher.core.errors import TransientError
 from launcher_backends.slurm import SlurmBackend
-from launcher_backends.slurm.cancel_many import id_batches, is_job_id, scancel_errors, tokens_in
+from launcher_backends.slurm.cancel_many import id_batches, is_job_id, scancel_errors
+from launcher_backends.slurm.find_many import find_tokens, tokens_in
 
 
 def test_slurm_cancels_and_finds_many_its_own_way():
@@ -50,3 +56,27 @@ def test_tokens_are_found_in_one_listing_first_id_wins():
     text = "10|launcher:a:1\n11_[0-3%2]|launcher:sw:1\n12|launcher:b:2\n13|launcher:a:1\nx|launcher:c:1\n"
     assert tokens_in(text, ["launcher:a:1", "launcher:b:2", "launcher:c:1", "launcher:z:1"]) == \
         {"launcher:a:1": "10", "launcher:b:2": "12"}
+
+
+def test_tokens_squeue_does_not_show_are_looked_up_once_in_the_accounting():
+    calls = []
+
+    def run(out_squeue, out_sacct, sacct_rc=0, squeue_rc=0):
+        def runner(argv, check=False):
+            calls.append(argv[0])
+            if argv[0] == "squeue":
+                return Result(returncode=squeue_rc, stdout=out_squeue, stderr="slurmctld down\n")
+            return Result(returncode=sacct_rc, stdout=out_sacct, stderr="")
+        return runner
+
+    got = find_tokens(run("10|launcher:a:1\n", "9|launcher:b:1\n"), "login", ["launcher:a:1", "launcher:b:1"])
+    assert got == {"launcher:a:1": "10", "launcher:b:1": "9"} and calls == ["squeue", "sacct"]
+    calls.clear()
+    assert find_tokens(run("10|launcher:a:1\n", ""), "login", ["launcher:a:1"]) == {"launcher:a:1": "10"}
+    assert calls == ["squeue"]  # all found: no accounting asked
+    # no accounting this user may read: what squeue showed stands; squeue failing is nothing known
+    assert find_tokens(run("", "", sacct_rc=1), "login", ["launcher:a:1"]) == {}
+    with pytest.raises(TransientError, match="squeue failed on login: slurmctld down"):
+        find_tokens(run("", "", squeue_rc=1), "login", ["launcher:a:1"])
+    calls.clear()
+    assert find_tokens(run("", ""), "login", []) == {} and calls == []
