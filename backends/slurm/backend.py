@@ -207,6 +207,14 @@ class SlurmBackend(PricedByModules):
             raise LauncherError(f"target {self.target.name}: cannot reach Slurm: slurm_conf {conf} does not exist "
                                 f"or is not readable on {self.runner.where}")
 
+    @classmethod
+    def attempt_nodes(cls, status: Status) -> list:
+        """The nodes an attempt ran on (``ExcludesNodes``): its status's NodeList, expanded."""
+        try:
+            return nodeorder.expand_hostlist(status.nodes or "")
+        except ValueError:  # not a hostlist Slurm writes: nothing to blame by name
+            return []
+
     # ---- render (pure)
     def render(self, spec: JobSpec, facts: Facts, job: JobRef) -> Request:
         job = dataclasses.replace(job, job_dir=self.job_dir_for(job, facts), avoid=())

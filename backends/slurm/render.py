@@ -46,7 +46,7 @@ def directives(spec: JobSpec, facts: Facts, job: JobRef, opts, job_dir: str) -> 
     cluster = facts.get("cluster") or facts.target
     d = [f"--job-name={job_name(spec.name)}", f"--comment={job.dedupe_token}"]
     d += _resource_directives(spec.resources, facts, cluster)
-    d += _placement_directives(s, opts, facts, cluster)
+    d += _placement_directives(s, opts, facts, cluster, _excluded(spec, facts, job, opts, cluster))
     d += _topology_directives(spec.topology, facts, cluster, _layout_segment(spec, facts, cluster))
     d += ["--requeue", "--open-mode=append"]
     if _notice(spec):
@@ -88,8 +88,49 @@ def _gpu_type(accelerator: str, facts: Facts, cluster: str) -> str:
     return gtype
 
 
-def _placement_directives(s, opts, facts: Facts, cluster: str) -> list[str]:
-    """--partition (checked against the cluster's partitions), --account, --qos, --constraint, ..."""
+def _excluded(spec: JobSpec, facts: Facts, job: JobRef, opts, cluster: str) -> str:
+    """--exclude's value: the spec's, then the nodes quarantined on the target (``job.exclude_nodes``),
+    once the partition is known to keep enough nodes for the job besides them."""
+    s = spec.section(SlurmSection)
+    if not job.exclude_nodes:
+        return s.exclude or ""
+    _check_enough_nodes(spec.resources.nodes, s.partition or opts.partition, job.exclude_nodes, facts, cluster,
+                        job.job_id)
+    return ",".join([*([s.exclude] if s.exclude else []), *job.exclude_nodes])
+
+
+def partition_nodes(facts: Facts, partition) -> list:
+    """The names of the nodes of PARTITION (None: the default partition, else every node) in the
+    probed facts ([] when the facts list no nodes)."""
+    if not partition:
+        partition = next((p["name"] for p in facts.get("partitions", []) if p.get("default")), None)
+    nodes = facts.get("nodes") or []
+    return [n["name"] for n in nodes if partition is None or partition in n.get("partitions", [])]
+
+
+def _check_enough_nodes(wanted: int, partition, excluded, facts: Facts, cluster: str, job_id: str) -> None:
+    """A CapabilityError when the quarantined nodes EXCLUDED leave fewer than WANTED nodes in the
+    job's partition (the facts' node list; nothing is said when the facts list no nodes)."""
+    for node in excluded:  # they travel in an #SBATCH line: plain host names only
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", node):
+            raise CapabilityError(f"quarantined node {node!r} is not a plain host name: an #SBATCH line cannot carry it")
+    names = partition_nodes(facts, partition)
+    if not names:
+        return
+    out = sorted(set(names) & set(excluded))
+    left = len(names) - len(out)
+    if left < wanted:
+        where = f"partition {partition}" if partition else "the default partition"
+        raise CapabilityError(
+            f"job {job_id} asks for {wanted} node(s), and the quarantined nodes leave {left} of the {len(names)} "
+            f"of {where} on cluster {cluster} (quarantined: {', '.join(out)}); not excluding them would put the "
+            f"job on nodes that keep failing: see `launcher nodes`, and lift a quarantine with "
+            f"`launcher nodes release NODE`")
+
+
+def _placement_directives(s, opts, facts: Facts, cluster: str, exclude: str = "") -> list[str]:
+    """--partition (checked against the cluster's partitions), --account, --qos, --constraint, ...
+    EXCLUDE: --exclude's value (the spec's, and the nodes quarantined on the target)."""
     d = []
     partition = s.partition or opts.partition
     if partition:
@@ -99,7 +140,7 @@ def _placement_directives(s, opts, facts: Facts, cluster: str) -> list[str]:
                                   f"(partitions: {', '.join(known)})")
         d.append(f"--partition={partition}")
     for key, val in (("account", s.account or opts.account), ("qos", s.qos or opts.qos),
-                     ("constraint", s.constraint), ("exclude", s.exclude), ("reservation", s.reservation)):
+                     ("constraint", s.constraint), ("exclude", exclude), ("reservation", s.reservation)):
         if val:
             d.append(f"--{key}={val}")
     return d

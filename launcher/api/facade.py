@@ -143,7 +143,8 @@ class Launcher:
         require_local_workdir(si.spec, si.source, app.config, [name], si.base)
         ident = plan_identity(app, si.spec, name, fresh=fresh, subject="a launch now", read_s3=False)
         seed = ident.seed.seed
-        job = JobRef(job_id="JOB_ID", attempt=1, job_dir=str(app.home / "jobs" / "JOB_ID"), seed=seed)
+        job = JobRef(job_id="JOB_ID", attempt=1, job_dir=str(app.home / "jobs" / "JOB_ID"), seed=seed,
+                     exclude_nodes=self._quarantined(name))
         shape = None
         if si.spec.sweep is not None:  # a sweep: the array, or element 0 where the backend runs no arrays
             from launcher.sweep.queue import spec_to_render  # the sweep layer: only for a sweep
@@ -157,6 +158,15 @@ class Launcher:
             say(f"note: LAUNCHER_SEED={seed} was drawn for this render only; `launch` draws its own (set seed: "
                 "in the spec, or LAUNCHER_SEED in the environment, to fix it)")
         return Rendered(name, req.text, req, seed, notes)
+
+    def _quarantined(self, target: str) -> tuple:
+        """The nodes quarantined on TARGET, which a launch now keeps off (docs/bad-nodes.md); () without
+        a store to read (a render never creates one)."""
+        from launcher.launching.submission import excluded_nodes  # render and launch only
+
+        if not self.app.has_store():
+            return ()
+        return excluded_nodes(self.app, target, time.time())
 
     def launch(self, spec: SpecLike, target: Optional[str] = None, fresh: bool = False,
                single: bool = False) -> Submitted:
@@ -330,6 +340,36 @@ class Launcher:
         except LauncherError:  # (the store's failures are StateStoreErrors, on either engine)
             return None
         return stale_watchers(rows, count, time.time() if now is None else now, oldest)
+
+    def nodes(self, target: Optional[str] = None, now: Optional[float] = None) -> list:
+        """The nodes quarantined now (``launcher.state.nodes.Quarantine`` each: target, node, since,
+        until when, how many blames, why), of TARGET only when given (docs/bad-nodes.md)."""
+        from launcher.state.nodes import quarantines  # this verb's own modules (see the module doc)
+
+        if target is not None:
+            self.app.config.raw_target(target)  # an unknown target is an error, never an empty list
+        return quarantines(self.app.store, time.time() if now is None else now, target)
+
+    def release_node(self, node: str, target: Optional[str] = None) -> list:
+        """Lift NODE's quarantine (on TARGET, else on every target) and forget its blames: the
+        targets it was quarantined on; a LauncherError when it was quarantined nowhere. TARGET need
+        not be configured any more: a quarantine outlives a target's removal."""
+        from launcher.state.nodes import release  # this verb's own modules (see the module doc)
+
+        try:
+            released = release(self.app.store, node, target)
+        except LauncherError as e:  # a team's store: a member who is no watcher may not (launcher.state.team)
+            if "permission denied" not in str(e).lower():
+                raise
+            from launcher.state.team import WATCHER_ROLE  # only on that refusal
+
+            raise LauncherError(f"node {node}: only members of {WATCHER_ROLE} and the store's owner may release a "
+                                f"node on this team's store; nothing was released ({e})") from None
+        if not released:
+            where = f"target {target}" if target else "any target"
+            raise LauncherError(f"node {node} is not quarantined on {where}: nothing was released "
+                                "(`launcher nodes` lists the quarantined nodes)")
+        return released
 
     def report(self, job: str, refresh: bool = True, plot: Optional[str] = None, metric: Optional[str] = None,
                mode: Optional[str] = None, scope: str = "last") -> Union["JobReport", SweepReport]:

@@ -36,6 +36,9 @@ class JobRef:
     # placements ("cloud/region") cooling down after a preemption or a capacity error:
     # a backend that chooses among placements keeps away from them
     avoid: tuple = ()
+    # nodes quarantined on the target (launcher.state.nodes): a backend that ExcludesNodes keeps
+    # the job off them; render refuses a job they would leave too few nodes for
+    exclude_nodes: tuple = ()
     # a sweep's submission of only some elements (one resubmitted after it failed): their
     # indices, and the sweep they belong to (None: the whole sweep, whose id is job_id)
     elements: Optional[tuple] = None
@@ -272,6 +275,23 @@ class ChoosesPlacement(Pricing, Protocol):
     over among them in that order, away from those in ``JobRef.avoid``."""
 
     def with_candidates(self, facts: Facts, candidates: list[dict]) -> Facts: ...
+
+
+@runtime_checkable
+class ExcludesNodes(Protocol):
+    """The backend can keep a job off named nodes (Slurm: ``--exclude``), so nodes that keep
+    failing jobs can be quarantined on its targets (docs/bad-nodes.md).
+
+    - ``render`` keeps the job off ``JobRef.exclude_nodes`` (besides what the spec excludes), and
+      raises a ``CapabilityError`` naming the job's node count and what is left when they would
+      leave fewer nodes than the job asks for (where the probed facts say how many there are).
+    - ``attempt_nodes(status)``, a classmethod: the names of the nodes an attempt ran on, from
+      its ``Status`` ([] when the status does not say).
+    A backend that is no ExcludesNodes has no node to blame: a failure on its nodes is recorded
+    as an event saying that nothing is quarantined there."""
+
+    @classmethod
+    def attempt_nodes(cls, status: Status) -> list: ...
 
 
 @runtime_checkable

@@ -28,6 +28,7 @@ MODULES = [
     "serve",
     "state",
     "gc",
+    "nodes",
 ]
 
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Callable, Optional
 from launcher.backend.protocols import Handle, JobRef, Request, Scheduler, can
 from launcher.backend.support import require_supported
 from launcher.core.errors import LauncherError, SubmissionUnsettled, SubmitOutcomeUnknown
-from launcher.launching.submission import (Launched, earlier_unsettled, facts_for, find_submission, job_ref,
-                                           job_spec, new_job_ref, stored_secrets, with_secrets)
+from launcher.launching.submission import (Launched, earlier_unsettled, excluded_nodes, facts_for, find_submission,
+                                           job_ref, job_spec, new_job_ref, stored_secrets, with_secrets)
 from launcher.launching.submit import NewSubmission, fenced_submit, record_or_cancel, settle_unrecorded
 from launcher.spec.model import JobSpec
 from launcher.state.store import new_job_id
@@ -184,7 +184,9 @@ def identify_launch(app, spec: JobSpec, spec_path: Optional[str], target_name: s
     from launcher.provenance.trackers import open_job as open_trackers
 
     ident = plan_identity(app, spec, target_name, fresh=fresh, exclude=(job_id,))
-    job = new_job_ref(app.store, job_id, attempt, seed=ident.seed.seed)
+    # the nodes quarantined on the target (docs/bad-nodes.md): the job is kept off them
+    job = new_job_ref(app.store, job_id, attempt, seed=ident.seed.seed,
+                      exclude_nodes=excluded_nodes(app, target_name, time.time()))
     return LaunchIdentity(job, ident, fresh, open_trackers(spec, job_id, spec_path))
 
 
@@ -374,7 +376,8 @@ def _submit_again(app, job_row, target_name: str, attempt: int, avoid, owner, pa
         # never imports launcher.sweep (sweep code calls launching, never the reverse)
         lookup, submit = app.resubmit_element(job_row, target_name, attempt)
     else:
-        job = job_ref(app, job_row, attempt, avoid=avoid)
+        # the nodes quarantined on the target (docs/bad-nodes.md) now: this attempt is kept off them
+        job = job_ref(app, job_row, attempt, avoid=avoid, exclude_nodes=excluded_nodes(app, target_name, time.time()))
 
         def lookup() -> Optional[Handle]:
             return find_submission(backend, job)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
-from launcher.backend.protocols import ChoosesPlacement, Handle, JobRef, Request, can
+from launcher.backend.protocols import ChoosesPlacement, ExcludesNodes, Handle, JobRef, Request, can
 from launcher.core.errors import LauncherError
 from launcher.spec.model import JobSpec, resolve_paths
 
@@ -67,8 +67,19 @@ def new_job_ref(store, job_id: str, attempt: int = 1, **fields) -> JobRef:
     return JobRef(job_id=job_id, attempt=attempt, job_dir=str(store.job_dir(job_id)), **fields)
 
 
-def job_ref(app, job_row, attempt: int, avoid=()) -> JobRef:
-    return new_job_ref(app.store, job_row.job_id, attempt, avoid=tuple(avoid))
+def job_ref(app, job_row, attempt: int, avoid=(), exclude_nodes=()) -> JobRef:
+    return new_job_ref(app.store, job_row.job_id, attempt, avoid=tuple(avoid), exclude_nodes=tuple(exclude_nodes))
+
+
+def excluded_nodes(app, target_name: str, now: float) -> tuple:
+    """The nodes quarantined on TARGET_NAME at NOW (``launcher.state.nodes``), which a submission
+    there keeps off; () when its backend cannot exclude nodes (then there is none: a failure on
+    such a backend's nodes quarantines nothing, ``launcher.launching.badnodes``)."""
+    if not can(app.backend_class(target_name), ExcludesNodes):
+        return ()
+    from launcher.state.nodes import quarantined  # one query, only where nodes can be excluded
+
+    return quarantined(app.store, target_name, now)
 
 
 def find_submission(backend, job: JobRef) -> Optional[Handle]:

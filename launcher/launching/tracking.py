@@ -15,6 +15,7 @@ from typing import Optional
 from launcher.backend.protocols import Handle, Scheduler, can
 from launcher.core.errors import LauncherError
 from launcher.core.status import Status
+from launcher.launching import badnodes
 from launcher.launching.polling import ask_targets
 
 
@@ -117,6 +118,9 @@ def _follow_restarts(app, row, h: Handle, st, attempts=None) -> Handle:
                                  st.reason):  # another watcher may have recorded this restart already
             app.store.record_event(row.job_id, "restarted", attempt=n + 1,
                                    previous=run.get("state") or "REQUEUED", nodes=run.get("nodes", ""))
+            # a run that ended NODE_FAIL blames its nodes (docs/bad-nodes.md), as an attempt that ended does
+            for kind, detail in badnodes.blame_run(app, row, n, run, time.time()):
+                app.store.record_event(row.job_id, kind, **detail)
         h = nh
     return h
 

@@ -149,7 +149,8 @@ def _decision(job, attempts, facts: Facts, state: JobState, reason: str, now: fl
     resumes = takeover.resume_steps(job.job_id, [a.attempt for a in attempts], progress.history)
     history = []
     for a, nxt in zip(attempts, attempts[1:]):
-        fc = classify(JobState(a.state), hung(a)) if a.state in JobState.__members__ else None
+        codes = facts.spec.recovery.bad_nodes.exit_codes
+        fc = classify(JobState(a.state), hung(a), a.exit_code, codes) if a.state in JobState.__members__ else None
         if fc is not None:
             history.append(PastFailure(a.attempt, fc, _resume(resumes, a.attempt), _resume(resumes, nxt.attempt)))
     superseded = ""

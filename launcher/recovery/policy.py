@@ -53,12 +53,18 @@ BUDGET_FIELD = {
 }
 
 
-def classify(state: JobState, hung: bool = False) -> Optional[FailureClass]:
+def classify(state: JobState, hung: bool = False, exit_code: Optional[int] = None,
+             node_exit_codes=()) -> Optional[FailureClass]:
     """None for states that are not failures (COMPLETED, CANCELLED, or still active). HUNG: the
-    launcher killed the attempt's processes after a hang (its meta's ``hang``): a failed end is a HANG."""
+    launcher killed the attempt's processes after a hang (its meta's ``hang``): a failed end is a
+    HANG. A failed program whose EXIT_CODE is one of NODE_EXIT_CODES (``recovery.bad_nodes.exit_codes``:
+    the program's way of saying its node is bad) is a NODE_FAIL."""
     if hung and state.is_terminal and state not in (JobState.COMPLETED, JobState.CANCELLED):
         return FailureClass.HANG
-    return _BY_STATE.get(state)
+    failure = _BY_STATE.get(state)
+    if failure is FailureClass.APP_ERROR and exit_code is not None and exit_code in node_exit_codes:
+        return FailureClass.NODE_FAIL
+    return failure
 
 
 _SPEC = Recovery()  # the budgets' defaults are the spec's (``recovery:``), defined there once
@@ -74,13 +80,15 @@ class Budgets:
     no_capacity: int = _SPEC.no_capacity
     hang_restarts: int = _SPEC.hang_restarts
     max_total_usd: Optional[float] = None
+    node_exit_codes: tuple = ()  # exits that name a bad node (recovery.bad_nodes.exit_codes): NODE_FAIL
     backoff_s: float = 30.0
     max_backoff_s: float = 900.0
 
     @classmethod
     def from_spec(cls, spec) -> "Budgets":
         r = spec.recovery
-        return cls(**{f: getattr(r, f) for f in BUDGET_FIELD.values()}, max_total_usd=spec.cost.max_total_usd)
+        return cls(**{f: getattr(r, f) for f in BUDGET_FIELD.values()}, max_total_usd=spec.cost.max_total_usd,
+                   node_exit_codes=tuple(r.bad_nodes.exit_codes))
 
 
 @dataclass(frozen=True)
@@ -159,7 +167,7 @@ def decide(history: list[PastFailure], event: Event, budgets: Budgets, now: floa
         delay = min(budgets.max_backoff_s, budgets.backoff_s * 2 ** max(0, event.control_plane_errors - 1))
         return Retry(f"control plane error ({event.reason or 'status unknown'}): retrying the query, "
                      f"not the job", FailureClass.CONTROL_PLANE, delay_s=delay, counts_as_failure=False)
-    failure = classify(event.state, event.hung)
+    failure = classify(event.state, event.hung, event.exit_code, budgets.node_exit_codes)
     if failure is None:
         return GiveUp(f"unexpected terminal state {event.state.value}")
     if budgets.max_total_usd is not None and event.spent_usd >= budgets.max_total_usd:

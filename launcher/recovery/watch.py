@@ -31,6 +31,7 @@ from launcher.core.status import Status, closes_job
 from launcher.launching.polling import Poller
 from launcher.launching.tracking import refresh
 from launcher.recovery import burst, deadline, hang, notify, takeover
+from launcher.launching import badnodes
 from launcher.recovery import changes
 from launcher.recovery.outcome import NO_HOOKS, Outcome, WatchHooks
 from launcher.core import knobs
@@ -444,7 +445,11 @@ def _decide_claimed(app, c, st: Status, now: float, hooks: WatchHooks = NO_HOOKS
     """Under the job's claim, on the job and attempts read when the claim was taken."""
     action = settled(c.job, c.attempts) or hooks.decide_ended(c.job)
     if action is None:
-        action = on_ended(c.job, c.attempts, gather(app, c, specs), st, now)
+        facts = gather(app, c, specs)
+        action = on_ended(c.job, c.attempts, facts, st, now)
+        if not isinstance(action, Note):  # the attempt is decided on: blame its nodes once, before a resubmission
+            for kind, detail in badnodes.record(app, c.job, c.attempts[-1], st, facts.spec, now):
+                app.store.record_event(c.job.job_id, kind, **detail)
     return action
 
 

@@ -240,6 +240,27 @@ class InJob(Section):
         return self
 
 
+class BadNodes(Section):
+    """Bad nodes remembered (docs/bad-nodes.md): an attempt that fails on its nodes (the scheduler
+    says NODE_FAIL, or the program exits with one of ``exit_codes``) blames them; a node blamed
+    ``after`` times within ``window`` (by any job of the store) is quarantined on that target for
+    ``quarantine``: later attempts and new launches there exclude it."""
+
+    exit_codes: list[Annotated[int, Field(ge=1, le=255)]] = Field(default_factory=list, max_length=64)
+    after: int = Field(2, ge=1, le=1000)
+    window: PositiveDuration = 86400
+    quarantine: PositiveDuration = 86400
+
+    @field_validator("exit_codes")
+    @classmethod
+    def _codes(cls, v):
+        reserved = sorted({c for c in v if c in (75, 93)})
+        if reserved:
+            raise ValueError(f"exit {reserved[0]} has its own meaning (75: requeue me, 93: never restart); "
+                             "name another code for a bad node")
+        return sorted(set(v))
+
+
 class Recovery(Section):
     preemption: int = Field(100, ge=0)
     node_failure: int = Field(5, ge=0)
@@ -260,6 +281,8 @@ class Recovery(Section):
     hang: Optional[Union[int, str]] = None
     # resubmissions after a hang (its own budget; in-job reruns count against in_job.max_restarts)
     hang_restarts: int = Field(2, ge=0)
+    # nodes that keep failing jobs are quarantined for the whole store (docs/bad-nodes.md)
+    bad_nodes: BadNodes = Field(default_factory=BadNodes)
 
     @field_validator("hang", mode="before")
     @classmethod

@@ -15,14 +15,40 @@ from string import Template
 # 4: the watchers table (each `launcher watch`'s last pass: launcher.state.watchers); 5: the
 # watch_marks table (what a watcher last acted on per job: launcher.state.marks) and the
 # target_polls table (one poller per target: launcher.state.polls); 6: events.actor (who wrote each
-# event: the role on PostgreSQL, the OS user on SQLite: launcher.state.actors)
-SCHEMA_VERSION = 6
+# event: the role on PostgreSQL, the OS user on SQLite: launcher.state.actors); 7: the node_blames and
+# node_quarantine tables (bad nodes remembered, for the whole store: launcher.state.nodes)
+SCHEMA_VERSION = 7
 
 # the tables (``launcher.state.store`` reads and writes them); created with the file, and again
 # (IF NOT EXISTS) on every open, once ``migrate`` has brought an older store's tables up to it
 # (statements are split at ';' for the migration's one transaction: no ';' inside a comment).
 # Written once for both engines: a column's type is named by $TEXT, $INTEGER, $REAL or $SERIAL
 # (an integer key the engine numbers), which each engine spells its own way (``*_TYPES`` below)
+# bad nodes remembered (launcher.state.nodes): each blame of a node by an attempt that failed on it
+# (one per node, job and attempt), and the nodes quarantined on a target until EXPIRES
+NODES_TEMPLATE = """
+CREATE TABLE IF NOT EXISTS node_blames (
+  id      $SERIAL,
+  target  $TEXT NOT NULL,
+  node    $TEXT NOT NULL,
+  ts      $REAL NOT NULL,
+  job_id  $TEXT NOT NULL,
+  attempt $INTEGER NOT NULL,
+  why     $TEXT NOT NULL DEFAULT '',
+  UNIQUE (target, node, job_id, attempt)
+);
+CREATE INDEX IF NOT EXISTS node_blames_node ON node_blames(target, node, ts);
+CREATE TABLE IF NOT EXISTS node_quarantine (
+  target  $TEXT NOT NULL,
+  node    $TEXT NOT NULL,
+  since   $REAL NOT NULL,
+  expires $REAL NOT NULL,
+  blames  $INTEGER NOT NULL,
+  reason  $TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (target, node)
+);
+"""
+
 SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS jobs (
   job_id     $TEXT PRIMARY KEY,
@@ -164,7 +190,7 @@ CREATE TABLE IF NOT EXISTS target_polls (
   polled_at   $REAL,
   snapshot    $TEXT NOT NULL DEFAULT '{}'
 );
-"""
+""" + NODES_TEMPLATE
 
 # How each engine spells the schema's column types: the only words of SCHEMA_TEMPLATE that differ.
 # SQLite: its own affinities (an INTEGER PRIMARY KEY is the rowid; the words are those every store
@@ -231,7 +257,8 @@ def migrate(db) -> None:
     and fills ``sweep_id`` of the element rows an earlier version wrote (their meta names
     the sweep); those rows keep their own ``spec_yaml`` and are read as before. Schema 4 adds
     the ``watchers`` table, schema 5 the ``watch_marks`` and ``target_polls`` tables (SCHEMA
-    creates them: no step of their own), schema 6 ``events.actor`` (``launcher.state.actors``)."""
+    creates them: no step of their own), schema 6 ``events.actor`` (``launcher.state.actors``),
+    schema 7 the ``node_blames`` and ``node_quarantine`` tables (``launcher.state.nodes``)."""
     engine = engine_of(db)
     if engine.current(db):
         return
@@ -254,6 +281,13 @@ def _add_sweep_ids(db, engine) -> None:
         db.executemany("UPDATE jobs SET sweep_id=? WHERE job_id=?", _old_elements(db))
 
 
+def _add_node_tables(db, engine) -> None:
+    """Schema 7: the ``node_blames`` and ``node_quarantine`` tables (launcher.state.nodes), in the
+    engine's types; idempotent (SCHEMA creates them again, IF NOT EXISTS, on every open)."""
+    for statement in statements(render(engine.types, NODES_TEMPLATE)):
+        db.execute(statement)
+
+
 def _add_event_actors(db, engine) -> None:
     """Schema 6: ``events.actor`` (the events written before it name no one: NULL)."""
     columns = engine.columns(db, "events")
@@ -262,7 +296,7 @@ def _add_event_actors(db, engine) -> None:
 
 
 # (the version a step brings a store to, the step): run in order by ``migrate``, each idempotent
-STEPS = [(2, _add_sweep_ids), (6, _add_event_actors)]
+STEPS = [(2, _add_sweep_ids), (6, _add_event_actors), (7, _add_node_tables)]
 
 
 class SQLiteEngine:

@@ -43,6 +43,10 @@ SHARED = ("watchers",)
 # read and written by the watchers' role only (and the store's owner): the pollers' leases and
 # the statuses they publish, which every watcher acts on (launcher.state.polls)
 WATCHERS_ONLY = ("target_polls",)
+# bad nodes remembered (launcher.state.nodes), no row-level security (no job behind a row): every
+# member reads them, records a blame and quarantines (SELECT, INSERT, UPDATE); releasing a node
+# (DELETE) is for the watchers' role (and the store's owner)
+NODES = ("node_blames", "node_quarantine")
 
 
 def ident(name: str) -> str:
@@ -123,6 +127,7 @@ def _grants(schema: str) -> str:
     dml = ", ".join(f"{s}.{t}" for t in (*OWNED, *BY_JOB, *SHARED))
     meta = ", ".join(f"{s}.{t}" for t in META)
     watchers_only = ", ".join(f"{s}.{t}" for t in WATCHERS_ONLY)
+    nodes = ", ".join(f"{s}.{t}" for t in NODES)
     return f"""DO $$
 DECLARE me pg_catalog.pg_roles%ROWTYPE;
 BEGIN
@@ -141,9 +146,11 @@ BEGIN
     GRANT SELECT ON {meta} TO {TEAM_ROLE};
     GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {s} TO {TEAM_ROLE};
     GRANT EXECUTE ON FUNCTION {s}.launcher_owned_by_other(text, text) TO {TEAM_ROLE};
+    GRANT SELECT, INSERT, UPDATE ON {nodes} TO {TEAM_ROLE};
   END IF;
   IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '{WATCHER_ROLE}') THEN
     GRANT SELECT, INSERT, UPDATE, DELETE ON {watchers_only} TO {WATCHER_ROLE};
+    GRANT DELETE ON {nodes} TO {WATCHER_ROLE};
   END IF;
 END $$"""
 

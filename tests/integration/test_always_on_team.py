@@ -70,7 +70,7 @@ def test_a_store_of_schema_4_gets_the_marks_and_the_pollers_table_for_the_watche
     store.close()
     pg_server.sql("DROP TABLE watch_marks; DROP TABLE target_polls; UPDATE launcher_schema SET version = 4", db=db)
     StateStore(tmp_path / "admin3", url=owner_url).close()  # the owner's launcher migrates it
-    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == str(SCHEMA_VERSION) == "6"
+    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == str(SCHEMA_VERSION) == "7"
     # a snapshot is acted on by every watcher: only the watchers' role may read or write one
     assert pg_server.sql("SELECT has_table_privilege('launcher_watcher', 'target_polls', 'SELECT, INSERT, UPDATE')",
                          db=db) == "t"
@@ -80,3 +80,18 @@ def test_a_store_of_schema_4_gets_the_marks_and_the_pollers_table_for_the_watche
     assert pg_server.sql("SELECT count(*) FROM pg_policies WHERE tablename = 'watch_marks'", db=db) == "4"
     assert pg_server.sql("SELECT has_table_privilege('launcher_team', 'watch_marks', 'INSERT, UPDATE, DELETE')",
                          db=db) == "t"
+
+
+def test_a_store_of_schema_6_gets_the_node_tables_members_write_and_the_watchers_role_releases(member_store, pg_server,
+                                                                                              tmp_path):
+    owner_url, store, db = member_store
+    store.close()
+    pg_server.sql("DROP TABLE node_blames; DROP TABLE node_quarantine; UPDATE launcher_schema SET version = 6", db=db)
+    StateStore(tmp_path / "admin4", url=owner_url).close()  # the owner's launcher migrates it
+    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == str(SCHEMA_VERSION) == "7"
+    for table in ("node_blames", "node_quarantine"):  # every member blames and quarantines (docs/bad-nodes.md)
+        assert pg_server.sql(f"SELECT has_table_privilege('launcher_team', '{table}', 'SELECT, INSERT, UPDATE')",
+                             db=db) == "t"
+        # releasing a node: the watchers' role (and the store's owner) only
+        assert pg_server.sql(f"SELECT has_table_privilege('launcher_team', '{table}', 'DELETE')", db=db) == "f"
+        assert pg_server.sql(f"SELECT has_table_privilege('launcher_watcher', '{table}', 'DELETE')", db=db) == "t"

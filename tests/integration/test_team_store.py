@@ -446,3 +446,54 @@ def test_a_teams_names_whose_each_job_is_who_cancelled_it_and_how_old_a_row_show
     # the server fills the actor itself: a person's own INSERT names that person, whatever the launcher does
     actors = pg_server.sql(f"SELECT string_agg(DISTINCT actor, ' ') FROM events WHERE job_id = '{job}'", db=db)
     assert sorted(actors.split()) == sorted({alice.name, role}), actors
+
+
+def test_every_member_blames_and_quarantines_a_node_and_only_the_watchers_role_releases_it(team, tmp_path,
+                                                                                          monkeypatch):
+    """Bad nodes remembered (docs/bad-nodes.md) on a team's store: alice's blames quarantine a node
+    for everyone (bob reads it); neither alice nor bob may lift it, the watchers' role may."""
+    import time
+
+    from launcher.core.errors import LauncherError
+    from launcher.state import nodes
+    from launcher.state.store import StateStore
+
+    def store_of(person, name):
+        return StateStore(tmp_path / name, url=person.url.replace("@", f":{person.password}@", 1))
+
+    alice, bob = team["alice"], team["bob"]
+    w_url, w_pw = team["watcher"]
+    now = time.time()
+    mine, theirs = store_of(alice, "alice"), store_of(bob, "bob")
+    try:
+        kw = dict(after=2, window=86400, quarantine_s=3600)
+        assert nodes.blame(mine, "cl", ["n1"], "alice-job", 1, "exit 42", now, **kw) == (["n1"], [])
+        assert nodes.blame(theirs, "cl", ["n2"], "bob-job", 1, "NODE_FAIL", now, **kw) == (["n2"], [])
+        _, (q,) = nodes.blame(mine, "cl", ["n1"], "alice-job", 2, "exit 42", now + 1, **kw)
+        assert (q.node, q.blames) == ("n1", 2)
+        (listed,) = nodes.quarantines(theirs, now + 2)
+        assert (listed.target, listed.node, listed.blames) == ("cl", "n1", 2)
+        for store in (mine, theirs):
+            with pytest.raises(LauncherError, match="(?i)permission denied"):
+                nodes.release(store, "n1")
+        assert nodes.quarantined(mine, "cl", now + 2) == ("n1",)
+        from launcher.api.facade import Launcher  # the CLI's `nodes release`, as bob
+
+        monkeypatch.setenv("LAUNCHER_STATE_URL", bob.url.replace("@", f":{bob.password}@", 1))
+        monkeypatch.setenv("LAUNCHER_HOME", str(tmp_path / "bob-home"))
+        with Launcher() as lx:
+            with pytest.raises(LauncherError, match="only members of launcher_watcher and the store's owner may "
+                                                    "release a node on this team's store; nothing was released"):
+                lx.release_node("n1")
+            assert [q.node for q in lx.nodes()] == ["n1"]
+    finally:
+        mine.close()
+        theirs.close()
+    watcher = StateStore(tmp_path / "watcher", url=w_url.replace("@", f":{w_pw}@", 1))
+    try:
+        assert nodes.release(watcher, "n1", "cl") == ["cl"]
+        assert nodes.quarantines(watcher, now + 2) == []
+        # its blames went with it; bob's blame of n2 stays
+        assert nodes.blame(watcher, "cl", ["n2"], "bob-job", 2, "NODE_FAIL", now + 3, **kw)[1][0].node == "n2"
+    finally:
+        watcher.close()

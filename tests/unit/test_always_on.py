@@ -195,7 +195,7 @@ def test_a_store_of_schema_3_gets_the_watchers_table(tmp_path):
     db.close()
     store = StateStore(tmp_path / "h")
     try:
-        assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
         assert watcher_rows(store) == []
     finally:
         store.close()

@@ -69,6 +69,8 @@ def test_the_protocols_are_a_handful():
     # would silently undo (a runtime protocol needs every member). Egress (issue 32): a move's checkpoint
     # transfer, priced per GB. SetsEnv (issue 34): the env prefixes a backend's scheduler sets, for the spec's
     # loader; not folded into SpecOwner for the same reason as LogFile. ReachesRun (issue 31): a hung run's
-    # processes, signalled and dumped where the backend reaches them (recovery.hang)
-    assert protocols == ["Backend", "ChoosesPlacement", "Egress", "Host", "LogFile", "Pricing", "ReachesRun",
+    # processes, signalled and dumped where the backend reaches them (recovery.hang). ExcludesNodes (issue 31):
+    # keeping a job off quarantined nodes; not folded into Scheduler for the same reason
+    assert protocols == ["Backend", "ChoosesPlacement", "Egress", "ExcludesNodes", "Host", "LogFile", "Pricing",
+                         "ReachesRun",
                          "Scheduler", "SetsEnv", "SpecOwner", "StartsSubmit"]

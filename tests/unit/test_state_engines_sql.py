@@ -61,7 +61,9 @@ def test_the_schemas_keys_are_read_from_the_schema():
     assert t["spot_observations"][1] == [("id",), ("job_id", "attempt")] and t["spot_observations"][2] == "id"
     assert t["claims"][1] == [("job_id",)] and t["events"][2] == "id"
     assert set(t) == {"jobs", "sweeps", "attempts", "events", "claims", "spot_observations", "provenance",
-                      "notifications", "watchers", "watch_marks", "target_polls"}
+                      "notifications", "watchers", "watch_marks", "target_polls", "node_blames", "node_quarantine"}
+    assert t["node_blames"][1] == [("id",), ("target", "node", "job_id", "attempt")] and t["node_blames"][2] == "id"
+    assert t["node_quarantine"][1] == [("target", "node")] and t["node_quarantine"][2] is None
 
 
 def test_placeholders_outside_quotes_and_percent_signs_escaped():
