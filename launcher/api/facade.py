@@ -43,6 +43,9 @@ from launcher.core.errors import ConfigError, LauncherError, SpecError, describe
 from launcher.launching.specinput import SpecInput, SpecLike, require_local_workdir, spec_input, unknown_targets
 from launcher.spec.integrations import notify_env_problems
 from launcher.spec.units import DURATION_HINT, parse_duration
+from launcher.api.always_on import stale_watchers
+from launcher.checkpoint import open_store, read_generations, scan, gc, CheckpointError
+from launcher.checkpoint.tier_resume import tier_table
 
 if TYPE_CHECKING:
     from launcher.recovery.cancel import CancelReport
@@ -318,7 +321,6 @@ class Launcher:
         """One line when jobs are open and no watcher has passed for more than three of its
         intervals (``launcher.api.always_on.stale_watchers``), else None. Advice only: a store
         whose heartbeats cannot be read gives None, never an error."""
-        from launcher.api.always_on import stale_watchers  # pure; read by status and launch only
         from launcher.state.watchers import open_jobs_since, watcher_rows  # status and launch only
 
         if not self.app.has_store():
@@ -396,9 +398,6 @@ class Launcher:
 
     def checkpoints(self, root: str, verify: bool = False) -> CheckpointListing:
         """Every checkpoint under ROOT, newest first: committed / torn / stale and why."""
-        # this verb's own modules (see the module doc)
-        from launcher.checkpoint import open_store, read_generations, scan
-
         with _checkpoint_errors(root):
             store = open_store(root)
             store.check_root()
@@ -409,11 +408,6 @@ class Launcher:
         """Multi-tier checkpoints under ROOT: {step dir: {"step", "generation", "world", "local":
         [ranks], "peer": [ranks], "durable": "committed" | "parts R/W" | None}}, newest first,
         from the nodes' holdings records (``launcher.checkpoint.tier_resume.tier_table``)."""
-        # one command's needs, loaded when it runs (the facade is imported by every command)
-        from launcher.checkpoint import open_store
-        # one command's needs, loaded when it runs (the facade is imported by every command)
-        from launcher.checkpoint.tier_resume import tier_table
-
         with _checkpoint_errors(root):
             store = open_store(root)
             store.check_root()
@@ -421,8 +415,6 @@ class Launcher:
 
     def gc(self, root: str, keep: int = 3, dry_run: bool = False, verify: bool = False) -> GcResult:
         """Garbage-collect ROOT (see `launcher checkpoints --help`); what was (or would be) done."""
-        from launcher.checkpoint import gc, open_store  # this verb's own modules (see the module doc)
-
         with _checkpoint_errors(root):
             store = open_store(root)
             store.check_root()
@@ -443,8 +435,6 @@ class Launcher:
         """``launcher state migrate``: copy the SQLite store of SOURCE (a $LAUNCHER_HOME, or its
         state.db; default this launcher's home) into the PostgreSQL store at TO, every table,
         without loss and idempotently (``launcher.state.copy``); with DRY_RUN only count."""
-        # one command's needs, loaded when it runs (the facade is imported by every command)
-        from launcher.core.errors import ConfigError, LauncherError
         # one command's needs, loaded when it runs (the facade is imported by every command)
         from launcher.state import copy
         # one command's needs, loaded when it runs (the facade is imported by every command)
@@ -500,7 +490,7 @@ class Launcher:
         unknown host key CONFIRM accepts (jump hosts first); one HostKeyInfo per hop, status
         "known" or "recorded". ConfigError: TARGET runs its commands on this machine (no ssh_host);
         a changed key raises and is never replaced."""
-        from launcher.transport import trust_host_keys  # paramiko's side of the transport: only for this verb
+        from launcher.transport import trust_host_keys
 
         raw = self.app.config.raw_target(target)
         if not raw.get("ssh_host"):
@@ -565,8 +555,6 @@ class _checkpoint_errors:
         return self
 
     def __exit__(self, kind, e, tb):
-        from launcher.checkpoint import CheckpointError  # the checkpoint package: only the checkpoint verbs raise it
-
         if isinstance(e, CheckpointError):
             raise LauncherError(str(e))
         if isinstance(e, OSError):
