@@ -7,6 +7,7 @@ import json
 
 import click
 
+from launcher import api
 from launcher.api.errors import WrongKind
 from launcher.commands.common import launcher_of
 
@@ -64,7 +65,7 @@ ranks each element's latest report of it, --scope best its best one.
               help="A sweep: rank by each element's latest report of the metric, or its best one.")
 @click.pass_context
 def report(ctx, job, as_json, plot_path, no_refresh, metric, mode, scope):
-    from launcher.api.results import SweepReport  # the typed results: not at --help
+    from launcher.report import sweep_text, text  # the verb's own modules: loaded when it runs, not at --help
 
     try:  # a sweep id: the sweep's report
         rep = launcher_of(ctx).report(job, refresh=not no_refresh, plot=plot_path, metric=metric, mode=mode,
@@ -73,27 +74,23 @@ def report(ctx, job, as_json, plot_path, no_refresh, metric, mode, scope):
         if e.sweep:
             raise click.UsageError(f"--plot draws one job's timeline: pass one element, {job}-e<index>") from None
         raise click.UsageError(f"--metric and --mode rank the elements of a sweep; {job} is not a sweep") from None
-    if isinstance(rep, SweepReport):
-        _sweep(rep, as_json)
+    if isinstance(rep, api.SweepReport):
+        _sweep(rep, as_json, sweep_text.format_sweep_report)
         return
     d = rep.to_dict()
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))
         return
-    from launcher.report.text import format_report  # pure formatting
-
-    click.echo(format_report(d), nl=False)
+    click.echo(text.format_report(d), nl=False)
     if plot_path:
         click.echo(f"timeline written to {plot_path}")
 
 
-def _sweep(rep, as_json) -> None:
+def _sweep(rep, as_json, format_sweep_report) -> None:
     d = rep.to_json()
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))
         return
-    from launcher.report.sweep_text import format_sweep_report  # pure formatting
-
     click.echo(format_sweep_report(d), nl=False)
 
 
