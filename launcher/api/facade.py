@@ -20,7 +20,8 @@ Every verb loads this module (``validate``, ``render`` and ``status`` too), so e
 the modules only its verb needs (launching, recovery, sweeps, reports, matplotlib's plot, a facts
 file) when it runs, and a sweep's modules only for a sweep: what one verb needs stays off the
 others' paths (``tests/unit/test_import_hygiene.py``). What every verb shares is imported above.
-Everything else imports the project's own modules at its top (``tests/unit/test_imports_at_top.py``).
+Elsewhere the project's own modules are imported at the top; ``tests/unit/test_imports_at_top.py``
+counts the few function-level exceptions.
 """
 
 from __future__ import annotations
