@@ -65,8 +65,6 @@ ranks each element's latest report of it, --scope best its best one.
               help="A sweep: rank by each element's latest report of the metric, or its best one.")
 @click.pass_context
 def report(ctx, job, as_json, plot_path, no_refresh, metric, mode, scope):
-    from launcher.report import sweep_text, text  # the verb's own modules: loaded when it runs, not at --help
-
     try:  # a sweep id: the sweep's report
         rep = launcher_of(ctx).report(job, refresh=not no_refresh, plot=plot_path, metric=metric, mode=mode,
                                       scope=scope)
@@ -75,18 +73,22 @@ def report(ctx, job, as_json, plot_path, no_refresh, metric, mode, scope):
             raise click.UsageError(f"--plot draws one job's timeline: pass one element, {job}-e<index>") from None
         raise click.UsageError(f"--metric and --mode rank the elements of a sweep; {job} is not a sweep") from None
     if isinstance(rep, api.SweepReport):
-        _sweep(rep, as_json, sweep_text.format_sweep_report)
+        _sweep(rep, as_json)
         return
     d = rep.to_dict()
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))
         return
-    click.echo(text.format_report(d), nl=False)
+    from launcher.report.text import format_report  # the verb's own module: loaded when it runs, not at --help
+
+    click.echo(format_report(d), nl=False)
     if plot_path:
         click.echo(f"timeline written to {plot_path}")
 
 
-def _sweep(rep, as_json, format_sweep_report) -> None:
+def _sweep(rep, as_json) -> None:
+    from launcher.report.sweep_text import format_sweep_report  # the verb's own module: not at --help
+
     d = rep.to_json()
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))

@@ -22,6 +22,7 @@ CLI_VERBS = {
     ("provenance.py", "lineage"): 1,
     ("provenance.py", "diff"): 1,
     ("report.py", "report"): 1,
+    ("report.py", "_sweep"): 1,
     ("serve.py", "serve"): 2,  # the read view and the server
     ("status.py", "_status"): 2,  # the status view; a sweep's table, for a sweep only
 }
