@@ -16,9 +16,12 @@ A job or a sweep: ``launch``, ``render``, ``status``, ``cancel`` and ``report`` 
 only here, whether a spec or an id is a sweep (``launcher.sweep``) or one job
 (``launcher.launching``); the layers below never ask.
 
-Each method imports the modules only its verb needs (launching, recovery, sweeps, reports)
-when it runs, so that ``launcher --help``, ``validate`` and ``status`` load only their own
-(``tests/unit/test_import_hygiene.py``); what every verb shares is imported above.
+Every verb loads this module (``validate``, ``render`` and ``status`` too), so each method imports
+the modules only its verb needs (launching, recovery, sweeps, reports, matplotlib's plot, a facts
+file) when it runs, and a sweep's modules only for a sweep: what one verb needs stays off the
+others' paths (``tests/unit/test_import_hygiene.py``). What every verb shares is imported above.
+Elsewhere the project's own modules are imported at the top; ``tests/unit/test_imports_at_top.py``
+counts the few function-level exceptions.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ from launcher.core.errors import ConfigError, LauncherError, SpecError, describe
 from launcher.launching.specinput import SpecInput, SpecLike, require_local_workdir, spec_input, unknown_targets
 from launcher.spec.integrations import notify_env_problems
 from launcher.spec.units import DURATION_HINT, parse_duration
+from launcher.api.always_on import stale_watchers
+from launcher.checkpoint import open_store, read_generations, scan, gc, CheckpointError
+from launcher.checkpoint.tier_resume import tier_table
 
 if TYPE_CHECKING:
     from launcher.recovery.cancel import CancelReport
@@ -127,16 +133,16 @@ class Launcher:
         """Exactly what a launch now would submit, with what it would resume (in notes).
         FACTS_FILE (`launcher targets --json` output or a captured probe) stands in for
         probing TARGET: render for a cluster this machine cannot reach."""
-        from launcher.launching.identity import plan_identity  # this verb's own modules (see the module doc)
-        from launcher.launching.launch import pick_target, render_for  # this verb's own modules (see the module doc)
-        from launcher.provenance.seed import with_run_env  # this verb's own modules (see the module doc)
+        from launcher.launching.identity import plan_identity
+        from launcher.launching.launch import pick_target, render_for
+        from launcher.provenance.seed import with_run_env
 
         notes: list = []
         say = self._sayer(notes)
         si = self._load(spec, say)
         app = self.app
         if facts_file:
-            from launcher.backend.factsfile import use_facts_file  # only with --facts
+            from launcher.backend.factsfile import use_facts_file
 
             use_facts_file(app, target, facts_file)
         name = pick_target(app, si.spec, target)
@@ -147,7 +153,7 @@ class Launcher:
                      exclude_nodes=self._quarantined(name))
         shape = None
         if si.spec.sweep is not None:  # a sweep: the array, or element 0 where the backend runs no arrays
-            from launcher.sweep.queue import spec_to_render  # the sweep layer: only for a sweep
+            from launcher.sweep.queue import spec_to_render
 
             def shape(s):
                 return spec_to_render(app.backend(name), s, job)
@@ -174,7 +180,7 @@ class Launcher:
         A sweep spec is launched as a sweep (``launcher.sweep.launching``: its id is the job id),
         any other as one job (``launcher.launching.launch``); SINGLE refuses a sweep (WrongKind,
         before anything is submitted or said): for a caller that follows one job's log."""
-        from launcher.launching.launch import launch, pick_target  # this verb's own modules (see the module doc)
+        from launcher.launching.launch import launch, pick_target
 
         notes: list = []
         say = self._sayer(notes)
@@ -183,7 +189,7 @@ class Launcher:
         name = pick_target(app, si.spec, target, note=say)
         require_local_workdir(si.spec, si.source, app.config, [name], si.base)
         if si.spec.sweep is not None:  # one job array (or one job per element), one job row per element
-            from launcher.sweep.launching import launch_sweep  # the sweep layer: only for a sweep
+            from launcher.sweep.launching import launch_sweep
 
             done = launch_sweep(app, si.spec, si.text, si.path, name, note=say)
         else:
@@ -195,8 +201,8 @@ class Launcher:
              queue: bool = True) -> "PlanResult":
         """The places the job could run, ranked by expected total cost. ``work`` and
         ``checkpoint_cost`` are hours or durations ("36h", "5m")."""
-        from launcher.launching.launch import plan_spec  # this verb's own modules (see the module doc)
-        from launcher.plan import params_for  # this verb's own modules (see the module doc)
+        from launcher.launching.launch import plan_spec
+        from launcher.plan import params_for
 
         s = spec_input(spec).spec
         params = params_for(s, work_hours=_hours(work, "work"), checkpoint_cost_hours=_hours(checkpoint_cost,
@@ -214,7 +220,7 @@ class Launcher:
         spec for everything else (env, setup, recovery, checkpoint root, backend sections); NAME:
         the job's name (default ``fn-<function name>``). A keyword argument of FN named like one of
         these goes through ``functools.partial``."""
-        from launcher.api.functions import launch_calls  # this verb's own modules (see the module doc)
+        from launcher.api.functions import launch_calls
 
         return launch_calls(self, fn, [(args, kwargs)], target, resources, spec, name, many=False)[0]
 
@@ -224,7 +230,7 @@ class Launcher:
         """``fn(*items)`` for each tuple of items of ITERABLES taken together (as ``map`` does), as
         ONE sweep (one job array on Slurm; MAX_PARALLEL elements at once): a FunctionJob per call,
         in order; each one's ``sweep_id`` is the sweep's. Options as ``submit``'s."""
-        from launcher.api.functions import launch_calls  # this verb's own modules (see the module doc)
+        from launcher.api.functions import launch_calls
 
         calls = [(tuple(items), {}) for items in zip(*iterables)]
         if not calls:
@@ -235,7 +241,7 @@ class Launcher:
     def status(self, job: str) -> Union["JobDetail", SweepStatus]:
         """One job brought up to date: every attempt, its reason, resumed and committed steps, events.
         A sweep id: the sweep's SweepStatus (see ``sweep``)."""
-        from launcher.api.status_view import gather_job  # this verb's own modules (see the module doc)
+        from launcher.api.status_view import gather_job
 
         sweep = self.sweep(job)
         if sweep is not None:
@@ -244,7 +250,7 @@ class Launcher:
 
     def sweep(self, sweep_id: str) -> Optional[SweepStatus]:
         """A sweep's counts by state and element table (``launcher.sweep.summary``); None: no such sweep."""
-        from launcher.sweep.control import sweep_status  # the sweep layer: only for a sweep
+        from launcher.sweep.control import sweep_status
 
         if not self.is_sweep(sweep_id):
             return None
@@ -252,13 +258,13 @@ class Launcher:
 
     def jobs(self, all: bool = False) -> list["JobRow"]:  # noqa: A002 - mirrors `launcher status --all`
         """The 50 most recent jobs (1000 with all=True), open ones brought up to date."""
-        from launcher.api.status_view import gather_jobs  # this verb's own modules (see the module doc)
+        from launcher.api.status_view import gather_jobs
 
         return gather_jobs(self.app, show_all=all, note=self._note)
 
     def logs(self, job: str, follow: bool = False, element: Optional[int] = None) -> LogStream:
         """A job's output (with ELEMENT: that element's of sweep JOB); with follow, until it ends."""
-        from launcher.sweep.elements import element_id  # the sweep layer: only for a sweep
+        from launcher.sweep.elements import element_id
 
         job = element_id(self.app, job, element) if element is not None else job
 
@@ -269,7 +275,7 @@ class Launcher:
 
     def wait(self, job: str, poll: float = 1.0, timeout: Optional[float] = None) -> "Status":
         """Block until the job's current attempt ends; its final status (LauncherError on timeout)."""
-        from launcher.launching.tracking import wait_for  # this verb's own modules (see the module doc)
+        from launcher.launching.tracking import wait_for
 
         return wait_for(self.app, self.app.store.get_job(job).job_id, poll=poll, timeout=timeout)
 
@@ -278,7 +284,7 @@ class Launcher:
         cancel did not go through and the job stays open. A sweep id (or an ELEMENT given): the
         sweep, or that element of it, as ``cancel_sweep`` does (a SweepCancelled; nothing raised
         when a cancel failed: see its ``ok``)."""
-        from launcher.recovery.cancel import CancelFailed, cancel_job  # this verb's own modules (see the module doc)
+        from launcher.recovery.cancel import CancelFailed, cancel_job
 
         if element is not None or self.is_sweep(job):
             return SweepCancelled(job, element, self.cancel_sweep(job, element))
@@ -288,13 +294,13 @@ class Launcher:
         return report
 
     def is_sweep(self, name: str) -> bool:
-        from launcher.sweep.control import is_sweep  # the sweep layer: only to tell a sweep
+        from launcher.sweep.control import is_sweep
 
         return is_sweep(self.app, name)
 
     def cancel_sweep(self, sweep: str, element: Optional[int] = None) -> list["CancelReport"]:
         """Cancel a whole sweep (one cancel of its array) or one ELEMENT: a report per element."""
-        from launcher.sweep.control import cancel_sweep  # the sweep layer: only for a sweep
+        from launcher.sweep.control import cancel_sweep
 
         return cancel_sweep(self.app, sweep, element)
 
@@ -304,9 +310,9 @@ class Launcher:
         INTERVAL: the seconds between the caller's passes; given, the passes take part in electing
         one poller per target among the store's watchers, as `launcher watch` does (without it,
         every target is asked by each pass)."""
-        from launcher.launching.polling import Poller  # this verb's own modules (see the module doc)
-        from launcher.launching.submission import SpecMemo  # this verb's own modules (see the module doc)
-        from launcher.recovery.watch import cycle  # this verb's own modules (see the module doc)
+        from launcher.launching.polling import Poller
+        from launcher.launching.submission import SpecMemo
+        from launcher.recovery.watch import cycle
 
         if self._specs is None:
             self._specs = SpecMemo()
@@ -320,7 +326,7 @@ class Launcher:
         EXIT_WHEN_IDLE: until no job is open), each outcome worth reading said to ECHO as it
         happens; Ctrl-C stops it (KeyboardInterrupt), safe at any point. Each cycle records the
         watcher's heartbeat (``watcher_warning`` reads it)."""
-        from launcher.recovery.watch import run  # this verb's own modules (see the module doc)
+        from launcher.recovery.watch import run
 
         run(self.app, interval=interval, once=once, echo=echo, exit_when_idle=exit_when_idle)
 
@@ -328,8 +334,7 @@ class Launcher:
         """One line when jobs are open and no watcher has passed for more than three of its
         intervals (``launcher.api.always_on.stale_watchers``), else None. Advice only: a store
         whose heartbeats cannot be read gives None, never an error."""
-        from launcher.api.always_on import stale_watchers  # pure; read by status and launch only
-        from launcher.state.watchers import open_jobs_since, watcher_rows  # status and launch only
+        from launcher.state.watchers import open_jobs_since, watcher_rows
 
         if not self.app.has_store():
             return None
@@ -376,7 +381,7 @@ class Launcher:
         """Where the job's wall time went; with plot, the timeline is drawn into that PNG. A sweep
         id: the sweep's report (see ``report_sweep``; METRIC, MODE and SCOPE rank its elements).
         WrongKind: a plot of a sweep, or a metric or mode for a job."""
-        from launcher.report import gather  # this verb's own modules (see the module doc)
+        from launcher.report import gather
 
         if self.is_sweep(job):
             if plot:
@@ -386,7 +391,7 @@ class Launcher:
             raise WrongKind(job, "metric" if metric else "mode", False)
         rep = gather(self.app, job, refresh=refresh)
         if plot:
-            from launcher.report.plot import plot as draw  # matplotlib: only with --plot
+            from launcher.report.plot import plot as draw
 
             draw(rep.to_dict(), plot)
             rep = replace(rep, plot=plot)
@@ -398,22 +403,22 @@ class Launcher:
         per element and the best element by METRIC and MODE ("min"/"max"; default: the sweep's
         early_stop), SCOPE "last" (each element's latest report) or "best" (its best report).
         The JSON shape is ``launcher.report.sweep``'s."""
-        from launcher.report.sweep_collect import gather_sweep  # this verb's own modules (see the module doc)
+        from launcher.report.sweep_collect import gather_sweep
 
         return SweepReport.from_json(gather_sweep(self.app, sweep, metric=metric, mode=mode, scope=scope,
                                                   refresh=refresh))
 
     def lineage(self, checkpoint: str) -> Lineage:
         """Which run, commit, spec and environment produced a checkpoint (a ROOT means its latest)."""
-        from launcher.provenance.lineage import lineage  # this verb's own modules (see the module doc)
+        from launcher.provenance.lineage import lineage
 
         return Lineage.from_json(lineage(checkpoint, home=self.app.home))
 
     def diff(self, run_a: str, run_b: str) -> RunDiff:
         """What differs between two runs' provenance. A run is a job id (or unique prefix), a
         RUN.json file or a checkpoint (the run that wrote it)."""
-        from launcher.provenance.diff import diff_runs  # this verb's own modules (see the module doc)
-        from launcher.provenance.runs import load_run  # this verb's own modules (see the module doc)
+        from launcher.provenance.diff import diff_runs
+        from launcher.provenance.runs import load_run
 
         return RunDiff.from_json(diff_runs(load_run(self.app, run_a), load_run(self.app, run_b)))
 
@@ -422,7 +427,7 @@ class Launcher:
         """The accelerator peak table MFU is measured against (``launcher.plan.peaks``): with no
         NAME {"rows": [row dicts]}; with NAME {"query", "row", "peak" (at PRECISION, or None),
         "reason"}. PeakUnknown ("peak unknown: NAME") when no row matches NAME."""
-        from launcher.plan import peaks as table  # this verb's own module (see the module doc)
+        from launcher.plan import peaks as table
 
         if name is None:
             return {"rows": [r.to_dict() for r in table.rows()], "precisions": list(table.PRECISIONS)}
@@ -436,9 +441,6 @@ class Launcher:
 
     def checkpoints(self, root: str, verify: bool = False) -> CheckpointListing:
         """Every checkpoint under ROOT, newest first: committed / torn / stale and why."""
-        # this verb's own modules (see the module doc)
-        from launcher.checkpoint import open_store, read_generations, scan
-
         with _checkpoint_errors(root):
             store = open_store(root)
             store.check_root()
@@ -449,11 +451,6 @@ class Launcher:
         """Multi-tier checkpoints under ROOT: {step dir: {"step", "generation", "world", "local":
         [ranks], "peer": [ranks], "durable": "committed" | "parts R/W" | None}}, newest first,
         from the nodes' holdings records (``launcher.checkpoint.tier_resume.tier_table``)."""
-        # one command's needs, loaded when it runs (the facade is imported by every command)
-        from launcher.checkpoint import open_store
-        # one command's needs, loaded when it runs (the facade is imported by every command)
-        from launcher.checkpoint.tier_resume import tier_table
-
         with _checkpoint_errors(root):
             store = open_store(root)
             store.check_root()
@@ -461,8 +458,6 @@ class Launcher:
 
     def gc(self, root: str, keep: int = 3, dry_run: bool = False, verify: bool = False) -> GcResult:
         """Garbage-collect ROOT (see `launcher checkpoints --help`); what was (or would be) done."""
-        from launcher.checkpoint import gc, open_store  # this verb's own modules (see the module doc)
-
         with _checkpoint_errors(root):
             store = open_store(root)
             store.check_root()
@@ -474,7 +469,6 @@ class Launcher:
         local job folders (``launcher.state.history``); with DRY_RUN, only name them. Never an
         open job, a sweep that is not over, a job whose notifications are not settled, another
         person's job on a team's store (unless this is the watchers' role), nor a checkpoint root."""
-        # one command's needs, loaded when it runs (the facade is imported by every command)
         from launcher.state.history import collect
 
         return collect(self.app.store, time.time() - older_than_seconds(older_than), dry_run=dry_run)
@@ -483,13 +477,8 @@ class Launcher:
         """``launcher state migrate``: copy the SQLite store of SOURCE (a $LAUNCHER_HOME, or its
         state.db; default this launcher's home) into the PostgreSQL store at TO, every table,
         without loss and idempotently (``launcher.state.copy``); with DRY_RUN only count."""
-        # one command's needs, loaded when it runs (the facade is imported by every command)
-        from launcher.core.errors import ConfigError, LauncherError
-        # one command's needs, loaded when it runs (the facade is imported by every command)
         from launcher.state import copy
-        # one command's needs, loaded when it runs (the facade is imported by every command)
         from launcher.state.engines import is_postgres, shown
-        # one command's needs, loaded when it runs (the facade is imported by every command)
         from launcher.state.store import StateStore
 
         if not is_postgres(to):
@@ -540,7 +529,7 @@ class Launcher:
         unknown host key CONFIRM accepts (jump hosts first); one HostKeyInfo per hop, status
         "known" or "recorded". ConfigError: TARGET runs its commands on this machine (no ssh_host);
         a changed key raises and is never replaced."""
-        from launcher.transport import trust_host_keys  # paramiko's side of the transport: only for this verb
+        from launcher.transport import trust_host_keys
 
         raw = self.app.config.raw_target(target)
         if not raw.get("ssh_host"):
@@ -555,7 +544,7 @@ class Launcher:
         """``launcher targets login``: open TARGET's shared OpenSSH connection (``transport:
         openssh``) in this terminal, where ssh asks for what the login needs (a TOTP code ...);
         later commands reuse it without prompting. LOGOUT closes it instead."""
-        from launcher.transport.openssh import OpenSSHRunner  # the system ssh's side: only for this verb
+        from launcher.transport.openssh import OpenSSHRunner
 
         raw = self.app.config.raw_target(target)
         if raw.get("transport") != "openssh" or not raw.get("ssh_host"):
@@ -605,8 +594,6 @@ class _checkpoint_errors:
         return self
 
     def __exit__(self, kind, e, tb):
-        from launcher.checkpoint import CheckpointError  # the checkpoint package: only the checkpoint verbs raise it
-
         if isinstance(e, CheckpointError):
             raise LauncherError(str(e))
         if isinstance(e, OSError):

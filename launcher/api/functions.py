@@ -33,6 +33,14 @@ from launcher.spec.model import JobSpec, Resources
 from launcher.spec.sweep import SweepSpec
 from launcher.spec.sweep_elements import element_root
 from launcher.state.calls import CALLS_DIR  # under $LAUNCHER_HOME: calls' roots where jobs share files (gc: there too)
+from launcher.api.always_on import stale_watchers
+from launcher.api.status_view import gather_job
+from launcher.backend.sections import spec_from_text
+from launcher.checkpoint import open_store
+from launcher.core.args import ArgumentError
+from launcher.launching.specinput import spec_text
+from launcher.state.watchers import watcher_rows
+from launcher.sweep.elements import ELEMENT_ID
 
 # "Launcher" in the annotations is launcher.api.facade.Launcher, not imported here: the facade
 # imports this module (an import either way, even under TYPE_CHECKING, would be a cycle)
@@ -165,8 +173,6 @@ def shares_files(lx: "Launcher", target: str) -> bool:
 
 
 def _put(root: str, data: bytes) -> None:
-    from launcher.checkpoint import open_store  # the checkpoint store: POSIX or s3://
-
     open_store(root).put(PAYLOAD_KEY, data)
 
 
@@ -185,8 +191,6 @@ class FunctionJob:
 
     def _read(self) -> Optional[tuple]:
         if self._outcome is None:
-            from launcher.checkpoint import open_store  # the checkpoint store: POSIX or s3://
-
             data, _ = open_store(self.root).read(RESULT_KEY, limit=None)
             if data is not None:
                 self._outcome = read_outcome(self.job_id, data)
@@ -194,8 +198,6 @@ class FunctionJob:
 
     def _state(self):
         """The job's row, brought up to date."""
-        from launcher.api.status_view import gather_job  # the status verb's module
-
         return gather_job(self.launcher.app, self.job_id, None).job
 
     def _settled(self) -> Optional[tuple]:
@@ -262,9 +264,6 @@ class FunctionJob:
 
 def _watcher_alive(lx: "Launcher") -> bool:
     """Whether a `launcher watch` has passed over this store lately (its heartbeat)."""
-    from launcher.api.always_on import stale_watchers  # pure
-    from launcher.state.watchers import watcher_rows  # read only when a killed call may yet be resubmitted
-
     try:
         rows = watcher_rows(lx.app.store)
     except LauncherError:  # advice only (the store's failures are StateStoreErrors)
@@ -275,8 +274,6 @@ def _watcher_alive(lx: "Launcher") -> bool:
 def _check_fn(fn, many: bool) -> None:
     """ArgumentError unless FN can be called."""
     if not callable(fn):
-        from launcher.core.args import ArgumentError  # only for a wrong argument
-
         raise ArgumentError(f"Launcher.{'map' if many else 'submit'}(): fn: expected a callable, got "
                             f"{type(fn).__name__} {fn!r:.80}")
 
@@ -317,9 +314,6 @@ def _call_spec_text(job_spec: JobSpec, label: str) -> str:
     if job_spec.resources.nodes > 1:
         raise LauncherError(f"resources.nodes: {job_spec.resources.nodes}: a function job runs in one process, on "
                             f"one node; a multi-node program is a spec with run: (Launcher.launch)")
-    from launcher.backend.sections import spec_from_text  # spec reading: these verbs only
-    from launcher.launching.specinput import spec_text  # spec writing: these verbs only
-
     text = spec_text(job_spec)
     spec_from_text(text, label)
     return text
@@ -347,7 +341,5 @@ def launch_calls(lx: "Launcher", fn: Callable, calls: list, target: Optional[str
     done = lx.launch(text, target=target)
     if not many:
         return [FunctionJob(lx, done.job_id, root)]
-    from launcher.sweep.elements import ELEMENT_ID  # the sweep layer: element ids
-
     return [FunctionJob(lx, ELEMENT_ID.format(sweep_id=done.job_id, index=i), r, done.job_id, i)
             for i, r in enumerate(roots)]

@@ -24,6 +24,14 @@ from pathlib import Path
 from typing import Optional, Union
 
 from launcher.state.rows import is_open
+from launcher.api.context import App
+from launcher.api.status_view import JobDetail
+from launcher.backend.protocols import Handle, LogFile, can
+from launcher.core.errors import describe, LauncherError
+from launcher.report import gather
+from launcher.report.sweep_collect import gather_sweep
+from launcher.state.actors import file_owner
+from launcher.state.readonly import ReadOnlyStore
 
 DEFAULT_PER_PAGE = 500
 MAX_PER_PAGE = 10000
@@ -70,11 +78,6 @@ class ReadView:
     own connection (use a fixed set of threads); ``close`` closes them."""
 
     def __init__(self, config: Optional[Union[str, Path]] = None, home: Optional[Union[str, Path]] = None):
-        # the web view's reads, loaded per page kind (launcher serve only)
-        from launcher.api.context import App
-        # the web view's reads, loaded per page kind (launcher serve only)
-        from launcher.state.readonly import ReadOnlyStore
-
         self.app = App(Path(config) if config else None, Path(home) if home else None)
         self.store = ReadOnlyStore(self.app.home, url=self.app.state_url)
         self.app.__dict__["store"] = self.store  # App.store is a cached_property: every reader gets this one
@@ -154,9 +157,6 @@ class ReadView:
     def local_owner(self) -> str:
         """Whose the jobs of a SQLite store are: the user who owns its file (this user when none yet);
         on a team's store, each row names its own (this is the reader's user then, never shown)."""
-        # the one rule `launcher status` follows too
-        from launcher.state.actors import file_owner
-
         return file_owner(self.store.path if isinstance(self.store.path, Path) else "/nonexistent")
 
     # ------------------------------------------------------------ a job's log
@@ -197,9 +197,6 @@ class ReadView:
 
     def _log_file(self, row) -> tuple[Optional[str], Optional[str]]:
         """(the path of ROW's output on this machine, or None and why not)."""
-        # the backend seam, loaded by a log request only
-        from launcher.backend.protocols import Handle, LogFile, can
-
         if not row.handle:
             return None, f"no submission yet (state {row.state})"
         try:
@@ -221,9 +218,6 @@ class ReadView:
         """One job: its row, every attempt and event (as ``launcher status JOB --json`` shows
         them, without the refresh) and its report (``launcher report JOB --json --no-refresh``),
         or why there is none ("report_error")."""
-        # the web view's reads, loaded per page kind (launcher serve only)
-        from launcher.api.status_view import JobDetail
-
         self._require_store()
         row = self.store.get_job(job)
         d = JobDetail(row, self.store.attempts(row.job_id), self.store.events(row.job_id),
@@ -237,14 +231,8 @@ class ReadView:
         d["log"] = self.log(row.job_id)
         d["report"] = d["report_error"] = None
         try:
-            # the web view's reads, loaded per page kind (launcher serve only)
-            from launcher.report import gather
-
             d["report"] = gather(self.app, row.job_id, refresh=False).to_dict()
         except Exception as e:  # noqa: BLE001 - the page shows the job without its report, and why
-            # the web view's reads, loaded per page kind (launcher serve only)
-            from launcher.core.errors import describe
-
             d["report_error"] = describe(e)[0]
         return d
 
@@ -256,9 +244,6 @@ class ReadView:
               scope: str = "last") -> dict:
         """The sweep's report (``launcher report SWEEP --json --no-refresh``): its element table
         and best element."""
-        # the web view's reads, loaded per page kind (launcher serve only)
-        from launcher.report.sweep_collect import gather_sweep
-
         self._require_store()
         d = gather_sweep(self.app, sweep, metric=metric, mode=mode, scope=scope, refresh=False)
         # one step per job: the element's own row's (the one `launcher status JOB` shows), beside the report's
@@ -269,8 +254,5 @@ class ReadView:
 
     def _require_store(self) -> None:
         if not self.store.exists():
-            # the web view's reads, loaded per page kind (launcher serve only)
-            from launcher.core.errors import LauncherError
-
             raise LauncherError(f"no state store at {self.store.path} yet (no job was launched with this "
                                 f"LAUNCHER_HOME)")

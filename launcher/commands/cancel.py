@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from launcher import api
+from launcher.api import errors
 from launcher.api.errors import EXIT_FAILED
 from launcher.commands.common import launcher_of, to_stderr
 
@@ -15,15 +17,12 @@ from launcher.commands.common import launcher_of, to_stderr
 def cancel(ctx, job, element):
     """Cancel what the scheduler has for a job (or a sweep, or one element of it), and say
     what that was (idempotent)."""
-    from launcher.api.errors import CancelFailed  # loads recovery and the state store: not at --help
-    from launcher.api.results import SweepCancelled  # the typed results: not at --help
-
     try:
         r = launcher_of(ctx).cancel(job, element)  # a sweep id or an element: the sweep's cancel
-    except CancelFailed as e:
+    except errors.CancelFailed as e:  # its module (recovery's) loads on first use, not at --help
         _print(e.report)
         raise
-    if isinstance(r, SweepCancelled):
+    if isinstance(r, api.SweepCancelled):
         for one in r.reports:
             _print(one)
         if element is None:

@@ -39,7 +39,7 @@ def launch(ctx, file, target, follow, fresh):
 
 
 def _follow(lx, job_id) -> int:
-    from launcher.api.results import exit_status  # the typed results: not at --help
+    from launcher.api.results import exit_status  # the verb's own module: loaded when it runs, not at --help
 
     logs = lx.logs(job_id, follow=True)
     if not stream(logs, job_id):

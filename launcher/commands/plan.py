@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from launcher.commands.common import launcher_of
+from launcher.spec.units import parse_duration
 
 
 MAX_HOURS = 10 * 365 * 24  # ten years: more is a typo, and would rank nonsense
@@ -22,8 +23,6 @@ def _duration_hours(value, name):
     positive duration of at most ten years."""
     if value is None:
         return None
-    from launcher.spec.units import parse_duration  # a pure parser
-
     try:
         seconds = parse_duration(value)
     except (ValueError, OverflowError) as e:
@@ -51,7 +50,7 @@ def _duration_hours(value, name):
 @click.pass_context
 def plan_command(ctx, file, as_json, targets, live_spot_prices, work, checkpoint_cost, show_all, no_queue):
     """Rank the spec's offers by expected total cost, counting preemptions and lost work."""
-    from launcher.plan.text import render_plan  # pure formatting
+    from launcher.plan.text import render_plan  # the verb's own module: loaded when it runs, not at --help
 
     result = launcher_of(ctx).plan(file, targets=targets, work=_duration_hours(work, "--work"),
                                    checkpoint_cost=_duration_hours(checkpoint_cost, "--checkpoint-cost"),

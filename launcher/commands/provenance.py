@@ -22,7 +22,7 @@ def lineage(ctx, checkpoint, as_json, show_spec):
     Read from the checkpoint root only (COMMIT.json's run, ROOT/.launcher/runs/<run>/RUN.json,
     the attempt records, GENERATIONS.json), so it works after the job finished and on
     another machine; the local state store is only a fallback for a missing RUN.json."""
-    from launcher.provenance.lineage import format_lineage  # pure formatting
+    from launcher.provenance.lineage import format_lineage  # the verb's own module: loaded when it runs, not at --help
 
     d = launcher_of(ctx).lineage(checkpoint).to_json()
     if show_spec:
@@ -48,7 +48,7 @@ def diff(ctx, run_a, run_b, as_json):
 
     RUN_A and RUN_B are job ids (or unique prefixes) in the state store, RUN.json files,
     or checkpoints (directory, root or s3:// URL: the run that wrote it)."""
-    from launcher.provenance.diff import format_diff  # pure formatting
+    from launcher.provenance.diff import format_diff  # the verb's own module: loaded when it runs, not at --help
 
     d = launcher_of(ctx).diff(run_a, run_b).to_json()
     if as_json:

@@ -7,6 +7,7 @@ import json
 
 import click
 
+from launcher import api
 from launcher.api.errors import WrongKind
 from launcher.commands.common import launcher_of
 
@@ -64,8 +65,6 @@ ranks each element's latest report of it, --scope best its best one.
               help="A sweep: rank by each element's latest report of the metric, or its best one.")
 @click.pass_context
 def report(ctx, job, as_json, plot_path, no_refresh, metric, mode, scope):
-    from launcher.api.results import SweepReport  # the typed results: not at --help
-
     try:  # a sweep id: the sweep's report
         rep = launcher_of(ctx).report(job, refresh=not no_refresh, plot=plot_path, metric=metric, mode=mode,
                                       scope=scope)
@@ -73,14 +72,14 @@ def report(ctx, job, as_json, plot_path, no_refresh, metric, mode, scope):
         if e.sweep:
             raise click.UsageError(f"--plot draws one job's timeline: pass one element, {job}-e<index>") from None
         raise click.UsageError(f"--metric and --mode rank the elements of a sweep; {job} is not a sweep") from None
-    if isinstance(rep, SweepReport):
+    if isinstance(rep, api.SweepReport):
         _sweep(rep, as_json)
         return
     d = rep.to_dict()
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))
         return
-    from launcher.report.text import format_report  # pure formatting
+    from launcher.report.text import format_report  # the verb's own module: loaded when it runs, not at --help
 
     click.echo(format_report(d), nl=False)
     if plot_path:
@@ -88,12 +87,12 @@ def report(ctx, job, as_json, plot_path, no_refresh, metric, mode, scope):
 
 
 def _sweep(rep, as_json) -> None:
+    from launcher.report.sweep_text import format_sweep_report  # the verb's own module: not at --help
+
     d = rep.to_json()
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))
         return
-    from launcher.report.sweep_text import format_sweep_report  # pure formatting
-
     click.echo(format_sweep_report(d), nl=False)
 
 

@@ -40,15 +40,11 @@ def _finite(param, value):
               help="Seconds a client has, from connecting, to send its request's headers (then 408 and closed).")
 @click.option("--quiet", is_flag=True, help="No access log on stderr.")
 def serve(host, port, token, refresh, header_timeout, quiet):
-
-    # `launcher serve` only: its modules stay off `launcher --help`
-    from launcher.serve.server import check_bind
+    # the verb's own modules: loaded when it runs, not at --help
+    from launcher.api.readview import ReadView
+    from launcher.serve.server import check_bind, serve as run
 
     check_bind(host, token)  # before anything is opened
-    # `launcher serve` only: its modules stay off `launcher --help`
-    from launcher.api.readview import ReadView
-    # `launcher serve` only: its modules stay off `launcher --help`
-    from launcher.serve.server import serve as run
 
     def log(line: str) -> None:
         if not quiet:

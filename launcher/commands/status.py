@@ -6,6 +6,8 @@ import json
 
 import click
 
+from launcher import api
+
 from launcher.commands.common import launcher_of, to_stderr
 
 
@@ -24,13 +26,12 @@ def status(ctx, job, as_json, show_all):
 
 
 def _status(lx, job, as_json, show_all) -> None:
-    from launcher.api.results import SweepStatus  # the typed results: not at --help
-    from launcher.api import status_view as view  # its pure formatters only
+    from launcher.api import status_view as view  # the verb's own module: loaded when it runs, not at --help
 
     if job:
         d = lx.status(job)  # a sweep id: the sweep's counts by state and element table
-        if isinstance(d, SweepStatus):
-            from launcher.sweep.summary import format_text  # pure formatting
+        if isinstance(d, api.SweepStatus):
+            from launcher.sweep.summary import format_text  # a sweep's table: loaded for a sweep only
 
             click.echo(json.dumps(d.to_json(), indent=2) if as_json else format_text(d.to_json()).rstrip("\n"))
             return

@@ -36,6 +36,7 @@ from typing import Optional
 
 from launcher.backend.protocols import Pricing, can
 from launcher.backend.registry import default_registry
+from launcher.backend.sections import spec_from_text
 from launcher.core.errors import LauncherError, StateStoreError
 from launcher.plan.chase import Observation
 from launcher.state import observations
@@ -187,8 +188,6 @@ def _nodes(job_row, h_extra: dict, spec=None) -> int:
     if spec is not None:
         return int(spec.resources.nodes)
     try:
-        from launcher.backend.sections import spec_from_text  # spec reading: status reads no stored spec
-
         return int(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id).resources.nodes)
     except Exception:  # an unreadable spec: count one node rather than lose the observation
         return 1

@@ -183,8 +183,6 @@ def path_stamp(entries) -> tuple:
 def _installed_packages() -> tuple:
     # Read name and version from the ``name-version.dist-info`` folder name where there is
     # one (parsing ~300 METADATA files costs ~150 ms per launch); METADATA otherwise.
-    from importlib import metadata
-
     seen = {}
     for d in metadata.distributions():
         folder = getattr(getattr(d, "_path", None), "name", "")

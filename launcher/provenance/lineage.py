@@ -20,6 +20,7 @@ from launcher.checkpoint.store import is_s3
 from launcher.core.errors import LauncherError
 from launcher.provenance.record import load_record, read_run_json
 from launcher.state.store import StateStore
+from launcher.provenance.trackers import META_KEY, describe
 
 
 def split_checkpoint(path: str) -> tuple[str, Optional[str]]:
@@ -64,11 +65,6 @@ def _trackers_of(run_id: Optional[str], record: Optional[dict], home=None) -> Op
     if not (home / "state.db").exists():
         return None
     try:
-        # lineage/report only: kept off the launch path
-        from launcher.provenance.trackers import META_KEY
-        # lineage/report only: kept off the launch path
-        from launcher.state.store import StateStore
-
         st = StateStore(home)
         try:
             return st.get_job(run_id).meta.get(META_KEY) or None
@@ -211,9 +207,6 @@ def format_lineage(d: dict) -> str:
     else:
         lines += _run_lines(d, r)
     if d.get("trackers"):
-        # lineage/report only: kept off the launch path
-        from launcher.provenance.trackers import describe
-
         lines += [f"{'tracking' if i == 0 else '':<12}{t}" for i, t in enumerate(describe(d["trackers"]))]
     g = d.get("generation") or {}
     if g:

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from launcher.core.errors import LauncherError
 from launcher.spec.integrations import env_ref
+from launcher.provenance.capture import code_dir, code_identity
 
 META_KEY = "trackers"
 RUN_ID_RE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -222,9 +223,6 @@ def _mlflow_tags(job_id: str, commit: Optional[str], name: str, extra=None) -> d
 def commit_of(spec, spec_path: Optional[str]) -> Optional[str]:
     """The commit of the job's code (what provenance records), or None."""
     try:
-        # only when a tracker is configured
-        from launcher.provenance.capture import code_dir, code_identity
-
         return code_identity(code_dir(spec, spec_path)).get("commit")
     except Exception:  # noqa: BLE001 - no git, no commit
         return None

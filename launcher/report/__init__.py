@@ -17,6 +17,7 @@ from launcher.report.accounting import CATEGORIES, LABELS, Accounting, AttemptIn
 from launcher.report.collect import collect, root_unread
 from launcher.report.mfu import summarize
 from launcher.state.rows import job_step
+from launcher.report.deadline import collect_deadline
 
 __all__ = ["CATEGORIES", "LABELS", "Accounting", "AttemptIn", "History", "JobReport", "Save", "account", "build",
            "gather"]
@@ -80,9 +81,6 @@ def _metrics(root: Optional[str], notes: list) -> dict:
 
 
 def _deadline(app, row, spec, acc, notes: list) -> Optional[dict]:
-    # a report with a deadline only
-    from launcher.report.deadline import collect_deadline
-
     if spec is None:
         return None
     try:

@@ -7,6 +7,7 @@ from typing import Optional
 
 from launcher.report.accounting import CATEGORIES, LABELS
 from launcher.report.clocks import LABELS as CLOCK_NAMES, totals_line
+from launcher.report.deadline import deadline_lines
 
 
 def _dur(s: Optional[float]) -> str:
@@ -163,9 +164,6 @@ def attempt_lines(attempts: list) -> list[str]:
 
 
 def format_report(d: dict) -> str:
-    # a report with a deadline only
-    from launcher.report.deadline import deadline_lines
-
     out = [*_header_lines(d), *_category_lines(d), *compute_lines(d.get("compute")), *interruption_lines(d),
            *cost_lines(d["cost"]), *deadline_lines(d.get("deadline")), *interval_lines(d["interval"]),
            *attempt_lines(d["attempts"]), *(f"note: {n}" for n in d.get("notes") or [])]

@@ -1,3 +1,4 @@
+from launcher.report.plot import COLORS
 """The web view's two static files, served from memory: its stylesheet and the small script
 that refreshes a page in place (no front-end build step, nothing fetched from elsewhere).
 
@@ -250,6 +251,4 @@ button.copy { font-size: 80%; }
 
 def style_css() -> str:
     """The stylesheet, with a swatch class per report category in the timeline's colours."""
-    from launcher.report.plot import COLORS  # matplotlib is imported inside plot() only
-
     return STYLE_CSS + "".join(f".cat-{c} {{ background: {colour}; }}\n" for c, colour in COLORS.items())

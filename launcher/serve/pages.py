@@ -25,9 +25,11 @@ from typing import Optional
 from urllib.parse import quote, urlencode
 
 from launcher.core.ages import ago
-from launcher.report.text import _dur, _frac, _usd
+from launcher.report.text import _dur, _frac, _usd, format_report, CLOCK_LABELS
 from launcher.serve.actions import job_commands, sweep_commands
 from launcher.serve.sentences import sentence
+from launcher.core.status import is_final
+from launcher.serve.timeline import timeline_svg, legend_rows
 
 DEFAULT_REFRESH_S = 5.0
 LOG_POLL_S = 1.0  # seconds between a running job's log reads (a line shows within 2 s of being written)
@@ -327,9 +329,6 @@ def _summary(d: dict) -> str:
 
 
 def job_body(d: dict, home_prefix: Optional[str] = None) -> str:
-    # loaded by the page kind that draws it
-    from launcher.serve.timeline import timeline_svg
-
     rep = d.get("report")
     out = [f'<h1>Job <span id="job-id">{e(d["job_id"])}</span></h1>', _summary(d)]
     if d.get("sweep"):
@@ -361,9 +360,6 @@ def job_body(d: dict, home_prefix: Optional[str] = None) -> str:
     else:
         out.append(timeline_svg(rep))
         out.append(_breakdown(rep))
-        # loaded by the page kind that draws it
-        from launcher.report.text import format_report
-
         out.append(f'<details><summary>as <code>launcher report</code> prints it</summary>'
                    f"<pre>{e(format_report(rep))}</pre></details>")
     ev = (d.get("events") or [])[-30:]
@@ -378,9 +374,6 @@ def job_body(d: dict, home_prefix: Optional[str] = None) -> str:
 
 
 def _breakdown(rep: dict) -> str:
-    # loaded by the page kind that draws it
-    from launcher.serve.timeline import legend_rows
-
     rows = ['<table id="goodput"><thead><tr><th>category</th><th>time</th><th>share</th></tr></thead><tbody>']
     for cat, label, _colour, secs, pct in legend_rows(rep):
         rows.append(f'<tr data-category="{e(cat)}"><td><span class="swatch cat-{e(cat)}"></span>'
@@ -413,9 +406,6 @@ def _compute(c: Optional[dict]) -> str:
 def _clocks(rep: dict) -> str:
     """One row per interruption: its lost work and the clocks of its recovery; "-" with the reason
     where a clock cannot be known (``launcher.report.clocks``)."""
-    # loaded by the page kind that draws it
-    from launcher.report.text import CLOCK_LABELS
-
     clocks = rep.get("clocks") or []
     if not clocks:
         return ""
@@ -442,9 +432,6 @@ def job_page(d: dict, home: str = "", refresh_s: Optional[float] = DEFAULT_REFRE
 
 # ---------------------------------------------------------------- a sweep
 def sweep_body(d: dict, home_prefix: Optional[str] = None) -> str:
-    # the states' rule, loaded by the page kind that needs it
-    from launcher.core.status import is_final
-
     m, best = d.get("metric"), d.get("best")
     counts = ", ".join(f"{n} {s}" for s, n in (d.get("counts") or {}).items()) or "no elements"
     out = [f'<h1>Sweep <span id="sweep-id">{e(d["sweep"])}</span></h1>',

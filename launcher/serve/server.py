@@ -44,6 +44,12 @@ from typing import Callable, Optional
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from launcher.checkpoint.listener import Listener
+from launcher.api.readview import DEFAULT_PER_PAGE
+from launcher.core.args import ArgumentError
+from launcher.core.errors import LauncherError, describe, StateStoreError
+from launcher.serve import pages
+from launcher.serve.assets import REFRESH_JS, style_css
+from launcher.serve.pages import error_page
 
 COOKIE = "launcher_token"
 TOKEN_ENV = "LAUNCHER_SERVE_TOKEN"
@@ -144,11 +150,6 @@ def serve(view, host: str = "127.0.0.1", port: int = 8765, token: Optional[str] 
 
 def bind_error(host: str, port: int, e: OSError) -> Exception:
     """The one-line error of a server that cannot listen on HOST:PORT."""
-    # loaded by the request kind that needs it (the server starts with the least)
-    from launcher.core.args import ArgumentError
-    # loaded by the request kind that needs it (the server starts with the least)
-    from launcher.core.errors import LauncherError
-
     why = e.strerror or str(e)
     if e.errno == errno.EADDRINUSE:
         return ArgumentError(f"--port {port}: already in use on {host} (another server listens there): choose "
@@ -213,12 +214,6 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._route(path, args)
         except Exception as e:  # noqa: BLE001 - the page says what is wrong
-            # loaded by the request kind that needs it (the server starts with the least)
-            from launcher.core.errors import LauncherError, describe
-
-            # loaded by the request kind that needs it (the server starts with the least)
-            from launcher.core.errors import StateStoreError
-
             status = HTTPStatus.NOT_FOUND if isinstance(e, LauncherError) and not isinstance(e, StateStoreError) \
                 else HTTPStatus.INTERNAL_SERVER_ERROR
             message = describe(e)[0] if isinstance(e, LauncherError) else f"{type(e).__name__}: {e}"
@@ -263,11 +258,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------ routes
     def _route(self, path: str, args: dict):
-        # loaded by the request kind that needs it (the server starts with the least)
-        from launcher.serve import pages
-        # loaded by the request kind that needs it (the server starts with the least)
-        from launcher.serve.assets import REFRESH_JS, style_css
-
         site, view = self.site, self.site.view
         one = (lambda k, default=None: args.get(k, [default])[-1])
         refresh = site.refresh_s
@@ -297,9 +287,6 @@ class _Handler(BaseHTTPRequestHandler):
             if path.startswith(prefix) and len(path) > len(prefix):
                 sweep = unquote(path[len(prefix):])
                 if not view.is_sweep(sweep):
-                    # loaded by the request kind that needs it (the server starts with the least)
-                    from launcher.core.errors import LauncherError
-
                     raise LauncherError(f"no sweep '{sweep}' in this launcher home")
                 d = view.sweep(sweep, metric=one("metric") or None, mode=one("mode") or None,
                                scope=one("scope") or "last")
@@ -318,9 +305,6 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(HTTPStatus.FOUND, "text/plain; charset=utf-8", b"", extra={"Location": where})
 
     def _error(self, status, message: str, api: bool, extra: Optional[dict] = None):
-        # loaded by the request kind that needs it (the server starts with the least)
-        from launcher.serve.pages import error_page
-
         if api:
             body = json.dumps({"error": message}).encode("utf-8")
             return self._send(status, "application/json", body, extra=extra)
@@ -360,9 +344,6 @@ def _quote(x: str) -> str:
 
 
 def pages_default_per() -> int:
-    # loaded by the request kind that needs it (the server starts with the least)
-    from launcher.api.readview import DEFAULT_PER_PAGE
-
     return DEFAULT_PER_PAGE
 
 
@@ -376,9 +357,6 @@ def host_of(header: str) -> str:
 def check_bind(host: str, token: Optional[str]) -> None:
     """Refuse (ArgumentError, one line naming the flag) a token that cannot be one, or an address
     other than this machine's loopback without a token."""
-    # loaded by the request kind that needs it (the server starts with the least)
-    from launcher.core.args import ArgumentError
-
     if token is not None:
         why = check_token(token)
         if why:

@@ -18,6 +18,7 @@ from yaml.composer import ComposerError
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from launcher.core.errors import SpecError
+from launcher.core.regular import NotReadable, read_regular
 
 MAX_DEPTH = 64  # far beyond any spec or config; PyYAML itself recurses ~10 frames per level
 MAX_NODES = 100_000  # scalars, lists and mappings after expanding every alias
@@ -27,9 +28,6 @@ def read_text(path: str | Path, what: str = "job spec") -> str:
     """The text of the file PATH. Only a regular file is read, and at most
     ``launcher.core.regular.DEFAULT_LIMIT`` bytes of it: a FIFO, a device or a socket is refused
     without blocking, a larger file is refused (``launcher.core.regular.read_regular``)."""
-    # only reading a file needs it (`launcher backends` reads none)
-    from launcher.core.regular import NotReadable, read_regular
-
     p = Path(path)
     try:
         return read_regular(p, f"{what} file").decode("utf-8")

@@ -22,12 +22,13 @@ from launcher.core.errors import LauncherError
 from launcher.launching.submission import find_submission, job_ref
 from launcher.launching.tracking import refresh
 from launcher.recovery.cancel import (CancelReport, Closing, cancel_job, close_cancelled, finished_report,
-                                      mark_cancelled, next_attempt, to_cancel)
+                                      mark_cancelled, next_attempt, to_cancel, attempt_label)
 from launcher.state.claims import claim_ttl
 from launcher.state.store import is_open
 from launcher.sweep.elements import element_id, sweep_rows
 from launcher.sweep.launching import adopt_array
 from launcher.sweep.queue import cancel_queued, cancel_queued_element, runs_arrays
+from launcher.core.status import JobState
 
 CANCELLED = "CANCELLED"
 CLOSING = Closing()  # by the user
@@ -100,9 +101,6 @@ def cancel_claimed_many(app, claims: dict, closing, array=None, check_active: bo
     ``cancel_rows``. CHECK_ACTIVE: one status call per target afterwards, and an attempt the
     scheduler still shows active is listed in its report's ``still_active`` (as
     ``cancel_claimed`` does for one job). {job id: CancelReport}."""
-    # recovery's cancel helpers: loaded by a sweep cancel only
-    from launcher.recovery.cancel import CancelReport, attempt_label, close_cancelled, mark_cancelled, to_cancel
-
     store = app.store
     reports = {j: CancelReport(j) for j in claims}
     found = _find_all(app, claims, reports)
@@ -129,9 +127,6 @@ def cancel_claimed_many(app, claims: dict, closing, array=None, check_active: bo
 def _still_active(app, handles) -> dict:
     """{(target, native id): state} of HANDLES (just cancelled) the scheduler still shows
     active: one status call per target (a target that does not answer: none listed)."""
-    # recovery's cancel helpers: loaded by a sweep cancel only
-    from launcher.core.status import JobState
-
     by_target: dict = {}
     for h in handles:
         by_target.setdefault(h.target, []).append(h)

@@ -14,6 +14,7 @@ from typing import Optional, Protocol, Sequence
 
 from launcher.core.errors import CommandError, TransientError
 from launcher.transport.watchdog import WATCHDOG
+from launcher.checkpoint.posix_io import write_atomic
 
 
 @dataclass(frozen=True)
@@ -139,8 +140,6 @@ class LocalRunner:
         return r
 
     def put_file(self, path: str, content: bytes, mode: int = 0o644) -> None:
-        from launcher.checkpoint.posix_io import write_atomic  # not for validate, which writes no file
-
         # atomic for readers (sbatch never sees half a script); not durable: a script lost
         # to a power cut is re-rendered, it is not data
         write_atomic(path, content, mode)

@@ -38,6 +38,7 @@ from launcher.transport.remote import RemoteRunner, unframe
 from launcher.transport.runner import LocalRunner
 from launcher.transport.shell import ShellUnavailable, fits_a_shell, shell_exec
 from launcher.transport.sshconfig import Route, SSHOptions, resolve
+from launcher.transport.openssh import OpenSSHRunner
 
 log = logging.getLogger("launcher.ssh")  # the transport's one logger name
 
@@ -208,8 +209,6 @@ def runner_for_target(target_name: Optional[str], options: Any, env: Optional[di
     if env:
         opts = replace(opts, env={**opts.env, **env})
     if opts.transport == "openssh":
-        from launcher.transport.openssh import OpenSSHRunner  # its module only for openssh targets
-
         return OpenSSHRunner(opts, target_name=target_name, known_programs=known_programs, home=home)
     return SSHRunner(opts, target_name=target_name, known_programs=known_programs)
 

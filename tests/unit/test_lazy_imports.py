@@ -1,7 +1,9 @@
 """An import inside a function under launcher/ says why it is not at the top of its module
 (issue 19 §7): a heavy SDK kept lazy, a fast path (`launcher --help`, `validate`, `render`,
 `plan`, `status`) kept light, an optional extra. The comment is on the import's line or the
-line above it. Everything else is imported at the top."""
+line above it (or above the run of imports it opens), or, for a module whose every method
+imports its verb's modules (``launcher.api.facade``), once in its docstring. Everything else is
+imported at the top (``test_imports_at_top.py`` counts them)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import launcher
 PKG = Path(launcher.__file__).parent
 # not yet gone through: files other work was changing at the time (the submission protocol)
 PENDING: set = set()
+# modules whose docstring says once why their methods import lazily: {file: what the docstring says}
+SAID_IN_DOCSTRING = {"api/facade.py": "each method imports"}
 
 
 def function_level_imports(path: Path) -> list[tuple[int, bool]]:
@@ -20,6 +24,7 @@ def function_level_imports(path: Path) -> list[tuple[int, bool]]:
     src = path.read_text()
     lines = src.splitlines()
     out = []
+    commented_line = {}  # an import's line -> is it commented (itself, or the import run it follows)
 
     def walk(node, in_function):
         for child in ast.iter_child_nodes(node):
@@ -27,7 +32,9 @@ def function_level_imports(path: Path) -> list[tuple[int, bool]]:
             if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
                 here = lines[child.lineno - 1] + lines[child.end_lineno - 1]
                 above = lines[child.lineno - 2].strip() if child.lineno > 1 else ""
-                out.append((child.lineno, "#" in here or above.startswith("#")))
+                commented = "#" in here or above.startswith("#") or commented_line.get(child.lineno - 1, False)
+                commented_line[child.end_lineno] = commented
+                out.append((child.lineno, commented))
             walk(child, inside)
 
     walk(ast.parse(src), False)
@@ -39,6 +46,9 @@ def test_every_import_inside_a_function_says_why():
     for path in sorted(PKG.rglob("*.py")):
         rel = path.relative_to(PKG).as_posix()
         if rel in PENDING:
+            continue
+        if rel in SAID_IN_DOCSTRING:
+            assert SAID_IN_DOCSTRING[rel] in " ".join((ast.get_docstring(ast.parse(path.read_text())) or "").split()), rel
             continue
         bare += [f"launcher/{rel}:{line}" for line, commented in function_level_imports(path) if not commented]
     assert bare == [], "import at the top, or say why it is lazy:\n" + "\n".join(bare)
