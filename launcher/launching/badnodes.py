@@ -20,6 +20,8 @@ from typing import Optional
 from launcher.backend.protocols import ExcludesNodes, can
 from launcher.core.errors import LauncherError
 from launcher.core.status import JobState, Status
+from launcher.launching.submission import job_spec
+from launcher.state.nodes import blame
 
 
 def blame_reason(state: str, exit_code: Optional[int], exit_codes) -> str:
@@ -58,8 +60,6 @@ def record(app, job, latest, st, spec, now: float) -> list:
 
 
 def _blame(app, target: str, nodes: list, job_id: str, attempt: int, why: str, spec, now: float) -> list:
-    from launcher.state.nodes import blame  # only when an attempt failed on its nodes
-
     rule = spec.recovery.bad_nodes
     blamed, made = blame(app.store, target, nodes, job_id, attempt, why, now, after=rule.after,
                          window=rule.window, quarantine_s=rule.quarantine)
@@ -86,7 +86,5 @@ def blame_run(app, row, attempt: int, run: dict, now: float) -> list:
     nodes = list(backend.attempt_nodes(Status(JobState.NODE_FAIL, nodes=run["nodes"])))
     if not nodes:
         return []
-    from launcher.launching.submission import job_spec  # the job's spec: only on a node failure
-
     return _blame(app, row.target, nodes, row.job_id, attempt, "the scheduler says NODE_FAIL (restarted in place)",
                   job_spec(row), now)

@@ -13,6 +13,7 @@ from typing import Optional
 from launcher.backend.protocols import ChoosesPlacement, ExcludesNodes, Handle, JobRef, Request, can
 from launcher.core.errors import LauncherError
 from launcher.spec.model import JobSpec, resolve_paths
+from launcher.state.nodes import quarantined
 
 
 # after a submission ended without the scheduler's answer, how long a job it may have made gets to
@@ -77,8 +78,6 @@ def excluded_nodes(app, target_name: str, now: float) -> tuple:
     such a backend's nodes quarantines nothing, ``launcher.launching.badnodes``)."""
     if not can(app.backend_class(target_name), ExcludesNodes):
         return ()
-    from launcher.state.nodes import quarantined  # one query, only where nodes can be excluded
-
     return quarantined(app.store, target_name, now)
 
 

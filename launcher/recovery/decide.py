@@ -150,7 +150,8 @@ def _decision(job, attempts, facts: Facts, state: JobState, reason: str, now: fl
     history = []
     for a, nxt in zip(attempts, attempts[1:]):
         codes = facts.spec.recovery.bad_nodes.exit_codes
-        fc = classify(JobState(a.state), hung(a), a.exit_code, codes) if a.state in JobState.__members__ else None
+        fc = (classify(JobState(a.state), hung(a), exit_code=a.exit_code, node_exit_codes=codes)
+              if a.state in JobState.__members__ else None)
         if fc is not None:
             history.append(PastFailure(a.attempt, fc, _resume(resumes, a.attempt), _resume(resumes, nxt.attempt)))
     superseded = ""

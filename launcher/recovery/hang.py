@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Optional
 
 from launcher.backend.protocols import Handle, ReachesRun, can
+from launcher.checkpoint import CheckpointError, open_store, read_generations
+from launcher.checkpoint.metrics import MAX_METRICS_BYTES, metrics_key
 from launcher.core.status import JobState, Status
 from launcher.recovery import hangs
 from launcher.recovery.outcome import Outcome
@@ -59,10 +61,6 @@ def read_run(root: str, job_id: str, attempt: int) -> Optional[tuple]:
     """(generation, its step reports [(step, at)], its stack files [(host, pid)]) of the attempt's
     newest run under ROOT; None when it has not started, or the root cannot be read (a hang is
     never concluded from a read that failed)."""
-    # the checkpoint package: read only for a running job with recovery.hang (as launcher.recovery.progress)
-    from launcher.checkpoint import CheckpointError, open_store, read_generations
-    from launcher.checkpoint.metrics import MAX_METRICS_BYTES, metrics_key  # the same package
-
     try:
         store = open_store(root)
         gen = hangs.current_generation(job_id, attempt, read_generations(store).history)
@@ -110,8 +108,6 @@ def collect_stacks(backend, handle: Handle, root: str, generation: int, procs: l
     """Dump the stacks of PROCS ((host, pid)) into DEST: py-spy where the backend has it, otherwise
     the job side's faulthandler (asked by STACK_SIGNAL, read from the root). Which way it went:
     "py-spy", "faulthandler", "py-spy+faulthandler", or "none"."""
-    from launcher.checkpoint import open_store  # the checkpoint package: only for a hung run (see read_run)
-
     dest.mkdir(parents=True, exist_ok=True)
     ways = []
     spied = backend.dump_stacks(handle, procs)

@@ -53,7 +53,7 @@ BUDGET_FIELD = {
 }
 
 
-def classify(state: JobState, hung: bool = False, exit_code: Optional[int] = None,
+def classify(state: JobState, hung: bool = False, *, exit_code: Optional[int] = None,
              node_exit_codes=()) -> Optional[FailureClass]:
     """None for states that are not failures (COMPLETED, CANCELLED, or still active). HUNG: the
     launcher killed the attempt's processes after a hang (its meta's ``hang``): a failed end is a
@@ -167,7 +167,7 @@ def decide(history: list[PastFailure], event: Event, budgets: Budgets, now: floa
         delay = min(budgets.max_backoff_s, budgets.backoff_s * 2 ** max(0, event.control_plane_errors - 1))
         return Retry(f"control plane error ({event.reason or 'status unknown'}): retrying the query, "
                      f"not the job", FailureClass.CONTROL_PLANE, delay_s=delay, counts_as_failure=False)
-    failure = classify(event.state, event.hung, event.exit_code, budgets.node_exit_codes)
+    failure = classify(event.state, event.hung, exit_code=event.exit_code, node_exit_codes=budgets.node_exit_codes)
     if failure is None:
         return GiveUp(f"unexpected terminal state {event.state.value}")
     if budgets.max_total_usd is not None and event.spent_usd >= budgets.max_total_usd:

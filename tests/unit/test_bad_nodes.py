@@ -53,9 +53,9 @@ def test_node_names_are_plain_host_names():
 
 
 def test_an_exit_the_users_classifier_names_is_a_node_failure_with_its_budget():
-    assert classify(JobState.FAILED, 42, (42,)) is FailureClass.NODE_FAIL
-    assert classify(JobState.FAILED, 1, (42,)) is FailureClass.APP_ERROR
-    assert classify(JobState.TIMEOUT, 42, (42,)) is FailureClass.TIMEOUT  # only a failed program is reclassified
+    assert classify(JobState.FAILED, exit_code=42, node_exit_codes=(42,)) is FailureClass.NODE_FAIL
+    assert classify(JobState.FAILED, exit_code=1, node_exit_codes=(42,)) is FailureClass.APP_ERROR
+    assert classify(JobState.TIMEOUT, exit_code=42, node_exit_codes=(42,)) is FailureClass.TIMEOUT  # only a failed program is reclassified
     b = Budgets(app_error=0, node_failure=2, node_exit_codes=(42,))
     d = decide([], Event(attempt=1, state=JobState.FAILED, resume_step=None, committed_step=None, exit_code=42), b)
     assert isinstance(d, Retry) and d.failure is FailureClass.NODE_FAIL
