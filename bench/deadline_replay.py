@@ -85,6 +85,7 @@ class World:
 
     def __post_init__(self):
         self.regions = [dl_region(n) for n in self.names]
+        self._epochs = None
 
     def up(self, z: int, idx: int) -> bool:
         a = self.avail[z]
@@ -98,6 +99,23 @@ class World:
 
     def region(self, z: int) -> str:
         return self.regions[z]
+
+    def epoch(self, idx: int) -> int:
+        """A number that changes exactly when some zone's availability or spot price does:
+        ticks with the same epoch offer the same (``Launcher`` builds its offers once per
+        epoch). Past the end of every zone's trace nothing changes any more."""
+        if self._epochs is None:
+            n = max(len(a) for a in self.avail)
+            zs = range(len(self.names))
+            epochs, e, prev = [], 0, None
+            for i in range(n + 1):
+                now = tuple((self.up(z, i), self.spot_price(z, i)) for z in zs)
+                if prev is not None and now != prev:
+                    e += 1
+                epochs.append(e)
+                prev = now
+            self._epochs = epochs
+        return self._epochs[min(idx, len(self._epochs) - 1)]
 
 
 def egress_usd_per_gb(src: str, dst: str) -> float:
@@ -442,10 +460,13 @@ class Launcher(Policy):
     know at each tick: every zone's availability and price, on-demand per zone."""
     name = "launcher"
 
-    def __init__(self, params=None, multi=False):
+    def __init__(self, params=None, multi=False, plain=False):
         self.params = params
         self.multi = multi
+        self.plain = plain       # build every tick's offers anew: the oracle of the reuse in ``act``
         self._offers = {}
+        self._world = self._gb = self._transfer_h = None
+        self._seen = {}
 
     def _offer(self, z, kind, price, up, move_usd=0.0, move_h=0.0):
         key = (self.names[z], kind, price, up, move_usd, move_h)
@@ -459,20 +480,37 @@ class Launcher(Policy):
         self.names = w.names
         self.params_ = self.params or (dl.MULTI if self.multi else dl.SINGLE)
         self.by_name = {n: z for z, n in enumerate(w.names)}
+        self.held = {(k, z): dl.Placement(dk, n) for z, n in enumerate(w.names)
+                     for k, dk in ((SPOT, dl.SPOT), (OD, dl.ON_DEMAND))}
+        if w is not self._world or r.gb != self._gb or r.transfer_h != self._transfer_h:
+            # (offers, Seen) by (epoch, checkpoint's region): the same in every run of this
+            # world, checkpoint size and transfer rate
+            self._world, self._gb, self._transfer_h, self._seen = w, r.gb, r.transfer_h, {}
 
-    def act(self, r):
+    def offers(self, r) -> tuple:
+        """Every zone's spot offer (price, availability) and on-demand offer at this tick, with
+        what a start there would cost to move the checkpoint."""
         w, idx = r.w, r.idx
         zs = range(len(w.avail))
         mu = [r.move_usd(z) for z in zs]
         mh = [r.move_h(z) for z in zs]
-        offers = tuple(self._offer(z, dl.SPOT, w.spot_price(z, idx), r.up(z), mu[z], mh[z]) for z in zs) + \
+        return tuple(self._offer(z, dl.SPOT, w.spot_price(z, idx), r.up(z), mu[z], mh[z]) for z in zs) + \
             tuple(self._offer(z, dl.ON_DEMAND, w.od[z], True, mu[z], mh[z]) for z in range(len(w.od)))
-        cur = dl.NOWHERE
-        if r.kind == SPOT:
-            cur = dl.Placement(dl.SPOT, w.names[r.zone])
-        elif r.kind == OD:
-            cur = dl.Placement(dl.ON_DEMAND, w.names[r.zone])
-        s = dl.Situation(r.t, r.p, r.W, r.D, r.d, cur, r.o, offers, r.g)
+
+    def act(self, r):
+        if self.plain:
+            offers, seen = self.offers(r), None
+        else:
+            # the offers change only with a zone's availability or price (the world's epoch)
+            # and with the checkpoint's region (its egress): built and sorted once for each
+            key = (r.w.epoch(r.idx), r.src)
+            got = self._seen.get(key)
+            if got is None:
+                offers = self.offers(r)
+                got = self._seen[key] = (offers, dl.Seen.of(offers))
+            offers, seen = got
+        cur = self.held[(r.kind, r.zone)] if r.kind != NONE else dl.NOWHERE
+        s = dl.Situation(r.t, r.p, r.W, r.D, r.d, cur, r.o, offers, r.g, seen)
         p = dl.decide(s, self.params_).placement
         if p.kind == dl.SPOT:
             return SPOT, self.by_name[p.where]
