@@ -528,22 +528,35 @@ def _unit_s(*xs_h) -> int:
     return max(g, 1)
 
 
-def optimal_cost(world: World, start: int, work: float, deadline: float, overhead: float,
-                 ckpt_gb: float = 0.0):
-    """The cheapest schedule that finishes by the deadline, knowing the future: a dynamic
-    program over (tick, what is held, time lost so far) in whole seconds, exact under the
-    simulator's rules, egress included (``ckpt_gb``). Time lost (waiting, restart overheads) is
-    what separates the elapsed time from the work done, so it is the one state besides the
-    tick and the holding; it may not pass ``deadline - work``. With egress, holding nothing
-    remembers the region the checkpoint is in (where the job last made progress), and
-    on-demand is one state per region (its cheapest zone); without, one on-demand state (the
-    cheapest zone; the others cost more for the same restart) and one empty state. A start
-    that is preempted before its overhead is over, or abandoned during it, is left out:
-    waiting instead loses the same time for nothing and leaves the checkpoint where it was.
-    (A held start counts as having made progress once its overhead is over: exact whenever
-    the overhead is not a whole number of ticks, as in every grid here.) Returns
-    ``(cost, od_hours, spot_hours)`` or None if no schedule finishes. The transfer's time
-    (``--transfer-gbps``) is not modelled."""
+@dataclass
+class _Grid:
+    """The optimum's dynamic program, set up (``_grid``): time in units of ``u`` seconds, ``G``
+    columns of time lost, ``M`` states, prices and availability per state and tick."""
+    np: object
+    g_s: int
+    W_s: int
+    u: int
+    G: int
+    gu: int
+    du: int
+    Z: int
+    R: int
+    OD0: int
+    NO0: int
+    M: int
+    reg: object
+    E: object
+    held: list
+    T: int
+    L: int
+    price: object
+    up: object
+    run_up: object
+    run_cost: object
+
+
+def _grid(world: World, start: int, work: float, deadline: float, overhead: float, ckpt_gb: float):
+    """The grid both optima run over, or None when not even the work fits before the deadline."""
     import numpy as np
 
     g_s, d_s = int(round(world.gap_h * 3600)), int(round(overhead * 3600))
@@ -584,6 +597,131 @@ def optimal_cost(world: World, start: int, work: float, deadline: float, overhea
     for j in range(1, L):
         run_up &= up[:, j:T + j]
     run_cost = sum(price[:, j:T + j] for j in range(L))
+    return _Grid(np, g_s, W_s, u, G, gu, du, Z, R, OD0, NO0, M, reg, E, held, T, L, price, up, run_up, run_cost)
+
+
+def optimal_cost(world: World, start: int, work: float, deadline: float, overhead: float,
+                 ckpt_gb: float = 0.0):
+    """The cheapest schedule that finishes by the deadline, knowing the future: a dynamic
+    program over (tick, what is held, time lost so far) in whole seconds, exact under the
+    simulator's rules, egress included (``ckpt_gb``). Time lost (waiting, restart overheads) is
+    what separates the elapsed time from the work done, so it is the one state besides the
+    tick and the holding; it may not pass ``deadline - work``. With egress, holding nothing
+    remembers the region the checkpoint is in (where the job last made progress), and
+    on-demand is one state per region (its cheapest zone); without, one on-demand state (the
+    cheapest zone; the others cost more for the same restart) and one empty state. A start
+    that is preempted before its overhead is over, or abandoned during it, is left out:
+    waiting instead loses the same time for nothing and leaves the checkpoint where it was.
+    (A held start counts as having made progress once its overhead is over: exact whenever
+    the overhead is not a whole number of ticks, as in every grid here.) Returns
+    ``(cost, od_hours, spot_hours)`` or None if no schedule finishes. The transfer's time
+    (``--transfer-gbps``) is not modelled.
+
+    Each tick only touches the columns (time lost) that can hold a live schedule: none has lost
+    more than the time elapsed, and one that has lost little enough has finished; the arrays
+    are updated in place (``np.copyto``). ``optimal_cost_plain`` updates every column (its
+    oracle, ``tests/unit/test_deadline_replay.py``); both give the same result."""
+    grid = _grid(world, start, work, deadline, overhead, ckpt_gb)
+    if grid is None:
+        return None
+    np, g_s, W_s, u, G, gu, du = grid.np, grid.g_s, grid.W_s, grid.u, grid.G, grid.gu, grid.du
+    Z, R, OD0, NO0, M, reg, E, held = grid.Z, grid.R, grid.OD0, grid.NO0, grid.M, grid.reg, grid.E, grid.held
+    T, L, price, up, run_up, run_cost = grid.T, grid.L, grid.price, grid.up, grid.run_up, grid.run_cost
+    inf = np.inf
+    # a ring of L + 1 ticks: tick k is final once k - 1 (hold, wait) and k - L (start) are done
+    B = L + 1
+    F = np.full((B, M, G), inf)
+    # ticks held along the cheapest path, encoded as on-demand x 1e5 + spot (exact in a float)
+    H = np.zeros((B, M, G))
+    F[0, 0, 0] = 0.0
+    best = (inf, 0.0, 0)
+    ticks_od = np.ones(M)
+    ticks_od[0] = 0
+    ticks_od[OD0:OD0 + R] = 1e5
+    ticks_od[NO0:] = 0
+    groups = [np.flatnonzero(reg == r) for r in range(-1, R)]   # states by checkpoint region
+
+    def done_below(k_end):
+        # columns of a schedule finished by tick k_end: lost <= k_end * g - work
+        return max(0, min(G, (k_end * g_s - W_s) // u + 1)) if k_end * g_s >= W_s else 0
+
+    def finish(k_end, lo, c, h):
+        # c, h: columns lo.. of tick k_end; the finished ones (below done_below) are taken out
+        nonlocal best
+        n = min(done_below(k_end) - lo, len(c))
+        if n > 0:
+            i = int(np.argmin(c[:n]))
+            if c[i] < best[0]:
+                best = (float(c[i]), float(h[i]), k_end)
+            c[:n] = inf
+
+    for k in range(T):
+        Fk, Hk = F[k % B], H[k % B]
+        # live columns: at most the time elapsed lost, and not yet finished
+        lo, hi = done_below(k), min(G, k * gu + 1)
+        if lo < hi and np.isfinite(Fk[:, lo:hi]).any():
+            # preempted spot holders hold nothing at k (the checkpoint stays in their region)
+            for m in range(1, Z + 1):
+                if not up[m, k]:
+                    _relax_fast(Fk[NO0 + reg[m], lo:hi], Hk[NO0 + reg[m], lo:hi], Fk[m, lo:hi], Hk[m, lo:hi])
+                    Fk[m, lo:hi] = inf
+            n1 = (k + 1) % B
+            # keep holding m for tick k
+            for m in held:
+                row = Fk[m, lo:hi]
+                if np.isfinite(row).any():
+                    c, h = row + price[m, k], Hk[m, lo:hi] + ticks_od[m]
+                    finish(k + 1, lo, c, h)
+                    _relax_fast(F[n1, m, lo:hi], H[n1, m, lo:hi], c, h)
+            # from whatever is held (or nothing), by the region the checkpoint is in: release
+            # it and wait a tick (lose g), or start m at k (lose d, hold m for L ticks)
+            srcs = []
+            cols = np.arange(hi - lo)
+            for r, members in zip(range(-1, R), groups):
+                sub = Fk[members, lo:hi]
+                arg = sub.argmin(axis=0)
+                c, h = sub[arg, cols], Hk[members, lo:hi][arg, cols]
+                if not np.isfinite(c).any():
+                    continue
+                srcs.append((r, c, h))
+                if lo + gu < G:
+                    dst = 0 if r < 0 else NO0 + r
+                    n = min(hi, G - gu) - lo
+                    _relax_fast(F[n1, dst, lo + gu:lo + gu + n], H[n1, dst, lo + gu:lo + gu + n], c[:n], h[:n])
+            if lo + du < G and srcs:
+                nL = (k + L) % B
+                n = min(hi, G - du) - lo
+                for j in range(R):
+                    # the cheapest way to hold nothing now with the checkpoint then moved to j
+                    bc, bh = np.full(n, inf), np.zeros(n)
+                    for r, c, h in srcs:
+                        _relax_fast(bc, bh, c[:n] + (E[r, j] if r >= 0 else 0.0), h[:n])
+                    if not np.isfinite(bc).any():
+                        continue
+                    for m in held:
+                        if reg[m] == j and run_up[m, k]:
+                            c, h = bc + run_cost[m, k], bh + ticks_od[m] * L
+                            finish(k + L, lo + du, c, h)
+                            _relax_fast(F[nL, m, lo + du:lo + du + n], H[nL, m, lo + du:lo + du + n], c, h)
+        Fk[:] = inf
+        Hk[:] = 0.0
+    if not math.isfinite(best[0]):
+        return None
+    cost, ticks, _ = best
+    od_ticks, spot_ticks = divmod(int(round(ticks)), 100000)
+    return float(cost), od_ticks * world.gap_h, spot_ticks * world.gap_h
+
+
+def optimal_cost_plain(world: World, start: int, work: float, deadline: float, overhead: float,
+                 ckpt_gb: float = 0.0):
+    """``optimal_cost`` updating every column of every state each tick: its oracle."""
+    grid = _grid(world, start, work, deadline, overhead, ckpt_gb)
+    if grid is None:
+        return None
+    np, g_s, W_s, u, G, gu, du = grid.np, grid.g_s, grid.W_s, grid.u, grid.G, grid.gu, grid.du
+    Z, R, OD0, NO0, M, reg, E, held = grid.Z, grid.R, grid.OD0, grid.NO0, grid.M, grid.reg, grid.E, grid.held
+    T, L, price, up, run_up, run_cost = grid.T, grid.L, grid.price, grid.up, grid.run_up, grid.run_cost
+    inf = np.inf
     # a ring of L + 1 ticks: tick k is final once k - 1 (hold, wait) and k - L (start) are done
     B = L + 1
     F = np.full((B, M, G), inf)
@@ -668,6 +806,14 @@ def _relax(F, H, c, h):
     if better.any():
         F[better] = c[better]
         H[better] = h[better]
+
+
+def _relax_fast(F, H, c, h):
+    """``_relax`` in place, without indexing by a mask."""
+    import numpy as np
+    better = c < F
+    np.copyto(F, c, where=better)
+    np.copyto(H, h, where=better)
 
 
 class Optimal(Policy):

@@ -122,6 +122,17 @@ def test_optimal_matches_brute_force_on_tiny_worlds(seed, overhead):
 
 def test_optimal_is_none_when_even_on_demand_cannot_finish():
     assert rp.optimal_cost(world("1111"), 0, work=3, deadline=3, overhead=0.5) is None
+    assert rp.optimal_cost_plain(world("1111"), 0, work=3, deadline=3, overhead=0.5) is None
+
+
+def test_the_optimum_over_live_columns_is_the_plain_one():
+    # optimal_cost touches only the columns of time lost a live schedule can have;
+    # optimal_cost_plain, every column: the same cost and the same hours, with and without egress,
+    # a start shorter and longer than a tick (0.05 h, 0.2 h against 600 s), tight and loose deadlines
+    multi = rp.load_multi(FIX / "multi")
+    for start, deadline, overhead, gb in itertools.product((0, 37, 151), (22, 30), (0.05, 0.2), (0, 50)):
+        fast = rp.optimal_cost(multi, start, 20, deadline, overhead, gb)
+        assert fast is not None and fast == rp.optimal_cost_plain(multi, start, 20, deadline, overhead, gb)
 
 
 # ---- the launcher's offers, built once per epoch against built every tick ----------------------
