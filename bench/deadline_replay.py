@@ -554,6 +554,27 @@ class _Grid:
     run_up: object
     run_cost: object
 
+    def ring(self):
+        """(F, H) over a ring of L + 1 ticks (tick k is final once k - 1, hold and wait, and
+        k - L, a start, are done): the cheapest cost to each (tick, state, time lost), nothing
+        held at 0 having lost nothing; and the ticks held along that path, encoded as
+        on-demand x 1e5 + spot (exact in a float)."""
+        F = self.np.full((self.L + 1, self.M, self.G), self.np.inf)
+        F[0, 0, 0] = 0.0
+        return F, self.np.zeros((self.L + 1, self.M, self.G))
+
+    def ticks_od(self):
+        """Per state, what a tick held adds to H: 1e5 on-demand, 1 spot, 0 nothing."""
+        out = self.np.ones(self.M)
+        out[0] = 0
+        out[self.OD0:self.OD0 + self.R] = 1e5
+        out[self.NO0:] = 0
+        return out
+
+    def groups(self):
+        """The states by the region the checkpoint is in (-1: never ran, then each region)."""
+        return [self.np.flatnonzero(self.reg == r) for r in range(-1, self.R)]
+
 
 def _grid(world: World, start: int, work: float, deadline: float, overhead: float, ckpt_gb: float):
     """The grid both optima run over, or None when not even the work fits before the deadline."""
@@ -628,18 +649,9 @@ def optimal_cost(world: World, start: int, work: float, deadline: float, overhea
     Z, R, OD0, NO0, M, reg, E, held = grid.Z, grid.R, grid.OD0, grid.NO0, grid.M, grid.reg, grid.E, grid.held
     T, L, price, up, run_up, run_cost = grid.T, grid.L, grid.price, grid.up, grid.run_up, grid.run_cost
     inf = np.inf
-    # a ring of L + 1 ticks: tick k is final once k - 1 (hold, wait) and k - L (start) are done
-    B = L + 1
-    F = np.full((B, M, G), inf)
-    # ticks held along the cheapest path, encoded as on-demand x 1e5 + spot (exact in a float)
-    H = np.zeros((B, M, G))
-    F[0, 0, 0] = 0.0
+    B, (F, H) = L + 1, grid.ring()
     best = (inf, 0.0, 0)
-    ticks_od = np.ones(M)
-    ticks_od[0] = 0
-    ticks_od[OD0:OD0 + R] = 1e5
-    ticks_od[NO0:] = 0
-    groups = [np.flatnonzero(reg == r) for r in range(-1, R)]   # states by checkpoint region
+    ticks_od, groups = grid.ticks_od(), grid.groups()
 
     def done_below(k_end):
         # columns of a schedule finished by tick k_end: lost <= k_end * g - work
@@ -722,19 +734,10 @@ def optimal_cost_plain(world: World, start: int, work: float, deadline: float, o
     Z, R, OD0, NO0, M, reg, E, held = grid.Z, grid.R, grid.OD0, grid.NO0, grid.M, grid.reg, grid.E, grid.held
     T, L, price, up, run_up, run_cost = grid.T, grid.L, grid.price, grid.up, grid.run_up, grid.run_cost
     inf = np.inf
-    # a ring of L + 1 ticks: tick k is final once k - 1 (hold, wait) and k - L (start) are done
-    B = L + 1
-    F = np.full((B, M, G), inf)
-    # ticks held along the cheapest path, encoded as on-demand x 1e5 + spot (exact in a float)
-    H = np.zeros((B, M, G))
-    F[0, 0, 0] = 0.0
+    B, (F, H) = L + 1, grid.ring()
     best = (inf, 0.0, 0)
     w_idx = np.arange(G) * u
-    ticks_od = np.ones(M)
-    ticks_od[0] = 0
-    ticks_od[OD0:OD0 + R] = 1e5
-    ticks_od[NO0:] = 0
-    groups = [np.flatnonzero(reg == r) for r in range(-1, R)]   # states by checkpoint region
+    ticks_od, groups = grid.ticks_od(), grid.groups()
     cols = np.arange(G)
 
     def finish(k_end, c, h):
