@@ -85,6 +85,7 @@ class World:
 
     def __post_init__(self):
         self.regions = [dl_region(n) for n in self.names]
+        self._epochs = None
 
     def up(self, z: int, idx: int) -> bool:
         a = self.avail[z]
@@ -98,6 +99,23 @@ class World:
 
     def region(self, z: int) -> str:
         return self.regions[z]
+
+    def epoch(self, idx: int) -> int:
+        """A number that changes exactly when some zone's availability or spot price does:
+        ticks with the same epoch offer the same (``Launcher`` builds its offers once per
+        epoch). Past the end of every zone's trace nothing changes any more."""
+        if self._epochs is None:
+            n = max(len(a) for a in self.avail)
+            zs = range(len(self.names))
+            epochs, e, prev = [], 0, None
+            for i in range(n + 1):
+                now = tuple((self.up(z, i), self.spot_price(z, i)) for z in zs)
+                if prev is not None and now != prev:
+                    e += 1
+                epochs.append(e)
+                prev = now
+            self._epochs = epochs
+        return self._epochs[min(idx, len(self._epochs) - 1)]
 
 
 def egress_usd_per_gb(src: str, dst: str) -> float:
@@ -442,10 +460,13 @@ class Launcher(Policy):
     know at each tick: every zone's availability and price, on-demand per zone."""
     name = "launcher"
 
-    def __init__(self, params=None, multi=False):
+    def __init__(self, params=None, multi=False, plain=False):
         self.params = params
         self.multi = multi
+        self.plain = plain       # build every tick's offers anew: the oracle of the reuse in ``act``
         self._offers = {}
+        self._world = self._gb = self._transfer_h = None
+        self._seen = {}
 
     def _offer(self, z, kind, price, up, move_usd=0.0, move_h=0.0):
         key = (self.names[z], kind, price, up, move_usd, move_h)
@@ -459,20 +480,37 @@ class Launcher(Policy):
         self.names = w.names
         self.params_ = self.params or (dl.MULTI if self.multi else dl.SINGLE)
         self.by_name = {n: z for z, n in enumerate(w.names)}
+        self.held = {(k, z): dl.Placement(dk, n) for z, n in enumerate(w.names)
+                     for k, dk in ((SPOT, dl.SPOT), (OD, dl.ON_DEMAND))}
+        if w is not self._world or r.gb != self._gb or r.transfer_h != self._transfer_h:
+            # (offers, Seen) by (epoch, checkpoint's region): the same in every run of this
+            # world, checkpoint size and transfer rate
+            self._world, self._gb, self._transfer_h, self._seen = w, r.gb, r.transfer_h, {}
 
-    def act(self, r):
+    def offers(self, r) -> tuple:
+        """Every zone's spot offer (price, availability) and on-demand offer at this tick, with
+        what a start there would cost to move the checkpoint."""
         w, idx = r.w, r.idx
         zs = range(len(w.avail))
         mu = [r.move_usd(z) for z in zs]
         mh = [r.move_h(z) for z in zs]
-        offers = tuple(self._offer(z, dl.SPOT, w.spot_price(z, idx), r.up(z), mu[z], mh[z]) for z in zs) + \
+        return tuple(self._offer(z, dl.SPOT, w.spot_price(z, idx), r.up(z), mu[z], mh[z]) for z in zs) + \
             tuple(self._offer(z, dl.ON_DEMAND, w.od[z], True, mu[z], mh[z]) for z in range(len(w.od)))
-        cur = dl.NOWHERE
-        if r.kind == SPOT:
-            cur = dl.Placement(dl.SPOT, w.names[r.zone])
-        elif r.kind == OD:
-            cur = dl.Placement(dl.ON_DEMAND, w.names[r.zone])
-        s = dl.Situation(r.t, r.p, r.W, r.D, r.d, cur, r.o, offers, r.g)
+
+    def act(self, r):
+        if self.plain:
+            offers, seen = self.offers(r), None
+        else:
+            # the offers change only with a zone's availability or price (the world's epoch)
+            # and with the checkpoint's region (its egress): built and sorted once for each
+            key = (r.w.epoch(r.idx), r.src)
+            got = self._seen.get(key)
+            if got is None:
+                offers = self.offers(r)
+                got = self._seen[key] = (offers, dl.Seen.of(offers))
+            offers, seen = got
+        cur = self.held[(r.kind, r.zone)] if r.kind != NONE else dl.NOWHERE
+        s = dl.Situation(r.t, r.p, r.W, r.D, r.d, cur, r.o, offers, r.g, seen)
         p = dl.decide(s, self.params_).placement
         if p.kind == dl.SPOT:
             return SPOT, self.by_name[p.where]
@@ -490,22 +528,56 @@ def _unit_s(*xs_h) -> int:
     return max(g, 1)
 
 
-def optimal_cost(world: World, start: int, work: float, deadline: float, overhead: float,
-                 ckpt_gb: float = 0.0):
-    """The cheapest schedule that finishes by the deadline, knowing the future: a dynamic
-    program over (tick, what is held, time lost so far) in whole seconds, exact under the
-    simulator's rules, egress included (``ckpt_gb``). Time lost (waiting, restart overheads) is
-    what separates the elapsed time from the work done, so it is the one state besides the
-    tick and the holding; it may not pass ``deadline - work``. With egress, holding nothing
-    remembers the region the checkpoint is in (where the job last made progress), and
-    on-demand is one state per region (its cheapest zone); without, one on-demand state (the
-    cheapest zone; the others cost more for the same restart) and one empty state. A start
-    that is preempted before its overhead is over, or abandoned during it, is left out:
-    waiting instead loses the same time for nothing and leaves the checkpoint where it was.
-    (A held start counts as having made progress once its overhead is over: exact whenever
-    the overhead is not a whole number of ticks, as in every grid here.) Returns
-    ``(cost, od_hours, spot_hours)`` or None if no schedule finishes. The transfer's time
-    (``--transfer-gbps``) is not modelled."""
+@dataclass
+class _Grid:
+    """The optimum's dynamic program, set up (``_grid``): time in units of ``u`` seconds, ``G``
+    columns of time lost, ``M`` states, prices and availability per state and tick."""
+    np: object
+    g_s: int
+    W_s: int
+    u: int
+    G: int
+    gu: int
+    du: int
+    Z: int
+    R: int
+    OD0: int
+    NO0: int
+    M: int
+    reg: object
+    E: object
+    held: list
+    T: int
+    L: int
+    price: object
+    up: object
+    run_up: object
+    run_cost: object
+
+    def ring(self):
+        """(F, H) over a ring of L + 1 ticks (tick k is final once k - 1, hold and wait, and
+        k - L, a start, are done): the cheapest cost to each (tick, state, time lost), nothing
+        held at 0 having lost nothing; and the ticks held along that path, encoded as
+        on-demand x 1e5 + spot (exact in a float)."""
+        F = self.np.full((self.L + 1, self.M, self.G), self.np.inf)
+        F[0, 0, 0] = 0.0
+        return F, self.np.zeros((self.L + 1, self.M, self.G))
+
+    def ticks_od(self):
+        """Per state, what a tick held adds to H: 1e5 on-demand, 1 spot, 0 nothing."""
+        out = self.np.ones(self.M)
+        out[0] = 0
+        out[self.OD0:self.OD0 + self.R] = 1e5
+        out[self.NO0:] = 0
+        return out
+
+    def groups(self):
+        """The states by the region the checkpoint is in (-1: never ran, then each region)."""
+        return [self.np.flatnonzero(self.reg == r) for r in range(-1, self.R)]
+
+
+def _grid(world: World, start: int, work: float, deadline: float, overhead: float, ckpt_gb: float):
+    """The grid both optima run over, or None when not even the work fits before the deadline."""
     import numpy as np
 
     g_s, d_s = int(round(world.gap_h * 3600)), int(round(overhead * 3600))
@@ -546,19 +618,126 @@ def optimal_cost(world: World, start: int, work: float, deadline: float, overhea
     for j in range(1, L):
         run_up &= up[:, j:T + j]
     run_cost = sum(price[:, j:T + j] for j in range(L))
-    # a ring of L + 1 ticks: tick k is final once k - 1 (hold, wait) and k - L (start) are done
-    B = L + 1
-    F = np.full((B, M, G), inf)
-    # ticks held along the cheapest path, encoded as on-demand x 1e5 + spot (exact in a float)
-    H = np.zeros((B, M, G))
-    F[0, 0, 0] = 0.0
+    return _Grid(np, g_s, W_s, u, G, gu, du, Z, R, OD0, NO0, M, reg, E, held, T, L, price, up, run_up, run_cost)
+
+
+def optimal_cost(world: World, start: int, work: float, deadline: float, overhead: float,
+                 ckpt_gb: float = 0.0):
+    """The cheapest schedule that finishes by the deadline, knowing the future: a dynamic
+    program over (tick, what is held, time lost so far) in whole seconds, exact under the
+    simulator's rules, egress included (``ckpt_gb``). Time lost (waiting, restart overheads) is
+    what separates the elapsed time from the work done, so it is the one state besides the
+    tick and the holding; it may not pass ``deadline - work``. With egress, holding nothing
+    remembers the region the checkpoint is in (where the job last made progress), and
+    on-demand is one state per region (its cheapest zone); without, one on-demand state (the
+    cheapest zone; the others cost more for the same restart) and one empty state. A start
+    that is preempted before its overhead is over, or abandoned during it, is left out:
+    waiting instead loses the same time for nothing and leaves the checkpoint where it was.
+    (A held start counts as having made progress once its overhead is over: exact whenever
+    the overhead is not a whole number of ticks, as in every grid here.) Returns
+    ``(cost, od_hours, spot_hours)`` or None if no schedule finishes. The transfer's time
+    (``--transfer-gbps``) is not modelled.
+
+    Each tick only touches the columns (time lost) that can hold a live schedule: none has lost
+    more than the time elapsed, and one that has lost little enough has finished; the arrays
+    are updated in place (``np.copyto``). ``optimal_cost_plain`` updates every column (its
+    oracle, ``tests/unit/test_deadline_replay.py``); both give the same result."""
+    grid = _grid(world, start, work, deadline, overhead, ckpt_gb)
+    if grid is None:
+        return None
+    np, g_s, W_s, u, G, gu, du = grid.np, grid.g_s, grid.W_s, grid.u, grid.G, grid.gu, grid.du
+    Z, R, OD0, NO0, M, reg, E, held = grid.Z, grid.R, grid.OD0, grid.NO0, grid.M, grid.reg, grid.E, grid.held
+    T, L, price, up, run_up, run_cost = grid.T, grid.L, grid.price, grid.up, grid.run_up, grid.run_cost
+    inf = np.inf
+    B, (F, H) = L + 1, grid.ring()
+    best = (inf, 0.0, 0)
+    ticks_od, groups = grid.ticks_od(), grid.groups()
+
+    def done_below(k_end):
+        # columns of a schedule finished by tick k_end: lost <= k_end * g - work
+        return max(0, min(G, (k_end * g_s - W_s) // u + 1)) if k_end * g_s >= W_s else 0
+
+    def finish(k_end, lo, c, h):
+        # c, h: columns lo.. of tick k_end; the finished ones (below done_below) are taken out
+        nonlocal best
+        n = min(done_below(k_end) - lo, len(c))
+        if n > 0:
+            i = int(np.argmin(c[:n]))
+            if c[i] < best[0]:
+                best = (float(c[i]), float(h[i]), k_end)
+            c[:n] = inf
+
+    for k in range(T):
+        Fk, Hk = F[k % B], H[k % B]
+        # live columns: at most the time elapsed lost, and not yet finished
+        lo, hi = done_below(k), min(G, k * gu + 1)
+        if lo < hi and np.isfinite(Fk[:, lo:hi]).any():
+            # preempted spot holders hold nothing at k (the checkpoint stays in their region)
+            for m in range(1, Z + 1):
+                if not up[m, k]:
+                    _relax_fast(Fk[NO0 + reg[m], lo:hi], Hk[NO0 + reg[m], lo:hi], Fk[m, lo:hi], Hk[m, lo:hi])
+                    Fk[m, lo:hi] = inf
+            n1 = (k + 1) % B
+            # keep holding m for tick k
+            for m in held:
+                row = Fk[m, lo:hi]
+                if np.isfinite(row).any():
+                    c, h = row + price[m, k], Hk[m, lo:hi] + ticks_od[m]
+                    finish(k + 1, lo, c, h)
+                    _relax_fast(F[n1, m, lo:hi], H[n1, m, lo:hi], c, h)
+            # from whatever is held (or nothing), by the region the checkpoint is in: release
+            # it and wait a tick (lose g), or start m at k (lose d, hold m for L ticks)
+            srcs = []
+            cols = np.arange(hi - lo)
+            for r, members in zip(range(-1, R), groups):
+                sub = Fk[members, lo:hi]
+                arg = sub.argmin(axis=0)
+                c, h = sub[arg, cols], Hk[members, lo:hi][arg, cols]
+                if not np.isfinite(c).any():
+                    continue
+                srcs.append((r, c, h))
+                if lo + gu < G:
+                    dst = 0 if r < 0 else NO0 + r
+                    n = min(hi, G - gu) - lo
+                    _relax_fast(F[n1, dst, lo + gu:lo + gu + n], H[n1, dst, lo + gu:lo + gu + n], c[:n], h[:n])
+            if lo + du < G and srcs:
+                nL = (k + L) % B
+                n = min(hi, G - du) - lo
+                for j in range(R):
+                    # the cheapest way to hold nothing now with the checkpoint then moved to j
+                    bc, bh = np.full(n, inf), np.zeros(n)
+                    for r, c, h in srcs:
+                        _relax_fast(bc, bh, c[:n] + (E[r, j] if r >= 0 else 0.0), h[:n])
+                    if not np.isfinite(bc).any():
+                        continue
+                    for m in held:
+                        if reg[m] == j and run_up[m, k]:
+                            c, h = bc + run_cost[m, k], bh + ticks_od[m] * L
+                            finish(k + L, lo + du, c, h)
+                            _relax_fast(F[nL, m, lo + du:lo + du + n], H[nL, m, lo + du:lo + du + n], c, h)
+        Fk[:] = inf
+        Hk[:] = 0.0
+    if not math.isfinite(best[0]):
+        return None
+    cost, ticks, _ = best
+    od_ticks, spot_ticks = divmod(int(round(ticks)), 100000)
+    return float(cost), od_ticks * world.gap_h, spot_ticks * world.gap_h
+
+
+def optimal_cost_plain(world: World, start: int, work: float, deadline: float, overhead: float,
+                 ckpt_gb: float = 0.0):
+    """``optimal_cost`` updating every column of every state each tick: its oracle."""
+    grid = _grid(world, start, work, deadline, overhead, ckpt_gb)
+    if grid is None:
+        return None
+    np, g_s, W_s, u, G, gu, du = grid.np, grid.g_s, grid.W_s, grid.u, grid.G, grid.gu, grid.du
+    Z, R, OD0, NO0, M, reg, E, held = grid.Z, grid.R, grid.OD0, grid.NO0, grid.M, grid.reg, grid.E, grid.held
+    T, L, price, up, run_up, run_cost = grid.T, grid.L, grid.price, grid.up, grid.run_up, grid.run_cost
+    inf = np.inf
+    B, (F, H) = L + 1, grid.ring()
     best = (inf, 0.0, 0)
     w_idx = np.arange(G) * u
-    ticks_od = np.ones(M)
-    ticks_od[0] = 0
-    ticks_od[OD0:OD0 + R] = 1e5
-    ticks_od[NO0:] = 0
-    groups = [np.flatnonzero(reg == r) for r in range(-1, R)]   # states by checkpoint region
+    ticks_od, groups = grid.ticks_od(), grid.groups()
     cols = np.arange(G)
 
     def finish(k_end, c, h):
@@ -630,6 +809,14 @@ def _relax(F, H, c, h):
     if better.any():
         F[better] = c[better]
         H[better] = h[better]
+
+
+def _relax_fast(F, H, c, h):
+    """``_relax`` in place, without indexing by a mask."""
+    import numpy as np
+    better = c < F
+    np.copyto(F, c, where=better)
+    np.copyto(H, h, where=better)
 
 
 class Optimal(Policy):

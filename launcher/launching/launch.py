@@ -85,9 +85,13 @@ def plan_spec(app, spec: JobSpec, targets=None, params=None, live_spot: bool = F
     """``launcher plan``: the offers of TARGETS (default: the spec's, else every configured
     one) ranked by expected cost, with the queue waits measured on the targets that have a queue
     (unless ``queue`` is false) and the rates `launcher watch` learned (when a state store exists).
-    What could not be measured goes to NOTE when given, else into the result's notes."""
+    What could not be measured goes to NOTE when given, else into the result's notes. Under
+    ``cost.deadline``, the region pairs among the ranked offers whose egress price the backends
+    do not know (``launcher.plan.egress.unknown_pairs``)."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.plan import params_for, plan
+    # launch/plan only: `launcher render` and `status` import this module and stay light
+    from launcher.plan.egress import rate, unknown_pairs
 
     config = app.config
     names = list(targets or spec.targets or config.file.targets)
@@ -97,6 +101,10 @@ def plan_spec(app, spec: JobSpec, targets=None, params=None, live_spot: bool = F
     store = app.store if app.has_store() else None  # no store yet: nothing learned
     result = plan(spec, config, params or params_for(spec), targets=list(targets) if targets else None,
                   live_spot=live_spot, queue_waits=waits, store=store)
+    if result.deadline is not None:
+        registry = app.registry
+        result = result.with_egress_unknown(unknown_pairs(
+            result.candidates(), lambda backend, cloud, src, dst: rate(registry, backend, cloud, src, dst)))
     return result.with_notes(notes) if notes else result
 
 

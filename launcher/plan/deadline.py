@@ -88,6 +88,36 @@ def stored_kind(kind: str) -> str:
 NOWHERE = Placement()
 
 
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What one pass over a tick's offers finds (``Situation.seen``; the policy reads it many
+    times a tick). ``Seen.of(offers)``."""
+
+    spots: tuple               # the SPOT offers
+    up: tuple                  # the SPOT offers available now
+    up_at: dict                # where -> the first of ``up`` there
+    cheapest_up: float         # the lowest price in ``up`` (inf: none)
+    min_wait_h: float          # queue wait of the quickest guaranteed offer (inf: none)
+    by_move: bool              # does a spot start somewhere cost a move (egress or transfer time)?
+
+    @classmethod
+    def of(cls, offers) -> "Seen":
+        spots, up, up_at, waits, by_move = [], [], {}, [], False
+        for o in offers:
+            if o.kind == SPOT:
+                spots.append(o)
+                if o.available:
+                    up.append(o)
+                    up_at.setdefault(o.where, o)
+                if o.move_usd or o.move_h:
+                    by_move = True
+            else:
+                waits.append(o.wait_h)
+        inf = float("inf")
+        return cls(tuple(spots), tuple(up), up_at, min((o.price for o in up), default=inf),
+                   min(waits) if waits else inf, by_move)
+
+
 @dataclass(frozen=True)
 class Situation:
     """What the policy is told at one tick."""
@@ -102,9 +132,15 @@ class Situation:
     offers: tuple = ()         # Offer, every place known this tick
     tick_h: float = 1 / 6      # the decision holds until the next tick
 
-    @property
-    def left_h(self) -> float:
-        return max(self.work_h - self.done_h, 0.0)
+    # the offers sorted (``Seen.of(offers)``, made here when not given: a caller that asks
+    # about the same offers tick after tick may pass it)
+    seen: Optional[Seen] = field(default=None, repr=False, compare=False)
+    left_h: float = field(init=False, repr=False, compare=False)   # work left (derived)
+
+    def __post_init__(self):
+        object.__setattr__(self, "left_h", max(self.work_h - self.done_h, 0.0))
+        if self.seen is None:
+            object.__setattr__(self, "seen", Seen.of(self.offers))
 
 
 @dataclass(frozen=True)
@@ -155,8 +191,7 @@ def can_finish(s: Situation, o: Offer) -> bool:
 
 def _fresh_fallback_h(s: Situation) -> float:
     """Overhead plus queue wait of the quickest guaranteed offer started from scratch."""
-    waits = [o.wait_h for o in s.offers if o.guaranteed]
-    return s.overhead_h + (min(waits) if waits else float("inf"))
+    return s.overhead_h + s.seen.min_wait_h
 
 
 def safe(s: Situation, p: Placement) -> bool:
@@ -167,7 +202,7 @@ def safe(s: Situation, p: Placement) -> bool:
     if p.kind in (ON_DEMAND, QUEUE):
         o = next((o for o in s.offers if o.kind == p.kind and o.where == p.where), None)
         return o is not None and can_finish(s, o)
-    if p.kind == SPOT and any(o.kind == SPOT and o.where == p.where and o.available for o in s.offers):
+    if p.kind == SPOT and p.where in s.seen.up_at:
         start = s.overhead_left_h if s.current == p else s.overhead_h
         if s.elapsed_h + start + left <= s.elapsed_h + g + _EPS:   # it finishes within the tick
             return s.elapsed_h + start + left <= s.deadline_h + _EPS
@@ -229,44 +264,47 @@ def _horizon_h(s: Situation, params: Params) -> float:
     return max(min(s.left_h, params.stay_h), _EPS)
 
 
-def _spot_rate(s: Situation, o: Offer, params: Params) -> float:
-    """$/h of a spot start on ``o`` over the hours it is expected to last: its price, plus its
-    restart (overhead and transfer, at its price) and its egress spread over those hours."""
+def _spot_rate(s: Situation, o: Offer, params: Params, h: Optional[float] = None) -> float:
+    """$/h of a spot start on ``o`` over the hours it is expected to last (``h``, default
+    ``_horizon_h``): its price, plus its restart (overhead and transfer, at its price) and its
+    egress spread over those hours."""
     if _held(s, o):
         return o.price
-    h = _horizon_h(s, params)
+    if h is None:
+        h = _horizon_h(s, params)
     return o.price * (1.0 + (s.overhead_h + o.move_h) / h) + o.move_usd / h
 
 
 def _priced_by_move(s: Situation) -> bool:
     """Does a spot start somewhere cost a move (egress or transfer time)? If not, spot zones
     compare by price alone (the rules without egress, unchanged)."""
-    return any(o.kind == SPOT and (o.move_usd or o.move_h) for o in s.offers)
+    return s.seen.by_move
 
 
 def _best_spot(s: Situation, params: Params) -> Optional[Offer]:
-    up = [o for o in s.offers if o.kind == SPOT and o.available]
+    up = s.seen.up
     if not up:
         return None
     if not _priced_by_move(s):
         return min(up, key=lambda o: (o.price, o.where))
-    return min(up, key=lambda o: (_spot_rate(s, o, params), o.where))
+    h = _horizon_h(s, params)
+    return min(up, key=lambda o: (_spot_rate(s, o, params, h), o.where))
 
 
 def _cheapest_spot_price(s: Situation, params: Params) -> float:
     """The cheapest spot rate of every zone known, available now or not (``_spot_rate`` when
     a start somewhere costs a move, else the price)."""
-    spots = [o for o in s.offers if o.kind == SPOT]
+    spots = s.seen.spots
     if not _priced_by_move(s):
         return min((o.price for o in spots), default=float("inf"))
-    return min((_spot_rate(s, o, params) for o in spots), default=float("inf"))
+    h = _horizon_h(s, params)
+    return min((_spot_rate(s, o, params, h) for o in spots), default=float("inf"))
 
 
 def _held_spot(s: Situation) -> Optional[Offer]:
     if s.current.kind != SPOT:
         return None
-    return next((o for o in s.offers if o.kind == SPOT and o.where == s.current.where
-                 and o.available), None)
+    return s.seen.up_at.get(s.current.where)
 
 
 def _worth_moving(s: Situation, held: Offer, to: Offer, params: Params) -> bool:
@@ -286,14 +324,17 @@ def decide(s: Situation, params: Params = SINGLE) -> Decision:
     slack, reserve = slack_h(s), reserve_h(s, params)
     nums = {"elapsed_h": round(s.elapsed_h, 4), "left_h": round(s.left_h, 4),
             "slack_h": round(slack, 4), "reserve_h": round(reserve, 4)}
-    held, best = _held_spot(s), _best_spot(s, params)
+    held = _held_spot(s)
     if held is not None:
+        # only a zone priced below the held one can be moved to: the best is looked for then
+        best = _best_spot(s, params) if s.seen.cheapest_up < held.price else None
         if best is not None and best.price < held.price and _worth_moving(s, held, best, params):
             d = Decision(Placement(SPOT, best.where), f"moving to cheaper spot {best.where} "
                          f"(${best.price:.4g}/h, from ${held.price:.4g}/h)", nums)
             if safe(s, d.placement):
                 return d
         return safety_net(s, Decision(s.current, "riding spot", nums))
+    best = _best_spot(s, params)
     if s.current.kind in (ON_DEMAND, QUEUE):
         # the slack a return to spot would leave: this restart, and the next one back
         held_slack = s.deadline_h - s.elapsed_h - s.overhead_left_h - s.left_h - 2 * s.overhead_h

@@ -21,6 +21,11 @@ Per offer (all times in hours, prices per node-instance):
 Budgets filter before ranking, each exclusion with its reason: ``cost.max_hourly_usd``
 (against $/h x nodes), ``cost.max_total_usd`` (against the expected total) and
 ``cost.deadline`` (against the expected completion time).
+
+With ``cost.deadline``, every ranked row also carries its ``Outlook``
+(``launcher.plan.outlook``): the slack, the cost's spread and the probability of meeting the
+deadline on that offer, from the same model; ``PlanResult.deadline`` names the guaranteed
+offer the deadline policy keeps reachable (``deadline_summary``).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import Iterable, Mapping, Optional
 from launcher.backend.support import offer_filter
 from launcher.plan.model import INF, RunEstimate, expected_run
 from launcher.plan.offers import Offer, make_matcher
+from launcher.plan.outlook import Outlook, outlook, run_law, run_sd
 from launcher.spec.units import format_hours
 
 @dataclass(frozen=True)
@@ -82,6 +88,7 @@ class PlanRow:
     notice_fraction: float
     job_rate: float                # interruptions per hour of the whole job (nodes x offer rate)
     context: Optional[_Context] = None
+    outlook: Optional[Outlook] = None   # under cost.deadline: slack, cost spread, P(meet)
 
     @property
     def why(self) -> str:
@@ -111,6 +118,7 @@ class PlanRow:
             "notice_fraction_used": num(self.notice_fraction), "excluded": self.excluded,
             "why": self.why, "source": o.source,
             "rate_source": o.rate_source, "rate_evidence": self.rate_evidence(),
+            "deadline": self.outlook.to_json() if self.outlook is not None else None,
         }
 
     def rate_evidence(self) -> Optional[dict]:
@@ -128,6 +136,7 @@ class PlanResult:
     rows: tuple                    # ranked rows in rank order, then the excluded ones
     assumptions: dict
     notes: tuple = ()              # target-level problems ("no catalog for ...") and assumptions
+    deadline: Optional[dict] = None  # under cost.deadline: hours left, the fallback, egress unknown
 
     @property
     def ranked(self) -> list[PlanRow]:
@@ -151,9 +160,16 @@ class PlanResult:
     def with_notes(self, notes: Iterable[str]) -> "PlanResult":
         return replace(self, notes=tuple(notes) + self.notes)
 
+    def with_egress_unknown(self, pairs: list) -> "PlanResult":
+        """The cloud/region pairs whose egress price the backends do not know (priced at the
+        cloud's highest rate), in ``deadline``."""
+        if self.deadline is None:
+            return self
+        return replace(self, deadline={**self.deadline, "egress_unknown": list(pairs)})
+
     def to_json(self) -> dict:
         return {"spec": self.spec_name, "assumptions": self.assumptions, "notes": list(self.notes),
-                "rows": [r.to_json() for r in self.rows]}
+                "deadline": self.deadline, "rows": [r.to_json() for r in self.rows]}
 
 
 def params_for(spec, work_hours: Optional[float] = None, checkpoint_cost_hours: Optional[float] = None,
@@ -265,9 +281,40 @@ def rank(spec, offers: Iterable[Offer], params: Optional[PlanParams] = None) -> 
             bad.append(PlanRow(o, None, why, job_hourly, est.interval_hours, o.queue_wait_hours, run, done,
                                total, est.interruptions, est.goodput, est.notice_fraction, lam))
             continue
-        ok.append((total, done, job_hourly, i, o, est, lam))
+        view = None
+        if budget.deadline is not None:
+            view = deadline_outlook(m, budget.deadline, D, o.queue_wait_hours, est, lam, job_hourly)
+        ok.append((total, done, job_hourly, i, o, est, lam, view))
     ranked = _ranked_rows(ok, m)
-    return PlanResult(spec.name, tuple(ranked) + tuple(bad), _assumptions(nodes, m, work_src, restart, params))
+    summary = deadline_summary(ranked, budget.deadline) if budget.deadline is not None else None
+    return PlanResult(spec.name, tuple(ranked) + tuple(bad), _assumptions(nodes, m, work_src, restart, params),
+                      deadline=summary)
+
+
+def deadline_outlook(m: _Model, hours_left: float, D: float, queue_h: float, est: RunEstimate, lam: float,
+                     job_hourly: float) -> Outlook:
+    """A row's Outlook: the first start (``D``), the queue wait, and the run's law under the
+    same model as its expected cost (``launcher.plan.outlook``)."""
+    sd = run_sd(m.work, est.interval_hours, m.C, lam, D, est.notice_fraction, m.Ce)
+    law = run_law(m.work, est.interval_hours, m.C, lam, D, est.notice_fraction, m.Ce, est.run_hours, sd,
+                  est.interruptions)
+    return outlook(hours_left, D, queue_h, law, est.run_hours, sd, job_hourly)
+
+
+def deadline_summary(ranked: list, hours_left: float) -> dict:
+    """What ``launcher plan`` says of the deadline as a whole: the hours left, and the
+    guaranteed row (not spot, not this machine) the policy would finish on: the cheapest whose
+    slack is not negative, else the one with the most slack (``launcher.plan.deadline.fallback``
+    chooses the same way live)."""
+    gs = [r for r in ranked if not r.offer.spot and not r.offer.this_machine and r.outlook is not None]
+    fits = [r for r in gs if r.outlook.slack_h >= -1e-9]
+    pick = min(fits, key=lambda r: r.total_usd) if fits else max(gs, key=lambda r: r.outlook.slack_h, default=None)
+    fallback = None
+    if pick is not None:
+        o = pick.offer
+        fallback = {"rank": pick.rank, "target": o.target, "where": o.where, "kind": o.capacity,
+                    "slack_hours": round(pick.outlook.slack_h, 6), "p_meet": round(pick.outlook.p_meet, 6)}
+    return {"hours_left": round(hours_left, 6), "fallback": fallback, "egress_unknown": []}
 
 
 def _ranked_rows(ok: list[tuple], m: _Model) -> list[PlanRow]:
@@ -276,9 +323,10 @@ def _ranked_rows(ok: list[tuple], m: _Model) -> list[PlanRow]:
     ranked = []
     if ok:
         ctx = _Context(m.work, m.C, ok[0][2], ok[0][0])
-        for n, (total, done, job_hourly, _, o, est, lam) in enumerate(ok, 1):
+        for n, (total, done, job_hourly, _, o, est, lam, view) in enumerate(ok, 1):
             ranked.append(PlanRow(o, n, None, job_hourly, est.interval_hours, o.queue_wait_hours, est.run_hours,
-                                  done, total, est.interruptions, est.goodput, est.notice_fraction, lam, ctx))
+                                  done, total, est.interruptions, est.goodput, est.notice_fraction, lam, ctx,
+                                  view))
     return ranked
 
 

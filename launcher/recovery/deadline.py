@@ -48,11 +48,12 @@ import time
 from dataclasses import replace
 from typing import Optional
 
-from launcher.backend.protocols import Egress, Handle, can
+from launcher.backend.protocols import Handle
 from launcher.core.errors import LauncherError
 from launcher.core.status import JobState, Status
 from launcher.launching.launch import queue_waits, resubmit
 from launcher.plan import deadline as dl
+from launcher.plan import egress
 from launcher.plan.observed import load as load_observations, observe_job
 from launcher.recovery.outcome import Outcome
 from launcher.recovery.progress import read_progress
@@ -164,18 +165,8 @@ def egress_offers(app, places: dict, src: Optional[tuple], size_gb: float) -> tu
 
 def egress_rate(app, backend: str, cloud: str, src: str, dst: str) -> Optional[tuple]:
     """($/GB, source, unknown pair?) from the backend named BACKEND; None when it prices no
-    egress."""
-    try:
-        cls = app.registry.load(backend, check=False)
-    except LauncherError:
-        return None
-    if not can(cls, Egress):
-        return None
-    got = cls.egress_per_gb(cloud, src, dst)
-    if got is not None:
-        return float(got[0]), str(got[1]), False
-    hi = cls.egress_highest(cloud)
-    return (float(hi[0]), str(hi[1]), True) if hi is not None else None
+    egress (``launcher.plan.egress.rate``)."""
+    return egress.rate(app.registry, backend, cloud, src, dst)
 
 
 def _many_spot(places: dict) -> bool:

@@ -173,6 +173,16 @@ def test_the_skypilot_egress_catalog_prices_pairs_with_a_source_and_knows_its_hi
     assert eg.per_gb("aws", "ap-south-1", "us-east-1") is None          # not in the table
     assert eg.per_gb("lambda", "us-west-1", "us-east-1") is None
     assert eg.highest("aws")[0] >= 0.02 and eg.highest("lambda") is None
+    # GCP's figures say where and when they were checked, and that Google's own table could
+    # not be read (each names the secondary source it agrees with)
+    for pair, usd in ((("us-central1", "northamerica-northeast1"), 0.02), (("europe-west1", "europe-west4"), 0.02),
+                      (("asia-east1", "asia-south1"), 0.08)):
+        got, source = eg.per_gb("gcp", *pair)
+        assert got == usd and "2026-12-06" in source and "not verified" in source
+    assert eg.per_gb("gcp", "us-central1", "europe-west1") is None     # between continents: not in the table
+    assert eg.per_gb("gcp", "us-central1", "asia-east1") is None
+    usd, source = eg.highest("gcp")
+    assert usd == 0.15 and "Skyplane" in source and "0.157" in source
 
 
 # ---- a deadline on local ----------------------------------------------------------------------

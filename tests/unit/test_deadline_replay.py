@@ -122,6 +122,47 @@ def test_optimal_matches_brute_force_on_tiny_worlds(seed, overhead):
 
 def test_optimal_is_none_when_even_on_demand_cannot_finish():
     assert rp.optimal_cost(world("1111"), 0, work=3, deadline=3, overhead=0.5) is None
+    assert rp.optimal_cost_plain(world("1111"), 0, work=3, deadline=3, overhead=0.5) is None
+
+
+def test_the_optimum_over_live_columns_is_the_plain_one():
+    # optimal_cost touches only the columns of time lost a live schedule can have;
+    # optimal_cost_plain, every column: the same cost and the same hours, with and without egress,
+    # a start shorter and longer than a tick (0.05 h, 0.2 h against 600 s), tight and loose deadlines
+    multi = rp.load_multi(FIX / "multi")
+    for start, deadline, overhead, gb in itertools.product((0, 37, 151), (22, 30), (0.05, 0.2), (0, 50)):
+        fast = rp.optimal_cost(multi, start, 20, deadline, overhead, gb)
+        assert fast is not None and fast == rp.optimal_cost_plain(multi, start, 20, deadline, overhead, gb)
+
+
+# ---- the launcher's offers, built once per epoch against built every tick ----------------------
+
+def _outcome(r):
+    return (r.cost, r.finish, r.od_h, r.spot_h, r.egress, r.moves, r.p)
+
+
+def test_offers_reused_across_ticks_and_runs_replay_exactly_as_built_every_tick():
+    # the plain adapter (``plain=True``: every tick's offers built and sorted anew) is the
+    # oracle of the reuse by (world epoch, checkpoint's region); one adapter replays every run
+    # in turn, as run_grid does, so what it keeps from run to run is exercised too
+    multi = rp.load_multi(FIX / "multi")
+    singles = rp.load_single(FIX / "single")
+    fast_m, fast_s = rp.Launcher(multi=True), rp.Launcher()
+    for gb, gbps, deadline, overhead in itertools.product([50, 0, 200], [0.0, 1.0], [30, 24, 40], [0.2, 0.05]):
+        for start in (0, 17, 64, 151):
+            plain = rp.simulate(rp.Launcher(multi=True, plain=True), multi, start, 20, deadline, overhead, gb, gbps)
+            fast = rp.simulate(fast_m, multi, start, 20, deadline, overhead, gb, gbps)
+            assert _outcome(fast) == _outcome(plain)
+        for env, w in sorted(singles.items()):
+            plain = rp.simulate(rp.Launcher(plain=True), w, 40, 20, deadline, overhead, gb, gbps)
+            assert _outcome(rp.simulate(fast_s, w, 40, 20, deadline, overhead, gb, gbps)) == _outcome(plain)
+
+
+def test_the_epoch_changes_exactly_when_a_zone_does():
+    w = world(["1100", "1111"], spot=[[1.0, 1.0, 1.0, 2.0], 1.0])
+    epochs = [w.epoch(i) for i in range(6)]
+    # tick 2: zone 0 goes down; tick 3: its price changes; past the end (4, 5): all down, for good
+    assert epochs[0] == epochs[1] < epochs[2] < epochs[3] < epochs[4] == epochs[5]
 
 
 # ---- the CLI over the fixture -----------------------------------------------------------------
