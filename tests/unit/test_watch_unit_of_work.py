@@ -7,6 +7,7 @@ trip is a transaction, or a statement outside one."""
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 
 import pytest
@@ -27,26 +28,30 @@ class Trips:
     def __init__(self, monkeypatch, store):
         self.log: list = []
         self.counting = False
+        self.thread = threading.current_thread()
         depth = [0]
         real_tx = StateStore.tx
 
         @contextlib.contextmanager
         def tx(this, jobs=None):
-            if self.counting and depth[0] == 0:
+            # this pass's own store, on the pass's own thread: a thread an earlier test left behind (a
+            # claim's keep-alive, a notification's delivery) writing its own store is not this job's trip
+            ours = this is store and threading.current_thread() is self.thread
+            if self.counting and ours and depth[0] == 0:
                 self.log.append(("tx", jobs))
-            depth[0] += 1
+            depth[0] += ours
             try:
                 with real_tx(this, jobs) as db:
                     yield db
             finally:
-                depth[0] -= 1
+                depth[0] -= ours
 
         monkeypatch.setattr(StateStore, "tx", tx)
         db = store.db
         real_execute = db.execute
 
         def execute(sql, parameters=()):
-            if self.counting and depth[0] == 0 and not db.in_transaction:
+            if self.counting and depth[0] == 0 and not db.in_transaction and threading.current_thread() is self.thread:
                 self.log.append(("read", sql.split(" WHERE")[0]))
             return real_execute(sql, parameters)
 
