@@ -89,9 +89,7 @@ def plan_spec(app, spec: JobSpec, targets=None, params=None, live_spot: bool = F
     ``cost.deadline``, the region pairs among the ranked offers whose egress price the backends
     do not know (``launcher.plan.egress.unknown_pairs``)."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.plan import params_for, plan
-    # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.plan.egress import rate, unknown_pairs
+    from launcher.plan import egress, params_for, plan
 
     config = app.config
     names = list(targets or spec.targets or config.file.targets)
@@ -103,8 +101,8 @@ def plan_spec(app, spec: JobSpec, targets=None, params=None, live_spot: bool = F
                   live_spot=live_spot, queue_waits=waits, store=store)
     if result.deadline is not None:
         registry = app.registry
-        result = result.with_egress_unknown(unknown_pairs(
-            result.candidates(), lambda backend, cloud, src, dst: rate(registry, backend, cloud, src, dst)))
+        result = result.with_egress_unknown(egress.unknown_pairs(
+            result.candidates(), lambda backend, cloud, src, dst: egress.rate(registry, backend, cloud, src, dst)))
     return result.with_notes(notes) if notes else result
 
 
