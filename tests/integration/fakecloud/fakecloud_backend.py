@@ -99,6 +99,12 @@ class FakeCloudBackend(LocalBackend):
         o = self.target.options
         return o if isinstance(o, FakeCloudOptions) else _options(self.target.raw)
 
+    # ---- ExcludesNodes: its instances are never named, so an attempt's status names no node to
+    # blame and there is nothing to keep a job off (a third-party backend can declare it all the same)
+    @classmethod
+    def attempt_nodes(cls, status) -> list:
+        return []
+
     # ---- Egress: a flat rate between its regions (a test double: the figure is its own)
     EGRESS_USD_PER_GB: ClassVar[float] = 0.02
 
