@@ -23,6 +23,7 @@ from launcher.launching.submission import find_submission, job_ref
 from launcher.launching.tracking import refresh
 from launcher.recovery.cancel import (CancelReport, Closing, cancel_job, close_cancelled, finished_report,
                                       mark_cancelled, next_attempt, to_cancel, attempt_label)
+from launcher.state.actors import actor
 from launcher.state.claims import claim_ttl
 from launcher.state.store import is_open
 from launcher.sweep.elements import element_id, sweep_rows
@@ -108,10 +109,10 @@ def cancel_claimed_many(app, claims: dict, closing, array=None, check_active: bo
     handles = [h for t in todo.values() for _, h in t]
     errors = _cancel_all(app, handles, array if claims else None)
     active = _still_active(app, [h for h in handles if (h.target, h.native_id) not in errors]) if check_active else {}
-    out = {}
+    out, who = {}, actor(store)
     with store.batch():  # one transaction for every job's close
         for j, c in claims.items():
-            closes = closing.get(j) if isinstance(closing, dict) else closing
+            closes = (closing.get(j) if isinstance(closing, dict) else closing).by(who)  # "cancelled by WHO"
             for n, h in todo[j]:
                 err = errors.get((h.target, h.native_id))
                 if err:

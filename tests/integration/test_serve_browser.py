@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.state.watchers import user_name
 from tests.fixtures.policy import service_unavailable
 from tests.fixtures.polling import poll
 from tests.fixtures.serving import get, served_cli
@@ -300,9 +301,9 @@ def test_the_dashboard_over_500_jobs_filters_folds_sweeps_follows_a_log_and_show
         assert text_of(browser, "#zone").startswith(("times in Asia/Kolkata", "times in Asia/Calcutta"))
         assert text_of(browser, "#store") == str(home / "state.db")
         newest = datetime.datetime.fromtimestamp(now - 3600 + 499, ZoneInfo(ZONE))
-        created = texts_of(browser, 'tr[data-job="job-00499"] time')
+        created = texts_of(browser, 'tr[data-job="job-00499"] td:not(.changed) time')
         assert created == [newest.strftime("%Y-%m-%d %H:%M:%S") + " GMT+5:30"], created
-        assert attr_of(browser, 'tr[data-job="job-00499"] time', "datetime").endswith("Z")
+        assert attr_of(browser, 'tr[data-job="job-00499"] td:not(.changed) time', "datetime").endswith("Z")
         cells = {c: column(browser, c, 'tr[data-job="job-00497"]')[0]
                  for c in ("owner", "target", "region", "resources", "step")}
         assert cells["target"] == "aws-spot" and cells["region"] == "aws/us-east-1" and \
@@ -394,4 +395,5 @@ def test_the_dashboard_over_500_jobs_filters_folds_sweeps_follows_a_log_and_show
         finally:
             s.close()
         browser.get(url + "/job/job-00006")
-        assert "Will retry in 30 s: preempted by the scheduler." in texts_of(browser, "#events td")
+        # each event's sentence names who wrote it (events.actor: the OS user on SQLite)
+        assert f"Will retry in 30 s: preempted by the scheduler. By {user_name()}." in texts_of(browser, "#events td")

@@ -84,6 +84,8 @@ def test_status_shows_the_step_each_attempt_actually_resumed_from(cli):
     assert [x["resume_step"] for x in cli.status(a)["attempts"]] == [-1]
     assert [x["resume_step"] for x in cli.status(b)["attempts"]] == [last]
     text = cli.run("status", b).stdout
-    assert f" {last} " in text.splitlines()[3], text
+    lines = text.splitlines()
+    header = next(i for i, ln in enumerate(lines) if ln.startswith("attempt ") and "resumed" in ln)
+    assert f" {last} " in lines[header + 1], text  # attempt 1's row: the step it resumed from
     gens = json.loads((root / "GENERATIONS.json").read_text())["history"]
     assert [(h["job_id"], h["attempt"]) for h in gens] == [(a, 1), (b, 1)]

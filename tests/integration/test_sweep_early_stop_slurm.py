@@ -81,7 +81,8 @@ def test_watch_stops_the_worst_elements_at_each_rung_and_the_best_completes(clea
         ("STOPPED", 10), ("RUNNING", None), ("STOPPED", 10), ("RUNNING", None)], s
     assert s["elements"][0]["reason"] == "rung 10: loss 0.4 ranks 4 of 4 (lowest first; the best 2 go on): stopped"
     assert s["metric"] == "loss" and [e["metric"] for e in s["elements"]] == [0.4, 0.1, 0.3, 0.2], s
-    assert [e["step"] for e in s["elements"]] == [10, 10, 10, 10], s
+    # the step each reported its metrics at; none committed a checkpoint (status SWEEP's step is the committed one)
+    assert [(e["metric_step"], e["step"]) for e in s["elements"]] == [(10, None)] * 4, s
     poll("the stopped elements left the queue",
          lambda: not {f"{array}_0", f"{array}_2"} & set(_queued(cluster)), timeout=60, interval=1,
          detail=lambda: str(_queued(cluster)))
@@ -110,7 +111,7 @@ def test_watch_stops_the_worst_elements_at_each_rung_and_the_best_completes(clea
     assert [(e["state"], e["rung"]) for e in s["elements"]] == [
         ("STOPPED", 10), ("STOPPED", 20), ("STOPPED", 10), ("COMPLETED", None)], s
     assert s["elements"][1]["reason"].startswith("rung 20: loss 0.15 ranks 2 of 2"), s
-    assert s["elements"][3]["step"] == 25 and s["elements"][3]["metrics"] == {"loss": 0.05, "step_seen": 25}, s
+    assert s["elements"][3]["metric_step"] == 25 and s["elements"][3]["metrics"] == {"loss": 0.05, "step_seen": 25}, s
     # each judgement and each stop recorded once; a stopped element was never submitted again
     judged = {i: [e["rung"] for e in _events(cli, f"{sweep_id}-e{i}", "early_stop")] for i in range(4)}
     assert judged == {0: [10], 1: [10, 20], 2: [10], 3: [10, 20]}, judged
