@@ -204,16 +204,7 @@ def test_a_cancel_before_a_stalled_controller_takes_the_request_in_still_cancels
     assert c.returncode == 0, said
     assert "not known yet" in said and "never got through" not in said, said
     assert cli.status(job)["state"] == "CANCELLED"
-    ids = poll("Slurm to take the late request in", lambda: slurm_ids(clean_queue, job), timeout=90, interval=1)
-    assert len(ids) == 1, ids
-
-    def settled():
-        w = cli.run("watch", "--once", timeout=180)
-        return f"{job}: cancelled" in w.stdout + w.stderr
-
-    poll("watch to cancel the job the late request made", settled, timeout=120, interval=1)
-    st = cli.status(job)
-    assert st["state"] == "CANCELLED", st
+    ids, st = _late_job_cancelled_by_watch(cli, clean_queue, job, 1)
     assert [(a["attempt"], str(a["native_id"]), a["state"]) for a in st["attempts"]] == [(1, ids[0], "CANCELLED")]
     assert any(e["kind"] == "cancelled_in_flight" for e in st["events"]), st["events"]
     states = poll("Slurm to end it", lambda: [ln.split("|")[1] for ln in clean_queue.run(
@@ -244,7 +235,14 @@ def test_a_cancel_before_a_stalled_controller_takes_a_resubmission_in_still_canc
     c = cli.run("cancel", job, check=False, timeout=120)
     said = c.stdout + c.stderr
     assert c.returncode == 0 and "attempt 2" in said and "not known yet" in said, said
-    ids = poll("Slurm to take the late request in", lambda: slurm_ids(clean_queue, job, 2), timeout=90, interval=1)
+    ids, st = _late_job_cancelled_by_watch(cli, clean_queue, job, 2)
+    assert [(a["attempt"], str(a["native_id"]), a["state"]) for a in st["attempts"]][-1] == (2, ids[0], "CANCELLED")
+
+
+def _late_job_cancelled_by_watch(cli, cluster, job: str, attempt: int) -> tuple:
+    """Once Slurm took the late request for ATTEMPT of cancelled JOB in: `watch --once` until it
+    cancels that job; (the one Slurm id holding the attempt's token, JOB's status, CANCELLED)."""
+    ids = poll("Slurm to take the late request in", lambda: slurm_ids(cluster, job, attempt), timeout=90, interval=1)
     assert len(ids) == 1, ids
 
     def settled():
@@ -254,7 +252,7 @@ def test_a_cancel_before_a_stalled_controller_takes_a_resubmission_in_still_canc
     poll("watch to cancel the job the late request made", settled, timeout=120, interval=1)
     st = cli.status(job)
     assert st["state"] == "CANCELLED", st
-    assert [(a["attempt"], str(a["native_id"]), a["state"]) for a in st["attempts"]][-1] == (2, ids[0], "CANCELLED")
+    return ids, st
 
 
 def test_a_resubmission_a_stalled_controller_takes_in_late_is_adopted_not_submitted_twice(cli, clean_queue):
