@@ -40,9 +40,9 @@ from typing import Callable, Optional
 from launcher.backend.protocols import Handle, Request, StartsSubmit, can
 from launcher.core import faults
 from launcher.core.errors import LauncherError, StateStoreError, SubmitOutcomeUnknown, TransientError
-from launcher.jobside.startclaim import holder
+from launcher.jobside.startclaim import claim_start, holder
 from launcher.state.claims import claim_ttl, claimed
-from launcher.state.store import ClaimLost, is_open
+from launcher.state.store import AttemptTaken, ClaimLost, is_open
 from launcher.transport.errors import may_have_run
 
 FENCE_S = 10.0  # a claim that holds for less than this is not acted on: it may lapse mid-call
@@ -243,13 +243,47 @@ def settle_unrecorded(store, backend, job_id: str, attempt: int, handle: Handle,
                                                 "target": handle.target, "attempt": attempt,
                                                 "native_id": handle.native_id, "late": True})])
                     return "recorded"
+                latest = c.attempts[-1].attempt if c.attempts else None
+                if recorded is not None and latest == attempt and is_open(c.job) and \
+                        claim_start_for(store, c.job, attempt, recorded.native_id) == handle.native_id:
+                    return _take_over(store, backend, c, recorded, handle)
                 return _cancel_copy(store, backend, job_id, attempt, handle)
         if time.monotonic() >= deadline:
             recorded = {a.attempt: a for a in store.attempts(job_id)}.get(attempt)
             if recorded is not None and recorded.native_id == handle.native_id:
                 return "adopted"
+            if recorded is not None and claimed_start(store, store.get_job(job_id), attempt) == handle.native_id:
+                # it started first: the recorded copy stands down when it starts, and the watcher
+                # deciding on its end adopts this one (``launcher.recovery.watch.started_first``)
+                return "started first"
             return _cancel_copy(store, backend, job_id, attempt, handle)
         sleep(0.5)
+
+
+def _take_over(store, backend, c, recorded, handle: Handle) -> str:
+    """HANDLE, a second submission of RECORDED's attempt, started first (it holds the attempt's
+    start claim): it is the attempt. Recorded in RECORDED's place under claim C, and RECORDED
+    (which stands down when it starts, before any user code) is cancelled."""
+    job_id, attempt = c.job.job_id, recorded.attempt
+    reason = (f"attempt {attempt} started as {handle.target} id {handle.native_id}, a second submission of it "
+              f"(its submitter's claim lapsed before it could record it); id {recorded.native_id}, recorded "
+              f"first, stands down")
+    try:
+        store.replace_attempt(job_id, attempt, recorded.native_id, handle.target, handle.to_json(),
+                              handle.native_id, reason, owner=c.owner, events=[(
+                                  "adopted", {"attempt": attempt, "native_id": handle.native_id,
+                                              "replaces": recorded.native_id, "reason": reason})])
+    except AttemptTaken:
+        return _cancel_copy(store, backend, job_id, attempt, handle)
+    try:
+        backend.cancel(Handle.from_json(recorded.handle))
+    except (LauncherError, ValueError, TypeError) as e:  # it stands down by itself when it starts
+        store.record_event(job_id, "duplicate_cancel_failed", attempt=attempt, native_id=recorded.native_id,
+                           error=str(e))
+    else:
+        store.record_event(job_id, "duplicate_cancelled", attempt=attempt, native_id=recorded.native_id,
+                           reason="a second submission of the attempt started first")
+    return "took over"
 
 
 def _cancel_copy(store, backend, job_id: str, attempt: int, handle: Handle) -> str:
@@ -274,6 +308,27 @@ def start_dirs(store, job_row) -> list:
     if sweep.get("id") is not None and sweep.get("index") is not None:
         dirs.append(Path(store.home) / "jobs" / str(sweep["id"]) / f"element-{int(sweep['index'])}")
     return dirs
+
+
+def claim_start_for(store, job_row, attempt: int, native_id: str) -> Optional[str]:
+    """Claim ATTEMPT's start of JOB_ROW for the submission NATIVE_ID, create-only as the job
+    side does (``launcher.jobside.startclaim``), in each of its start folders on this machine:
+    the id holding that start afterwards (NATIVE_ID when the claim was free or already its,
+    another submission's id when that one started first), or None (no start folder here).
+    Before a second copy of an attempt is cancelled, the start is claimed for the recorded
+    copy, so the one cancelled can no longer start user code between the look and the cancel."""
+    held = None
+    for d in start_dirs(store, job_row):
+        if not d.is_dir():
+            continue
+        try:
+            _, who = claim_start(str(d), attempt, native_id)
+        except OSError:
+            continue
+        if who != native_id:
+            return who
+        held = who
+    return held
 
 
 def claimed_start(store, job_row, attempt: int) -> Optional[str]:

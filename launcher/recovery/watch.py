@@ -27,7 +27,7 @@ from launcher.launching.submission import SpecMemo, find_submission, job_ref, jo
 from launcher.launching.submit import claimed_start, launch_alive
 from launcher.plan.observed import observe_job
 from launcher.state.store import ClaimLost, is_open
-from launcher.core.status import Status, closes_job
+from launcher.core.status import JobState, Status, closes_job
 from launcher.launching.polling import Poller
 from launcher.launching.tracking import refresh
 from launcher.recovery import burst, deadline, hang, notify, takeover
@@ -313,6 +313,31 @@ def adopt(store, c, attempt: int, found: Handle, reason: str) -> Outcome:
     return Outcome(job.job_id, "adopted", f"{job.target} id {found.native_id}")
 
 
+def started_first(app, c, st: Status) -> Optional[Note]:
+    """Claimed job C's latest attempt ended without completing, but its start is held by another
+    submission of that attempt: a watcher paused past its claim submitted it, and was stopped
+    before it could settle it (``launcher.launching.submit.settle_unrecorded``), so the recorded
+    submission stood down (``launcher.jobside.startclaim``) while that one ran. That one is the
+    attempt: found by the dedupe token, it is recorded in place of the one that stood down."""
+    last = c.attempts[-1]
+    if st.state is JobState.COMPLETED:
+        return None
+    held = claimed_start(app.store, c.job, last.attempt)
+    if not held or held == last.native_id:
+        return None
+    found, _, _ = look_up(app, app.backend(last.target), c.job, last.attempt)
+    if found is None or found.native_id != held:
+        return None  # not at the scheduler any more: the attempt's end is decided on as it is
+    reason = (f"attempt {last.attempt} started as {last.target} id {held}, a second submission of it whose "
+              f"submitter was stopped before it could record it; id {last.native_id}, recorded first, stood "
+              f"down ({st.reason or st.state.value})")
+    app.store.replace_attempt(c.job.job_id, last.attempt, last.native_id, last.target, found.to_json(), held,
+                              reason, owner=c.owner, events=[("adopted", {
+                                  "attempt": last.attempt, "native_id": held, "replaces": last.native_id,
+                                  "reason": reason})])
+    return Note("adopted", f"{last.target} id {held}: {reason}")
+
+
 def settle_overtaken(app, job_id: str, clock: Callable[[], float] = time.time) -> Optional[Outcome]:
     """A job `cancel` closed while a submission of it was unsettled: its launch still under way
     (it cancels what it submits when it records it, but one that died after the scheduler
@@ -443,7 +468,7 @@ def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS,
 def _decide_claimed(app, c, st: Status, now: float, hooks: WatchHooks = NO_HOOKS,
                     specs: Optional[SpecMemo] = None) -> Action:
     """Under the job's claim, on the job and attempts read when the claim was taken."""
-    action = settled(c.job, c.attempts) or hooks.decide_ended(c.job)
+    action = settled(c.job, c.attempts) or hooks.decide_ended(c.job) or started_first(app, c, st)
     if action is None:
         facts = gather(app, c, specs)
         action = on_ended(c.job, c.attempts, facts, st, now)

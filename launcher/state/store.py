@@ -455,6 +455,35 @@ class StateStore:
         self.record_submission(job_id, attempt, target, handle_json, native_id, state=state, reason=reason,
                                resume_step=resume_step, meta=meta, owner=owner)
 
+    def replace_attempt(self, job_id: str, attempt: int, was: str, target: str, handle_json: str, native_id: str,
+                        reason: str, owner: Optional[str] = None, events=()) -> None:
+        """ATTEMPT of JOB_ID is the submission NATIVE_ID, not WAS as recorded: a second
+        submission of the attempt started first and holds its start claim, while the recorded
+        one stood down (``launcher.jobside.startclaim``). A compare-and-swap on (job, attempt,
+        WAS, claim OWNER), with EVENTS and the job row pointing at it, in one transaction:
+        AttemptTaken when the attempt is no longer recorded as WAS. The attempt is RUNNING (its
+        start is claimed); the next status call says how it goes on."""
+        now = time.time()
+        rows = [_event_row(job_id, kind, detail, now) for kind, detail in events]
+        with self.tx(jobs=[job_id]) as db:
+            self._check_claim(db, job_id, owner)
+            had = db.execute("SELECT native_id FROM attempts WHERE job_id=? AND attempt=?",
+                             (job_id, attempt)).fetchone()
+            if had is None or had["native_id"] != was:
+                raise AttemptTaken(f"job {job_id}: attempt {attempt} is recorded as id "
+                                   f"{had['native_id'] if had else 'nothing'}, not {was}; not replacing it with "
+                                   f"id {native_id}", had["native_id"] if had else "")
+            db.execute("UPDATE attempts SET target=?, native_id=?, handle=?, state='RUNNING', reason=?, "
+                       "native_state='', exit_code=NULL, ended=NULL WHERE job_id=? AND attempt=?",
+                       (target, native_id, handle_json, reason, job_id, attempt))
+            latest = db.execute("SELECT MAX(attempt) AS n FROM attempts WHERE job_id=?", (job_id,)).fetchone()
+            job = db.execute("SELECT state FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            if latest["n"] == attempt and job is not None and not is_final(job["state"]):
+                db.execute("UPDATE jobs SET handle=?, state='RUNNING', target=?, updated=? WHERE job_id=?",
+                           (handle_json, target, now, job_id))
+            if rows:
+                db.executemany("INSERT INTO events(job_id,ts,kind,detail) VALUES(?,?,?,?)", rows)
+
     def record_submission(self, job_id, attempt, target, handle_json, native_id, state="PENDING",
                           reason="", resume_step=None, meta=None, owner: Optional[str] = None,
                           events=(), provenance: Optional[tuple] = None, recovery: Optional[dict] = None,

@@ -235,3 +235,71 @@ def test_the_launcher_reads_a_start_claim_from_the_job_folder_and_the_sweeps_ele
     plain = SimpleNamespace(job_id="j-9", meta={})
     claim_start(str(store.job_dir("j-9")), 2, "4321")
     assert claimed_start(store, plain, 2) == "4321" and claimed_start(store, plain, 1) is None
+
+
+# ---------------------------------------------------------------- a copy that started first
+def _claimed_by(store, job_id, attempt, native):
+    claim_start(str(store.job_dir(job_id)), attempt, native)
+
+
+def test_a_copy_that_holds_the_attempts_start_is_the_attempt_and_the_recorded_one_is_cancelled(store):
+    job_id = _job(store)
+    store.record_submission(job_id, 1, "t", H("4", 1).to_json(), "4")
+    store.record_submission(job_id, 2, "t", H("6").to_json(), "6")
+    _claimed_by(store, job_id, 2, "5")  # our copy started before the recorded one could
+    backend = Backend()
+    assert settle_unrecorded(store, backend, job_id, 2, H("5"), wait_s=0) == "took over"
+    assert backend.cancelled == ["6"]  # it would stand down at its start; cancelled, it frees its place now
+    attempt = {a.attempt: a for a in store.attempts(job_id)}[2]
+    assert (attempt.native_id, attempt.state) == ("5", "RUNNING")
+    assert "id 6, recorded first, stands down" in attempt.reason
+    assert Handle.from_json(store.get_job(job_id).handle).native_id == "5"
+    kinds = [(e["kind"], e.get("native_id"), e.get("replaces")) for e in store.events(job_id)]
+    assert ("adopted", "5", "6") in kinds and ("duplicate_cancelled", "6", None) in kinds
+
+
+def test_a_copy_is_cancelled_only_after_the_start_is_claimed_for_the_recorded_one(store):
+    job_id = _job(store)
+    store.record_submission(job_id, 2, "t", H("6").to_json(), "6")
+    store.job_dir(job_id).mkdir(parents=True, exist_ok=True)
+    backend = Backend()
+    assert settle_unrecorded(store, backend, job_id, 2, H("5"), wait_s=0) == "cancelled"
+    assert backend.cancelled == ["5"]
+    # the copy, had it been about to start, now stands down at its start claim
+    assert holder(str(store.job_dir(job_id)), 2) == "6"
+    assert claim_start(str(store.job_dir(job_id)), 2, "5") == (False, "6")
+
+
+def test_a_copy_of_an_attempt_a_newer_one_followed_is_cancelled_even_when_it_started(store):
+    job_id = _job(store)
+    store.record_submission(job_id, 2, "t", H("6").to_json(), "6")
+    store.record_submission(job_id, 3, "t", H("7", 3).to_json(), "7")
+    _claimed_by(store, job_id, 2, "5")
+    backend = Backend()
+    assert settle_unrecorded(store, backend, job_id, 2, H("5"), wait_s=0) == "cancelled"
+    assert backend.cancelled == ["5"]
+    assert {a.attempt: a.native_id for a in store.attempts(job_id)} == {2: "6", 3: "7"}
+
+
+def test_without_the_claim_a_copy_that_started_first_is_left_running_for_the_watcher(store):
+    job_id = _job(store)
+    store.record_submission(job_id, 2, "t", H("6").to_json(), "6")
+    _claimed_by(store, job_id, 2, "5")
+    store.claim(job_id, ttl=300, owner="other:1:x")  # the new holder is busy on it
+    backend = Backend()
+    assert settle_unrecorded(store, backend, job_id, 2, H("5"), wait_s=0.2,
+                             sleep=lambda s: time.sleep(0.05)) == "started first"
+    assert backend.cancelled == []
+    assert {a.attempt: a.native_id for a in store.attempts(job_id)} == {2: "6"}
+
+
+def test_replacing_an_attempt_is_a_compare_and_swap_on_the_recorded_id_and_the_claim(store):
+    job_id = _job(store)
+    store.record_submission(job_id, 2, "t", H("6").to_json(), "6")
+    with pytest.raises(AttemptTaken, match="recorded as id 6, not 9"):
+        store.replace_attempt(job_id, 2, "9", "t", H("5").to_json(), "5", "r")
+    c = store.claim(job_id, ttl=30)
+    with pytest.raises(ClaimLost):
+        store.replace_attempt(job_id, 2, "6", "t", H("5").to_json(), "5", "r", owner="someone:1:else")
+    store.replace_attempt(job_id, 2, "6", "t", H("5").to_json(), "5", "r", owner=c.owner)
+    assert {a.attempt: a.native_id for a in store.attempts(job_id)} == {2: "5"}
