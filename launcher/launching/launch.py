@@ -19,7 +19,8 @@ from launcher.backend.protocols import Handle, JobRef, Request, Scheduler, can
 from launcher.backend.support import require_supported
 from launcher.core.errors import LauncherError, SubmissionUnsettled, SubmitOutcomeUnknown
 from launcher.launching.submission import (Launched, earlier_unsettled, excluded_nodes, facts_for, find_submission,
-                                           job_ref, job_spec, new_job_ref, stored_secrets, with_secrets)
+                                           job_ref, job_spec, new_job_ref, note_unanswered, stored_secrets,
+                                           with_secrets)
 from launcher.launching.submit import NewSubmission, fenced_submit, record_or_cancel, settle_unrecorded
 from launcher.spec.model import JobSpec
 from launcher.state.store import new_job_id
@@ -410,7 +411,7 @@ def _after_unknown(store, job_row, attempt: int, lookup: Callable, submit: Calla
         try:
             return lookup()
         except LauncherError:
-            store.patch_meta(job_row.job_id, submit_unknown={**unknown, "unanswered_at": time.time()})
+            note_unanswered(store, job_row.job_id, time.time())
             raise
 
     def submitted():

@@ -21,6 +21,25 @@ from launcher.state.nodes import quarantined
 QUIET_S = 60.0
 
 
+# meta key: when the scheduler last failed to answer a dedupe-token lookup of a job whose submission
+# is unsettled (a launch's, a watcher's resubmission's, or one a cancel overtook). A stalled
+# controller takes in the requests queued at its socket once it runs again, so "nothing ran" waits
+# the quiet time from its return, not from the submission's end. One key for every such lookup.
+UNANSWERED = "token_unanswered_at"
+
+
+def note_unanswered(store, job_id: str, now: float) -> None:
+    """The scheduler did not answer a dedupe-token lookup of JOB_ID at NOW (``UNANSWERED``)."""
+    store.patch_meta(job_id, **{UNANSWERED: now})
+
+
+def quiet_since(meta: dict, *times) -> float:
+    """Pure: since when a submission of the job whose META this is, not at the scheduler, has
+    been allowed to show: the latest of TIMES (the submission's end, a cancel) and the
+    scheduler's last unanswered lookup (``UNANSWERED``)."""
+    return max([float(t) for t in (*times, meta.get(UNANSWERED)) if t] or [0.0])
+
+
 def earlier_unsettled(meta: dict, attempt: int, now: float, quiet_s: float = QUIET_S) -> str:
     """Pure: why ATTEMPT of a job whose META this is must not be submitted again yet, or "": an
     earlier submission of that attempt (``submit_unknown``, noted by ``launch.resubmit``) ended
@@ -29,7 +48,7 @@ def earlier_unsettled(meta: dict, attempt: int, now: float, quiet_s: float = QUI
     unknown = meta.get("submit_unknown") or {}
     if unknown.get("attempt") != attempt:
         return ""
-    since = max(float(unknown.get("at") or 0), float(unknown.get("unanswered_at") or 0))
+    since = quiet_since(meta, unknown.get("at"))
     if now - since >= quiet_s:
         return ""
     return (f"attempt {attempt}'s last submission ended without the scheduler's answer {now - since:.0f}s ago "

@@ -23,7 +23,7 @@ from typing import Callable, Optional
 from launcher.core.errors import LauncherError, StateStoreError, SubmissionUnsettled
 from launcher.launching.launch import resubmit
 from launcher.backend.protocols import Handle
-from launcher.launching.submission import SpecMemo, find_submission, job_ref, job_spec
+from launcher.launching.submission import SpecMemo, find_submission, job_ref, job_spec, note_unanswered, quiet_since
 from launcher.launching.submit import claimed_start, launch_alive
 from launcher.plan.observed import observe_job
 from launcher.state.store import ClaimLost, is_open
@@ -275,11 +275,11 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time,
         now = clock()
         unknown = job.meta.get("submit_unknown") or {}
         if not looked:
-            note_unanswered(store, job, now)
+            note_unanswered(store, job.job_id, now)
         trace = start_trace(app, job, attempt) if found is None and looked else ""
         r = reconcile_submitting(found is not None, now - job.created, looked=looked, lookup_error=error,
                                  launch_over=bool(unknown) or launch_alive(job.meta) is False,
-                                 quiet_s=now - quiet_since(job, unknown.get("at") or job.updated or job.created),
+                                 quiet_s=now - quiet_since(job.meta, unknown.get("at") or job.updated or job.created),
                                  trace=trace)
         if r.action == "wait":
             return Outcome(job_id, "waiting", r.reason)
@@ -375,31 +375,15 @@ def settle_overtaken(app, job_id: str, clock: Callable[[], float] = time.time) -
         now = clock()
         unknown = job.meta.get("submit_unknown") or {}
         if not looked:
-            note_unanswered(store, job, now)
+            note_unanswered(store, job.job_id, now)
         again = unknown.get("attempt") == attempt  # a watcher's resubmission of ATTEMPT, its outcome unknown
         r = reconcile_submitting(False, now - (float(unknown["at"]) if again else job.created), looked=looked,
                                  lookup_error=error, launch_over=bool(unknown) or launch_alive(job.meta) is False,
-                                 quiet_s=now - quiet_since(job, unknown.get("at"), mark.get("at") or job.updated))
+                                 quiet_s=now - quiet_since(job.meta, unknown.get("at"), mark.get("at") or job.updated))
         if r.action == "wait":
             return Outcome(job_id, "waiting", f"cancelled while its launch was under way; {r.reason}")
         store.patch_meta(job_id, **{OVERTAKEN: None})  # nothing of that launch runs
         return None
-
-
-# meta key: when the scheduler last failed to answer a dedupe-token lookup of a job whose submission
-# is unsettled. A stalled controller takes in the requests queued at its socket once it runs again,
-# so "nothing ran" waits the quiet time from its return, not from the launch's end.
-UNANSWERED = "token_unanswered_at"
-
-
-def note_unanswered(store, job, now: float) -> None:
-    store.patch_meta(job.job_id, **{UNANSWERED: now})
-
-
-def quiet_since(job, *times) -> float:
-    """Since when a submission of JOB that is not at the scheduler has been allowed to show: the
-    latest of TIMES (the launch's end, the cancel) and the scheduler's last unanswered lookup."""
-    return max(float(t) for t in (*times, job.meta.get(UNANSWERED)) if t)
 
 
 def start_trace(app, job, attempt: int) -> str:

@@ -97,13 +97,13 @@ def test_an_attempt_whose_last_submission_was_lost_is_not_submitted_again_within
                                                  "at": time.time() - 3600})
     with pytest.raises(LauncherError, match="Socket timed out"):
         resubmit(app, app.store.get_job(job_id), "local", 2, "test", owner=c.owner)
-    unknown = app.store.get_job(job_id).meta["submit_unknown"]
-    assert time.time() - unknown["unanswered_at"] < 5 and submits == []
+    meta = app.store.get_job(job_id).meta
+    assert time.time() - meta[submission.UNANSWERED] < 5 and submits == []
     assert submission.earlier_unsettled(app.store.get_job(job_id).meta, 2, time.time())
     monkeypatch.setattr("launcher.launching.launch.find_submission", submission.find_submission)
 
     # the quiet time over: submitted again
-    app.store.patch_meta(job_id, submit_unknown={**unknown, "unanswered_at": time.time() - 61})
+    app.store.patch_meta(job_id, **{submission.UNANSWERED: time.time() - 61})
     h = resubmit(app, app.store.get_job(job_id), "local", 2, "test", owner=c.owner)
     assert len(submits) == 1 and [a.attempt for a in app.store.attempts(job_id)] == [1, 2]
     backend.cancel(h)
@@ -116,5 +116,5 @@ def test_earlier_unsettled_is_about_that_attempt_and_the_quiet_time_only():
     assert earlier_unsettled(meta, 3, 1000.0 + QUIET_S - 1)
     assert not earlier_unsettled(meta, 3, 1000.0 + QUIET_S)
     assert not earlier_unsettled(meta, 4, 1001.0) and not earlier_unsettled({}, 3, 1001.0)
-    meta["submit_unknown"]["unanswered_at"] = 2000.0
+    meta["token_unanswered_at"] = 2000.0  # the scheduler's last unanswered lookup (submission.UNANSWERED)
     assert earlier_unsettled(meta, 3, 2000.0 + QUIET_S - 1) and not earlier_unsettled(meta, 3, 2000.0 + QUIET_S)
