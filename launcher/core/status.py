@@ -69,6 +69,12 @@ FINAL_STATES = frozenset({JobState.COMPLETED.value, JobState.FAILED.value, JobSt
 ATTEMPT_FAILED = "ATTEMPT_FAILED"
 
 
+# Every state a job shows while open: SUBMITTING, QUEUED, and its latest attempt's (``job_state_for``).
+# Listings of the open jobs ask for these by name (``state IN (...)``), which the jobs_state index
+# answers without reading the store's closed history (``NOT IN`` FINAL_STATES reads every row).
+OPEN_STATES = frozenset({s.value for s in JobState} - FINAL_STATES) | {ATTEMPT_FAILED, QUEUED}
+
+
 def job_state_for(attempt_state: str) -> str:
     """The state a job shows while open, for its latest attempt's state."""
     return ATTEMPT_FAILED if attempt_state == JobState.FAILED.value else attempt_state

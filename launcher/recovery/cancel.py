@@ -25,6 +25,7 @@ from launcher.recovery.progress import record_progress
 from launcher.recovery.state import RecoveryState
 from launcher.state.actors import actor
 from launcher.state.claims import claim_ttl
+from launcher.state.schema import OVERTAKEN_KEY
 from launcher.state.store import is_open
 
 
@@ -110,7 +111,7 @@ def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, ref
 
 # meta key of a job closed while its launch was still under way ({"at", "attempt"}): watch looks that
 # attempt's dedupe token up and cancels what it finds (``launcher.recovery.watch.settle_overtaken``)
-OVERTAKEN = "launch_overtaken"
+OVERTAKEN = OVERTAKEN_KEY  # the store lists the jobs it marks by an index of its own (state.schema)
 LAUNCH_WAIT_S = 60.0  # how long a cancel waits for a launch under way ($LAUNCHER_CANCEL_LAUNCH_WAIT)
 
 

@@ -96,12 +96,12 @@ def _listed(app, clock, hooks: WatchHooks) -> tuple[list, list]:
     cancel overtook their submission): one listing (``watch_rows``), again only when a row was
     settled."""
     store = app.store
-    rows = store.watch_rows(OVERTAKEN)
+    rows = store.watch_rows()
     unsettled = unsettled_in(store, rows)
     if not unsettled:
         return rows, []
     outcomes = reconcile(app, clock, jobs=unsettled, hooks=hooks)
-    return store.watch_rows(OVERTAKEN), outcomes
+    return store.watch_rows(), outcomes
 
 
 def _to_decide(jobs: list, statuses: dict, seen_now: dict, seen_before: dict, now: float,
@@ -222,7 +222,7 @@ def overtaken(job) -> bool:
 
 def unsettled_jobs(store) -> list:
     """SUBMITTING rows and rows whose cancel overtook their launch, from one listing."""
-    return unsettled_in(store, store.watch_rows(OVERTAKEN))
+    return unsettled_in(store, store.watch_rows())
 
 
 def unsettled_in(store, rows) -> list:

@@ -64,6 +64,7 @@ class StoreEngine(Protocol):
     name: str
     types: dict  # the schema's column types in the engine's words
     contains: str  # "(COLUMN holds the text bound to '?')" as SQL, with {column} to fill
+    overtaken_from: str  # the FROM of a read of the jobs_overtaken index's rows (``StateStore.watch_rows``)
 
     def schema(self) -> list: ...
 

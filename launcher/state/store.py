@@ -25,7 +25,7 @@ from typing import Iterable, Iterator, Optional
 
 from launcher.core.args import job_ref
 from launcher.core.errors import LauncherError
-from launcher.core.status import FINAL_STATES, attempt_ended, is_final, job_state_for
+from launcher.core.status import FINAL_STATES, OPEN_STATES, attempt_ended, is_final, job_state_for
 from launcher.state import observations, wakeups
 from launcher.state.actors import event_dict
 from launcher.state import provenance as provenance_rows
@@ -734,17 +734,22 @@ class StateStore:
     def open_jobs(self, limit: int = 100000) -> list[JobRow]:
         """The open jobs this role acts on (every one, but on a team's store: its own, or all for
         a watcher: ``may_act``)."""
-        return [j for j in self.list_jobs(limit=limit) if is_open(j) and self.may_act(j)]
+        opened = sorted(OPEN_STATES)
+        q = f"SELECT * FROM jobs WHERE state IN ({','.join('?' * len(opened))}) ORDER BY created DESC LIMIT ?"
+        rows = self.readable_rows(self.db.execute(q, (*opened, limit)).fetchall())
+        return [j for j in rows if is_open(j) and self.may_act(j)]
 
-    def watch_rows(self, marked: str) -> list[JobRow]:
-        """What a watch pass reads, newest first: every job not in a final state, and the
-        cancelled rows whose meta names MARKED (a key: a submission still unsettled when the job
-        was cancelled, ``launcher.recovery.cancel``). Other closed jobs are not read: a pass
-        costs what is open, not the store's history. Unreadable rows: as ``list_jobs``."""
-        finals = sorted(FINAL_STATES)
-        q = (f"SELECT * FROM jobs WHERE state NOT IN ({','.join('?' * len(finals))}) "
-             "OR (state = 'CANCELLED' AND meta LIKE ?) ORDER BY created DESC")
-        return self.readable_rows(self.db.execute(q, (*finals, f'%"{marked}"%')).fetchall())
+    def watch_rows(self) -> list[JobRow]:
+        """What a watch pass reads, newest first: every open job (``OPEN_STATES``, by the
+        jobs_state index), and the cancelled rows whose meta names ``OVERTAKEN_KEY`` (a
+        submission still unsettled when the job was cancelled, ``launcher.recovery.cancel``: by
+        the jobs_overtaken partial index, asked in its own words). Other closed jobs are not
+        read: a pass costs what is open, not the store's history. Unreadable rows: as ``list_jobs``."""
+        opened = sorted(OPEN_STATES)
+        q = (f"SELECT * FROM jobs WHERE state IN ({','.join('?' * len(opened))}) UNION ALL "
+             f"SELECT * FROM {self.db.engine.overtaken_from} WHERE {self.db.engine.types['OVERTAKEN_ROWS']} "
+             "ORDER BY created DESC")
+        return self.readable_rows(self.db.execute(q, opened).fetchall())
 
     def unreadable_open(self) -> dict:
         """{job id: why} of the rows the last listing left out whose state is not final."""

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from launcher.core.status import FINAL_STATES
+from launcher.core.status import OPEN_STATES
 
 PRUNE_AFTER_S = 7 * 86400  # a watcher's row is deleted this long after its last pass
 READ_LIMIT = 50  # the newest rows `status` reads
@@ -90,7 +90,7 @@ def open_job_count(store) -> int:
 
 def open_jobs_since(store) -> tuple:
     """(how many jobs are open, when the oldest of them was created, or None): one query."""
-    finals = sorted(FINAL_STATES)
-    q = f"SELECT count(*), min(created) FROM jobs WHERE state NOT IN ({','.join('?' * len(finals))})"
-    count, oldest = store.db.execute(q, finals).fetchone()
+    opened = sorted(OPEN_STATES)
+    q = f"SELECT count(*), min(created) FROM jobs WHERE state IN ({','.join('?' * len(opened))})"
+    count, oldest = store.db.execute(q, opened).fetchone()
     return int(count), (float(oldest) if oldest is not None else None)

@@ -70,7 +70,7 @@ def test_a_store_of_schema_4_gets_the_marks_and_the_pollers_table_for_the_watche
     store.close()
     pg_server.sql("DROP TABLE watch_marks; DROP TABLE target_polls; UPDATE launcher_schema SET version = 4", db=db)
     StateStore(tmp_path / "admin3", url=owner_url).close()  # the owner's launcher migrates it
-    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == str(SCHEMA_VERSION) == "7"
+    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == str(SCHEMA_VERSION) == "8"
     # a snapshot is acted on by every watcher: only the watchers' role may read or write one
     assert pg_server.sql("SELECT has_table_privilege('launcher_watcher', 'target_polls', 'SELECT, INSERT, UPDATE')",
                          db=db) == "t"
@@ -88,10 +88,29 @@ def test_a_store_of_schema_6_gets_the_node_tables_members_write_and_the_watchers
     store.close()
     pg_server.sql("DROP TABLE node_blames; DROP TABLE node_quarantine; UPDATE launcher_schema SET version = 6", db=db)
     StateStore(tmp_path / "admin4", url=owner_url).close()  # the owner's launcher migrates it
-    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == str(SCHEMA_VERSION) == "7"
+    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == str(SCHEMA_VERSION) == "8"
     for table in ("node_blames", "node_quarantine"):  # every member blames and quarantines (docs/bad-nodes.md)
         assert pg_server.sql(f"SELECT has_table_privilege('launcher_team', '{table}', 'SELECT, INSERT, UPDATE')",
                              db=db) == "t"
         # releasing a node: the watchers' role (and the store's owner) only
         assert pg_server.sql(f"SELECT has_table_privilege('launcher_team', '{table}', 'DELETE')", db=db) == "f"
         assert pg_server.sql(f"SELECT has_table_privilege('launcher_watcher', '{table}', 'DELETE')", db=db) == "t"
+
+
+def test_a_store_of_schema_7_gets_the_overtaken_index_and_a_members_pass_lists_its_marked_rows(member_store,
+                                                                                              pg_server, tmp_path):
+    owner_url, store, db = member_store
+    store.close()
+    pg_server.sql("DROP INDEX jobs_overtaken; UPDATE launcher_schema SET version = 7", db=db)
+    StateStore(tmp_path / "admin5", url=owner_url).close()  # the owner's launcher migrates it
+    assert pg_server.sql("SELECT version FROM launcher_schema", db=db) == str(SCHEMA_VERSION) == "8"
+    assert pg_server.sql("SELECT count(*) FROM pg_indexes WHERE indexname = 'jobs_overtaken'", db=db) == "1"
+    owner = StateStore(tmp_path / "admin6", url=owner_url)
+    try:
+        for job_id, state in (("open-1", "RUNNING"), ("gone-1", "CANCELLED"), ("marked-1", "CANCELLED")):
+            owner.begin_job(job_id, "n", "t", "local", None, "name: n\n")
+            owner.update_job(job_id, state=state)
+        owner.patch_meta("marked-1", launch_overtaken={"at": time.time(), "attempt": 1, "target": "t"})
+        assert {j.job_id for j in owner.watch_rows()} == {"open-1", "marked-1"}
+    finally:
+        owner.close()

@@ -64,7 +64,7 @@ def test_a_store_of_schema_5_gains_the_column_and_its_old_events_name_no_one(tmp
         ro.close()
     s = StateStore(tmp_path / "h")
     try:
-        assert s.db.execute("PRAGMA user_version").fetchone()[0] == 7
+        assert s.db.execute("PRAGMA user_version").fetchone()[0] == 8
         s.record_event("old", "later")
         assert s.events("old") == [{"ts": 1.0, "kind": "submitted"},
                                    {"ts": s.events("old")[1]["ts"], "kind": "later", "actor": user_name()}]

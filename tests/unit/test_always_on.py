@@ -195,7 +195,7 @@ def test_a_store_of_schema_3_gets_the_watchers_table(tmp_path):
     db.close()
     store = StateStore(tmp_path / "h")
     try:
-        assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
         assert watcher_rows(store) == []
     finally:
         store.close()
@@ -210,7 +210,7 @@ def loop_app(open_after: list):
         calls["n"] += 1
         return open_after[min(calls["n"], len(open_after)) - 1]
 
-    return SimpleNamespace(store=SimpleNamespace(open_jobs=open_jobs, watch_rows=lambda mark: [],
+    return SimpleNamespace(store=SimpleNamespace(open_jobs=open_jobs, watch_rows=lambda: [],
                                                  may_act=lambda row: True))
 
 
@@ -245,7 +245,7 @@ def test_exit_when_idle_waits_for_a_cancelled_submission_to_settle(monkeypatch):
     app = loop_app([["job"], [], [], []])
     marked = SimpleNamespace(job_id="j", state="CANCELLED", handle=None, meta={OVERTAKEN: {"at": 1.0, "attempt": 1}})
     unsettled = [[marked], [marked], []]
-    app.store.watch_rows = lambda mark: unsettled.pop(0) if unsettled else []
+    app.store.watch_rows = lambda: unsettled.pop(0) if unsettled else []
     said, slept = [], []
     watch._run(app, 1.0, False, lambda: 1.0, slept.append, said.append, None, None, exit_when_idle=True)
     assert said == ["no open jobs left"] and len(slept) == 3  # two more passes while the mark stood

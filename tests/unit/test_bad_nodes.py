@@ -151,7 +151,7 @@ def test_a_schema_6_store_gains_the_node_tables_in_place(tmp_path):
     db.close()
     s = StateStore(tmp_path)
     try:
-        assert s.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+        assert s.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
         nodes.blame(s, "cl", ["n1"], "j", 1, "NODE_FAIL", 1.0, after=1, window=DAY, quarantine_s=DAY)
         assert nodes.quarantined(s, "cl", 2.0) == ("n1",)
     finally:

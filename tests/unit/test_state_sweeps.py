@@ -134,7 +134,7 @@ def test_the_spec_is_stored_once_and_every_element_reads_it(tmp_path):
 def test_a_new_store_is_at_this_schema_and_opening_it_again_changes_nothing(tmp_path):
     StateStore(tmp_path / "h").close()
     db = sqlite3.connect(tmp_path / "h" / "state.db")
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
     before = db.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall()
     StateStore(tmp_path / "h").close()
     assert db.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall() == before

@@ -22,7 +22,7 @@ def test_a_watch_waits_out_an_unreachable_server_then_goes_on(monkeypatch):
 
     monkeypatch.setattr(watch, "cycle", cycle)
     monkeypatch.setattr(watch.notify, "pending", lambda app: False)
-    app = SimpleNamespace(store=SimpleNamespace(open_jobs=lambda: [], watch_rows=lambda mark: []))
+    app = SimpleNamespace(store=SimpleNamespace(open_jobs=lambda: [], watch_rows=lambda: []))
     said, slept = [], []
     watch._run(app, 0.1, False, None, slept.append, said.append, None, None, exit_when_idle=True)
     assert calls["n"] == 4 and slept == [1.0, 1.0, 1.0]  # at least a second between tries
