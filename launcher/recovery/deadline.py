@@ -80,6 +80,8 @@ def step(app, job, spec, status, clock=time.time) -> Optional[Outcome]:
     if status.state in MOVABLE_ENDS:
         observe_job(store, job, status, registry=app.registry)  # the region that just refused the job is unavailable
     places = live_offers(app, spec, now)
+    if not any(p.target == latest.target for _, p in places.values()) and on_this_machine(app, spec, latest.target):
+        return None  # launched on this machine as the guaranteed offer: the policy places nothing there
     src = _ran_in(job, latest, places)
     places, unknown = egress_offers(app, places, src, _committed_gb(job))
     s = situation(app, job, spec, latest, status, places, now)
@@ -120,6 +122,16 @@ def live_offers(app, spec, now: float) -> dict:
         if k not in out or (offer.available and not out[k][0].available):
             out[k] = (offer, o)   # a region is available while one of its zones is
     return out
+
+
+def on_this_machine(app, spec, target: str) -> bool:
+    """Is TARGET this machine (a ``local`` target)? A deadline job launched there runs as the
+    guaranteed offer (``launcher.launching.launch.check_deadline``) and is never moved."""
+    # the planner's offers: gathered only for a job with a deadline
+    from launcher.plan.sources import gather_offers
+
+    got = gather_offers(spec, app.config, targets=[target], registry=app.registry)
+    return bool(got.offers) and all(o.this_machine for o in got.offers)
 
 
 def _key(key: tuple) -> tuple:
