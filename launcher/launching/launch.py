@@ -302,9 +302,13 @@ def check_deadline(app, spec: JobSpec, target_name: str, now: Optional[float] = 
     pairs = [(d, o) for d, o in ((dl.offer_of(o, spec.resources.nodes), o) for o in got.offers
                                  if o.target in targets) if d is not None]
     if not pairs:
-        raise LauncherError("cost.deadline cannot be used here: no target of the spec has a priced offer "
-                            "(spot, on-demand or a scheduler's queue); leave cost.deadline out, or add a "
-                            "cloud or batch-scheduler target to targets (docs/deadline.md)")
+        local = sorted({o.target for o in got.offers if o.target in targets and o.this_machine})
+        mine = (f"the spec's targets ({', '.join(local)}) run on this machine, which the policy does not place "
+                f"{target_name} from" if local else "no target of the spec has a priced offer (spot, on-demand "
+                "or a scheduler's queue)")
+        raise LauncherError(f"cost.deadline cannot be used on {target_name}: {mine}; launch on "
+                            f"{local[0] if local else 'one of them'}, leave cost.deadline out, or add "
+                            f"{target_name} (or another cloud or batch-scheduler target) to targets (docs/deadline.md)")
     overhead_h = min((o.restart_hours for d, o in pairs if d.guaranteed), default=10 / 60)
     why = dl.refusal(work_h, hours_left, overhead_h, [d for d, _ in pairs])
     if why:

@@ -257,4 +257,21 @@ def test_the_policy_says_why_this_machine_cannot_meet_a_deadline():
     assert dl.on_this_machine(1.0, 3.0, 1 / 60) is None
     assert dl.on_this_machine(3.0, 3.0, 0.0) is None
     why = dl.on_this_machine(4.0, 3.0, 0.5)
-    assert why == "the deadline is 3 h away, but this machine needs 4.5 h (4 h of work + 0.5 h to start), 1.5 h too many"
+    assert why == ("the deadline is 3 h away, but this machine needs 4.5 h (4 h of work + 0.5 h to start), "
+                   "1.5 h too many")
+
+
+def test_a_cloud_target_chosen_over_a_spec_that_names_only_this_machine_is_refused_saying_so(tmp_path):
+    from launcher.core.errors import LauncherError
+    from launcher.launching.launch import check_deadline
+
+    app = _local_app(tmp_path, **{"aws-od": {"backend": "skypilot", "infra": "aws"}})
+    try:
+        with pytest.raises(LauncherError) as e:
+            check_deadline(app, _deadline_spec("10h", targets=["here"]), "aws-od")
+        msg = str(e.value)
+        assert "cannot be used on aws-od" in msg and "targets (here) run on this machine" in msg
+        assert "launch on here" in msg and "add aws-od" in msg and "spot" not in msg.split(";")[0]
+    finally:
+        app.close()
+        app.store.close()

@@ -263,7 +263,8 @@ def test_launcher_plan_json_and_text_for_a_deadline_spec(tmp_path):
 
 
 def test_this_machine_is_ranked_with_its_outlook_and_said_to_run_as_the_guaranteed_offer():
-    cpu = parse_spec({"name": "t", "run": "true", "cost": {"deadline": "60h"}, "resources": {"expected_runtime": "40h"}})
+    cpu = parse_spec({"name": "t", "run": "true", "cost": {"deadline": "60h"},
+                      "resources": {"expected_runtime": "40h"}})
     here = offer(0.0, 0.0, False, "here", backend="local", cloud="local", region=None, kind="local",
                  instance_type="this machine", accelerator=None, accelerator_count=0, restart_hours=1 / 60)
     vms = [offer(0.04, 0.05, True, "spot", instance_type="m6i.large", accelerator=None, accelerator_count=0),
