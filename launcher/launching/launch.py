@@ -77,7 +77,7 @@ def planned_target(app, spec: JobSpec, note=None) -> Optional[str]:
         return None
     best = result.best
     if note:
-        note(f"planner: {best.offer.target} ranks first: {best.why}")
+        note(f"planner: {best.offer.target} ranks first" + (f": {best.why}" if best.why else ""))
     return best.offer.target
 
 
@@ -130,7 +130,7 @@ def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_
     # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.spec.secretenv import for_launch
 
-    check_launch(app, spec, spec_path, target_name)
+    check_launch(app, spec, spec_path, target_name, note)
     # secret-looking env -> secrets: delivered like secrets, never in the state store or the script
     spec, spec_text = for_launch(spec, spec_text)
     backend = app.backend(target_name)
@@ -169,15 +169,16 @@ class LaunchIdentity:
         return [*self.ident.lines, *(f"tracking: {t}" for t in describe_trackers(self.trackers))]
 
 
-def check_launch(app, spec: JobSpec, spec_path: Optional[str], target_name: str) -> None:
+def check_launch(app, spec: JobSpec, spec_path: Optional[str], target_name: str, note=None) -> None:
     """Refuse a launch that cannot go: a sweep (launched by ``launcher.sweep``), a field the
-    target (or a burst target) cannot honour, a deadline that cannot be met."""
+    target (or a burst target) cannot honour, a deadline that cannot be met (NOTE: how a
+    deadline on this machine runs)."""
     if spec.sweep is not None:  # the caller dispatches: launcher.sweep.launching.launch_sweep launches a sweep
         raise LauncherError(f"{spec.name} is a sweep: launcher.sweep.launching.launch_sweep launches it "
                             "(launcher.api.facade.Launcher.launch picks the one that fits)")
     require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
     if spec.cost.deadline is not None:
-        check_deadline(app, spec, target_name)
+        check_deadline(app, spec, target_name, note=note)
 
 
 def identify_launch(app, spec: JobSpec, spec_path: Optional[str], target_name: str, job_id: str, attempt: int,
@@ -262,11 +263,15 @@ def submit_launch(app, backend, spec: JobSpec, spec_text: str, spec_path: Option
     return Launched(job_id, handle, request)
 
 
-def check_deadline(app, spec: JobSpec, target_name: str, now: Optional[float] = None) -> None:
+def check_deadline(app, spec: JobSpec, target_name: str, now: Optional[float] = None, note=None) -> None:
     """Refuse a spec whose ``cost.deadline`` cannot be met even on its quickest guaranteed offer
     (on-demand, a scheduler's queue) among its targets (else TARGET_NAME): the work
     (``resources.expected_runtime``, else the time limit) plus a restart overhead plus the
-    queue wait, against the time left. The message gives the numbers."""
+    queue wait, against the time left. The message gives the numbers.
+
+    TARGET_NAME on this machine (a ``local`` target) has no spot: the job runs there as the
+    guaranteed offer when its start and work fit the time left (NOTE is told so, and that
+    ``launcher watch`` does not move it), else it is refused with the numbers."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
     import time
 
@@ -279,19 +284,34 @@ def check_deadline(app, spec: JobSpec, target_name: str, now: Optional[float] = 
 
     now = time.time() if now is None else now
     targets = list(spec.targets) or [target_name]
-    got = gather_offers(spec, app.config, targets=targets, queue_waits=queue_waits(app, spec, targets))
-    pairs = [(dl.offer_of(o, spec.resources.nodes), o) for o in got.offers]
-    local = sorted({o.target for d, o in pairs if d is None and o.this_machine})
-    pairs = [(d, o) for d, o in pairs if d is not None]
-    if not pairs:
-        why = (f"target {', '.join(local)} runs on this machine, which the deadline policy cannot place "
-               f"(it chooses among spot, on-demand and queue offers)" if local else
-               "no target of the spec has a priced offer (spot, on-demand or a scheduler's queue)")
-        raise LauncherError(f"cost.deadline cannot be used here: {why}; leave cost.deadline out to run there, "
-                            f"or add a cloud or batch-scheduler target to targets (docs/deadline.md)")
-    overhead_h = min((o.restart_hours for d, o in pairs if d.guaranteed), default=10 / 60)
+    asked = targets if target_name in targets else [*targets, target_name]
+    got = gather_offers(spec, app.config, targets=asked, queue_waits=queue_waits(app, spec, asked))
     work_h, source = work_estimate(spec, params_for(spec))
-    why = dl.refusal(work_h, (spec.cost.deadline_at(now) - now) / 3600.0, overhead_h, [d for d, _ in pairs])
+    hours_left = (spec.cost.deadline_at(now) - now) / 3600.0
+    here = [o for o in got.offers if o.target == target_name and o.this_machine]
+    if here:
+        why = dl.on_this_machine(work_h, hours_left, min(o.restart_hours for o in here))
+        if why:
+            raise LauncherError(f"cost.deadline cannot be met on {target_name}: {why} (work from {source}); "
+                                f"give a later deadline (docs/deadline.md)")
+        if note:
+            note(f"deadline: {target_name} is this machine: no spot there, so the job runs on it as the "
+                 f"guaranteed offer ({work_h:.3g} h of work, {hours_left:.3g} h left); launcher watch does "
+                 f"not move it (the policy places jobs among spot, on-demand and queue targets: "
+                 f"docs/deadline.md)")
+        return
+    pairs = [(d, o) for d, o in ((dl.offer_of(o, spec.resources.nodes), o) for o in got.offers
+                                 if o.target in targets) if d is not None]
+    if not pairs:
+        local = sorted({o.target for o in got.offers if o.target in targets and o.this_machine})
+        mine = (f"the spec's targets ({', '.join(local)}) run on this machine, which the policy does not place "
+                f"{target_name} from" if local else "no target of the spec has a priced offer (spot, on-demand "
+                "or a scheduler's queue)")
+        raise LauncherError(f"cost.deadline cannot be used on {target_name}: {mine}; launch on "
+                            f"{local[0] if local else 'one of them'}, leave cost.deadline out, or add "
+                            f"{target_name} (or another cloud or batch-scheduler target) to targets (docs/deadline.md)")
+    overhead_h = min((o.restart_hours for d, o in pairs if d.guaranteed), default=10 / 60)
+    why = dl.refusal(work_h, hours_left, overhead_h, [d for d, _ in pairs])
     if why:
         raise LauncherError(f"cost.deadline cannot be met: {why} (work from {source}; targets "
                             f"{', '.join(targets)})")

@@ -402,6 +402,17 @@ def refusal(work_h: float, deadline_h: float, overhead_h: float, offers) -> Opti
             f"{need - deadline_h:.3g} h too many")
 
 
+def on_this_machine(work_h: float, deadline_h: float, overhead_h: float) -> Optional[str]:
+    """Why a job of ``work_h`` hours cannot meet a deadline ``deadline_h`` hours away on this
+    machine (a ``local`` target: never preempted, no spot, so the guaranteed offer itself):
+    its start (``overhead_h``) and its work, with the numbers; None when they fit."""
+    need = overhead_h + work_h
+    if need <= deadline_h + _EPS:
+        return None
+    return (f"the deadline is {deadline_h:.3g} h away, but this machine needs {need:.3g} h "
+            f"({work_h:.3g} h of work + {overhead_h:.3g} h to start), {need - deadline_h:.3g} h too many")
+
+
 def offer_of(o, nodes: int = 1, available: bool = True) -> Optional[Offer]:
     """The policy's Offer for a planner offer (``launcher.plan.offers.Offer``): spot per target and
     region, on-demand, a scheduler's queue (an offer of kind "queue": a Slurm target) with its queue wait; None for a local one.

@@ -302,10 +302,11 @@ def deadline_outlook(m: _Model, hours_left: float, D: float, queue_h: float, est
 
 
 def deadline_summary(ranked: list, hours_left: float) -> dict:
-    """What ``launcher plan`` says of the deadline as a whole: the hours left, and the
-    guaranteed row (not spot, not this machine) the policy would finish on: the cheapest whose
-    slack is not negative, else the one with the most slack (``launcher.plan.deadline.fallback``
-    chooses the same way live)."""
+    """What ``launcher plan`` says of the deadline as a whole: the hours left, the guaranteed
+    row (not spot, not this machine) the policy would finish on: the cheapest whose slack is
+    not negative, else the one with the most slack (``launcher.plan.deadline.fallback`` chooses
+    the same way live), and the ranked rows of this machine (a launch there runs as the
+    guaranteed offer and is not moved: ``launcher.launching.launch.check_deadline``)."""
     gs = [r for r in ranked if not r.offer.spot and not r.offer.this_machine and r.outlook is not None]
     fits = [r for r in gs if r.outlook.slack_h >= -1e-9]
     pick = min(fits, key=lambda r: r.total_usd) if fits else max(gs, key=lambda r: r.outlook.slack_h, default=None)
@@ -314,7 +315,8 @@ def deadline_summary(ranked: list, hours_left: float) -> dict:
         o = pick.offer
         fallback = {"rank": pick.rank, "target": o.target, "where": o.where, "kind": o.capacity,
                     "slack_hours": round(pick.outlook.slack_h, 6), "p_meet": round(pick.outlook.p_meet, 6)}
-    return {"hours_left": round(hours_left, 6), "fallback": fallback, "egress_unknown": []}
+    here = [{"rank": r.rank, "target": r.offer.target} for r in ranked if r.offer.this_machine]
+    return {"hours_left": round(hours_left, 6), "fallback": fallback, "egress_unknown": [], "this_machine": here}
 
 
 def _ranked_rows(ok: list[tuple], m: _Model) -> list[PlanRow]:

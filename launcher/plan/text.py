@@ -76,8 +76,11 @@ def _deadline_lines(d: dict, shown: int = 6) -> list[str]:
         lines.append(f"deadline: launcher watch rides spot while the slack lasts and keeps #{f['rank']} "
                      f"{f['target']}: {f['where']} ({f['kind']}, slack {f['slack_hours']:+.1f}h, P(meet) "
                      f"{_probability(f['p_meet'])}) reachable to finish on")
-    else:
+    elif not d.get("this_machine"):
         lines.append("deadline: no guaranteed offer (on-demand, a queue) is ranked: nothing to fall back on")
+    for r in d.get("this_machine") or []:
+        lines.append(f"deadline: #{r['rank']} {r['target']} is this machine, which has no spot: a launch there runs "
+                     f"the job on it as the guaranteed offer, and launcher watch does not move it")
     unknown = d.get("egress_unknown") or []
     if unknown:
         clouds = sorted({u["pair"].split(":")[0] for u in unknown})

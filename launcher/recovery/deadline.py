@@ -80,6 +80,8 @@ def step(app, job, spec, status, clock=time.time) -> Optional[Outcome]:
     if status.state in MOVABLE_ENDS:
         observe_job(store, job, status, registry=app.registry)  # the region that just refused the job is unavailable
     places = live_offers(app, spec, now)
+    if not any(p.target == latest.target for _, p in places.values()) and on_this_machine(app, spec, latest.target):
+        return None  # launched on this machine as the guaranteed offer: the policy places nothing there
     src = _ran_in(job, latest, places)
     places, unknown = egress_offers(app, places, src, _committed_gb(job))
     s = situation(app, job, spec, latest, status, places, now)
@@ -103,12 +105,8 @@ def step(app, job, spec, status, clock=time.time) -> Optional[Outcome]:
 def live_offers(app, spec, now: float) -> dict:
     """{str(Placement): (deadline Offer, plan Offer)} for the spec's targets, spot regions
     refused or preempted within ``recovery.placement_cooldown`` marked unavailable."""
-    # the planner's offers: gathered only for a job with a deadline
-    from launcher.plan.sources import gather_offers
-
     targets = list(spec.targets)
-    got = gather_offers(spec, app.config, targets=targets or None, registry=app.registry,
-                        queue_waits=queue_waits(app, spec, targets) if targets else {})
+    got = _gathered(app, spec, targets or None, queue_waits(app, spec, targets) if targets else {})
     cooling = _cooling(app.store, now, spec.recovery.placement_cooldown or 0)
     nodes = spec.resources.nodes
     out = {}
@@ -120,6 +118,21 @@ def live_offers(app, spec, now: float) -> dict:
         if k not in out or (offer.available and not out[k][0].available):
             out[k] = (offer, o)   # a region is available while one of its zones is
     return out
+
+
+def on_this_machine(app, spec, target: str) -> bool:
+    """Is TARGET this machine (a ``local`` target)? A deadline job launched there runs as the
+    guaranteed offer (``launcher.launching.launch.check_deadline``) and is never moved."""
+    got = _gathered(app, spec, [target], {})
+    return bool(got.offers) and all(o.this_machine for o in got.offers)
+
+
+def _gathered(app, spec, targets, waits: dict):
+    """The planner's offers of TARGETS (None: every configured one) for SPEC."""
+    # the planner's offers: gathered only for a job with a deadline
+    from launcher.plan.sources import gather_offers
+
+    return gather_offers(spec, app.config, targets=targets, registry=app.registry, queue_waits=waits)
 
 
 def _key(key: tuple) -> tuple:

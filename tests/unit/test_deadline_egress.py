@@ -187,22 +187,91 @@ def test_the_skypilot_egress_catalog_prices_pairs_with_a_source_and_knows_its_hi
 
 # ---- a deadline on local ----------------------------------------------------------------------
 
-def test_a_deadline_on_local_is_refused_naming_the_real_reason_and_never_spot(tmp_path):
+def _local_app(tmp_path, **more):
     from launcher.api.context import App
-    from launcher.core.errors import LauncherError
-    from launcher.launching.launch import check_deadline
-    from launcher.spec.model import JobSpec
 
     cfg = tmp_path / "config.yaml"
-    cfg.write_text(yaml.safe_dump({"targets": {"here": {"backend": "local"}}}))
-    app = App(config_path=cfg, home=tmp_path / "home")
+    cfg.write_text(yaml.safe_dump({"catalog_dir": str(ROOT / "examples" / "catalog"),
+                                   "targets": {"here": {"backend": "local"}, **more}}))
+    return App(config_path=cfg, home=tmp_path / "home")
+
+
+def _deadline_spec(deadline, **more):
+    from launcher.spec.model import JobSpec
+
+    return JobSpec(name="j", run="true", resources={"expected_runtime": "1h"}, cost={"deadline": deadline}, **more)
+
+
+def test_a_deadline_on_local_runs_there_as_the_guaranteed_offer_with_a_note_never_calling_it_spot(tmp_path):
+    from launcher.launching.launch import check_deadline
+
+    app = _local_app(tmp_path)
     try:
-        spec = JobSpec(name="j", run="true", resources={"expected_runtime": "1h"}, cost={"deadline": "10h"})
+        said = []
+        check_deadline(app, _deadline_spec("10h"), "here", note=said.append)
+        (note,) = said
+        assert "here is this machine" in note and "guaranteed offer" in note and "1 h of work, 10 h left" in note
+        assert "does not move it" in note and "no spot there" in note
+        check_deadline(app, _deadline_spec("10h"), "here")   # no NOTE: nothing to tell, nothing raised
+    finally:
+        app.close()
+        app.store.close()
+
+
+def test_a_deadline_this_machine_cannot_meet_is_refused_with_its_numbers_never_as_spot(tmp_path):
+    from launcher.core.errors import LauncherError
+    from launcher.launching.launch import check_deadline
+
+    app = _local_app(tmp_path)
+    try:
         with pytest.raises(LauncherError) as e:
-            check_deadline(app, spec, "here")
+            check_deadline(app, _deadline_spec("30m"), "here", note=pytest.fail)
         msg = str(e.value)
-        assert "here runs on this machine" in msg and "leave cost.deadline out" in msg
-        assert "spot alone" not in msg and "only spot" not in msg
+        assert "cannot be met on here" in msg and "this machine needs 1.02 h" in msg and "0.5 h away" in msg
+        assert "1 h of work" in msg and "resources.expected_runtime" in msg and "spot" not in msg
+    finally:
+        app.close()
+        app.store.close()
+
+
+def test_local_chosen_over_a_specs_cloud_targets_runs_as_the_guaranteed_offer(tmp_path):
+    # --target here with targets [aws-spot, aws-od]: the job runs here, and says so (it was
+    # launched without a word before, and watch then moved it to spot)
+    from launcher.launching.launch import check_deadline
+
+    app = _local_app(tmp_path, **{"aws-spot": {"backend": "skypilot", "infra": "aws", "use_spot": True},
+                                  "aws-od": {"backend": "skypilot", "infra": "aws"}})
+    try:
+        said = []
+        check_deadline(app, _deadline_spec("10h", targets=["aws-spot", "aws-od"]), "here", note=said.append)
+        assert len(said) == 1 and "guaranteed offer" in said[0]
+        said.clear()
+        check_deadline(app, _deadline_spec("10h", targets=["aws-spot", "aws-od"]), "aws-spot", note=said.append)
+        assert said == []                    # a cloud target: the policy's, checked as before
+    finally:
+        app.close()
+        app.store.close()
+
+
+def test_the_policy_says_why_this_machine_cannot_meet_a_deadline():
+    assert dl.on_this_machine(1.0, 3.0, 1 / 60) is None
+    assert dl.on_this_machine(3.0, 3.0, 0.0) is None
+    why = dl.on_this_machine(4.0, 3.0, 0.5)
+    assert why == ("the deadline is 3 h away, but this machine needs 4.5 h (4 h of work + 0.5 h to start), "
+                   "1.5 h too many")
+
+
+def test_a_cloud_target_chosen_over_a_spec_that_names_only_this_machine_is_refused_saying_so(tmp_path):
+    from launcher.core.errors import LauncherError
+    from launcher.launching.launch import check_deadline
+
+    app = _local_app(tmp_path, **{"aws-od": {"backend": "skypilot", "infra": "aws"}})
+    try:
+        with pytest.raises(LauncherError) as e:
+            check_deadline(app, _deadline_spec("10h", targets=["here"]), "aws-od")
+        msg = str(e.value)
+        assert "cannot be used on aws-od" in msg and "targets (here) run on this machine" in msg
+        assert "launch on here" in msg and "add aws-od" in msg and "spot" not in msg.split(";")[0]
     finally:
         app.close()
         app.store.close()

@@ -422,3 +422,43 @@ def test_a_region_stays_available_while_one_of_its_zones_is_not_cooling(app, mon
     monkeypatch.setattr(live, "_cooling", lambda store, now, s: {("dlcloud", "east", "east-a", "vm", True),
                                                                   ("dlcloud", "east", "east-b", "vm", True)})
     assert not live.live_offers(app, spec, 0.0)["spot:spot/east"][0].available
+
+
+# ---- a deadline job launched on this machine (issue 32 item 3) -----------------------------------
+
+class Here(_Scheduled):
+    """This machine: one free offer of kind "local" (as the built-in local backend's)."""
+
+    name: ClassVar[str] = "dlhere"
+
+    @classmethod
+    def offers(cls, spec, context) -> list:
+        return [cls._offer(context, None, False, 0.0, kind="local")]
+
+    @classmethod
+    def offer_key(cls, target, handle_extra, status_extra):
+        return None
+
+
+def test_a_job_launched_on_this_machine_is_never_moved_by_the_policy(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"targets": {"spot": {"backend": "dlcloud", "spot": True},
+                                               "od": {"backend": "dlcloud"}, "cluster": {"backend": "dlslurm"},
+                                               "here": {"backend": "dlhere"}}}))
+    Cloud.PRICES = {True: {"east": 1.0, "west": 1.5}, False: {"east": 3.0}}
+    Cluster.WAIT_H = 99.0
+    _Scheduled.submitted, _Scheduled.cancelled = [], []
+    a = App(config_path=cfg, home=tmp_path / "home",
+            registry=Registry([EntryPoint(Cloud), EntryPoint(Cluster), EntryPoint(Here)]))
+    try:
+        spec = job_on(a, "here", None, done_steps=20)   # spot at $1/h is up: it would be moved there
+        assert live.on_this_machine(a, spec, "here") and not live.on_this_machine(a, spec, "spot")
+        assert step(a, spec, 2.0) is None and step(a, spec, 3.0, state=JobState.PREEMPTED) is None
+        assert _Scheduled.submitted == [] and _Scheduled.cancelled == [] and events(a, "deadline") == []
+        # the same job on a spot target is the policy's (the double is not what kept it still)
+        a.store.update_attempt("j1", 1, target="spot")
+        step(a, spec, 4.0)
+        assert [e["held"] for e in events(a, "deadline")] == ["spot:spot/east"]
+    finally:
+        a.close()
+        a.store.close()

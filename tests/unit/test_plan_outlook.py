@@ -260,3 +260,32 @@ def test_launcher_plan_json_and_text_for_a_deadline_spec(tmp_path):
     text = subprocess.run([sys.executable, "-m", "launcher.cli", "plan", str(job)], env=env,
                           capture_output=True, text=True, check=True).stdout
     assert "P(meet)" in text and "deadline: 60.0 h left" in text
+
+
+def test_this_machine_is_ranked_with_its_outlook_and_said_to_run_as_the_guaranteed_offer():
+    cpu = parse_spec({"name": "t", "run": "true", "cost": {"deadline": "60h"},
+                      "resources": {"expected_runtime": "40h"}})
+    here = offer(0.0, 0.0, False, "here", backend="local", cloud="local", region=None, kind="local",
+                 instance_type="this machine", accelerator=None, accelerator_count=0, restart_hours=1 / 60)
+    vms = [offer(0.04, 0.05, True, "spot", instance_type="m6i.large", accelerator=None, accelerator_count=0),
+           offer(0.10, 2e-4, False, "od", instance_type="m6i.large", accelerator=None, accelerator_count=0)]
+    res = rank(cpu, [here, *vms])
+    first = res.ranked[0]
+    assert first.offer.this_machine and first.outlook.slack_h == pytest.approx(60 - 1 / 60 - 40)
+    assert first.outlook.p_meet > 0.9999 and first.outlook.cost_p90_usd == 0.0
+    assert res.deadline["this_machine"] == [{"rank": 1, "target": "t-here"}]
+    assert res.deadline["fallback"]["where"] == "aws/us-east-1/od"      # never this machine
+    text = render_plan(res)
+    assert "#1 t-here is this machine, which has no spot: a launch there runs the job on it as the guaranteed" in text
+    assert "nothing to fall back on" not in text
+    # it cannot meet the deadline (nor can the others): not ranked, and the reason is given
+    late = rank(cpu, [here, *vms], PlanParams(work_hours=70.0))
+    assert late.ranked == [] and late.deadline["this_machine"] == []
+    assert any(r.offer.this_machine and "cost.deadline" in r.excluded for r in late.excluded)
+    # it cannot run the spec's GPUs: not ranked, whatever it costs
+    gpu = rank(spec(deadline="60h"), [here, *OFFERS])
+    assert all(not r.offer.this_machine for r in gpu.ranked) and gpu.deadline["this_machine"] == []
+    # alone, with nothing else ranked: no "nothing to fall back on" either
+    alone = render_plan(rank(cpu, [here]))
+    assert "this machine, which has no spot" in alone and "nothing to fall back on" not in alone
+    assert "nothing to fall back on" in render_plan(rank(cpu, vms[:1]))
