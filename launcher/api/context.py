@@ -56,9 +56,10 @@ class App:
 
     @cached_property
     def watch_hooks(self):
-        """What sweeps add to every watch pass (``launcher.recovery.outcome.WatchHooks``).
-        Imported on first use: a command that never watches loads no sweep module."""
-        from launcher.sweep.watching import watch_hooks  # the sweep layer: loaded by a watch pass only
+        """What sweeps add to every watch pass and to a resubmission of one of their elements
+        (``launcher.recovery.outcome.WatchHooks``). Imported on first use: a command that never
+        watches or resubmits loads no sweep module."""
+        from launcher.sweep.watching import watch_hooks  # the sweep layer: loaded by a watch pass or a resubmission
 
         return watch_hooks()
 
@@ -85,15 +86,6 @@ class App:
     def use_facts(self, target_name: str, facts: Facts) -> None:
         """Take FACTS for the target instead of probing it (``render --facts``)."""
         self._facts[target_name] = facts
-
-    def resubmit_element(self, row, target_name: str, attempt: int) -> tuple:
-        """(lookup, submit) of attempt ATTEMPT of sweep element ROW alone, for the submission
-        protocol (``launcher.launching.submit.fenced_submit``). The sweep layer's (``launcher.sweep.launching.resubmit_element``),
-        wired here, the composition root, for ``launcher.launching.launch.resubmit``: launching
-        never imports launcher.sweep."""
-        from launcher.sweep.launching import resubmit_element  # the sweep layer: loaded when an element is resubmitted
-
-        return resubmit_element(self, row, target_name, attempt)
 
     def close(self):
         for b in self._backends.values():
