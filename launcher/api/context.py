@@ -22,6 +22,7 @@ class App:
         self._registry = registry
         self._backends: dict = {}
         self._facts: dict = {}
+        self._store = None  # opened on first use (``store``), or given (``use_store``)
 
     @cached_property
     def config(self) -> Config:
@@ -43,11 +44,23 @@ class App:
         configured = None if os.environ.get(STATE_URL_ENV, "").strip() else self.config.file.state_url
         return state_url(configured)
 
-    @cached_property
+    @property
     def store(self):
-        from launcher.state.store import StateStore  # sqlite: validate and `launcher backends` open no store
+        """The state store: the one given to ``use_store``, else this home's, opened on first use."""
+        if self._store is None:
+            from launcher.state.store import StateStore  # sqlite: validate and `launcher backends` open no store
 
-        return StateStore(self.home, url=self.state_url)
+            self._store = StateStore(self.home, url=self.state_url)
+        return self._store
+
+    def opened_store(self):
+        """The state store if it was opened or given, else None (opens none)."""
+        return self._store
+
+    def use_store(self, store) -> None:
+        """Take STORE as the state store instead of opening one (the read view's read-only store,
+        ``launcher.api.readview``): every reader of ``store`` gets it."""
+        self._store = store
 
     def has_store(self) -> bool:
         """Is there a store to read, without creating one? (A server's always is; a SQLite
@@ -93,7 +106,7 @@ class App:
 
     def close_store(self) -> None:
         """Close the state store if it was opened (a later use opens it again)."""
-        store = self.__dict__.pop("store", None)  # the cached_property's value, when there is one
+        store, self._store = self._store, None
         if store is not None:
             # notifications: only a store that was opened has a deliverer to end before it closes
             from launcher.recovery import notify
