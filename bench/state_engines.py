@@ -100,7 +100,7 @@ def watch_pass(store, home: Path) -> float:
     config = home / "config.yaml"
     config.write_text("targets: {}\n")
     app = App(config, home)
-    app.__dict__["store"] = store  # App.store is a cached_property
+    app.use_store(store)
     local = app.registry.load("local")
 
     class AllRunning(local):

@@ -49,15 +49,15 @@ SWEEP_PHASES = (
     ("launcher.launching.specinput", "require_local_workdir", "require_local_workdir"),
     ("launcher.backend.support", "require_supported", "require_supported"),
     ("launcher.spec.secretenv", "for_launch", "secret env (for_launch)"),
-    ("launcher.sweep.launching", "new_job_id", "new_job_id"),
+    ("launcher.sweep.arrays", "new_job_id", "new_job_id"),
     ("launcher.launching.submission", "facts_for", "facts_for"),
     ("launcher_backends.slurm.array", "sweep_table", "  the sweep table"),
     ("launcher_backends.slurm.render", "render_template", "  the script template"),
-    ("launcher.sweep.launching", "element_rows", "element rows (element_rows)"),
-    ("launcher.sweep.launching", "begin_sweep", "SUBMITTING transaction (begin_sweep)"),
+    ("launcher.sweep.arrays", "element_rows", "element rows (element_rows)"),
+    ("launcher.sweep.arrays", "begin_sweep", "SUBMITTING transaction (begin_sweep)"),
     ("launcher_backends.slurm.submitting", "submitted", "  wait for sbatch"),
-    ("launcher.sweep.launching", "record_array", "adopting transaction (record_array)"),
-    ("launcher.sweep.launching", "submitted_entries", "  submitted_entries"),
+    ("launcher.sweep.arrays", "record_array", "adopting transaction (record_array)"),
+    ("launcher.sweep.arrays", "submitted_entries", "  submitted_entries"),
 )
 
 

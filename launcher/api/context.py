@@ -22,6 +22,7 @@ class App:
         self._registry = registry
         self._backends: dict = {}
         self._facts: dict = {}
+        self._store = None  # opened on first use (``store``), or given (``use_store``)
 
     @cached_property
     def config(self) -> Config:
@@ -43,11 +44,23 @@ class App:
         configured = None if os.environ.get(STATE_URL_ENV, "").strip() else self.config.file.state_url
         return state_url(configured)
 
-    @cached_property
+    @property
     def store(self):
-        from launcher.state.store import StateStore  # sqlite: validate and `launcher backends` open no store
+        """The state store: the one given to ``use_store``, else this home's, opened on first use."""
+        if self._store is None:
+            from launcher.state.store import StateStore  # sqlite: validate and `launcher backends` open no store
 
-        return StateStore(self.home, url=self.state_url)
+            self._store = StateStore(self.home, url=self.state_url)
+        return self._store
+
+    def opened_store(self):
+        """The state store if it was opened or given, else None (opens none)."""
+        return self._store
+
+    def use_store(self, store) -> None:
+        """Take STORE as the state store instead of opening one (the read view's read-only store,
+        ``launcher.api.readview``): every reader of ``store`` gets it."""
+        self._store = store
 
     def has_store(self) -> bool:
         """Is there a store to read, without creating one? (A server's always is; a SQLite
@@ -56,9 +69,10 @@ class App:
 
     @cached_property
     def watch_hooks(self):
-        """What sweeps add to every watch pass (``launcher.recovery.outcome.WatchHooks``).
-        Imported on first use: a command that never watches loads no sweep module."""
-        from launcher.sweep.watching import watch_hooks  # the sweep layer: loaded by a watch pass only
+        """What sweeps add to every watch pass and to a resubmission of one of their elements
+        (``launcher.recovery.outcome.WatchHooks``). Imported on first use: a command that never
+        watches or resubmits loads no sweep module."""
+        from launcher.sweep.watching import watch_hooks  # the sweep layer: loaded by a watch pass or a resubmission
 
         return watch_hooks()
 
@@ -86,22 +100,13 @@ class App:
         """Take FACTS for the target instead of probing it (``render --facts``)."""
         self._facts[target_name] = facts
 
-    def resubmit_element(self, row, target_name: str, attempt: int) -> tuple:
-        """(lookup, submit) of attempt ATTEMPT of sweep element ROW alone, for the submission
-        protocol (``launcher.launching.submit.fenced_submit``). The sweep layer's (``launcher.sweep.launching.resubmit_element``),
-        wired here, the composition root, for ``launcher.launching.launch.resubmit``: launching
-        never imports launcher.sweep."""
-        from launcher.sweep.launching import resubmit_element  # the sweep layer: loaded when an element is resubmitted
-
-        return resubmit_element(self, row, target_name, attempt)
-
     def close(self):
         for b in self._backends.values():
             b.close()
 
     def close_store(self) -> None:
         """Close the state store if it was opened (a later use opens it again)."""
-        store = self.__dict__.pop("store", None)  # the cached_property's value, when there is one
+        store, self._store = self._store, None
         if store is not None:
             # notifications: only a store that was opened has a deliverer to end before it closes
             from launcher.recovery import notify

@@ -153,7 +153,7 @@ class Launcher:
                      exclude_nodes=self._quarantined(name))
         shape = None
         if si.spec.sweep is not None:  # a sweep: the array, or element 0 where the backend runs no arrays
-            from launcher.sweep.queue import spec_to_render
+            from launcher.sweep.launch import spec_to_render
 
             def shape(s):
                 return spec_to_render(app.backend(name), s, job)
@@ -177,7 +177,7 @@ class Launcher:
     def launch(self, spec: SpecLike, target: Optional[str] = None, fresh: bool = False,
                single: bool = False) -> Submitted:
         """Render, record and submit; resumes the spec's latest committed checkpoint unless fresh.
-        A sweep spec is launched as a sweep (``launcher.sweep.launching``: its id is the job id),
+        A sweep spec is launched as a sweep (``launcher.sweep.launch``: its id is the job id),
         any other as one job (``launcher.launching.launch``); SINGLE refuses a sweep (WrongKind,
         before anything is submitted or said): for a caller that follows one job's log."""
         from launcher.launching.launch import launch, pick_target
@@ -189,7 +189,7 @@ class Launcher:
         name = pick_target(app, si.spec, target, note=say)
         require_local_workdir(si.spec, si.source, app.config, [name], si.base)
         if si.spec.sweep is not None:  # one job array (or one job per element), one job row per element
-            from launcher.sweep.launching import launch_sweep
+            from launcher.sweep.launch import launch_sweep
 
             done = launch_sweep(app, si.spec, si.text, si.path, name, note=say)
         else:

@@ -80,7 +80,7 @@ class ReadView:
     def __init__(self, config: Optional[Union[str, Path]] = None, home: Optional[Union[str, Path]] = None):
         self.app = App(Path(config) if config else None, Path(home) if home else None)
         self.store = ReadOnlyStore(self.app.home, url=self.app.state_url)
-        self.app.__dict__["store"] = self.store  # App.store is a cached_property: every reader gets this one
+        self.app.use_store(self.store)  # every reader of the app's store gets this one
 
     def close(self) -> None:
         self.store.close()

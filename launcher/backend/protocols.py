@@ -193,7 +193,7 @@ class Scheduler(Protocol):
       sweep on that target is ONE array job (rendering a spec with ``sweep:`` gives the array;
       ``JobRef.elements``: only those of its elements; the scheduler keeps ``max_parallel``).
       False: each element is its own job and the launcher keeps ``max_parallel``
-      (``launcher.sweep.queue``). Where it is True, the classmethods ``array_of(native_id)``
+      (``launcher.sweep.one_by_one``). Where it is True, the classmethods ``array_of(native_id)``
       (the array's own id, from what ``submit`` returned or a dedupe lookup found for it) and
       ``element_native_id(array_id, index)`` (one element's native id as the scheduler names
       it: status, logs and cancel of one element go by it) name them; a scheduler whose

@@ -59,7 +59,7 @@ GAVE_UP = "GAVE_UP"  # a recovery budget ran out, or the job went stale
 SUPERSEDED = "SUPERSEDED"  # a newer run took the job's checkpoint root over
 STOPPED = "STOPPED"  # a sweep element ended by early stopping: final, and not a failure
 # a sweep element the launcher holds back until a slot of max_parallel frees (a backend without
-# arrays, ``launcher.sweep.queue``): open, not final, no attempt yet
+# arrays, ``launcher.sweep.one_by_one``): open, not final, no attempt yet
 QUEUED = "QUEUED"
 FINAL_STATES = frozenset({JobState.COMPLETED.value, JobState.FAILED.value, JobState.CANCELLED.value,
                           GAVE_UP, SUPERSEDED, STOPPED})

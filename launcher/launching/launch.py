@@ -116,7 +116,7 @@ def render_for(app, spec: JobSpec, target_name: str, job: JobRef, shape=None) ->
 
     require_supported(app, spec, target_name)  # a field the target cannot honour is an error, never dropped
     spec = lift(spec)[0]  # what launch submits: secret-looking env delivered as secrets
-    if shape is not None:  # a sweep: what its launch submits (``launcher.sweep.queue.spec_to_render``)
+    if shape is not None:  # a sweep: what its launch submits (``launcher.sweep.launch.spec_to_render``)
         spec = shape(spec)
     return app.backend(target_name).render(spec, facts_for(app, spec, target_name), job)
 
@@ -173,8 +173,8 @@ def check_launch(app, spec: JobSpec, spec_path: Optional[str], target_name: str,
     """Refuse a launch that cannot go: a sweep (launched by ``launcher.sweep``), a field the
     target (or a burst target) cannot honour, a deadline that cannot be met (NOTE: how a
     deadline on this machine runs)."""
-    if spec.sweep is not None:  # the caller dispatches: launcher.sweep.launching.launch_sweep launches a sweep
-        raise LauncherError(f"{spec.name} is a sweep: launcher.sweep.launching.launch_sweep launches it "
+    if spec.sweep is not None:  # the caller dispatches: launcher.sweep.launch.launch_sweep launches a sweep
+        raise LauncherError(f"{spec.name} is a sweep: launcher.sweep.launch.launch_sweep launches it "
                             "(launcher.api.facade.Launcher.launch picks the one that fits)")
     require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
     if spec.cost.deadline is not None:
@@ -398,10 +398,9 @@ def _submit_again(app, job_row, target_name: str, attempt: int, avoid, owner, pa
     dedupe token), under OWNER's claim (``fenced_submit``)."""
     store = app.store
     backend = app.backend(target_name)
-    if job_row.meta.get("sweep"):  # one element of a sweep: resubmitted alone, by the sweep layer
-        # (``launcher.sweep.launching.resubmit_element``), which the app context wires in: launching
-        # never imports launcher.sweep (sweep code calls launching, never the reverse)
-        lookup, submit = app.resubmit_element(job_row, target_name, attempt)
+    if job_row.meta.get("sweep"):  # one element of a sweep: resubmitted alone, by the sweep layer's hook
+        # (``WatchHooks.resubmit_element``, handed over by the app context): launching never imports launcher.sweep
+        lookup, submit = app.watch_hooks.resubmit_element(app, job_row, target_name, attempt)
     else:
         # the nodes quarantined on the target (docs/bad-nodes.md) now: this attempt is kept off them
         job = job_ref(app, job_row, attempt, avoid=avoid, exclude_nodes=excluded_nodes(app, target_name, time.time()))

@@ -1,6 +1,6 @@
 """What launching and recovery share about one submission: its result (``Launched``), the
 facts a render gets, the job's identity for an attempt, the dedupe lookup, and the spec a
-job was launched with. Below both ``launch`` and ``sweep.launching``, so neither imports
+job was launched with. Below both ``launch`` and ``launcher.sweep``, so neither imports
 the other's internals."""
 
 from __future__ import annotations

@@ -3,16 +3,19 @@ pass (``WatchHooks``).
 
 Recovery knows single jobs. Sweeps (``launcher.sweep.watching``) add what a pass does with
 their elements: judge early stopping on the refreshed jobs, act first on an element that must
-stop or that bursts out of its array, close an ended element that was stopped, take back a queued element's start that never reached
-the scheduler, and start queued elements as slots free. The application context
-(``launcher.api.context.App.watch_hooks``) hands them to every pass, so recovery never imports
-the sweep layer.
+stop or that bursts out of its array, close an ended element that was stopped, take back a queued element's start
+that never reached the scheduler, start queued elements as slots free, and submit a further attempt of one element
+alone (``resubmit_element``, which ``launcher.launching.launch.resubmit`` calls for an element). The application
+context (``launcher.api.context.App.watch_hooks``) hands them to every pass and to every resubmission, so neither
+recovery nor launching imports the sweep layer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
+
+from launcher.core.errors import LauncherError
 
 
 @dataclass
@@ -35,6 +38,12 @@ def _not_mine(*_args) -> bool:
     return False
 
 
+def _no_sweep_layer(_app, row, *_args) -> tuple:
+    raise LauncherError(f"job {row.job_id} is an element of sweep {(row.meta.get('sweep') or {}).get('id')}: "
+                        "resubmitting it needs the sweep layer's hooks (launcher.sweep.watching.watch_hooks), "
+                        "and these hooks have none")
+
+
 @dataclass(frozen=True)
 class WatchHooks:
     """Callables a watch pass calls at fixed points; each default does nothing."""
@@ -54,6 +63,9 @@ class WatchHooks:
     decide_ended: Callable[[Any], Any] = _no_outcome
     # (app, clock) -> outcomes, once every open job was handled
     after: Callable[[Any, Callable[[], float]], list] = _nothing
+    # (app, element row of a sweep, target name, attempt) -> (lookup, submit) of that attempt of the element alone,
+    # for the submission protocol (``launcher.launching.submit.fenced_submit``)
+    resubmit_element: Callable[[Any, Any, str, int], tuple] = _no_sweep_layer
 
 
 NO_HOOKS = WatchHooks()

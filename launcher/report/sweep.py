@@ -1,7 +1,7 @@
 """``launcher report SWEEP``: a sweep's wall time, goodput and cost summed over its elements,
 and its best element. Pure: element reports and metrics in, one JSON-ready dict out.
 
-Every element is its own job (``launcher.sweep.launching``), so each has the report of
+Every element is its own job (``launcher.sweep.arrays``, ``launcher.sweep.one_by_one``), so each has the report of
 ``launcher.report`` (categories that add up to its wall time, its cost). The sweep's
 figures are sums over its elements: ``wall_s`` is element-seconds (an element's wall time
 runs from its first submission to the end of its last attempt), each category sums the

@@ -1,7 +1,30 @@
-"""Sweeps: one spec, many runs (elements). Pure: the ``sweep:`` model (``spec``), the element
-list and each element's environment (``expand``), successive halving over elements
-(``early_stop``) and the status table (``summary``). I/O shells: launching (``launching``),
-status/cancel/logs (``control``), early stopping in ``launcher watch`` (``stopping``, with the
-bounded read of the elements' reports, ``reports``, and the recorded judgements,
-``judgements``). Backends render a sweep their own way (Slurm: one job array,
-``launcher_backends.slurm.array``)."""
+"""Sweeps: one spec, many runs (elements), each recorded as a job of its own (``<sweep id>-e<index>``).
+
+A sweep runs one of two ways, by what its target's backend says (``elements.runs_arrays``):
+
+- ``arrays``: ONE scheduler array (Slurm): the launch submits the array once, a further attempt
+  of one element is the same array with only its index (``--array=<index>``), and an array whose
+  launch died before recording it is adopted by its dedupe token (``adopt_array``). The
+  scheduler keeps ``max_parallel``.
+- ``one_by_one``: one job per element, started one by one: the launcher keeps ``max_parallel``,
+  holding the other elements QUEUED and starting them as slots free (``fill``, from watch, status
+  and the launch), under the sweep's claim; a start that was lost goes back to the queue. Its
+  pure half, ``separate``: an element's own spec, and which queued elements to start.
+
+Where the rest lives:
+
+- ``launch``: the entry points that pick the way: ``launch_sweep``, ``resubmit_element`` (the
+  watch hook ``launcher.launching.launch.resubmit`` calls for an element) and ``spec_to_render``.
+- ``elements``: what both ways share: element ids, the rows recorded for them and read back,
+  and ``runs_arrays``.
+- ``watching``: the sweep's ``WatchHooks`` (``launcher.recovery.outcome``), handed to every
+  watch pass and resubmission by ``launcher.api.context.App.watch_hooks``.
+- ``control``: ``launcher status|cancel SWEEP``; ``cancelling``: the whole sweep's cancel in a
+  few scheduler calls; ``summary``: the status table (pure); ``steps``: the elements' steps
+  brought up to date before a sweep is shown.
+- Early stopping: ``early_stop`` (successive halving, pure), ``judgements`` (kept in the store,
+  each made once), ``reports`` (the elements' reports, read within a time bound) and
+  ``stopping`` (the watch's judging and stopping, in batches).
+- ``burst``: an element pending in its array past ``burst.after`` moves out of it to a burst target.
+
+Backends render a sweep their own way (Slurm: one job array, ``launcher_backends.slurm.array``)."""

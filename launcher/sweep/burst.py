@@ -4,7 +4,7 @@ of the array and launched as a job of its own on the best ``burst.to`` target.
 A single job's burst races two copies (``launcher.recovery.burst``). An element of an array
 does not: its task is cancelled first (``<array id>_<index>``: that task only, the others
 stay in the array and keep its ``max_parallel``), then the element is submitted on the burst
-target as a single job (its own env, seed and checkpoint root: ``launcher.sweep.queue``), so
+target as a single job (its own env, seed and checkpoint root: ``launcher.sweep.one_by_one``), so
 it has one live copy. Should its task have started in between, it is ended and the element
 resumes from its own latest commit on the burst target: the checkpoint root's generation
 fencing keeps it single-writer.
@@ -30,7 +30,7 @@ from launcher.recovery.outcome import Outcome
 from launcher.recovery.state import BurstRace, RecoveryState
 from launcher.state.claims import claimed
 from launcher.state.store import ClaimLost
-from launcher.sweep.queue import runs_arrays
+from launcher.sweep.elements import runs_arrays
 
 
 def applies(app, job) -> bool:

@@ -26,9 +26,9 @@ from launcher.recovery.cancel import (CancelReport, Closing, cancel_job, close_c
 from launcher.state.actors import actor
 from launcher.state.claims import claim_ttl
 from launcher.state.store import is_open
-from launcher.sweep.elements import element_id, sweep_rows
-from launcher.sweep.launching import adopt_array
-from launcher.sweep.queue import cancel_queued, cancel_queued_element, runs_arrays
+from launcher.sweep.arrays import adopt_array
+from launcher.sweep.elements import element_id, runs_arrays, sweep_rows
+from launcher.sweep.one_by_one import cancel_queued, cancel_queued_element
 from launcher.core.status import JobState
 
 CANCELLED = "CANCELLED"

@@ -1,9 +1,10 @@
 """``launcher status|cancel|logs SWEEP``: a sweep's elements as the jobs they are recorded as.
 
-A sweep is not a row of its own: its elements are (``launcher.sweep.launching``), each with
-``meta.sweep`` = {id, index, size, params, seed, array}. Status refreshes the open elements in
-one batched call; cancel sends ONE scancel for the whole array, then closes each element
-through the ordinary cancel (which finds it cancelled, or cancels what is left of it).
+A sweep is not a row of its own: its elements are (``launcher.sweep.arrays``,
+``launcher.sweep.one_by_one``), each with ``meta.sweep`` = {id, index, size, params, seed,
+array}. Status refreshes the open elements in one batched call; cancel sends ONE scancel for
+the whole array, then closes each element through the ordinary cancel (which finds it
+cancelled, or cancels what is left of it).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from launcher.sweep.cancelling import cancel_sweep as cancel
 from launcher.sweep.early_stop import until_stop
 from launcher.sweep.elements import sweep_rows
 from launcher.sweep.judgements import stop_of
-from launcher.sweep.queue import fill
+from launcher.sweep.one_by_one import fill
 from launcher.sweep.reports import latest, read_element_reports
 from launcher.sweep.steps import record_open_steps
 from launcher.sweep.stopping import early_stop_of

@@ -1,18 +1,26 @@
-"""A sweep's elements as the state store keeps them: each element's job id, the rows recorded
-for them (SUBMITTING, before the scheduler is called; the sweep's spec and what its elements
-share stored once) and the element rows read back. Pure but for the store calls; used by the
-array launch (``launcher.sweep.launching``) and the launcher's own queue (``launcher.sweep.queue``).
+"""A sweep's elements as the state store keeps them, whichever way they run: each element's job id, the rows
+recorded for them (SUBMITTING, before the scheduler is called; the sweep's spec and what its elements share stored
+once), the element rows read back, and which of the two ways a backend runs them (``runs_arrays``). Pure but for the
+store calls; used by both ways: one array (``launcher.sweep.arrays``) and one job per element
+(``launcher.sweep.one_by_one``).
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+from launcher.backend.protocols import Scheduler, can
 from launcher.core.errors import LauncherError
 from launcher.spec.sweep_elements import element_root, element_seed, elements, sweep_seed_of
 from launcher.state.sweeps import shared_of
 
 ELEMENT_ID = "{sweep_id}-e{index}"
+
+
+def runs_arrays(backend) -> bool:
+    """Whether BACKEND's target runs a sweep as one array job (``Scheduler.runs_arrays``): the sweep goes
+    ``launcher.sweep.arrays``'s way, else ``launcher.sweep.one_by_one``'s."""
+    return can(backend, Scheduler) and bool(backend.runs_arrays(dict(backend.target.raw or {})))
 
 
 def element_job_id(sweep_id: str, index: int) -> str:

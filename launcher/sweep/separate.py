@@ -4,7 +4,7 @@ An element's spec is the sweep's spec without its ``sweep:`` section, with the e
 variables in ``env`` (exactly what the Slurm sweep table exports for it:
 ``launcher.spec.sweep_elements.element_env``) and the element's own checkpoint root, so its seed,
 generations and fencing are its own. The launcher keeps ``max_parallel`` itself: elements
-beyond it wait in the store as QUEUED (``launcher.sweep.queue``) until a slot frees.
+beyond it wait in the store as QUEUED (``launcher.sweep.one_by_one``) until a slot frees.
 """
 
 from __future__ import annotations

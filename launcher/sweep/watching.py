@@ -13,15 +13,20 @@
 - ``decide_ended``: an element whose attempt ended after its stop was recorded closes as STOPPED;
 - ``unfound_submission``: a queued element's start, or element 0's by the sweep's launch, that
   never reached the scheduler goes back into its queue;
-- ``after``: queued elements start as their sweep's slots free.
+- ``after``: queued elements start as their sweep's slots free;
+- ``resubmit_element``: a further attempt of one element (recovery's, a deadline's or a burst's
+  ``launcher.launching.launch.resubmit``) is submitted alone: its index of the array again, or its
+  own job (``launcher.sweep.launch.resubmit_element``).
 """
 
 from __future__ import annotations
 
 from launcher.launching.submission import job_spec
 from launcher.recovery.outcome import Outcome, WatchHooks
-from launcher.sweep import burst, queue, stopping
-from launcher.sweep.launching import adopt_array
+from launcher.sweep import burst, one_by_one, stopping
+from launcher.sweep.arrays import adopt_array
+from launcher.sweep.elements import runs_arrays
+from launcher.sweep.launch import resubmit_element
 
 
 def act_first(app, row, status, clock):
@@ -34,16 +39,16 @@ def act_first(app, row, status, clock):
 
 def unfound_submission(app, claim, now: float):
     """A SUBMITTING element whose own dedupe token the backend does not know: a queued
-    element's start (``queue.requeue_lost_start``), element 0 of a sweep of separate jobs
-    whose launch died before submitting it (``queue.requeue_lost_launch``), or an element of an array whose launch
-    ended before recording it, adopted with every other element by the array's token in one
-    lookup (``launching.adopt_array``)."""
+    element's start (``one_by_one.requeue_lost_start``), element 0 of a sweep of separate jobs
+    whose launch died before submitting it (``one_by_one.requeue_lost_launch``), or an element of an array whose
+    launch ended before recording it, adopted with every other element by the array's token in one
+    lookup (``arrays.adopt_array``)."""
     job = claim.job
-    if queue.started_at(job) is not None:
-        return queue.requeue_lost_start(app, claim, now)
+    if one_by_one.started_at(job) is not None:
+        return one_by_one.requeue_lost_start(app, claim, now)
     sweep = job.meta.get("sweep") or {}
-    if sweep.get("id") is not None and not queue.runs_arrays(app.backend(job.target)):
-        return queue.requeue_lost_launch(app, claim, now)
+    if sweep.get("id") is not None and not runs_arrays(app.backend(job.target)):
+        return one_by_one.requeue_lost_launch(app, claim, now)
     if sweep.get("id") is not None:
         found = adopt_array(app, sweep["id"])
         if found is not None:
@@ -52,9 +57,10 @@ def unfound_submission(app, claim, now: float):
 
 
 def after(app, clock):
-    return queue.fill_all(app)
+    return one_by_one.fill_all(app)
 
 
 def watch_hooks() -> WatchHooks:
     return WatchHooks(judge=stopping.judge_and_stop, act_first=act_first, owns_burst=burst.applies,
-                      decide_ended=stopping.stop_close, unfound_submission=unfound_submission, after=after)
+                      decide_ended=stopping.stop_close, unfound_submission=unfound_submission, after=after,
+                      resubmit_element=resubmit_element)

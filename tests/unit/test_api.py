@@ -158,8 +158,11 @@ def test_errors_are_launcher_errors_never_exits(lx, tmp_path):
 def test_close_releases_the_store(tmp_path):
     with Launcher(home=tmp_path / "home", config=tmp_path / "none.yaml") as lx:
         assert lx.jobs() == []
-        assert "store" in lx.app.__dict__
-    assert "store" not in lx.app.__dict__
+        store = lx.app.opened_store()
+        assert store is not None
+    assert lx.app.opened_store() is None
+    lx.app.use_store(store)  # a given store is the one the app reads
+    assert lx.app.store is store
 
 
 def test_a_jobspec_is_recorded_as_text_that_parses_back_into_it():

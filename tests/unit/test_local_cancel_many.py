@@ -15,7 +15,7 @@ from launcher_backends.local import processes
 from launcher_backends.local.backend import LocalBackend
 from tests.fixtures.polling import poll
 
-from .test_sweep_queue import lx  # noqa: F401 - the fixture
+from .test_sweep_one_by_one import lx  # noqa: F401 - the fixture
 
 
 def _launch(app, name: str, run: str):
@@ -142,7 +142,7 @@ def test_cancel_of_a_local_sweep_stops_its_running_elements_in_one_call(lx, tmp_
     from launcher.sweep.cancelling import cancel_counts
     from launcher.sweep.elements import sweep_rows
 
-    from .test_sweep_queue import launch
+    from .test_sweep_one_by_one import launch
 
     sweep_id = launch(lx, tmp_path)  # 4 elements, 2 running (sleep 60), 2 queued
     rows = sweep_rows(lx.app.store, sweep_id)

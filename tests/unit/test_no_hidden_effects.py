@@ -123,3 +123,63 @@ def test_the_registry_and_the_app_give_typed_backends(launcher_env):
         assert app.backend("local").name == "local" and app.registry.load("local").name == "local"
     finally:
         app.close()
+
+
+def _writes_into_a_dict_attribute(tree) -> list:
+    """[line] of each ``x.__dict__[k] = v``, ``del x.__dict__[k]`` or ``x.__dict__.pop(...)`` (or another
+    method that changes it)."""
+    import ast
+
+    def is_dict_attr(node) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "__dict__"
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and is_dict_attr(node.value) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            lines.append(node.lineno)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and is_dict_attr(node.func.value) \
+                and node.func.attr in ("pop", "update", "setdefault", "clear", "popitem"):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_nothing_writes_into_an_objects_dict():
+    import ast
+
+    sample = "a.__dict__['s'] = 1\nb.__dict__.pop('s', None)\nc = d.__dict__\n"
+    caught = _writes_into_a_dict_attribute(ast.parse(sample))
+    assert caught == [1, 2]  # the check sees both writes and lets the read be
+    found = {str(p.relative_to(ROOT)): lines for p in sorted((ROOT / "launcher").rglob("*.py"))
+             if (lines := _writes_into_a_dict_attribute(ast.parse(p.read_text())))}
+    assert found == {}
+
+
+def test_the_app_knows_no_sweep_verb_and_hands_the_sweeps_hooks_over(launcher_env):
+    from launcher.api.context import App
+    from launcher.sweep.launch import resubmit_element
+
+    assert [n for n in vars(App) if "sweep" in n or "element" in n] == []
+    app = App()
+    try:
+        assert app.watch_hooks.resubmit_element is resubmit_element
+    finally:
+        app.close()
+
+
+def test_an_element_is_not_resubmitted_without_the_sweep_layers_hooks(tmp_path):
+    import types
+
+    import pytest
+
+    from launcher.core.errors import LauncherError
+    from launcher.launching.launch import resubmit
+    from launcher.recovery.outcome import NO_HOOKS
+
+    element = JobRow("sw-1-e3", "s", "local", "local", None, "name: s\nrun: 'true'\n", 0.0, 0.0, "FAILED", "",
+                     None, None, None, {"sweep": {"id": "sw-1", "index": 3}})
+    submitted = []
+    backend = types.SimpleNamespace(submit=submitted.append, render=submitted.append)
+    app = types.SimpleNamespace(store=None, backend=lambda _name: backend, watch_hooks=NO_HOOKS)
+    with pytest.raises(LauncherError, match="sw-1-e3 is an element of sweep sw-1: .*sweep layer's hooks"):
+        resubmit(app, element, "local", 2, "test")
+    assert submitted == []  # never submitted as a job of its own

@@ -11,7 +11,7 @@ from launcher.backend.protocols import Handle
 from launcher.state.connection import ConstraintError
 from launcher.state.store import StateStore
 from launcher.state.store import is_open
-from launcher.sweep.launching import element_handle, record_array, submitted_entries
+from launcher.sweep.arrays import element_handle, record_array, submitted_entries
 from launcher_backends.slurm import SlurmBackend
 from tests.fixtures.stores import other_connection
 

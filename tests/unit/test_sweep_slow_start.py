@@ -12,12 +12,12 @@ from launcher.recovery import watch
 from launcher.state.claims import claim_ttl
 from launcher.state.store import StateStore
 from launcher.core.status import QUEUED
-from launcher.sweep import queue
+from launcher.sweep import one_by_one
 from launcher.state.claims import kept_alive, renewal_interval
 from tests.fixtures.polling import poll
 
 from .test_sweep_lost_start import interrupted_start
-from .test_sweep_queue import launch, lx, states  # noqa: F401 - the fixture
+from .test_sweep_one_by_one import launch, lx, states  # noqa: F401 - the fixture
 
 # the tests with a store: on SQLite and on PostgreSQL (tests.fixtures.stores)
 both_engines = pytest.mark.usefixtures("state_engine")
@@ -31,11 +31,11 @@ def row(meta: dict, state: str = "SUBMITTING", handle=None):
 
 
 def test_a_starts_last_sign_of_life_is_its_latest_renewal():
-    assert queue.last_seen(row({"start_at": 100.0})) == 100.0
-    assert queue.last_seen(row({"start_at": 100.0, "start_seen": 340.0})) == 340.0
-    assert queue.last_seen(row({"start_at": 100.0, "start_seen": 50.0})) == 100.0  # an earlier start's
-    assert queue.last_seen(row({"start_at": 100.0}, handle="{}")) is None  # recorded: no start in limbo
-    assert queue.last_seen(row({"start_seen": 340.0})) is None  # not a start
+    assert one_by_one.last_seen(row({"start_at": 100.0})) == 100.0
+    assert one_by_one.last_seen(row({"start_at": 100.0, "start_seen": 340.0})) == 340.0
+    assert one_by_one.last_seen(row({"start_at": 100.0, "start_seen": 50.0})) == 100.0  # an earlier start's
+    assert one_by_one.last_seen(row({"start_at": 100.0}, handle="{}")) is None  # recorded: no start in limbo
+    assert one_by_one.last_seen(row({"start_seen": 340.0})) is None  # not a start
 
 
 def test_a_claim_is_renewed_three_times_within_its_ttl():
@@ -83,10 +83,10 @@ def test_a_start_seen_submitting_within_a_ttl_is_waited_for_however_old_it_is(lx
     later = time.time() + claim_ttl() + 1  # a TTL after the start began...
     store.patch_meta(job_id, start_seen=later - 5)  # ...but its starter renewed its claim 5 s ago
     c = store.claim(job_id)
-    o = queue.requeue_lost_start(lx.app, c, later)
+    o = one_by_one.requeue_lost_start(lx.app, c, later)
     store.release(job_id, c.owner)
     assert o.action == "waiting" and "last seen 5s ago" in o.reason and states(lx, sweep_id)[2] == "SUBMITTING"
-    assert queue.requeue_lost_start(lx.app, store.claim(job_id), later + claim_ttl()).action == "start_lost"
+    assert one_by_one.requeue_lost_start(lx.app, store.claim(job_id), later + claim_ttl()).action == "start_lost"
     lx.cancel_sweep(sweep_id)
 
 
@@ -110,7 +110,7 @@ def test_a_start_slower_than_the_claims_ttl_is_not_taken_over_and_runs_once(lx, 
 
     monkeypatch.setattr(LocalBackend, "submit", slow)
     try:
-        out = queue.fill(lx.app, sweep_id)
+        out = one_by_one.fill(lx.app, sweep_id)
     finally:
         other.close()
     monkeypatch.undo()

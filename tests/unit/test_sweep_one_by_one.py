@@ -1,5 +1,5 @@
 """A sweep on a backend without arrays (local, SkyPilot): each element is its own job, and the
-launcher keeps max_parallel (launcher.sweep.queue, launcher.sweep.separate)."""
+launcher keeps max_parallel (launcher.sweep.one_by_one, launcher.sweep.separate)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def states(lx, sweep_id) -> dict:
 
 @both_engines
 def test_launch_starts_max_parallel_and_queues_the_rest_then_cancel_never_starts_them(lx, tmp_path):
-    from launcher.sweep.queue import fill
+    from launcher.sweep.one_by_one import fill
 
     sweep_id = launch(lx, tmp_path)
     st = states(lx, sweep_id)
@@ -110,7 +110,7 @@ def test_launch_starts_max_parallel_and_queues_the_rest_then_cancel_never_starts
 
 @both_engines
 def test_a_slot_freed_starts_the_next_element_once(lx, tmp_path):
-    from launcher.sweep.queue import fill
+    from launcher.sweep.one_by_one import fill
 
     sweep_id = launch(lx, tmp_path)
     lx.cancel(f"{sweep_id}-e1")  # closes element 1: its slot is free
@@ -126,7 +126,7 @@ def test_a_slot_freed_starts_the_next_element_once(lx, tmp_path):
 
 @both_engines
 def test_a_launcher_holding_the_sweeps_claim_keeps_others_from_starting(lx, tmp_path):
-    from launcher.sweep.queue import claim_key, fill
+    from launcher.sweep.one_by_one import claim_key, fill
 
     sweep_id = launch(lx, tmp_path)
     lx.cancel(f"{sweep_id}-e0")
@@ -142,7 +142,7 @@ def test_a_launcher_holding_the_sweeps_claim_keeps_others_from_starting(lx, tmp_
 
 @both_engines
 def test_an_element_that_cannot_start_stays_queued_then_fails(lx, tmp_path, monkeypatch):
-    from launcher.sweep import queue
+    from launcher.sweep import one_by_one
     from launcher_backends.local.backend import LocalBackend
 
     sweep_id = launch(lx, tmp_path)
@@ -152,9 +152,9 @@ def test_an_element_that_cannot_start_stays_queued_then_fails(lx, tmp_path, monk
         raise SubmitError("no room")
 
     monkeypatch.setattr(LocalBackend, "submit", refuse)
-    for n in range(1, queue.START_TRIES + 1):
-        (o,) = queue.fill(lx.app, sweep_id)
-        assert o.action == ("failed" if n == queue.START_TRIES else "start_failed")
+    for n in range(1, one_by_one.START_TRIES + 1):
+        (o,) = one_by_one.fill(lx.app, sweep_id)
+        assert o.action == ("failed" if n == one_by_one.START_TRIES else "start_failed")
     row = lx.app.store.get_job(f"{sweep_id}-e2")
     assert row.state == "FAILED" and "no room" in row.reason and not is_open(row)
     monkeypatch.undo()
@@ -185,7 +185,7 @@ def test_a_render_error_records_nothing(lx, tmp_path):
 
 @both_engines
 def test_cancel_of_one_queued_element_closes_it_before_it_starts(lx, tmp_path):
-    from launcher.sweep.queue import fill
+    from launcher.sweep.one_by_one import fill
 
     sweep_id = launch(lx, tmp_path)
     (r,) = lx.cancel_sweep(sweep_id, 2)

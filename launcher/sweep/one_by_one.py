@@ -1,5 +1,6 @@
-"""A sweep on a backend that cannot run arrays (``Scheduler.runs_arrays`` says no, or no ``Scheduler``): every element is its own
-job, and the launcher keeps ``max_parallel``.
+"""A sweep one job per element, on a backend that does not run arrays (``Scheduler.runs_arrays`` says no, or no
+``Scheduler``; a backend that does: ``launcher.sweep.arrays``): every element is its own job, started one by one, and
+the launcher keeps ``max_parallel``.
 
 ``launch_elements`` renders the first element (a render error records nothing), records
 every element row (``<sweep id>-e<index>``, as on Slurm), submits element 0 (all-or-nothing:
@@ -30,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
-from launcher.backend.protocols import JobRef, Scheduler, can
+from launcher.backend.protocols import JobRef
 from launcher.core.errors import LauncherError, SubmitOutcomeUnknown
 from launcher.core.status import QUEUED
 from launcher.launching.submission import Launched, facts_for, find_submission, job_spec, new_job_ref
@@ -44,19 +45,13 @@ from launcher.provenance.trackers import with_tracker_env
 from launcher.recovery.cancel import CancelReport
 from launcher.recovery.outcome import Outcome
 from launcher.spec.secretenv import for_launch
-from launcher.spec.sweep_elements import elements, sweep_seed_of
 from launcher.state.actors import actor
 from launcher.state.claims import claim_ttl, claimed, kept_alive
 from launcher.state.store import ClaimLost, is_open, new_job_id
 from launcher.sweep.elements import begin_sweep, element_rows, sweep_rows
-from launcher.sweep.separate import element_spec, element_spec_of, to_start
+from launcher.sweep.separate import element_spec_of, to_start
 
 START_TRIES = 3  # a queued element whose submission failed this often is closed FAILED
-
-
-def runs_arrays(backend) -> bool:
-    """Whether BACKEND's target runs a sweep as one array job (``Scheduler.runs_arrays``)."""
-    return can(backend, Scheduler) and bool(backend.runs_arrays(dict(backend.target.raw or {})))
 
 
 # ---- the sweep's claim
@@ -80,14 +75,6 @@ def sweep_claim(store, sweep_id: str) -> Iterator[Optional[str]]:
             store.release(claim_key(sweep_id), owner)
 
 
-def spec_to_render(backend, spec, job: JobRef):
-    """What ``launcher render`` shows for a sweep: the array where BACKEND runs arrays, else
-    element 0 as the job of its own it is launched as."""
-    if runs_arrays(backend):
-        return spec
-    return element_spec(spec, job.job_id, elements(spec.sweep)[0], spec.sweep.size, sweep_seed_of(spec, job.seed))
-
-
 # ---- submitting one element as a job of its own
 def element_job(app, row, attempt: int = 1, avoid=()) -> JobRef:
     return new_job_ref(app.store, row.job_id, attempt, seed=row.meta.get("seed"), avoid=tuple(avoid))
@@ -100,6 +87,16 @@ def render_element(app, row, attempt: int = 1, facts=None, avoid=(), target: Opt
     spec = element_spec_of(job_spec(row), row.meta["sweep"])
     facts = facts if facts is not None else facts_for(app, spec, target)
     return app.backend(target).render(spec, facts, element_job(app, row, attempt, avoid))
+
+
+def resubmit_element(app, row, target_name: str, attempt: int) -> tuple:
+    """(lookup, submit) of element ROW's attempt ATTEMPT, a job of its own, for the submission protocol
+    (``launcher.launching.submit.fenced_submit``): LOOKUP() finds an earlier try by its dedupe token, SUBMIT()
+    submits the element's own spec (its env, seed and root) on TARGET_NAME."""
+    backend = app.backend(target_name)
+    alone = element_job(app, row, attempt)
+    return (lambda: find_submission(backend, alone),
+            lambda: backend.submit(render_element(app, row, attempt, target=target_name)))
 
 
 def element_facts(app, row):

@@ -1,5 +1,5 @@
-"""Launching a sweep on a backend that runs arrays (``Scheduler.runs_arrays``: Slurm): ONE array submission, one job
-row per element (a backend without it: each element its own job, ``launcher.sweep.queue``).
+"""A sweep as ONE scheduler array, on a backend that runs arrays (``Scheduler.runs_arrays``: Slurm), one job row
+per element (a backend without it runs each element as a job of its own: ``launcher.sweep.one_by_one``).
 
 The whole sweep is one array submission (one dedupe token, ``launcher:<sweep id>:1``).
 Every element is recorded as its own job (``<sweep id>-e<index>``) whose handle names the
@@ -8,6 +8,9 @@ array task as the backend names it (``Scheduler.element_native_id``; Slurm:
 any job. Each element row's meta carries ``sweep`` = {id, index, size, params,
 array}; its ``ckpt_root`` is the element's own root. All-or-nothing like a single launch:
 the rows are written as SUBMITTING first and removed again when the submission fails.
+A further attempt of one element is the same array with only its index (``--array=<index>``:
+``resubmit_element``); an array whose launch ended before recording it is adopted by its
+dedupe token (``adopt_array``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from dataclasses import replace
 from typing import Optional
 
 from launcher.backend.protocols import Handle, JobRef
-from launcher.backend.support import require_supported
 from launcher.launching.submission import Launched, facts_for, find_submission, job_spec, new_job_ref
 from launcher.launching.submit import NewSubmission, cancel_in_flight
 from launcher.provenance.seed import choose_seed, with_seed
@@ -25,8 +27,7 @@ from launcher.provenance.trackers import attach_sweep as attach_trackers
 from launcher.spec.secretenv import for_launch
 from launcher.spec.sweep_elements import sweep_seed_of
 from launcher.state.store import new_job_id
-from launcher.sweep.elements import begin_sweep, element_rows, sweep_rows
-from launcher.sweep.queue import element_job, launch_elements, render_element, runs_arrays
+from launcher.sweep.elements import begin_sweep, element_rows, runs_arrays, sweep_rows
 
 
 def element_handle(array: Handle, job_id: str, index: int, backend) -> Handle:
@@ -53,14 +54,10 @@ def submitted_entries(array: Handle, rows: list, backend) -> list[tuple]:
     return out
 
 
-def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
+def launch_array(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Render the sweep once, record every element, submit the array once. Returns a
     ``launcher.launching.submission.Launched`` whose job id is the sweep id and whose handle is the array's."""
-    require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
     backend = app.backend(target_name)
-
-    if not runs_arrays(backend):  # each element its own job, max_parallel kept by the launcher
-        return launch_elements(app, spec, spec_text, spec_path, target_name, note=note)
     spec, spec_text = for_launch(spec, spec_text)
     store = app.store
     sweep_id = new_job_id(spec.name)
@@ -124,10 +121,6 @@ def resubmit_element(app, row, target_name: str, attempt: int) -> tuple:
     (``--array=<index>`` of the same table, so the same element root: it resumes its own
     latest commit); the other elements are untouched."""
     backend = app.backend(target_name)
-    if not runs_arrays(backend):  # the element is a job of its own: submitted as one
-        alone = element_job(app, row, attempt)
-        return (lambda: find_submission(backend, alone),
-                lambda: backend.submit(render_element(app, row, attempt, target=target_name)))
     job = element_ref(app, row, attempt)
 
     def as_element(h: Optional[Handle]) -> Optional[Handle]:

@@ -6,7 +6,7 @@ from launcher.backend.protocols import Handle
 from launcher.backend.sections import parse_spec
 from launcher.spec.sweep_elements import element_seed
 from launcher.sweep.elements import element_job_id, element_rows
-from launcher.sweep.launching import array_handle, element_handle
+from launcher.sweep.arrays import array_handle, element_handle
 from launcher_backends.slurm import SlurmBackend
 from launcher_backends.slurm.array import task_ids, with_array_tasks
 from launcher_backends.slurm.states import parse_sacct, parse_scontrol_oneliners
