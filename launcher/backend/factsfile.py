@@ -20,9 +20,10 @@ from pathlib import Path
 from launcher.backend.protocols import Facts
 from launcher.core.errors import ConfigError
 from launcher.core.regular import NotReadable, read_regular
+from launcher.backend.context import AppContext
 
 
-def use_facts_file(app, target, path) -> None:
+def use_facts_file(app: AppContext, target, path) -> None:
     """Make APP use the facts in PATH for TARGET (``render --facts``): it is never probed."""
     if not target:
         raise ConfigError("--facts needs --target: the facts in a file are one target's")

@@ -23,6 +23,7 @@ from typing import Iterable, Optional
 from launcher.backend.protocols import Request, SetsEnv, SpecOwner, can
 from launcher.backend.registry import default_registry
 from launcher.core.errors import LauncherError, SpecError
+from launcher.backend.context import AppContext
 
 
 def secret_values(request: Request, names: Iterable[str]) -> tuple[dict, list]:
@@ -167,7 +168,7 @@ def spec_target_problems(spec, config, registry=None) -> list[tuple[str, str]]:
     return target_problems(spec, names, backend_of(config, registry or default_registry()))
 
 
-def require_supported(app, spec, target: str, source: str = "") -> None:
+def require_supported(app: AppContext, spec, target: str, source: str = "") -> None:
     """Raise SpecError when SPEC asks TARGET (or one of its burst targets) for something it
     cannot do. Called by render and launch; ``launcher validate`` checks every target."""
     problems = target_problems(spec, roles(spec, target), backend_of(app.config, app.registry))

@@ -22,6 +22,7 @@ from launcher.core.errors import LauncherError
 from launcher.core.status import JobState, Status
 from launcher.launching.submission import job_spec
 from launcher.state.nodes import blame
+from launcher.backend.context import AppContext
 
 
 def blame_reason(state: str, exit_code: Optional[int], exit_codes) -> str:
@@ -34,7 +35,7 @@ def blame_reason(state: str, exit_code: Optional[int], exit_codes) -> str:
     return ""
 
 
-def record(app, job, latest, st, spec, now: float) -> list:
+def record(app: AppContext, job, latest, st, spec, now: float) -> list:
     """Blame the nodes of JOB's attempt LATEST (its row), which ended with status ST, when it
     failed on them; quarantine those blamed often enough. Returns the events to record ((kind,
     detail) each): ``node_blamed``, ``node_quarantined``, or ``node_fault_unplaced`` (the target's
@@ -59,7 +60,7 @@ def record(app, job, latest, st, spec, now: float) -> list:
     return _blame(app, target, nodes, job.job_id, latest.attempt, why, spec, now)
 
 
-def _blame(app, target: str, nodes: list, job_id: str, attempt: int, why: str, spec, now: float) -> list:
+def _blame(app: AppContext, target: str, nodes: list, job_id: str, attempt: int, why: str, spec, now: float) -> list:
     rule = spec.recovery.bad_nodes
     blamed, made = blame(app.store, target, nodes, job_id, attempt, why, now, after=rule.after,
                          window=rule.window, quarantine_s=rule.quarantine)
@@ -71,7 +72,7 @@ def _blame(app, target: str, nodes: list, job_id: str, attempt: int, why: str, s
     return events
 
 
-def blame_run(app, row, attempt: int, run: dict, now: float) -> list:
+def blame_run(app: AppContext, row, attempt: int, run: dict, now: float) -> list:
     """Blame the nodes of a run of ROW's job that the scheduler restarted in place (Slurm's requeue
     after a node failure: RUN, one entry of ``Scheduler.run_history``, which was ATTEMPT) when it
     ended NODE_FAIL: the events to record, as ``record`` gives them ([] for any other run)."""

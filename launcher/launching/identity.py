@@ -34,6 +34,7 @@ from launcher.checkpoint.store import is_s3
 from launcher.core.errors import LauncherError
 from launcher.core.status import attempt_live
 from launcher.provenance.seed import ENV, SeedChoice, decide_seed, parse_env_seed
+from launcher.backend.context import AppContext
 
 @dataclass(frozen=True)
 class Earlier:
@@ -136,7 +137,7 @@ def decide(root, fresh, earlier, spec_seed, env_seed, unreadable="", draw=None,
 
 
 # ---------------------------------------------------------------- I/O: what the root and the store say
-def plan_identity(app, spec, target_name: str, fresh: bool = False, environ=None, exclude=(),
+def plan_identity(app: AppContext, spec, target_name: str, fresh: bool = False, environ=None, exclude=(),
                   subject: str = "this launch", read_s3: bool = True) -> Identity:
     """Read the checkpoint root (where it is readable from here) and the state store, and
     decide. EXCLUDE: job ids that are not an earlier run (the launch's own). READ_S3=False
@@ -151,7 +152,7 @@ def plan_identity(app, spec, target_name: str, fresh: bool = False, environ=None
     return decide(root, fresh, earlier, spec.seed, parse_env_seed(environ), unreadable, subject=subject)
 
 
-def root_readable_here(app, target_name: str, root: str) -> str:
+def root_readable_here(app: AppContext, target_name: str, root: str) -> str:
     """"" if ROOT can be read from this host for TARGET_NAME, else why not."""
     if is_s3(root):
         return ""
@@ -164,7 +165,7 @@ def root_readable_here(app, target_name: str, root: str) -> str:
     return f"a path on target {target_name}'s cluster, reached over SSH"
 
 
-def _look(app, target_name, root, exclude) -> tuple:
+def _look(app: AppContext, target_name, root, exclude) -> tuple:
     why = root_readable_here(app, target_name, root)
     if not why:
         try:
@@ -174,7 +175,7 @@ def _look(app, target_name, root, exclude) -> tuple:
     return _from_store(app, root, exclude), why
 
 
-def _from_root(app, root, exclude) -> Optional[Earlier]:
+def _from_root(app: AppContext, root, exclude) -> Optional[Earlier]:
     if not is_s3(root) and not os.path.isdir(root):
         return None  # nothing written yet
     store = open_store(root)
@@ -191,7 +192,7 @@ def _from_root(app, root, exclude) -> Optional[Earlier]:
     return Earlier(run, found.step, found.path, state, seed, seed_from, True)
 
 
-def _from_store(app, root, exclude) -> Optional[Earlier]:
+def _from_store(app: AppContext, root, exclude) -> Optional[Earlier]:
     for row in app.store.list_jobs(limit=1000):
         if row.ckpt_root == root and row.job_id not in exclude:
             seed = row.meta.get("seed")
@@ -200,7 +201,7 @@ def _from_store(app, root, exclude) -> Optional[Earlier]:
     return None
 
 
-def _run_facts(app, run, root, store, generation) -> tuple:
+def _run_facts(app: AppContext, run, root, store, generation) -> tuple:
     """(state in this store, seed, where the seed was found) of RUN."""
     state = seed = seed_from = None
     row = _job_row(app, run) if run else None
@@ -220,7 +221,7 @@ def _run_facts(app, run, root, store, generation) -> tuple:
     return state, (None if seed is None else int(seed)), seed_from
 
 
-def _job_row(app, job_id):
+def _job_row(app: AppContext, job_id):
     try:
         row = app.store.get_job(job_id)
     except LauncherError:
@@ -228,7 +229,7 @@ def _job_row(app, job_id):
     return row if row.job_id == job_id else None
 
 
-def _recorded_seed(app, run, root) -> tuple:
+def _recorded_seed(app: AppContext, run, root) -> tuple:
     """The seed in RUN's provenance: the state store's record, else RUN.json under ROOT."""
     from launcher.provenance.record import load_record, read_run_json  # provenance: only when an earlier run is resumed
 

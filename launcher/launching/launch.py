@@ -24,12 +24,13 @@ from launcher.launching.submission import (Launched, earlier_unsettled, excluded
 from launcher.launching.submit import NewSubmission, fenced_submit, record_or_cancel, settle_unrecorded
 from launcher.spec.model import JobSpec
 from launcher.state.store import new_job_id
+from launcher.backend.context import AppContext
 
 if TYPE_CHECKING:
     from launcher.launching.identity import Identity
 
 
-def pick_target(app, spec: JobSpec, explicit: Optional[str], note=None) -> str:
+def pick_target(app: AppContext, spec: JobSpec, explicit: Optional[str], note=None) -> str:
     """--target wins; with several targets in the spec the planner's first row does
     (cheapest expected cost to finish); else the spec's only target, else the default."""
     if explicit:
@@ -43,7 +44,7 @@ def pick_target(app, spec: JobSpec, explicit: Optional[str], note=None) -> str:
     return app.config.default_target()
 
 
-def queue_waits(app, spec: JobSpec, targets, note=None) -> dict:
+def queue_waits(app: AppContext, spec: JobSpec, targets, note=None) -> dict:
     """{target: hours, (target, queue): hours} measured on every reachable target whose
     backend has a queue (Scheduler), for the planner."""
     out = {}
@@ -63,7 +64,7 @@ def queue_waits(app, spec: JobSpec, targets, note=None) -> dict:
     return out
 
 
-def planned_target(app, spec: JobSpec, note=None) -> Optional[str]:
+def planned_target(app: AppContext, spec: JobSpec, note=None) -> Optional[str]:
     try:
         result = plan_spec(app, spec, targets=list(spec.targets), note=note)  # with the rates `launcher watch` learned
     except LauncherError as e:
@@ -81,7 +82,7 @@ def planned_target(app, spec: JobSpec, note=None) -> Optional[str]:
     return best.offer.target
 
 
-def plan_spec(app, spec: JobSpec, targets=None, params=None, live_spot: bool = False, queue: bool = True,
+def plan_spec(app: AppContext, spec: JobSpec, targets=None, params=None, live_spot: bool = False, queue: bool = True,
               note=None):
     """``launcher plan``: the offers of TARGETS (default: the spec's, else every configured
     one) ranked by expected cost, with the queue waits measured on the targets that have a queue
@@ -107,7 +108,7 @@ def plan_spec(app, spec: JobSpec, targets=None, params=None, live_spot: bool = F
     return result.with_notes(notes) if notes else result
 
 
-def render_for(app, spec: JobSpec, target_name: str, job: JobRef, shape=None) -> Request:
+def render_for(app: AppContext, spec: JobSpec, target_name: str, job: JobRef, shape=None) -> Request:
     """The Request a launch of SPEC on TARGET_NAME would submit. SHAPE (spec -> spec), when
     given, is applied once the spec is checked and its secret-looking env lifted: the caller's
     (``launcher.api.facade.Launcher.render``) way to render a sweep as its launch submits it."""
@@ -121,7 +122,7 @@ def render_for(app, spec: JobSpec, target_name: str, job: JobRef, shape=None) ->
     return app.backend(target_name).render(spec, facts_for(app, spec, target_name), job)
 
 
-def launch(app, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_name: str,
+def launch(app: AppContext, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_name: str,
            job_id: Optional[str] = None, attempt: int = 1, fresh: bool = False, note=None) -> Launched:
     """Render, record and submit a new job. Before submitting, NOTE (a callable, e.g. a
     print to stderr) gets what this launch continues (``launcher.launching.identity``): which run
@@ -169,7 +170,7 @@ class LaunchIdentity:
         return [*self.ident.lines, *(f"tracking: {t}" for t in describe_trackers(self.trackers))]
 
 
-def check_launch(app, spec: JobSpec, spec_path: Optional[str], target_name: str, note=None) -> None:
+def check_launch(app: AppContext, spec: JobSpec, spec_path: Optional[str], target_name: str, note=None) -> None:
     """Refuse a launch that cannot go: a sweep (launched by ``launcher.sweep``), a field the
     target (or a burst target) cannot honour, a deadline that cannot be met (NOTE: how a
     deadline on this machine runs)."""
@@ -181,8 +182,8 @@ def check_launch(app, spec: JobSpec, spec_path: Optional[str], target_name: str,
         check_deadline(app, spec, target_name, note=note)
 
 
-def identify_launch(app, spec: JobSpec, spec_path: Optional[str], target_name: str, job_id: str, attempt: int,
-                    fresh: bool) -> LaunchIdentity:
+def identify_launch(app: AppContext, spec: JobSpec, spec_path: Optional[str], target_name: str, job_id: str,
+                    attempt: int, fresh: bool) -> LaunchIdentity:
     """The identity of a new launch of job JOB_ID: what it continues and the seed it carries
     (exported as LAUNCHER_SEED), its dedupe token, and its trackers' runs (the W&B id, the
     MLflow run, created now: every attempt gets the same, ``meta["trackers"]``)."""
@@ -198,7 +199,7 @@ def identify_launch(app, spec: JobSpec, spec_path: Optional[str], target_name: s
     return LaunchIdentity(job, ident, fresh, open_trackers(spec, job_id, spec_path))
 
 
-def render_launch(app, backend, spec: JobSpec, target_name: str, who: LaunchIdentity) -> Request:
+def render_launch(app: AppContext, backend, spec: JobSpec, target_name: str, who: LaunchIdentity) -> Request:
     """The Request of the launch WHO: SPEC with its run's env (seed, fresh) and trackers."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.provenance.seed import with_run_env
@@ -235,7 +236,7 @@ def record_submitting(store, backend, spec: JobSpec, spec_text: str, spec_path: 
                     ckpt_root=spec.checkpoint.root, meta=launch_meta(spec_path, who))
 
 
-def submit_launch(app, backend, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_name: str,
+def submit_launch(app: AppContext, backend, spec: JobSpec, spec_text: str, spec_path: Optional[str], target_name: str,
                   who: LaunchIdentity, request: Request) -> Launched:
     """Submit REQUEST by the submission protocol and record what it produced in ONE transaction:
     the attempt, its events, the provenance record. Provenance (advisory, never raises) is
@@ -263,7 +264,7 @@ def submit_launch(app, backend, spec: JobSpec, spec_text: str, spec_path: Option
     return Launched(job_id, handle, request)
 
 
-def check_deadline(app, spec: JobSpec, target_name: str, now: Optional[float] = None, note=None) -> None:
+def check_deadline(app: AppContext, spec: JobSpec, target_name: str, now: Optional[float] = None, note=None) -> None:
     """Refuse a spec whose ``cost.deadline`` cannot be met even on its quickest guaranteed offer
     (on-demand, a scheduler's queue) among its targets (else TARGET_NAME): the work
     (``resources.expected_runtime``, else the time limit) plus a restart overhead plus the
@@ -350,7 +351,7 @@ def record_launched(store, job_id: str, attempt: int, target_name: str, handle: 
     return recorded
 
 
-def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=(), owner=None,
+def resubmit(app: AppContext, job_row, target_name: str, attempt: int, reason: str, avoid=(), owner=None,
              spec=None, recovery: Optional[dict] = None, release: bool = False) -> Handle:
     """Submit a further attempt of an existing job (recovery, burst), by the submission
     protocol (``launcher.launching.submit``).
@@ -393,7 +394,7 @@ def resubmit(app, job_row, target_name: str, attempt: int, reason: str, avoid=()
     return handle
 
 
-def _submit_again(app, job_row, target_name: str, attempt: int, avoid, owner, parsed=None) -> tuple:
+def _submit_again(app: AppContext, job_row, target_name: str, attempt: int, avoid, owner, parsed=None) -> tuple:
     """(the Handle of JOB_ROW's attempt ATTEMPT, whether an earlier try of it was found by its
     dedupe token), under OWNER's claim (``fenced_submit``)."""
     store = app.store

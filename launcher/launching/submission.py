@@ -14,6 +14,7 @@ from launcher.backend.protocols import ChoosesPlacement, ExcludesNodes, Handle, 
 from launcher.core.errors import LauncherError
 from launcher.spec.model import JobSpec, resolve_paths
 from launcher.state.nodes import quarantined
+from launcher.backend.context import AppContext
 
 
 # after a submission ended without the scheduler's answer, how long a job it may have made gets to
@@ -62,7 +63,7 @@ class Launched:
     request: Request
 
 
-def facts_for(app, spec: JobSpec, target_name: str):
+def facts_for(app: AppContext, spec: JobSpec, target_name: str):
     """The target's probed facts, plus the planner's ranked placements for a backend that
     chooses among several (ChoosesPlacement: regions, clouds, spot or not)."""
     facts = app.facts(target_name)
@@ -87,11 +88,11 @@ def new_job_ref(store, job_id: str, attempt: int = 1, **fields) -> JobRef:
     return JobRef(job_id=job_id, attempt=attempt, job_dir=str(store.job_dir(job_id)), **fields)
 
 
-def job_ref(app, job_row, attempt: int, avoid=(), exclude_nodes=()) -> JobRef:
+def job_ref(app: AppContext, job_row, attempt: int, avoid=(), exclude_nodes=()) -> JobRef:
     return new_job_ref(app.store, job_row.job_id, attempt, avoid=tuple(avoid), exclude_nodes=tuple(exclude_nodes))
 
 
-def excluded_nodes(app, target_name: str, now: float) -> tuple:
+def excluded_nodes(app: AppContext, target_name: str, now: float) -> tuple:
     """The nodes quarantined on TARGET_NAME at NOW (``launcher.state.nodes``), which a submission
     there keeps off; () when its backend cannot exclude nodes (then there is none: a failure on
     such a backend's nodes quarantines nothing, ``launcher.launching.badnodes``)."""

@@ -17,9 +17,10 @@ from launcher.core.errors import LauncherError
 from launcher.core.status import Status
 from launcher.launching import badnodes
 from launcher.launching.polling import ask_targets
+from launcher.backend.context import AppContext
 
 
-def refresh(app, jobs, recorded=None, poller=None) -> dict:
+def refresh(app: AppContext, jobs, recorded=None, poller=None) -> dict:
     """One batched status call per target for the given job rows; updates the store.
 
     Returns {job_id: Status} (a job a poller's snapshot does not hold yet is left out: that
@@ -87,7 +88,7 @@ def attempt_cost(h: Handle, st, now: Optional[float] = None) -> Optional[float]:
     return round(float(hourly) * max(0.0, end - start) / 3600.0, 6)
 
 
-def _follow_restarts(app, row, h: Handle, st, attempts=None) -> Handle:
+def _follow_restarts(app: AppContext, row, h: Handle, st, attempts=None) -> Handle:
     """A scheduler that restarts a job in place (Slurm requeue) keeps its native id: each
     restart becomes a new attempt row, and the finished run's own state (PREEMPTED,
     NODE_FAIL ...) is taken from the scheduler's per-run history where it keeps one."""
@@ -125,7 +126,7 @@ def _follow_restarts(app, row, h: Handle, st, attempts=None) -> Handle:
     return h
 
 
-def wait_for(app, job_id: str, poll: float = 1.0, timeout: Optional[float] = None):
+def wait_for(app: AppContext, job_id: str, poll: float = 1.0, timeout: Optional[float] = None):
     deadline = None if timeout is None else time.time() + timeout
     while True:
         row = app.store.get_job(job_id)

@@ -26,6 +26,7 @@ from launcher.checkpoint.store import is_s3, open_store
 from launcher.core.redact import is_secret_name, mask_values, redact_obj, secret_values
 from launcher.provenance.capture import capture
 from launcher.state import provenance as provenance_rows
+from launcher.backend.context import AppContext
 
 RUNS_DIR = META_DIR + "/runs"
 RUN_FILE = "RUN.json"
@@ -87,7 +88,7 @@ def load_record(store, job_id: str) -> Optional[dict]:
 
 
 # ---------------------------------------------------------------- checkpoint root
-def write_run_json(app, target_name: str, root: str, job_id: str, data: bytes) -> tuple[Optional[str], str]:
+def write_run_json(app: AppContext, target_name: str, root: str, job_id: str, data: bytes) -> tuple[Optional[str], str]:
     """Write RUN.json under ROOT where the job will see it. Returns (location, note).
 
     s3:// roots: through the checkpoint store (S3 PutObject). POSIX roots: on this host
@@ -141,7 +142,7 @@ def list_runs(root: str) -> list[str]:
 
 
 # ---------------------------------------------------------------- launch hook
-def _document(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
+def _document(app: AppContext, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
               request=None, handle=None, seed=None, seed_source=None, continues=None) -> dict:
     """The redacted provenance record (capture + redact; no writes)."""
     backend = app.backend(target_name)
@@ -176,7 +177,7 @@ class Captured:
 SUBMISSION_KEYS = ("native_id", "attempt")  # what complete_launch adds to a draft
 
 
-def capture_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
+def capture_launch(app: AppContext, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
                    request=None, handle=None, seed=None, seed_source=None, continues=None) -> Captured:
     """Capture the record and write RUN.json under the checkpoint root; nothing goes to the
     state store yet (``save_launch``), so a slow root (S3) never holds the store's lock.
@@ -187,7 +188,7 @@ def capture_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optiona
     return complete_launch(app, draft, spec, target_name, job_id, handle)
 
 
-def draft_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
+def draft_launch(app: AppContext, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
                  request=None, handle=None, seed=None, seed_source=None, continues=None,
                  trackers=None) -> Captured:
     """The redacted record, captured before the submission is known (``launch`` does this
@@ -204,7 +205,7 @@ def draft_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[
     return Captured(doc)
 
 
-def complete_launch(app, draft: Captured, spec, target_name: str, job_id: str, handle=None) -> Captured:
+def complete_launch(app: AppContext, draft: Captured, spec, target_name: str, job_id: str, handle=None) -> Captured:
     """DRAFT with what the submission produced (HANDLE's native id and attempt, redacted like
     the rest), and RUN.json written under the checkpoint root. Never raises."""
     if draft.doc is None:
@@ -285,7 +286,7 @@ def failed_writes(job_id: str, error: str) -> StoreWrites:
                        f"warning: could not record the provenance of {job_id}: {error}")
 
 
-def record_launch(app, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
+def record_launch(app: AppContext, *, job_id: str, spec, spec_text: str, spec_path: Optional[str], target_name: str,
                   request=None, handle=None, seed=None, seed_source=None, continues=None) -> Optional[dict]:
     """Capture and keep the provenance of a launched run. Advisory: never raises (a failure
     is recorded as a ``provenance_error`` event and printed as a warning). CONTINUES: what

@@ -9,9 +9,10 @@ from launcher.checkpoint.store import is_s3
 from launcher.core.errors import LauncherError
 from launcher.provenance.lineage import lineage
 from launcher.provenance.record import load_record
+from launcher.backend.context import AppContext
 
 
-def load_run(app, ref: str) -> dict:
+def load_run(app: AppContext, ref: str) -> dict:
     """A run's record from: a RUN.json file, a checkpoint (directory, root or s3:// URL), or a
     job id (or unique prefix) in APP's state store."""
     if os.path.isfile(ref):

@@ -21,6 +21,7 @@ from launcher.recovery.outcome import Outcome
 from launcher.recovery.state import BurstRace, RecoveryState
 from launcher.state.claims import claimed
 from launcher.state.store import ClaimLost
+from launcher.backend.context import AppContext
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def should_burst(state: JobState, pending_since: float, now: float, after: Optio
     return BurstDecision(False, f"pending {waited:.0f}s of burst.after={after}s")
 
 
-def step(app, job, spec, status, clock):
+def step(app: AppContext, job, spec, status, clock):
     """One burst step for one job in a watch cycle. Returns an Outcome, or None when the
     job is not bursting (the normal recovery handling then applies)."""
     rs = RecoveryState.load(job.meta)
@@ -97,7 +98,7 @@ def burst_state(c, job_id: str, latest):
     return rs
 
 
-def _predicted_wait(app, job, spec, latest) -> Optional[float]:
+def _predicted_wait(app: AppContext, job, spec, latest) -> Optional[float]:
     """Seconds until the target's scheduler expects the job to start (``Scheduler.queue_wait``;
     Slurm: squeue --start / pending work ahead)."""
     try:
@@ -109,7 +110,7 @@ def _predicted_wait(app, job, spec, latest) -> Optional[float]:
     return est.hours * 3600.0
 
 
-def _race(app, job, rs: RecoveryState):
+def _race(app: AppContext, job, rs: RecoveryState):
     """Both copies exist: the first one running wins; the other is cancelled."""
     store = app.store
     race = rs.burst

@@ -27,6 +27,7 @@ from launcher.state.actors import actor
 from launcher.state.claims import claim_ttl
 from launcher.state.schema import OVERTAKEN_KEY
 from launcher.state.store import is_open
+from launcher.backend.context import AppContext
 
 
 @dataclass
@@ -78,7 +79,7 @@ def finished_report(row) -> CancelReport:
                         finished_state=row.state)
 
 
-def cancel_job(app, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, refresh_first: bool = True) \
+def cancel_job(app: AppContext, job: str, wait_claim_s: float = 30.0, poll: float = 0.2, refresh_first: bool = True) \
         -> CancelReport:
     """REFRESH_FIRST=False: the caller brought the job up to date (a sweep, in one batched call)."""
     store = app.store
@@ -134,7 +135,7 @@ def wait_for_launch(store, row, wait_s: Optional[float] = None, poll: float = 0.
     return row
 
 
-def cancel_claimed(app, c, closing: Closing = Closing()) -> CancelReport:
+def cancel_claimed(app: AppContext, c, closing: Closing = Closing()) -> CancelReport:
     """Cancel what the scheduler has of claimed job C, then close it as CLOSING says."""
     job = c.job
     report = CancelReport(job.job_id)
@@ -178,7 +179,7 @@ def next_target(c) -> str:
     return str(unknown.get("target") or c.job.target) if unknown.get("attempt") == next_attempt(c) else c.job.target
 
 
-def to_cancel(app, c, found: Optional[Handle]) -> list[tuple[int, Handle]]:
+def to_cancel(app: AppContext, c, found: Optional[Handle]) -> list[tuple[int, Handle]]:
     """(attempt, handle) of every attempt of claimed job C still active, plus FOUND (the job
     carrying the next attempt's dedupe token, recorded now as that attempt)."""
     todo = [(a.attempt, Handle.from_json(a.handle)) for a in c.attempts if not attempt_ended(a.state) and a.handle]
@@ -194,7 +195,7 @@ def attempt_label(n: int, h: Handle) -> str:
     return f"attempt {n} ({h.backend} id {h.native_id})"
 
 
-def mark_cancelled(app, c, report: CancelReport, n: int, h: Handle, closing: Closing) -> None:
+def mark_cancelled(app: AppContext, c, report: CancelReport, n: int, h: Handle, closing: Closing) -> None:
     report.cancelled.append(attempt_label(n, h))
     app.store.update_attempt(c.job.job_id, n, state="CANCELLED", reason=closing.reason)
 
@@ -225,7 +226,7 @@ def unsettled_submission(job, attempt: int, now: Optional[float] = None) -> str:
             "with its dedupe token so far): watch goes on looking for it, and cancels it if it appears")
 
 
-def close_cancelled(app, c, report: CancelReport, todo: list, closing: Closing) -> CancelReport:
+def close_cancelled(app: AppContext, c, report: CancelReport, todo: list, closing: Closing) -> CancelReport:
     """Close claimed job C as CLOSING says when every cancel in TODO went through (else record
     the failure: it stays open)."""
     store, job, attempts = app.store, c.job, c.attempts

@@ -17,11 +17,12 @@ from launcher.launching.tracking import refresh
 from launcher.recovery.progress import read_progress, record_progress
 from launcher.recovery.watch import reconcile
 from launcher.state.rows import is_open
+from launcher.backend.context import AppContext
 
 Say = Callable[[str], None]
 
 
-def job_up_to_date(app, row, say: Say):
+def job_up_to_date(app: AppContext, row, say: Say):
     """ROW (a JobRow) brought up to date and read back."""
     store = app.store
     if not store.may_act(row):  # another person's job on a team's store: shown as stored, never written
@@ -43,7 +44,7 @@ def job_up_to_date(app, row, say: Say):
     return store.get_job(row.job_id)
 
 
-def jobs_up_to_date(app, rows, say: Say) -> dict:
+def jobs_up_to_date(app: AppContext, rows, say: Say) -> dict:
     """The open ones of ROWS (this person's) brought up to date: SUBMITTING rows reconciled, the
     others' status asked in one call per target. {job id: Status or the error}, of those asked;
     read the rows again when it is not empty."""

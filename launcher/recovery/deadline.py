@@ -59,13 +59,14 @@ from launcher.recovery.outcome import Outcome
 from launcher.recovery.progress import read_progress
 from launcher.state.claims import claimed
 from launcher.state.store import ClaimLost
+from launcher.backend.context import AppContext
 
 EVENT, MOVE_EVENT, META = "deadline", "deadline_move", "deadline"
 DEFAULT_TICK_S = 10.0                       # `launcher watch`'s default interval, before a second decision
 MOVABLE_ENDS = (JobState.PREEMPTED, JobState.NO_CAPACITY)   # ends the deadline decides on, not the retry
 
 
-def step(app, job, spec, status, clock=time.time) -> Optional[Outcome]:
+def step(app: AppContext, job, spec, status, clock=time.time) -> Optional[Outcome]:
     """One deadline step for one open job in a watch cycle: an Outcome when the deadline
     policy acted on it (a move, a wait), else None (the ordinary recovery applies)."""
     if spec.cost.deadline is None or job.meta.get("sweep") or not isinstance(status, Status):
@@ -102,7 +103,7 @@ def step(app, job, spec, status, clock=time.time) -> Optional[Outcome]:
 
 # ---- what the policy is told -----------------------------------------------------------------
 
-def live_offers(app, spec, now: float) -> dict:
+def live_offers(app: AppContext, spec, now: float) -> dict:
     """{str(Placement): (deadline Offer, plan Offer)} for the spec's targets, spot regions
     refused or preempted within ``recovery.placement_cooldown`` marked unavailable."""
     targets = list(spec.targets)
@@ -120,14 +121,14 @@ def live_offers(app, spec, now: float) -> dict:
     return out
 
 
-def on_this_machine(app, spec, target: str) -> bool:
+def on_this_machine(app: AppContext, spec, target: str) -> bool:
     """Is TARGET this machine (a ``local`` target)? A deadline job launched there runs as the
     guaranteed offer (``launcher.launching.launch.check_deadline``) and is never moved."""
     got = _gathered(app, spec, [target], {})
     return bool(got.offers) and all(o.this_machine for o in got.offers)
 
 
-def _gathered(app, spec, targets, waits: dict):
+def _gathered(app: AppContext, spec, targets, waits: dict):
     """The planner's offers of TARGETS (None: every configured one) for SPEC."""
     # the planner's offers: gathered only for a job with a deadline
     from launcher.plan.sources import gather_offers
@@ -156,7 +157,7 @@ def _cooling(store, now: float, cooldown_s: float) -> set:
     return out
 
 
-def egress_offers(app, places: dict, src: Optional[tuple], size_gb: float) -> tuple[dict, list]:
+def egress_offers(app: AppContext, places: dict, src: Optional[tuple], size_gb: float) -> tuple[dict, list]:
     """PLACES with each offer's ``move_usd``: SIZE_GB x the price per GB from SRC (cloud,
     region: where the job last ran) to the offer's region, by the offer's backend
     (``Egress``); a pair it does not know at the cloud's highest inter-region rate. Returns
@@ -176,7 +177,7 @@ def egress_offers(app, places: dict, src: Optional[tuple], size_gb: float) -> tu
     return out, sorted(set(unknown))
 
 
-def egress_rate(app, backend: str, cloud: str, src: str, dst: str) -> Optional[tuple]:
+def egress_rate(app: AppContext, backend: str, cloud: str, src: str, dst: str) -> Optional[tuple]:
     """($/GB, source, unknown pair?) from the backend named BACKEND; None when it prices no
     egress (``launcher.plan.egress.rate``)."""
     return egress.rate(app.registry, backend, cloud, src, dst)
@@ -186,7 +187,7 @@ def _many_spot(places: dict) -> bool:
     return len({k for k, (o, _) in places.items() if o.kind == dl.SPOT}) > 1
 
 
-def situation(app, job, spec, latest, status, places: dict, now: float) -> dl.Situation:
+def situation(app: AppContext, job, spec, latest, status, places: dict, now: float) -> dl.Situation:
     # the planner's offers: gathered only for a job with a deadline
     from launcher.plan.ranking import params_for, work_estimate
 
@@ -214,7 +215,7 @@ def situation(app, job, spec, latest, status, places: dict, now: float) -> dl.Si
                         overhead_left_h=left, offers=offers, tick_h=tick_s / 3600.0)
 
 
-def _committed(app, job) -> Optional[int]:
+def _committed(app: AppContext, job) -> Optional[int]:
     """The checkpoint root's committed step (copied into the job row), else the row's."""
     if job.ckpt_root:
         p = read_progress(job.ckpt_root)
@@ -273,7 +274,7 @@ def placement_of(job, latest, places: dict) -> dl.Placement:
 
 # ---- what is done with the decision ----------------------------------------------------------
 
-def _record(app, job, d: dl.Decision, now: float, s: dl.Situation) -> None:
+def _record(app: AppContext, job, d: dl.Decision, now: float, s: dl.Situation) -> None:
     """A ``deadline`` event when the placement or the reason changed; the time of the decision."""
     last = job.meta.get(META) or {}
     changed = (last.get("placement"), last.get("reason")) != (str(d.placement), d.reason)
@@ -285,7 +286,7 @@ def _record(app, job, d: dl.Decision, now: float, s: dl.Situation) -> None:
                                done_h=round(s.done_h, 6), **d.numbers)
 
 
-def move(app, job, latest, status, d: dl.Decision, places: dict, s: dl.Situation) -> Outcome:
+def move(app: AppContext, job, latest, status, d: dl.Decision, places: dict, s: dl.Situation) -> Outcome:
     """Resubmit the job to D's placement under its claim, then cancel the copy it leaves."""
     store = app.store
     offer, planned = places[str(d.placement)]

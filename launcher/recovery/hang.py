@@ -31,12 +31,13 @@ from launcher.core.status import JobState, Status
 from launcher.recovery import hangs
 from launcher.recovery.outcome import Outcome
 from launcher.state.claims import claimed
+from launcher.backend.context import AppContext
 
 STACK_WAIT_S = 5.0  # how long the faulthandler dumps may take to appear
 STACK_SIGNAL = signal.SIGUSR2  # launcher.jobside.stacks.STACK_SIGNAL
 
 
-def step(app, job, spec, status, clock=time.time) -> Optional[Outcome]:
+def step(app: AppContext, job, spec, status, clock=time.time) -> Optional[Outcome]:
     """One hang check of one open job in a watch pass: an Outcome when it was found hung (and
     acted on), else None (the ordinary recovery applies)."""
     setting = spec.recovery.hang
@@ -73,7 +74,7 @@ def read_run(root: str, job_id: str, attempt: int) -> Optional[tuple]:
     return gen, hangs.report_times(raw or b""), files
 
 
-def act(app, job, spec, hang: hangs.Hang, files: list, clock=time.time) -> Optional[Outcome]:
+def act(app: AppContext, job, spec, hang: hangs.Hang, files: list, clock=time.time) -> Optional[Outcome]:
     """Collect the hung run's stacks, record the hang, end the run (see the module)."""
     store = app.store
     with claimed(store, job.job_id, wait=False) as c:

@@ -51,6 +51,7 @@ from launcher.spec.integrations import var_refused, webhook_target_problem
 from launcher.state.claims import claimed
 from launcher.state.outbox import Outbox
 from launcher.state.store import NotYours
+from launcher.backend.context import AppContext
 
 EVENT_OF_STATE = {"COMPLETED": "completed", "FAILED": "failed", "GAVE_UP": "gave_up", "STOPPED": "stopped",
                   "CANCELLED": "cancelled", "SUPERSEDED": "superseded"}
@@ -133,7 +134,7 @@ def sink_of(notify) -> dict:
 
 
 # ---------------------------------------------------------------- deciding
-def step(app, open_rows=(), clock: Callable[[], float] = time.time, deliver: bool = True) -> list[Outcome]:
+def step(app: AppContext, open_rows=(), clock: Callable[[], float] = time.time, deliver: bool = True) -> list[Outcome]:
     """A watch pass's notifications: decide what closed or is at risk, then wake the deliverer."""
     store = app.store
     outbox = Outbox(store)
@@ -171,7 +172,7 @@ def _spec(job):
         return None
 
 
-def decide_closed(app, job_id: str, now: float) -> Optional[Outcome]:
+def decide_closed(app: AppContext, job_id: str, now: float) -> Optional[Outcome]:
     """Under JOB_ID's claim: record the event its closing is (sent when ``notify.on`` names it)."""
     # only when a job notifies or tracks: kept off the plain watch pass
     from launcher.provenance.trackers import FINAL_STATUS, META_KEY
@@ -204,7 +205,7 @@ def decide_closed(app, job_id: str, now: float) -> Optional[Outcome]:
     return None
 
 
-def decide_deadline(app, job_id: str, now: float) -> Optional[Outcome]:
+def decide_deadline(app: AppContext, job_id: str, now: float) -> Optional[Outcome]:
     store = app.store
     outbox = Outbox(store)
     if outbox.has(job_id, "deadline_at_risk"):
@@ -395,7 +396,7 @@ _DELIVERERS: dict = {}
 _LOCK = threading.Lock()
 
 
-def kick(app) -> Deliverer:
+def kick(app: AppContext) -> Deliverer:
     """Wake (or start) this process's deliverer for APP's store."""
     store = app.store
     with _LOCK:
@@ -419,12 +420,12 @@ def stop(store, timeout: float = FLUSH_S) -> None:
     d.thread.join(timeout)
 
 
-def pending(app) -> bool:
+def pending(app: AppContext) -> bool:
     """Whether notifications wait for a (re)try in APP's store."""
     return Outbox(app.store).next_due() is not None
 
 
-def flush(app, timeout: float = FLUSH_S) -> None:
+def flush(app: AppContext, timeout: float = FLUSH_S) -> None:
     """Give deliveries due now up to TIMEOUT seconds to land (``watch`` before it exits)."""
     store = app.store
     d = _DELIVERERS.get(id(store))

@@ -18,6 +18,7 @@ from typing import Optional
 
 from launcher.core import knobs
 from launcher.recovery import injob, takeover
+from launcher.backend.context import AppContext
 
 DEFAULT_TIMEOUT_S = 20.0  # $LAUNCHER_STORAGE_TIMEOUT overrides
 
@@ -155,7 +156,7 @@ def progress_writes(job, attempts, progress: Progress) -> ProgressWrites:
     return ProgressWrites(last_step, tuple(changed), tuple(events))
 
 
-def record_progress(app, job, progress=None, attempts=None) -> None:
+def record_progress(app: AppContext, job, progress=None, attempts=None) -> None:
     """Copy the checkpoint root's facts into the state store, where `launcher status` shows
     them (``progress_writes``), in one transaction, and none when nothing changed. PROGRESS:
     the root as already read (else it is read now); ATTEMPTS: the job's attempts as already

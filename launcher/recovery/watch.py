@@ -45,18 +45,19 @@ from launcher.recovery.cancel import OVERTAKEN
 from launcher.recovery.policy import reconcile_submitting
 from launcher.recovery.progress import read_progress, record_progress
 from launcher.recovery.state import RecoveryState
+from launcher.backend.context import AppContext
 
 # the rows a pass decides on are read this many at a time, right before they are decided: one read
 # for many jobs, and a row never older than the decisions on the jobs before it in its chunk
 DECIDE_CHUNK = 50
 
 
-def hooks_of(app, hooks: Optional[WatchHooks] = None) -> WatchHooks:
+def hooks_of(app: AppContext, hooks: Optional[WatchHooks] = None) -> WatchHooks:
     """HOOKS, else the application's (``App.watch_hooks``: sweeps), else none."""
     return hooks if hooks is not None else getattr(app, "watch_hooks", NO_HOOKS)
 
 
-def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHooks] = None,
+def cycle(app: AppContext, clock: Callable[[], float] = time.time, hooks: Optional[WatchHooks] = None,
           specs: Optional[SpecMemo] = None, poller: Optional[Poller] = None) -> list[Outcome]:
     """One pass over every open job: refresh (one status call per target) -> decide -> apply,
     for the jobs that changed or are due (``launcher.recovery.changes``; the others keep the
@@ -91,7 +92,7 @@ def cycle(app, clock: Callable[[], float] = time.time, hooks: Optional[WatchHook
     return outcomes
 
 
-def _listed(app, clock, hooks: WatchHooks) -> tuple[list, list]:
+def _listed(app: AppContext, clock, hooks: WatchHooks) -> tuple[list, list]:
     """(the rows this pass reads, the outcomes of settling its SUBMITTING rows and the rows whose
     cancel overtook their submission): one listing (``watch_rows``), again only when a row was
     settled."""
@@ -127,7 +128,7 @@ def _to_decide(jobs: list, statuses: dict, seen_now: dict, seen_before: dict, no
     return todo, passed_over
 
 
-def _decide_all(app, todo: list, clock, hooks: WatchHooks, specs: SpecMemo, seen_before: dict,
+def _decide_all(app: AppContext, todo: list, clock, hooks: WatchHooks, specs: SpecMemo, seen_before: dict,
                 now: float) -> tuple[list, list, list]:
     """Decide on and act for each (job, status, fingerprint) of TODO, its row read DECIDE_CHUNK
     at a time (after the refresh wrote): (the outcomes, the marks to keep: a job found running
@@ -150,7 +151,8 @@ def _decide_all(app, todo: list, clock, hooks: WatchHooks, specs: SpecMemo, seen
     return outcomes, keep, forget
 
 
-def _one_or_why_not(app, job_id: str, st, clock, hooks: WatchHooks, specs: SpecMemo, row) -> Optional[Outcome]:
+def _one_or_why_not(app: AppContext, job_id: str, st, clock, hooks: WatchHooks, specs: SpecMemo,
+                    row) -> Optional[Outcome]:
     """``_one``, with what stopped it as the outcome: another watcher's claim, an earlier try of
     the attempt that may still show (looked at next pass), or an error (recorded as an event)."""
     try:
@@ -231,7 +233,7 @@ def unsettled_in(store, rows) -> list:
     return [j for j in rows if store.may_act(j) and (_submitting(j) or overtaken(j))]
 
 
-def reconcile(app, clock: Callable[[], float] = time.time, jobs=None, record_errors: bool = True,
+def reconcile(app: AppContext, clock: Callable[[], float] = time.time, jobs=None, record_errors: bool = True,
               hooks: Optional[WatchHooks] = None) -> list[Outcome]:
     """Resolve every SUBMITTING row through its dedupe token: adopt the scheduler's job, or
     close the row as FAILED once its grace has passed with no such job. A job cancelled while
@@ -251,7 +253,7 @@ def reconcile(app, clock: Callable[[], float] = time.time, jobs=None, record_err
     return out
 
 
-def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time,
+def reconcile_one(app: AppContext, job_id: str, clock: Callable[[], float] = time.time,
                   hooks: Optional[WatchHooks] = None) -> Optional[Outcome]:
     """Settle one SUBMITTING row under its claim (``launcher.recovery.policy.reconcile_submitting``):
     from the scheduler (its dedupe token), the launch's own state (alive, or over with an
@@ -293,7 +295,7 @@ def reconcile_one(app, job_id: str, clock: Callable[[], float] = time.time,
         return Outcome(job_id, "failed", r.reason)
 
 
-def look_up(app, backend, job, attempt: int) -> tuple:
+def look_up(app: AppContext, backend, job, attempt: int) -> tuple:
     """(the scheduler's job carrying ATTEMPT of JOB's dedupe token or None, whether the lookup
     was answered, why not)."""
     try:
@@ -313,7 +315,7 @@ def adopt(store, c, attempt: int, found: Handle, reason: str) -> Outcome:
     return Outcome(job.job_id, "adopted", f"{job.target} id {found.native_id}")
 
 
-def started_first(app, c, st: Status) -> Optional[Note]:
+def started_first(app: AppContext, c, st: Status) -> Optional[Note]:
     """Claimed job C's latest attempt ended without completing, but its start is held by another
     submission of that attempt: a watcher paused past its claim submitted it, and was stopped
     before it could settle it (``launcher.launching.submit.settle_unrecorded``), so the recorded
@@ -338,7 +340,7 @@ def started_first(app, c, st: Status) -> Optional[Note]:
     return Note("adopted", f"{last.target} id {held}: {reason}")
 
 
-def settle_overtaken(app, job_id: str, clock: Callable[[], float] = time.time) -> Optional[Outcome]:
+def settle_overtaken(app: AppContext, job_id: str, clock: Callable[[], float] = time.time) -> Optional[Outcome]:
     """A job `cancel` closed while a submission of it was unsettled: its launch still under way
     (it cancels what it submits when it records it, but one that died after the scheduler
     accepted its job could not), or a launch or a watcher's resubmission that ended without
@@ -386,7 +388,7 @@ def settle_overtaken(app, job_id: str, clock: Callable[[], float] = time.time) -
         return None
 
 
-def start_trace(app, job, attempt: int) -> str:
+def start_trace(app: AppContext, job, attempt: int) -> str:
     """What the launcher's own traces say of ATTEMPT of JOB having started: "id X" (its start
     was claimed by job X in its job folder), "started" (its checkpoint root records a start
     of that attempt), or "" (no trace)."""
@@ -401,7 +403,7 @@ def start_trace(app, job, attempt: int) -> str:
 
 
 # ---- one open job
-def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS,
+def _one(app: AppContext, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS,
          specs: Optional[SpecMemo] = None, row=None) -> Optional[Outcome]:
     """Decide on one open job whose status ST changed (or is due), and act. ROW: the job as read
     a moment ago (a pass reads the rows it decides on ``DECIDE_CHUNK`` at a time), else read now."""
@@ -449,7 +451,7 @@ def _one(app, job_id: str, st, clock, hooks: WatchHooks = NO_HOOKS,
                      specs=specs)
 
 
-def _decide_claimed(app, c, st: Status, now: float, hooks: WatchHooks = NO_HOOKS,
+def _decide_claimed(app: AppContext, c, st: Status, now: float, hooks: WatchHooks = NO_HOOKS,
                     specs: Optional[SpecMemo] = None) -> Action:
     """Under the job's claim, on the job and attempts read when the claim was taken."""
     action = settled(c.job, c.attempts) or hooks.decide_ended(c.job) or started_first(app, c, st)
@@ -462,7 +464,7 @@ def _decide_claimed(app, c, st: Status, now: float, hooks: WatchHooks = NO_HOOKS
     return action
 
 
-def gather(app, c, specs: Optional[SpecMemo] = None) -> Facts:
+def gather(app: AppContext, c, specs: Optional[SpecMemo] = None) -> Facts:
     """What the decision reads besides the claim's view C (the job, its attempts, the jobs on its
     checkpoint root): its spec (SPECS': parsed once per job) and the checkpoint root's progress
     (copied into the store on the way, in one transaction when it changed anything)."""
@@ -475,7 +477,7 @@ def gather(app, c, specs: Optional[SpecMemo] = None) -> Facts:
     return Facts(spec, progress, tuple((j.job_id, j.created) for j in c.sharing))
 
 
-def apply(app, job, action: Action, claim=None, specs: Optional[SpecMemo] = None) -> Outcome:
+def apply(app: AppContext, job, action: Action, claim=None, specs: Optional[SpecMemo] = None) -> Outcome:
     """Carry a decision out; a Close or Resubmit only under the job's CLAIM (a ``Claim``), which
     the decision's last write gives back in its own transaction."""
     store = app.store
@@ -505,7 +507,7 @@ def apply(app, job, action: Action, claim=None, specs: Optional[SpecMemo] = None
     return Outcome(job.job_id, "resubmitted", f"{reason} -> {target} id {handle.native_id}")
 
 
-def run(app, interval: float = 10.0, once: bool = False, clock=time.time, sleep=time.sleep, echo=print,
+def run(app: AppContext, interval: float = 10.0, once: bool = False, clock=time.time, sleep=time.sleep, echo=print,
         max_cycles: Optional[int] = None, hooks: Optional[WatchHooks] = None, exit_when_idle: bool = False) -> None:
     """Passes every INTERVAL seconds, for ever (ONCE: one pass; EXIT_WHEN_IDLE: until no job is
     open and no notification is left to deliver). Each pass records the watcher's heartbeat
@@ -527,7 +529,7 @@ class _Loop:
     unrecorded: bool = False  # the heartbeat could not be recorded (said once)
 
 
-def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_idle: bool = False,
+def _run(app: AppContext, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_idle: bool = False,
          heartbeat: Optional[Heartbeat] = None) -> None:
     clock = clock or time.time
     loop = _Loop()
@@ -565,7 +567,7 @@ def _run(app, interval, once, clock, sleep, echo, max_cycles, hooks, exit_when_i
             woken.close()
 
 
-def _pass(app, loop: _Loop, started: float, clock, echo, hooks, specs: SpecMemo, poller,
+def _pass(app: AppContext, loop: _Loop, started: float, clock, echo, hooks, specs: SpecMemo, poller,
           heartbeat: Optional[Heartbeat]) -> None:
     """One pass (begun at STARTED), its outcomes worth reading said to ECHO, then the heartbeat."""
     for o in cycle(app, clock, hooks, specs=specs, poller=poller):
@@ -599,7 +601,7 @@ def pause_after(interval: float, pass_s: float) -> float:
     return max(interval - max(pass_s, 0.0), min(1.0, interval / 10.0))
 
 
-def _beat(app, heartbeat: Heartbeat, started: float, now: float, echo, unrecorded: bool) -> bool:
+def _beat(app: AppContext, heartbeat: Heartbeat, started: float, now: float, echo, unrecorded: bool) -> bool:
     """Record this pass in the heartbeat; True while it cannot be recorded (said once, then the
     watcher goes on: a heartbeat is advice to `status`, never a reason to stop recovering). An
     unreachable store is the loop's to wait out."""

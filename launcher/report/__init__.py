@@ -18,6 +18,7 @@ from launcher.report.collect import collect, root_unread
 from launcher.report.mfu import summarize
 from launcher.state.rows import job_step
 from launcher.report.deadline import collect_deadline
+from launcher.backend.context import AppContext
 
 __all__ = ["CATEGORIES", "LABELS", "Accounting", "AttemptIn", "History", "JobReport", "Save", "account", "build",
            "gather"]
@@ -56,7 +57,7 @@ def compute_keys(compute: Optional[dict], goodput_pct: Optional[float]) -> dict:
             "goodput": goodput_pct / 100.0 if goodput_pct is not None else None, "compute": compute}
 
 
-def gather(app, job: str, refresh: bool = True, now=None) -> JobReport:
+def gather(app: AppContext, job: str, refresh: bool = True, now=None) -> JobReport:
     """The report of JOB: the state store, the scheduler's records and the checkpoint root."""
     hist, row, notes = collect(app, job, refresh=refresh, now=now)  # (refreshed: its step recorded as status's)
     acc = account(hist)
@@ -80,7 +81,7 @@ def _metrics(root: Optional[str], notes: list) -> dict:
         return {}
 
 
-def _deadline(app, row, spec, acc, notes: list) -> Optional[dict]:
+def _deadline(app: AppContext, row, spec, acc, notes: list) -> Optional[dict]:
     if spec is None:
         return None
     try:
@@ -90,6 +91,6 @@ def _deadline(app, row, spec, acc, notes: list) -> Optional[dict]:
         return None
 
 
-def build(app, job: str, refresh: bool = True, now=None) -> dict:
+def build(app: AppContext, job: str, refresh: bool = True, now=None) -> dict:
     """The report of JOB as a JSON-ready dict."""
     return gather(app, job, refresh=refresh, now=now).to_dict()

@@ -33,6 +33,7 @@ from launcher.launching.submission import job_spec
 from launcher.recovery.current import job_up_to_date
 from launcher.report.accounting import ACTIVE, AttemptIn, History, InJobRun, Save
 from launcher.state.bulk import NOTICED
+from launcher.backend.context import AppContext
 
 
 def iso_ts(v) -> Optional[float]:
@@ -105,7 +106,7 @@ def read_generation_records(root: Optional[str], job_id: str, notes: list) -> li
     return out
 
 
-def _run_readers(app, rows) -> list:
+def _run_readers(app: AppContext, rows) -> list:
     """``run_of`` of the backends (``Scheduler``) of the targets ROWS ran on."""
     readers = []
     for target in dict.fromkeys(a.target for a in rows if a.target):
@@ -182,7 +183,7 @@ def _saves(rec) -> list:
     return out
 
 
-def price_per_hour(app, target: str, spec) -> tuple[Optional[float], str, int]:
+def price_per_hour(app: AppContext, target: str, spec) -> tuple[Optional[float], str, int]:
     """($/h of one allocation, where the price came from, GPUs) from the target's gpu_hour_usd."""
     gpus = spec.resources.nodes * spec.resources.gpus_per_node if spec is not None else 0
     try:
@@ -197,8 +198,8 @@ def price_per_hour(app, target: str, spec) -> tuple[Optional[float], str, int]:
     return float(gpu_hour) * gpus, f"{target} gpu_hour_usd {float(gpu_hour):g} x {gpus} GPU(s)", gpus
 
 
-def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, history: Optional[bool] = None,
-            specs: Optional[dict] = None, records: Optional[list] = None):
+def collect(app: AppContext, job: str, refresh: bool = True, now: Optional[float] = None,
+            history: Optional[bool] = None, specs: Optional[dict] = None, records: Optional[list] = None):
     """(History, JobRow, notes) for JOB (a job id or unique prefix). HISTORY: ask the scheduler
     for its per-run records (default: when refreshing). SPECS: parsed specs by their stored
     text, shared by the calls for many jobs of one spec (a sweep's elements). RECORDS: the
@@ -227,7 +228,7 @@ def collect(app, job: str, refresh: bool = True, now: Optional[float] = None, hi
     return hist, row, notes
 
 
-def _refreshed(app, row, notes: list):
+def _refreshed(app: AppContext, row, notes: list):
     """The job's row brought up to date as `status` brings it (a failure becomes a note)."""
     unread = f"warning: cannot read checkpoints under {row.ckpt_root}: "
 
@@ -257,7 +258,7 @@ def _stored_spec(row, notes: list, specs: dict):
     return spec
 
 
-def _run_histories(app, rows, notes: list) -> dict:
+def _run_histories(app: AppContext, rows, notes: list) -> dict:
     """{native id: the scheduler's runs of it} from backends that keep a run history."""
     runs: dict = {}
     for nid in dict.fromkeys(a.native_id for a in rows if a.native_id):
@@ -315,7 +316,7 @@ def _in_job_runs(chain: list) -> list:
     return out
 
 
-def _attempts_in(app, rows, runs: dict, matched: dict, spec, noticed: dict, records: list = ()) -> list:
+def _attempts_in(app: AppContext, rows, runs: dict, matched: dict, spec, noticed: dict, records: list = ()) -> list:
     """One AttemptIn per stored attempt: the scheduler's run times, the job-side record (its first
     run's and, with in-job reruns, each later run's: ``in_job_chain``), the price, when the
     launcher noticed its end (NOTICED: ``noticed_ends``)."""

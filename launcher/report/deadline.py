@@ -20,6 +20,7 @@ from typing import Optional
 from launcher.plan import deadline as dl
 from launcher.plan.ranking import params_for, work_estimate
 from launcher.plan.sources import gather_offers
+from launcher.backend.context import AppContext
 
 
 def attempt_kind(attempt: int, handle: Optional[str], placements: dict, target_kinds: dict, target: str) -> str:
@@ -57,7 +58,7 @@ def summarize(deadline_at: float, submitted: float, finished: Optional[float], w
             "moves": None}
 
 
-def collect_deadline(app, row, spec, accounting_dict: dict) -> Optional[dict]:
+def collect_deadline(app: AppContext, row, spec, accounting_dict: dict) -> Optional[dict]:
     """The deadline summary of ROW (None when its spec has no ``cost.deadline``)."""
     if spec is None or spec.cost.deadline is None:
         return None

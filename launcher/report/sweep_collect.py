@@ -30,11 +30,12 @@ from launcher.sweep.elements import sweep_rows
 from launcher.sweep.judgements import stop_of
 from launcher.sweep.reports import read_element_reports
 from launcher.sweep.steps import record_open_steps
+from launcher.backend.context import AppContext
 
 HISTORY_MAX = 100  # elements; beyond this, no per-element scheduler history calls
 
 
-def gather_sweep(app, sweep_id: str, metric: Optional[str] = None, mode: Optional[str] = None,
+def gather_sweep(app: AppContext, sweep_id: str, metric: Optional[str] = None, mode: Optional[str] = None,
                  scope: str = "last", refresh: bool = True, now: Optional[float] = None) -> dict:
     """The sweep report of SWEEP_ID (the JSON shape of ``launcher.report.sweep.aggregate``)."""
     rows = sweep_rows(app.store, sweep_id)
@@ -75,7 +76,7 @@ def _early_stop(row, specs: dict):
     return spec.sweep.early_stop if spec is not None and spec.sweep is not None else None
 
 
-def _refresh_open(app, rows, notes: list) -> None:
+def _refresh_open(app: AppContext, rows, notes: list) -> None:
     try:
         results = jobs_up_to_date(app, rows, notes.append)  # as `launcher status SWEEP` does
     except Exception as e:  # noqa: BLE001 - report from what is stored
@@ -86,7 +87,7 @@ def _refresh_open(app, rows, notes: list) -> None:
         notes.append(f"status of {len(failed)} element(s) not refreshed: {failed[0]}")
 
 
-def _element(app, row, history: bool, now: Optional[float], specs: dict, roots) -> ElementIn:
+def _element(app: AppContext, row, history: bool, now: Optional[float], specs: dict, roots) -> ElementIn:
     sw = row.meta["sweep"]
     got = roots.reports.get(sw["index"]) or {}
     unread = roots.problems.get(sw["index"])

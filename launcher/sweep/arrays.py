@@ -28,6 +28,7 @@ from launcher.spec.secretenv import for_launch
 from launcher.spec.sweep_elements import sweep_seed_of
 from launcher.state.store import new_job_id
 from launcher.sweep.elements import begin_sweep, element_rows, runs_arrays, sweep_rows
+from launcher.backend.context import AppContext
 
 
 def element_handle(array: Handle, job_id: str, index: int, backend) -> Handle:
@@ -54,7 +55,7 @@ def submitted_entries(array: Handle, rows: list, backend) -> list[tuple]:
     return out
 
 
-def launch_array(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
+def launch_array(app: AppContext, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Render the sweep once, record every element, submit the array once. Returns a
     ``launcher.launching.submission.Launched`` whose job id is the sweep id and whose handle is the array's."""
     backend = app.backend(target_name)
@@ -106,7 +107,7 @@ def record_array(store, sweep_id: str, target_name: str, array: Handle, rows: li
     return cancelled
 
 
-def element_ref(app, row, attempt: int) -> JobRef:
+def element_ref(app: AppContext, row, attempt: int) -> JobRef:
     """The JobRef of a further attempt of one element: its own job id (so its own dedupe
     token and job dir), the sweep's table, and only its index in the array."""
     sw = row.meta["sweep"]
@@ -114,7 +115,7 @@ def element_ref(app, row, attempt: int) -> JobRef:
                        sweep_id=sw["id"])
 
 
-def resubmit_element(app, row, target_name: str, attempt: int) -> tuple:
+def resubmit_element(app: AppContext, row, target_name: str, attempt: int) -> tuple:
     """(lookup, submit) of element ROW's attempt ATTEMPT alone, for the submission protocol
     (``launcher.launching.submit.fenced_submit``): LOOKUP() gives the element's handle when an
     earlier try got through (its dedupe token), else None; SUBMIT() submits it
@@ -133,7 +134,7 @@ def resubmit_element(app, row, target_name: str, attempt: int) -> tuple:
     return (lambda: as_element(find_submission(backend, job))), submit
 
 
-def adopt_array(app, sweep_id: str):
+def adopt_array(app: AppContext, sweep_id: str):
     """The array of SWEEP_ID, found by the sweep's dedupe token in ONE lookup, recorded for
     every element row still SUBMITTING without a handle (a sweep launch that died, timed out or
     was interrupted after the scheduler accepted the array). The array's Handle, or None (no

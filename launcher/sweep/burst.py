@@ -31,14 +31,15 @@ from launcher.recovery.state import BurstRace, RecoveryState
 from launcher.state.claims import claimed
 from launcher.state.store import ClaimLost
 from launcher.sweep.elements import runs_arrays
+from launcher.backend.context import AppContext
 
 
-def applies(app, job) -> bool:
+def applies(app: AppContext, job) -> bool:
     """The element runs in an array (its own burst rules apply); else the single-job burst does."""
     return bool(job.meta.get("sweep")) and runs_arrays(app.backend(job.target))
 
 
-def step(app, job, spec, status, clock) -> Optional[Outcome]:
+def step(app: AppContext, job, spec, status, clock) -> Optional[Outcome]:
     """One watch cycle's burst step for an element of an array: an Outcome, or None when the
     element is not bursting (the ordinary recovery handles it)."""
     rs = RecoveryState.load(job.meta)
@@ -71,7 +72,7 @@ def step(app, job, spec, status, clock) -> Optional[Outcome]:
         return _move(app, c, replace(rs, burst=race))
 
 
-def _move(app, c, rs: RecoveryState) -> Outcome:
+def _move(app: AppContext, c, rs: RecoveryState) -> Outcome:
     """Under the element's claim C: cancel its array task, submit it on the burst target."""
     store, job, race = app.store, c.job, rs.burst
     task = Handle.from_json(race.queued_handle)

@@ -30,12 +30,13 @@ from launcher.sweep.arrays import adopt_array
 from launcher.sweep.elements import element_id, runs_arrays, sweep_rows
 from launcher.sweep.one_by_one import cancel_queued, cancel_queued_element
 from launcher.core.status import JobState
+from launcher.backend.context import AppContext
 
 CANCELLED = "CANCELLED"
 CLOSING = Closing()  # by the user
 
 
-def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
+def cancel_sweep(app: AppContext, sweep_id: str, element: Optional[int] = None) -> list:
     """Cancel the whole sweep or one ELEMENT: a CancelReport per element."""
 
     if element is not None:
@@ -59,7 +60,7 @@ def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
     return queued + [done.get(r.job_id) or finished_report(r) for r in rows]
 
 
-def _refreshed(app, sweep_id: str, rows) -> list:
+def _refreshed(app: AppContext, sweep_id: str, rows) -> list:
     """The rows after one batched status call for the open ones (a failing target: as stored;
     the cancel then finds out)."""
     todo = [r for r in rows if is_open(r) and r.handle]
@@ -69,7 +70,7 @@ def _refreshed(app, sweep_id: str, rows) -> list:
     return rows
 
 
-def _array_of(app, rows):
+def _array_of(app: AppContext, rows):
     """The handle of the sweep's array job (its native id covers every task), or None where
     the elements are jobs of their own."""
 
@@ -81,7 +82,7 @@ def _array_of(app, rows):
     return Handle(h.backend, h.target, rows[0].meta["sweep"]["id"], array, 1, dict(h.extra)) if array else None
 
 
-def cancel_rows(app, rows, array=None, wait_claim_s: float = 30.0) -> dict:
+def cancel_rows(app: AppContext, rows, array=None, wait_claim_s: float = 30.0) -> dict:
     """Cancel open elements ROWS, under their claims, in a few scheduler calls; ARRAY (a
     Handle) stands for every task of the sweep's array. {job id: CancelReport}."""
     store = app.store
@@ -94,7 +95,7 @@ def cancel_rows(app, rows, array=None, wait_claim_s: float = 30.0) -> dict:
     return out
 
 
-def cancel_claimed_many(app, claims: dict, closing, array=None, check_active: bool = False) -> dict:
+def cancel_claimed_many(app: AppContext, claims: dict, closing, array=None, check_active: bool = False) -> dict:
     """Cancel what the scheduler has of every claimed job of CLAIMS ({job id: claim}, held by
     the caller) in a few scheduler calls: one dedupe lookup and one cancel per target (one
     grace period for all where the backend stops many at once), then close each as its
@@ -125,7 +126,7 @@ def cancel_claimed_many(app, claims: dict, closing, array=None, check_active: bo
     return out
 
 
-def _still_active(app, handles) -> dict:
+def _still_active(app: AppContext, handles) -> dict:
     """{(target, native id): state} of HANDLES (just cancelled) the scheduler still shows
     active: one status call per target (a target that does not answer: none listed)."""
     by_target: dict = {}
@@ -168,7 +169,7 @@ def _claim_all(store, rows, wait_s: float, poll: float = 0.2) -> tuple[dict, dic
     return claims, out
 
 
-def _find_all(app, claims: dict, reports: dict) -> dict:
+def _find_all(app: AppContext, claims: dict, reports: dict) -> dict:
     """{job id: the job the scheduler has with its next attempt's dedupe token}: one lookup
     per target where the backend finds many at once (``Scheduler.find_many``)."""
     by_target: dict = {}
@@ -193,7 +194,7 @@ def _find_all(app, claims: dict, reports: dict) -> dict:
     return found
 
 
-def _cancel_all(app, handles, array=None) -> dict:
+def _cancel_all(app: AppContext, handles, array=None) -> dict:
     """Cancel HANDLES, and the sweep's ARRAY (whatever the store knows of its tasks: a task
     Slurm requeued in place is cancelled too), which stands for its own tasks (``<array>_<i>``):
     {(target, native id): error} of those whose cancel did not go through."""

@@ -28,13 +28,14 @@ from launcher.sweep.reports import latest, read_element_reports
 from launcher.sweep.steps import record_open_steps
 from launcher.sweep.stopping import early_stop_of
 from launcher.sweep.summary import summarize
+from launcher.backend.context import AppContext
 
 
-def is_sweep(app, name: str) -> bool:
+def is_sweep(app: AppContext, name: str) -> bool:
     return app.store.sweeps.exists(name) if app.has_store() else False
 
 
-def sweep_status(app, sweep_id: str, note=None) -> dict:
+def sweep_status(app: AppContext, sweep_id: str, note=None) -> dict:
     """The summary of ``launcher.sweep.summary`` for SWEEP_ID, its open elements refreshed first
     and every element's reports read (bounded: a root that does not answer shows no metric).
     The element rows are read once; after the refresh, only their states."""
@@ -70,7 +71,7 @@ def with_states(rows, states: dict) -> list:
     return out
 
 
-def _restarted(app, rows) -> dict:
+def _restarted(app: AppContext, rows) -> dict:
     """{index: [(attempt, state)]} of the elements with more than one attempt (a requeue by the
     scheduler or a resubmission): only those rows cost a read of their attempts."""
     return {r.meta["sweep"]["index"]: [(a.attempt, a.state) for a in app.store.attempts(r.job_id)]
@@ -109,6 +110,6 @@ def _metric_of(row) -> Optional[str]:
     return cfg.metric if cfg else None
 
 
-def cancel_sweep(app, sweep_id: str, element: Optional[int] = None) -> list:
+def cancel_sweep(app: AppContext, sweep_id: str, element: Optional[int] = None) -> list:
     """Cancel the whole sweep or one element: a CancelReport per element (``launcher.sweep.cancelling``)."""
     return cancel(app, sweep_id, element)

@@ -13,6 +13,7 @@ from launcher.backend.protocols import Scheduler, can
 from launcher.core.errors import LauncherError
 from launcher.spec.sweep_elements import element_root, element_seed, elements, sweep_seed_of
 from launcher.state.sweeps import shared_of
+from launcher.backend.context import AppContext
 
 ELEMENT_ID = "{sweep_id}-e{index}"
 
@@ -54,7 +55,7 @@ def sweep_rows(store, sweep_id: str) -> list:
     return store.sweeps.jobs(sweep_id)
 
 
-def element_id(app, sweep_id: str, index: int) -> str:
+def element_id(app: AppContext, sweep_id: str, index: int) -> str:
     """The job id of element INDEX of SWEEP_ID, with a clear error when there is none."""
     rows = sweep_rows(app.store, sweep_id)
     if not rows:

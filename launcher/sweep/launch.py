@@ -12,9 +12,10 @@ from launcher.spec.sweep_elements import elements, sweep_seed_of
 from launcher.sweep import arrays, one_by_one
 from launcher.sweep.elements import runs_arrays
 from launcher.sweep.separate import element_spec
+from launcher.backend.context import AppContext
 
 
-def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
+def launch_sweep(app: AppContext, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Launch sweep SPEC on TARGET_NAME: one array, or its elements one by one (the launcher keeps
     max_parallel). A ``launcher.launching.submission.Launched`` whose job id is the sweep id."""
     require_supported(app, spec, target_name, spec_path or "")  # also its burst targets
@@ -23,7 +24,7 @@ def launch_sweep(app, spec, spec_text: str, spec_path: Optional[str], target_nam
     return one_by_one.launch_elements(app, spec, spec_text, spec_path, target_name, note=note)
 
 
-def resubmit_element(app, row, target_name: str, attempt: int) -> tuple:
+def resubmit_element(app: AppContext, row, target_name: str, attempt: int) -> tuple:
     """(lookup, submit) of attempt ATTEMPT of element ROW alone on TARGET_NAME, for the submission protocol
     (``launcher.launching.submit.fenced_submit``): its index of the array again, or its own job. The sweep
     layer's ``WatchHooks.resubmit_element`` (``launcher.sweep.watching``), which

@@ -50,6 +50,7 @@ from launcher.state.claims import claim_ttl, claimed, kept_alive
 from launcher.state.store import ClaimLost, is_open, new_job_id
 from launcher.sweep.elements import begin_sweep, element_rows, sweep_rows
 from launcher.sweep.separate import element_spec_of, to_start
+from launcher.backend.context import AppContext
 
 START_TRIES = 3  # a queued element whose submission failed this often is closed FAILED
 
@@ -76,11 +77,11 @@ def sweep_claim(store, sweep_id: str) -> Iterator[Optional[str]]:
 
 
 # ---- submitting one element as a job of its own
-def element_job(app, row, attempt: int = 1, avoid=()) -> JobRef:
+def element_job(app: AppContext, row, attempt: int = 1, avoid=()) -> JobRef:
     return new_job_ref(app.store, row.job_id, attempt, seed=row.meta.get("seed"), avoid=tuple(avoid))
 
 
-def render_element(app, row, attempt: int = 1, facts=None, avoid=(), target: Optional[str] = None):
+def render_element(app: AppContext, row, attempt: int = 1, facts=None, avoid=(), target: Optional[str] = None):
     """The Request of element ROW as a single job (its own env, seed and root) on TARGET
     (default: the row's)."""
     target = target or row.target
@@ -89,7 +90,7 @@ def render_element(app, row, attempt: int = 1, facts=None, avoid=(), target: Opt
     return app.backend(target).render(spec, facts, element_job(app, row, attempt, avoid))
 
 
-def resubmit_element(app, row, target_name: str, attempt: int) -> tuple:
+def resubmit_element(app: AppContext, row, target_name: str, attempt: int) -> tuple:
     """(lookup, submit) of element ROW's attempt ATTEMPT, a job of its own, for the submission protocol
     (``launcher.launching.submit.fenced_submit``): LOOKUP() finds an earlier try by its dedupe token, SUBMIT()
     submits the element's own spec (its env, seed and root) on TARGET_NAME."""
@@ -99,12 +100,12 @@ def resubmit_element(app, row, target_name: str, attempt: int) -> tuple:
             lambda: backend.submit(render_element(app, row, attempt, target=target_name)))
 
 
-def element_facts(app, row):
+def element_facts(app: AppContext, row):
     """The facts rendering element ROW on its target needs (the same for every element)."""
     return facts_for(app, element_spec_of(job_spec(row), row.meta["sweep"]), row.target)
 
 
-def start_element(app, row_id: str, facts=None) -> Outcome:
+def start_element(app: AppContext, row_id: str, facts=None) -> Outcome:
     """Start one QUEUED element, under its claim; anything else leaves it alone."""
     store = app.store
     with claimed(store, row_id) as c:
@@ -146,7 +147,7 @@ def _still_starting(own_store, job_id: str) -> None:
     own_store.patch_meta(job_id, start_seen=time.time())
 
 
-def _earlier_start(app, job):
+def _earlier_start(app: AppContext, job):
     """The job an earlier start of element JOB submitted after all (a start whose launcher was
     lost, or one slower than its claim), found by its dedupe token; None on a first start."""
     if job.meta.get("start_at") is None:
@@ -154,7 +155,7 @@ def _earlier_start(app, job):
     return find_submission(app.backend(job.target), element_job(app, job))
 
 
-def _start_failed(app, job, owner: str, e, event: str = "start_failed", **detail) -> Outcome:
+def _start_failed(app: AppContext, job, owner: str, e, event: str = "start_failed", **detail) -> Outcome:
     """One more failed start of JOB: back to QUEUED (with an EVENT), or closed FAILED at START_TRIES."""
     tries = int(job.meta.get("start_failures") or 0) + 1
     app.store.patch_meta(job.job_id, start_failures=tries)
@@ -204,7 +205,7 @@ def last_seen(job) -> Optional[float]:
     return max(at, float(seen))
 
 
-def requeue_lost_start(app, c, now: float) -> Optional[Outcome]:
+def requeue_lost_start(app: AppContext, c, now: float) -> Optional[Outcome]:
     """Under the element's claim C: element C.job was left SUBMITTING by a start and the
     backend has no job of it (``lost_start``)."""
     job = c.job
@@ -220,7 +221,7 @@ def requeue_lost_start(app, c, now: float) -> Optional[Outcome]:
     return _start_failed(app, job, c.owner, d.reason, event="start_lost", reason=d.reason)
 
 
-def requeue_lost_launch(app, c, now: float) -> Optional[Outcome]:
+def requeue_lost_launch(app: AppContext, c, now: float) -> Optional[Outcome]:
     """Under the element's claim C: element C.job, submitted by its sweep's launch (element
     0), was left SUBMITTING and the backend has no job of it. Once the launch's submission is
     settled as "nothing ran" (``reconcile_submitting``: the launch is over and quiet, or its
@@ -244,7 +245,7 @@ def requeue_lost_launch(app, c, now: float) -> Optional[Outcome]:
 
 
 # ---- keeping max_parallel
-def fill(app, sweep_id: str, facts=None) -> list[Outcome]:
+def fill(app: AppContext, sweep_id: str, facts=None) -> list[Outcome]:
     """Start queued elements of SWEEP_ID while fewer than max_parallel hold a slot."""
     store = app.store
     if QUEUED not in {state for state, _ in store.sweeps.element_states(sweep_id).values()}:
@@ -271,7 +272,7 @@ def fill(app, sweep_id: str, facts=None) -> list[Outcome]:
         return out
 
 
-def fill_all(app) -> list[Outcome]:
+def fill_all(app: AppContext) -> list[Outcome]:
     """``launcher watch``'s hook: fill every sweep that has queued elements."""
     out = []
     for sweep_id in app.store.sweeps.queued(QUEUED):
@@ -283,7 +284,7 @@ def fill_all(app) -> list[Outcome]:
 
 
 # ---- launching and cancelling
-def launch_elements(app, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
+def launch_elements(app: AppContext, spec, spec_text: str, spec_path: Optional[str], target_name: str, note=None):
     """Record every element, submit element 0 now (its failure records nothing), queue the
     rest and start as many as max_parallel allows. A ``Launched`` named by the sweep id."""
     spec, spec_text = for_launch(spec, spec_text)
@@ -323,7 +324,7 @@ def queue_rows(store, job_ids: list, reason: str) -> None:
     store.set_waiting(job_ids, QUEUED, reason, "queued")
 
 
-def cancel_queued(app, sweep_id: str, wait_s: float = 30.0, poll: float = 0.2) -> list:
+def cancel_queued(app: AppContext, sweep_id: str, wait_s: float = 30.0, poll: float = 0.2) -> list:
     """Close every QUEUED element of SWEEP_ID as CANCELLED before it starts (under the sweep's
     claim, so no launcher starts one meanwhile). A ``launcher.recovery.cancel.CancelReport`` each."""
     store, deadline = app.store, time.monotonic() + wait_s
@@ -338,7 +339,7 @@ def cancel_queued(app, sweep_id: str, wait_s: float = 30.0, poll: float = 0.2) -
         time.sleep(poll)
 
 
-def cancel_queued_element(app, job_id: str):
+def cancel_queued_element(app: AppContext, job_id: str):
     """Close element JOB_ID as CANCELLED if it is still QUEUED (a CancelReport), else None."""
     return _cancel_one_queued(app.store, job_id, CancelReport)
 

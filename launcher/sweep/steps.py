@@ -16,9 +16,10 @@ from typing import Callable, Optional
 from launcher.recovery.progress import read_progress_now, record_progress
 from launcher.state.rows import is_open
 from launcher.sweep.reports import read_element_reports
+from launcher.backend.context import AppContext
 
 
-def record_open_steps(app, rows: list, note: Optional[Callable[[str], None]] = None) -> list:
+def record_open_steps(app: AppContext, rows: list, note: Optional[Callable[[str], None]] = None) -> list:
     """ROWS (a sweep's element rows) with the steps of the open ones this role may write read
     from their checkpoint roots into the store and into the rows returned (the others as they
     were). NOTE(line) for each root that could not be read."""

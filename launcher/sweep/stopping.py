@@ -46,6 +46,7 @@ from launcher.sweep.early_stop import Judgement
 from launcher.sweep.elements import element_job_id, sweep_rows
 from launcher.sweep.judgements import judgements_of, record, stop_of
 from launcher.sweep.reports import read_element_reports
+from launcher.backend.context import AppContext
 
 CONFIGS_KEPT = 64  # parsed early-stop sections kept per process (one per sweep a watcher follows)
 _configs: dict = {}  # spec text -> its EarlyStop (or None): a function of the text alone, so safe to share
@@ -77,7 +78,7 @@ def settled_of(store) -> dict:
     return got
 
 
-def judge_sweeps(app, jobs) -> list[Outcome]:
+def judge_sweeps(app: AppContext, jobs) -> list[Outcome]:
     """Judge every sweep with an open element among JOBS (the pass's open jobs)."""
     sweeps = sorted({j.meta["sweep"]["id"] for j in jobs if j.meta.get("sweep")})
     out: list[Outcome] = []
@@ -95,7 +96,7 @@ def _unsettled(row, rungs) -> bool:
     return not any(j.stop for j in js) and {j.rung for j in js} != set(rungs)
 
 
-def judge_sweep(app, sweep_id: str) -> list[Outcome]:
+def judge_sweep(app: AppContext, sweep_id: str) -> list[Outcome]:
     rows = sweep_rows(app.store, sweep_id)
     cfg = early_stop_of(rows[0]) if rows else None
     if cfg is None:
@@ -119,7 +120,7 @@ def pending_stop(row) -> Optional[Judgement]:
     return stop_of(row.meta) if row.meta.get("sweep") and is_open(row) else None
 
 
-def judge_and_stop(app, jobs) -> list[Outcome]:
+def judge_and_stop(app: AppContext, jobs) -> list[Outcome]:
     """A watch pass's early stopping: judge every sweep among JOBS (the pass's open jobs), then
     carry out every stop recorded for them in one batch."""
     return judge_sweeps(app, jobs) + stop_elements(app, jobs)
@@ -137,7 +138,7 @@ def _outcome(job_id: str, j: Judgement, report) -> Outcome:
     return Outcome(job_id, "stopped", j.reason)
 
 
-def stop_elements(app, jobs) -> list[Outcome]:
+def stop_elements(app: AppContext, jobs) -> list[Outcome]:
     """Stop every open element among JOBS with a recorded stop, in one batch (see the module's
     docstring): an outcome for each element closed STOPPED. An element whose cancel failed
     stays open and its outcome waits for the pass's per-job step (``carried_out``); one whose
@@ -182,13 +183,13 @@ def stop_elements(app, jobs) -> list[Outcome]:
     return out
 
 
-def carried_out(app, job_id: str) -> Optional[Outcome]:
+def carried_out(app: AppContext, job_id: str) -> Optional[Outcome]:
     """The outcome of this pass's batched stop of JOB_ID if the batch left it open (its cancel
     failed), once; None if the batch did not take it."""
     return _left_open.get(app.store, {}).pop(job_id, None)
 
 
-def stop_element(app, job_id: str) -> Optional[Outcome]:
+def stop_element(app: AppContext, job_id: str) -> Optional[Outcome]:
     """Carry out the stop recorded for JOB_ID alone, under its claim: cancel it through its
     backend, close it as STOPPED with the judgement's reason. (A pass stops its elements in
     one batch, ``stop_elements``; this is for one the batch did not take.)"""

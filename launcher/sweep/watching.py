@@ -27,9 +27,10 @@ from launcher.sweep import burst, one_by_one, stopping
 from launcher.sweep.arrays import adopt_array
 from launcher.sweep.elements import runs_arrays
 from launcher.sweep.launch import resubmit_element
+from launcher.backend.context import AppContext
 
 
-def act_first(app, row, status, clock):
+def act_first(app: AppContext, row, status, clock):
     if stopping.pending_stop(row) is not None:
         return stopping.carried_out(app, row.job_id) or stopping.stop_element(app, row.job_id)
     if burst.applies(app, row):
@@ -37,7 +38,7 @@ def act_first(app, row, status, clock):
     return None
 
 
-def unfound_submission(app, claim, now: float):
+def unfound_submission(app: AppContext, claim, now: float):
     """A SUBMITTING element whose own dedupe token the backend does not know: a queued
     element's start (``one_by_one.requeue_lost_start``), element 0 of a sweep of separate jobs
     whose launch died before submitting it (``one_by_one.requeue_lost_launch``), or an element of an array whose
@@ -56,7 +57,7 @@ def unfound_submission(app, claim, now: float):
     return None
 
 
-def after(app, clock):
+def after(app: AppContext, clock):
     return one_by_one.fill_all(app)
 
 

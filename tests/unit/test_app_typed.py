@@ -1,0 +1,51 @@
+"""Issue 34 item 1: the layers below ``launcher.api`` take the application as a typed context
+(``launcher.backend.context.AppContext``), never as an untyped ``app``; and ``App`` has every
+member the context declares, so what the lower layers may use is written in one place."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import launcher
+from launcher.api.context import App
+from launcher.backend.context import AppContext
+
+ROOT = Path(launcher.__file__).parent
+ABOVE = {"api", "cli.py", "commands", "serve"}  # the application itself, and what uses it
+
+
+def untyped_apps(source: str, name: str) -> list:
+    """Pure: "NAME:LINE function" for each parameter called ``app`` without an annotation in SOURCE."""
+    out = []
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = n.args
+            out += [f"{name}:{x.lineno} {n.name}" for x in a.posonlyargs + a.args + a.kwonlyargs
+                    if x.arg == "app" and x.annotation is None]
+    return out
+
+
+def test_the_check_finds_an_untyped_app_and_passes_a_typed_one():
+    assert untyped_apps("def f(app, x):\n    pass\ndef g(*, app=None): pass\n", "m") == ["m:1 f", "m:3 g"]
+    assert untyped_apps("def f(app: AppContext, x): pass\ndef g(apps): pass\n", "m") == []
+
+
+def test_no_function_below_the_api_takes_an_untyped_app():
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in ABOVE:
+            continue
+        found += untyped_apps(path.read_text(), str(rel))
+    assert not found, "annotate these `app` parameters with launcher.backend.context.AppContext:\n" + "\n".join(found)
+
+
+def test_app_has_every_member_the_context_declares():
+    declared = {n for n in vars(AppContext) if not n.startswith("_")} | set(AppContext.__annotations__)
+    assert {"store", "backend", "facts", "config", "home", "watch_hooks"} <= declared
+    missing = sorted(n for n in declared if not hasattr(App, n) and n not in inspect.signature(App).parameters
+                     and n != "home")
+    assert not missing, missing
+    assert isinstance(App(home=Path("/nonexistent-launcher-home")).home, Path)
