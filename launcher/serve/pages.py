@@ -30,6 +30,7 @@ from launcher.serve.actions import job_commands, sweep_commands
 from launcher.serve.sentences import sentence
 from launcher.core.status import is_final
 from launcher.serve.timeline import timeline_svg, legend_rows
+from launcher.state.rows import resume_words
 
 DEFAULT_REFRESH_S = 5.0
 LOG_POLL_S = 1.0  # seconds between a running job's log reads (a line shows within 2 s of being written)
@@ -344,11 +345,13 @@ def job_body(d: dict, home_prefix: Optional[str] = None) -> str:
                "<th>reason</th></tr></thead><tbody>")
     # an attempt that ran has a start: where the store has none, the report's (its program's start)
     begun = {x["attempt"]: x.get("started") for x in (rep or {}).get("attempts") or []}
+    # the tier it restored from: as the store copied it, else its generation's record (the report's)
+    tiers = {x["attempt"]: x.get("resume_tier") for x in (rep or {}).get("attempts") or []}
     for a in d["attempts"]:
-        rs = a.get("resume_step")
+        where = resume_words(a.get("resume_step"), a.get("resume_tier") or tiers.get(a["attempt"]))
         out.append(f'<tr><td class="num">{e(a["attempt"])}</td><td>{e(a["target"])}</td>'
                    f'<td class="id">{e(a["native_id"])}</td><td>{_state(a["state"])}</td>'
-                   f'<td class="num">{"-" if rs is None else ("fresh" if rs < 0 else rs)}</td>'
+                   f'<td class="resumed">{e(where)}</td>'
                    f'<td>{ts(a["submitted"])}</td><td>{ts(a["started"] if a["started"] is not None else begun.get(a["attempt"]))}'
                    f'</td><td>{ts(a["ended"])}'
                    f'</td><td class="num">{e(a["exit_code"])}</td><td class="num">{e(_usd(a["cost_usd"]))}</td>'
