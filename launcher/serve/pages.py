@@ -140,7 +140,7 @@ def commands_box(pairs: list) -> str:
 
 # ---------------------------------------------------------------- the jobs
 JOB_COLUMNS = ("job", "name", "state", "owner", "target", "region", "resources", "attempts", "duration", "cost",
-               "step", "changed", "created", "reason")
+               "MFU", "step", "changed", "created", "reason")
 
 
 def _link(where: dict, **change) -> str:
@@ -198,7 +198,8 @@ def _job_cells(j: dict, first: str) -> str:
             f'<td>{_state(j["state"])}</td><td>{_name(j.get("owner"))}</td><td>{_name(j["target"])}</td>'
             f'<td>{_name(j.get("region"))}</td><td>{e(resources_text(j.get("resources")))}</td>'
             f'<td class="num">{j["attempts"]}</td><td class="num">{e(_dur(j.get("duration_s")))}</td>'
-            f'<td class="num">{e(cost)}</td><td class="num">{e(j["last_step"])}</td>{_changed(j)}'
+            f'<td class="num">{e(cost)}</td>{mfu_cell(j.get("mfu"), j.get("mfu_reason"))}'
+            f'<td class="num">{e(j["last_step"])}</td>{_changed(j)}'
             f'<td>{ts(j["created"])}</td><td class="reason">{e(j["reason"] or "")}</td>')
 
 
@@ -230,7 +231,7 @@ def _sweep_row(sweep: str, els: list) -> str:
             f'<td>{e(resources_text(first.get("resources")))}</td>'
             f'<td class="num">{sum(j["attempts"] for j in els)}</td>'
             f'<td class="num">{e(_dur(max(j.get("duration_s") or 0.0 for j in els)))}</td>'
-            f'<td class="num">{e(cost)}</td><td class="num">-</td>'
+            f'<td class="num">{e(cost)}</td>{mfu_cell(None, "a sweep: its page gives its MFU")}<td class="num">-</td>'
             f'<td class="changed">{ts(max(j.get("updated") or 0.0 for j in els) or None)}</td>'
             f'<td>{ts(min(j["created"] for j in els))}</td>'
             f'<td class="muted">sweep: {len(els)} elements on this page</td></tr>')
@@ -394,6 +395,13 @@ def _breakdown(rep: dict) -> str:
     return "".join(rows)
 
 
+def mfu_cell(mfu: Optional[float], reason: Optional[str] = None) -> str:
+    """A table's MFU cell: the figure as the job's page gives it (``_compute``), "-" where it is not
+    known, the reason as its tooltip."""
+    tip = f' title="{e(reason)}"' if mfu is None and reason else ""
+    return f'<td class="num mfu"{tip}>{_frac(mfu)}</td>'
+
+
 def _compute(c: Optional[dict]) -> str:
     """MFU against its named peak, and effective MFU (``launcher.report.mfu``); or why not."""
     if not c:
@@ -439,7 +447,7 @@ def sweep_body(d: dict, home_prefix: Optional[str] = None) -> str:
     counts = ", ".join(f"{n} {s}" for s, n in (d.get("counts") or {}).items()) or "no elements"
     out = [f'<h1>Sweep <span id="sweep-id">{e(d["sweep"])}</span></h1>',
            f'<p>{e(d["size"])} elements: {e(counts)}; goodput {_pct(d.get("goodput_pct"))}; cost '
-           f'{e(_usd((d.get("cost") or {}).get("total_usd")))}</p>']
+           f'{e(_usd((d.get("cost") or {}).get("total_usd")))}</p>', _compute(d.get("compute"))]
     if best is not None and m:
         how = f"{m['mode']} {m['name']}, {'its latest report' if m['scope'] == 'last' else 'its best report'}"
         out.append(f'<div class="best-box" id="best">best element <b id="best-index">{e(best["index"])}</b> '
@@ -452,7 +460,8 @@ def sweep_body(d: dict, home_prefix: Optional[str] = None) -> str:
     out.append(commands_box(sweep_commands(d["sweep"], any_open, home_prefix)))
     name = m["name"] if m else "metric"
     out.append('<table id="elements"><thead><tr><th>index</th><th>job</th><th>state</th><th>attempts</th>'
-               f"<th>goodput</th><th>cost</th><th>step</th><th>{e(name)}</th><th>params</th><th>reason</th>"
+               f"<th>goodput</th><th>cost</th><th>step</th><th>MFU</th><th>{e(name)}</th><th>params</th>"
+               "<th>reason</th>"
                "</tr></thead><tbody>")
     bi = best["index"] if best else None
     for r in d.get("elements") or []:
@@ -463,7 +472,8 @@ def sweep_body(d: dict, home_prefix: Optional[str] = None) -> str:
                    f'<td class="id"><a href="/job/{q(r["job_id"])}">{e(r["job_id"])}</a></td>'
                    f'<td>{_state(r["state"])}</td><td class="num">{e(r["attempts"])}</td>'
                    f'<td class="num">{_pct(r["goodput_pct"])}</td><td class="num">{e(_usd(r["cost_usd"]))}</td>'
-                   f'<td class="num">{e(r.get("last_step"))}</td><td class="num">{e(metric)}</td>'
+                   f'<td class="num">{e(r.get("last_step"))}</td>{mfu_cell(r.get("mfu"), r.get("mfu_reason"))}'
+                   f'<td class="num">{e(metric)}</td>'
                    f'<td>{_params(r["params"])}</td><td class="reason">{e(r.get("reason") or "")}</td></tr>')
     out.append("</tbody></table>")
     for n in d.get("notes") or []:
