@@ -29,6 +29,7 @@ from launcher.api.status_view import JobDetail
 from launcher.backend.protocols import Handle, LogFile, can
 from launcher.core.errors import describe, LauncherError
 from launcher.report import gather
+from launcher.report.listing import jobs_compute
 from launcher.report.sweep_collect import gather_sweep
 from launcher.state.actors import file_owner
 from launcher.state.readonly import ReadOnlyStore
@@ -37,6 +38,8 @@ DEFAULT_PER_PAGE = 500
 MAX_PER_PAGE = 10000
 FILTERS = ("state", "target", "owner", "text")
 LOG_TAIL = 65536  # bytes of a job's output one log request returns at most
+COMPUTE_CACHE_MAX = 20000  # ended jobs whose compute figures a view keeps
+LIST_READ_S = 2.0  # seconds a page of the jobs list waits in all for its jobs' checkpoint roots (MFU)
 
 
 @lru_cache(maxsize=4096)
@@ -81,6 +84,9 @@ class ReadView:
         self.app = App(Path(config) if config else None, Path(home) if home else None)
         self.store = ReadOnlyStore(self.app.home, url=self.app.state_url)
         self.app.use_store(self.store)  # every reader of the app's store gets this one
+        # (job id, its row's updated) -> an ended job's compute figures; job id -> a lasting "no MFU"
+        self._compute_cache: dict = {}
+        self._specs: dict = {}  # parsed specs by their stored text (launcher.report.collect)
 
     def close(self) -> None:
         self.store.close()
@@ -115,7 +121,8 @@ class ReadView:
     def jobs(self, page: int = 1, per_page: int = DEFAULT_PER_PAGE, where: Optional[dict] = None) -> dict:
         """One page of the jobs, newest first, those WHERE selects ({"state", "target", "owner":
         equal; "text": part of the name or id}): each with its state, target, owner, region,
-        resources, duration, attempts and the cost its attempts recorded. {"total" (of the
+        resources, duration, attempts, the cost its attempts recorded, and its MFU as its report
+        gives it ("mfu", "effective_mfu", or None and "mfu_reason": ``_computes``). {"total" (of the
         filter), "all" (every job), "counts": {"state"|"target"|"owner": {value: jobs}},
         "where", "page", "pages", "per_page", "jobs": [...], "sweeps": [...], "unreadable":
         {job id: why}}."""
@@ -148,10 +155,43 @@ class ReadView:
                         "cost_usd": r["cost_usd"] if priced else None, "cost_complete": bool(n) and priced == n,
                         "sweep": r["sweep_id"], "element": r["element"] if r["sweep_id"] else None,
                         "now": now})  # (the age of an open row, as stored, is said beside when it changed)
+        computes = self._computes(out)
+        for j in out:  # MFU as the job's own report gives it (launcher.report.mfu), or why there is none
+            c = computes.get(j["job_id"]) or {}
+            j.update(mfu=c.get("mfu"), effective_mfu=c.get("effective_mfu"), mfu_reason=c.get("reason"))
         sweeps = [{"sweep": s, "name": n, "size": size, "created": c} for s, n, size, c in self.store.sweep_ids(50)]
         return {"total": total, "all": sum(counts["state"].values()), "counts": counts, "where": where,
                 "page": page, "pages": pages, "per_page": per_page, "jobs": out, "sweeps": sweeps,
                 "unreadable": unreadable, "store": str(self.store.path), "exists": True}
+
+    def _computes(self, jobs: list) -> dict:
+        """{job id: compute figures} of JOBS (a page of the list), each as its report computes them
+        (``launcher.report.listing``): an ended job's are kept until its row changes (they are
+        final), an open job's are computed again on every page, unless it has none for a reason
+        that lasts (no peak, no checkpoint root); the roots are read within ``LIST_READ_S`` in all."""
+        out, todo = {}, []
+        for j in jobs:
+            key = (j["job_id"], j["updated"])
+            if j["job_id"] in self._compute_cache:  # no MFU, for a reason that lasts (listing.jobs_compute)
+                out[j["job_id"]] = self._compute_cache[j["job_id"]]
+            elif not j["open"] and key in self._compute_cache:
+                out[j["job_id"]] = self._compute_cache[key]
+            else:
+                try:
+                    todo.append(self.store.get_job(j["job_id"]))
+                except LauncherError as e:  # gone since the page was read
+                    out[j["job_id"]] = {"mfu": None, "reason": str(e)}
+        if todo:
+            got = jobs_compute(self.app, todo, timeout=LIST_READ_S, specs=self._specs)
+            for row in todo:
+                c = got.get(row.job_id) or {}
+                out[row.job_id] = c
+                lasting = c.get("lasting")
+                if lasting or (not is_open(row) and not c.get("unread")):  # a root that did not answer: asked again
+                    if len(self._compute_cache) >= COMPUTE_CACHE_MAX:
+                        self._compute_cache.clear()
+                    self._compute_cache[row.job_id if lasting else (row.job_id, row.updated)] = c
+        return out
 
     @cached_property
     def local_owner(self) -> str:

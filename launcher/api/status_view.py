@@ -18,7 +18,7 @@ from launcher.recovery.current import job_up_to_date, jobs_up_to_date, reconcile
 from launcher.recovery.hangs import HANG_META, summary as hang_summary
 from launcher.recovery.injob import summary as in_job_summary
 from launcher.state.actors import store_owner
-from launcher.state.rows import job_step
+from launcher.state.rows import RESUME_TIER_KEY, attempt_resume_words, job_step
 from launcher.state.store import AttemptRow, JobRow, is_open
 
 Note = Callable[[str], None]
@@ -60,7 +60,7 @@ class JobDetail:
                 # resume_tier (local, peer, durable; multi-tier checkpoints): the attempt's meta, copied
                 # there from its GENERATIONS.json record as resume_step is copied to its column
                 "attempts": [{**{k: getattr(a, k) for k in ATTEMPT_FIELDS},
-                              "resume_tier": (a.meta or {}).get("resume_tier"),
+                              "resume_tier": (a.meta or {}).get(RESUME_TIER_KEY),
                               # reruns of its step inside its allocation (recovery.in_job), from the root too
                               "in_job": (a.meta or {}).get("in_job"),
                               # what the launcher did about its hangs (recovery.hang): where the stacks are
@@ -145,14 +145,6 @@ def _collector(notes: list, note: Optional[Note]) -> Note:
 
 
 # ---------------------------------------------------------------- pure formatting
-def resumed(step, tier: Optional[str] = None) -> str:
-    """The step an attempt resumed from, as its generation recorded it (-1: a fresh start), with
-    the tier it was read from (local, peer, durable: multi-tier checkpoints) when recorded."""
-    if step is None:
-        return "-"
-    return "fresh" if step < 0 else str(step) + (f" {tier}" if tier else "")
-
-
 def job_lines(d: JobDetail, now: Optional[float] = None) -> list[str]:
     row = d.job
     lines = [f"job {row.job_id} ({row.name}) on {row.target} [{row.backend}]: {row.state}"
@@ -166,11 +158,11 @@ def job_lines(d: JobDetail, now: Optional[float] = None) -> list[str]:
         step = job_step(row)
         lines.append(f"checkpoints: {row.ckpt_root}  last committed step: {step if step is not None else '-'}"
                      + (" (as stored)" if stale else ""))
-    lines.append(f"{'attempt':>7}  {'target':<12} {'native id':<12} {'state':<14} {'resumed':>7}  "
+    lines.append(f"{'attempt':>7}  {'target':<12} {'native id':<12} {'state':<14} {'resumed':<24} "
                  f"{'cost $':>8}  reason")
     for a in d.attempts:
         lines.append(f"{a.attempt:>7}  {a.target:<12} {a.native_id or '-':<12} {a.state:<14} "
-                     f"{resumed(a.resume_step, (a.meta or {}).get('resume_tier')):>7}  "
+                     f"{attempt_resume_words(a):<24} "
                      f"{(f'{a.cost_usd:.2f}' if a.cost_usd is not None else '-'):>8}  {a.reason}")
     for a in d.attempts:
         restarts = in_job_summary(a.meta)

@@ -19,6 +19,7 @@ from typing import Optional
 from launcher.core import knobs
 from launcher.recovery import injob, takeover
 from launcher.backend.context import AppContext
+from launcher.state.rows import RESUME_TIER_KEY
 
 DEFAULT_TIMEOUT_S = 20.0  # $LAUNCHER_STORAGE_TIMEOUT overrides
 
@@ -140,8 +141,8 @@ def progress_writes(job, attempts, progress: Progress) -> ProgressWrites:
         if a.attempt in resumes and resumes[a.attempt] != a.resume_step:
             fields["resume_step"] = resumes[a.attempt]
         tier = (records.get(a.attempt) or {}).get("resume_tier")
-        if tier and meta.get("resume_tier") != tier:
-            meta["resume_tier"] = tier
+        if tier and meta.get(RESUME_TIER_KEY) != tier:
+            meta[RESUME_TIER_KEY] = tier
         recs = in_job.get(a.attempt) or []
         known = (meta.get("in_job") or {}).get("restarts") or 0
         if len(recs) > known:

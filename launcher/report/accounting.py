@@ -105,6 +105,7 @@ class AttemptIn:
     program_start: Optional[float] = None  # the job-side helper started its generation
     saves: list = field(default_factory=list)
     resume_step: Optional[int] = None  # the step its generation resumed from (-1: fresh start)
+    resume_tier: Optional[str] = None  # the checkpoint tier it restored from (local, peer, durable), when recorded
     generation: Optional[int] = None
     host: Optional[str] = None
     target: str = ""
@@ -195,6 +196,7 @@ class AttemptOut:
     scheduler_end: Optional[float] = None  # the end of its run as the scheduler recorded it
     in_job_restarts: int = 0  # its runs rerun in the same allocation (recovery.in_job)
     in_job_lost_s: float = 0.0  # the lost work of those runs (in seconds["lost_work"]; no interruption's clock)
+    resume_tier: Optional[str] = None  # the checkpoint tier it restored from (local, peer, durable), when recorded
 
 
 @dataclass
@@ -336,7 +338,7 @@ def _account_attempt(ledger: _Ledger, h: History, attempts: list, i: int, cursor
         saves=saves, resume_step=a.resume_step, generation=a.generation, host=a.host, target=a.target,
         native_id=a.native_id, preempt_notice=a.preempt_notice, noticed=a.noticed, restored_at=a.restored_at,
         restore_end=rs if rs > ps else None, scheduler_end=a.ended,
-        in_job_restarts=len(a.in_job), in_job_lost_s=in_job_lost)
+        in_job_restarts=len(a.in_job), in_job_lost_s=in_job_lost, resume_tier=a.resume_tier)
 
 
 def _in_job_runs(ledger: _Ledger, a: AttemptIn, sec: dict, ps: float, end: float) -> float:

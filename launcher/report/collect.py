@@ -34,6 +34,7 @@ from launcher.recovery.current import job_up_to_date
 from launcher.report.accounting import ACTIVE, AttemptIn, History, InJobRun, Save
 from launcher.state.bulk import NOTICED
 from launcher.backend.context import AppContext
+from launcher.state.rows import RESUME_TIER_KEY
 
 
 def iso_ts(v) -> Optional[float]:
@@ -350,6 +351,8 @@ def _attempts_in(app: AppContext, rows, runs: dict, matched: dict, spec, noticed
             attempt=a.attempt, state=a.state, queued=queued, started=started, ended=ended,
             program_start=program_start, saves=_saves(rec), in_job=_in_job_runs(runs_in_job),
             resume_step=first.get("resume_step") if first else None, generation=rec.get("generation"),
+            # the tier its checkpoint came from: its generation's record's, else as the store copied it
+            resume_tier=(first.get("resume_tier") if first else None) or (a.meta or {}).get(RESUME_TIER_KEY),
             host=(rec.get("node") or {}).get("hostname") or rec.get("host"), target=a.target,
             native_id=a.native_id, heartbeat=iso_ts(hb.get("at")), heartbeat_interval=_num(hb.get("interval")),
             cost_usd=a.cost_usd, price_per_hour=pph, price_source=psrc,

@@ -72,6 +72,14 @@ def step_flops(metrics: Mapping, flops_per_token: Optional[float]) -> tuple[list
     return [], "no model FLOPs reported: jobside.report(step, flops=...) or tokens=... with model.flops_per_token"
 
 
+def no_mfu_reason(spec, metrics: Mapping) -> Optional[str]:
+    """Why a job has no MFU whatever its accounting holds (``summarize`` gives the same reason):
+    no peak (``resolve_peak``), else no model FLOPs in METRICS (``step_flops``); None when it
+    has both. A list of many jobs asks this before it accounts for any."""
+    _peak, _n, why = resolve_peak(spec)
+    return why or step_flops(metrics or {}, spec.model.flops_per_token if spec is not None else None)[1]
+
+
 def flops_between(points: list, lo: int, hi: int) -> float:
     """The FLOPs of steps lo < s <= hi: each step costs the figure of the first report at or
     after it (the last report's for the steps after it)."""

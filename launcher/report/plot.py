@@ -10,6 +10,7 @@ from __future__ import annotations
 from launcher.core.errors import LauncherError
 from launcher.report.accounting import CATEGORIES, LABELS
 from launcher.report.clocks import LABELS as CLOCK_LABELS
+from launcher.state.rows import resume_words
 
 WIDTH, HEIGHT, DPI = 1200, 500, 100
 COLORS = {"queue_wait": "#bdbdbd", "provisioning": "#9ecae1", "useful_compute": "#31a354",
@@ -30,6 +31,13 @@ def title(report: dict) -> str:
     if c.get("mfu") is not None:
         out += f"; MFU {100 * c['mfu']:.1f}%, effective MFU {100 * c['effective_mfu']:.1f}%"
     return out
+
+
+def row_label(a: dict) -> str:
+    """An attempt's row label: its number, its host when known, and where it resumed (the step and
+    the checkpoint tier: ``launcher.state.rows.resume_words``, as ``status``, ``report`` and ``serve`` say)."""
+    where = resume_words(a.get("resume_step"), a.get("resume_tier"))
+    return "\n".join(x for x in (f"attempt {a['attempt']}", a.get("host"), where if where != "-" else None) if x)
 
 
 def clock_seconds(report: dict) -> dict:
@@ -84,8 +92,7 @@ def plot(report: dict, path: str) -> str:
                             color="darkred")
                 fail_label = False
         ax.set_yticks(range(n))
-        ax.set_yticklabels([f"attempt {a['attempt']}" + (f"\n{a['host']}" if a.get("host") else "")
-                            for a in attempts] or ["-"])
+        ax.set_yticklabels([row_label(a) for a in attempts] or ["-"], fontsize=8)
         ax.set_ylim(n - 0.5, -0.5)
         ax.set_xlim(0, max(1e-9, report["wall_s"]) * 1.02)
         ax.set_xlabel("seconds since the first submission")
@@ -98,7 +105,7 @@ def plot(report: dict, path: str) -> str:
         ax.legend(handles=handles + h2, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=6, fontsize=8,
                   frameon=False)
         ax.grid(axis="x", alpha=0.3)
-        fig.subplots_adjust(left=0.1, right=0.98, top=0.9, bottom=0.3)
+        fig.subplots_adjust(left=0.16, right=0.98, top=0.9, bottom=0.3)
         fig.savefig(path, dpi=DPI, format="png")
     finally:
         plt.close(fig)

@@ -30,8 +30,8 @@ The JSON shape (``launcher report SWEEP --json``, ``Launcher.report_sweep``)::
      "best": {"index", "job_id", "params", "state", "metric", "metric_step", "final_step", "cost_usd",
               "goodput_pct"} or null, "best_reason": str or null,
      "elements": [{"index", "job_id", "params", "state", "reason", "attempts", "wall_s", "categories",
-                   "goodput_pct", "cost_usd", "cost_complete", "useful_gpu_hours", "mfu", "effective_mfu", "final_step",
-                   "metric", "metric_step", "reported", "metrics_read"}],
+                   "goodput_pct", "cost_usd", "cost_complete", "useful_gpu_hours", "mfu", "effective_mfu", "mfu_reason",
+                   "final_step", "metric", "metric_step", "reported", "metrics_read"}],
      "metrics_unread": [index whose root did not answer within $LAUNCHER_STORAGE_TIMEOUT],
      "notes": [str]}
 """
@@ -145,6 +145,7 @@ def element_row(e: ElementIn, choice: Optional[MetricChoice]) -> dict:
             "cost_usd": cost.get("total_usd"), "cost_complete": bool(cost.get("complete")) if cost else False,
             "useful_gpu_hours": cost.get("useful_gpu_hours") or 0.0,
             "mfu": (r.get("compute") or {}).get("mfu"), "effective_mfu": (r.get("compute") or {}).get("effective_mfu"),
+            "mfu_reason": (r.get("compute") or {}).get("reason"),  # why there is no MFU (launcher.report.mfu)
             # the element's one step (its row's last committed step, as `launcher status JOB` shows it:
             # launcher.state.rows.job_step); a reported step is the metric's, beside it
             "final_step": e.last_step, "last_step": e.last_step, "metric": value, "metric_step": at,

@@ -16,13 +16,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from launcher.checkpoint import CheckpointError
-from launcher.checkpoint.metrics import read_metrics
 from launcher.core.errors import LauncherError
 from launcher.recovery.current import jobs_up_to_date
-from launcher.report import account
-from launcher.report.collect import _stored_spec, collect, read_generation_records
-from launcher.report.mfu import summarize
+from launcher.report.collect import _stored_spec
+from launcher.report.listing import compute_from, read_root
 from launcher.report.sweep import ElementIn, aggregate, choose_metric
 from launcher.state.rows import job_step
 from launcher.sweep.early_stop import until_stop
@@ -62,13 +59,7 @@ def _read_roots(rows):
     ``launcher.sweep.reports.Read`` by element index)."""
     jobs = {r.ckpt_root: r.job_id for r in rows if r.ckpt_root}
     roots = {r.meta["sweep"]["index"]: r.ckpt_root for r in rows if r.ckpt_root}
-    return read_element_reports(roots, reader=lambda root: _read_root(root, jobs[root]))
-
-
-def _read_root(root: str, job_id: str) -> dict:
-    notes: list = []
-    records = read_generation_records(root, job_id, notes)
-    return {"records": records, "metrics": _metrics(root, notes), "notes": notes}
+    return read_element_reports(roots, reader=lambda root: read_root(root, jobs[root]))
 
 
 def _early_stop(row, specs: dict):
@@ -97,12 +88,10 @@ def _element(app: AppContext, row, history: bool, now: Optional[float], specs: d
     report = None
     try:
         records = got.get("records") if not unread and row.ckpt_root else ([] if unread else None)
-        hist, row, more = collect(app, row.job_id, refresh=False, now=now, history=history, specs=specs,
-                                  records=records)
+        acc, compute, more = compute_from(app, row, records, got.get("metrics") or {}, specs, history, now)
         notes += more
-        acc = account(hist)
         report = acc.to_dict()
-        report["compute"] = summarize(acc, got.get("metrics") or {}, _stored_spec(row, [], specs))
+        report["compute"] = compute
     except (LauncherError, OSError, ValueError) as e:
         notes.append(f"no report: {e}")
 
@@ -110,17 +99,6 @@ def _element(app: AppContext, row, history: bool, now: Optional[float], specs: d
     return ElementIn(index=sw["index"], params=sw.get("params") or {}, state=row.state, job_id=row.job_id,
                      reason=row.reason, report=report, metrics=metrics, last_step=job_step(row),
                      notes=[_generic(n, row) for n in notes], metrics_read=not unread)
-
-
-def _metrics(root: Optional[str], notes: list) -> dict:
-    if not root:
-        return {}
-
-    try:
-        return read_metrics(root)
-    except (CheckpointError, OSError, ValueError) as e:
-        notes.append(f"metrics under its root unreadable: {e}")
-        return {}
 
 
 def _generic(note: str, row) -> str:

@@ -8,6 +8,7 @@ from typing import Optional
 from launcher.report.accounting import CATEGORIES, LABELS
 from launcher.report.clocks import LABELS as CLOCK_NAMES, totals_line
 from launcher.report.deadline import deadline_lines
+from launcher.state.rows import resume_words
 
 
 def _dur(s: Optional[float]) -> str:
@@ -151,15 +152,16 @@ def interval_lines(iv: dict) -> list[str]:
 
 
 def attempt_lines(attempts: list) -> list[str]:
-    """One row per attempt: its state, times, host, resume step, useful and lost time."""
+    """One row per attempt: its state, times, host, useful and lost time, and where it resumed
+    (``launcher.state.rows.resume_words``: the step and the checkpoint tier)."""
     out = ["attempts:",
            f"  {'#':>3} {'state':<12} {'queued':<19} {'started':<19} {'ended':<19} {'host':<10} "
-           f"{'resumed':>7} {'useful':>9} {'lost':>9}"]
+           f"{'useful':>9} {'lost':>9}  resumed"]
     for a in attempts:
         out.append(f"  {a['attempt']:>3} {a['state']:<12} {_ts(a['queued']):<19} {_ts(a['started']):<19} "
                    f"{_ts(a['ended']) if not a['open'] else '(running)':<19} {str(a['host'] or '-'):<10} "
-                   f"{'-' if a['resume_step'] is None or a['resume_step'] < 0 else a['resume_step']:>7} "
-                   f"{_dur(a['seconds']['useful_compute']):>9} {_dur(a['seconds']['lost_work']):>9}")
+                   f"{_dur(a['seconds']['useful_compute']):>9} {_dur(a['seconds']['lost_work']):>9}  "
+                   f"{resume_words(a['resume_step'], a.get('resume_tier'))}")
     return out
 
 

@@ -30,6 +30,7 @@ from launcher.serve.actions import job_commands, sweep_commands
 from launcher.serve.sentences import sentence
 from launcher.core.status import is_final
 from launcher.serve.timeline import timeline_svg, legend_rows
+from launcher.state.rows import resume_words
 
 DEFAULT_REFRESH_S = 5.0
 LOG_POLL_S = 1.0  # seconds between a running job's log reads (a line shows within 2 s of being written)
@@ -139,7 +140,7 @@ def commands_box(pairs: list) -> str:
 
 # ---------------------------------------------------------------- the jobs
 JOB_COLUMNS = ("job", "name", "state", "owner", "target", "region", "resources", "attempts", "duration", "cost",
-               "step", "changed", "created", "reason")
+               "MFU", "step", "changed", "created", "reason")
 
 
 def _link(where: dict, **change) -> str:
@@ -197,7 +198,8 @@ def _job_cells(j: dict, first: str) -> str:
             f'<td>{_state(j["state"])}</td><td>{_name(j.get("owner"))}</td><td>{_name(j["target"])}</td>'
             f'<td>{_name(j.get("region"))}</td><td>{e(resources_text(j.get("resources")))}</td>'
             f'<td class="num">{j["attempts"]}</td><td class="num">{e(_dur(j.get("duration_s")))}</td>'
-            f'<td class="num">{e(cost)}</td><td class="num">{e(j["last_step"])}</td>{_changed(j)}'
+            f'<td class="num">{e(cost)}</td>{mfu_cell(j.get("mfu"), j.get("mfu_reason"))}'
+            f'<td class="num">{e(j["last_step"])}</td>{_changed(j)}'
             f'<td>{ts(j["created"])}</td><td class="reason">{e(j["reason"] or "")}</td>')
 
 
@@ -229,7 +231,7 @@ def _sweep_row(sweep: str, els: list) -> str:
             f'<td>{e(resources_text(first.get("resources")))}</td>'
             f'<td class="num">{sum(j["attempts"] for j in els)}</td>'
             f'<td class="num">{e(_dur(max(j.get("duration_s") or 0.0 for j in els)))}</td>'
-            f'<td class="num">{e(cost)}</td><td class="num">-</td>'
+            f'<td class="num">{e(cost)}</td>{mfu_cell(None, "a sweep: its page gives its MFU")}<td class="num">-</td>'
             f'<td class="changed">{ts(max(j.get("updated") or 0.0 for j in els) or None)}</td>'
             f'<td>{ts(min(j["created"] for j in els))}</td>'
             f'<td class="muted">sweep: {len(els)} elements on this page</td></tr>')
@@ -344,11 +346,13 @@ def job_body(d: dict, home_prefix: Optional[str] = None) -> str:
                "<th>reason</th></tr></thead><tbody>")
     # an attempt that ran has a start: where the store has none, the report's (its program's start)
     begun = {x["attempt"]: x.get("started") for x in (rep or {}).get("attempts") or []}
+    # the tier it restored from: as the store copied it, else its generation's record (the report's)
+    tiers = {x["attempt"]: x.get("resume_tier") for x in (rep or {}).get("attempts") or []}
     for a in d["attempts"]:
-        rs = a.get("resume_step")
+        where = resume_words(a.get("resume_step"), a.get("resume_tier") or tiers.get(a["attempt"]))
         out.append(f'<tr><td class="num">{e(a["attempt"])}</td><td>{e(a["target"])}</td>'
                    f'<td class="id">{e(a["native_id"])}</td><td>{_state(a["state"])}</td>'
-                   f'<td class="num">{"-" if rs is None else ("fresh" if rs < 0 else rs)}</td>'
+                   f'<td class="resumed">{e(where)}</td>'
                    f'<td>{ts(a["submitted"])}</td><td>{ts(a["started"] if a["started"] is not None else begun.get(a["attempt"]))}'
                    f'</td><td>{ts(a["ended"])}'
                    f'</td><td class="num">{e(a["exit_code"])}</td><td class="num">{e(_usd(a["cost_usd"]))}</td>'
@@ -389,6 +393,13 @@ def _breakdown(rep: dict) -> str:
     for n in rep.get("notes") or []:
         rows.append(f'<p class="muted">note: {e(n)}</p>')
     return "".join(rows)
+
+
+def mfu_cell(mfu: Optional[float], reason: Optional[str] = None) -> str:
+    """A table's MFU cell: the figure as the job's page gives it (``_compute``), "-" where it is not
+    known, the reason as its tooltip."""
+    tip = f' title="{e(reason)}"' if mfu is None and reason else ""
+    return f'<td class="num mfu"{tip}>{_frac(mfu)}</td>'
 
 
 def _compute(c: Optional[dict]) -> str:
@@ -436,7 +447,7 @@ def sweep_body(d: dict, home_prefix: Optional[str] = None) -> str:
     counts = ", ".join(f"{n} {s}" for s, n in (d.get("counts") or {}).items()) or "no elements"
     out = [f'<h1>Sweep <span id="sweep-id">{e(d["sweep"])}</span></h1>',
            f'<p>{e(d["size"])} elements: {e(counts)}; goodput {_pct(d.get("goodput_pct"))}; cost '
-           f'{e(_usd((d.get("cost") or {}).get("total_usd")))}</p>']
+           f'{e(_usd((d.get("cost") or {}).get("total_usd")))}</p>', _compute(d.get("compute"))]
     if best is not None and m:
         how = f"{m['mode']} {m['name']}, {'its latest report' if m['scope'] == 'last' else 'its best report'}"
         out.append(f'<div class="best-box" id="best">best element <b id="best-index">{e(best["index"])}</b> '
@@ -449,7 +460,8 @@ def sweep_body(d: dict, home_prefix: Optional[str] = None) -> str:
     out.append(commands_box(sweep_commands(d["sweep"], any_open, home_prefix)))
     name = m["name"] if m else "metric"
     out.append('<table id="elements"><thead><tr><th>index</th><th>job</th><th>state</th><th>attempts</th>'
-               f"<th>goodput</th><th>cost</th><th>step</th><th>{e(name)}</th><th>params</th><th>reason</th>"
+               f"<th>goodput</th><th>cost</th><th>step</th><th>MFU</th><th>{e(name)}</th><th>params</th>"
+               "<th>reason</th>"
                "</tr></thead><tbody>")
     bi = best["index"] if best else None
     for r in d.get("elements") or []:
@@ -460,7 +472,8 @@ def sweep_body(d: dict, home_prefix: Optional[str] = None) -> str:
                    f'<td class="id"><a href="/job/{q(r["job_id"])}">{e(r["job_id"])}</a></td>'
                    f'<td>{_state(r["state"])}</td><td class="num">{e(r["attempts"])}</td>'
                    f'<td class="num">{_pct(r["goodput_pct"])}</td><td class="num">{e(_usd(r["cost_usd"]))}</td>'
-                   f'<td class="num">{e(r.get("last_step"))}</td><td class="num">{e(metric)}</td>'
+                   f'<td class="num">{e(r.get("last_step"))}</td>{mfu_cell(r.get("mfu"), r.get("mfu_reason"))}'
+                   f'<td class="num">{e(metric)}</td>'
                    f'<td>{_params(r["params"])}</td><td class="reason">{e(r.get("reason") or "")}</td></tr>')
     out.append("</tbody></table>")
     for n in d.get("notes") or []:

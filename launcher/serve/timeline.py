@@ -9,9 +9,10 @@ from html import escape
 
 from launcher.report.accounting import CATEGORIES, LABELS
 from launcher.report.plot import CLOCK_COLORS, CLOCK_LABELS, COLORS  # matplotlib is imported inside plot() only
+from launcher.state.rows import resume_words
 
 WIDTH = 960
-LEFT, RIGHT, TOP, ROW, AXIS = 110, 20, 10, 34, 36
+LEFT, RIGHT, TOP, ROW, AXIS = 140, 20, 10, 34, 36
 
 
 def _n(x) -> str:
@@ -49,7 +50,14 @@ def timeline_svg(report: dict) -> str:
     for a in attempts:
         top = y(a["attempt"])
         label = f"attempt {a['attempt']}"
-        out.append(f'<text x="{LEFT - 6}" y="{_n(top + ROW / 2 + 4)}" text-anchor="end">{escape(label)}</text>')
+        where = resume_words(a.get("resume_step"), a.get("resume_tier"))  # as status and report say it
+        if where == "-":
+            out.append(f'<text x="{LEFT - 6}" y="{_n(top + ROW / 2 + 4)}" text-anchor="end">{escape(label)}</text>')
+        else:
+            out.append(f'<text x="{LEFT - 6}" y="{_n(top + ROW / 2)}" text-anchor="end">{escape(label)}'
+                       f'<title>{escape(label)}: resumed {escape(where)}</title></text>'
+                       f'<text class="resumed" x="{LEFT - 6}" y="{_n(top + ROW / 2 + 11)}" text-anchor="end" '
+                       f'font-size="9">{escape(where)}</text>')
         for sv in a.get("saves") or []:
             if sv.get("committed"):
                 xs = _n(x(sv["end"]))

@@ -68,6 +68,27 @@ def job_step(job: "JobRow") -> Optional[int]:
     return job.last_step
 
 
+RESUME_TIER_KEY = "resume_tier"  # an attempt's meta: the tier its checkpoint was restored from
+
+
+def resume_words(step: Optional[int], tier: Optional[str] = None) -> str:
+    """THE words for where an attempt resumed, wherever a resume is shown (``status``, ``report``,
+    its plot, ``serve``): "from step 120 (peer)" (the tier its checkpoint was restored from: local,
+    peer or durable, ``launcher.checkpoint.tiers``; left out when none was recorded), "fresh start"
+    (step -1: no checkpoint), "-" (not known). STEP and TIER are its generation's record's."""
+    if step is None:
+        return "-"
+    if step < 0:
+        return "fresh start"
+    return f"from step {step}" + (f" ({tier})" if tier else "")
+
+
+def attempt_resume_words(attempt: "AttemptRow") -> str:
+    """``resume_words`` of an attempt as the store holds it (its tier in its meta, copied there
+    from its GENERATIONS.json record by ``launcher.recovery.progress``)."""
+    return resume_words(attempt.resume_step, (attempt.meta or {}).get(RESUME_TIER_KEY))
+
+
 def claim_available(holder: Optional[str], expires: Optional[float], me: str, now: float) -> bool:
     """Pure: may ``me`` take a job's claim held by ``holder`` until ``expires``?"""
     return holder is None or holder == me or expires is None or expires <= now

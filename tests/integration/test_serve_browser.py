@@ -166,7 +166,8 @@ def test_the_browser_sees_a_job_run_be_preempted_and_complete_and_a_sweeps_best_
             browser.get(url + f"/job/{job}")
             attempts = texts_of(browser, "#attempts tbody tr")
             assert len(attempts) == 2 and "PREEMPTED" in attempts[0] and "COMPLETED" in attempts[1], attempts
-            assert texts_of(browser, "#attempts tbody tr:nth-child(2) td")[4] == "5", attempts  # resumed from step 5
+            # resumed from step 5 (a local run: no tier recorded, or its tier named beside the step)
+            assert texts_of(browser, "#attempts tbody tr:nth-child(2) td")[4].startswith("from step 5"), attempts
             assert texts_of(browser, "svg.timeline rect[data-category]")
             assert text_of(browser, "#goodput-pct").endswith("%")
             assert "useful compute" in text_of(browser, "#goodput")

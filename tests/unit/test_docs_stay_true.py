@@ -135,6 +135,32 @@ def test_no_docs_line_is_longer_than_120_characters_tables_aside():
     assert [hit for p in [README, *DOCS] for hit in long_lines(p)] == []
 
 
+# ---- no test count --------------------------------------------------------------------------------
+
+# "1,625 tests", "412 unit tests", "98 passed", "tests: 1625": a count of the suite, stale by the next commit
+_TEST_COUNT = re.compile(r"\b\d[\d,]*\s+(?:(?:unit|integration|e2e)\s+)?tests\b|\b\d[\d,]*\s+passed\b|"
+                         r"\btests:\s*\d", re.IGNORECASE)
+
+
+def test_counts(text: str) -> list[str]:
+    return [f"{n}: {m.group(0)}" for n, line in enumerate(text.splitlines(), 1) for m in _TEST_COUNT.finditer(line)]
+
+
+test_counts.__test__ = False  # a helper, not a test
+
+
+def test_no_docs_page_states_how_many_tests_there_are():
+    """A count of the tests goes stale with the next test added: ``scripts/test`` prints each
+    tier's pytest line instead (docs/testing.md)."""
+    assert [f"{p.relative_to(ROOT)}:{hit}" for p in [README, *DOCS] for hit in test_counts(p.read_text("utf-8"))] == []
+
+
+def test_the_test_count_check_catches_the_forms_a_count_takes():
+    text = "the CI run: 1,625 tests\n412 unit tests\n98 passed in 6 min\ntests: 1625\nthe tests of a tier\n3 testers"
+    assert [hit.split(": ", 1)[1] for hit in test_counts(text)] == ["1,625 tests", "412 unit tests", "98 passed",
+                                                                   "tests: 1"]
+
+
 # ---- the README's layers are pyproject's -------------------------------------------------------
 
 def readme_layers() -> list[list[str]]:

@@ -35,7 +35,9 @@ def test_failed_job_keeps_its_exit_code(app):
 def test_cancel_ends_the_whole_process_group_and_is_idempotent(app, tmp_path):
     marker = tmp_path / "child.pid"
     j = _launch(app, f"name: c\nrun: 'sleep 300 & echo $! > {marker}; wait'\n")
-    poll("the child's pid file", marker.exists, timeout=10, interval=0.05)
+    # the shell creates the file before echo writes into it: wait for the whole line
+    poll("the child's pid in its file", lambda: marker.exists() and marker.read_text().endswith("\n"), timeout=10,
+         interval=0.05)
     child = int(marker.read_text())
     backend = app.backend("local")
     backend.cancel(j.handle)

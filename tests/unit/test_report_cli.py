@@ -84,3 +84,26 @@ def test_timeline_png_is_an_image_of_the_expected_size(tmp_path):
     assert pixels(COLORS["restart_overhead"]) > 100 and pixels(COLORS["queue_wait"]) > 10
     text = format_report(d)
     assert "attempt 2 NODE_FAIL" in text and "9.0 s lost (since step 30 was committed)" in text and "detection " in text
+
+
+def test_the_resume_tier_shows_in_the_report_text_and_on_the_plot():
+    from launcher.report.plot import row_label
+    from launcher.report.text import format_report
+
+    atts = [AttemptIn(1, "PREEMPTED", queued=0, started=5, ended=30, program_start=6, resume_step=-1,
+                      saves=[Save(16, 17, 10, True), Save(29, 30, 20, True, preempt=True)], host="n1"),
+            AttemptIn(2, "NODE_FAIL", queued=30, started=40, ended=80, program_start=41, resume_step=20,
+                      resume_tier="peer", saves=[Save(51, 52, 30, True)]),
+            AttemptIn(3, "COMPLETED", queued=80, started=90, ended=120, program_start=92, resume_step=30,
+                      resume_tier="durable"),
+            AttemptIn(4, "COMPLETED", queued=120, started=121, ended=122, program_start=121, resume_step=30)]
+    d = account(History("job-x", t0=0, now=1e9, attempts=atts)).to_dict()
+    d.update(name="x", state="COMPLETED", reason="", target="t", backend="slurm", notes=[])
+    assert [a["resume_tier"] for a in d["attempts"]] == [None, "peer", "durable", None]  # --json
+    rows = format_report(d).split("attempts:\n")[1].splitlines()
+    assert rows[0].rstrip().endswith("resumed")
+    assert [r.split("  ")[-1] for r in rows[1:5]] == ["fresh start", "from step 20 (peer)", "from step 30 (durable)",
+                                                     "from step 30"]
+    assert [row_label(a) for a in d["attempts"]] == ["attempt 1\nn1\nfresh start", "attempt 2\nfrom step 20 (peer)",
+                                                     "attempt 3\nfrom step 30 (durable)", "attempt 4\nfrom step 30"]
+    assert row_label({"attempt": 5, "resume_step": None}) == "attempt 5"  # nothing recorded: nothing said

@@ -250,3 +250,28 @@ def test_pages_follow_what_other_processes_write(launcher_env):
             subprocess.run([sys.executable, "-c", WRITER, str(home), f"w-{i}"], check=True)
             got = {json.loads(get(url + "/api/jobs")[2])["total"] for _ in range(6)}
             assert got == {i + 2}, (i, got)
+
+
+def test_the_job_page_says_which_tier_each_attempt_resumed_from(launcher_env):
+    from launcher.api.readview import ReadView
+    from launcher.serve.pages import job_page
+    from launcher.state.store import StateStore
+
+    ids = fill(launcher_env["home"])
+    s = StateStore(launcher_env["home"])
+    s.write_progress(ids[1], None, [(2, {"meta": {"resume_tier": "peer"}})])  # as recovery.progress copies it
+    s.close()
+    with ReadView(home=launcher_env["home"]) as view:
+        d = view.job(ids[1])
+        body = job_page(d)
+        other = job_page(view.job(ids[2]))
+    table = body.split('<table id="attempts">')[1].split("</table>")[0]
+    assert '<td class="resumed">from step 10 (peer)</td>' in table and '<td class="resumed">-</td>' in table
+    assert '<td class="resumed">from step 10</td>' in other  # no tier recorded: the step alone
+    # the timeline labels the resume the same way
+    assert [a["resume_step"] for a in d["report"]["attempts"]] == [None, None]  # no checkpoint root: no record
+    from launcher.serve.timeline import timeline_svg
+
+    rep = dict(d["report"], attempts=[dict(a, resume_step=10, resume_tier="local") for a in d["report"]["attempts"]])
+    svg = timeline_svg(rep)
+    assert svg.count('<text class="resumed"') == 2 and ">from step 10 (local)</text>" in svg

@@ -4,10 +4,11 @@ import json
 from types import SimpleNamespace
 
 from launcher.api.results import exit_status
+from launcher.state.rows import resume_words
 from launcher.state.store import AttemptRow, JobRow
 from launcher.core.status import JobState, Status
 from launcher.api.status_view import (JobDetail, Whose, ago, job_json, job_lines, jobs_json, jobs_lines,
-                                      reconcile_lines, resumed)
+                                      reconcile_lines)
 
 
 def job(**kw):
@@ -31,8 +32,8 @@ def test_one_job_shows_each_attempt_its_resumed_step_and_the_decisions():
     lines = job_lines(d)
     assert lines[0] == "job j-1 (j) on local [local]: RUNNING"
     assert lines[1] == "checkpoints: /ck  last committed step: 40"
-    assert lines[3].split()[:6] == ["1", "local", "101", "PREEMPTED", "fresh", "1.50"]
-    assert lines[4].split()[:6] == ["2", "local", "102", "RUNNING", "30", "-"]
+    assert lines[3].split()[:7] == ["1", "local", "101", "PREEMPTED", "fresh", "start", "1.50"]
+    assert lines[4].split()[:7] == ["2", "local", "102", "RUNNING", "from", "step", "30"] and lines[4].split()[7] == "-"
     assert lines[5] == '  event resubmitted: {"reason": "preempted"}' and len(lines) == 6
     doc = json.loads(job_json(d))
     assert doc["open"] is True and [a["resume_step"] for a in doc["attempts"]] == [-1, 30]
@@ -85,7 +86,8 @@ def test_reconcile_outcomes_and_resumed_steps_in_words():
          SimpleNamespace(job_id="c", action="control_plane", reason="down")]
     assert reconcile_lines(o) == ["a: adopted the submission found by its dedupe token (r)",
                                   "warning: c is still SUBMITTING: down"]
-    assert (resumed(None), resumed(-1), resumed(7)) == ("-", "fresh", "7")
+    assert (resume_words(None), resume_words(-1), resume_words(7)) == ("-", "fresh start", "from step 7")
+    assert resume_words(7, "durable") == "from step 7 (durable)" and resume_words(-1, "peer") == "fresh start"
 
 
 def test_follow_exit_status():
@@ -109,4 +111,5 @@ def test_status_json_gives_the_tier_each_attempt_resumed_from():
     doc = json.loads(job_json(d))
     assert [(a["resume_step"], a["resume_tier"]) for a in doc["attempts"]] == [(-1, None), (30, "peer")]
     # the text shows the tier too, beside the step resumed from
-    assert job_lines(d)[-1].split()[:6] == ["2", "local", "102", "RUNNING", "30", "peer"]
+    assert "from step 30 (peer)" in job_lines(d)[-1] and "fresh start" in job_lines(d)[-2]
+    assert job_lines(d)[-1].index("from step 30 (peer)") == job_lines(d)[-3].index("resumed")  # in its column
