@@ -10,11 +10,10 @@ imported only there: ``pip install 'launcher[plot]'``).
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from launcher.checkpoint import CheckpointError
-from launcher.checkpoint.metrics import read_metrics
 from launcher.launching.submission import job_spec
 from launcher.report.accounting import CATEGORIES, LABELS, Accounting, AttemptIn, History, Save, account
 from launcher.report.collect import collect, root_unread
+from launcher.report.listing import root_metrics
 from launcher.report.mfu import summarize
 from launcher.state.rows import job_step
 from launcher.report.deadline import collect_deadline
@@ -72,13 +71,7 @@ def gather(app: AppContext, job: str, refresh: bool = True, now=None) -> JobRepo
 def _metrics(root: Optional[str], notes: list) -> dict:
     """What the job reported (its model FLOPs among them), {} when nothing or unreadable (a root
     the report could not read already is not asked again: its note says why)."""
-    if not root or root_unread(notes, root):
-        return {}
-    try:
-        return read_metrics(root)
-    except (CheckpointError, OSError, ValueError) as e:
-        notes.append(f"metrics under {root} unreadable (no MFU): {e}")
-        return {}
+    return {} if root and root_unread(notes, root) else root_metrics(root, notes)
 
 
 def _deadline(app: AppContext, row, spec, acc, notes: list) -> Optional[dict]:

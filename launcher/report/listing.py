@@ -40,7 +40,7 @@ def root_metrics(root: Optional[str], notes: list) -> dict:
     try:
         return read_metrics(root)
     except (CheckpointError, OSError, ValueError) as e:
-        notes.append(f"metrics under its root unreadable: {e}")
+        notes.append(f"metrics under {root} unreadable (no MFU): {e}")
         return {}
 
 
