@@ -60,13 +60,15 @@ def resumed_steps(log: str) -> list[int]:
 
 
 def test_node_killed_mid_run_resumes_elsewhere_from_the_latest_commit(cli, clean_queue, tmp_path):
-    # 15 s of training: the kill lands after the commit at step 8 (2 s in) while the job still
-    # runs, with room for status round trips on a machine busy with other test tiers
+    # 30 s of training: the kill lands after the commit at step 8 (4 s in) while the job still
+    # runs, with room for status round trips and `launcher checkpoints` calls (seconds each on a
+    # machine busy with the other test tiers: at 15 s of training, CI once saw the run end first)
     ref = reference(60, tmp_path)
-    spec, root, result = train_spec(cli, clean_queue, "nodekill", 60, 4, 0.25)
+    spec, root, result = train_spec(cli, clean_queue, "nodekill", 60, 4, 0.5)
     job = cli.launch(spec)
     native = node_of(cli, job)
-    wait_commit(cli, root, at_least=8)
+    latest = wait_commit(cli, root, at_least=8)
+    assert latest < 60, f"the run ended (its commit at step {latest}) before the node could be killed"
     node = clean_queue.job(native)["NodeList"]
     clean_queue.kill_node(node)
     st = cli.wait_state(job, "COMPLETED", timeout=240, interval=1)
