@@ -269,10 +269,7 @@ def _take_over(store, backend, c, recorded, handle: Handle) -> str:
               f"(its submitter's claim lapsed before it could record it); id {recorded.native_id}, recorded "
               f"first, stands down")
     try:
-        store.replace_attempt(job_id, attempt, recorded.native_id, handle.target, handle.to_json(),
-                              handle.native_id, reason, owner=c.owner, events=[(
-                                  "adopted", {"attempt": attempt, "native_id": handle.native_id,
-                                              "replaces": recorded.native_id, "reason": reason})])
+        record_in_place(store, c, recorded, handle, reason)
     except AttemptTaken:
         return _cancel_copy(store, backend, job_id, attempt, handle)
     try:
@@ -284,6 +281,16 @@ def _take_over(store, backend, c, recorded, handle: Handle) -> str:
         store.record_event(job_id, "duplicate_cancelled", attempt=attempt, native_id=recorded.native_id,
                            reason="a second submission of the attempt started first")
     return "took over"
+
+
+def record_in_place(store, c, recorded, handle: Handle, reason: str) -> None:
+    """HANDLE, a submission of RECORDED's attempt that holds the attempt's start claim, recorded
+    in RECORDED's place under claim C, with REASON (event ``adopted``, naming the id it
+    replaces); AttemptTaken when the attempt is no longer recorded as RECORDED."""
+    store.replace_attempt(c.job.job_id, recorded.attempt, recorded.native_id, handle.target, handle.to_json(),
+                          handle.native_id, reason, owner=c.owner, events=[(
+                              "adopted", {"attempt": recorded.attempt, "native_id": handle.native_id,
+                                          "replaces": recorded.native_id, "reason": reason})])
 
 
 def _cancel_copy(store, backend, job_id: str, attempt: int, handle: Handle) -> str:

@@ -24,7 +24,7 @@ from launcher.core.errors import LauncherError, StateStoreError, SubmissionUnset
 from launcher.launching.launch import resubmit
 from launcher.backend.protocols import Handle
 from launcher.launching.submission import SpecMemo, find_submission, job_ref, job_spec, note_unanswered, quiet_since
-from launcher.launching.submit import claimed_start, launch_alive
+from launcher.launching.submit import claimed_start, launch_alive, record_in_place
 from launcher.plan.observed import observe_job
 from launcher.state.store import ClaimLost, is_open
 from launcher.core.status import JobState, Status, closes_job
@@ -333,10 +333,7 @@ def started_first(app: AppContext, c, st: Status) -> Optional[Note]:
     reason = (f"attempt {last.attempt} started as {last.target} id {held}, a second submission of it whose "
               f"submitter was stopped before it could record it; id {last.native_id}, recorded first, stood "
               f"down ({st.reason or st.state.value})")
-    app.store.replace_attempt(c.job.job_id, last.attempt, last.native_id, last.target, found.to_json(), held,
-                              reason, owner=c.owner, events=[("adopted", {
-                                  "attempt": last.attempt, "native_id": held, "replaces": last.native_id,
-                                  "reason": reason})])
+    record_in_place(app.store, c, last, found, reason)
     return Note("adopted", f"{last.target} id {held}: {reason}")
 
 
