@@ -24,8 +24,13 @@ pytestmark = pytest.mark.faults  # the faults tier (scripts/test-tiers.sh): a lo
 
 COUNT = int(os.environ.get("LAUNCHER_FAULT_SCHEDULES", "100"))
 PARALLEL = int(os.environ.get("LAUNCHER_FAULT_PARALLEL", "6"))
+# A schedule takes 35-90 s beside the other tiers (each has its own deadlines: a hung one
+# fails by itself); the loop's timeout follows the count instead of the suite's 600 s, which
+# a loaded CI machine crossed with every schedule healthy.
+LOOP_TIMEOUT_S = max(600, -(-COUNT // PARALLEL) * 120)
 
 
+@pytest.mark.timeout(LOOP_TIMEOUT_S)
 def test_randomized_fault_schedules_on_local_keep_the_four_invariants(tmp_path):
     seed = base_seed()
     print(f"fault schedules: base seed {seed} (replay: LAUNCHER_FAULT_SEED={seed})")

@@ -69,8 +69,12 @@ def test_a_killed_skypilot_allocation_is_relaunched_by_watch_and_resumes_from_th
     stamp = time.time_ns()
     root = cluster.shared_dir / f"ckpt-skye2e-{stamp}"
     result = cluster.shared_dir / f"result-skye2e-{stamp}.json"
+    # idle_minutes: SkyPilot's autodown must not take the finished attempt's cluster (and the
+    # runtime its log is read through) before the test reads the log: on a loaded CI machine
+    # the watch passes after the job's end took more than 5 minutes, and `launcher logs`
+    # printed the torn-down node's "No module named 'sky'". The fixture downs every cluster.
     cli = LauncherCLI(tmp_path, cluster, extra_targets={
-        "sky-slurm": {"backend": "skypilot", "infra": sp.infra, "idle_minutes": 5}})
+        "sky-slurm": {"backend": "skypilot", "infra": sp.infra, "idle_minutes": 60}})
     cli.env.update({k: sp.env[k] for k in SKY_ENV})
     spec = cli.spec("skye2e", {
         "workdir": str(work),
