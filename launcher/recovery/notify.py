@@ -392,17 +392,24 @@ class Deliverer:
                 self.busy.clear()
 
 
-_DELIVERERS: dict = {}
+_DELIVERERS: list[Deliverer] = []  # this process's, one per store it delivers for
 _LOCK = threading.Lock()
+
+
+def deliverer_of(store) -> Optional[Deliverer]:
+    """This process's deliverer for STORE (the very object: a store opened again gets its own)."""
+    return next((d for d in _DELIVERERS if d.store is store), None)
 
 
 def kick(app: AppContext) -> Deliverer:
     """Wake (or start) this process's deliverer for APP's store."""
     store = app.store
     with _LOCK:
-        d = _DELIVERERS.get(id(store))
-        if d is None or not d.thread.is_alive() or d.store is not store:
-            d = _DELIVERERS[id(store)] = Deliverer(store)
+        d = deliverer_of(store)
+        if d is None or not d.thread.is_alive():
+            _DELIVERERS[:] = [x for x in _DELIVERERS if x.thread.is_alive() and x is not d]
+            d = Deliverer(store)
+            _DELIVERERS.append(d)
     d.wake.set()
     return d
 
@@ -412,9 +419,10 @@ def stop(store, timeout: float = FLUSH_S) -> None:
     seconds for a delivery under way (its row stays leased in the outbox if it outlasts that).
     Closing a store whose connection another thread is using can crash the interpreter."""
     with _LOCK:
-        d = _DELIVERERS.pop(id(store), None)
-    if d is None or d.store is not store:
-        return
+        d = deliverer_of(store)
+        if d is None:
+            return
+        _DELIVERERS.remove(d)
     d.stopping.set()
     d.wake.set()
     d.thread.join(timeout)
@@ -428,7 +436,7 @@ def pending(app: AppContext) -> bool:
 def flush(app: AppContext, timeout: float = FLUSH_S) -> None:
     """Give deliveries due now up to TIMEOUT seconds to land (``watch`` before it exits)."""
     store = app.store
-    d = _DELIVERERS.get(id(store))
+    d = deliverer_of(store)
     if d is None:
         return
     d.wake.set()

@@ -4,6 +4,7 @@ watcher died with SIGSEGV as its `Launcher` closed). A real store in a temporary
 
 from __future__ import annotations
 
+import threading
 import time
 from types import SimpleNamespace
 
@@ -19,19 +20,19 @@ def test_closing_the_store_ends_its_deliverer_first(tmp_path):
     assert d.thread.is_alive()
     lx.close()
     assert not d.thread.is_alive()  # joined before the store closed
-    assert id(store) not in notify._DELIVERERS
+    assert notify.deliverer_of(store) is None
 
 
 def test_a_deliverer_busy_past_the_wait_is_left_and_never_wakes_into_a_closed_store(tmp_path, monkeypatch):
     (tmp_path / "config.yaml").write_text("targets: {}\n")
     lx = Launcher(config=tmp_path / "config.yaml", home=tmp_path / "home")
-    calls = []
+    calls, release = [], threading.Event()
 
     def slow(store):
         if store is not lx.app.store:  # a deliverer an earlier test left polling its own store
             return
         calls.append(time.monotonic())
-        time.sleep(0.5)
+        release.wait(10)  # under way until the test lets it finish (a sleep raced a loaded machine)
 
     monkeypatch.setattr(notify, "deliver_due", slow)
     d = notify.kick(lx.app)
@@ -39,6 +40,8 @@ def test_a_deliverer_busy_past_the_wait_is_left_and_never_wakes_into_a_closed_st
         time.sleep(0.01)
     notify.stop(lx.app.store, timeout=0.05)  # a delivery under way outlasts the wait
     assert d.thread.is_alive() and d.stopping.is_set()
+    assert notify.deliverer_of(lx.app.store) is None  # forgotten: a new kick starts another
+    release.set()
     d.thread.join(5)
     assert not d.thread.is_alive() and len(calls) == 1  # it finished that delivery, then ended
     lx.close()
@@ -46,3 +49,19 @@ def test_a_deliverer_busy_past_the_wait_is_left_and_never_wakes_into_a_closed_st
 
 def test_stop_without_a_deliverer_does_nothing():
     notify.stop(SimpleNamespace())
+
+
+def test_a_store_opened_again_gets_its_own_deliverer(tmp_path):
+    (tmp_path / "config.yaml").write_text("targets: {}\n")
+    first = Launcher(config=tmp_path / "config.yaml", home=tmp_path / "home")
+    d1 = notify.kick(first.app)
+    first.close()
+    second = Launcher(config=tmp_path / "config.yaml", home=tmp_path / "home")
+    store = second.app.store
+    d2 = notify.kick(second.app)
+    try:
+        assert d2 is not d1 and d2.store is store and not d1.thread.is_alive()
+        assert notify.kick(second.app) is d2  # one per store, woken again
+    finally:
+        second.close()
+    assert notify.deliverer_of(store) is None and not d2.thread.is_alive()
