@@ -28,6 +28,7 @@ from launcher.backend.support import Unsupported, secret_values
 from launcher.checkpoint.posix_io import write_atomic
 from launcher.core.errors import CommandError, LauncherError, SubmitError, TransientError
 from launcher.core.status import Status
+from launcher.jobside.startclaim import claim_path
 from launcher.spec.model import JobSpec
 from launcher.transport.runner import LocalRunner
 from launcher_backends.slurm import nodeguard, nodeorder, prices, probe as probe_mod, reach
@@ -455,10 +456,16 @@ class SlurmBackend(PricedByModules):
         want = {j.dedupe_token: j for j in jobs}
         if not want:
             return {}
-        found = find_tokens(self._run, self.runner.where, list(want))
+        found = find_tokens(self._run, self.runner.where, list(want), start_of=lambda t: self._start_holder(want[t]))
         return {t: Handle(self.name, self.target.name, want[t].job_id, jid, want[t].attempt,
                           extra={"job_dir": self.job_dir_for(want[t]), "found_by_token": True})
                 for t, jid in found.items()}
+
+    def _start_holder(self, job: JobRef) -> Optional[str]:
+        """The Slurm job id that claimed JOB's attempt's start in its job folder (read where the
+        folder is: here, or on the login node), or None (not started, or not readable)."""
+        r = self._run(["cat", claim_path(self.job_dir_for(job), job.attempt)], check=False)
+        return (r.stdout.strip() or None) if r.returncode == 0 else None
 
 
 def log_path(handle: Handle) -> str:

@@ -80,3 +80,27 @@ def test_tokens_squeue_does_not_show_are_looked_up_once_in_the_accounting():
         find_tokens(run("", "", squeue_rc=1), "login", ["launcher:a:1"])
     calls.clear()
     assert find_tokens(run("", ""), "login", []) == {} and calls == []
+
+
+def test_a_token_two_jobs_carry_gives_the_one_holding_the_attempts_start():
+    """An attempt submitted twice (a watcher frozen past its claim): the job that claimed the
+    start is the attempt, whichever squeue lists first; without a holder among them, the first."""
+    def runner(argv, check=False):
+        return Result(returncode=0, stdout="7|launcher:a:1\n9|launcher:a:1\n8|launcher:b:1\n", stderr="")
+
+    asked = []
+
+    def holder_of(names):
+        def start_of(token):
+            asked.append(token)
+            return names.get(token)
+        return start_of
+
+    got = find_tokens(runner, "login", ["launcher:a:1", "launcher:b:1"], start_of=holder_of({"launcher:a:1": "9"}))
+    assert got == {"launcher:a:1": "9", "launcher:b:1": "8"}
+    assert asked == ["launcher:a:1"]  # only a token two jobs carry costs a look at its start claim
+    asked.clear()
+    got = find_tokens(runner, "login", ["launcher:a:1"], start_of=holder_of({"launcher:a:1": "12"}))
+    assert got == {"launcher:a:1": "7"}  # the holder is neither (an older submission): the first listed
+    assert find_tokens(runner, "login", ["launcher:a:1"], start_of=holder_of({})) == {"launcher:a:1": "7"}
+    assert find_tokens(runner, "login", ["launcher:a:1"]) == {"launcher:a:1": "7"}

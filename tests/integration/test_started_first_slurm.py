@@ -1,0 +1,74 @@
+"""Issue 29 on the real test cluster: an attempt submitted twice (a watcher frozen past its
+claim, stopped before it could settle its copy), where the copy the store does not record
+claimed the attempt's start and runs user code while the recorded one stood down (exit 3).
+`launcher watch` must adopt the copy that holds the start, never submit attempt 2 beside it,
+whichever of the two jobs squeue lists first (tests/unit/test_started_first.py is the same
+race on the local target).
+
+The race is put in place directly: a second sbatch of attempt 1's own rendered script while
+the first runs, then the store rewritten to record the second, as the race leaves it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from launcher.backend.protocols import Handle
+from launcher.core.status import FINAL_STATES
+from launcher.jobside.startclaim import holder
+from launcher.launching.submission import job_ref, job_spec
+from tests.fixtures.polling import poll
+
+pytestmark = pytest.mark.slurm
+
+
+def test_watch_adopts_the_slurm_job_that_holds_the_start_and_submits_no_second_attempt(cli, clean_queue,
+                                                                                        monkeypatch):
+    from launcher.api.context import App
+
+    shared, tag = clean_queue.shared_dir, f"{os.getpid()}-{id(cli)}"
+    ran, go = shared / f"sf-ran-{tag}", shared / f"sf-go-{tag}"
+    spec = cli.spec("raced", {"run": f"echo $LAUNCHER_SELF_ID >> {ran}; while [ ! -e {go} ]; do sleep 0.2; done",
+                              "recovery": {"app_error": 2}, "resources": {"time_limit": "5m"}})
+    job = cli.launch(spec)
+    monkeypatch.setenv("LAUNCHER_HOME", str(cli.home))
+    monkeypatch.setenv("LAUNCHER_CONFIG", str(cli.config))
+    monkeypatch.setenv("SLURM_CONF", str(clean_queue.conf))
+    app = App()
+    try:
+        row = app.store.get_job(job)
+        real, ref = Handle.from_json(row.handle), job_ref(app, row, 1)
+        poll("attempt 1 to claim its start", lambda: holder(ref.job_dir, 1) == real.native_id, timeout=120,
+             interval=0.3)
+        backend = app.backend(row.target)
+        dup = backend.submit(backend.render(job_spec(row), app.facts(row.target), ref))
+        assert dup.native_id != real.native_id
+        poll("the second submission to stand down",
+             lambda: backend.status([dup])[0].state.value in FINAL_STATES, timeout=120, interval=0.5)
+        # the race's outcome: the store records the submission that stood down
+        app.store.update_attempt(job, 1, native_id=dup.native_id, handle=dup.to_json())
+        app.store.update_job(job, handle=dup.to_json())
+    finally:
+        app.close()
+    try:
+        cli.run("watch", "--once")
+        st = cli.status(job)
+        assert [(a["attempt"], a["native_id"]) for a in st["attempts"]] == [(1, real.native_id)], st["attempts"]
+        adopted = [e for e in st["events"] if e["kind"] == "adopted"]
+        assert adopted and adopted[-1]["native_id"] == real.native_id, st["events"]
+        assert adopted[-1]["replaces"] == dup.native_id and "stood down" in adopted[-1]["reason"], adopted
+    finally:
+        go.touch()
+
+    def closed():
+        cli.run("watch", "--once")
+        return cli.status(job)["state"] in FINAL_STATES
+
+    poll("the adopted attempt to finish", closed, timeout=180, interval=1)
+    st = cli.status(job)
+    assert st["state"] == "COMPLETED", st
+    assert [a["native_id"] for a in st["attempts"]] == [real.native_id]
+    comments = clean_queue.run("squeue", "-h", "-t", "all", "-o", "%k").stdout.split()
+    assert comments.count(f"launcher:{job}:2") == 0, comments  # no second attempt beside the running one
+    assert ran.read_text().split() == [real.native_id]  # user code ran once, as the adopted id
