@@ -22,6 +22,7 @@ from typing import Callable, ClassVar, Iterator, Optional, Sequence
 from launcher.backend.config import Target
 from launcher.backend.pricing import PricedByModules
 from launcher.backend.protocols import Facts, Handle, JobRef, Request
+from launcher.backend.staging import helper_zip_bytes
 from launcher.backend.support import secret_values
 from launcher.checkpoint.posix_io import write_atomic
 from launcher.core.errors import (BackendUnavailable, CapabilityError, ConfigError, LauncherError, SubmitError,
@@ -29,7 +30,7 @@ from launcher.core.errors import (BackendUnavailable, CapabilityError, ConfigErr
 from launcher.core.status import JobState, Status
 from launcher.spec.model import JobSpec
 from launcher_backends.skypilot import egress, limits, prices, states
-from launcher_backends.skypilot.client import ClusterUnavailable, SkyClient, short_error as _short
+from launcher_backends.skypilot.client import ClusterUnavailable, SdkClient, SkyClient, short_error as _short
 from launcher_backends.skypilot.finals import FinalStates
 from launcher_backends.skypilot.names import cluster_name, task_name
 from launcher_backends.skypilot.options import SkyPilotOptions, SkyPilotSection, split_infra
@@ -105,8 +106,6 @@ class SkyPilotBackend(PricedByModules):
             problem = self.available()
             if problem:
                 raise BackendUnavailable(problem)
-            from launcher_backends.skypilot.client import SdkClient
-
             self._client = SdkClient()
         return self._client
 
@@ -221,8 +220,6 @@ class SkyPilotBackend(PricedByModules):
         job_dir.mkdir(parents=True, exist_ok=True)
         for name in names:
             if name == HELPER_NAME:
-                from launcher.backend.staging import helper_zip_bytes
-
                 data = helper_zip_bytes()
             elif name == HANDOFF_NAME:
                 data = Path(__file__).with_name("handoff.py").read_bytes()

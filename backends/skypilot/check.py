@@ -23,6 +23,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
+import yaml
 
 from launcher.core.errors import CapabilityError, ConfigError, LauncherError
 
@@ -39,8 +40,6 @@ class Checked:
 
 def load_task(text: str, secrets: Optional[Mapping[str, str]] = None):
     """Parse a task the way ``sky launch`` would; errors become ConfigError with SkyPilot's words."""
-    import yaml
-
     import sky
 
     config = yaml.safe_load(text)

@@ -21,6 +21,7 @@ from launcher.plan.offers import Offer
 from launcher.plan.rates import notice_seconds, rate_and_source
 from launcher_backends.skypilot.catalog import CatalogError, CatalogRow, load_catalog
 from launcher_backends.skypilot.prices import neocloud_entries, neocloud_rows
+from launcher_backends.skypilot.spot_aws import SpotPriceError, fetch_aws_spot_prices
 
 _NO_CATALOG_INFRA = {"k8s", "kubernetes", "ssh", "slurm", "local"}
 _LIVE = "skypilot.aws_spot"  # OfferContext.cache key: live AWS spot prices already fetched
@@ -171,8 +172,6 @@ def _live_prices(spec, ctx: OfferContext) -> Optional[Mapping]:
         return None
     key = (_LIVE, tuple(sorted((r, tuple(sorted(t))) for r, t in want.items())))
     if key not in ctx.cache:
-        from launcher_backends.skypilot.spot_aws import SpotPriceError, fetch_aws_spot_prices
-
         try:
             ctx.cache[key] = fetch_aws_spot_prices(want, endpoint_url=ctx.spot_endpoint_url)
         except SpotPriceError as e:

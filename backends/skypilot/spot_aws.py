@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Iterable, Mapping, Optional
 
+from launcher.checkpoint.s3_client import client_config
 from launcher.core.errors import LauncherError
 
 
@@ -27,8 +28,6 @@ def fetch_aws_spot_prices(region_types: Mapping[str, Iterable[str]], *, endpoint
     """``{(region, zone id or zone name, instance type): $/h}``: the latest price per zone."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
-
-    from launcher.checkpoint.s3_client import client_config  # bounded timeouts and retries
 
     now = now or datetime.now(timezone.utc)
     out: dict[tuple[str, str, str], float] = {}

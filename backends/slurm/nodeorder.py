@@ -29,6 +29,7 @@ and in hostname order, the groups in the hostname order of their first node.
 """
 
 from __future__ import annotations
+import argparse
 
 import itertools
 import os
@@ -237,8 +238,6 @@ def add_arguments(parser) -> None:
 
 
 def main(argv=None) -> int:
-    import argparse
-
     ap = argparse.ArgumentParser(prog=COMMAND, description=HELP)
     add_arguments(ap)
     return run(ap.parse_args(argv))

@@ -22,6 +22,7 @@ import time
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Optional, Union
+import yaml
 
 from launcher.state.rows import is_open
 from launcher.api.context import App
@@ -48,9 +49,6 @@ def resources_of(spec_yaml: str) -> dict:
     text is no spec). Cached on the text: sweep elements and reruns repeat it."""
     if "resources" not in spec_yaml:
         return {}
-    # the YAML parser, loaded by a page of jobs only
-    import yaml
-
     try:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         spec = yaml.load(spec_yaml, Loader=loader)  # noqa: S506 - a safe loader

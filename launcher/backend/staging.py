@@ -7,6 +7,8 @@ import hashlib
 import os
 import tempfile
 
+from launcher.jobside.zipapp import stage_zip
+
 HELPER_NAME = "launcher_job.pyz"
 
 
@@ -16,8 +18,6 @@ def helper_zip_bytes(extensions: tuple = ()) -> bytes:
     the job-side command modules a backend adds (EXTENSIONS, e.g. Slurm's node guard):
     compute nodes run it with plain python3, whether or not launcher is installed there,
     and programs import ``launcher.jobside`` from it via LAUNCHER_JOB_PYZ."""
-    from launcher.jobside.zipapp import stage_zip  # the zipapp builder: only a submission stages the helper
-
     with tempfile.TemporaryDirectory() as d:
         with open(stage_zip(os.path.join(d, HELPER_NAME), tuple(extensions)), "rb") as f:
             return f.read()

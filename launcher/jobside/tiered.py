@@ -486,9 +486,6 @@ def _direct(cfg, durable, name, step, gen, run, rec, t0):
     try:
         d = os.path.join(staging, _scratch.DATA)
         yield d
-        # a peer copy on a path only: kept off the plain save
-        from launcher.checkpoint.posix_store import LocalStore
-
         # the staged part, committed where it is, uploaded like a drained one
         part_root = LocalStore(staging)
         os.rename(d, os.path.join(staging, name))

@@ -23,8 +23,9 @@ from launcher.launching.submission import (Launched, earlier_unsettled, excluded
                                            with_secrets)
 from launcher.launching.submit import NewSubmission, fenced_submit, record_or_cancel, settle_unrecorded
 from launcher.spec.model import JobSpec
-from launcher.state.store import new_job_id
+from launcher.state.store import ClaimLost, new_job_id
 from launcher.backend.context import AppContext
+from launcher.state.claims import claim_ttl, kept_alive
 
 if TYPE_CHECKING:
     from launcher.launching.identity import Identity
@@ -274,8 +275,6 @@ def check_deadline(app: AppContext, spec: JobSpec, target_name: str, now: Option
     guaranteed offer when its start and work fit the time left (NOTE is told so, and that
     ``launcher watch`` does not move it), else it is refused with the numbers."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
-    import time
-
     # the deadline check: only a launch with cost.deadline gathers offers
     from launcher.plan import deadline as dl
     # the deadline check: only a launch with cost.deadline gathers offers
@@ -333,9 +332,6 @@ def record_launched(store, job_id: str, attempt: int, target_name: str, handle: 
     (``StateStore.record_submission``)."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
     from launcher.provenance.record import failed_writes
-    # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.state.store import ClaimLost
-
     args = (job_id, attempt, target_name, handle.to_json(), handle.native_id)
     try:
         recorded = store.record_submission(*args, events=events + list(provenance.events),
@@ -367,11 +363,6 @@ def resubmit(app: AppContext, job_row, target_name: str, attempt: int, reason: s
     RECOVERY: the recovery state's changes that go with this attempt, recorded with it (and the
     job's reason, REASON) in the submission's own transaction. RELEASE: OWNER's claim is given
     back in that transaction too (the caller's last write under it)."""
-    # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.state.claims import claim_ttl, kept_alive
-    # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.state.store import ClaimLost
-
     try:
         with (kept_alive(app.store, job_row.job_id, owner, claim_ttl()) if owner else nullcontext()):
             handle, found = _submit_again(app, job_row, target_name, attempt, avoid, owner, spec)

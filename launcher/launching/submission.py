@@ -15,6 +15,7 @@ from launcher.core.errors import LauncherError
 from launcher.spec.model import JobSpec, resolve_paths
 from launcher.state.nodes import quarantined
 from launcher.backend.context import AppContext
+from launcher.backend.sections import spec_from_text
 
 
 # after a submission ended without the scheduler's answer, how long a job it may have made gets to
@@ -111,8 +112,6 @@ def job_spec(job_row) -> JobSpec:
     """The spec a job was launched with, relative paths resolved as they were at launch. Pure:
     the values of secret-looking env a job recorded before they were kept out of the store still
     holds are ``stored_secrets``' (nothing is put into os.environ)."""
-    from launcher.backend.sections import spec_from_text  # spec reading: status reads no stored spec
-
     from launcher.spec.secretenv import lift  # spec reading: status reads no stored spec
 
     spec = lift(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id))[0]
@@ -171,7 +170,6 @@ def stored_secrets(job_row) -> dict:
     """{key: value} of the secret-looking env a job recorded before such values were kept out of
     the store still holds in its spec text (empty for any later job: its text has the placeholder).
     A resubmission gives them with its request (``with_secrets``); this process's environment wins."""
-    from launcher.backend.sections import spec_from_text  # spec reading: status reads no stored spec
     from launcher.spec.secretenv import lift  # spec reading: status reads no stored spec
 
     return lift(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id))[1]

@@ -52,14 +52,15 @@ from launcher.backend.protocols import Handle
 from launcher.core.errors import LauncherError
 from launcher.core.status import JobState, Status
 from launcher.launching.launch import queue_waits, resubmit
-from launcher.plan import deadline as dl
-from launcher.plan import egress
+from launcher.plan import deadline as dl, egress
 from launcher.plan.observed import load as load_observations, observe_job
 from launcher.recovery.outcome import Outcome
 from launcher.recovery.progress import read_progress
 from launcher.state.claims import claimed
 from launcher.state.store import ClaimLost
 from launcher.backend.context import AppContext
+from launcher.plan.ranking import params_for, work_estimate
+from launcher.plan.sources import gather_offers
 
 EVENT, MOVE_EVENT, META = "deadline", "deadline_move", "deadline"
 DEFAULT_TICK_S = 10.0                       # `launcher watch`'s default interval, before a second decision
@@ -130,9 +131,6 @@ def on_this_machine(app: AppContext, spec, target: str) -> bool:
 
 def _gathered(app: AppContext, spec, targets, waits: dict):
     """The planner's offers of TARGETS (None: every configured one) for SPEC."""
-    # the planner's offers: gathered only for a job with a deadline
-    from launcher.plan.sources import gather_offers
-
     return gather_offers(spec, app.config, targets=targets, registry=app.registry, queue_waits=waits)
 
 
@@ -188,9 +186,6 @@ def _many_spot(places: dict) -> bool:
 
 
 def situation(app: AppContext, job, spec, latest, status, places: dict, now: float) -> dl.Situation:
-    # the planner's offers: gathered only for a job with a deadline
-    from launcher.plan.ranking import params_for, work_estimate
-
     created = job.created
     deadline_h = (spec.cost.deadline_at(created) - created) / 3600.0
     work_h = work_estimate(spec, params_for(spec))[0]

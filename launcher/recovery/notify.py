@@ -52,6 +52,7 @@ from launcher.state.claims import claimed
 from launcher.state.outbox import Outbox
 from launcher.state.store import NotYours
 from launcher.backend.context import AppContext
+from launcher.launching.submission import job_spec
 
 EVENT_OF_STATE = {"COMPLETED": "completed", "FAILED": "failed", "GAVE_UP": "gave_up", "STOPPED": "stopped",
                   "CANCELLED": "cancelled", "SUPERSEDED": "superseded"}
@@ -163,9 +164,6 @@ def step(app: AppContext, open_rows=(), clock: Callable[[], float] = time.time, 
 
 
 def _spec(job):
-    # only when a job notifies or tracks: kept off the plain watch pass
-    from launcher.launching.submission import job_spec
-
     try:
         return job_spec(job)
     except LauncherError:

@@ -19,6 +19,7 @@ from typing import Optional
 from launcher.core import knobs
 from launcher.recovery import injob, takeover
 from launcher.backend.context import AppContext
+from launcher.checkpoint import CheckpointError, latest, open_store, read_generations
 from launcher.state.rows import RESUME_TIER_KEY
 
 DEFAULT_TIMEOUT_S = 20.0  # $LAUNCHER_STORAGE_TIMEOUT overrides
@@ -80,9 +81,6 @@ def _run(root: str, box: dict) -> None:
 
 def read_progress_now(root: str) -> Progress:
     """The unbounded read (blocks as long as the storage does)."""
-    # the checkpoint package: read when a job has a checkpoint root
-    from launcher.checkpoint import CheckpointError, latest, open_store, read_generations
-
     try:
         store = open_store(root)
         gens = read_generations(store)

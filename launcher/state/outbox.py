@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from launcher.core.redact import redact_obj, redact_text
 from launcher.core.status import FINAL_STATES
 
 PENDING, DELIVERED, SKIPPED, UNDELIVERABLE = "pending", "delivered", "skipped", "undeliverable"
@@ -81,9 +82,6 @@ class Outbox:
                max_tries: int = 8, now: Optional[float] = None) -> bool:
         """Record the decision on JOB_ID's EVENT once: to SEND it (pending) or not (skipped).
         True when this call recorded it (False: it was decided already)."""
-        # redaction: loaded when a notification is written
-        from launcher.core.redact import redact_obj
-
         now = time.time() if now is None else now
         with self.store.tx() as db:
             cur = db.execute(
@@ -153,9 +151,6 @@ class Outbox:
         """A try that failed: retried at RETRY_AT, or undeliverable once its tries are spent
         (or FINAL: no later try can do better). The row's new state ("" when the lease was no
         longer ours)."""
-        # redaction: loaded when a notification is written
-        from launcher.core.redact import redact_text
-
         with self.store.tx() as db:
             r = db.execute("SELECT tries, max_tries FROM notifications WHERE id=? AND lease_owner=?",
                            (nid, owner)).fetchone()

@@ -33,6 +33,10 @@ from launcher.core.status import is_final
 from launcher.state.store import StateStore
 from launcher.state.sweeps import SweepStore
 from launcher.state.bulk import BulkStore
+from launcher.state.db import (APPLICATION_ID, SQLiteConnection, StateStoreFailure, as_store_error, busy_timeout,
+                               check_file, check_intact, describe_failure)
+from launcher.state.engines import missing_driver, shown
+from launcher.state.schema import SCHEMA_VERSION
 
 
 class ReadOnly(LauncherError):
@@ -48,9 +52,6 @@ class ReadOnlyStore(StateStore):
         self.home = Path(home)
         self.url = url  # a team's PostgreSQL store (docs/team-store.md), else the SQLite file under HOME
         if url:
-            # the URL as messages show it (no password); imports no driver
-            from launcher.state.engines import shown
-
             self.path = shown(url)
         else:
             self.path = self.home / "state.db"
@@ -204,22 +205,11 @@ def _open_server(url: str):
         # the driver loads only for a PostgreSQL store
         from launcher.state import pg
     except ImportError as e:
-        # the SQLite engine's and the URL's helpers: a view of a SQLite store never needs these
-        from launcher.state.db import StateStoreFailure
-        # the SQLite engine's and the URL's helpers: a view of a SQLite store never needs these
-        from launcher.state.engines import missing_driver
-
         raise StateStoreFailure(missing_driver(url, e)) from None
     return pg.connect(url, read_only=True)
 
 
 def _open_read_only(path: Path, check: bool = True):
-    # the SQLite engine's helpers: a PostgreSQL view never loads them
-    from launcher.state.db import (APPLICATION_ID, SQLiteConnection, StateStoreFailure, as_store_error, busy_timeout,
-                                   check_file, check_intact, describe_failure)
-    # the SQLite engine's helpers: a PostgreSQL view never loads them
-    from launcher.state.schema import SCHEMA_VERSION
-
     timeout = busy_timeout()
     if check:
         check_file(path)  # a FIFO, a 0-byte or a foreign file: refused before SQLite opens it

@@ -23,12 +23,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
+from launcher.core import faults
 from launcher.core.args import job_ref
-from launcher.core.errors import LauncherError
+from launcher.core.errors import LauncherError, StateStoreError
+from launcher.core.redact import redact_obj
 from launcher.core.status import FINAL_STATES, OPEN_STATES, attempt_ended, is_final, job_state_for
-from launcher.state import observations, wakeups
+from launcher.state import observations, provenance as provenance_rows, wakeups
 from launcher.state.actors import event_dict
-from launcher.state import provenance as provenance_rows
 from launcher.state.bulk import BulkStore, chunks
 from launcher.state.connection import StatementError, StoreConnection
 from launcher.state.copy import moved_message, moved_to
@@ -38,7 +39,7 @@ from launcher.state.history import HistoryStore
 from launcher.state.rows import (ATTEMPT_REPLACED, AttemptRow, JobRow, claim_available, closed_meta, is_open,
                                  mirrored_state, patched, reopened)
 from launcher.state.schema import SCHEMA
-from launcher.state.team import HOMES_TABLE  # a team's store: the $LAUNCHER_HOME each job was launched from
+from launcher.state.team import HOMES_TABLE, not_yours
 from launcher.state.sweeps import SweepStore, job_rows
 
 # a claim taken or renewed (one row per job or name: whoever held it before, it is this owner's now)
@@ -303,9 +304,6 @@ class StateStore:
     def check_may_act(self, job, verb: str = "change") -> None:
         """NotYours (one line) unless this role may act on JOB."""
         if not self.may_act(job):
-            # kept off `launcher --help`/`validate`, which import the store's names only
-            from launcher.state.team import not_yours
-
             raise NotYours(not_yours(job.job_id if isinstance(job, JobRow) else job["job_id"], _owner_of(job), verb))
 
     def _may_act_name(self, db, name: str) -> bool:
@@ -400,9 +398,6 @@ class StateStore:
                   event: Optional[str] = None, detail: Optional[dict] = None, release: bool = False) -> None:
         """Close a job (state must be final) and record why, in one transaction (RELEASE: giving
         OWNER's claim back in it)."""
-        # kept off `launcher --help`/`validate`, which import the store's names only
-        from launcher.core.redact import redact_obj
-
         if not is_final(state):
             raise ValueError(f"close_job: {state} is not a final state ({', '.join(sorted(FINAL_STATES))})")
         now = time.time()
@@ -499,9 +494,6 @@ class StateStore:
         (``save_recovery``'s CHANGES) and JOB_REASON the job's reason, written in the same
         transaction (a watcher's resubmission: its attempt counter moves with its record).
         RELEASE: OWNER's claim is given back in the same transaction (its last write)."""
-        # kept off `launcher --help`/`validate`, which import the store's names only
-        from launcher.core import faults
-
         now = time.time()
         rows = [_event_row(job_id, kind, detail, now) for kind, detail in events]  # redacted before the lock
         with self.tx(jobs=[job_id]) as db:
@@ -667,9 +659,6 @@ class StateStore:
                 raise LauncherError(f"no job '{job_id}' in {self.path} (see `launcher status`)")
         got = self.readable_rows([row])
         if not got:
-            # kept off `launcher --help`/`validate`, which import the store's names only
-            from launcher.core.errors import StateStoreError
-
             raise StateStoreError(f"the state store {self.path}: job {row['job_id']}: "
                                   f"{self.unreadable[row['job_id']][1]}; it was left as it is")
         return got[0]
@@ -788,9 +777,6 @@ def _owner_of(job) -> Optional[str]:
 
 def _event_row(job_id: str, kind: str, detail: dict, ts: float) -> tuple:
     """An events row: DETAIL redacted (known secret values and shapes never reach the store)."""
-    # kept off `launcher --help`/`validate`, which import the store's names only
-    from launcher.core.redact import redact_obj
-
     return (job_id, ts, kind, json.dumps(redact_obj(detail), default=str))
 
 
