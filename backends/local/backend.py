@@ -19,8 +19,10 @@ from launcher.backend.protocols import Facts, Handle, JobRef, Request, iter_file
 from launcher.backend.support import Unsupported, secret_values, size_text
 from launcher.core import faults
 from launcher.core.errors import LauncherError, NotSupported, SubmitError
+from launcher.core.exitcodes import explain
 from launcher.core.status import JobState, Status
 from launcher.jobside.startclaim import holder
+from launcher.plan.offers import Offer
 from launcher.spec.model import JobSpec
 from launcher.transport.runner import LocalRunner
 from launcher_backends.local.processes import (TOKEN_VAR, alive, carries, orphaned_groups, proc_start_ticks,
@@ -95,8 +97,6 @@ class LocalBackend:
     # ---- pricing (Pricing): this machine is free; its resources are not checked
     @classmethod
     def offers(cls, spec: JobSpec, context) -> list:
-        from launcher.plan.offers import Offer
-
         res = spec.resources
         return [Offer(backend=cls.name, target=context.target, cloud="local", region=None, zone=None,
                       instance_type="this machine", accelerator=res.accelerator,
@@ -443,8 +443,6 @@ def _ended(rc: Optional[int], end: float, cancelled: Optional[float], note: str 
     if rc == EXIT_CHECKPOINTED:
         return Status(JobState.PREEMPTED, "exited", why("checkpointed on a preemption notice (exit 75)"), rc,
                       end_time=end)
-    from launcher.core.exitcodes import explain
-
     return Status(JobState.FAILED, "signaled" if rc is not None and rc > 128 else "exited", why(explain(rc)), rc,
                   end_time=end)
 

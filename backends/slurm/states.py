@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from launcher.core.exitcodes import explain
 from launcher.core.status import JobState, Status
 
 from launcher_backends.slurm.times import epoch
@@ -58,8 +59,6 @@ def _with_meaning(state: JobState, reason: str, code: Optional[int]) -> str:
     """A failed job's reason says what its exit status means ("NonZeroExitCode" alone does not)."""
     if state is not JobState.FAILED or not code:
         return reason
-    from launcher.core.exitcodes import explain
-
     return f"{reason}: {explain(code)}" if reason else explain(code)
 
 

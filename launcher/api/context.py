@@ -12,6 +12,9 @@ from typing import Optional
 from launcher.backend.protocols import Backend, Facts
 from launcher.backend.config import Config, Target, launcher_home, load_config, resolve_target
 from launcher.backend.registry import Registry, default_registry
+from launcher.recovery import notify
+from launcher.state.engines import STATE_URL_ENV, state_url
+from launcher.state.store import StateStore
 
 
 class App:
@@ -39,8 +42,6 @@ class App:
         """The state store's PostgreSQL URL, or "" for the SQLite file under the home:
         $LAUNCHER_STATE_URL, else the config's ``state_url`` (the config is read only then)."""
         # read on first use of the store: `launcher --help` and `validate` never need it
-        from launcher.state.engines import STATE_URL_ENV, state_url
-
         configured = None if os.environ.get(STATE_URL_ENV, "").strip() else self.config.file.state_url
         return state_url(configured)
 
@@ -48,8 +49,6 @@ class App:
     def store(self):
         """The state store: the one given to ``use_store``, else this home's, opened on first use."""
         if self._store is None:
-            from launcher.state.store import StateStore  # sqlite: validate and `launcher backends` open no store
-
             self._store = StateStore(self.home, url=self.state_url)
         return self._store
 
@@ -109,7 +108,5 @@ class App:
         store, self._store = self._store, None
         if store is not None:
             # notifications: only a store that was opened has a deliverer to end before it closes
-            from launcher.recovery import notify
-
             notify.stop(store)  # its thread must not be inside the store when it closes
             store.close()

@@ -47,8 +47,38 @@ from launcher.launching.specinput import SpecInput, SpecLike, require_local_work
 from launcher.spec.integrations import notify_env_problems
 from launcher.spec.units import DURATION_HINT, parse_duration
 from launcher.api.always_on import stale_watchers
+from launcher.api.functions import launch_calls
+from launcher.api.status_view import gather_job, gather_jobs
+from launcher.backend.factsfile import use_facts_file
 from launcher.checkpoint import open_store, read_generations, scan, gc, CheckpointError
 from launcher.checkpoint.tier_resume import tier_table
+from launcher.launching.identity import plan_identity
+from launcher.launching.launch import launch, pick_target, plan_spec, render_for
+from launcher.launching.polling import Poller
+from launcher.launching.submission import SpecMemo, excluded_nodes
+from launcher.launching.tracking import wait_for
+from launcher.plan import params_for, peaks as table
+from launcher.provenance.diff import diff_runs
+from launcher.provenance.lineage import lineage
+from launcher.provenance.runs import load_run
+from launcher.provenance.seed import with_run_env
+from launcher.recovery.cancel import CancelFailed, cancel_job
+from launcher.recovery.watch import cycle, run
+from launcher.report import gather
+from launcher.report.plot import plot as draw
+from launcher.report.sweep_collect import gather_sweep
+from launcher.state import copy
+from launcher.state.engines import is_postgres, shown
+from launcher.state.history import collect
+from launcher.state.nodes import quarantines, release
+from launcher.state.store import StateStore
+from launcher.state.team import WATCHER_ROLE
+from launcher.state.watchers import open_jobs_since, watcher_rows
+from launcher.sweep.control import cancel_sweep, is_sweep, sweep_status
+from launcher.sweep.elements import element_id
+from launcher.sweep.launch import launch_sweep, spec_to_render
+from launcher.transport import trust_host_keys
+from launcher.transport.openssh import OpenSSHRunner
 
 if TYPE_CHECKING:
     from launcher.recovery.cancel import CancelReport
@@ -133,17 +163,11 @@ class Launcher:
         """Exactly what a launch now would submit, with what it would resume (in notes).
         FACTS_FILE (`launcher targets --json` output or a captured probe) stands in for
         probing TARGET: render for a cluster this machine cannot reach."""
-        from launcher.launching.identity import plan_identity
-        from launcher.launching.launch import pick_target, render_for
-        from launcher.provenance.seed import with_run_env
-
         notes: list = []
         say = self._sayer(notes)
         si = self._load(spec, say)
         app = self.app
         if facts_file:
-            from launcher.backend.factsfile import use_facts_file
-
             use_facts_file(app, target, facts_file)
         name = pick_target(app, si.spec, target)
         require_local_workdir(si.spec, si.source, app.config, [name], si.base)
@@ -153,8 +177,6 @@ class Launcher:
                      exclude_nodes=self._quarantined(name))
         shape = None
         if si.spec.sweep is not None:  # a sweep: the array, or element 0 where the backend runs no arrays
-            from launcher.sweep.launch import spec_to_render
-
             def shape(s):
                 return spec_to_render(app.backend(name), s, job)
         req = render_for(app, with_run_env(si.spec, seed, fresh), name, job, shape=shape)
@@ -168,8 +190,6 @@ class Launcher:
     def _quarantined(self, target: str) -> tuple:
         """The nodes quarantined on TARGET, which a launch now keeps off (docs/bad-nodes.md); () without
         a store to read (a render never creates one)."""
-        from launcher.launching.submission import excluded_nodes  # render and launch only
-
         if not self.app.has_store():
             return ()
         return excluded_nodes(self.app, target, time.time())
@@ -180,8 +200,6 @@ class Launcher:
         A sweep spec is launched as a sweep (``launcher.sweep.launch``: its id is the job id),
         any other as one job (``launcher.launching.launch``); SINGLE refuses a sweep (WrongKind,
         before anything is submitted or said): for a caller that follows one job's log."""
-        from launcher.launching.launch import launch, pick_target
-
         notes: list = []
         say = self._sayer(notes)
         si = self._load(spec, say, single=single)
@@ -189,8 +207,6 @@ class Launcher:
         name = pick_target(app, si.spec, target, note=say)
         require_local_workdir(si.spec, si.source, app.config, [name], si.base)
         if si.spec.sweep is not None:  # one job array (or one job per element), one job row per element
-            from launcher.sweep.launch import launch_sweep
-
             done = launch_sweep(app, si.spec, si.text, si.path, name, note=say)
         else:
             done = launch(app, si.spec, si.text, si.path, name, fresh=fresh, note=say)
@@ -201,9 +217,6 @@ class Launcher:
              queue: bool = True) -> "PlanResult":
         """The places the job could run, ranked by expected total cost. ``work`` and
         ``checkpoint_cost`` are hours or durations ("36h", "5m")."""
-        from launcher.launching.launch import plan_spec
-        from launcher.plan import params_for
-
         s = spec_input(spec).spec
         params = params_for(s, work_hours=_hours(work, "work"), checkpoint_cost_hours=_hours(checkpoint_cost,
                                                                                             "checkpoint_cost"))
@@ -220,8 +233,6 @@ class Launcher:
         spec for everything else (env, setup, recovery, checkpoint root, backend sections); NAME:
         the job's name (default ``fn-<function name>``). A keyword argument of FN named like one of
         these goes through ``functools.partial``."""
-        from launcher.api.functions import launch_calls
-
         return launch_calls(self, fn, [(args, kwargs)], target, resources, spec, name, many=False)[0]
 
     def map(self, fn: Callable, *iterables, target: Optional[str] = None, resources: Optional[dict] = None,
@@ -230,8 +241,6 @@ class Launcher:
         """``fn(*items)`` for each tuple of items of ITERABLES taken together (as ``map`` does), as
         ONE sweep (one job array on Slurm; MAX_PARALLEL elements at once): a FunctionJob per call,
         in order; each one's ``sweep_id`` is the sweep's. Options as ``submit``'s."""
-        from launcher.api.functions import launch_calls
-
         calls = [(tuple(items), {}) for items in zip(*iterables)]
         if not calls:
             raise ArgumentError("Launcher.map(): nothing to map: the iterables are empty")
@@ -241,8 +250,6 @@ class Launcher:
     def status(self, job: str) -> Union["JobDetail", SweepStatus]:
         """One job brought up to date: every attempt, its reason, resumed and committed steps, events.
         A sweep id: the sweep's SweepStatus (see ``sweep``)."""
-        from launcher.api.status_view import gather_job
-
         sweep = self.sweep(job)
         if sweep is not None:
             return sweep
@@ -250,22 +257,16 @@ class Launcher:
 
     def sweep(self, sweep_id: str) -> Optional[SweepStatus]:
         """A sweep's counts by state and element table (``launcher.sweep.summary``); None: no such sweep."""
-        from launcher.sweep.control import sweep_status
-
         if not self.is_sweep(sweep_id):
             return None
         return SweepStatus.from_json(sweep_status(self.app, sweep_id, self._note))
 
     def jobs(self, all: bool = False) -> list["JobRow"]:  # noqa: A002 - mirrors `launcher status --all`
         """The 50 most recent jobs (1000 with all=True), open ones brought up to date."""
-        from launcher.api.status_view import gather_jobs
-
         return gather_jobs(self.app, show_all=all, note=self._note)
 
     def logs(self, job: str, follow: bool = False, element: Optional[int] = None) -> LogStream:
         """A job's output (with ELEMENT: that element's of sweep JOB); with follow, until it ends."""
-        from launcher.sweep.elements import element_id
-
         job = element_id(self.app, job, element) if element is not None else job
 
         row = self.app.store.get_job(job)
@@ -275,8 +276,6 @@ class Launcher:
 
     def wait(self, job: str, poll: float = 1.0, timeout: Optional[float] = None) -> "Status":
         """Block until the job's current attempt ends; its final status (LauncherError on timeout)."""
-        from launcher.launching.tracking import wait_for
-
         return wait_for(self.app, self.app.store.get_job(job).job_id, poll=poll, timeout=timeout)
 
     def cancel(self, job: str, element: Optional[int] = None) -> Union["CancelReport", SweepCancelled]:
@@ -284,8 +283,6 @@ class Launcher:
         cancel did not go through and the job stays open. A sweep id (or an ELEMENT given): the
         sweep, or that element of it, as ``cancel_sweep`` does (a SweepCancelled; nothing raised
         when a cancel failed: see its ``ok``)."""
-        from launcher.recovery.cancel import CancelFailed, cancel_job
-
         if element is not None or self.is_sweep(job):
             return SweepCancelled(job, element, self.cancel_sweep(job, element))
         report = cancel_job(self.app, job)
@@ -294,14 +291,10 @@ class Launcher:
         return report
 
     def is_sweep(self, name: str) -> bool:
-        from launcher.sweep.control import is_sweep
-
         return is_sweep(self.app, name)
 
     def cancel_sweep(self, sweep: str, element: Optional[int] = None) -> list["CancelReport"]:
         """Cancel a whole sweep (one cancel of its array) or one ELEMENT: a report per element."""
-        from launcher.sweep.control import cancel_sweep
-
         return cancel_sweep(self.app, sweep, element)
 
     def watch(self, interval: Optional[float] = None) -> list["Outcome"]:
@@ -310,10 +303,6 @@ class Launcher:
         INTERVAL: the seconds between the caller's passes; given, the passes take part in electing
         one poller per target among the store's watchers, as `launcher watch` does (without it,
         every target is asked by each pass)."""
-        from launcher.launching.polling import Poller
-        from launcher.launching.submission import SpecMemo
-        from launcher.recovery.watch import cycle
-
         if self._specs is None:
             self._specs = SpecMemo()
         if interval is not None and (self._poller is None or self._poller.interval != interval):
@@ -326,16 +315,12 @@ class Launcher:
         EXIT_WHEN_IDLE: until no job is open), each outcome worth reading said to ECHO as it
         happens; Ctrl-C stops it (KeyboardInterrupt), safe at any point. Each cycle records the
         watcher's heartbeat (``watcher_warning`` reads it)."""
-        from launcher.recovery.watch import run
-
         run(self.app, interval=interval, once=once, echo=echo, exit_when_idle=exit_when_idle)
 
     def watcher_warning(self, now: Optional[float] = None) -> Optional[str]:
         """One line when jobs are open and no watcher has passed for more than three of its
         intervals (``launcher.api.always_on.stale_watchers``), else None. Advice only: a store
         whose heartbeats cannot be read gives None, never an error."""
-        from launcher.state.watchers import open_jobs_since, watcher_rows
-
         if not self.app.has_store():
             return None
         try:
@@ -349,8 +334,6 @@ class Launcher:
     def nodes(self, target: Optional[str] = None, now: Optional[float] = None) -> list:
         """The nodes quarantined now (``launcher.state.nodes.Quarantine`` each: target, node, since,
         until when, how many blames, why), of TARGET only when given (docs/bad-nodes.md)."""
-        from launcher.state.nodes import quarantines  # this verb's own modules (see the module doc)
-
         if target is not None:
             self.app.config.raw_target(target)  # an unknown target is an error, never an empty list
         return quarantines(self.app.store, time.time() if now is None else now, target)
@@ -359,15 +342,11 @@ class Launcher:
         """Lift NODE's quarantine (on TARGET, else on every target) and forget its blames: the
         targets it was quarantined on; a LauncherError when it was quarantined nowhere. TARGET need
         not be configured any more: a quarantine outlives a target's removal."""
-        from launcher.state.nodes import release  # this verb's own modules (see the module doc)
-
         try:
             released = release(self.app.store, node, target)
         except LauncherError as e:  # a team's store: a member who is no watcher may not (launcher.state.team)
             if "permission denied" not in str(e).lower():
                 raise
-            from launcher.state.team import WATCHER_ROLE  # only on that refusal
-
             raise LauncherError(f"node {node}: only members of {WATCHER_ROLE} and the store's owner may release a "
                                 f"node on this team's store; nothing was released ({e})") from None
         if not released:
@@ -381,8 +360,6 @@ class Launcher:
         """Where the job's wall time went; with plot, the timeline is drawn into that PNG. A sweep
         id: the sweep's report (see ``report_sweep``; METRIC, MODE and SCOPE rank its elements).
         WrongKind: a plot of a sweep, or a metric or mode for a job."""
-        from launcher.report import gather
-
         if self.is_sweep(job):
             if plot:
                 raise WrongKind(job, "plot", True)
@@ -391,8 +368,6 @@ class Launcher:
             raise WrongKind(job, "metric" if metric else "mode", False)
         rep = gather(self.app, job, refresh=refresh)
         if plot:
-            from launcher.report.plot import plot as draw
-
             draw(rep.to_dict(), plot)
             rep = replace(rep, plot=plot)
         return rep
@@ -403,23 +378,16 @@ class Launcher:
         per element and the best element by METRIC and MODE ("min"/"max"; default: the sweep's
         early_stop), SCOPE "last" (each element's latest report) or "best" (its best report).
         The JSON shape is ``launcher.report.sweep``'s."""
-        from launcher.report.sweep_collect import gather_sweep
-
         return SweepReport.from_json(gather_sweep(self.app, sweep, metric=metric, mode=mode, scope=scope,
                                                   refresh=refresh))
 
     def lineage(self, checkpoint: str) -> Lineage:
         """Which run, commit, spec and environment produced a checkpoint (a ROOT means its latest)."""
-        from launcher.provenance.lineage import lineage
-
         return Lineage.from_json(lineage(checkpoint, home=self.app.home))
 
     def diff(self, run_a: str, run_b: str) -> RunDiff:
         """What differs between two runs' provenance. A run is a job id (or unique prefix), a
         RUN.json file or a checkpoint (the run that wrote it)."""
-        from launcher.provenance.diff import diff_runs
-        from launcher.provenance.runs import load_run
-
         return RunDiff.from_json(diff_runs(load_run(self.app, run_a), load_run(self.app, run_b)))
 
     # ------------------------------------------------------------ checkpoints, targets, backends
@@ -427,8 +395,6 @@ class Launcher:
         """The accelerator peak table MFU is measured against (``launcher.plan.peaks``): with no
         NAME {"rows": [row dicts]}; with NAME {"query", "row", "peak" (at PRECISION, or None),
         "reason"}. PeakUnknown ("peak unknown: NAME") when no row matches NAME."""
-        from launcher.plan import peaks as table
-
         if name is None:
             return {"rows": [r.to_dict() for r in table.rows()], "precisions": list(table.PRECISIONS)}
         row = table.find(name)
@@ -469,18 +435,12 @@ class Launcher:
         local job folders (``launcher.state.history``); with DRY_RUN, only name them. Never an
         open job, a sweep that is not over, a job whose notifications are not settled, another
         person's job on a team's store (unless this is the watchers' role), nor a checkpoint root."""
-        from launcher.state.history import collect
-
         return collect(self.app.store, time.time() - older_than_seconds(older_than), dry_run=dry_run)
 
     def migrate_state(self, to: str, dry_run: bool = False, source: Union[str, Path, None] = None) -> StateMigration:
         """``launcher state migrate``: copy the SQLite store of SOURCE (a $LAUNCHER_HOME, or its
         state.db; default this launcher's home) into the PostgreSQL store at TO, every table,
         without loss and idempotently (``launcher.state.copy``); with DRY_RUN only count."""
-        from launcher.state import copy
-        from launcher.state.engines import is_postgres, shown
-        from launcher.state.store import StateStore
-
         if not is_postgres(to):
             raise ConfigError(f"--to {shown(to)!r}: expected a postgresql:// URL (docs/team-store.md)")
         home = Path(source).expanduser() if source else self.app.home
@@ -529,8 +489,6 @@ class Launcher:
         unknown host key CONFIRM accepts (jump hosts first); one HostKeyInfo per hop, status
         "known" or "recorded". ConfigError: TARGET runs its commands on this machine (no ssh_host);
         a changed key raises and is never replaced."""
-        from launcher.transport import trust_host_keys
-
         raw = self.app.config.raw_target(target)
         if not raw.get("ssh_host"):
             raise ConfigError(f"target {target!r} has no ssh_host: its commands run on this machine, "
@@ -544,8 +502,6 @@ class Launcher:
         """``launcher targets login``: open TARGET's shared OpenSSH connection (``transport:
         openssh``) in this terminal, where ssh asks for what the login needs (a TOTP code ...);
         later commands reuse it without prompting. LOGOUT closes it instead."""
-        from launcher.transport.openssh import OpenSSHRunner
-
         raw = self.app.config.raw_target(target)
         if raw.get("transport") != "openssh" or not raw.get("ssh_host"):
             raise ConfigError(f"target {target!r}: `launcher targets login` is for SSH targets with "

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Optional
 
 from launcher.backend.protocols import Handle
+from launcher.launching.tracking import refresh
+from launcher.sweep.cancelling import summary_line
 
 if TYPE_CHECKING:
     from launcher.api.context import App
@@ -150,8 +152,6 @@ class SweepCancelled:
 
     def summary_line(self) -> str:
         """The line ``launcher cancel SWEEP`` ends with: how many were cancelled now, already, or not."""
-        from launcher.sweep.cancelling import summary_line  # the sweep layer: only a sweep's cancel
-
         return summary_line(self.sweep_id, self.reports)
 
 
@@ -282,8 +282,6 @@ class LogStream:
         self.status: Optional["Status"] = None
 
     def _done(self) -> bool:
-        from launcher.launching.tracking import refresh  # launching's tracking: only a followed log polls
-
         st = refresh(self._app, [self._app.store.get_job(self.job_id)]).get(self.job_id)
         if st is not None and not isinstance(st, Exception):
             self.status = st

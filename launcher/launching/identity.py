@@ -35,6 +35,7 @@ from launcher.core.errors import LauncherError
 from launcher.core.status import attempt_live
 from launcher.provenance.seed import ENV, SeedChoice, decide_seed, parse_env_seed
 from launcher.backend.context import AppContext
+from launcher.provenance.record import load_record, read_run_json
 
 @dataclass(frozen=True)
 class Earlier:
@@ -231,8 +232,6 @@ def _job_row(app: AppContext, job_id):
 
 def _recorded_seed(app: AppContext, run, root) -> tuple:
     """The seed in RUN's provenance: the state store's record, else RUN.json under ROOT."""
-    from launcher.provenance.record import load_record, read_run_json  # provenance: only when an earlier run is resumed
-
     try:
         doc = load_record(app.store, run)
         if doc and doc.get("seed") is not None:

@@ -25,6 +25,14 @@ from launcher.launching.submit import NewSubmission, fenced_submit, record_or_ca
 from launcher.spec.model import JobSpec
 from launcher.state.store import ClaimLost, new_job_id
 from launcher.backend.context import AppContext
+from launcher.launching.identity import plan_identity
+from launcher.plan import deadline as dl, egress, params_for, plan
+from launcher.plan.sources import gather_offers
+from launcher.provenance.record import complete_launch, draft_launch, failed_writes, store_writes
+from launcher.provenance.seed import with_run_env
+from launcher.provenance.trackers import (META_KEY as TRACKERS_KEY, describe as describe_trackers, open_job as
+                                          open_trackers, with_trackers)
+from launcher.spec.secretenv import for_launch, lift
 from launcher.state.claims import claim_ttl, kept_alive
 
 if TYPE_CHECKING:
@@ -92,8 +100,6 @@ def plan_spec(app: AppContext, spec: JobSpec, targets=None, params=None, live_sp
     ``cost.deadline``, the region pairs among the ranked offers whose egress price the backends
     do not know (``launcher.plan.egress.unknown_pairs``)."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.plan import egress, params_for, plan
-
     config = app.config
     names = list(targets or spec.targets or config.file.targets)
     configured = [n for n in names if n in config.file.targets]  # queue_waits asks the ones with a queue
@@ -114,8 +120,6 @@ def render_for(app: AppContext, spec: JobSpec, target_name: str, job: JobRef, sh
     given, is applied once the spec is checked and its secret-looking env lifted: the caller's
     (``launcher.api.facade.Launcher.render``) way to render a sweep as its launch submits it."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.spec.secretenv import lift
-
     require_supported(app, spec, target_name)  # a field the target cannot honour is an error, never dropped
     spec = lift(spec)[0]  # what launch submits: secret-looking env delivered as secrets
     if shape is not None:  # a sweep: what its launch submits (``launcher.sweep.launch.spec_to_render``)
@@ -130,8 +134,6 @@ def launch(app: AppContext, spec: JobSpec, spec_text: str, spec_path: Optional[s
     and step it resumes, or that --fresh starts over, and the LAUNCHER_SEED it carries;
     the same goes into the job's events ("resumes" / "fresh")."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.spec.secretenv import for_launch
-
     check_launch(app, spec, spec_path, target_name, note)
     # secret-looking env -> secrets: delivered like secrets, never in the state store or the script
     spec, spec_text = for_launch(spec, spec_text)
@@ -166,8 +168,6 @@ class LaunchIdentity:
     def lines(self) -> list:
         """What the launch tells its user before it submits."""
         # launch/plan only: `launcher render` and `status` import this module and stay light
-        from launcher.provenance.trackers import describe as describe_trackers
-
         return [*self.ident.lines, *(f"tracking: {t}" for t in describe_trackers(self.trackers))]
 
 
@@ -189,10 +189,7 @@ def identify_launch(app: AppContext, spec: JobSpec, spec_path: Optional[str], ta
     (exported as LAUNCHER_SEED), its dedupe token, and its trackers' runs (the W&B id, the
     MLflow run, created now: every attempt gets the same, ``meta["trackers"]``)."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.launching.identity import plan_identity
     # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.provenance.trackers import open_job as open_trackers
-
     ident = plan_identity(app, spec, target_name, fresh=fresh, exclude=(job_id,))
     # the nodes quarantined on the target (docs/bad-nodes.md): the job is kept off them
     job = new_job_ref(app.store, job_id, attempt, seed=ident.seed.seed,
@@ -203,10 +200,7 @@ def identify_launch(app: AppContext, spec: JobSpec, spec_path: Optional[str], ta
 def render_launch(app: AppContext, backend, spec: JobSpec, target_name: str, who: LaunchIdentity) -> Request:
     """The Request of the launch WHO: SPEC with its run's env (seed, fresh) and trackers."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.provenance.seed import with_run_env
     # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.provenance.trackers import with_trackers
-
     return backend.render(with_trackers(with_run_env(spec, who.job.seed, who.fresh), who.trackers),
                           facts_for(app, spec, target_name), who.job)
 
@@ -215,8 +209,6 @@ def launch_meta(spec_path: Optional[str], who: LaunchIdentity) -> dict:
     """The new job's meta: where its spec's relative paths start, its seed, what it continues,
     its trackers, and which process launches it (the reconciliation asks whether it is alive)."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.provenance.trackers import META_KEY as TRACKERS_KEY
-
     ident = who.ident
     meta = {"spec_base": os.path.dirname(spec_path) if spec_path else os.getcwd(), "seed": ident.seed.seed,
             "seed_source": ident.seed.source}
@@ -244,8 +236,6 @@ def submit_launch(app: AppContext, backend, spec: JobSpec, spec_text: str, spec_
     captured while the scheduler answers; ROOT/.launcher/runs/<job_id>/RUN.json is written once
     the native id is known, before the store's lock."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.provenance.record import complete_launch, draft_launch, store_writes
-
     store, job_id, ident = app.store, who.job_id, who.ident
     attempt, seed = who.job.attempt, who.job.seed
     submission = NewSubmission(store, backend, request, [job_id], lambda: store.forget_job(job_id))
@@ -276,12 +266,9 @@ def check_deadline(app: AppContext, spec: JobSpec, target_name: str, now: Option
     ``launcher watch`` does not move it), else it is refused with the numbers."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
     # the deadline check: only a launch with cost.deadline gathers offers
-    from launcher.plan import deadline as dl
     # the deadline check: only a launch with cost.deadline gathers offers
     from launcher.plan.ranking import params_for, work_estimate
     # the deadline check: only a launch with cost.deadline gathers offers
-    from launcher.plan.sources import gather_offers
-
     now = time.time() if now is None else now
     targets = list(spec.targets) or [target_name]
     asked = targets if target_name in targets else [*targets, target_name]
@@ -331,7 +318,6 @@ def record_launched(store, job_id: str, attempt: int, target_name: str, handle: 
     record the launch at all raises). False when the job was cancelled meanwhile
     (``StateStore.record_submission``)."""
     # launch/plan only: `launcher render` and `status` import this module and stay light
-    from launcher.provenance.record import failed_writes
     args = (job_id, attempt, target_name, handle.to_json(), handle.native_id)
     try:
         recorded = store.record_submission(*args, events=events + list(provenance.events),

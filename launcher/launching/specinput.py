@@ -19,9 +19,11 @@ from pydantic_core import to_jsonable_python
 
 from launcher.backend.protocols import Host, can
 from launcher.backend.registry import default_registry
+from launcher.backend.sections import load_spec, spec_from_text
 from launcher.core.errors import LauncherError
 from launcher.spec import model as spec_module
 from launcher.spec.model import JobSpec, require_workdir, resolve_paths
+from launcher.spec.secretenv import warnings
 from launcher.spec.yamlio import read_text
 
 if TYPE_CHECKING:
@@ -48,9 +50,6 @@ def is_yaml_text(value: str) -> bool:
 def spec_input(spec: SpecLike, base: Optional[Union[str, Path]] = None) -> SpecInput:
     """Load a spec given as a path, YAML text or a JobSpec. Raises SpecError naming the
     field (and line, for text) of every problem."""
-    from launcher.spec.secretenv import warnings  # spec reading: not for status, backends
-    from launcher.backend.sections import load_spec, spec_from_text  # spec reading: not for status, backends
-
     if isinstance(spec, JobSpec):
         source, path, text, parsed = "<spec>", None, spec_text(spec), spec
         where = Path(base) if base is not None else Path.cwd()

@@ -16,6 +16,10 @@ from launcher.spec.model import JobSpec, resolve_paths
 from launcher.state.nodes import quarantined
 from launcher.backend.context import AppContext
 from launcher.backend.sections import spec_from_text
+from launcher.plan import params_for, plan
+from launcher.provenance.seed import with_run_env
+from launcher.provenance.trackers import META_KEY as TRACKERS_META, with_tracker_env
+from launcher.spec.secretenv import lift
 
 
 # after a submission ended without the scheduler's answer, how long a job it may have made gets to
@@ -71,8 +75,6 @@ def facts_for(app: AppContext, spec: JobSpec, target_name: str):
     backend = app.backend(target_name)
     if not can(backend, ChoosesPlacement):
         return facts
-    from launcher.plan import params_for, plan  # the planner: only for a backend that chooses placements
-
     try:
         result = plan(spec, app.config, params_for(spec), targets=[target_name], store=app.store)
     except LauncherError:
@@ -112,23 +114,16 @@ def job_spec(job_row) -> JobSpec:
     """The spec a job was launched with, relative paths resolved as they were at launch. Pure:
     the values of secret-looking env a job recorded before they were kept out of the store still
     holds are ``stored_secrets``' (nothing is put into os.environ)."""
-    from launcher.spec.secretenv import lift  # spec reading: status reads no stored spec
-
     spec = lift(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id))[0]
     base = job_row.meta.get("spec_base")
     spec = resolve_paths(spec, Path(base)) if base else spec
     # every submission of a job exports the same LAUNCHER_SEED (and LAUNCHER_FRESH: its first start starts over)
-    from launcher.provenance.seed import with_run_env
-    from launcher.provenance.trackers import with_tracker_env  # the same tracker runs (meta["trackers"])
-
     return with_tracker_env(with_run_env(spec, job_row.meta.get("seed"), bool(job_row.meta.get("fresh"))),
                             job_row.meta)
 
 
 def spec_inputs(job_row) -> tuple:
     """Everything ``job_spec`` reads of a row: two rows with equal inputs have equal specs."""
-    from launcher.provenance.trackers import META_KEY as TRACKERS_META  # as job_spec: the tracker runs recorded
-
     meta = job_row.meta or {}
     return (job_row.spec_yaml, job_row.spec_path or job_row.job_id, meta.get("spec_base"), meta.get("seed"),
             bool(meta.get("fresh")), json.dumps(meta.get(TRACKERS_META), sort_keys=True, default=str))
@@ -170,8 +165,6 @@ def stored_secrets(job_row) -> dict:
     """{key: value} of the secret-looking env a job recorded before such values were kept out of
     the store still holds in its spec text (empty for any later job: its text has the placeholder).
     A resubmission gives them with its request (``with_secrets``); this process's environment wins."""
-    from launcher.spec.secretenv import lift  # spec reading: status reads no stored spec
-
     return lift(spec_from_text(job_row.spec_yaml, job_row.spec_path or job_row.job_id))[1]
 
 

@@ -53,6 +53,7 @@ from launcher.state.outbox import Outbox
 from launcher.state.store import NotYours
 from launcher.backend.context import AppContext
 from launcher.launching.submission import job_spec
+from launcher.provenance.trackers import FINAL_STATUS, META_KEY, MlflowRest
 
 EVENT_OF_STATE = {"COMPLETED": "completed", "FAILED": "failed", "GAVE_UP": "gave_up", "STOPPED": "stopped",
                   "CANCELLED": "cancelled", "SUPERSEDED": "superseded"}
@@ -173,8 +174,6 @@ def _spec(job):
 def decide_closed(app: AppContext, job_id: str, now: float) -> Optional[Outcome]:
     """Under JOB_ID's claim: record the event its closing is (sent when ``notify.on`` names it)."""
     # only when a job notifies or tracks: kept off the plain watch pass
-    from launcher.provenance.trackers import FINAL_STATUS, META_KEY
-
     store = app.store
     outbox = Outbox(store)
     with claimed(store, job_id) as c:
@@ -277,8 +276,6 @@ def mlflow_headers(tracking_uri: str, environ) -> dict:
     ``_PASSWORD``) for TRACKING_URI, only when it is the watcher's own tracking server
     (``$MLFLOW_TRACKING_URI``, same scheme, host and port): a job's spec never directs them elsewhere."""
     # only when a job tracks with MLflow: kept off the plain watch pass
-    from launcher.provenance.trackers import MlflowRest
-
     if origin(tracking_uri) != origin(environ.get("MLFLOW_TRACKING_URI")):
         return {}
     return {k: v for k, v in MlflowRest(tracking_uri, environ=environ).headers.items() if k == "Authorization"}
