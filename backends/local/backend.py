@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from launcher.backend.config import Target
 from launcher.backend.protocols import Facts, Handle, JobRef, Request, iter_file
+from launcher.backend.staging import HELPER_NAME, helper_zip_bytes
 from launcher.backend.support import Unsupported, secret_values, size_text
 from launcher.core import faults
 from launcher.core.errors import LauncherError, NotSupported, SubmitError
@@ -147,8 +148,6 @@ class LocalBackend:
         # the attempt share is replaced atomically: a running job keeps reading its own copy.
         script = job_dir / f"attempt-{request.job.attempt}.sh"
         _write_atomic(script, request.text.encode(), 0o700)
-        from launcher.backend.staging import HELPER_NAME, helper_zip_bytes
-
         _write_atomic(job_dir / HELPER_NAME, helper_zip_bytes())
         # every process of the job inherits its token: the job's group is found by it even
         # after its supervisor was killed (``processes.orphaned_groups``)

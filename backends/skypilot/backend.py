@@ -30,6 +30,7 @@ from launcher.core.errors import (BackendUnavailable, CapabilityError, ConfigErr
 from launcher.core.status import JobState, Status
 from launcher.spec.model import JobSpec
 from launcher_backends.skypilot import egress, limits, prices, states
+from launcher_backends.skypilot.cancelling import cancel_many
 from launcher_backends.skypilot.client import ClusterUnavailable, SdkClient, SkyClient, short_error as _short
 from launcher_backends.skypilot.finals import FinalStates
 from launcher_backends.skypilot.names import cluster_name, task_name
@@ -295,8 +296,6 @@ class SkyPilotBackend(PricedByModules):
         """Cancel HANDLES in a few API calls (``Backend.cancel_many``): their launch
         requests in one, then every teardown (or managed job's cancel) fired before any is
         waited for. {native id: error} of those whose cancel did not go through."""
-        from launcher_backends.skypilot.cancelling import cancel_many
-
         errors = cancel_many(self.client, handles)
         for h in handles:
             if h.native_id not in errors and self._finals.get(h) is None:

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Optional, Protocol, Sequence, Union
 
+from launcher_backends.skypilot import check
+
 
 @dataclass(frozen=True)
 class RequestRecord:
@@ -161,13 +163,9 @@ class SdkClient:
 
     def task(self, task_yaml_text: str, secrets: Mapping[str, str]):
         """The sky.Task for a rendered task; secret values are merged in memory only."""
-        from launcher_backends.skypilot import check
-
         return check.load_task(task_yaml_text, secrets)
 
     def check(self, task_yaml_text, secrets):
-        from launcher_backends.skypilot import check
-
         task = check.load_task(task_yaml_text, secrets)
         checked = check.check_task(task)
         return CheckResult(tuple(checked.warnings), tuple(sorted(set(checked.notes))), check.hourly_usd(task))

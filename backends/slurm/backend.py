@@ -30,13 +30,17 @@ from launcher.core.errors import CommandError, LauncherError, SubmitError, Trans
 from launcher.core.status import Status
 from launcher.jobside.startclaim import claim_path
 from launcher.spec.model import JobSpec
+from launcher.transport import runner_for_target
 from launcher.transport.runner import LocalRunner
 from launcher_backends.slurm import nodeguard, nodeorder, prices, probe as probe_mod, reach
 from launcher_backends.slurm.array import with_array_tasks
+from launcher_backends.slurm.cancel_many import id_batches, is_job_id, scancel_errors
 from launcher_backends.slurm.find_many import find_tokens
 from launcher_backends.slurm.jobvars import run_of
 from launcher_backends.slurm.options import SlurmOptions, SlurmSection
+from launcher_backends.slurm.queue import SINFO_NODES_FORMAT, SQUEUE_JOBS_FORMAT, SQUEUE_START_FORMAT, estimate_queue_wait
 from launcher_backends.slurm.render import HELPER_NAME, render_sbatch
+from launcher_backends.slurm.retry import retry_unstarted
 from launcher_backends.slurm.states import parse_scontrol_oneliners, requeued_run
 from launcher_backends.slurm.status_io import history, statuses
 from launcher_backends.slurm.submitting import PendingSubmit, raiser
@@ -131,8 +135,6 @@ class SlurmBackend(PricedByModules):
         if self._runner is None:
             env = {"SLURM_CONF": self.opts.slurm_conf} if self.opts.slurm_conf else {}
             if self.opts.ssh_host:
-                from launcher.transport import runner_for_target  # paramiko loads only for SSH targets
-
                 home = self._home()
                 self._runner = runner_for_target(self.target.name, self.opts, env, known_programs=CLIENT_PROGRAMS,
                                                  home=str(home) if home else None)
@@ -282,8 +284,6 @@ class SlurmBackend(PricedByModules):
         they are on STDIN)."""
         if not self.opts.ssh_host:
             return self._run(argv, input=stdin, check=False, **(given or {}))
-        from launcher_backends.slurm.retry import retry_unstarted
-
         return retry_unstarted(lambda: self._run(argv, input=stdin, check=False))
 
     def cancel_native(self, native: str) -> None:
@@ -378,8 +378,6 @@ class SlurmBackend(PricedByModules):
     def cancel_many(self, handles) -> dict:
         """``cancel`` of every handle in as few scancel calls as the command line allows
         (one for thousands of ids): {native id: error} for those that did not go through."""
-        from launcher_backends.slurm.cancel_many import id_batches, is_job_id, scancel_errors
-
         ids = [h.native_id for h in handles]
         errors = {i: "not a Slurm job id" for i in ids if not is_job_id(i)}
         for batch in id_batches(i for i in ids if is_job_id(i)):
@@ -423,8 +421,6 @@ class SlurmBackend(PricedByModules):
         launcher.backend.protocols.QueueEstimate whose queue is the partition), from ``squeue --start``,
         else the pending work ahead in the partition; None when Slurm says nothing.
         ``exclude_job`` leaves one of our own queued jobs out of the work ahead of itself."""
-        from launcher_backends.slurm.queue import SINFO_NODES_FORMAT, SQUEUE_JOBS_FORMAT, SQUEUE_START_FORMAT, estimate_queue_wait
-
         partition = spec.section(SlurmSection).partition or self.opts.partition or self._default_partition()
         if not partition:
             return None

@@ -15,6 +15,7 @@ from launcher.backend.registry import Registry, default_registry
 from launcher.recovery import notify
 from launcher.state.engines import STATE_URL_ENV, state_url
 from launcher.state.store import StateStore
+from launcher.sweep.watching import watch_hooks as sweep_watch_hooks
 
 
 class App:
@@ -69,11 +70,8 @@ class App:
     @cached_property
     def watch_hooks(self):
         """What sweeps add to every watch pass and to a resubmission of one of their elements
-        (``launcher.recovery.outcome.WatchHooks``). Imported on first use: a command that never
-        watches or resubmits loads no sweep module."""
-        from launcher.sweep.watching import watch_hooks  # the sweep layer: loaded by a watch pass or a resubmission
-
-        return watch_hooks()
+        (``launcher.recovery.outcome.WatchHooks``), made once."""
+        return sweep_watch_hooks()
 
     def target(self, name: str) -> Target:
         return resolve_target(self.config, name, self.registry)

@@ -16,12 +16,11 @@ A job or a sweep: ``launch``, ``render``, ``status``, ``cancel`` and ``report`` 
 only here, whether a spec or an id is a sweep (``launcher.sweep``) or one job
 (``launcher.launching``); the layers below never ask.
 
-Every verb loads this module (``validate``, ``render`` and ``status`` too), so each method imports
-the modules only its verb needs (launching, recovery, sweeps, reports, matplotlib's plot, a facts
-file) when it runs, and a sweep's modules only for a sweep: what one verb needs stays off the
-others' paths (``tests/unit/test_import_hygiene.py``). What every verb shares is imported above.
-Elsewhere the project's own modules are imported at the top; ``tests/unit/test_imports_at_top.py``
-counts the few function-level exceptions.
+Every verb but ``--help`` loads this module, and it imports what its methods use at the top:
+one verb's path loads the others' modules too (``launcher status`` loads about 200 of the
+package's modules), never a heavy SDK (paramiko, boto3, SkyPilot, matplotlib load inside the
+adapters that wrap them; ``tests/unit/test_import_hygiene.py``). The project's own modules are
+imported at the top everywhere; ``tests/unit/test_imports_at_top.py`` counts the few exceptions.
 """
 
 from __future__ import annotations

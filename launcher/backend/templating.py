@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Optional
 
 import jinja2
+import launcher_templates
 
 from launcher.core.errors import template_error
 
 
 def builtin_dir() -> Path:
-    import launcher_templates  # only a render reads the templates (not plan, backends)
-
     return Path(launcher_templates.__file__).resolve().parent
 
 

@@ -27,6 +27,7 @@ from launcher.state.store import ClaimLost, new_job_id
 from launcher.backend.context import AppContext
 from launcher.launching.identity import plan_identity
 from launcher.plan import deadline as dl, egress, params_for, plan
+from launcher.plan.ranking import work_estimate
 from launcher.plan.sources import gather_offers
 from launcher.provenance.record import complete_launch, draft_launch, failed_writes, store_writes
 from launcher.provenance.seed import with_run_env
@@ -99,7 +100,6 @@ def plan_spec(app: AppContext, spec: JobSpec, targets=None, params=None, live_sp
     What could not be measured goes to NOTE when given, else into the result's notes. Under
     ``cost.deadline``, the region pairs among the ranked offers whose egress price the backends
     do not know (``launcher.plan.egress.unknown_pairs``)."""
-    # launch/plan only: `launcher render` and `status` import this module and stay light
     config = app.config
     names = list(targets or spec.targets or config.file.targets)
     configured = [n for n in names if n in config.file.targets]  # queue_waits asks the ones with a queue
@@ -119,7 +119,6 @@ def render_for(app: AppContext, spec: JobSpec, target_name: str, job: JobRef, sh
     """The Request a launch of SPEC on TARGET_NAME would submit. SHAPE (spec -> spec), when
     given, is applied once the spec is checked and its secret-looking env lifted: the caller's
     (``launcher.api.facade.Launcher.render``) way to render a sweep as its launch submits it."""
-    # launch/plan only: `launcher render` and `status` import this module and stay light
     require_supported(app, spec, target_name)  # a field the target cannot honour is an error, never dropped
     spec = lift(spec)[0]  # what launch submits: secret-looking env delivered as secrets
     if shape is not None:  # a sweep: what its launch submits (``launcher.sweep.launch.spec_to_render``)
@@ -133,7 +132,6 @@ def launch(app: AppContext, spec: JobSpec, spec_text: str, spec_path: Optional[s
     print to stderr) gets what this launch continues (``launcher.launching.identity``): which run
     and step it resumes, or that --fresh starts over, and the LAUNCHER_SEED it carries;
     the same goes into the job's events ("resumes" / "fresh")."""
-    # launch/plan only: `launcher render` and `status` import this module and stay light
     check_launch(app, spec, spec_path, target_name, note)
     # secret-looking env -> secrets: delivered like secrets, never in the state store or the script
     spec, spec_text = for_launch(spec, spec_text)
@@ -167,7 +165,6 @@ class LaunchIdentity:
 
     def lines(self) -> list:
         """What the launch tells its user before it submits."""
-        # launch/plan only: `launcher render` and `status` import this module and stay light
         return [*self.ident.lines, *(f"tracking: {t}" for t in describe_trackers(self.trackers))]
 
 
@@ -188,8 +185,6 @@ def identify_launch(app: AppContext, spec: JobSpec, spec_path: Optional[str], ta
     """The identity of a new launch of job JOB_ID: what it continues and the seed it carries
     (exported as LAUNCHER_SEED), its dedupe token, and its trackers' runs (the W&B id, the
     MLflow run, created now: every attempt gets the same, ``meta["trackers"]``)."""
-    # launch/plan only: `launcher render` and `status` import this module and stay light
-    # launch/plan only: `launcher render` and `status` import this module and stay light
     ident = plan_identity(app, spec, target_name, fresh=fresh, exclude=(job_id,))
     # the nodes quarantined on the target (docs/bad-nodes.md): the job is kept off them
     job = new_job_ref(app.store, job_id, attempt, seed=ident.seed.seed,
@@ -199,8 +194,6 @@ def identify_launch(app: AppContext, spec: JobSpec, spec_path: Optional[str], ta
 
 def render_launch(app: AppContext, backend, spec: JobSpec, target_name: str, who: LaunchIdentity) -> Request:
     """The Request of the launch WHO: SPEC with its run's env (seed, fresh) and trackers."""
-    # launch/plan only: `launcher render` and `status` import this module and stay light
-    # launch/plan only: `launcher render` and `status` import this module and stay light
     return backend.render(with_trackers(with_run_env(spec, who.job.seed, who.fresh), who.trackers),
                           facts_for(app, spec, target_name), who.job)
 
@@ -208,7 +201,6 @@ def render_launch(app: AppContext, backend, spec: JobSpec, target_name: str, who
 def launch_meta(spec_path: Optional[str], who: LaunchIdentity) -> dict:
     """The new job's meta: where its spec's relative paths start, its seed, what it continues,
     its trackers, and which process launches it (the reconciliation asks whether it is alive)."""
-    # launch/plan only: `launcher render` and `status` import this module and stay light
     ident = who.ident
     meta = {"spec_base": os.path.dirname(spec_path) if spec_path else os.getcwd(), "seed": ident.seed.seed,
             "seed_source": ident.seed.source}
@@ -235,7 +227,6 @@ def submit_launch(app: AppContext, backend, spec: JobSpec, spec_text: str, spec_
     the attempt, its events, the provenance record. Provenance (advisory, never raises) is
     captured while the scheduler answers; ROOT/.launcher/runs/<job_id>/RUN.json is written once
     the native id is known, before the store's lock."""
-    # launch/plan only: `launcher render` and `status` import this module and stay light
     store, job_id, ident = app.store, who.job_id, who.ident
     attempt, seed = who.job.attempt, who.job.seed
     submission = NewSubmission(store, backend, request, [job_id], lambda: store.forget_job(job_id))
@@ -264,11 +255,6 @@ def check_deadline(app: AppContext, spec: JobSpec, target_name: str, now: Option
     TARGET_NAME on this machine (a ``local`` target) has no spot: the job runs there as the
     guaranteed offer when its start and work fit the time left (NOTE is told so, and that
     ``launcher watch`` does not move it), else it is refused with the numbers."""
-    # launch/plan only: `launcher render` and `status` import this module and stay light
-    # the deadline check: only a launch with cost.deadline gathers offers
-    # the deadline check: only a launch with cost.deadline gathers offers
-    from launcher.plan.ranking import params_for, work_estimate
-    # the deadline check: only a launch with cost.deadline gathers offers
     now = time.time() if now is None else now
     targets = list(spec.targets) or [target_name]
     asked = targets if target_name in targets else [*targets, target_name]
@@ -317,7 +303,6 @@ def record_launched(store, job_id: str, attempt: int, target_name: str, handle: 
     recorded again without the record, with a ``provenance_error`` event (a store that cannot
     record the launch at all raises). False when the job was cancelled meanwhile
     (``StateStore.record_submission``)."""
-    # launch/plan only: `launcher render` and `status` import this module and stay light
     args = (job_id, attempt, target_name, handle.to_json(), handle.native_id)
     try:
         recorded = store.record_submission(*args, events=events + list(provenance.events),

@@ -173,7 +173,6 @@ def _spec(job):
 
 def decide_closed(app: AppContext, job_id: str, now: float) -> Optional[Outcome]:
     """Under JOB_ID's claim: record the event its closing is (sent when ``notify.on`` names it)."""
-    # only when a job notifies or tracks: kept off the plain watch pass
     store = app.store
     outbox = Outbox(store)
     with claimed(store, job_id) as c:
@@ -275,7 +274,6 @@ def mlflow_headers(tracking_uri: str, environ) -> dict:
     """The watcher's MLflow credentials (``MLFLOW_TRACKING_TOKEN``, or ``_USERNAME`` /
     ``_PASSWORD``) for TRACKING_URI, only when it is the watcher's own tracking server
     (``$MLFLOW_TRACKING_URI``, same scheme, host and port): a job's spec never directs them elsewhere."""
-    # only when a job tracks with MLflow: kept off the plain watch pass
     if origin(tracking_uri) != origin(environ.get("MLFLOW_TRACKING_URI")):
         return {}
     return {k: v for k, v in MlflowRest(tracking_uri, environ=environ).headers.items() if k == "Authorization"}
