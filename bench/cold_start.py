@@ -2,6 +2,12 @@
 and (where installed) `sky --help`. Also lists which heavy SDKs each path imported.
 
     .venv/bin/python bench/cold_start.py [--runs 10]
+    .venv/bin/python bench/cold_start.py --baseline /tmp/old   # side by side with another checkout
+
+With ``--baseline DIR`` (a checkout of another revision, e.g. ``git worktree add /tmp/old
+REV``), each path runs as ``python -m launcher.cli`` from DIR and from this tree in turn, in
+the same venv, and both are shown: wall time and the CPU time of the process (user + sys,
+steadier than wall time on a busy machine).
 
 Figures are printed, never asserted (target: under 0.3 s, no skypilot/boto3/paramiko).
 """
@@ -10,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -26,10 +33,29 @@ HEAVY = ("sky", "boto3", "botocore", "paramiko")
 def timed(argv, env, runs):
     samples = []
     for _ in range(runs):
-        t = time.perf_counter()
-        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        samples.append(time.perf_counter() - t)
+        samples.append(one_run(argv, env)[0])
     return statistics.median(samples), min(samples)
+
+
+def one_run(argv, env) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + sys) of one run of ARGV."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def side_by_side(trees: dict, args: list, env: dict, runs: int) -> dict:
+    """{tree label: (median wall, median CPU)} of ``python -m launcher.cli ARGS`` run from each
+    tree in turn (so a busy moment hits both alike)."""
+    got = {label: [] for label in trees}
+    for _ in range(runs):
+        for label, root in trees.items():
+            tree_env = dict(env, PYTHONPATH=f"{root}/.shim:{root}")
+            got[label].append(one_run([sys.executable, "-m", "launcher.cli", *args], tree_env))
+    return {label: (statistics.median(w for w, _ in s), statistics.median(c for _, c in s)) for label, s in got.items()}
 
 
 def heavy_imports(args, env):
@@ -44,6 +70,7 @@ def heavy_imports(args, env):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--baseline", help="a checkout of another revision: each path from it and from this tree, in turn")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
     env = dict(os.environ, LAUNCHER_HOME=str(tmp / "home"), LAUNCHER_CONFIG=str(tmp / "c.yaml"))
@@ -54,6 +81,14 @@ def main():
             ("launcher validate", [str(BIN / "launcher"), "validate", spec], ["validate", spec]),
             ("launcher render (local)", [str(BIN / "launcher"), "render", spec], ["render", spec]),
             ("launcher status", [str(BIN / "launcher"), "status"], ["status"])]
+    if a.baseline:
+        trees = {"baseline": str(Path(a.baseline).resolve()), "this tree": str(ROOT)}
+        print(f"{'command':<26} " + "  ".join(f"{t + ' wall/CPU s':>24}" for t in trees))
+        for label, _, args in rows[1:]:
+            got = side_by_side(trees, args, env, a.runs)
+            print(f"{label:<26} " + "  ".join(f"{w:>15.3f} / {c:.3f}" for w, c in got.values()))
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
     sky = shutil.which("sky", path=str(BIN)) or shutil.which("sky")
     if sky:
         rows.append(("sky --help", [sky, "--help"], None))
