@@ -146,7 +146,7 @@ def test_gc_lineage_diff_backends_targets(lx, tmp_path, monkeypatch):
 
     record = {"checkpoint": {"path": "p", "step": 3}, "root": str(root), "run_id": "j-1", "run_id_source": "commit",
               "record_location": None, "run": None, "generation": None, "save": None, "ancestry": []}
-    monkeypatch.setattr("launcher.provenance.lineage.lineage", lambda checkpoint, home=None: record)
+    monkeypatch.setattr("launcher.api.facade.lineage", lambda checkpoint, home=None: record)
     lin = lx.lineage(str(root))
     assert isinstance(lin, Lineage) and frozen(lin) and lin.run_id == "j-1" and lin.to_json() is record
 

@@ -75,12 +75,12 @@ def make_store_with_a_job(env_home) -> str:
 
 # ---------------------------------------------------------------- the boundary
 def test_an_unexpected_exception_is_one_line_exit_70_and_debug_shows_the_traceback(env_home, monkeypatch):
-    import launcher.backend.sections
+    import launcher.launching.specinput
 
     def boom(*a, **k):
         raise RuntimeError("something nobody foresaw\nsecond line")
 
-    monkeypatch.setattr(launcher.backend.sections, "load_spec", boom)
+    monkeypatch.setattr(launcher.launching.specinput, "load_spec", boom)  # where `validate` reads a spec
     monkeypatch.setenv("LAUNCHER_HOME", str(env_home["home"]))
     monkeypatch.delenv("LAUNCHER_DEBUG", raising=False)
     r = runner().invoke(main, ["validate", str(env_home["spec"])], catch_exceptions=False)
