@@ -81,10 +81,11 @@ def test_node_killed_mid_run_resumes_elsewhere_from_the_latest_commit(cli, clean
 
 
 def test_preemption_checkpoints_on_signal_and_loses_at_most_one_step(cli, clean_queue, tmp_path):
-    # the first start trains 45 s (1 s a step; the restart 0.2 s): the preempting job is launched
-    # (a CLI round trip, slow beside the other tiers) while it runs (18 s of training ended first)
+    # the first start would train 112 s (2.5 s a step; the restart 0.2 s): the preempting job is
+    # launched (a CLI round trip, slow beside the other tiers) while it runs (with 1 s a step a CI
+    # run saw all 45 steps end before the preemption landed)
     ref = reference(45, tmp_path)
-    sleep = '"$([ "${SLURM_RESTART_COUNT:-0}" = 0 ] && echo 1.0 || echo 0.2)"'
+    sleep = '"$([ "${SLURM_RESTART_COUNT:-0}" = 0 ] && echo 2.5 || echo 0.2)"'
     spec, root, result = train_spec(cli, clean_queue, "preempt", 45, 1000, sleep,
                                     resources={"cpus_per_node": 2, "nodes": 1})
     job = cli.launch(spec)
@@ -94,7 +95,7 @@ def test_preemption_checkpoints_on_signal_and_loses_at_most_one_step(cli, clean_
     high = cli.spec("hipri", {"run": "sleep 2", "resources": {"nodes": 4, "time_limit": "5m"},
                               "slurm": {"partition": "high"}})
     cli.launch(high)
-    st = cli.wait_state(job, "COMPLETED", timeout=240, interval=1)
+    st = cli.wait_state(job, "COMPLETED", timeout=360, interval=1)
     assert st["attempts"][0]["state"] == "PREEMPTED"
     log = cli.output(job)
     first_run = log.split("start 2 of")[0]
@@ -124,8 +125,11 @@ def test_a_step_signalled_alone_that_saves_and_exits_75_is_requeued_and_finishes
     # Slurm signals the step and not the job script (here `scancel --signal=TERM`; in the wild a
     # run cut off on another node cancelling its step on reconnecting): the program saves and
     # exits 75, "restart me", and the job script requeues the job in place, no watch running
+    # the first start would train 60 s (1 s a step; the restart 0.2 s): with 0.25 s a step a CI
+    # run saw the whole job end while `launcher status` calls waited for RUNNING on a busy machine
     ref = reference(60, tmp_path)
-    spec, root, result = train_spec(cli, clean_queue, "stepsig", 60, 4, 0.25)
+    sleep = '"$([ "${SLURM_RESTART_COUNT:-0}" = 0 ] && echo 1.0 || echo 0.2)"'
+    spec, root, result = train_spec(cli, clean_queue, "stepsig", 60, 4, sleep)
     job = cli.launch(spec)
     native = node_of(cli, job)
     wait_commit(cli, root, at_least=8)
