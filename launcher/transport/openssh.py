@@ -65,7 +65,7 @@ from launcher.transport.errors import (ConnectionLostError, HostKeyChangedError,
                                        UnknownHostKeyError)
 from launcher.transport.frame import Frame, FrameError, FrameParser
 from launcher.transport.remote import RemoteRunner, unframe
-from launcher.transport.shell import ShellDied, fits_a_shell, prepare_shell
+from launcher.transport.shell import ShellDied, fits_a_shell, prepare_shell, shell_start_timeout
 
 log = logging.getLogger("launcher.ssh")  # the transport's one logger name
 
@@ -73,7 +73,6 @@ SSH = "ssh"
 SOCKET_PATH_MAX = 104  # sun_path: 108 bytes on Linux, 104 on macOS and the BSDs (with its NUL)
 MUX_TEMP_SUFFIX = 17  # ssh binds the master's socket as PATH.<16 random chars>, then renames it
 MAX_SHELLS = 3
-SHELL_START_TIMEOUT = 30.0
 SSH_EXIT_ERROR = 255  # ssh's own failures (and a remote command's exit 255: the frame tells them apart)
 
 
@@ -566,7 +565,7 @@ class OpenSSHRunner(RemoteRunner):
                                 start_new_session=True)  # no controlling tty: ssh can never prompt
         sh = PipeShell(proc)
         try:
-            prepare_shell(sh, time.monotonic() + SHELL_START_TIMEOUT, self.where)
+            prepare_shell(sh, time.monotonic() + shell_start_timeout(), self.where)
         except ShellDied:
             sh.close()
             raise classify(proc.returncode, sh.stderr_tail.decode("utf-8", "replace"),

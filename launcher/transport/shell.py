@@ -18,6 +18,7 @@ import socket
 import time
 from typing import Optional
 
+from launcher.core import knobs
 from launcher.transport.cmdline import shown
 from launcher.transport.errors import ConnectionLostError, HostUnreachableError, RemoteCommandTimeout
 from launcher.transport.frame import Frame, FrameError, FrameParser
@@ -26,7 +27,15 @@ from launcher.transport.pool import Connection
 log = logging.getLogger("launcher.ssh")  # the transport's one logger name
 
 MAX_SHELLS = 3  # persistent shells per connection (each holds one session for its lifetime)
-SHELL_START_TIMEOUT = 30.0  # seconds for a shell's start-up and login-environment capture
+SHELL_START_TIMEOUT = 30.0  # seconds for a shell's start-up and login-environment capture (the default)
+
+
+def shell_start_timeout() -> float:
+    """How long a persistent shell may take to start and capture the login environment
+    ($LAUNCHER_SSH_SHELL_START_TIMEOUT, default 30 s): past it, the commands to that host run each
+    on its own channel (slower, never wrong). A slow login node (a heavy ~/.bashrc, a loaded
+    machine) can be given longer."""
+    return knobs.number("LAUNCHER_SSH_SHELL_START_TIMEOUT", SHELL_START_TIMEOUT, positive=True)
 MAX_SHELL_INPUT = 1 << 20  # larger (or binary) stdin goes through an exec channel
 # the login environment of `bash -l`, printed NUL-separated on fd 3, its noise to /dev/null
 CAPTURE_LOGIN_ENV = "bash -lc 'env -0 >&3' 3>&1 >/dev/null 2>/dev/null"
@@ -222,7 +231,7 @@ def _start_shell(conn: Connection, where: str) -> Shell:
     of ``bash -l`` captured and exported in it once."""
     import paramiko  # heavy: loaded for SSH targets only
 
-    deadline = time.monotonic() + SHELL_START_TIMEOUT
+    deadline = time.monotonic() + shell_start_timeout()
     chan = conn.open_session(deadline, where)
     t = chan.get_transport()
     try:

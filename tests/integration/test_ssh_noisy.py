@@ -23,7 +23,15 @@ from tests.fixtures.sshd import NOISY_BASHRC, NOISY_PROFILE
 
 from .launcher_cli import ssh_cli
 
-pytestmark = [pytest.mark.sshd, pytest.mark.usefixtures("fresh_ssh_pool")]
+pytestmark = [pytest.mark.sshd, pytest.mark.usefixtures("fresh_ssh_pool", "patient_shell_start")]
+
+
+@pytest.fixture
+def patient_shell_start(monkeypatch):
+    """These tests count persistent shells: on a machine running the other tiers a shell's start
+    behind the noisy login took over the default 30 s once, and the runner rightly fell back to
+    exec channels ($LAUNCHER_SSH_SHELL_START_TIMEOUT; the fallback has its own tests)."""
+    monkeypatch.setenv("LAUNCHER_SSH_SHELL_START_TIMEOUT", "180")
 
 
 def opts(server, **kw):

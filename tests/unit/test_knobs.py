@@ -38,15 +38,17 @@ def test_unset_or_empty_is_the_default_and_a_number_is_taken():
 
 
 @pytest.mark.parametrize("name", ["LAUNCHER_CLAIM_TTL", "LAUNCHER_STATE_BUSY_TIMEOUT", "LAUNCHER_CANCEL_LAUNCH_WAIT",
-                                  "LAUNCHER_STORAGE_TIMEOUT"])
+                                  "LAUNCHER_STORAGE_TIMEOUT", "LAUNCHER_SSH_SHELL_START_TIMEOUT"])
 def test_each_sites_knob_is_checked(name, monkeypatch):
     from launcher.recovery.cancel import launch_wait_s
     from launcher.recovery.progress import default_timeout
     from launcher.state.claims import claim_ttl
     from launcher.state.db import busy_timeout
+    from launcher.transport.shell import shell_start_timeout
 
     read = {"LAUNCHER_CLAIM_TTL": claim_ttl, "LAUNCHER_STATE_BUSY_TIMEOUT": busy_timeout,
-            "LAUNCHER_CANCEL_LAUNCH_WAIT": launch_wait_s, "LAUNCHER_STORAGE_TIMEOUT": default_timeout}[name]
+            "LAUNCHER_CANCEL_LAUNCH_WAIT": launch_wait_s, "LAUNCHER_STORAGE_TIMEOUT": default_timeout,
+            "LAUNCHER_SSH_SHELL_START_TIMEOUT": shell_start_timeout}[name]
     monkeypatch.setenv(name, "nan")
     with pytest.raises(knobs.KnobError, match=name):
         read()
@@ -60,3 +62,12 @@ def test_the_cli_says_it_in_one_line_with_exit_2(tmp_path):
     assert p.returncode == EXIT_USAGE, (p.stdout, p.stderr)
     assert p.stderr.strip().splitlines() == ["error: $LAUNCHER_STATE_BUSY_TIMEOUT='inf': expected seconds "
                                              "(a number at least 0)"], p.stderr
+
+
+def test_the_ssh_shell_start_timeout_is_30_s_unless_set(monkeypatch):
+    from launcher.transport.shell import shell_start_timeout
+
+    monkeypatch.delenv("LAUNCHER_SSH_SHELL_START_TIMEOUT", raising=False)
+    assert shell_start_timeout() == 30.0
+    monkeypatch.setenv("LAUNCHER_SSH_SHELL_START_TIMEOUT", "90")
+    assert shell_start_timeout() == 90.0
