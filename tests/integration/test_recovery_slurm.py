@@ -60,11 +60,13 @@ def resumed_steps(log: str) -> list[int]:
 
 
 def test_node_killed_mid_run_resumes_elsewhere_from_the_latest_commit(cli, clean_queue, tmp_path):
-    # 30 s of training: the kill lands after the commit at step 8 (4 s in) while the job still
-    # runs, with room for status round trips and `launcher checkpoints` calls (seconds each on a
-    # machine busy with the other test tiers: at 15 s of training, CI once saw the run end first)
+    # the first start would train 120 s (2 s a step; the resumed one 0.2 s): the kill lands after
+    # the commit at step 8 while the job still runs, with room for status round trips and
+    # `launcher checkpoints` calls (seconds each on a machine busy with the other test tiers: at 15
+    # and then 30 s of training, CI saw the run end first). LAUNCHER_ATTEMPT is the generation.
     ref = reference(60, tmp_path)
-    spec, root, result = train_spec(cli, clean_queue, "nodekill", 60, 4, 0.5)
+    sleep = '"$([ "${LAUNCHER_ATTEMPT:-1}" = 1 ] && echo 2.0 || echo 0.2)"'
+    spec, root, result = train_spec(cli, clean_queue, "nodekill", 60, 4, sleep)
     job = cli.launch(spec)
     native = node_of(cli, job)
     latest = wait_commit(cli, root, at_least=8)
