@@ -38,7 +38,8 @@ from launcher_backends.slurm.cancel_many import id_batches, is_job_id, scancel_e
 from launcher_backends.slurm.find_many import find_tokens
 from launcher_backends.slurm.jobvars import run_of
 from launcher_backends.slurm.options import SlurmOptions, SlurmSection
-from launcher_backends.slurm.queue import SINFO_NODES_FORMAT, SQUEUE_JOBS_FORMAT, SQUEUE_START_FORMAT, estimate_queue_wait
+from launcher_backends.slurm.queue import (SINFO_NODES_FORMAT, SQUEUE_JOBS_FORMAT, SQUEUE_START_FORMAT,
+                                          estimate_queue_wait)
 from launcher_backends.slurm.render import HELPER_NAME, render_sbatch
 from launcher_backends.slurm.retry import retry_unstarted
 from launcher_backends.slurm.states import parse_scontrol_oneliners, requeued_run
@@ -462,6 +463,28 @@ class SlurmBackend(PricedByModules):
         folder is: here, or on the login node), or None (not started, or not readable)."""
         r = self._run(["cat", claim_path(self.job_dir_for(job), job.attempt)], check=False)
         return (r.stdout.strip() or None) if r.returncode == 0 else None
+
+    # ---- an attempt's start claim where the job folders are (``RemoteStarts``)
+    def starts_elsewhere(self) -> bool:
+        """Whether this target's job folders are not this machine's (SSH, or a remote_dir)."""
+        return bool(self.opts.ssh_host or self.opts.remote_dir)
+
+    def start_holder(self, job_id: str, attempt: int) -> Optional[str]:
+        return self._start_holder(JobRef(job_id, attempt))
+
+    def claim_start(self, job_id: str, attempt: int, native_id: str) -> Optional[str]:
+        """Claim ATTEMPT's start of JOB_ID for NATIVE_ID in its folder where it is, create-only
+        as the job side does (the shell's noclobber is O_EXCL), then read who holds it."""
+        path = claim_path(self.job_dir_for(JobRef(job_id, attempt)), attempt)
+        r = self._run(["sh", "-c", CLAIM_START_SH, path, native_id], check=False)
+        return (r.stdout.strip() or None) if r.returncode == 0 else None
+
+
+# $0 the claim's path, $1 the id: in an existing job folder only; the holder is printed once it
+# has written its id (a job side between its create and its write: read again, up to 5 s)
+CLAIM_START_SH = ('[ -d "$(dirname "$0")" ] || exit 3; set -C; { printf "%s\\n" "$1" > "$0"; } 2>/dev/null; '
+                  'i=0; while [ "$i" -lt 50 ]; do h=$(cat "$0" 2>/dev/null); '
+                  'if [ -n "$h" ]; then printf "%s" "$h"; exit 0; fi; i=$((i+1)); sleep 0.1; done; exit 4')
 
 
 def log_path(handle: Handle) -> str:

@@ -400,6 +400,22 @@ class StartsSubmit(Protocol):
     def start_submit(self, request: Request) -> Pending: ...
 
 
+@runtime_checkable
+class RemoteStarts(Protocol):
+    """An attempt's start claim (``launcher.jobside.startclaim``: ``attempt-N.start`` in the
+    job's folder, create-only, holding the id that may run user code) read and claimed where
+    the job folders are, for a target whose folders are not on this machine (a login node over
+    SSH, a ``remote_dir``). ``starts_elsewhere()`` says whether this target's are; the other two
+    give the id holding ATTEMPT's start of JOB_ID afterwards, or None (not started, or no such
+    folder there); ``claim_start`` first claims it for NATIVE_ID where it is free."""
+
+    def starts_elsewhere(self) -> bool: ...
+
+    def start_holder(self, job_id: str, attempt: int) -> Optional[str]: ...
+
+    def claim_start(self, job_id: str, attempt: int, native_id: str) -> Optional[str]: ...
+
+
 def can(backend: Any, capability: type) -> bool:
     """Whether BACKEND (an instance, or its class for the protocols made of classmethods,
     class attributes and methods only) declares CAPABILITY (one of the protocols above)."""

@@ -37,7 +37,8 @@ import socket
 import time
 from typing import Callable, Optional
 
-from launcher.backend.protocols import Handle, Request, StartsSubmit, can
+from launcher.backend.context import AppContext
+from launcher.backend.protocols import Handle, RemoteStarts, Request, StartsSubmit, can
 from launcher.core import faults
 from launcher.core.errors import LauncherError, StateStoreError, SubmitOutcomeUnknown, TransientError
 from launcher.jobside.startclaim import claim_start, holder
@@ -245,14 +246,15 @@ def settle_unrecorded(store, backend, job_id: str, attempt: int, handle: Handle,
                     return "recorded"
                 latest = c.attempts[-1].attempt if c.attempts else None
                 if recorded is not None and latest == attempt and is_open(c.job) and \
-                        claim_start_for(store, c.job, attempt, recorded.native_id) == handle.native_id:
+                        claim_start_for(store, c.job, attempt, recorded.native_id, backend) == handle.native_id:
                     return _take_over(store, backend, c, recorded, handle)
                 return _cancel_copy(store, backend, job_id, attempt, handle)
         if time.monotonic() >= deadline:
             recorded = {a.attempt: a for a in store.attempts(job_id)}.get(attempt)
             if recorded is not None and recorded.native_id == handle.native_id:
                 return "adopted"
-            if recorded is not None and claimed_start(store, store.get_job(job_id), attempt) == handle.native_id:
+            held = claimed_start(store, store.get_job(job_id), attempt, backend) if recorded is not None else None
+            if held is not None and held == handle.native_id:
                 # it started first: the recorded copy stands down when it starts, and the watcher
                 # deciding on its end adopts this one (``launcher.recovery.watch.started_first``)
                 return "started first"
@@ -317,13 +319,16 @@ def start_dirs(store, job_row) -> list:
     return dirs
 
 
-def claim_start_for(store, job_row, attempt: int, native_id: str) -> Optional[str]:
+def claim_start_for(store, job_row, attempt: int, native_id: str, backend=None) -> Optional[str]:
     """Claim ATTEMPT's start of JOB_ROW for the submission NATIVE_ID, create-only as the job
-    side does (``launcher.jobside.startclaim``), in each of its start folders on this machine:
-    the id holding that start afterwards (NATIVE_ID when the claim was free or already its,
-    another submission's id when that one started first), or None (no start folder here).
+    side does (``launcher.jobside.startclaim``), in each of its start folders: on this machine,
+    or through BACKEND where its target keeps them elsewhere (``RemoteStarts``). The id holding
+    that start afterwards (NATIVE_ID when the claim was free or already its, another
+    submission's id when that one started first), or None (no start folder reached).
     Before a second copy of an attempt is cancelled, the start is claimed for the recorded
     copy, so the one cancelled can no longer start user code between the look and the cancel."""
+    if remote_starts(backend):
+        return _remote(lambda: backend.claim_start(job_row.job_id, attempt, native_id))
     held = None
     for d in start_dirs(store, job_row):
         if not d.is_dir():
@@ -338,9 +343,12 @@ def claim_start_for(store, job_row, attempt: int, native_id: str) -> Optional[st
     return held
 
 
-def claimed_start(store, job_row, attempt: int) -> Optional[str]:
+def claimed_start(store, job_row, attempt: int, backend=None) -> Optional[str]:
     """The native id that claimed ATTEMPT's start of JOB_ROW in its job folder, or None (no
-    trace there: not started, or its folder is on another host)."""
+    trace there: not started, or the folder could not be read). The folder is read on this
+    machine, or through BACKEND where its target keeps it elsewhere (``RemoteStarts``)."""
+    if remote_starts(backend):
+        return _remote(lambda: backend.start_holder(job_row.job_id, attempt))
     for d in start_dirs(store, job_row):
         try:
             held = holder(str(d), attempt)
@@ -349,6 +357,28 @@ def claimed_start(store, job_row, attempt: int) -> Optional[str]:
         if held:
             return held
     return None
+
+
+def remote_starts(backend) -> bool:
+    """Whether BACKEND's target keeps its job folders, and so its start claims, off this machine."""
+    return backend is not None and can(backend, RemoteStarts) and backend.starts_elsewhere()
+
+
+def starts_backend(app: AppContext, target: str):
+    """TARGET's backend where its start claims are read through it (``remote_starts``), else
+    None: the start folders are this machine's (or the target is not configured any more)."""
+    try:
+        backend = app.backend(target)
+    except LauncherError:
+        return None
+    return backend if remote_starts(backend) else None
+
+
+def _remote(read: Callable[[], Optional[str]]) -> Optional[str]:
+    try:
+        return read()
+    except LauncherError:  # the login node did not answer: no trace read (as a folder not found)
+        return None
 
 
 def launch_alive(meta: dict) -> Optional[bool]:

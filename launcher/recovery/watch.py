@@ -24,7 +24,7 @@ from launcher.core.errors import LauncherError, StateStoreError, SubmissionUnset
 from launcher.launching.launch import resubmit
 from launcher.backend.protocols import Handle
 from launcher.launching.submission import SpecMemo, find_submission, job_ref, job_spec, note_unanswered, quiet_since
-from launcher.launching.submit import claimed_start, launch_alive, record_in_place
+from launcher.launching.submit import claimed_start, launch_alive, record_in_place, starts_backend
 from launcher.plan.observed import observe_job
 from launcher.state.store import ClaimLost, is_open
 from launcher.core.status import JobState, Status, closes_job
@@ -324,7 +324,7 @@ def started_first(app: AppContext, c, st: Status) -> Optional[Note]:
     last = c.attempts[-1]
     if st.state is JobState.COMPLETED:
         return None
-    held = claimed_start(app.store, c.job, last.attempt)
+    held = claimed_start(app.store, c.job, last.attempt, starts_backend(app, last.target))
     if not held or held == last.native_id:
         return None
     found, _, _ = look_up(app, app.backend(last.target), c.job, last.attempt)
@@ -389,7 +389,7 @@ def start_trace(app: AppContext, job, attempt: int) -> str:
     """What the launcher's own traces say of ATTEMPT of JOB having started: "id X" (its start
     was claimed by job X in its job folder), "started" (its checkpoint root records a start
     of that attempt), or "" (no trace)."""
-    held = claimed_start(app.store, job, attempt)
+    held = claimed_start(app.store, job, attempt, starts_backend(app, job.target))
     if held:
         return f"id {held}"
     if job.ckpt_root:

@@ -37,7 +37,7 @@ from launcher.core.status import QUEUED
 from launcher.launching.submission import Launched, facts_for, find_submission, job_spec, new_job_ref
 from launcher.launching.launch import launch_owner
 from launcher.launching.submit import (NewSubmission, claimed_start, fenced_submit, launch_alive,
-                                      record_or_cancel, settle_unrecorded)
+                                      record_or_cancel, settle_unrecorded, starts_backend)
 from launcher.recovery.policy import QUIET_S, reconcile_submitting
 from launcher.provenance.seed import choose_seed
 from launcher.provenance.trackers import attach_sweep as attach_trackers
@@ -209,7 +209,7 @@ def requeue_lost_start(app: AppContext, c, now: float) -> Optional[Outcome]:
     """Under the element's claim C: element C.job was left SUBMITTING by a start and the
     backend has no job of it (``lost_start``)."""
     job = c.job
-    if claimed_start(app.store, job, 1):  # it started after all: the reconciliation adopts it by that trace
+    if claimed_start(app.store, job, 1, starts_backend(app, job.target)):  # it started after all: adopted by that trace
         return None
     unknown = job.meta.get("submit_unknown") or {}
     if unknown and now - float(unknown.get("at") or 0) < QUIET_S:
@@ -229,7 +229,7 @@ def requeue_lost_launch(app: AppContext, c, now: float) -> Optional[Outcome]:
     starts it as a slot frees, instead of being closed FAILED (a relaunch would run the whole
     sweep again). None: not such an element, or not settled yet (the reconciliation waits)."""
     job = c.job
-    if job.meta.get("start_at") is not None or claimed_start(app.store, job, 1):
+    if job.meta.get("start_at") is not None or claimed_start(app.store, job, 1, starts_backend(app, job.target)):
         return None  # a start from the queue (``requeue_lost_start``), or it started after all
     alive = launch_alive(job.meta)
     if alive:

@@ -3,7 +3,8 @@ claim, stopped before it could settle its copy), where the copy the store does n
 claimed the attempt's start and runs user code while the recorded one stood down (exit 3).
 `launcher watch` must adopt the copy that holds the start, never submit attempt 2 beside it,
 whichever of the two jobs squeue lists first (tests/unit/test_started_first.py is the same
-race on the local target).
+race on the local target), on a login node of this machine and on one reached over SSH, whose
+job folders (and so start claims) are read there.
 
 The race is put in place directly: a second sbatch of attempt 1's own rendered script while
 the first runs, then the store rewritten to record the second, as the race leaves it."""
@@ -11,6 +12,7 @@ the first runs, then the store rewritten to record the second, as the race leave
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -23,24 +25,28 @@ from tests.fixtures.polling import poll
 pytestmark = pytest.mark.slurm
 
 
-def test_watch_adopts_the_slurm_job_that_holds_the_start_and_submits_no_second_attempt(cli, clean_queue,
-                                                                                        monkeypatch):
+def _raced(cli, cluster, monkeypatch, target: str, folders: Path):
+    """(job id, the Slurm job holding attempt 1's start, the one that stood down, the go file,
+    the file each start that ran user code appends its id to), with the store recording the
+    one that stood down. FOLDERS: where the target's job folders are, as this machine sees them."""
     from launcher.api.context import App
 
-    shared, tag = clean_queue.shared_dir, f"{os.getpid()}-{id(cli)}"
+    shared, tag = cluster.shared_dir, f"{os.getpid()}-{id(cli)}"
     ran, go = shared / f"sf-ran-{tag}", shared / f"sf-go-{tag}"
     spec = cli.spec("raced", {"run": f"echo $LAUNCHER_SELF_ID >> {ran}; while [ ! -e {go} ]; do sleep 0.2; done",
                               "recovery": {"app_error": 2}, "resources": {"time_limit": "5m"}})
-    job = cli.launch(spec)
-    monkeypatch.setenv("LAUNCHER_HOME", str(cli.home))
-    monkeypatch.setenv("LAUNCHER_CONFIG", str(cli.config))
-    monkeypatch.setenv("SLURM_CONF", str(clean_queue.conf))
+    job = cli.launch(spec, target)
+    for name in ("LAUNCHER_HOME", "LAUNCHER_CONFIG", "HOME", "SLURM_CONF"):
+        if name in cli.env:
+            monkeypatch.setenv(name, cli.env[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
     app = App()
     try:
         row = app.store.get_job(job)
         real, ref = Handle.from_json(row.handle), job_ref(app, row, 1)
-        poll("attempt 1 to claim its start", lambda: holder(ref.job_dir, 1) == real.native_id, timeout=120,
-             interval=0.3)
+        poll("attempt 1 to claim its start", lambda: holder(str(folders / job), 1) == real.native_id,
+             timeout=120, interval=0.3)
         backend = app.backend(row.target)
         dup = backend.submit(backend.render(job_spec(row), app.facts(row.target), ref))
         assert dup.native_id != real.native_id
@@ -51,6 +57,10 @@ def test_watch_adopts_the_slurm_job_that_holds_the_start_and_submits_no_second_a
         app.store.update_job(job, handle=dup.to_json())
     finally:
         app.close()
+    return job, real, dup, go, ran
+
+
+def _adopted_and_run_once(cli, cluster, job, real, dup, go, ran):
     try:
         cli.run("watch", "--once")
         st = cli.status(job)
@@ -69,6 +79,33 @@ def test_watch_adopts_the_slurm_job_that_holds_the_start_and_submits_no_second_a
     st = cli.status(job)
     assert st["state"] == "COMPLETED", st
     assert [a["native_id"] for a in st["attempts"]] == [real.native_id]
-    comments = clean_queue.run("squeue", "-h", "-t", "all", "-o", "%k").stdout.split()
+    comments = cluster.run("squeue", "-h", "-t", "all", "-o", "%k").stdout.split()
     assert comments.count(f"launcher:{job}:2") == 0, comments  # no second attempt beside the running one
     assert ran.read_text().split() == [real.native_id]  # user code ran once, as the adopted id
+
+
+def test_watch_adopts_the_slurm_job_that_holds_the_start_and_submits_no_second_attempt(cli, clean_queue,
+                                                                                        monkeypatch):
+    raced = _raced(cli, clean_queue, monkeypatch, "testcl", cli.home / "jobs")
+    _adopted_and_run_once(cli, clean_queue, *raced)
+
+
+@pytest.mark.sshd
+def test_over_ssh_the_start_claim_is_read_and_claimed_on_the_login_node(cli, clean_queue, monkeypatch):
+    """The job folders are the login node's (``remote_dir``): `watch` reads the start claim
+    there, and a claim for another id finds the holder instead of taking it."""
+    from launcher.api.context import App
+
+    job, real, dup, go, ran = _raced(cli, clean_queue, monkeypatch, "remote", cli.remote_dir)
+    app = App()
+    try:
+        backend = app.backend("remote")
+        assert backend.starts_elsewhere() and not (cli.home / "jobs" / job / "attempt-1.start").exists()
+        assert backend.start_holder(job, 1) == real.native_id
+        assert backend.claim_start(job, 1, dup.native_id) == real.native_id  # held: never taken over
+        assert backend.claim_start(job, 9, "4242") == "4242" and backend.start_holder(job, 9) == "4242"
+        assert backend.claim_start(job, 9, "4343") == "4242"
+        assert backend.claim_start("no-such-job", 1, "4242") is None  # no folder there: nothing claimed
+    finally:
+        app.close()
+    _adopted_and_run_once(cli, clean_queue, job, real, dup, go, ran)

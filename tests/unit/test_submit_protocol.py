@@ -15,8 +15,8 @@ import pytest
 from launcher.backend.protocols import Handle, JobRef
 from launcher.core.errors import SubmitError, SubmitOutcomeUnknown
 from launcher.jobside.startclaim import EXIT_DUPLICATE, claim_start, holder
-from launcher.launching.submit import (claimed_start, fenced_submit, launch_alive, proves_not_submitted,
-                                       record_or_cancel, settle_unrecorded)
+from launcher.launching.submit import (claim_start_for, claimed_start, fenced_submit, launch_alive,
+                                       proves_not_submitted, record_or_cancel, settle_unrecorded)
 from launcher.recovery.policy import reconcile_submitting
 from launcher.state.store import AttemptTaken, ClaimLost, StateStore
 from launcher.transport.errors import ConnectionLostError, HostUnreachableError
@@ -291,6 +291,55 @@ def test_without_the_claim_a_copy_that_started_first_is_left_running_for_the_wat
                              sleep=lambda s: time.sleep(0.05)) == "started first"
     assert backend.cancelled == []
     assert {a.attempt: a.native_id for a in store.attempts(job_id)} == {2: "6"}
+
+
+class RemoteBackend(Backend):
+    """A target whose job folders are on its login node (``RemoteStarts``): start claims live
+    in CLAIMS, {(job id, attempt): id}, as create-only files there would."""
+
+    def __init__(self, elsewhere=True, down=False):
+        super().__init__()
+        self.claims, self.elsewhere, self.down = {}, elsewhere, down
+
+    def starts_elsewhere(self):
+        return self.elsewhere
+
+    def start_holder(self, job_id, attempt):
+        if self.down:
+            raise HostUnreachableError("login: no route to host")
+        return self.claims.get((job_id, attempt))
+
+    def claim_start(self, job_id, attempt, native_id):
+        if self.down:
+            raise HostUnreachableError("login: no route to host")
+        return self.claims.setdefault((job_id, attempt), native_id)
+
+
+def test_where_the_job_folders_are_elsewhere_the_start_is_read_and_claimed_through_the_backend(store):
+    job_id = _job(store)
+    store.record_submission(job_id, 2, "t", H("6").to_json(), "6")
+    remote = RemoteBackend()
+    remote.claims[(job_id, 2)] = "5"  # our copy started first, on the login node
+    assert claimed_start(store, store.get_job(job_id), 2) is None  # nothing in this machine's folders
+    assert claimed_start(store, store.get_job(job_id), 2, remote) == "5"
+    assert settle_unrecorded(store, remote, job_id, 2, H("5"), wait_s=0) == "took over"
+    assert remote.cancelled == ["6"] and {a.attempt: a.native_id for a in store.attempts(job_id)} == {2: "5"}
+    other = _job(store, "j-2")
+    store.record_submission(other, 2, "t", H("8", job_id=other).to_json(), "8")
+    assert settle_unrecorded(store, remote, other, 2, H("7", job_id=other), wait_s=0) == "cancelled"
+    assert remote.claims[(other, 2)] == "8"  # claimed for the recorded one before its copy was cancelled
+
+
+def test_a_backend_whose_folders_are_here_or_that_does_not_answer_gives_no_remote_trace(store):
+    job_id = _job(store)
+    row = store.get_job(job_id)
+    here = RemoteBackend(elsewhere=False)
+    here.claims[(job_id, 1)] = "5"
+    assert claimed_start(store, row, 1, here) is None  # its folders are this machine's: read here
+    claim_start(str(store.job_dir(job_id)), 1, "4")
+    assert claimed_start(store, row, 1, here) == "4"
+    assert claimed_start(store, row, 1, RemoteBackend(down=True)) is None
+    assert claim_start_for(store, row, 1, "9", RemoteBackend(down=True)) is None
 
 
 def test_replacing_an_attempt_is_a_compare_and_swap_on_the_recorded_id_and_the_claim(store):
