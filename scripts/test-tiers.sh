@@ -5,7 +5,7 @@
 # integration tiers split tests/integration completely by marker (docker_slurm / slurm /
 # the rest), so a new test file lands in a tier by itself.
 
-TIER_NAMES="unit slurm docker services local faults e2e"
+TIER_NAMES="unit slurm docker services faults e2e"
 
 tier_args() { # NAME: the pytest arguments of tier NAME, into TIER_ARGS
   local not_e2e='not skypilot_e2e'
@@ -20,11 +20,7 @@ tier_args() { # NAME: the pytest arguments of tier NAME, into TIER_ARGS
     # `integration`: every test under tests/integration (tests/conftest.py marks them)
     # (the long fault-injection loops off the clusters, marker faults, are their own tier beside
     # it: ~17 of the services tier's 38 minutes were three such tests waiting on processes)
-    # services: the tests of a started service (sshd, moto, PostgreSQL); local: the rest off the
-    # clusters (local jobs, the SkyPilot library, the browser). One tier, they took 62 minutes
-    # beside the others on 2 cores, the longest of all; mostly waiting, so they run side by side.
-    services) TIER_ARGS=(tests -m "(integration or postgres) and (sshd or s3 or postgres) and not slurm and not faults and $not_e2e") ;;
-    local) TIER_ARGS=(tests/integration -m "not (sshd or s3 or postgres) and not slurm and not faults and $not_e2e") ;;
+    services) TIER_ARGS=(tests -m "(integration or postgres) and not slurm and not faults and $not_e2e") ;;
     faults) TIER_ARGS=(tests/integration -m "faults and not slurm and $not_e2e") ;;
     e2e) TIER_ARGS=(tests/integration -m skypilot_e2e) ;;
     *) die "unknown tier '$1' in LAUNCHER_TEST_TIERS (known: $TIER_NAMES, or all)" ;;

@@ -28,9 +28,8 @@ INTEGRATION = Path(__file__).resolve().parent / "integration"
 
 def pytest_collection_modifyitems(config, items):
     """Every test under tests/integration carries the marker ``integration``: a tier selects
-    by directory and marker at once (scripts/test-tiers.sh: the services and local tiers are the
-    integration tests that need no Slurm, split by the services they start, and the services
-    tier takes the PostgreSQL variants of the unit tests too)."""
+    by directory and marker at once (scripts/test-tiers.sh: the services tier is the
+    integration tests that need no Slurm, plus the PostgreSQL variants of the unit tests)."""
     for item in items:
         if INTEGRATION in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.integration)
