@@ -70,7 +70,9 @@ def test_the_protocols_are_a_handful():
     # transfer, priced per GB. SetsEnv (issue 34): the env prefixes a backend's scheduler sets, for the spec's
     # loader; not folded into SpecOwner for the same reason as LogFile. ReachesRun (issue 31): a hung run's
     # processes, signalled and dumped where the backend reaches them (recovery.hang). ExcludesNodes (issue 31):
-    # keeping a job off quarantined nodes; not folded into Scheduler for the same reason
+    # keeping a job off quarantined nodes; not folded into Scheduler for the same reason. RemoteStarts (issue 29):
+    # an attempt's start claim read and claimed where the job folders are (a login node over SSH); not folded
+    # into Host for the same reason
     assert protocols == ["Backend", "ChoosesPlacement", "Egress", "ExcludesNodes", "Host", "LogFile", "Pricing",
-                         "ReachesRun",
+                         "ReachesRun", "RemoteStarts",
                          "Scheduler", "SetsEnv", "SpecOwner", "StartsSubmit"]
