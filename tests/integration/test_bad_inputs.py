@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 LAUNCHER = str(Path(sys.executable).parent / "launcher")
 DOCUMENTED = {0, 1, 2, 3, 4, 5}  # launcher.core.errors: OK, FAILED, USAGE, STATE, UNREACHABLE, INSTALL
 
@@ -308,6 +310,7 @@ def _run(root: Path, i: int, case) -> tuple[str, str]:
     return name, ""
 
 
+@pytest.mark.timeout(1800)  # one CLI start per case (each bounded at 120 s): 500 s beside the other tiers in CI
 def test_bad_inputs_end_with_a_documented_code_and_no_traceback(tmp_path):
     assert len(CASES) >= 100
     with concurrent.futures.ThreadPoolExecutor(2) as pool:

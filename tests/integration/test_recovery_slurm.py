@@ -82,6 +82,7 @@ def test_node_killed_mid_run_resumes_elsewhere_from_the_latest_commit(cli, clean
     assert f"on {node}" not in log.split("start 2 of")[1].splitlines()[0]
 
 
+@pytest.mark.timeout(900)  # a first start of up to 112 s, then the preemption's requeue
 def test_preemption_checkpoints_on_signal_and_loses_at_most_one_step(cli, clean_queue, tmp_path):
     # the first start would train 112 s (2.5 s a step; the restart 0.2 s): the preempting job is
     # launched (a CLI round trip, slow beside the other tiers) while it runs (with 1 s a step a CI
@@ -108,6 +109,7 @@ def test_preemption_checkpoints_on_signal_and_loses_at_most_one_step(cli, clean_
     assert json.loads(result.read_text())["sha256"] == ref
 
 
+@pytest.mark.timeout(1200)  # two or three 2-minute attempts and their queueing: 270 s beside the other tiers in CI
 def test_timeout_with_progress_requeues_itself_and_finishes(cli, clean_queue, tmp_path):
     # the notice comes 75 s into each 2-minute attempt (grace 45 s): on a loaded machine a
     # program may take 15 s to start, and a notice before its handler is set kills it (with a
