@@ -36,6 +36,7 @@ from launcher.backend.protocols import Facts, Handle, JobRef, QueueEstimate, Req
 from launcher.plan.offers import Offer
 from launcher.spec.model import Section
 from launcher.core.status import JobState, Status
+from launcher.jobside.startclaim import claim_start, holder
 from launcher_backends.local.backend import LocalBackend
 
 PROVISIONING_S = 2.0
@@ -254,6 +255,24 @@ class FakeCloudBackend(LocalBackend):
             return _Started(self.submit(request), None)
         except Exception as e:  # noqa: BLE001 - handed to wait(), which raises it
             return _Started(None, e)
+
+    # ---- RemoteStarts: its job folders are this machine's, which the launcher reads itself
+    # (starts_elsewhere is False); the members read and claim a start there all the same
+    def starts_elsewhere(self) -> bool:
+        return False
+
+    def _start_folder(self, job_id: str) -> Optional[str]:
+        return str(Path(self.app.home) / "jobs" / job_id) if self.app is not None else None
+
+    def start_holder(self, job_id: str, attempt: int) -> Optional[str]:
+        folder = self._start_folder(job_id)
+        return holder(folder, attempt) if folder else None
+
+    def claim_start(self, job_id: str, attempt: int, native_id: str) -> Optional[str]:
+        folder = self._start_folder(job_id)
+        if not folder or not os.path.isdir(folder):
+            return None
+        return claim_start(folder, attempt, native_id)[1]
 
     # ---- Scheduler.find_many: one lookup per job (its marker file), the same answer as find()
     def find_many(self, jobs) -> dict:
