@@ -43,6 +43,20 @@ _NOT_FROM_LOGIN_ENV = {"PWD", "OLDPWD", "SHLVL", "_", "BASH_EXECUTION_STRING", "
                        "BASH_ENV", "ENV"}
 
 
+# paramiko's Channel.fileno() is one OS pipe that stdout and stderr share through two OrPipes
+# whose set and clear are not synchronised (paramiko PR #1235, still open upstream): output
+# arriving on one stream while the other is being read can leave the pipe clear with bytes
+# buffered, and a select on it then sleeps to the deadline. Every wait is therefore capped and
+# the buffers checked again: a lost wake-up costs at most this long, never the command's timeout.
+CHANNEL_RECHECK_SECONDS = 0.1
+
+
+def wait_on_channel(fd: int, left: float) -> None:
+    """Sleep until the channel's fileno() says readable, at most ``left`` and at most
+    CHANNEL_RECHECK_SECONDS (the caller checks recv_ready()/recv_stderr_ready() again)."""
+    select.select([fd], [], [], max(0.0, min(left, CHANNEL_RECHECK_SECONDS)))
+
+
 class ShellUnavailable(Exception):
     """No persistent shell for this command: run it through an exec channel instead."""
 
@@ -122,7 +136,7 @@ class Shell:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise socket.timeout()
-            select.select([fd], [], [], left)
+            wait_on_channel(fd, left)
         self.commands += 1
         return parser.result()
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import io
 import logging
-import select
 import shlex
 import threading
 import time
@@ -36,7 +35,7 @@ from launcher.transport.frame import Frame
 from launcher.transport.pool import Connection, acquire, release
 from launcher.transport.remote import RemoteRunner, unframe
 from launcher.transport.runner import LocalRunner
-from launcher.transport.shell import ShellUnavailable, fits_a_shell, shell_exec
+from launcher.transport.shell import ShellUnavailable, fits_a_shell, shell_exec, wait_on_channel
 from launcher.transport.sshconfig import Route, SSHOptions, resolve
 from launcher.transport.openssh import OpenSSHRunner
 
@@ -180,7 +179,7 @@ class SSHRunner(RemoteRunner):
             if left <= 0:
                 raise RemoteCommandTimeout(f"command timed out after {timeout:g}s on {self.where}: {shown(argv)}")
             if not busy:
-                select.select([fd], [], [], min(left, 0.002 if sending else left))
+                wait_on_channel(fd, min(left, 0.002) if sending else left)
         left = deadline - time.monotonic()
         if not chan.status_event.wait(max(0.0, left)):
             raise RemoteCommandTimeout(f"no exit status within {timeout:g}s on {self.where}: {shown(argv)}")
