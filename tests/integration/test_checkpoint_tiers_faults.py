@@ -167,15 +167,20 @@ def test_a_drainer_killed_mid_upload_never_tears_the_root_and_the_next_drain_fin
 
 def test_a_zombie_generation_still_draining_never_wins(tmp_path, reference):
     job = Job(tmp_path)
-    ex1, zombies = job.start(wait=False, TRAIN_SLEEP=0.05)     # generation 1, slow
-    deadline = time.time() + 60
+    # generation 1 held after step 10 until generation 2 has started: on a loaded machine a
+    # free-running generation 1 could finish all its steps before generation 2's start, and
+    # then it is no zombie at all
+    go_on = tmp_path / "generation-2-started"
+    ex1, zombies = job.start(wait=False, TRAIN_SLEEP=0.05, TRAIN_HOLD_AFTER=10, TRAIN_HOLD_FILE=go_on)
+    deadline = time.time() + 120
     while time.time() < deadline and not os.path.exists(os.path.join(job.root, "step-000000010.g1", COMMIT)):
         time.sleep(0.05)
-    ex2, procs = job.start()                                   # generation 2 while 1 still runs
-    for p in zombies:
+    ex2, procs = job.start(wait=False)                         # generation 2 while 1 still runs
+    go_on.touch()
+    for p in zombies + procs:
         finish(p)
     assert codes(procs) == [0] * 4, [p.err for p in procs]
-    assert set(codes(zombies)) <= {3}, [p.err for p in zombies]  # each zombie stood down at its next save
+    assert codes(zombies) == [3] * 4, [p.err for p in zombies]  # each zombie stood down at its next save
     assert job.results_sha() == reference
     resumed = int(ex2["LAUNCHER_RESUME_STEP"])
     gens = read_generations(open_store(job.root))

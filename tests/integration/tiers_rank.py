@@ -9,7 +9,9 @@ rank-R.json (its own names) every TRAIN_EVERY steps through ``jobside.save``.
 Environment: RANK, WORLD_SIZE, TRAIN_STEPS, TRAIN_EVERY, TRAIN_DIM, TRAIN_SEED, TRAIN_SLEEP,
 TRAIN_RESULT_DIR; fault scaffolding for the tests: TRAIN_DIE_AT=N (after step N the rank
 dies with os._exit, no exit handlers: a crash) and TRAIN_DRAIN_BEFORE_DIE=1 (wait for the
-drainer first, so the copies of the last save reached the peer and the root).
+drainer first, so the copies of the last save reached the peer and the root),
+TRAIN_HOLD_AFTER=N with TRAIN_HOLD_FILE=PATH (after step N, wait up to 300 s for PATH to exist:
+a generation held still while the test starts the next one).
 Exit 0 done, 3 superseded (a zombie), 9 died on purpose.
 """
 
@@ -33,6 +35,7 @@ rank, world = int(E("RANK", "0")), int(E("WORLD_SIZE", "1"))
 steps, every, dim = int(E("TRAIN_STEPS", "60")), int(E("TRAIN_EVERY", "10")), int(E("TRAIN_DIM", "2000"))
 seed, sleep = int(E("TRAIN_SEED", "7")), float(E("TRAIN_SLEEP", "0"))
 die_at = int(E("TRAIN_DIE_AT", "-1"))
+hold_after, hold_file = int(E("TRAIN_HOLD_AFTER", "-1")), E("TRAIN_HOLD_FILE", "")
 
 
 def step_fn(w, step):
@@ -73,6 +76,10 @@ for step in range(start + 1, steps + 1):
         if E("TRAIN_DRAIN_BEFORE_DIE") == "1":
             jobside.drain(60)
         os._exit(9)
+    if step == hold_after:
+        held_until = time.time() + 300
+        while not os.path.exists(hold_file) and time.time() < held_until:
+            time.sleep(0.05)
     if sleep:
         time.sleep(sleep)
 with open(os.path.join(E("TRAIN_RESULT_DIR", "."), "result-%d.json" % rank), "w") as f:
