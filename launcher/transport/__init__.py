@@ -14,6 +14,7 @@ connection. ``ssh_runner`` has the overview; one module per concern:
   kills local commands past their deadline
 - ``transfer``: put_file (SFTP, else the shell) and put_tree (one tar stream)
 - ``errors``, ``retry`` (the caller brings its retry policy), ``cmdline``
+- ``sdk``: the one place paramiko is imported (on first use)
 
 Names are imported on first use: importing ``launcher.transport`` (or its ``sshconfig``,
 which target options use) loads neither paramiko nor the connection machinery.

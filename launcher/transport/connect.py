@@ -11,7 +11,7 @@
 - Public keys only: ``ssh_key``, the SSH config's IdentityFile, the agent, then the
   default ~/.ssh/id_* files. No password, no keyboard-interactive, no prompt.
 
-paramiko is imported inside functions only.
+paramiko comes from ``sdk.paramiko_module()`` inside functions: importing this module is cheap.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 from launcher.transport.errors import (AuthenticationError, HostKeyChangedError, HostNotFoundError,
                                        HostUnreachableError, SSHError, UnknownHostKeyError)
 from launcher.transport.known_hosts import KnownHosts, append_known_host, display_type, fingerprint
+from launcher.transport.sdk import paramiko_module
 from launcher.transport.sshconfig import DEFAULT_IDENTITIES, Hop, Route, SSHOptions, resolve
 
 log = logging.getLogger("launcher.ssh")  # the transport's one logger name
@@ -56,7 +57,7 @@ class HostKeyInfo:
 
 def _tcp_socket(hop: Hop):
     if hop.proxy_command:
-        import paramiko  # heavy: loaded for SSH targets only
+        paramiko = paramiko_module()
 
         try:
             return paramiko.ProxyCommand(hop.proxy_command)
@@ -80,7 +81,7 @@ def _tcp_socket(hop: Hop):
 
 
 def _jump_channel(via, via_hop: Hop, hop: Hop):
-    import paramiko  # heavy: loaded for SSH targets only
+    paramiko = paramiko_module()
 
     try:
         return via.open_channel("direct-tcpip", (hop.hostname, hop.port), ("127.0.0.1", 0),
@@ -107,7 +108,7 @@ def _preferred_key_types(t, known: list) -> None:
 
 
 def _handshake(hop: Hop, sock):
-    import paramiko  # heavy: loaded for SSH targets only
+    paramiko = paramiko_module()
 
     t = paramiko.Transport(sock)
     t.banner_timeout = hop.connect_timeout
@@ -166,7 +167,7 @@ def _verify(hop: Hop, kh: KnownHosts, key, hint: str,
 
 
 def _load_key(path: str, tried: list):
-    import paramiko  # heavy: loaded for SSH targets only
+    paramiko = paramiko_module()
 
     try:
         key = paramiko.PKey.from_path(path)
@@ -203,7 +204,7 @@ def _pub_blob(path: str) -> Optional[bytes]:
 
 def _offer(t, hop: Hop, key, desc: str, tried: list) -> bool:
     """Offer one key; True when the server accepted it (``tried`` records the outcome)."""
-    import paramiko  # heavy: loaded for SSH targets only
+    paramiko = paramiko_module()
 
     try:
         remaining = t.auth_publickey(hop.user, key)
@@ -228,7 +229,7 @@ def _offer(t, hop: Hop, key, desc: str, tried: list) -> bool:
 
 def _agent_key_accepted(t, hop: Hop, files: list, tried: list) -> bool:
     """Offer the agent's keys (with IdentitiesOnly, only those of ``files``)."""
-    import paramiko  # heavy: loaded for SSH targets only
+    paramiko = paramiko_module()
 
     wanted = {b for b in (_pub_blob(p) for p in files) if b} if hop.identities_only else None
     try:

@@ -18,6 +18,7 @@ from typing import Optional
 
 from launcher.transport.connect import open_route
 from launcher.transport.errors import HostUnreachableError
+from launcher.transport.sdk import paramiko_module
 from launcher.transport.sshconfig import Route
 
 log = logging.getLogger("launcher.ssh")  # the transport's one logger name
@@ -82,7 +83,7 @@ class Connection:
     def open_session(self, deadline: float, where: str):
         """A new channel on the connection. A pooled connection found dead is replaced
         once: nothing was sent yet, so this never runs a command twice."""
-        import paramiko  # heavy: loaded for SSH targets only
+        paramiko = paramiko_module()
 
         for attempt in (1, 2):
             t = self.transport()
@@ -99,7 +100,7 @@ class Connection:
 
     def sftp_client(self):
         """The connection's SFTP session (opened once), or None if the server has no SFTP."""
-        import paramiko  # heavy: loaded for SSH targets only
+        paramiko = paramiko_module()
 
         with self.lock:
             if self.sftp is not None and not self.sftp.get_channel().closed and self.transports \

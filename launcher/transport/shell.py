@@ -23,6 +23,7 @@ from launcher.transport.cmdline import shown
 from launcher.transport.errors import ConnectionLostError, HostUnreachableError, RemoteCommandTimeout
 from launcher.transport.frame import Frame, FrameError, FrameParser
 from launcher.transport.pool import Connection
+from launcher.transport.sdk import paramiko_module
 
 log = logging.getLogger("launcher.ssh")  # the transport's one logger name
 
@@ -166,7 +167,7 @@ def shell_exec(conn: Connection, where: str, cmdline: str, data: Optional[bytes]
                argv) -> tuple[int, bytes, bytes]:
     """Run a command line through one of the connection's persistent shells. Raises
     ShellUnavailable when there is none to be had (then: an exec channel)."""
-    import paramiko  # heavy: loaded for SSH targets only
+    paramiko = paramiko_module()
 
     for attempt in (1, 2):
         sh = _take_shell(conn, where, time.monotonic() + timeout, argv)
@@ -243,7 +244,7 @@ def _start_shell(conn: Connection, where: str) -> Shell:
     """``bash --noprofile --norc`` on a new channel (the user's login shell runs once,
     to start it: its noise lands before the first frame), then the login environment
     of ``bash -l`` captured and exported in it once."""
-    import paramiko  # heavy: loaded for SSH targets only
+    paramiko = paramiko_module()
 
     deadline = time.monotonic() + shell_start_timeout()
     chan = conn.open_session(deadline, where)

@@ -14,7 +14,7 @@
 - Files: ``put_file`` and ``put_tree`` (``transfer``).
 - Errors say what to do (``errors``); retrying is the caller's choice (``retry``).
 
-paramiko is imported inside functions only: importing this module is cheap.
+paramiko comes from ``sdk.paramiko_module()`` inside functions: importing this module is cheap.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from launcher.transport.frame import Frame
 from launcher.transport.pool import Connection, acquire, release
 from launcher.transport.remote import RemoteRunner, unframe
 from launcher.transport.runner import LocalRunner
+from launcher.transport.sdk import paramiko_module
 from launcher.transport.shell import ShellUnavailable, fits_a_shell, shell_exec, wait_on_channel
 from launcher.transport.sshconfig import Route, SSHOptions, resolve
 from launcher.transport.openssh import OpenSSHRunner
@@ -119,7 +120,7 @@ class SSHRunner(RemoteRunner):
         """Run a command line on its own channel, framed (``sh -c SCRIPT``: the login
         shell's noise falls outside the frame); ``source`` (a binary file object or None)
         feeds stdin."""
-        import paramiko  # heavy: loaded for SSH targets only
+        paramiko = paramiko_module()
 
         frame = Frame.new()
         command = "sh -c " + shlex.quote(frame.exec_script(command))

@@ -22,6 +22,7 @@ from typing import Any, Literal, Mapping, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from launcher.core.errors import ConfigError
+from launcher.transport.sdk import paramiko_module
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
@@ -209,7 +210,7 @@ def _expand_includes(path: str, depth: int = 0) -> str:
 
 def load_ssh_config(path: Optional[str]):
     """A paramiko SSHConfig for ``path`` ('' or a missing file: an empty config)."""
-    import paramiko  # heavy: loaded for SSH targets only
+    paramiko = paramiko_module()
 
     if not path:
         return paramiko.SSHConfig.from_text("")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Optional, Protocol, Sequence
 from launcher.core.errors import LauncherError
 from launcher.transport.cmdline import remote_command
 from launcher.transport.errors import ConnectionLostError, RemoteCommandNotFound, RemoteDiskFullError, SSHError, StagingError
+from launcher.transport.sdk import paramiko_module
 
 if TYPE_CHECKING:
     from launcher.transport.pool import Connection
@@ -96,7 +97,7 @@ def put_file(runner: SSHRunner, path: str, content: bytes, mode: int = 0o644) ->
     sftp = conn.sftp_client()
     if sftp is None:
         return _put_file_shell(runner, path, content, mode)
-    import paramiko  # heavy: loaded for SSH targets only
+    paramiko = paramiko_module()
 
     d, base = posixpath.split(path)
     tmp = posixpath.join(d, f".{base}.tmp-{uuid.uuid4().hex[:12]}")
@@ -120,7 +121,7 @@ def put_file(runner: SSHRunner, path: str, content: bytes, mode: int = 0o644) ->
 def _sftp_write(sftp, tmp: str, path: str, content: bytes, mode: int) -> None:
     """Write ``tmp`` (mode set before any byte lands), check its size, rename it to
     ``path``; on failure ``tmp`` is removed."""
-    import paramiko  # heavy: loaded for SSH targets only
+    paramiko = paramiko_module()
 
     try:
         with sftp.open(tmp, "wb") as f:
