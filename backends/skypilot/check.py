@@ -26,6 +26,7 @@ from typing import Mapping, Optional
 import yaml
 
 from launcher.core.errors import CapabilityError, ConfigError, LauncherError
+from launcher_backends.skypilot.sdk import sky_module
 
 # Clouds whose feature checks SSH into the cluster or call an API: never at validation time.
 _DYNAMIC = ("slurm", "kubernetes", "ssh")
@@ -40,7 +41,7 @@ class Checked:
 
 def load_task(text: str, secrets: Optional[Mapping[str, str]] = None):
     """Parse a task the way ``sky launch`` would; errors become ConfigError with SkyPilot's words."""
-    import sky
+    sky = sky_module()
 
     config = yaml.safe_load(text)
     try:
@@ -67,13 +68,12 @@ def check_task(task) -> Checked:
 
 
 def _placement_problems(task, r, notes: list) -> list[str]:
-    from sky import exceptions
+    sky = sky_module()
+    exceptions, clouds = sky.exceptions, sky.clouds
 
     cloud = _cloud_name(r)
     why = []
     if cloud and cloud not in _DYNAMIC:
-        from sky import clouds
-
         required = set(task.get_required_cloud_features()) | set(r.get_required_cloud_features())
         try:
             r.cloud.check_features_are_supported(r, required)
@@ -99,8 +99,8 @@ def _placement_problems(task, r, notes: list) -> list[str]:
 
 def _catalog_accelerators(cloud: str, name: str, notes: list) -> Optional[list[str]]:
     """Accelerator names the local catalog of `cloud` knows, or None when there is no local catalog."""
-    from sky import catalog
-    from sky.catalog import common
+    catalog = sky_module().catalog
+    common = catalog.common
 
     if not os.path.exists(common.get_catalog_path(f"{cloud}/vms.csv")):
         notes.append(f"accelerator not checked: no local SkyPilot catalog for {cloud}")
@@ -116,8 +116,8 @@ def _catalog_accelerators(cloud: str, name: str, notes: list) -> Optional[list[s
 
 def hourly_usd(task, placement_index: int = 0) -> Optional[float]:
     """Catalog price per hour of one placement for the whole task (all nodes); None if unknown."""
-    from sky import catalog
-    from sky.catalog import common
+    catalog = sky_module().catalog
+    common = catalog.common
 
     resources = list(task.resources)
     if not resources:

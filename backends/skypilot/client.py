@@ -3,8 +3,8 @@
 ``SkyClient`` is what the backend (and, later, the launcher's recovery loop) calls;
 ``SdkClient`` implements it over the real SDK, one SDK call per method, returning
 plain records; ``tests.fixtures.skypilot_fake.FakeSkyClient`` implements it as a stateful fake for unit
-tests. Nothing here interprets states: that is ``states.py``. SkyPilot is imported
-inside the methods, never at module import.
+tests. Nothing here interprets states: that is ``states.py``. SkyPilot comes from
+``sdk.sky_module()`` inside the methods, never at module import.
 
 Contract every implementation keeps:
 - ``launch`` / ``jobs_launch`` return a request id at once; provisioning goes on in
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Optional, Protocol, Sequence, Union
 
 from launcher_backends.skypilot import check
+from launcher_backends.skypilot.sdk import sky_module
 
 
 @dataclass(frozen=True)
@@ -157,9 +158,7 @@ class SdkClient:
     """SkyClient over the real SkyPilot SDK (client/API-server mode of SkyPilot >= 0.10)."""
 
     def _sky(self):
-        import sky  # 1-2 s; only ever here
-
-        return sky
+        return sky_module()
 
     def task(self, task_yaml_text: str, secrets: Mapping[str, str]):
         """The sky.Task for a rendered task; secret values are merged in memory only."""
@@ -227,7 +226,7 @@ class SdkClient:
     # ---- clusters
     def status(self, cluster_names):
         sky = self._sky()
-        from sky.utils import common
+        common = sky.utils.common
 
         if not cluster_names:
             return []
@@ -252,7 +251,7 @@ class SdkClient:
 
     def queue(self, cluster_names):
         sky = self._sky()
-        from sky import exceptions
+        exceptions = sky.exceptions
 
         pending = {}
         out: dict = {}
@@ -274,7 +273,7 @@ class SdkClient:
 
     def down(self, cluster_name):
         sky = self._sky()
-        from sky import exceptions
+        exceptions = sky.exceptions
 
         try:
             sky.get(sky.down(cluster_name))
@@ -286,7 +285,7 @@ class SdkClient:
         downs run side by side on the API server, not one after the other). {name: error} of
         those that failed; a cluster that does not exist is torn down already."""
         sky = self._sky()
-        from sky import exceptions
+        exceptions = sky.exceptions
 
         return _fire_then_wait(sky, cluster_names, lambda n: sky.down(n), (exceptions.ClusterDoesNotExist,))
 
@@ -341,7 +340,7 @@ class SdkClient:
     # ---- facts
     def enabled_clouds(self):
         sky = self._sky()
-        from sky.client import sdk
+        sdk = sky.client.sdk
 
         return [str(c) for c in sky.get(sdk.enabled_clouds())]
 

@@ -402,6 +402,10 @@ class _Recording:
     """The ``sky`` module as SkyClient uses it for teardowns: each call returns a request id
     at once; ``get`` waits for one. Records the order."""
 
+    class exceptions:  # the part of sky.exceptions a teardown names
+        class ClusterDoesNotExist(Exception):
+            pass
+
     def __init__(self, failing=()):
         self.log, self.failing = [], set(failing)
 
