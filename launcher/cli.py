@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 
 import click
 
@@ -35,8 +36,6 @@ class LauncherGroup(click.Group):
         except Exception as e:  # noqa: BLE001 - this is the boundary
             message, code = describe(e)
             if _debug(ctx):
-                import traceback  # only --debug prints one
-
                 traceback.print_exc()
             click.echo(f"error: {message}", err=True)
             ctx.exit(code)

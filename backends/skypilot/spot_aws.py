@@ -1,6 +1,6 @@
 """Live AWS spot prices through boto3's ``describe_spot_price_history``.
 
-boto3 is imported only when this is called (``launcher plan --live-spot-prices``); the
+boto3 is imported only when this is called (``s3_client.aws_sdk``) (``launcher plan --live-spot-prices``); the
 endpoint follows boto3's own settings (``AWS_ENDPOINT_URL_EC2`` / ``AWS_ENDPOINT_URL``)
 unless one is passed. Its timeouts and retries are bounded as for S3
 (``launcher.checkpoint.s3_client``). SkyPilot's AWS catalog names zones by zone ID
@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Iterable, Mapping, Optional
 
-from launcher.checkpoint.s3_client import client_config
+from launcher.checkpoint.s3_client import aws_sdk, client_config
 from launcher.core.errors import LauncherError
 
 
@@ -26,8 +26,8 @@ def fetch_aws_spot_prices(region_types: Mapping[str, Iterable[str]], *, endpoint
                           product: str = "Linux/UNIX", now: Optional[datetime] = None
                           ) -> dict[tuple[str, str, str], float]:
     """``{(region, zone id or zone name, instance type): $/h}``: the latest price per zone."""
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
+    boto3, botocore = aws_sdk()
+    BotoCoreError, ClientError = botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError
 
     now = now or datetime.now(timezone.utc)
     out: dict[tuple[str, str, str], float] = {}

@@ -18,8 +18,8 @@ A silent endpoint therefore fails one request after about
 ``attempts x (read timeout) + backoff`` (about 35 s with the defaults), never more. A value
 that is not a positive number is ignored (the default applies).
 
-Stdlib only at import time (boto3 and botocore are imported when a client is made): this
-package ships inside the job-side zipapp.
+Stdlib only at import time (boto3 and botocore are imported by ``aws_sdk()`` when a client is
+made): this package ships inside the job-side zipapp.
 """
 
 from __future__ import annotations
@@ -54,15 +54,25 @@ def limits() -> tuple[float, float, int]:
             _positive(ATTEMPTS_ENV, MAX_ATTEMPTS, int))
 
 
+def aws_sdk():
+    """(boto3, botocore), with the submodules the launcher uses loaded: ``boto3.s3.transfer``,
+    ``botocore.config``, ``botocore.exceptions``. The one place they are imported, on the first
+    call (they cost a good part of a second, and this package ships inside the job-side zipapp,
+    where no SDK may be installed). Raises ImportError without boto3."""
+    import boto3.s3.transfer
+    import botocore.config
+    import botocore.exceptions
+
+    return boto3, botocore
+
+
 def client_config(**extra):
     """The botocore ``Config`` every client the launcher makes uses (EXTRA: more options).
     ``total_max_attempts`` counts the first attempt (botocore's ``max_attempts`` does not:
     ``max_attempts=4`` made 5)."""
-    # boto3/botocore: heavy SDK, loaded for an s3:// root only
-    from botocore.config import Config
-
+    _, botocore = aws_sdk()
     connect, read, attempts = limits()
-    return Config(connect_timeout=connect, read_timeout=read,
+    return botocore.config.Config(connect_timeout=connect, read_timeout=read,
                   retries={"total_max_attempts": attempts, "mode": "standard"}, **extra)
 
 
@@ -74,9 +84,7 @@ def s3_endpoint() -> Optional[str]:
 def make_s3_client():
     """A boto3 S3 client for checkpoint roots: its usual credentials, ``s3_endpoint()``,
     ``client_config()``. Raises ImportError without boto3."""
-    # boto3/botocore: heavy SDK, loaded for an s3:// root only
-    import boto3
-
+    boto3, _ = aws_sdk()
     return boto3.session.Session().client("s3", endpoint_url=s3_endpoint(),
                                           config=client_config(max_pool_connections=MAX_POOL_CONNECTIONS))
 
@@ -86,12 +94,11 @@ def unanswered(e: Optional[BaseException]) -> Optional[BaseException]:
     that means the endpoint could not be reached or did not answer in time: a connect or read
     timeout, a refused or dropped connection. None if E is something else."""
     try:
-        # boto3/botocore: heavy SDK, loaded for an s3:// root only
-        from botocore.exceptions import (ConnectionClosedError, ConnectTimeoutError, EndpointConnectionError,
-                                         ReadTimeoutError)
+        _, botocore = aws_sdk()
     except ImportError:
         return None
-    kinds = (ConnectTimeoutError, ReadTimeoutError, EndpointConnectionError, ConnectionClosedError)
+    x = botocore.exceptions
+    kinds = (x.ConnectTimeoutError, x.ReadTimeoutError, x.EndpointConnectionError, x.ConnectionClosedError)
     seen = set()
     while e is not None and id(e) not in seen:
         if isinstance(e, kinds):
@@ -104,12 +111,10 @@ def unanswered(e: Optional[BaseException]) -> Optional[BaseException]:
 def unanswered_message(root: str, endpoint: Optional[str], e: BaseException) -> str:
     """One line: which root and endpoint did not answer (E: what ``unanswered`` found),
     within what, and what to do."""
-    # boto3/botocore: heavy SDK, loaded for an s3:// root only
-    from botocore.exceptions import EndpointConnectionError
-
+    _, botocore = aws_sdk()
     connect, read, attempts = limits()
     where = endpoint or "AWS S3"
-    if isinstance(e, EndpointConnectionError):  # refused or unresolvable (a connect timeout is not one)
+    if isinstance(e, botocore.exceptions.EndpointConnectionError):  # refused or unresolvable (a connect timeout is not one)
         what = "cannot connect to the S3 endpoint %s (%d attempts)" % (where, attempts)
     else:
         what = "the S3 endpoint %s did not answer within %gs to connect, %gs to read (%d attempts)" % (

@@ -1,5 +1,5 @@
 """A checkpoint ROOT on S3 (``s3://bucket/prefix``): the same operations as ``LocalStore``
-with conditional PUTs. boto3 is imported lazily, on first use."""
+with conditional PUTs. boto3 is imported lazily, on first use (``s3_client.aws_sdk``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import threading
 from launcher.checkpoint.contract import MAX_MANIFEST_BYTES
 from launcher.checkpoint.errors import CheckpointError, Conflict, RootUnavailable, UnsafePath
 from launcher.checkpoint.posix_io import _CHUNK, local_files, safe_join
-from launcher.checkpoint.s3_client import make_s3_client, s3_endpoint, unanswered, unanswered_message
+from launcher.checkpoint.s3_client import aws_sdk, make_s3_client, s3_endpoint, unanswered, unanswered_message
 
 
 class S3Store:
@@ -38,11 +38,21 @@ class S3Store:
         """botocore's exceptions module; without boto3 (a node with no SDK) the one-line
         RootUnavailable of ``s3``, never a raw ModuleNotFoundError."""
         try:
-            # botocore: comes with boto3, loaded for an s3:// root only
-            import botocore.exceptions
+            _, botocore = aws_sdk()
         except ImportError:
             raise self._no_boto3() from None
         return botocore.exceptions
+
+    def _transfer_config(self):
+        """boto3's TransferConfig for uploads: multipart above $LAUNCHER_S3_MULTIPART_THRESHOLD, in
+        parts of $LAUNCHER_S3_MULTIPART_CHUNKSIZE (64 MiB each by default). RootUnavailable without boto3."""
+        try:
+            boto3, _ = aws_sdk()
+        except ImportError:
+            raise self._no_boto3() from None
+        return boto3.s3.transfer.TransferConfig(
+            multipart_threshold=int(os.environ.get("LAUNCHER_S3_MULTIPART_THRESHOLD", 64 << 20)),
+            multipart_chunksize=int(os.environ.get("LAUNCHER_S3_MULTIPART_CHUNKSIZE", 64 << 20)))
 
     @property
     def s3(self):
@@ -246,12 +256,7 @@ class S3Store:
     def upload_tree(self, local_dir: str, rel: str) -> dict:
         """Upload every file under LOCAL_DIR to ROOT/rel/ (multipart above 64 MiB).
         Returns {relative path: size}."""
-        from boto3.s3.transfer import TransferConfig  # boto3: heavy, loaded for an s3:// root only
-
-        cfg = TransferConfig(multipart_threshold=int(os.environ.get("LAUNCHER_S3_MULTIPART_THRESHOLD",
-                                                                    64 << 20)),
-                             multipart_chunksize=int(os.environ.get("LAUNCHER_S3_MULTIPART_CHUNKSIZE",
-                                                                    64 << 20)))
+        cfg = self._transfer_config()
         out = {}
         for relp, p in local_files(local_dir):
             key = self._key(rel.rstrip("/") + "/" + relp)
@@ -268,11 +273,7 @@ class S3Store:
     def upload_file(self, local_path: str, key: str) -> int:
         """Upload one local file to KEY (multipart above the threshold: invisible until
         complete). Returns its size."""
-        # boto3: heavy SDK, loaded for an s3:// root only
-        from boto3.s3.transfer import TransferConfig
-
-        cfg = TransferConfig(multipart_threshold=int(os.environ.get("LAUNCHER_S3_MULTIPART_THRESHOLD", 64 << 20)),
-                             multipart_chunksize=int(os.environ.get("LAUNCHER_S3_MULTIPART_CHUNKSIZE", 64 << 20)))
+        cfg = self._transfer_config()
         try:
             try:
                 self.s3.upload_file(local_path, self.bucket, self._key(key), Config=cfg)
