@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "launcher"
+BACKENDS = PKG.parent / "backends"
 OWN = ("launcher", "launcher_backends", "launcher_templates")
 
 # launcher/commands: each verb function imports its own implementation when it runs, so that
@@ -67,6 +68,12 @@ def _own_function_imports():
             if _is_own(node)]
 
 
+# every function-level import under launcher/ and backends/ (the project's own and the heavy SDKs'):
+# issue 34 asked for fewer than 40; each SDK has one import point in the adapter that wraps it
+# (transport/sdk.py, skypilot/sdk.py, checkpoint/s3_client.aws_sdk). Lower it when you move one.
+ALL_CEILING = 30
+
+
 def test_the_counter_sees_a_function_level_import_and_not_a_top_one():
     tree = ast.parse("import os\nfrom launcher.core import errors\n\ndef f():\n    from launcher.core.args import x\n"
                      "    import json\n\n    def g():\n        from . import y\n")
@@ -100,3 +107,10 @@ def test_no_function_imports_what_its_module_already_imports_at_the_top():
                      else {(a.name, None) for a in node.names})
             repeats |= {(rel, *p) for p in pairs & top}
     assert repeats == set()
+
+
+def test_function_level_imports_of_anything_stay_under_the_ceiling():
+    found = [(path.relative_to(PKG.parent).as_posix(), fn, node.lineno)
+             for root in (PKG, BACKENDS) for path in sorted(root.rglob("*.py"))
+             for fn, node in _function_level_imports(ast.parse(path.read_text()))]
+    assert len(found) <= ALL_CEILING, "\n".join(f"{f}:{line} ({fn})" for f, fn, line in found)
