@@ -450,7 +450,8 @@ def measure_slope(jobs: int, targets: int, url: str, latency_ms: float, passes: 
 def watcher(conf: dict) -> None:
     """P passes of the real watch pass (``Launcher.watch()``, `launcher watch --once`), S seconds
     apart, from the common start; prints {"passes": [[wall, cpu], ...], "claims": n}. With
-    "until" (seconds since the epoch), no pass starts after it; with "log" (a file), each pass
+    "until" (seconds since the epoch), no pass starts after it ("until_file": a file the driver
+    writes that time into later, read before each pass); with "log" (a file), each pass
     appends {"pid", "end", "wall", "cpu", "claims"} to it as it ends, so a watcher killed with -9
     (bench/fleet_slurm.py) leaves its passes behind."""
     from launcher.api import Launcher
@@ -475,8 +476,8 @@ def watcher(conf: dict) -> None:
         late = time.time() - conf["start"]  # > 0: this watcher was not ready at the common start
         time.sleep(max(0.0, -late))
         passes = []
-        until = conf.get("until")
         for k in range(conf["passes"]):
+            until = _until(conf)
             if until is not None and time.time() >= until:
                 break
             w, c = time.perf_counter(), time.process_time()
@@ -492,6 +493,18 @@ def watcher(conf: dict) -> None:
     print(json.dumps({"passes": passes, "claims": claims[0], "claims_refused": claims[1], "late_s": max(0.0, late),
                       "last_claim": taken[-1] if taken else None,
                       "pid": os.getpid()}))
+
+
+def _until(conf: dict):
+    """When no pass may start any more: the time in conf's "until_file" once it exists (the
+    driver sets the end when it knows it), else conf's "until" (None: run every pass)."""
+    path = conf.get("until_file")
+    if path and os.path.exists(path):
+        try:
+            return float(Path(path).read_text())
+        except ValueError:  # half written: the fixed end for now
+            pass
+    return conf.get("until")
 
 
 def _ints(text: str) -> list:

@@ -19,8 +19,9 @@ the cluster. Then:
    it ran, which watcher ran it, and every job (by its dedupe token) and state it answered.
 3. **Churn**: every S seconds the bench releases (``scontrol release``) a fraction F of the held
    jobs: half of those complete, half fail and are resubmitted by a watcher.
-4. **Faults**: at 3 S, the watcher that made the last status poll (the target's poller) is
-   killed with -9. At lease + S later, the watcher that polls now (its successor) is frozen with
+4. **Faults**: once every watcher has made two passes (warm: a watcher's first pass over jobs no
+   watcher has marked decides every one of them; ``warm``, ``warm_at_s``; at least 3 S, at most
+   600 s), the watcher that made the last status poll (the target's poller) is killed with -9. At lease + S later, the watcher that polls now (its successor) is frozen with
    SIGSTOP for lease + 2 S (past its lease), then continued. The lease is 3 S
    (``launcher.launching.polling.Poller``). The watchers stop passing 4 S after that.
 5. **Settling**: once no released job is still running (``busy_left``: how many still ran when
@@ -56,6 +57,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Optional
 
@@ -69,6 +71,7 @@ from fleet import (_pg_admin, double_submits, gave_up_jobs, lost_jobs, max_gaps,
                    with_database)
 
 TARGET = "testcl"
+WARM_PASSES = 2  # passes every watcher makes before the kill (the first ones decide every job)
 LEASE_INTERVALS = 3  # launcher.launching.polling.Poller.lease_s: three intervals (1 s at least)
 SPEC = """name: {name}
 run: {run}
@@ -239,15 +242,39 @@ class Fleet:
         return ids, time.monotonic() - t0
 
     def watchers(self, n: int, interval: float, start: float, until: float) -> list:
+        """N watcher processes from START; none passes after UNTIL, or after the time ``set_until``
+        writes later."""
         procs = []
         for k in range(n):
             conf = {"passes": 10**6, "interval": interval, "start": start, "elect": True, "until": until,
-                    "log": str(self.dir / "passes.jsonl")}
+                    "until_file": str(self.dir / "until"), "log": str(self.dir / "passes.jsonl")}
             err = open(self.dir / f"watcher-{k}.log", "ab")
             procs.append(subprocess.Popen([sys.executable, str(BENCH / "fleet.py"), "--_watcher", json.dumps(conf)],
                                           env=self.env(polls_logged=True), stdout=subprocess.DEVNULL, stderr=err))
             err.close()
         return procs
+
+    def set_until(self, until: float) -> None:
+        tmp = self.dir / "until.tmp"
+        tmp.write_text(repr(until))
+        os.replace(tmp, self.dir / "until")
+
+    def passes_by_pid(self) -> Counter:
+        log = self.dir / "passes.jsonl"
+        if not log.exists():
+            return Counter()
+        return Counter(json.loads(ln)["pid"] for ln in log.read_text().splitlines() if ln.strip())
+
+    def wait_warm(self, pids: set, passes: int, limit_s: float) -> bool:
+        """Until every watcher in PIDS made PASSES passes (a watcher's first pass over jobs no
+        watcher has marked decides every one of them: the faults come after); False at LIMIT_S."""
+        deadline = time.time() + limit_s
+        while time.time() < deadline:
+            done = self.passes_by_pid()
+            if all(done[pid] >= passes for pid in pids):
+                return True
+            time.sleep(0.5)
+        return False
 
     def read_calls(self) -> list:
         out = []
@@ -349,7 +376,8 @@ class Fleet:
 
 
 def run_fleet(cluster, url: str, jobs: int, watchers: int = 3, interval: float = 5.0, churn: float = 0.01,
-              work: Optional[Path] = None, keep: bool = False, echo=None, start_in: float = 8.0) -> dict:
+              work: Optional[Path] = None, keep: bool = False, echo=None, start_in: float = 8.0,
+              warm_limit_s: float = 600.0) -> dict:
     """One run (see the module's docstring) on CLUSTER with its store on the PostgreSQL server URL;
     its JSON line. ECHO gets a line at each step."""
     if watchers < 3:
@@ -364,17 +392,15 @@ def run_fleet(cluster, url: str, jobs: int, watchers: int = 3, interval: float =
         say(f"launched {len(ids)} held jobs in {launch_s:.1f}s")
         lease = max(LEASE_INTERVALS * interval, 1.0)
         start = time.time() + start_in
-        t_kill = start + 3 * interval
-        t_freeze = t_kill + lease + interval
-        t_thaw = t_freeze + lease + 2 * interval
-        until = t_thaw + 4 * interval
-        procs = fleet.watchers(watchers, interval, start, until)
+        # a fixed end far off until the watchers are warm; then the faults and the real end
+        procs = fleet.watchers(watchers, interval, start, start + warm_limit_s + 60 * interval)
         pids = {p.pid for p in procs}
         released: set = set()
+        end_at = [float("inf")]
 
         def churner() -> None:  # every INTERVAL, F of the held jobs are released
             t = start
-            while not stop.wait(max(0.0, t + interval - time.time())) and time.time() < until:
+            while not stop.wait(max(0.0, t + interval - time.time())) and time.time() < end_at[0]:
                 t += interval
                 held = fleet.held(released)
                 pick = held[:max(1, round(churn * jobs))] if churn > 0 else []
@@ -384,7 +410,15 @@ def run_fleet(cluster, url: str, jobs: int, watchers: int = 3, interval: float =
 
         th = threading.Thread(target=churner, daemon=True)
         th.start()
-        time.sleep(max(0.0, t_kill - time.time()))
+        time.sleep(max(0.0, start + 3 * interval - time.time()))
+        warm = fleet.wait_warm(pids, WARM_PASSES, max(0.0, start + warm_limit_s - time.time()))
+        say(f"watchers {'warm' if warm else 'NOT warm'} at {time.time() - start:.1f}s: passes "
+            f"{dict(fleet.passes_by_pid())}")
+        t_kill = time.time()
+        t_freeze = t_kill + lease + interval
+        t_thaw = t_freeze + lease + 2 * interval
+        until = end_at[0] = t_thaw + 4 * interval
+        fleet.set_until(until)
         calls = fleet.read_calls()
         killed = poller_at(calls, time.time(), pids) or procs[0].pid
         os.kill(killed, signal.SIGKILL)
@@ -416,6 +450,7 @@ def run_fleet(cluster, url: str, jobs: int, watchers: int = 3, interval: float =
                                                                    "for_s": t_thaw - t_freeze}, pids)
         line.update(fleet.verdict())
         line.update(settled)
+        line.update({"warm": warm, "warm_at_s": round(t_kill - start, 1)})
         line.update({"launch_s": round(launch_s, 1), "released": len(released), "churn": churn,
                      "interval_s": interval, "store": "postgresql", "run_s": round(end - start, 1)})
         return line
