@@ -28,7 +28,7 @@ from launcher.backend.support import Unsupported, secret_values
 from launcher.checkpoint.posix_io import write_atomic
 from launcher.core.errors import CommandError, LauncherError, SubmitError, TransientError
 from launcher.core.status import Status
-from launcher.jobside.startclaim import claim_path
+from launcher.jobside.startclaim import ELEMENT_START_FOLDER, claim_path
 from launcher.spec.model import JobSpec
 from launcher.transport import runner_for_target
 from launcher.transport.runner import LocalRunner
@@ -459,9 +459,22 @@ class SlurmBackend(PricedByModules):
                 for t, jid in found.items()}
 
     def _start_holder(self, job: JobRef) -> Optional[str]:
-        """The Slurm job id that claimed JOB's attempt's start in its job folder (read where the
-        folder is: here, or on the login node), or None (not started, or not readable)."""
-        r = self._run(["cat", claim_path(self.job_dir_for(job), job.attempt)], check=False)
+        """The Slurm job id that claimed JOB's attempt's start (read where its folder is: here,
+        or on the login node), or None (not started, not readable, or a whole sweep's array,
+        whose elements claim their starts each). An element submitted alone claims it in its
+        element folder (``launcher.launching.submit.start_folders``)."""
+        if job.elements is None:
+            return self._holder_in(self.job_dir_for(job), job.attempt)
+        if len(job.elements) == 1 and job.sweep_id is not None:
+            element = ELEMENT_START_FOLDER.format(index=int(job.elements[0]))
+            return self._holder_in(f"{self.job_dir_for(job)}/{element}", job.attempt)
+        return None
+
+    def _holder_in(self, start_dir: str, attempt: int) -> Optional[str]:
+        """The id holding ATTEMPT's start claim in START_DIR (read where it is), or None."""
+        if not start_dir:
+            return None
+        r = self._run(["cat", claim_path(start_dir, attempt)], check=False)
         return (r.stdout.strip() or None) if r.returncode == 0 else None
 
     # ---- an attempt's start claim where the job folders are (``RemoteStarts``)
@@ -469,20 +482,35 @@ class SlurmBackend(PricedByModules):
         """Whether this target's job folders are not this machine's (SSH, or a remote_dir)."""
         return bool(self.opts.ssh_host or self.opts.remote_dir)
 
-    def start_holder(self, job_id: str, attempt: int) -> Optional[str]:
-        return self._start_holder(JobRef(job_id, attempt))
+    def _start_folder(self, folder: str) -> tuple:
+        """(the job folder, the start folder) of FOLDER (``<job folder>[/<element folder>]``)
+        where this target keeps its job folders; ("", "") where that is not known (no store)."""
+        job_folder, _, rest = folder.partition("/")
+        home = self._home()
+        job_dir = self.job_dir_for(JobRef(job_folder, job_dir=str(home / "jobs" / job_folder) if home else ""))
+        if not job_dir:
+            return "", ""
+        return job_dir, f"{job_dir}/{rest}" if rest else job_dir
 
-    def claim_start(self, job_id: str, attempt: int, native_id: str) -> Optional[str]:
-        """Claim ATTEMPT's start of JOB_ID for NATIVE_ID in its folder where it is, create-only
-        as the job side does (the shell's noclobber is O_EXCL), then read who holds it."""
-        path = claim_path(self.job_dir_for(JobRef(job_id, attempt)), attempt)
-        r = self._run(["sh", "-c", CLAIM_START_SH, path, native_id], check=False)
+    def start_holder(self, folder: str, attempt: int) -> Optional[str]:
+        return self._holder_in(self._start_folder(folder)[1], attempt)
+
+    def claim_start(self, folder: str, attempt: int, native_id: str) -> Optional[str]:
+        """Claim ATTEMPT's start in FOLDER for NATIVE_ID where it is, create-only as the job
+        side does (the shell's noclobber is O_EXCL), then read who holds it. Only in an existing
+        job folder (an element folder is made in it)."""
+        job_dir, start_dir = self._start_folder(folder)
+        if not job_dir:
+            return None
+        r = self._run(["sh", "-c", CLAIM_START_SH, claim_path(start_dir, attempt), native_id, job_dir], check=False)
         return (r.stdout.strip() or None) if r.returncode == 0 else None
 
 
-# $0 the claim's path, $1 the id: in an existing job folder only; the holder is printed once it
-# has written its id (a job side between its create and its write: read again, up to 5 s)
-CLAIM_START_SH = ('[ -d "$(dirname "$0")" ] || exit 3; set -C; { printf "%s\\n" "$1" > "$0"; } 2>/dev/null; '
+# $0 the claim's path, $1 the id, $2 its job folder: only in an existing job folder (the claim's
+# own folder, an element folder in it, is made); the holder is printed once it has written its
+# id (a job side between its create and its write: read again, up to 5 s)
+CLAIM_START_SH = ('[ -d "$2" ] || exit 3; mkdir -p "$(dirname "$0")" || exit 3; set -C; '
+                  '{ printf "%s\\n" "$1" > "$0"; } 2>/dev/null; '
                   'i=0; while [ "$i" -lt 50 ]; do h=$(cat "$0" 2>/dev/null); '
                   'if [ -n "$h" ]; then printf "%s" "$h"; exit 0; fi; i=$((i+1)); sleep 0.1; done; exit 4')
 

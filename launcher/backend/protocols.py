@@ -406,14 +406,17 @@ class RemoteStarts(Protocol):
     job's folder, create-only, holding the id that may run user code) read and claimed where
     the job folders are, for a target whose folders are not on this machine (a login node over
     SSH, a ``remote_dir``). ``starts_elsewhere()`` says whether this target's are; the other two
-    give the id holding ATTEMPT's start of JOB_ID afterwards, or None (not started, or no such
-    folder there); ``claim_start`` first claims it for NATIVE_ID where it is free."""
+    give the id holding ATTEMPT's start in FOLDER afterwards, or None (not started, or no such
+    folder there); ``claim_start`` first claims it for NATIVE_ID where it is free, in an
+    existing job folder only (an element folder in it is made). FOLDER is named under the
+    target's jobs folder: a job id, or ``<job id>/element-<i>`` for an element of a sweep run as
+    an array (``launcher.launching.submit.start_folders``)."""
 
     def starts_elsewhere(self) -> bool: ...
 
-    def start_holder(self, job_id: str, attempt: int) -> Optional[str]: ...
+    def start_holder(self, folder: str, attempt: int) -> Optional[str]: ...
 
-    def claim_start(self, job_id: str, attempt: int, native_id: str) -> Optional[str]: ...
+    def claim_start(self, folder: str, attempt: int, native_id: str) -> Optional[str]: ...
 
 
 def can(backend: Any, capability: type) -> bool:

@@ -20,6 +20,9 @@ import errno
 import os
 
 EXIT_DUPLICATE = 3  # the same code as a superseded attempt: this start is not the job's
+# an element of a sweep run as an array claims its start in this folder of the array's job
+# folder (templates/sbatch.sh.j2: element-$SLURM_ARRAY_TASK_ID)
+ELEMENT_START_FOLDER = "element-{index}"
 
 
 def claim_path(job_dir: str, attempt: int) -> str:

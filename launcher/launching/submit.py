@@ -31,7 +31,7 @@ The fault points of ``launcher.core.faults`` mark the steps, for the fault-injec
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 import os
 import socket
 import time
@@ -41,7 +41,7 @@ from launcher.backend.context import AppContext
 from launcher.backend.protocols import Handle, RemoteStarts, Request, StartsSubmit, can
 from launcher.core import faults
 from launcher.core.errors import LauncherError, StateStoreError, SubmitOutcomeUnknown, TransientError
-from launcher.jobside.startclaim import claim_start, holder
+from launcher.jobside.startclaim import ELEMENT_START_FOLDER, claim_start, holder
 from launcher.state.claims import claim_ttl, claimed
 from launcher.state.store import AttemptTaken, ClaimLost, is_open
 from launcher.transport.errors import may_have_run
@@ -246,14 +246,16 @@ def settle_unrecorded(store, backend, job_id: str, attempt: int, handle: Handle,
                     return "recorded"
                 latest = c.attempts[-1].attempt if c.attempts else None
                 if recorded is not None and latest == attempt and is_open(c.job) and \
-                        claim_start_for(store, c.job, attempt, recorded.native_id, backend) == handle.native_id:
+                        claim_start_for(store, c.job, attempt, recorded.native_id, backend, handle) == \
+                        handle.native_id:
                     return _take_over(store, backend, c, recorded, handle)
                 return _cancel_copy(store, backend, job_id, attempt, handle)
         if time.monotonic() >= deadline:
             recorded = {a.attempt: a for a in store.attempts(job_id)}.get(attempt)
             if recorded is not None and recorded.native_id == handle.native_id:
                 return "adopted"
-            held = claimed_start(store, store.get_job(job_id), attempt, backend) if recorded is not None else None
+            held = claimed_start(store, store.get_job(job_id), attempt, backend, handle) if recorded is not None \
+                else None
             if held is not None and held == handle.native_id:
                 # it started first: the recorded copy stands down when it starts, and the watcher
                 # deciding on its end adopts this one (``launcher.recovery.watch.started_first``)
@@ -308,34 +310,46 @@ def _cancel_copy(store, backend, job_id: str, attempt: int, handle: Handle) -> s
 
 
 # ---- the launcher's own traces of a start (the scheduler may have forgotten a finished job)
-def start_dirs(store, job_row) -> list:
-    """The job folders where JOB_ROW's starts claim themselves (``launcher.jobside.startclaim``):
-    its own, and for an element of a sweep launched as one array, the array's element folder."""
-
-    dirs = [Path(store.home) / "jobs" / job_row.job_id]
+def start_folders(job_row, handle: Optional[Handle] = None) -> list:
+    """The folders, named under the target's jobs folder (the first part of each is a job
+    folder), where JOB_ROW's starts claim themselves (``launcher.jobside.startclaim``). With
+    HANDLE, a submission of the attempt: the one folder it claims its start in. That is its job
+    folder, or, for an element of a sweep submitted as an array task (``sweep_array``), its
+    element folder in the folder of that submission (the sweep's array: ``<sweep
+    id>/element-<i>``; the element submitted again alone, as an array of one: ``<job
+    id>/element-<i>``). Without HANDLE: every folder a submission of it may use, the most
+    specific first."""
     sweep = job_row.meta.get("sweep") or {}
-    if sweep.get("id") is not None and sweep.get("index") is not None:
-        dirs.append(Path(store.home) / "jobs" / str(sweep["id"]) / f"element-{int(sweep['index'])}")
-    return dirs
+    if sweep.get("index") is None:
+        return [job_row.job_id]
+    element = ELEMENT_START_FOLDER.format(index=int(sweep["index"]))
+    if handle is not None:
+        if handle.extra.get("sweep_array") is None:
+            return [job_row.job_id]
+        if handle.extra.get("job_dir"):
+            return [f"{PurePosixPath(str(handle.extra['job_dir'])).name}/{element}"]
+    mine = [f"{job_row.job_id}/{element}", job_row.job_id]
+    return [mine[0], f"{sweep['id']}/{element}", mine[1]] if sweep.get("id") is not None else mine
 
 
-def claim_start_for(store, job_row, attempt: int, native_id: str, backend=None) -> Optional[str]:
+def claim_start_for(store, job_row, attempt: int, native_id: str, backend=None,
+                    handle: Optional[Handle] = None) -> Optional[str]:
     """Claim ATTEMPT's start of JOB_ROW for the submission NATIVE_ID, create-only as the job
-    side does (``launcher.jobside.startclaim``), in each of its start folders: on this machine,
-    or through BACKEND where its target keeps them elsewhere (``RemoteStarts``). The id holding
-    that start afterwards (NATIVE_ID when the claim was free or already its, another
-    submission's id when that one started first), or None (no start folder reached).
-    Before a second copy of an attempt is cancelled, the start is claimed for the recorded
-    copy, so the one cancelled can no longer start user code between the look and the cancel."""
-    if remote_starts(backend):
-        return _remote(lambda: backend.claim_start(job_row.job_id, attempt, native_id))
+    side does (``launcher.jobside.startclaim``), in the start folder of HANDLE (a submission of
+    that attempt: ``start_folders``) when its job folder exists (an element folder is made in
+    it: the job side claims there when it starts): on this machine, or through BACKEND where
+    its target keeps them elsewhere (``RemoteStarts``). The id holding that start afterwards
+    (NATIVE_ID when the claim was free or already its, another submission's id when that one
+    started first), or None (no start folder reached). Before a second copy of an attempt is
+    cancelled, the start is claimed for the recorded copy, so the one cancelled can no longer
+    start user code between the look and the cancel."""
     held = None
-    for d in start_dirs(store, job_row):
-        if not d.is_dir():
-            continue
-        try:
-            _, who = claim_start(str(d), attempt, native_id)
-        except OSError:
+    for folder in start_folders(job_row, handle):
+        if remote_starts(backend):
+            who = _remote(lambda: backend.claim_start(folder, attempt, native_id))
+        else:
+            who = _claim_here(store, folder, attempt, native_id)
+        if who is None:
             continue
         if who != native_id:
             return who
@@ -343,20 +357,43 @@ def claim_start_for(store, job_row, attempt: int, native_id: str, backend=None) 
     return held
 
 
-def claimed_start(store, job_row, attempt: int, backend=None) -> Optional[str]:
-    """The native id that claimed ATTEMPT's start of JOB_ROW in its job folder, or None (no
-    trace there: not started, or the folder could not be read). The folder is read on this
-    machine, or through BACKEND where its target keeps it elsewhere (``RemoteStarts``)."""
-    if remote_starts(backend):
-        return _remote(lambda: backend.start_holder(job_row.job_id, attempt))
-    for d in start_dirs(store, job_row):
-        try:
-            held = holder(str(d), attempt)
-        except OSError:
-            continue
+def _claim_here(store, folder: str, attempt: int, native_id: str) -> Optional[str]:
+    """``claim_start`` in FOLDER under this machine's jobs folder when its job folder exists."""
+    jobs = Path(store.home) / "jobs"
+    if not (jobs / folder.split("/", 1)[0]).is_dir():
+        return None
+    try:
+        return claim_start(str(jobs / folder), attempt, native_id)[1]
+    except OSError:
+        return None
+
+
+def claimed_start(store, job_row, attempt: int, backend=None, handle: Optional[Handle] = None) -> Optional[str]:
+    """The native id that claimed ATTEMPT's start of JOB_ROW in its start folder (HANDLE's, a
+    submission of the attempt; without one, the first of ``start_folders`` holding a claim),
+    or None (no trace there: not started, or the folder could not be read). The folders are
+    read on this machine, or through BACKEND where its target keeps them elsewhere
+    (``RemoteStarts``)."""
+    remote = remote_starts(backend)
+    for folder in start_folders(job_row, handle):
+        if remote:
+            held = _remote(lambda: backend.start_holder(folder, attempt))
+        else:
+            try:
+                held = holder(str(Path(store.home) / "jobs" / folder), attempt)
+            except OSError:
+                continue
         if held:
             return held
     return None
+
+
+def attempt_handle(attempt_row) -> Optional[Handle]:
+    """The Handle an attempt's row records, or None (none recorded, or not readable)."""
+    try:
+        return Handle.from_json(attempt_row.handle) if attempt_row.handle else None
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 def remote_starts(backend) -> bool:

@@ -24,7 +24,7 @@ from launcher.core.errors import LauncherError, StateStoreError, SubmissionUnset
 from launcher.launching.launch import resubmit
 from launcher.backend.protocols import Handle
 from launcher.launching.submission import SpecMemo, find_submission, job_ref, job_spec, note_unanswered, quiet_since
-from launcher.launching.submit import claimed_start, launch_alive, record_in_place, starts_backend
+from launcher.launching.submit import attempt_handle, claimed_start, launch_alive, record_in_place, starts_backend
 from launcher.plan.observed import observe_job
 from launcher.state.store import ClaimLost, is_open
 from launcher.core.status import JobState, Status, closes_job
@@ -324,10 +324,10 @@ def started_first(app: AppContext, c, st: Status) -> Optional[Note]:
     last = c.attempts[-1]
     if st.state is JobState.COMPLETED:
         return None
-    held = claimed_start(app.store, c.job, last.attempt, starts_backend(app, last.target))
+    held = claimed_start(app.store, c.job, last.attempt, starts_backend(app, last.target), attempt_handle(last))
     if not held or held == last.native_id:
         return None
-    found, _, _ = look_up(app, app.backend(last.target), c.job, last.attempt)
+    found = find_attempt(app, c.job, last.target, last.attempt)
     if found is None or found.native_id != held:
         return None  # not at the scheduler any more: the attempt's end is decided on as it is
     reason = (f"attempt {last.attempt} started as {last.target} id {held}, a second submission of it whose "
@@ -335,6 +335,20 @@ def started_first(app: AppContext, c, st: Status) -> Optional[Note]:
               f"down ({st.reason or st.state.value})")
     record_in_place(app.store, c, last, found, reason)
     return Note("adopted", f"{last.target} id {held}: {reason}")
+
+
+def find_attempt(app: AppContext, job, target: str, attempt: int) -> Optional[Handle]:
+    """The scheduler's job carrying ATTEMPT of JOB's dedupe token on TARGET, or None (not
+    there, or the lookup not answered). An element of a sweep is looked up as the sweep layer
+    submits it again (``WatchHooks.resubmit_element``: its index of the array alone, named as
+    the element, or its own job)."""
+    if not job.meta.get("sweep"):
+        return look_up(app, app.backend(target), job, attempt)[0]
+    try:
+        lookup, _ = hooks_of(app).resubmit_element(app, job, target, attempt)
+        return lookup()
+    except LauncherError:
+        return None
 
 
 def settle_overtaken(app: AppContext, job_id: str, clock: Callable[[], float] = time.time) -> Optional[Outcome]:

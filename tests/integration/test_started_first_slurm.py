@@ -106,6 +106,80 @@ def test_over_ssh_the_start_claim_is_read_and_claimed_on_the_login_node(cli, cle
         assert backend.claim_start(job, 9, "4242") == "4242" and backend.start_holder(job, 9) == "4242"
         assert backend.claim_start(job, 9, "4343") == "4242"
         assert backend.claim_start("no-such-job", 1, "4242") is None  # no folder there: nothing claimed
+        # an element's folder in an existing job folder is made (an element submitted alone as
+        # an array of one claims there); in a job folder that does not exist, nothing is
+        assert backend.claim_start(f"{job}/element-0", 9, "4242") == "4242"
+        assert backend.start_holder(f"{job}/element-0", 9) == "4242"
+        assert backend.claim_start(f"{job}/element-0", 9, "4343") == "4242"
+        assert backend.claim_start("no-such-job/element-0", 1, "4242") is None
+        assert backend.start_holder("no-such-job/element-0", 1) is None
     finally:
         app.close()
     _adopted_and_run_once(cli, clean_queue, job, real, dup, go, ran)
+
+
+def test_an_element_submitted_again_alone_adopts_the_copy_that_holds_its_start(cli, clean_queue, monkeypatch):
+    """The same race on attempt 2 of a sweep's element, submitted alone as an array of one: its
+    start is claimed in ``<element job folder>/element-<i>`` (not its job folder, nor the
+    sweep's), where `watch` must read it."""
+    from launcher.api.context import App
+    from launcher.sweep.arrays import resubmit_element
+
+    cluster, tag = clean_queue, f"{os.getpid()}-{id(cli)}"
+    shared = cluster.shared_dir
+    failed, ran, go = shared / f"sfe-failed-{tag}", shared / f"sfe-ran-{tag}", shared / f"sfe-go-{tag}"
+    spec = cli.spec("raced-el", {
+        "run": f"if [ ! -e {failed} ]; then touch {failed}; exit 1; fi; echo $LAUNCHER_SELF_ID >> {ran}; "
+               f"while [ ! -e {go} ]; do sleep 0.2; done",
+        "recovery": {"app_error": 2}, "resources": {"time_limit": "5m"}, "sweep": {"grid": {"x": [0]}}})
+    sweep_id = cli.run("launch", spec, "--target", "testcl").stdout.split(":")[0].strip()
+    job = f"{sweep_id}-e0"
+    folder = cli.home / "jobs" / job / "element-0"
+
+    def resubmitted():
+        cli.run("watch", "--once")
+        return len(cli.status(job)["attempts"]) == 2
+
+    poll("element 0 to fail once and be submitted again alone", resubmitted, timeout=180, interval=1,
+         detail=lambda: cli.run("status", job).stdout)
+    for name in ("LAUNCHER_HOME", "LAUNCHER_CONFIG", "HOME", "SLURM_CONF"):
+        if name in cli.env:
+            monkeypatch.setenv(name, cli.env[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
+    app = App()
+    try:
+        row = app.store.get_job(job)
+        real = Handle.from_json(row.handle)
+        assert real.attempt == 2 and real.extra.get("sweep_array"), real
+        poll("attempt 2 to claim its start in its element folder", lambda: holder(str(folder), 2) == real.native_id,
+             timeout=120, interval=0.3)
+        _, submit = resubmit_element(app, row, row.target, 2)  # the frozen watcher's copy
+        dup = submit()
+        assert dup.native_id != real.native_id
+        backend = app.backend(row.target)
+        poll("the second submission to stand down",
+             lambda: backend.status([dup])[0].state.value in FINAL_STATES, timeout=120, interval=0.5)
+        app.store.update_attempt(job, 2, native_id=dup.native_id, handle=dup.to_json())
+        app.store.update_job(job, handle=dup.to_json())
+    finally:
+        app.close()
+    try:
+        cli.run("watch", "--once")
+        st = cli.status(job)
+        assert [(a["attempt"], a["native_id"]) for a in st["attempts"]][1:] == [(2, real.native_id)], st["attempts"]
+        adopted = [e for e in st["events"] if e["kind"] == "adopted"]
+        assert adopted and adopted[-1]["native_id"] == real.native_id and adopted[-1]["replaces"] == dup.native_id
+    finally:
+        go.touch()
+
+    def closed():
+        cli.run("watch", "--once")
+        return cli.status(job)["state"] in FINAL_STATES
+
+    poll("the adopted attempt to finish", closed, timeout=180, interval=1)
+    st = cli.status(job)
+    assert st["state"] == "COMPLETED" and len(st["attempts"]) == 2, st
+    comments = cluster.run("squeue", "-h", "-t", "all", "-o", "%k").stdout.split()
+    assert comments.count(f"launcher:{job}:3") == 0, comments  # no third attempt beside the running one
+    assert ran.read_text().split() == [real.native_id]  # user code ran once after the failure, as the adopted id

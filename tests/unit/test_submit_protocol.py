@@ -237,6 +237,71 @@ def test_the_launcher_reads_a_start_claim_from_the_job_folder_and_the_sweeps_ele
     assert claimed_start(store, plain, 2) == "4321" and claimed_start(store, plain, 1) is None
 
 
+def _element(store, job_id="sw-1-e3", sweep_id="sw-1", index=3):
+    store.begin_job(job_id, "sw", "t", "slurm", None, "name: sw\n",
+                    meta={"sweep": {"id": sweep_id, "index": index, "size": 4}})
+    return job_id
+
+
+def _array_task(native, attempt, job_dir, job_id="sw-1-e3"):
+    """A Slurm-like handle of an element submitted as an array task (``sweep_array``), from the
+    submission whose job folder is JOB_DIR."""
+    return Handle("fake", "t", job_id, native, attempt, extra={"job_dir": str(job_dir), "sweep_array": native.split("_")[0]})
+
+
+def test_an_element_submitted_again_alone_claims_its_start_in_its_own_element_folder(store):
+    # attempt 2 of an element is submitted alone as an array of one: its job side claims in
+    # <element job folder>/element-<i> (templates/sbatch.sh.j2), which the launcher must read
+    job_id = _element(store)
+    row = store.get_job(job_id)
+    own = store.home / "jobs" / job_id
+    claim_start(str(own / "element-3"), 2, "77_3")
+    assert claimed_start(store, row, 2) == "77_3"
+    assert claimed_start(store, row, 2, handle=_array_task("78_3", 2, own)) == "77_3"
+    claim_start(str(store.home / "jobs" / "sw-1" / "element-3"), 1, "70_3")  # attempt 1, in the sweep's array
+    assert claimed_start(store, row, 1, handle=_array_task("70_3", 1, store.home / "jobs" / "sw-1")) == "70_3"
+    assert claimed_start(store, row, 1, handle=_array_task("70_3", 1, own)) is None  # not where that one claims
+
+
+def test_a_copy_of_an_element_is_cancelled_only_after_its_element_folder_holds_the_recorded_claim(store):
+    job_id = _element(store)
+    own = store.home / "jobs" / job_id
+    own.mkdir(parents=True)
+    recorded, copy = _array_task("78_3", 2, own), _array_task("79_3", 2, own)
+    store.record_submission(job_id, 2, "t", recorded.to_json(), "78_3")
+    backend = Backend()
+    assert settle_unrecorded(store, backend, job_id, 2, copy, wait_s=0) == "cancelled"
+    assert backend.cancelled == ["79_3"]
+    # the element folder the copy's job side would claim in did not exist: it was made and claimed
+    assert holder(str(own / "element-3"), 2) == "78_3"
+    assert claim_start(str(own / "element-3"), 2, "79_3") == (False, "78_3")
+    assert holder(str(own), 2) is None  # and nothing written where no submission of it claims
+
+
+def test_an_element_copy_that_started_first_in_its_element_folder_takes_over(store):
+    job_id = _element(store)
+    own = store.home / "jobs" / job_id
+    recorded, copy = _array_task("78_3", 2, own), _array_task("79_3", 2, own)
+    store.record_submission(job_id, 2, "t", recorded.to_json(), "78_3")
+    claim_start(str(own / "element-3"), 2, "79_3")  # the copy started before the recorded one
+    backend = Backend()
+    assert settle_unrecorded(store, backend, job_id, 2, copy, wait_s=0) == "took over"
+    assert backend.cancelled == ["78_3"]
+    assert {a.attempt: a.native_id for a in store.attempts(job_id)} == {2: "79_3"}
+    assert claimed_start(store, store.get_job(job_id), 2) == "79_3"
+
+
+def test_over_ssh_an_elements_start_is_read_and_claimed_in_its_element_folder(store):
+    job_id = _element(store)
+    remote = RemoteBackend()
+    remote.claims[(f"{job_id}/element-3", 2)] = "79_3"
+    row = store.get_job(job_id)
+    assert claimed_start(store, row, 2, remote) == "79_3"
+    recorded = _array_task("78_3", 2, "/remote/jobs/" + job_id)
+    assert claim_start_for(store, row, 2, "78_3", remote, recorded) == "79_3"
+    assert (job_id, 2) not in remote.claims  # only the folder that submission claims in
+
+
 # ---------------------------------------------------------------- a copy that started first
 def _claimed_by(store, job_id, attempt, native):
     claim_start(str(store.job_dir(job_id)), attempt, native)
@@ -295,7 +360,7 @@ def test_without_the_claim_a_copy_that_started_first_is_left_running_for_the_wat
 
 class RemoteBackend(Backend):
     """A target whose job folders are on its login node (``RemoteStarts``): start claims live
-    in CLAIMS, {(job id, attempt): id}, as create-only files there would."""
+    in CLAIMS, {(folder, attempt): id}, as create-only files there would."""
 
     def __init__(self, elsewhere=True, down=False):
         super().__init__()
@@ -304,15 +369,15 @@ class RemoteBackend(Backend):
     def starts_elsewhere(self):
         return self.elsewhere
 
-    def start_holder(self, job_id, attempt):
+    def start_holder(self, folder, attempt):
         if self.down:
             raise HostUnreachableError("login: no route to host")
-        return self.claims.get((job_id, attempt))
+        return self.claims.get((folder, attempt))
 
-    def claim_start(self, job_id, attempt, native_id):
+    def claim_start(self, folder, attempt, native_id):
         if self.down:
             raise HostUnreachableError("login: no route to host")
-        return self.claims.setdefault((job_id, attempt), native_id)
+        return self.claims.setdefault((folder, attempt), native_id)
 
 
 def test_where_the_job_folders_are_elsewhere_the_start_is_read_and_claimed_through_the_backend(store):

@@ -261,18 +261,18 @@ class FakeCloudBackend(LocalBackend):
     def starts_elsewhere(self) -> bool:
         return False
 
-    def _start_folder(self, job_id: str) -> Optional[str]:
-        return str(Path(self.app.home) / "jobs" / job_id) if self.app is not None else None
+    def _start_folder(self, folder: str) -> Optional[str]:
+        return str(Path(self.app.home) / "jobs" / folder) if self.app is not None else None
 
-    def start_holder(self, job_id: str, attempt: int) -> Optional[str]:
-        folder = self._start_folder(job_id)
-        return holder(folder, attempt) if folder else None
+    def start_holder(self, folder: str, attempt: int) -> Optional[str]:
+        path = self._start_folder(folder)
+        return holder(path, attempt) if path else None
 
-    def claim_start(self, job_id: str, attempt: int, native_id: str) -> Optional[str]:
-        folder = self._start_folder(job_id)
-        if not folder or not os.path.isdir(folder):
-            return None
-        return claim_start(folder, attempt, native_id)[1]
+    def claim_start(self, folder: str, attempt: int, native_id: str) -> Optional[str]:
+        path = self._start_folder(folder)
+        if not path or not os.path.isdir(self._start_folder(folder.split("/", 1)[0])):
+            return None  # only in an existing job folder (an element folder in it is made)
+        return claim_start(path, attempt, native_id)[1]
 
     # ---- Scheduler.find_many: one lookup per job (its marker file), the same answer as find()
     def find_many(self, jobs) -> dict:
