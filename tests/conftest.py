@@ -20,6 +20,7 @@ pytest_plugins = [
     "tests.fixtures.skypilot_slurm",
     "tests.fixtures.postgres",
     "tests.fixtures.stores",
+    "tests.fixtures.cpu_time",
 ]
 
 
