@@ -31,8 +31,11 @@ tier_result() { # LOG: pytest's last summary line ("== 62 passed in 812.34s ==")
   grep -E '(passed|failed|errors?|deselected|skipped|no tests ran).* in [0-9.]+s' "$1" 2>/dev/null | tail -n 1 | sed -E 's/^=+ //; s/ =+$//'
 }
 
-tier_cpu() { # LOG: "user 3m2.1s sys 0m20.5s", the CPU time of the tier's pytest and its children
-  sed -n 's/^\[scripts\/test\] cpu: //p' "$1" 2>/dev/null | tail -n 1
+tier_cpu() { # LOG: "user 3m2.1s sys 0m20.5s[; all 1234 s]", the CPU time of the tier's pytest and
+  # its children, and of every process the tier started where its cgroup measured it
+  local all
+  all=$(sed -n 's/^\[scripts\/test\] cpu of all its processes: //p' "$1" 2>/dev/null | tail -n 1)
+  echo "$(sed -n 's/^\[scripts\/test\] cpu: //p' "$1" 2>/dev/null | tail -n 1)${all:+; all $all}"
 }
 
 tier_failures() { # LOG: what to show of a failed tier: its failures and summary, else its tail
@@ -44,6 +47,40 @@ tier_failures() { # LOG: what to show of a failed tier: its failures and summary
 }
 
 declare -A TIER_PID TIER_T0 TIER_RC TIER_SECS
+
+# The CPU of everything a tier started, detached jobs and daemons included (a local job is
+# setsid'd and reparented to init, so the shell's `times` never sees it): the tier's shell joins
+# a cgroup of its own (cgroup v1 cpuacct, or v2), which every process it forks inherits.
+# Best effort: where no cgroup can be made (not root, no such controller) there is no figure.
+tier_cgroup() { # TIER: the tier's cgroup folder, made now; empty when none can be
+  local base
+  for base in /sys/fs/cgroup/cpuacct /sys/fs/cgroup; do
+    if [[ -e $base/cpuacct.usage || -e $base/cgroup.subtree_control ]] && [[ -w $base ]]; then
+      local dir=$base/launcher-tests-$$-$1
+      mkdir -p "$dir" 2>/dev/null && echo "$dir" && return 0
+    fi
+  done
+  return 0
+}
+
+tier_cgroup_cpu() { # DIR: CPU seconds used in the cgroup so far ("" when unknown)
+  if [[ -r $1/cpuacct.usage ]]; then
+    awk '{printf "%.0f", $1 / 1e9}' "$1/cpuacct.usage"
+  elif [[ -r $1/cpu.stat ]]; then
+    awk '$1 == "usage_usec" {printf "%.0f", $2 / 1e6}' "$1/cpu.stat"
+  fi
+}
+
+tier_cgroup_leave() { # DIR: move this shell out and remove DIR; say which processes stayed in it
+  local left
+  echo "$BASHPID" 2>/dev/null >"$(dirname "$1")/cgroup.procs" || true
+  left=$(tr '\n' ' ' <"$1/cgroup.procs" 2>/dev/null || true)
+  if [[ -n ${left// /} ]]; then
+    echo "[scripts/test] processes the tier left running (cgroup $1): $left"
+  else
+    rmdir "$1" 2>/dev/null || true
+  fi
+}
 
 stop_tiers() { # SIGNAL: end every tier still running, let their fixtures tear down, then exit
   local t
@@ -74,9 +111,15 @@ run_tiers() { # TIER...: run them side by side, report each as it ends, then a s
     echo "[scripts/test] pytest ${TIER_ARGS[*]} --durations=25" >"$TIER_LOGS/$t.log"
     (
       trc=0
+      cg=$(tier_cgroup "$t")
+      [[ -z $cg ]] || echo "$BASHPID" 2>/dev/null >"$cg/cgroup.procs" || cg=""
       "$VENV/bin/python" -m pytest "${TIER_ARGS[@]}" --durations=25 || trc=$?
       times >"$TIER_LOGS/$t.times" # this shell's, then its children's CPU time: pytest's and theirs
       echo "[scripts/test] cpu: $(sed -n '2s/\([^ ]*\) \(.*\)/user \1 sys \2/p' "$TIER_LOGS/$t.times")"
+      if [[ -n $cg ]]; then
+        echo "[scripts/test] cpu of all its processes: $(tier_cgroup_cpu "$cg") s"
+        tier_cgroup_leave "$cg"
+      fi
       exit "$trc"
     ) >>"$TIER_LOGS/$t.log" 2>&1 &
     TIER_PID[$t]=$!
