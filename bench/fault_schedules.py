@@ -69,6 +69,10 @@ def main() -> int:
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else base_seed()
     only = [int(i) for i in a.only.split(",") if i.strip()]
+    if len(set(only)) != len(only):  # its jobs are told from the others' by seed and index (job_name)
+        ap.error(f"--only {a.only}: each index at most once (a schedule's Slurm jobs are named by seed and index, so "
+                 "a second run of one index on the same cluster would read the first run's jobs as its own); "
+                 "run the command again to replay it again")
     crowd = a.watchers or None
     again = f" --watchers {a.watchers}" if crowd else ""
     print(f"base seed {seed} (replay one: bench/fault_schedules.py --seed {seed}{again} --only I)", flush=True)
