@@ -24,6 +24,10 @@ PROGRAM = textwrap.dedent("""
     sys.path.insert(0, os.environ["LAUNCHER_JOB_PYZ"])
     from launcher import jobside
     piddir, steps = sys.argv[1], int(sys.argv[2])
+    # "G:S,...": generation G stops at step S (committed, recorded) and waits there to be killed, so
+    # a kill always lands on a live run however late a loaded machine lets the test see the step
+    held = sys.argv[3] if len(sys.argv) > 3 else ""
+    holds = dict(tuple(int(x) for x in h.split(":")) for h in held.split(",") if h)
     gen = int(os.environ["LAUNCHER_ATTEMPT"])
     with open(os.path.join(piddir, "pid-%d" % gen), "w") as f:
         f.write(str(os.getpid()))
@@ -38,16 +42,23 @@ PROGRAM = textwrap.dedent("""
         print("step %d" % step, flush=True)
         with open(os.path.join(piddir, "step-%d" % gen), "w") as f:
             f.write(str(step))
+        while holds.get(gen) == step:
+            time.sleep(1)
     print("DONE gen %d" % gen, flush=True)
 """)
 
 
-def in_job_spec(cli, base: Path, name: str, steps: int, **extra):
+KILLS = ((1, 4), (2, 8))  # (generation, step) of each kill_run of the killed-run tests
+
+
+def in_job_spec(cli, base: Path, name: str, steps: int, holds=(), **extra):
+    """HOLDS: (generation, step) pairs at which the program waits to be killed (``kill_run``)."""
     prog = base / "prog.py"
     prog.write_text(PROGRAM)
     piddir = base / f"pids-{name}"
     piddir.mkdir()
-    body = {"run": [sys.executable, "-I", "-S", str(prog), str(piddir), str(steps)],
+    hold = ",".join(f"{g}:{s}" for g, s in holds)
+    body = {"run": [sys.executable, "-I", "-S", str(prog), str(piddir), str(steps), *([hold] if hold else [])],
             "checkpoint": {"root": str(base / f"ckpt-{name}")},
             "recovery": {"in_job": {"kind": "allocation", "max_restarts": 3, "window": "1h"}, "app_error": 2},
             **extra}
@@ -94,12 +105,12 @@ def check_in_job_run(cli, job: str, kills: int) -> dict:
 
 
 def test_a_killed_run_is_rerun_in_place_with_no_resubmission_local(cli):
-    spec, piddir, root = in_job_spec(cli, cli.tmp, "injob-local", 40)
+    spec, piddir, root = in_job_spec(cli, cli.tmp, "injob-local", 40, holds=KILLS)
     job = cli.launch(spec, "local")
     watcher = start_watcher(cli, 0, interval=0.2)
     try:
-        kill_run(cli, piddir, root, 1, 4)
-        kill_run(cli, piddir, root, 2, 8)
+        for gen, step in KILLS:
+            kill_run(cli, piddir, root, gen, step)
         check_in_job_run(cli, job, 2)
     finally:
         stop_watchers([watcher])
@@ -108,13 +119,13 @@ def test_a_killed_run_is_rerun_in_place_with_no_resubmission_local(cli):
 def test_the_budget_within_the_window_hands_over_to_the_launchers_recovery_local(cli):
     """max_restarts: 1: the second kill is not rerun in the job; the attempt fails and the
     launcher's own recovery (app_error) resubmits, from the last commit."""
-    spec, piddir, root = in_job_spec(cli, cli.tmp, "injob-budget", 40,
+    spec, piddir, root = in_job_spec(cli, cli.tmp, "injob-budget", 40, holds=KILLS,
                                      recovery={"in_job": {"max_restarts": 1, "window": "1h"}, "app_error": 2})
     job = cli.launch(spec, "local")
     watcher = start_watcher(cli, 0, interval=0.2)
     try:
-        kill_run(cli, piddir, root, 1, 4)
-        kill_run(cli, piddir, root, 2, 8)
+        for gen, step in KILLS:
+            kill_run(cli, piddir, root, gen, step)
         st = cli.wait_state(job, "COMPLETED", timeout=240, interval=0.5)
     finally:
         stop_watchers([watcher])
@@ -154,12 +165,13 @@ def test_exit_93_is_never_restarted_local(cli, in_job):
 def test_a_killed_run_is_rerun_as_a_new_srun_step_with_no_requeue_slurm(cli, clean_queue):
     base = clean_queue.shared_dir / f"injob-{cli.tmp.name}"
     base.mkdir()
-    spec, piddir, root = in_job_spec(cli, base, "injob-slurm", 40, resources={"nodes": 1, "time_limit": "10m"})
+    spec, piddir, root = in_job_spec(cli, base, "injob-slurm", 40, holds=KILLS,
+                                     resources={"nodes": 1, "time_limit": "10m"})
     job = cli.launch(spec)
     watcher = start_watcher(cli, 0, interval=0.5)
     try:
-        kill_run(cli, piddir, root, 1, 4)
-        kill_run(cli, piddir, root, 2, 8)
+        for gen, step in KILLS:
+            kill_run(cli, piddir, root, gen, step)
         st = check_in_job_run(cli, job, 2)
     finally:
         stop_watchers([watcher])
