@@ -71,12 +71,20 @@ tier_cgroup_cpu() { # DIR: CPU seconds used in the cgroup so far ("" when unknow
   fi
 }
 
-tier_cgroup_leave() { # DIR: move this shell out and remove DIR; say which processes stayed in it
-  local left
+tier_cgroup_leave() { # DIR: move this shell out and remove DIR once empty (a process ending as the
+  # tier ends gets 10 s); say which processes stayed in it, and leave it to them
+  local left i
   echo "$BASHPID" 2>/dev/null >"$(dirname "$1")/cgroup.procs" || true
-  left=$(tr '\n' ' ' <"$1/cgroup.procs" 2>/dev/null || true)
+  for ((i = 0; i < 20; i++)); do
+    left=$(tr '\n' ' ' <"$1/cgroup.procs" 2>/dev/null || true)
+    [[ -n ${left// /} ]] || break
+    sleep 0.5
+  done
   if [[ -n ${left// /} ]]; then
-    echo "[scripts/test] processes the tier left running (cgroup $1): $left"
+    echo "[scripts/test] processes the tier left running (cgroup $1):"
+    # shellcheck disable=SC2086 # one pid per word
+    ps -o pid=,etimes=,args= -p "$(echo $left | tr ' ' ',')" 2>/dev/null | cut -c1-200 |
+      sed 's/^/[scripts\/test]   /' || true
   else
     rmdir "$1" 2>/dev/null || true
   fi
