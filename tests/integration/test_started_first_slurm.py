@@ -25,6 +25,24 @@ from tests.fixtures.polling import poll
 pytestmark = pytest.mark.slurm
 
 
+def _use_cli_env(cli, monkeypatch) -> None:
+    """This process sees the store, config and cluster the CLI does (for an App of its own)."""
+    for name in ("LAUNCHER_HOME", "LAUNCHER_CONFIG", "HOME", "SLURM_CONF"):
+        if name in cli.env:
+            monkeypatch.setenv(name, cli.env[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
+
+
+def _recorded_once_stood_down(app, backend, job: str, attempt: int, dup) -> None:
+    """Once DUP, the second submission of ATTEMPT, has stood down: the race's outcome, the store
+    recording DUP for that attempt."""
+    poll("the second submission to stand down",
+         lambda: backend.status([dup])[0].state.value in FINAL_STATES, timeout=120, interval=0.5)
+    app.store.update_attempt(job, attempt, native_id=dup.native_id, handle=dup.to_json())
+    app.store.update_job(job, handle=dup.to_json())
+
+
 def _raced(cli, cluster, monkeypatch, target: str, folders: Path):
     """(job id, the Slurm job holding attempt 1's start, the one that stood down, the go file,
     the file each start that ran user code appends its id to), with the store recording the
@@ -36,11 +54,7 @@ def _raced(cli, cluster, monkeypatch, target: str, folders: Path):
     spec = cli.spec("raced", {"run": f"echo $LAUNCHER_SELF_ID >> {ran}; while [ ! -e {go} ]; do sleep 0.2; done",
                               "recovery": {"app_error": 2}, "resources": {"time_limit": "5m"}})
     job = cli.launch(spec, target)
-    for name in ("LAUNCHER_HOME", "LAUNCHER_CONFIG", "HOME", "SLURM_CONF"):
-        if name in cli.env:
-            monkeypatch.setenv(name, cli.env[name])
-        else:
-            monkeypatch.delenv(name, raising=False)
+    _use_cli_env(cli, monkeypatch)
     app = App()
     try:
         row = app.store.get_job(job)
@@ -50,21 +64,20 @@ def _raced(cli, cluster, monkeypatch, target: str, folders: Path):
         backend = app.backend(row.target)
         dup = backend.submit(backend.render(job_spec(row), app.facts(row.target), ref))
         assert dup.native_id != real.native_id
-        poll("the second submission to stand down",
-             lambda: backend.status([dup])[0].state.value in FINAL_STATES, timeout=120, interval=0.5)
-        # the race's outcome: the store records the submission that stood down
-        app.store.update_attempt(job, 1, native_id=dup.native_id, handle=dup.to_json())
-        app.store.update_job(job, handle=dup.to_json())
+        _recorded_once_stood_down(app, backend, job, 1, dup)
     finally:
         app.close()
     return job, real, dup, go, ran
 
 
-def _adopted_and_run_once(cli, cluster, job, real, dup, go, ran):
+def _adopted_and_run_once(cli, cluster, job, real, dup, go, ran, attempt: int = 1):
+    """`watch` adopts REAL, the copy holding ATTEMPT's start, in place of DUP (which stood down),
+    and the job completes with no attempt after it; user code ran once, as REAL."""
     try:
         cli.run("watch", "--once")
         st = cli.status(job)
-        assert [(a["attempt"], a["native_id"]) for a in st["attempts"]] == [(1, real.native_id)], st["attempts"]
+        assert [(a["attempt"], a["native_id"]) for a in st["attempts"]][attempt - 1:] == [(attempt, real.native_id)], \
+            st["attempts"]
         adopted = [e for e in st["events"] if e["kind"] == "adopted"]
         assert adopted and adopted[-1]["native_id"] == real.native_id, st["events"]
         assert adopted[-1]["replaces"] == dup.native_id and "stood down" in adopted[-1]["reason"], adopted
@@ -77,11 +90,11 @@ def _adopted_and_run_once(cli, cluster, job, real, dup, go, ran):
 
     poll("the adopted attempt to finish", closed, timeout=180, interval=1)
     st = cli.status(job)
-    assert st["state"] == "COMPLETED", st
-    assert [a["native_id"] for a in st["attempts"]] == [real.native_id]
+    assert st["state"] == "COMPLETED" and len(st["attempts"]) == attempt, st
+    assert [a["native_id"] for a in st["attempts"]][attempt - 1:] == [real.native_id]
     comments = cluster.run("squeue", "-h", "-t", "all", "-o", "%k").stdout.split()
-    assert comments.count(f"launcher:{job}:2") == 0, comments  # no second attempt beside the running one
-    assert ran.read_text().split() == [real.native_id]  # user code ran once, as the adopted id
+    assert comments.count(f"launcher:{job}:{attempt + 1}") == 0, comments  # no next attempt beside the running one
+    assert ran.read_text().split() == [real.native_id]  # user code ran once (after any failure), as the adopted id
 
 
 def test_watch_adopts_the_slurm_job_that_holds_the_start_and_submits_no_second_attempt(cli, clean_queue,
@@ -142,11 +155,7 @@ def test_an_element_submitted_again_alone_adopts_the_copy_that_holds_its_start(c
 
     poll("element 0 to fail once and be submitted again alone", resubmitted, timeout=180, interval=1,
          detail=lambda: cli.run("status", job).stdout)
-    for name in ("LAUNCHER_HOME", "LAUNCHER_CONFIG", "HOME", "SLURM_CONF"):
-        if name in cli.env:
-            monkeypatch.setenv(name, cli.env[name])
-        else:
-            monkeypatch.delenv(name, raising=False)
+    _use_cli_env(cli, monkeypatch)
     app = App()
     try:
         row = app.store.get_job(job)
@@ -157,29 +166,7 @@ def test_an_element_submitted_again_alone_adopts_the_copy_that_holds_its_start(c
         _, submit = resubmit_element(app, row, row.target, 2)  # the frozen watcher's copy
         dup = submit()
         assert dup.native_id != real.native_id
-        backend = app.backend(row.target)
-        poll("the second submission to stand down",
-             lambda: backend.status([dup])[0].state.value in FINAL_STATES, timeout=120, interval=0.5)
-        app.store.update_attempt(job, 2, native_id=dup.native_id, handle=dup.to_json())
-        app.store.update_job(job, handle=dup.to_json())
+        _recorded_once_stood_down(app, app.backend(row.target), job, 2, dup)
     finally:
         app.close()
-    try:
-        cli.run("watch", "--once")
-        st = cli.status(job)
-        assert [(a["attempt"], a["native_id"]) for a in st["attempts"]][1:] == [(2, real.native_id)], st["attempts"]
-        adopted = [e for e in st["events"] if e["kind"] == "adopted"]
-        assert adopted and adopted[-1]["native_id"] == real.native_id and adopted[-1]["replaces"] == dup.native_id
-    finally:
-        go.touch()
-
-    def closed():
-        cli.run("watch", "--once")
-        return cli.status(job)["state"] in FINAL_STATES
-
-    poll("the adopted attempt to finish", closed, timeout=180, interval=1)
-    st = cli.status(job)
-    assert st["state"] == "COMPLETED" and len(st["attempts"]) == 2, st
-    comments = cluster.run("squeue", "-h", "-t", "all", "-o", "%k").stdout.split()
-    assert comments.count(f"launcher:{job}:3") == 0, comments  # no third attempt beside the running one
-    assert ran.read_text().split() == [real.native_id]  # user code ran once after the failure, as the adopted id
+    _adopted_and_run_once(cli, clean_queue, job, real, dup, go, ran, attempt=2)
