@@ -21,8 +21,9 @@ the cluster. Then:
    jobs: half of those complete, half fail and are resubmitted by a watcher.
 4. **Faults**: once every watcher has made two passes (warm: a watcher's first pass over jobs no
    watcher has marked decides every one of them; ``warm``, ``warm_at_s``; at least 3 S, at most
-   600 s), the watcher that made the last status poll (the target's poller) is killed with -9. At lease + S later, the watcher that polls now (its successor) is frozen with
-   SIGSTOP for lease + 2 S (past its lease), then continued. The lease is 3 S
+   600 s), the watcher that made the last status poll (the target's poller) is killed with -9.
+   At lease + S later, the watcher that polls now (its successor) is frozen with SIGSTOP for
+   lease + 2 S (past its lease), then continued. The lease is 3 S
    (``launcher.launching.polling.Poller``). The watchers stop passing 4 S after that.
 5. **Settling**: once no released job is still running (``busy_left``: how many still ran when
    that wait gave up), `launcher watch --once` passes until the store agrees with ``squeue -t all``

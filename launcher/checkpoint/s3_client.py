@@ -73,7 +73,7 @@ def client_config(**extra):
     _, botocore = aws_sdk()
     connect, read, attempts = limits()
     return botocore.config.Config(connect_timeout=connect, read_timeout=read,
-                  retries={"total_max_attempts": attempts, "mode": "standard"}, **extra)
+                                  retries={"total_max_attempts": attempts, "mode": "standard"}, **extra)
 
 
 def s3_endpoint() -> Optional[str]:
@@ -114,7 +114,8 @@ def unanswered_message(root: str, endpoint: Optional[str], e: BaseException) -> 
     _, botocore = aws_sdk()
     connect, read, attempts = limits()
     where = endpoint or "AWS S3"
-    if isinstance(e, botocore.exceptions.EndpointConnectionError):  # refused or unresolvable (a connect timeout is not one)
+    # refused or unresolvable (a connect timeout is not one)
+    if isinstance(e, botocore.exceptions.EndpointConnectionError):
         what = "cannot connect to the S3 endpoint %s (%d attempts)" % (where, attempts)
     else:
         what = "the S3 endpoint %s did not answer within %gs to connect, %gs to read (%d attempts)" % (

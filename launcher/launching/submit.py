@@ -343,9 +343,9 @@ def claim_start_for(store, job_row, attempt: int, native_id: str, backend=None,
     started first), or None (no start folder reached). Before a second copy of an attempt is
     cancelled, the start is claimed for the recorded copy, so the one cancelled can no longer
     start user code between the look and the cancel."""
-    held = None
+    held, remote = None, remote_starts(backend)
     for folder in start_folders(job_row, handle):
-        if remote_starts(backend):
+        if remote:
             who = _remote(lambda: backend.claim_start(folder, attempt, native_id))
         else:
             who = _claim_here(store, folder, attempt, native_id)

@@ -246,7 +246,8 @@ def _element(store, job_id="sw-1-e3", sweep_id="sw-1", index=3):
 def _array_task(native, attempt, job_dir, job_id="sw-1-e3"):
     """A Slurm-like handle of an element submitted as an array task (``sweep_array``), from the
     submission whose job folder is JOB_DIR."""
-    return Handle("fake", "t", job_id, native, attempt, extra={"job_dir": str(job_dir), "sweep_array": native.split("_")[0]})
+    return Handle("fake", "t", job_id, native, attempt,
+                  extra={"job_dir": str(job_dir), "sweep_array": native.split("_")[0]})
 
 
 def test_an_element_submitted_again_alone_claims_its_start_in_its_own_element_folder(store):
