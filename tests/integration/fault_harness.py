@@ -971,6 +971,14 @@ def summary(results: list) -> str:
     return "\n".join(out)
 
 
+def loop_timeout(count: int, parallel: int, round_s: int) -> int:
+    """A fault loop's pytest timeout: ROUND_S for each round of PARALLEL schedules, at least the
+    suite's 600 s. Each schedule has deadlines of its own (a hung one fails by itself), so the
+    loop's timeout only has to outlast COUNT healthy schedules on a loaded CI machine, where the
+    tiers share 2 cores and a schedule takes 2-4 times what it takes alone."""
+    return max(600, -(-count // parallel) * round_s)
+
+
 def run_many(schedules: list, root: Path, parallel: int = 4, env: Optional[dict] = None, cluster=None,
              echo=None, keep: bool = False, url: str = "") -> list:
     """Run SCHEDULES, PARALLEL at a time (each in ROOT/s<index>: its own LAUNCHER_HOME); ECHO gets

@@ -18,16 +18,15 @@ import os
 
 import pytest
 
-from .fault_harness import base_seed, chosen, run_many, summary
+from .fault_harness import base_seed, chosen, loop_timeout, run_many, summary
 
 pytestmark = pytest.mark.faults  # the faults tier (scripts/test-tiers.sh): a long loop of its own
 
 COUNT = int(os.environ.get("LAUNCHER_FAULT_SCHEDULES", "100"))
 PARALLEL = int(os.environ.get("LAUNCHER_FAULT_PARALLEL", "6"))
-# A schedule takes 35-90 s beside the other tiers (each has its own deadlines: a hung one
-# fails by itself); the loop's timeout follows the count instead of the suite's 600 s, which
-# a loaded CI machine crossed with every schedule healthy.
-LOOP_TIMEOUT_S = max(600, -(-COUNT // PARALLEL) * 120)
+# A schedule takes 35-90 s beside the other tiers; the suite's 600 s was crossed by a loaded
+# CI machine with every schedule healthy.
+LOOP_TIMEOUT_S = loop_timeout(COUNT, PARALLEL, 120)
 
 
 @pytest.mark.timeout(LOOP_TIMEOUT_S)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .fault_harness import base_seed, chosen, ctld_pid, run_many, summary
+from .fault_harness import base_seed, chosen, ctld_pid, loop_timeout, run_many, summary
 
 pytestmark = [pytest.mark.slurm, pytest.mark.docker_slurm]
 
@@ -25,6 +25,8 @@ COUNT = int(os.environ.get("LAUNCHER_FAULT_DOCKER_SCHEDULES", "12"))
 PARALLEL = int(os.environ.get("LAUNCHER_FAULT_PARALLEL", "2"))
 
 
+# every scheduler call crosses SSH into a container: slower per schedule than the plain cluster
+@pytest.mark.timeout(loop_timeout(COUNT, PARALLEL, 180))
 def test_randomized_fault_schedules_on_docker_slurm_2411_keep_the_three_invariants(docker_slurm_2411):
     c = docker_slurm_2411
     c.reset()  # every user of a docker cluster resets it first
