@@ -57,6 +57,21 @@ class Phases:
         return round(time.monotonic() - self.t0, 1)
 
 
+def read_log(cli: LauncherCLI, sp, job: str) -> str:
+    """`launcher logs JOB`; when it does not return (one loaded CI run: 300 s, unexplained), what
+    SkyPilot's API server was doing then is printed before the test fails: its requests and the
+    tail of its log."""
+    try:
+        return cli.output(job)
+    except subprocess.TimeoutExpired:
+        requests = sp.sky("api", "status", "-a", timeout=120)
+        server_log = sp.sky_home / ".sky" / "api_server" / "server.log"
+        print("sky api status -a:\n" + requests.stdout + requests.stderr)
+        if server_log.exists():
+            print("API server log (tail):\n" + "\n".join(server_log.read_text(errors="replace").splitlines()[-80:]))
+        raise
+
+
 @pytest.mark.timeout(1800)
 def test_a_killed_skypilot_allocation_is_relaunched_by_watch_and_resumes_from_the_latest_commit(
         skypilot_slurm, clean_queue, tmp_path):
@@ -117,7 +132,7 @@ def test_a_killed_skypilot_allocation_is_relaunched_by_watch_and_resumes_from_th
     assert [g["resume_step"] for g in gens if g["generation"] == 2] == [at_kill], gens
     assert st["attempts"][1]["resume_step"] == at_kill
     assert json.loads(result.read_text())["sha256"] == ref
-    log = cli.output(job)
+    log = read_log(cli, sp, job)
     assert re.search(rf"train: resumed from \S+ at step {at_kill}\b", log), log[-3000:]
     ph.mark("checks")
 
