@@ -12,6 +12,7 @@ Pricing is one offer per partition (``offers.py``) from the price files' ``slurm
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import os
@@ -22,7 +23,7 @@ from typing import ClassVar, Optional
 
 from launcher.backend.config import Target
 from launcher.backend.pricing import PricedByModules
-from launcher.backend.protocols import Facts, Handle, JobRef, Request, iter_file
+from launcher.backend.protocols import Facts, Handle, JobRef, LogSlice, Request, iter_file
 from launcher.backend.staging import helper_zip_bytes, stage_helper_locally
 from launcher.backend.support import Unsupported, secret_values
 from launcher.checkpoint.posix_io import write_atomic
@@ -395,6 +396,23 @@ class SlurmBackend(PricedByModules):
             return None
         return log_path(handle)
 
+    def read_log(self, handle: Handle, offset: int, limit: int, timeout: float) -> LogSlice:
+        """A slice of the attempt's output where Slurm writes it (``ReadsLog``): one command on
+        the login node, the bytes base64-encoded so any output arrives as written."""
+        path = log_path(handle)
+        r = self._run(["sh", "-c", READ_LOG_SH, path, str(int(offset)), str(max(0, int(limit)))], check=False,
+                      timeout=timeout)
+        if r.returncode == 4:
+            raise FileNotFoundError(path)
+        head, _, body = r.stdout.partition("\n")
+        try:
+            size, start = (int(x) for x in head.split())
+            data = base64.b64decode(body.strip(), validate=True)
+        except ValueError as e:
+            raise TransientError(f"could not read {path} on {self.target.name} (exit {r.returncode}: "
+                                 f"{(r.stderr or r.stdout).strip()[:200] or e})") from e
+        return LogSlice(f"{self.target.name}:{path}", size, start, data)
+
     def logs(self, handle: Handle, follow: bool = False, done=None):
         path = log_path(handle)
         if isinstance(self.runner, LocalRunner):
@@ -513,6 +531,13 @@ CLAIM_START_SH = ('[ -d "$2" ] || exit 3; mkdir -p "$(dirname "$0")" || exit 3; 
                   '{ printf "%s\\n" "$1" > "$0"; } 2>/dev/null; '
                   'i=0; while [ "$i" -lt 50 ]; do h=$(cat "$0" 2>/dev/null); '
                   'if [ -n "$h" ]; then printf "%s" "$h"; exit 0; fi; i=$((i+1)); sleep 0.1; done; exit 4')
+
+
+# $0 the file, $1 the offset (< 0: from the end), $2 the most bytes: "SIZE START" on the first
+# line, then the bytes from START as base64; exit 4 when the file is not there (yet)
+READ_LOG_SH = ('s=$(stat -c %s "$0" 2>/dev/null) || exit 4; o=$1; if [ "$o" -lt 0 ]; then o=$((s + o)); fi; '
+               'if [ "$o" -lt 0 ]; then o=0; fi; if [ "$o" -gt "$s" ]; then o=$s; fi; echo "$s $o"; '
+               'tail -c +$((o + 1)) "$0" | head -c "$2" | base64 | tr -d "\\n"')
 
 
 def log_path(handle: Handle) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -27,7 +28,7 @@ import yaml
 from launcher.state.rows import is_open
 from launcher.api.context import App
 from launcher.api.status_view import JobDetail
-from launcher.backend.protocols import Handle, LogFile, can
+from launcher.backend.protocols import Handle, LogFile, LogSlice, ReadsLog, can
 from launcher.core.errors import describe, LauncherError
 from launcher.report import gather
 from launcher.report.listing import jobs_compute
@@ -39,6 +40,7 @@ DEFAULT_PER_PAGE = 500
 MAX_PER_PAGE = 10000
 FILTERS = ("state", "target", "owner", "text")
 LOG_TAIL = 65536  # bytes of a job's output one log request returns at most
+REMOTE_LOG_TIMEOUT_S = 10.0  # the longest one read of a log on a login node holds a page
 COMPUTE_CACHE_MAX = 20000  # ended jobs whose compute figures a view keeps
 LIST_READ_S = 2.0  # seconds a page of the jobs list waits in all for its jobs' checkpoint roots (MFU)
 
@@ -57,6 +59,20 @@ def resources_of(spec_yaml: str) -> dict:
     res = spec.get("resources") if isinstance(spec, dict) else None
     keys = ("nodes", "gpus_per_node", "accelerator", "cpus_per_node", "memory_per_node", "time_limit")
     return {k: res[k] for k in keys if isinstance(res, dict) and res.get(k) not in (None, "")}
+
+
+def read_local_log(path: str, offset: int, limit: int) -> tuple[Optional[LogSlice], Optional[str]]:
+    """(up to LIMIT bytes of PATH from byte OFFSET, negative: from its end; why there are none)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            start = max(0, size + offset) if offset < 0 else min(offset, size)
+            f.seek(start)
+            return LogSlice(path, size, start, f.read(limit)), None
+    except FileNotFoundError:
+        return LogSlice(path, 0, 0, b""), "no output yet"
+    except OSError as e:
+        return LogSlice(path, 0, 0, b""), f"cannot read {path}: {e.strerror or e}"
 
 
 def region_of(handle_json: Optional[str]) -> Optional[str]:
@@ -85,9 +101,11 @@ class ReadView:
         # (job id, its row's updated) -> an ended job's compute figures; job id -> a lasting "no MFU"
         self._compute_cache: dict = {}
         self._specs: dict = {}  # parsed specs by their stored text (launcher.report.collect)
+        self._backends_lock = threading.Lock()
 
     def close(self) -> None:
         self.store.close()
+        self.app.close()  # the connections of the backends that read remote logs
 
     def __enter__(self) -> "ReadView":
         return self
@@ -200,41 +218,32 @@ class ReadView:
     # ------------------------------------------------------------ a job's log
     def log(self, job: str, offset: int = -LOG_TAIL, limit: int = LOG_TAIL) -> dict:
         """Up to LIMIT bytes of the job's output from byte OFFSET (negative: that many bytes from
-        its end), read from the file its current attempt writes when that file is on this
-        machine (a backend declaring ``LogFile``). {"job_id", "open", "path" (None: not here),
-        "why" (when not), "offset" (where the text starts), "next" (where the next read starts),
-        "size", "text"}. Never asks a scheduler: a log on a cluster reached over SSH or in a
-        cloud is for ``launcher logs JOB``."""
+        its end), read from the file its current attempt writes: here when it is on this machine
+        (a backend declaring ``LogFile``), else where it is written, in one command over the
+        target's connection (``ReadsLog``: a cluster's login node over SSH, at most
+        REMOTE_LOG_TIMEOUT_S). {"job_id", "open", "path" (where the file is; None: no log to
+        read), "why" (when not), "offset" (where the text starts), "next" (where the next read
+        starts), "size", "text"}. Never asks a scheduler: a log a scheduler or a cloud keeps
+        (SkyPilot's) is for ``launcher logs JOB``."""
         self._require_store()
         row = self.store.get_job(job)
         out = {"job_id": row.job_id, "open": is_open(row), "path": None, "why": None, "offset": 0, "next": 0,
                "size": 0, "text": ""}
-        path, why = self._log_file(row)
-        out["why"] = why
-        if path is None:
+        offset = int(offset)
+        got, out["why"] = self._log_slice(row, offset, max(0, min(int(limit), LOG_TAIL)))
+        if got is None:
             return out
-        out["path"] = path
-        try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                start = max(0, size + offset) if offset < 0 else min(int(offset), size)
-                f.seek(start)
-                data = f.read(max(0, min(int(limit), LOG_TAIL)))
-        except FileNotFoundError:
-            out["why"] = "no output yet"
-            return out
-        except OSError as e:
-            out["why"] = f"cannot read {path}: {e.strerror or e}"
-            return out
+        data, start = got.data, got.start
         if start > 0 and offset < 0:  # a tail starts at a line's start, never inside a character
             cut = data.find(b"\n")
             if 0 <= cut < len(data) - 1:
                 data, start = data[cut + 1:], start + cut + 1
-        out.update(offset=start, next=start + len(data), size=size, text=data.decode("utf-8", "replace"))
+        out.update(path=got.where, offset=start, next=start + len(data), size=got.size,
+                   text=data.decode("utf-8", "replace"))
         return out
 
-    def _log_file(self, row) -> tuple[Optional[str], Optional[str]]:
-        """(the path of ROW's output on this machine, or None and why not)."""
+    def _log_slice(self, row, offset: int, limit: int) -> tuple[Optional[LogSlice], Optional[str]]:
+        """(the slice of ROW's output asked for, or None; why there is no text, or None)."""
         if not row.handle:
             return None, f"no submission yet (state {row.state})"
         try:
@@ -244,12 +253,25 @@ class ReadView:
         except Exception as e:  # noqa: BLE001 - the page says why there is no log
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             return None, f"target {row.target} is not known here ({first})"
-        if not can(cls, LogFile):
-            return None, f"the {handle.backend} backend keeps its logs with the scheduler"
-        path = cls.log_file(handle, options)
-        if path is None:
+        path = cls.log_file(handle, options) if can(cls, LogFile) else None
+        if path is not None:
+            return read_local_log(str(path), offset, limit)
+        if can(cls, ReadsLog):
+            return self._read_remote_log(row.target, handle, offset, limit)
+        if can(cls, LogFile):
             return None, f"the log is on {row.target}, not on this machine"
-        return str(path), None
+        return None, f"the {handle.backend} backend keeps its logs with the scheduler"
+
+    def _read_remote_log(self, target: str, handle: Handle, offset: int, limit: int):
+        try:
+            with self._backends_lock:  # the page's threads share one backend (one connection) a target
+                backend = self.app.backend(target)
+            return backend.read_log(handle, offset, limit, REMOTE_LOG_TIMEOUT_S), None
+        except FileNotFoundError as e:
+            return LogSlice(f"{target}:{e}", 0, 0, b""), "no output yet"
+        except Exception as e:  # noqa: BLE001 - the page says why there is no log
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            return None, f"could not read the log on {target}: {first}"
 
     # ------------------------------------------------------------ one job
     def job(self, job: str) -> dict:

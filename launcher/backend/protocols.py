@@ -370,6 +370,27 @@ class LogFile(Protocol):
     def log_file(cls, handle: Handle, options: dict) -> Optional[str]: ...
 
 
+@dataclass(frozen=True)
+class LogSlice:
+    """A slice of an attempt's output read where it is written: WHERE names the file (host and
+    path), SIZE is the file's size when read, START the byte DATA begins at."""
+    where: str
+    size: int
+    start: int
+    data: bytes
+
+
+@runtime_checkable
+class ReadsLog(Protocol):
+    """A backend that reads a slice of an attempt's output where it is written, when that is not
+    this machine (a login node reached over SSH): ``read_log(handle, offset, limit, timeout)``,
+    OFFSET >= 0 from that byte, < 0 that many bytes before the end, at most LIMIT bytes, in one
+    command of at most TIMEOUT seconds. FileNotFoundError when there is no output yet,
+    TransientError when the host did not answer. ``launcher serve`` reads remote logs so."""
+
+    def read_log(self, handle: Handle, offset: int, limit: int, timeout: float) -> LogSlice: ...
+
+
 @runtime_checkable
 class ReachesRun(Protocol):
     """A backend that reaches the processes of a running attempt's program, for a hung run

@@ -1,0 +1,60 @@
+"""The Slurm backend reads a slice of an attempt's output where Slurm writes it (``ReadsLog``,
+``launcher serve`` on a cluster behind SSH): one `sh` command on the login node, here this
+machine's real shell through the backend's local runner (the SSH path runs the same command:
+tests/integration/test_serve_remote_log.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.backend.config import Target
+from launcher.backend.protocols import Handle, ReadsLog, can
+from launcher.core.errors import TransientError
+from launcher_backends.slurm import SlurmBackend
+from launcher_backends.slurm.options import SlurmOptions
+
+OUTPUT = b"line 1\nline 2\n\xff\xfe not UTF-8\n" + b"x" * 5000 + b"\nlast line\n"
+
+
+def backend() -> SlurmBackend:
+    return SlurmBackend(Target("testcl", "slurm", SlurmOptions()))
+
+
+def handle(job_dir) -> Handle:
+    return Handle("slurm", "testcl", "j1", "4242", 1, extra={"job_dir": str(job_dir)})
+
+
+def test_a_slice_arrives_byte_for_byte_from_an_offset_or_from_the_end(tmp_path):
+    assert can(SlurmBackend, ReadsLog)
+    (tmp_path / "slurm-4242.out").write_bytes(OUTPUT)
+    b, h = backend(), handle(tmp_path)
+    whole = b.read_log(h, 0, 1 << 20, 30)
+    assert (whole.size, whole.start, whole.data) == (len(OUTPUT), 0, OUTPUT)
+    assert whole.where == f"testcl:{tmp_path}/slurm-4242.out"
+    mid = b.read_log(h, 7, 9, 30)
+    assert (mid.start, mid.data) == (7, OUTPUT[7:16])
+    tail = b.read_log(h, -10, 1 << 20, 30)
+    assert (tail.start, tail.data) == (len(OUTPUT) - 10, OUTPUT[-10:])
+    past = b.read_log(h, len(OUTPUT) + 50, 100, 30)  # a reader ahead of a replaced, shorter file
+    assert (past.start, past.data) == (len(OUTPUT), b"")
+    before = b.read_log(h, -(len(OUTPUT) + 50), 4, 30)  # more than the file from its end: its start
+    assert (before.start, before.data) == (0, b"line")
+
+
+def test_no_output_yet_is_file_not_found_and_an_unreadable_answer_is_transient(tmp_path):
+    b, h = backend(), handle(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        b.read_log(h, 0, 100, 30)
+    (tmp_path / "slurm-4242.out").mkdir()  # stat gives a size, tail cannot read it: an empty slice, no error
+    assert b.read_log(h, 0, 100, 30).data == b""
+    broken = handle(tmp_path / "elsewhere")
+
+    class Garbled:
+        def run(self, argv, **kw):
+            from launcher.transport.runner import Result
+
+            return Result(argv, 0, "a banner, not a size\n###", "")
+
+    b = SlurmBackend(Target("testcl", "slurm", SlurmOptions()), runner=Garbled())
+    with pytest.raises(TransientError, match="could not read .*slurm-4242.out on testcl"):
+        b.read_log(broken, 0, 100, 30)
