@@ -20,7 +20,8 @@ Options (argv, else environment):
     --result P   TRAIN_RESULT       where to write the final result JSON (default ./train_result.json)
 
 Contract used: LAUNCHER_CKPT_ROOT (where to save), LAUNCHER_RESUME_FROM / LAUNCHER_RESUME_STEP
-(what to resume from), LAUNCHER_ATTEMPT (the generation), LAUNCHER_PREEMPT_SIGNAL (SIGUSR1).
+(what to resume from), LAUNCHER_GENERATION (the checkpoint generation), LAUNCHER_PREEMPT_SIGNAL
+(SIGUSR1).
 SIGTERM is treated as a preemption notice too. Without LAUNCHER_CKPT_ROOT it runs without
 checkpoints. If the launcher is not installed, set LAUNCHER_JOB_PYZ to the staged
 launcher_job.pyz (or put it on PYTHONPATH).
@@ -152,7 +153,7 @@ def main(argv=None) -> int:
             if expect >= 0 and expect != done:
                 raise SystemExit("checkpoint %s holds step %d, LAUNCHER_RESUME_STEP says %d" % (d, done, expect))
             print("train: resumed from %s at step %d (generation %s)"
-                  % (jobside.resume_from(), done, os.environ.get("LAUNCHER_ATTEMPT")), flush=True)
+                  % (jobside.resume_from(), done, os.environ.get("LAUNCHER_GENERATION")), flush=True)
     w_true = target(a.seed, a.dim)
     saved = done
     loss = None

@@ -269,7 +269,7 @@ def _run(spec: JobSpec, staged: bool) -> str:
     if spec.checkpoint.root:
         resume = (f'{helper} resume-env --root "$LAUNCHER_CKPT_ROOT" --job-id "$LAUNCHER_JOB_ID" '
                   f'--attempt-hint "$LAUNCHER_ATTEMPT"' + (" --verify" if spec.checkpoint.verify else ""))
-        lines.append("# Resolve the latest committed checkpoint at every start (a new generation: LAUNCHER_ATTEMPT,")
+        lines.append("# Resolve the latest committed checkpoint at every start (a new generation: LAUNCHER_GENERATION,")
         lines.append("# LAUNCHER_RESUME_FROM, LAUNCHER_RESUME_STEP).")
         if _handoff(spec):
             lines.append("# One start is one generation: node 0 starts it, the other nodes get node 0's answer.")
@@ -281,7 +281,8 @@ def _run(spec: JobSpec, staged: bool) -> str:
             "  exit 3",
             "fi",
             'eval "$_launcher_resume"',
-            'echo "launcher: attempt $LAUNCHER_ATTEMPT resuming from ${LAUNCHER_RESUME_FROM:-<fresh start>}" >&2',
+            'echo "launcher: attempt $LAUNCHER_ATTEMPT (checkpoint generation $LAUNCHER_GENERATION) resuming from '
+            '${LAUNCHER_RESUME_FROM:-<fresh start>}" >&2',
         ]
     lines += ["# the job's own command", shell_command(spec.run)]
     return "\n".join(lines) + "\n"

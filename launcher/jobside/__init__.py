@@ -28,8 +28,8 @@ Writer API for training programs::
     if preemption_requested():
         sys.exit(EXIT_PREEMPTED)             # 75: checkpointed on notice, restart me
 
-Environment read: LAUNCHER_CKPT_ROOT, LAUNCHER_ATTEMPT (the generation),
-LAUNCHER_RESUME_FROM, LAUNCHER_RESUME_STEP, LAUNCHER_JOB_ID (recorded as "run" in
+Environment read: LAUNCHER_CKPT_ROOT, LAUNCHER_GENERATION (the generation; without it
+LAUNCHER_ATTEMPT stands in), LAUNCHER_RESUME_FROM, LAUNCHER_RESUME_STEP, LAUNCHER_JOB_ID (recorded as "run" in
 COMMIT.json), LAUNCHER_PREEMPT_SIGNAL, LAUNCHER_CKPT_SHA256=1 (hash every file at save),
 LAUNCHER_STAGING_DIR (where S3 saves and restores are staged, under
 launcher-staging-<uid>/<root hash>/; default $TMPDIR), LAUNCHER_HEARTBEAT_SECONDS

@@ -62,7 +62,7 @@ def save(step, root=None, generation=None, sha256=None, commit=True, run=None):
     (create-only); on an exception nothing is committed (the directory stays torn and
     is quarantined by gc later).
 
-    GENERATION defaults to $LAUNCHER_ATTEMPT. Raises Superseded (before writing, or after
+    GENERATION defaults to $LAUNCHER_GENERATION. Raises Superseded (before writing, or after
     committing) when a newer generation of the job has started: this process is a
     zombie and should exit. SHA256: hash every file into COMMIT.json (default
     $LAUNCHER_CKPT_SHA256, off). COMMIT=False: write files only (multi-writer: every

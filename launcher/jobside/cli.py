@@ -9,7 +9,8 @@ Stdlib only (see ``launcher.jobside``). Supports Python 3.8+. Commands::
         Resolves the latest committed checkpoint, starts a new generation with
         compare-and-swap (recording the step it resumes from) and prints shell-quoted
             export LAUNCHER_CKPT_ROOT=...     the root, absolute
-            export LAUNCHER_ATTEMPT=...       the new generation G
+            export LAUNCHER_GENERATION=...    the new generation G ($LAUNCHER_ATTEMPT,
+                                              the launcher's attempt, is left alone)
             export LAUNCHER_RESUME_FROM=...   checkpoint dir or s3:// URL; '' on a fresh start
             export LAUNCHER_RESUME_STEP=...   its step; -1 on a fresh start
             export LAUNCHER_RESUME_TIER=...   with $LAUNCHER_CKPT_LOCAL: local, peer or durable
@@ -65,7 +66,7 @@ from launcher.checkpoint import scratch as _scratch
 
 from launcher.checkpoint import tier_resume as _resume
 from launcher.jobside import injob, startclaim, tiered as _tiered
-from launcher.jobside.env import PROG, ckpt_root, env_int
+from launcher.jobside.env import GENERATION_ENV, PROG, ckpt_root, env_int, generation_env
 from launcher.jobside.zipapp import stage_zip
 
 
@@ -104,10 +105,10 @@ def resume_messages(generation: int, root: str, rec: dict, log: list, found, tie
 
 
 def resume_exports(root: str, generation: int, found, tier, tiered: bool) -> list:
-    """The job's resume variables: its root, attempt, what it resumes from (and, with checkpoint
+    """The job's resume variables: its root, generation, what it resumes from (and, with checkpoint
     tiers, from which tier)."""
     return [("LAUNCHER_CKPT_ROOT", root),
-            ("LAUNCHER_ATTEMPT", generation),
+            (GENERATION_ENV, generation),
             ("LAUNCHER_RESUME_FROM", found.path if found else ""),
             ("LAUNCHER_RESUME_STEP", found.step if found else -1),
             ] + ([("LAUNCHER_RESUME_TIER", tier if found else "")] if tiered else [])
@@ -157,7 +158,7 @@ def cmd_in_job_restart(a) -> int:
     if not ok:
         print("%s: in-job recovery gives up: %s; the launcher's recovery takes over" % (PROG, why), file=sys.stderr)
         return 1
-    gen = env_int("LAUNCHER_ATTEMPT")
+    gen = generation_env()
     rec = read_generations(store).record(gen) if gen is not None else None
     hint = (rec or {}).get("attempt")
     extra = {"in_job": {"restart": len(history) + 1, "exit": a.rc, "previous_generation": gen,

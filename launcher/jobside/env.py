@@ -38,9 +38,23 @@ def env_int(name):
         raise CheckpointError("%s=%r is not an integer" % (name, v))
 
 
+GENERATION_ENV = "LAUNCHER_GENERATION"  # the checkpoint generation, exported by resume-env
+ATTEMPT_ENV = "LAUNCHER_ATTEMPT"  # the launcher's attempt (plus Slurm's restarts in place)
+
+
+def generation_env():
+    """The generation this process's environment names, or None: $LAUNCHER_GENERATION (what
+    resume-env exported at this start), else $LAUNCHER_ATTEMPT. The fallback serves a process
+    started outside a launcher job script that sets only the attempt: in a job with a checkpoint
+    root resume-env always exports the generation, which may differ from the attempt (another
+    job's starts on a shared root, an in-job restart, ``--fresh``)."""
+    g = env_int(GENERATION_ENV)
+    return g if g is not None else env_int(ATTEMPT_ENV)
+
+
 def generation(store=None) -> int:
-    """This process's generation: $LAUNCHER_ATTEMPT, else the current one under ROOT."""
-    g = env_int("LAUNCHER_ATTEMPT")
+    """This process's generation: ``generation_env()``, else the current one under ROOT."""
+    g = generation_env()
     if g is not None:
         return g
     store = store or store_for(ckpt_root())

@@ -12,7 +12,7 @@ import time
 
 from launcher.checkpoint import META_DIR, open_store
 from launcher.checkpoint.contract import now_iso
-from launcher.jobside.env import env_int
+from launcher.jobside.env import env_int, generation_env
 from launcher.jobside.stacks import install_stack_dump
 
 _HEARTBEAT = {"thread": None}
@@ -34,7 +34,7 @@ def start_heartbeat(root=None, interval=None):
         return _HEARTBEAT["thread"]
     try:
         root = root or os.environ.get("LAUNCHER_CKPT_ROOT", "")
-        gen = env_int("LAUNCHER_ATTEMPT")
+        gen = generation_env()
         if not root or gen is None:
             return None
         store = open_store(root)  # its own store: its requests are not the writer's

@@ -21,7 +21,7 @@ _FILES = {}  # (root, generation) -> {"lines": stored lines (None: not read yet)
 
 def report(step, /, **metrics) -> bool:
     """Record METRICS (name=finite number) for STEP (an int >= 0) under
-    $LAUNCHER_CKPT_ROOT/.launcher/metrics/g<G>.jsonl, G = $LAUNCHER_ATTEMPT.
+    $LAUNCHER_CKPT_ROOT/.launcher/metrics/g<G>.jsonl, G = $LAUNCHER_GENERATION.
 
     ValueError for a bad step or value (bool, None, NaN, inf, a string or a tensor: pass
     ``loss.item()``), before anything is written; CheckpointError without a checkpoint

@@ -16,7 +16,7 @@ import os
 import signal
 import socket
 
-from launcher.jobside.env import env_int, store_for
+from launcher.jobside.env import generation_env, store_for
 
 STACK_SIGNAL = signal.SIGUSR2
 STACKS_DIR = ".launcher/stacks"  # launcher.recovery.hangs.STACKS_DIR names the same folder
@@ -35,7 +35,7 @@ def install_stack_dump(root=None):
     _STATE["tried"] = True
     try:
         root = root or os.environ.get("LAUNCHER_CKPT_ROOT", "")
-        gen = env_int("LAUNCHER_ATTEMPT")
+        gen = generation_env()
         if not root or gen is None or signal.getsignal(STACK_SIGNAL) not in (signal.SIG_DFL, None):
             return None
         if "USR2" in os.environ.get("LAUNCHER_PREEMPT_SIGNAL", "").upper():  # the notice, even if not handled yet

@@ -140,7 +140,7 @@ def save_seconds(be):
     commit once: the kill window scales with it, so the kills land mid-save on a busy machine
     too (with other test tiers beside it an S3 save takes several times longer)."""
     env = resume_env(be)
-    w = start_writer(be, int(env["LAUNCHER_RESUME_STEP"]), env["LAUNCHER_ATTEMPT"])
+    w = start_writer(be, int(env["LAUNCHER_RESUME_STEP"]), env["LAUNCHER_GENERATION"])
     try:
         t0 = time.monotonic()
         assert w.stdout.readline().startswith(b"committed")
@@ -171,7 +171,7 @@ def kill_loop(be, lo, hi, seed, adaptive=False):
         assert step >= last_step, "a committed checkpoint disappeared (%d < %d)" % (step, last_step)
         commits += step > last_step
         last_step = step
-        w = start_writer(be, step, env["LAUNCHER_ATTEMPT"])
+        w = start_writer(be, step, env["LAUNCHER_GENERATION"])
         try:
             time.sleep(rng.uniform(lo, hi) * scale)
         finally:
@@ -220,7 +220,7 @@ def _zombie(be):
             assert z.stdout.readline().startswith("committed")
         env = resume_env(be)                                  # the job restarts elsewhere
         fork = int(env["LAUNCHER_RESUME_STEP"])
-        assert env["LAUNCHER_ATTEMPT"] == "2" and fork >= 3
+        assert env["LAUNCHER_GENERATION"] == "2" and fork >= 3
         out, err = z.communicate(timeout=120)                 # the zombie keeps going until fenced
     finally:
         if z.poll() is None:

@@ -219,7 +219,7 @@ def test_writer_api_on_s3_with_multipart_and_restore(s3_bucket, s3_env, tmp_path
                        capture_output=True, text=True, timeout=60, env=job_env(s3_env))
     assert p.returncode == 0, p.stderr
     assert "export LAUNCHER_RESUME_FROM=s3://%s/w/%s\n" % (s3_bucket, step_dir(10, 1)) in p.stdout
-    assert "export LAUNCHER_ATTEMPT=2\n" in p.stdout
+    assert "export LAUNCHER_GENERATION=2\n" in p.stdout
     with jobside_env(**tuning):
         with jobside.restore("s3://%s/w/%s" % (s3_bucket, step_dir(10, 1)), verify=True) as d:
             assert d.startswith(str(tmp_path))

@@ -26,7 +26,7 @@ PROGRAM = textwrap.dedent("""
     sys.path.insert(0, os.environ["LAUNCHER_JOB_PYZ"])
     from launcher import jobside
     steps, hang_at = int(sys.argv[1]), int(sys.argv[2])
-    gen = int(os.environ["LAUNCHER_ATTEMPT"])
+    gen = int(os.environ["LAUNCHER_GENERATION"])
     start = jobside.resume_step() + 1
     print("started gen %d at step %d" % (gen, start), flush=True)
 

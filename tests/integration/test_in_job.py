@@ -28,7 +28,7 @@ PROGRAM = textwrap.dedent("""
     # a kill always lands on a live run however late a loaded machine lets the test see the step
     held = sys.argv[3] if len(sys.argv) > 3 else ""
     holds = dict(tuple(int(x) for x in h.split(":")) for h in held.split(",") if h)
-    gen = int(os.environ["LAUNCHER_ATTEMPT"])
+    gen = int(os.environ["LAUNCHER_GENERATION"])
     with open(os.path.join(piddir, "pid-%d" % gen), "w") as f:
         f.write(str(os.getpid()))
     start = jobside.resume_step() + 1

@@ -15,7 +15,7 @@ PROGRAM = textwrap.dedent("""
     sys.path.insert(0, os.environ["LAUNCHER_JOB_PYZ"])
     from launcher import jobside
     assert jobside.__file__.startswith(os.environ["LAUNCHER_JOB_PYZ"]), jobside.__file__
-    gen = int(os.environ["LAUNCHER_ATTEMPT"])
+    gen = int(os.environ["LAUNCHER_GENERATION"])
     start, last = jobside.resume_step() + 1, int(sys.argv[1])
     for step in range(start, last + 1):
         jobside.report(step, loss=1.0 / (step + 1), gen=gen)

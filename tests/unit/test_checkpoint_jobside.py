@@ -21,7 +21,7 @@ import launcher
 import launcher_backends.slurm
 from launcher import jobside
 from launcher.jobside.cli import export_lines
-from launcher.checkpoint import (COMMIT, AlreadyCommitted, Superseded, attempt_key, latest, open_store,
+from launcher.checkpoint import (COMMIT, AlreadyCommitted, CheckpointError, Superseded, attempt_key, latest, open_store,
                                  read_attempt, read_generations, scan, start_generation, step_dir)
 
 PKG = os.path.dirname(os.path.abspath(launcher.__file__))
@@ -40,7 +40,7 @@ def run_job(args, env=None, python=None, timeout=60, pyz=None):
 
 def eval_exports(stdout):
     """What bash sees after eval "$(...)": run it through a real bash."""
-    p = subprocess.run(["bash", "-c", 'eval "$1"; for v in LAUNCHER_CKPT_ROOT LAUNCHER_ATTEMPT LAUNCHER_RESUME_FROM '
+    p = subprocess.run(["bash", "-c", 'eval "$1"; for v in LAUNCHER_CKPT_ROOT LAUNCHER_GENERATION LAUNCHER_RESUME_FROM '
                         'LAUNCHER_RESUME_STEP; do printf "%s=%s\\0" "$v" "${!v}"; done', "_", stdout],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
@@ -60,8 +60,9 @@ def test_resume_env_fresh_then_resumed_with_awkward_root(tmp_path):
     p = run_job(["resume-env", "--root", root, "--job-id", "job-9"])
     assert p.returncode == 0, p.stderr
     env = eval_exports(p.stdout)
-    assert env == {"LAUNCHER_CKPT_ROOT": root, "LAUNCHER_ATTEMPT": "1", "LAUNCHER_RESUME_FROM": "",
+    assert env == {"LAUNCHER_CKPT_ROOT": root, "LAUNCHER_GENERATION": "1", "LAUNCHER_RESUME_FROM": "",
                    "LAUNCHER_RESUME_STEP": "-1"}
+    assert "LAUNCHER_ATTEMPT" not in p.stdout  # the launcher's attempt is the job script's, never rewritten
     assert all(ln.startswith("export ") for ln in p.stdout.splitlines())
     with jobside_env(LAUNCHER_CKPT_ROOT=root, LAUNCHER_ATTEMPT="1", LAUNCHER_JOB_ID="job-9"):
         with jobside.save(5) as d:
@@ -69,7 +70,7 @@ def test_resume_env_fresh_then_resumed_with_awkward_root(tmp_path):
                 f.write("hello")
     p = run_job(["resume-env", "--root", root])
     env = eval_exports(p.stdout)
-    assert env["LAUNCHER_ATTEMPT"] == "2"
+    assert env["LAUNCHER_GENERATION"] == "2"
     assert env["LAUNCHER_RESUME_FROM"] == os.path.join(root, step_dir(5, 1))
     assert env["LAUNCHER_RESUME_STEP"] == "5"
     assert "resumes from" in p.stderr
@@ -100,10 +101,26 @@ class jobside_env:
 
 def test_attempt_hint_and_env_hint(tmp_path):
     root = str(tmp_path)
-    assert eval_exports(run_job(["resume-env", "--root", root, "--attempt-hint", "7"]).stdout)["LAUNCHER_ATTEMPT"] == "7"
-    assert eval_exports(run_job(["resume-env", "--root", root, "--attempt-hint", "3"]).stdout)["LAUNCHER_ATTEMPT"] == "8"
+    def started(*args):
+        return eval_exports(run_job(["resume-env", "--root", root, *args]).stdout)["LAUNCHER_GENERATION"]
+
+    assert started("--attempt-hint", "7") == "7"
+    assert started("--attempt-hint", "3") == "8"
     p = run_job(["resume-env"], env={"LAUNCHER_CKPT_ROOT": root, "LAUNCHER_ATTEMPT": "20"})
-    assert eval_exports(p.stdout)["LAUNCHER_ATTEMPT"] == "20"
+    assert eval_exports(p.stdout)["LAUNCHER_GENERATION"] == "20"
+
+
+def test_the_generation_is_read_from_launcher_generation_and_the_attempt_only_stands_in(clean_env):
+    from launcher.jobside.env import generation_env
+
+    assert generation_env() is None
+    clean_env.setenv("LAUNCHER_ATTEMPT", "1")
+    assert generation_env() == 1  # a process outside a job script that names only the attempt
+    clean_env.setenv("LAUNCHER_GENERATION", "4")
+    assert generation_env() == 4  # in a job: resume-env's generation, whatever the attempt
+    clean_env.setenv("LAUNCHER_GENERATION", "four")
+    with pytest.raises(CheckpointError, match="LAUNCHER_GENERATION='four' is not an integer"):
+        generation_env()
 
 
 def test_resume_env_failure_prints_nothing_to_eval(tmp_path):
@@ -333,7 +350,7 @@ def test_stage_zip_runs_without_the_package_installed(tmp_path):
         p2 = subprocess.run([py, "-I", "-S", pyz, "resume-env", "--root", root], capture_output=True, text=True,
                             timeout=60)
         assert p2.returncode == 0, (py, p2.stderr)
-        assert eval_exports(p2.stdout)["LAUNCHER_ATTEMPT"] == str(2 * i + 2), py
+        assert eval_exports(p2.stdout)["LAUNCHER_GENERATION"] == str(2 * i + 2), py
         assert p.returncode == 0, (py, p.stderr)
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import launcher.jobside as j; "
             "assert j.__file__.startswith(sys.argv[1]), j.__file__; "

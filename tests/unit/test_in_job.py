@@ -107,12 +107,13 @@ def test_the_command_starts_a_generation_recorded_as_an_in_job_restart(tmp_path,
     root = tmp_path / "ck"
     env = {"LAUNCHER_CKPT_ROOT": str(root), "LAUNCHER_JOB_ID": "j1", "LAUNCHER_NODE_FACTS": "0"}
     rc, out, _ = _run(["resume-env", "--attempt-hint", "1"], env, monkeypatch)
-    assert rc == 0 and _exports(out)["LAUNCHER_ATTEMPT"] == "1"
-    monkeypatch.setenv("LAUNCHER_ATTEMPT", "1")
+    assert rc == 0 and _exports(out)["LAUNCHER_GENERATION"] == "1"
+    monkeypatch.setenv("LAUNCHER_GENERATION", "1")
     rc, out, err = _run(["in-job-restart", "--rc", "137", "--max-restarts", "2", "--window", "3600"], {}, monkeypatch)
     assert rc == 0, err
     ex = _exports(out)
-    assert ex["LAUNCHER_ATTEMPT"] == "2" and ex["LAUNCHER_IN_JOB_RESTARTS"] == "1"
+    assert ex["LAUNCHER_GENERATION"] == "2" and ex["LAUNCHER_IN_JOB_RESTARTS"] == "1"
+    assert "LAUNCHER_ATTEMPT" not in ex  # an in-job restart is a new generation of the same attempt
     assert ex["LAUNCHER_RESUME_STEP"] == "-1" and ex["_launcher_in_job_history"].endswith(":-1")
     rec = read_generations(open_store(str(root))).record(2)
     assert rec["attempt"] == 1 and rec["job_id"] == "j1"

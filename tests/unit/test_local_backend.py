@@ -26,6 +26,22 @@ def test_job_sees_the_env_contract_and_completes(app):
         assert line in out.splitlines(), (line, out)
 
 
+def test_a_second_job_on_a_shared_root_is_attempt_1_of_generation_2(app, tmp_path):
+    """LAUNCHER_ATTEMPT is the launcher's attempt; the checkpoint generation is LAUNCHER_GENERATION
+    (issue 33: the attempt was rewritten to the generation, so job B's first attempt read 2)."""
+    root = tmp_path / "shared-root"
+    outs = []
+    for name in ("a", "b"):
+        j = _launch(app, f"name: {name}\ncheckpoint: {{root: '{root}'}}\n"
+                         "run: 'echo attempt=$LAUNCHER_ATTEMPT generation=$LAUNCHER_GENERATION'\n")
+        st = wait_for(app, j.job_id, poll=0.1, timeout=120)
+        assert st.state is JobState.COMPLETED, st
+        outs.append("".join(app.backend("local").logs(j.handle)))
+    assert "attempt=1 generation=1" in outs[0].splitlines(), outs[0]
+    assert "attempt=1 generation=2" in outs[1].splitlines(), outs[1]
+    assert "launcher: attempt 1 (checkpoint generation 2) resuming from <fresh start>" in outs[1], outs[1]
+
+
 def test_failed_job_keeps_its_exit_code(app):
     j = _launch(app, "name: f\nrun: exit 5\n")
     st = wait_for(app, j.job_id, poll=0.1, timeout=120)

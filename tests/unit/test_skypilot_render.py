@@ -262,7 +262,7 @@ def _staged_home(tmp_path: Path) -> Path:
 
 
 PRINT_CONTRACT = ("[python3, -c, 'import os, json; print(json.dumps({k: os.environ.get(k) for k in "
-                  "[\"LAUNCHER_ATTEMPT\", \"LAUNCHER_RESUME_FROM\", \"LAUNCHER_RESUME_STEP\", "
+                  "[\"LAUNCHER_ATTEMPT\", \"LAUNCHER_GENERATION\", \"LAUNCHER_RESUME_FROM\", \"LAUNCHER_RESUME_STEP\", "
                   "\"LAUNCHER_NODE_RANK\", \"LAUNCHER_JOB_PYZ\"]}))']")
 
 
@@ -278,7 +278,8 @@ def test_every_start_starts_a_new_generation_through_the_staged_helper(tmp_path)
         proc = _run_as_skypilot(task, tmp_path, 0, ["10.0.0.1"], home=home)
         assert proc.returncode == 0, proc.stderr
         seen.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    assert [s["LAUNCHER_ATTEMPT"] for s in seen] == ["1", "2"]
+    assert [s["LAUNCHER_GENERATION"] for s in seen] == ["1", "2"]
+    assert [s["LAUNCHER_ATTEMPT"] for s in seen] == ["1", "1"]  # the launcher's attempt: SkyPilot's rerun is not one
     assert [s["LAUNCHER_RESUME_FROM"] for s in seen] == ["", ""]  # nothing committed yet: fresh starts
     assert seen[0]["LAUNCHER_JOB_PYZ"] == str(home / ".launcher" / "launcher_job.pyz")
 
@@ -333,7 +334,8 @@ def test_all_nodes_of_one_start_share_one_generation_started_once(tmp_path):
 
     first, second = start_all(), start_all()
     for run, gen in ((first, "1"), (second, "2")):
-        assert {r: v["LAUNCHER_ATTEMPT"] for r, v in run.items()} == {0: gen, 1: gen, 2: gen}
+        assert {r: v["LAUNCHER_GENERATION"] for r, v in run.items()} == {0: gen, 1: gen, 2: gen}
+        assert {r: v["LAUNCHER_ATTEMPT"] for r, v in run.items()} == {0: "1", 1: "1", 2: "1"}
         assert {r: v["LAUNCHER_NODE_RANK"] for r, v in run.items()} == {0: "0", 1: "1", 2: "2"}
     attempts = sorted(p.name for p in (root / ".launcher" / "attempts").iterdir())
     assert attempts == ["g1.json", "g2.json"]  # two starts, two generations: not six

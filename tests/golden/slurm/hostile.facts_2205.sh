@@ -18,7 +18,7 @@ export LAUNCHER_BACKEND=slurm
 export LAUNCHER_JOB_DIR=/state/jobs/basic-abc123
 # programs import launcher.jobside from here where launcher is not installed on the nodes
 export LAUNCHER_JOB_PYZ=/state/jobs/basic-abc123/launcher_job.pyz
-# generation: +1 on every (re)start; the checkpoint helper below makes it exact across resubmissions
+# the attempt, +1 on every restart in place (a requeue); the checkpoint generation is the helper's: LAUNCHER_GENERATION
 export LAUNCHER_ATTEMPT=$(( 1 + ${SLURM_RESTART_COUNT:-0} ))
 export LAUNCHER_NUM_NODES="${SLURM_JOB_NUM_NODES:-1}"
 export LAUNCHER_GPUS_PER_NODE=0

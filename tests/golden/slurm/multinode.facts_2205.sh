@@ -28,7 +28,7 @@ export LAUNCHER_BACKEND=slurm
 export LAUNCHER_JOB_DIR=/state/jobs/basic-abc123
 # programs import launcher.jobside from here where launcher is not installed on the nodes
 export LAUNCHER_JOB_PYZ=/state/jobs/basic-abc123/launcher_job.pyz
-# generation: +1 on every (re)start; the checkpoint helper below makes it exact across resubmissions
+# the attempt, +1 on every restart in place (a requeue); the checkpoint generation is the helper's: LAUNCHER_GENERATION
 export LAUNCHER_ATTEMPT=$(( 1 + ${SLURM_RESTART_COUNT:-0} ))
 export LAUNCHER_NUM_NODES="${SLURM_JOB_NUM_NODES:-1}"
 export LAUNCHER_GPUS_PER_NODE=2
@@ -64,7 +64,7 @@ _launcher_node_env() {
 export -f _launcher_node_env
 echo "launcher: start $LAUNCHER_ATTEMPT of $LAUNCHER_JOB_ID on $SLURM_JOB_NODELIST (restart ${SLURM_RESTART_COUNT:-0})" >&2
 # Resolve the latest COMMITTED checkpoint at every start of the job (requeues rerun
-# this script), bump the generation, and export LAUNCHER_RESUME_FROM / _STEP / _ATTEMPT.
+# this script), bump the generation, and export LAUNCHER_GENERATION and LAUNCHER_RESUME_FROM / _STEP.
 export LAUNCHER_CKPT_ROOT=/shared/ckpt/llm
 export LAUNCHER_CKPT_KEEP=3
 if ! _launcher_resume="$(python3 /state/jobs/basic-abc123/launcher_job.pyz resume-env --root "$LAUNCHER_CKPT_ROOT" --job-id "$LAUNCHER_JOB_ID" --attempt-hint "$LAUNCHER_ATTEMPT")"; then
@@ -72,7 +72,7 @@ if ! _launcher_resume="$(python3 /state/jobs/basic-abc123/launcher_job.pyz resum
   exit 3
 fi
 eval "$_launcher_resume"
-echo "launcher: attempt $LAUNCHER_ATTEMPT resuming from ${LAUNCHER_RESUME_FROM:-<fresh start>}" >&2
+echo "launcher: attempt $LAUNCHER_ATTEMPT (checkpoint generation $LAUNCHER_GENERATION) resuming from ${LAUNCHER_RESUME_FROM:-<fresh start>}" >&2
 # keep away from nodes that failed this job repeatedly (requeues itself if it holds one)
 python3 /state/jobs/basic-abc123/launcher_job.pyz node-guard --job-dir "$LAUNCHER_JOB_DIR" || exit 0
 # setup: once per node
