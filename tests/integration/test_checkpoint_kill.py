@@ -120,9 +120,9 @@ def check_resume_point(be, env):
         assert f["size"] == len(data) and f["sha256"] == hashlib.sha256(data).hexdigest()
 
 
-def start_writer(be, step, attempt):
+def start_writer(be, step, generation):
     w = subprocess.Popen([sys.executable, "-c", WRITER, str(max(step, 0)), "s3" if be.s3 else "posix", "0"],
-                         env=be.env(LAUNCHER_CKPT_ROOT=be.root, LAUNCHER_ATTEMPT=attempt),
+                         env=be.env(LAUNCHER_CKPT_ROOT=be.root, LAUNCHER_GENERATION=generation),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert w.stdout.readline().strip() == b"ready"
     return w
@@ -212,7 +212,7 @@ def _zombie(be):
     store = open_store(be.root)
     g1, _, _ = start_generation(store)
     z = subprocess.Popen([sys.executable, "-c", WRITER, "0", "s3" if be.s3 else "posix", "0.02"],
-                         env=be.env(LAUNCHER_CKPT_ROOT=be.root, LAUNCHER_ATTEMPT=str(g1.generation)),
+                         env=be.env(LAUNCHER_CKPT_ROOT=be.root, LAUNCHER_GENERATION=str(g1.generation)),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert z.stdout.readline().strip() == "ready"
@@ -239,7 +239,7 @@ def _zombie(be):
     # generation 2 writes on; a later start resumes from it, never from the zombie's fork
     w = subprocess.run([sys.executable, "-c", "import sys; sys.argv[1:] = ['%d', '%s', '0']\n" % (
         fork, "s3" if be.s3 else "posix") + WRITER.replace("while True:", "for _ in range(2):")],
-        env=be.env(LAUNCHER_CKPT_ROOT=be.root, LAUNCHER_ATTEMPT="2"), capture_output=True, text=True, timeout=120)
+        env=be.env(LAUNCHER_CKPT_ROOT=be.root, LAUNCHER_GENERATION="2"), capture_output=True, text=True, timeout=120)
     assert w.returncode == 0, w.stderr
     env3 = resume_env(be)
     assert (int(env3["LAUNCHER_RESUME_STEP"]), env3["LAUNCHER_RESUME_FROM"].rsplit(".g", 1)[1]) == (fork + 2, "2")
