@@ -13,6 +13,7 @@ Pricing is one offer per partition (``offers.py``) from the price files' ``slurm
 from __future__ import annotations
 
 import base64
+import codecs
 import dataclasses
 import json
 import os
@@ -414,25 +415,36 @@ class SlurmBackend(PricedByModules):
         return LogSlice(f"{self.target.name}:{path}", size, start, data)
 
     def logs(self, handle: Handle, follow: bool = False, done=None):
-        path = log_path(handle)
         if isinstance(self.runner, LocalRunner):
-            return iter_file(path, follow, done=done)
-        return self._remote_logs(path, follow, done)
+            return iter_file(log_path(handle), follow, done=done)
+        return self._remote_logs(handle, follow, done)
 
-    def _remote_logs(self, path, follow, done):
+    def _remote_logs(self, handle: Handle, follow: bool, done, poll: float = 1.0):
+        """The output where Slurm writes it, in ``read_log`` slices: the offset counts the file's
+        bytes and the text is decoded across slices, so output that is not UTF-8, or a
+        character cut between two reads, neither skips nor repeats a byte (it counted the
+        decoded text, re-encoded). Following: until DONE, then what was written before it."""
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
         offset = 0
         while True:
-            r = self._run(["tail", "-c", f"+{offset + 1}", path], check=False)
-            if r.returncode == 0 and r.stdout:
-                offset += len(r.stdout.encode())
-                yield r.stdout
-            if not follow or (done is not None and done()):
-                if follow:
-                    r = self._run(["tail", "-c", f"+{offset + 1}", path], check=False)
-                    if r.returncode == 0 and r.stdout:
-                        yield r.stdout
+            ended = not follow or (done is not None and done())
+            try:
+                got = self.read_log(handle, offset, REMOTE_LOG_CHUNK, self.opts.command_timeout)
+            except FileNotFoundError:  # no output yet
+                got = None
+            if got is not None and got.data:
+                offset = got.start + len(got.data)
+                text = decoder.decode(got.data)
+                if text:
+                    yield text
+                if len(got.data) == REMOTE_LOG_CHUNK:
+                    continue  # there is more: read on at once
+            if ended:
+                rest = decoder.decode(b"", final=True)
+                if rest:
+                    yield rest
                 return
-            time.sleep(1.0)
+            time.sleep(poll)
 
     # ---- queue wait: what the planner and burst need to know about this cluster's queue
     def queue_wait(self, spec: JobSpec, exclude_job: Optional[str] = None):
@@ -533,6 +545,7 @@ CLAIM_START_SH = ('[ -d "$2" ] || exit 3; mkdir -p "$(dirname "$0")" || exit 3; 
                   'if [ -n "$h" ]; then printf "%s" "$h"; exit 0; fi; i=$((i+1)); sleep 0.1; done; exit 4')
 
 
+REMOTE_LOG_CHUNK = 8 << 20  # bytes of output one command on the login node returns at most (`launcher logs`)
 # $0 the file, $1 the offset (< 0: from the end), $2 the most bytes: "SIZE START" on the first
 # line, then the bytes from START as base64; exit 4 when the file is not there (yet)
 READ_LOG_SH = ('s=$(stat -c %s "$0" 2>/dev/null) || exit 4; o=$1; if [ "$o" -lt 0 ]; then o=$((s + o)); fi; '

@@ -58,3 +58,43 @@ def test_no_output_yet_is_file_not_found_and_an_unreadable_answer_is_transient(t
     b = SlurmBackend(Target("testcl", "slurm", SlurmOptions()), runner=Garbled())
     with pytest.raises(TransientError, match="could not read .*slurm-4242.out on testcl"):
         b.read_log(broken, 0, 100, 30)
+
+
+def test_logs_over_a_connection_count_bytes_not_decoded_text(tmp_path, monkeypatch):
+    """`launcher logs` through a login node: in slices of the file's bytes, so a byte that is not
+    UTF-8 or a character cut between two slices neither skips nor repeats output (the offset
+    counted the decoded text re-encoded: U+FFFD is 3 bytes for the 1 it replaced)."""
+    import launcher_backends.slurm.backend as slurm_backend
+
+    monkeypatch.setattr(slurm_backend, "REMOTE_LOG_CHUNK", 5)  # "é" (2 bytes) falls across slices
+    out = tmp_path / "slurm-4242.out"
+    out.write_bytes(b"abc\xff d\xc3\xa9f\nnext line\n")
+    b, h = backend(), handle(tmp_path)
+    assert "".join(b._remote_logs(h, False, None)) == "abc\ufffd d\u00e9f\nnext line\n"
+
+    out.write_bytes(b"")
+    writes = iter([b"one \xe2\x82", b"\xac two\n", b"three\n"])  # "€" cut between two writes
+
+    def done():  # each poll appends the next write; done once all are written
+        try:
+            with open(out, "ab") as f:
+                f.write(next(writes))
+            return False
+        except StopIteration:
+            return True
+
+    assert "".join(b._remote_logs(h, True, done, poll=0)) == "one \u20ac two\nthree\n"
+
+
+def test_logs_of_an_attempt_without_output_yet_follow_until_there_is_some(tmp_path):
+    b, h = backend(), handle(tmp_path)
+    assert list(b._remote_logs(h, False, None)) == []
+    calls = []
+
+    def done():
+        calls.append(1)
+        if len(calls) == 2:
+            (tmp_path / "slurm-4242.out").write_bytes(b"late\n")
+        return len(calls) > 2
+
+    assert "".join(b._remote_logs(h, True, done, poll=0)) == "late\n"
