@@ -72,7 +72,9 @@ def test_the_protocols_are_a_handful():
     # processes, signalled and dumped where the backend reaches them (recovery.hang). ExcludesNodes (issue 31):
     # keeping a job off quarantined nodes; not folded into Scheduler for the same reason. RemoteStarts (issue 29):
     # an attempt's start claim read and claimed where the job folders are (a login node over SSH); not folded
-    # into Host for the same reason
+    # into Host for the same reason. ReadsLog (issue 33): a slice of an attempt's output read where it is written
+    # (a login node over SSH), by a built backend and its connection; not folded into LogFile, a classmethod
+    # the web view asks without building one
     assert protocols == ["Backend", "ChoosesPlacement", "Egress", "ExcludesNodes", "Host", "LogFile", "Pricing",
-                         "ReachesRun", "RemoteStarts",
+                         "ReachesRun", "ReadsLog", "RemoteStarts",
                          "Scheduler", "SetsEnv", "SpecOwner", "StartsSubmit"]
