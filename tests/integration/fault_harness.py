@@ -35,7 +35,8 @@ checks (``Result.violations``):
    ``status`` has, with that id; one that said "rejected" left nothing running; a
    ``cancel`` that said "cancelled attempt N (… id X)" left X gone, one that said "closed
    as CANCELLED" left the job CANCELLED with nothing running; a watcher that said
-   "resubmitted/adopted/started (… id X)" left X recorded;
+   "resubmitted/adopted/started (… id X)" left X recorded, or replaced (event ``adopted``) by a
+   second submission of the same attempt that started first;
 4. nothing is cancelled that nobody cancelled: without a ``cancel`` in the schedule no job or
    attempt ends CANCELLED, and an attempt that ran user code and ended is recorded as its
    program ended (a duplicate's cancel never reaches the real attempt).
@@ -819,7 +820,8 @@ def check(r: Run, res: Result) -> list:
             elif state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED") and \
                     not any(k == jid or k.split("_")[0] == jid.split("_")[0] for k in known):
                 v.append(f"(2) Slurm job {jid} ({token}) is {state} but status records no attempt with its id")
-    v += _check_said(r, listed, jobs, attempts, starts)
+    adopted = store_query(r.home, r.url, "SELECT job_id, detail FROM events WHERE kind = 'adopted'", strict=True)
+    v += _check_said(r, listed, jobs, accepted_ids(attempts, adopted), starts)
     # (4), on local (measured there; the Slurm tiers keep invariants 1-3 until it is measured on them)
     if r.s.backend == "local" and not any(n == "cancel" for n, *_ in r.said) and r.cancel_proc is None:
         v += uncalled_cancels(r.s.scenario, jobs, attempts, starts)
@@ -887,9 +889,25 @@ CANCELLED = re.compile(r"^(\S+): cancelled attempt (\d+) \((\S+) id (\S+)\)", re
 WATCH_ID = re.compile(r"^(\S+): (resubmitted|adopted|started) \(.*?(?:->\s*)?\S+ id (\S+)\)\s*$", re.M)
 
 
-def _check_said(r: Run, listed: dict, jobs: dict, attempts: dict, starts: list) -> list:
-    v = []
+def accepted_ids(attempts: dict, adopted: list) -> set:
+    """Pure: the (job, native id) a command may truthfully have named as what it submitted: every
+    recorded attempt's, and one an ``adopted`` event says was replaced: a submission recorded
+    first that stood down for a second submission of the same attempt that started first
+    (``watch.started_first``, event ``adopted`` with ``replaces``; the adopted id recorded). The
+    command that made the replaced one did submit it and record it (a loaded CI run: a watcher
+    said "resubmitted -> id 13464", and 13453, whose submitter's claim had lapsed, started first)."""
     natives = {(j, str(a["native_id"])) for (j, _), a in attempts.items()}
+    replaced = set()
+    for e in adopted:
+        d = json.loads(e["detail"]) if isinstance(e["detail"], str) else (e["detail"] or {})
+        if d.get("replaces") and (e["job_id"], str(d.get("native_id"))) in natives:
+            replaced.add((e["job_id"], str(d["replaces"])))
+    return natives | replaced
+
+
+def _check_said(r: Run, listed: dict, jobs: dict, natives: set, starts: list) -> list:
+    """Invariant 3 over what each command printed; NATIVES: ``accepted_ids``."""
+    v = []
     live = _live_supervisors(r) if r.s.backend == "local" else {}
     for name, rc, out, err, _ in r.said:
         text = out + "\n" + err

@@ -4,8 +4,8 @@ drawn from a seeded stream and replay alone, and the invariant checks catch what
 from __future__ import annotations
 
 from launcher.core.faults import POINTS
-from tests.integration.fault_harness import (ACTIONS, CLAIM_TTL_S, DUPLICATE_POINT, SCENARIOS, Result, draw,
-                                            start_violations, summary, uncalled_cancels)
+from tests.integration.fault_harness import (ACTIONS, CLAIM_TTL_S, DUPLICATE_POINT, SCENARIOS, Result, accepted_ids,
+                                            draw, start_violations, summary, uncalled_cancels)
 
 
 def test_a_schedule_is_a_function_of_its_seed_and_index_alone():
@@ -77,3 +77,13 @@ def test_invariant_4_catches_a_cancel_nobody_asked_for_and_a_wrong_end():
     # a sweep: only element 0's first attempt fails
     sweep = {("s-e0", 1): {"state": "FAILED", "native_id": "5"}, ("s-e1", 1): {"state": "COMPLETED", "native_id": "6"}}
     assert uncalled_cancels("sweep", jobs, sweep, [("s-e0", 1, 1, "5"), ("s-e1", 1, 2, "6")]) == []
+
+
+def test_invariant_3_accepts_an_id_that_stood_down_for_the_copy_that_started_first_and_no_other():
+    attempts = {("e0", 1): {"native_id": "13034"}, ("e0", 2): {"native_id": "13453"}}
+    adopted = [{"job_id": "e0", "detail": '{"attempt": 2, "native_id": "13453", "replaces": "13464"}'},
+               {"job_id": "e0", "detail": {"attempt": 2, "native_id": "99", "replaces": "98"}},  # 99 not recorded
+               {"job_id": "e1", "detail": '{"attempt": 1, "native_id": "5"}'}]  # adopted, nothing replaced
+    ok = accepted_ids(attempts, adopted)
+    assert ok == {("e0", "13034"), ("e0", "13453"), ("e0", "13464")}
+    assert ("e0", "98") not in ok and ("e1", "13464") not in ok
