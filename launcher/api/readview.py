@@ -28,7 +28,7 @@ import yaml
 from launcher.state.rows import is_open
 from launcher.api.context import App
 from launcher.api.status_view import JobDetail
-from launcher.backend.protocols import Handle, LogFile, LogSlice, ReadsLog, can
+from launcher.backend.protocols import Handle, LogFile, LogSlice, ReadsLog, can, file_slice
 from launcher.core.errors import describe, LauncherError
 from launcher.report import gather
 from launcher.report.listing import jobs_compute
@@ -64,11 +64,7 @@ def resources_of(spec_yaml: str) -> dict:
 def read_local_log(path: str, offset: int, limit: int) -> tuple[Optional[LogSlice], Optional[str]]:
     """(up to LIMIT bytes of PATH from byte OFFSET, negative: from its end; why there are none)."""
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            start = max(0, size + offset) if offset < 0 else min(offset, size)
-            f.seek(start)
-            return LogSlice(path, size, start, f.read(limit)), None
+        return file_slice(path, offset, limit), None
     except FileNotFoundError:
         return LogSlice(path, 0, 0, b""), "no output yet"
     except OSError as e:

@@ -380,6 +380,16 @@ class LogSlice:
     data: bytes
 
 
+def file_slice(path: str, offset: int, limit: int, where: Optional[str] = None) -> LogSlice:
+    """Up to LIMIT bytes of the file at PATH on this machine from byte OFFSET (negative: that many
+    bytes from its end), as a LogSlice named WHERE (default PATH); FileNotFoundError when absent."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        start = max(0, size + offset) if offset < 0 else min(offset, size)
+        f.seek(start)
+        return LogSlice(where or path, size, start, f.read(max(0, limit)))
+
+
 @runtime_checkable
 class ReadsLog(Protocol):
     """A backend that reads a slice of an attempt's output where it is written, when that is not

@@ -32,7 +32,7 @@ from typing import ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from launcher.backend.protocols import Facts, Handle, JobRef, LogSlice, QueueEstimate, Request
+from launcher.backend.protocols import Facts, Handle, JobRef, LogSlice, QueueEstimate, Request, file_slice
 from launcher.plan.offers import Offer
 from launcher.spec.model import Section
 from launcher.core.status import JobState, Status
@@ -276,12 +276,8 @@ class FakeCloudBackend(LocalBackend):
 
     # ---- ReadsLog: its output is a file on this machine, read as a slice of its bytes
     def read_log(self, handle: Handle, offset: int, limit: int, timeout: float) -> LogSlice:
-        path = self.log_file(handle, {})
-        with open(path, "rb") as f:  # FileNotFoundError: no output yet, as the protocol says
-            size = os.fstat(f.fileno()).st_size
-            start = max(0, size + offset) if offset < 0 else min(offset, size)
-            f.seek(start)
-            return LogSlice(f"{self.target.name}:{path}", size, start, f.read(max(0, limit)))
+        path = self.log_file(handle, {})  # FileNotFoundError: no output yet, as the protocol says
+        return file_slice(path, offset, limit, f"{self.target.name}:{path}")
 
     # ---- Scheduler.find_many: one lookup per job (its marker file), the same answer as find()
     def find_many(self, jobs) -> dict:
