@@ -328,8 +328,8 @@ class SkyPilotBackend(PricedByModules):
         jobs = client.queue([handle.native_id]).get(handle.native_id)
         if not isinstance(jobs, list):
             return None
-        mine = [j for j in jobs if j.name == handle.extra.get("task_name")]
-        return max(j.job_id for j in mine) if mine else None
+        job = states.attempt_job(jobs, handle.extra.get("task_name") or "")
+        return job.job_id if job is not None else None
 
     # ---- find (idempotent submission)
     def find(self, job: JobRef) -> Optional[Handle]:

@@ -8,7 +8,9 @@ needs that anyway). Staged on the nodes next to the helper zipapp; stdlib only, 
 
     python3 handoff.py --rank R --nodes N --master ADDR --port P -- CMD [ARG...]
 
-Rank 0 runs CMD; if it fails, so does rank 0 (exit code kept). On success it prints CMD's
+Rank 0 runs CMD (the attempt's start claim, then the resume point where there is a
+checkpoint root); if it fails, so does rank 0 (exit code kept: 3 when this start stood
+down for another that holds the attempt). On success it prints CMD's
 output and serves the same text to N-1 peers from a detached child (gone after N-1
 deliveries or --timeout seconds). Other ranks fetch it from ADDR:P, retrying until
 --timeout. Only ``export LAUNCHER_*=value`` lines pass, re-quoted: a peer never evals
@@ -48,7 +50,11 @@ def sanitize(text: str) -> str:
 
 
 def _hello() -> bytes:
-    return ("%s %s\n" % (PROG, os.environ.get("LAUNCHER_JOB_ID", ""))).encode()
+    """What a peer says to node 0: the job and this very start ($LAUNCHER_SELF_ID, the cluster
+    job's id). A second launch of the same attempt on the same cluster is another start: its
+    nodes are never given the answer of the start that holds the claim."""
+    return ("%s %s %s\n" % (PROG, os.environ.get("LAUNCHER_JOB_ID", ""),
+                             os.environ.get("LAUNCHER_SELF_ID", ""))).encode()
 
 
 def _serve_detached(text: str, port: int, peers: int, timeout: float) -> None:
@@ -78,7 +84,7 @@ def _serve_detached(text: str, port: int, peers: int, timeout: float) -> None:
                 try:
                     if conn.recv(4096) != _hello():  # another job or a port scanner: not a delivery
                         continue
-                    conn.sendall(text.encode())
+                    conn.sendall(text.encode() or b"\n")  # an empty answer (a claim alone) is still one
                     served += 1
                 except OSError:
                     continue

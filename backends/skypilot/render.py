@@ -11,8 +11,18 @@ What the task carries, and why:
 - ``secrets``: names only, with null values. SkyPilot 0.14 treats a null secret as
   "resolved at launch", which is what submit does from the launcher's environment, in
   memory: no value is ever written into the task text.
-- ``run`` resolves the resume point at every start (SkyPilot reruns ``run`` after every
-  recovery) through the job-side helper, before the job's own command.
+- ``run`` claims the attempt's start on the head node, then resolves the resume point at
+  every start (SkyPilot reruns ``run`` after every recovery) through the job-side helper,
+  before the job's own command.
+
+The start claim (``launcher.jobside.startclaim``): a second launch of the same attempt (a
+watcher paused past its claim that submitted anyway) goes to the same cluster, because the
+cluster is named from the attempt. SkyPilot queues it there as a second job of the same
+name. Its ``run`` finds the claim file in ``~/.launcher/starts/<job>/attempt-N.start``
+on node 0 held by another ``$SKYPILOT_TASK_ID`` and stands down (exit 3) before any user
+code. On several nodes, node 0 claims and the others wait for its answer (handoff.py),
+so a copy that stood down runs nothing anywhere. Which job of the cluster the launcher
+follows is ``states.attempt_job``.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ CKPT_MOUNT = "/launcher-ckpt"  # where an s3:// checkpoint bucket is mounted on 
 HELPER_NAME = "launcher_job.pyz"  # the job-side helper zipapp (launcher.backend.staging)
 HANDOFF_NAME = "skypilot_handoff.py"  # node 0 -> other nodes hand-off of the resume point (handoff.py)
 REMOTE_DIR = "~/.launcher"
+STARTS_DIR = "$HOME/.launcher/starts/$LAUNCHER_JOB_ID"  # on node 0: this job's start claims (startclaim)
 MASTER_PORT = "29500"
 GIB = 1024 ** 3
 
@@ -117,7 +128,8 @@ def staged_files(spec: JobSpec, job: JobRef) -> list[str]:
 
 
 def _handoff(spec: JobSpec) -> bool:
-    return bool(spec.checkpoint.root) and spec.resources.nodes > 1
+    """Several nodes: node 0 claims the start (and resolves the resume point), the others take its answer."""
+    return spec.resources.nodes > 1
 
 
 def shell_command(cmd) -> str:
@@ -257,6 +269,8 @@ def _run(spec: JobSpec, staged: bool) -> str:
         'export LAUNCHER_NODE_RANK="${SKYPILOT_NODE_RANK:-0}"',
         'MASTER_ADDR="$(printf \'%s\\n\' "${SKYPILOT_NODE_IPS:-127.0.0.1}" | head -n 1)"',
         "export MASTER_ADDR",
+        "# this cluster job's own id: the holder of its attempt's start claim",
+        'export LAUNCHER_SELF_ID="$SKYPILOT_TASK_ID"',
     ]
     if staged:
         lines += ["# programs import launcher.jobside from here where launcher is not installed on the nodes",
@@ -266,24 +280,41 @@ def _run(spec: JobSpec, staged: bool) -> str:
     else:  # no job dir to stage from: the nodes must have the launcher installed
         helper = "python3 -m launcher.jobside"
         handoff = "python3 -m launcher_backends.skypilot.handoff"
+    claim = f'{helper} start-claim --job-dir "{STARTS_DIR}" --attempt "$LAUNCHER_ATTEMPT"'
+    resume = ""
     if spec.checkpoint.root:
         resume = (f'{helper} resume-env --root "$LAUNCHER_CKPT_ROOT" --job-id "$LAUNCHER_JOB_ID" '
                   f'--attempt-hint "$LAUNCHER_ATTEMPT"' + (" --verify" if spec.checkpoint.verify else ""))
-        lines.append("# Resolve the latest committed checkpoint at every start (a new generation: LAUNCHER_GENERATION,")
-        lines.append("# LAUNCHER_RESUME_FROM, LAUNCHER_RESUME_STEP).")
-        if _handoff(spec):
-            lines.append("# One start is one generation: node 0 starts it, the other nodes get node 0's answer.")
-            resume = (f'{handoff} --rank "$LAUNCHER_NODE_RANK" --nodes "$LAUNCHER_NUM_NODES" '
-                      f'--master "$MASTER_ADDR" --port "$((MASTER_PORT + 1))" -- {resume}')
+    lines += ["# This attempt's start is claimed once, on node 0 (create-only, with this job's id): a second",
+              "# launch of the same attempt onto this cluster stands down here (exit 3) before anything runs."]
+    if resume:
+        lines += ["# Resolve the latest committed checkpoint at every start (a new generation: LAUNCHER_GENERATION,",
+                  "# LAUNCHER_RESUME_FROM, LAUNCHER_RESUME_STEP)."]
+    if _handoff(spec):
+        lines.append("# One start is one generation: node 0 claims and starts it, the other nodes get its answer.")
+        first = f"{claim} && {resume}" if resume else claim
         lines += [
-            f'if ! _launcher_resume="$({resume})"; then',
-            '  echo "launcher: could not resolve the checkpoint to resume from (root $LAUNCHER_CKPT_ROOT)" >&2',
+            f'if ! _launcher_start="$({handoff} --rank "$LAUNCHER_NODE_RANK" --nodes "$LAUNCHER_NUM_NODES" '
+            f'--master "$MASTER_ADDR" --port "$((MASTER_PORT + 1))" -- sh -c {shlex.quote(first)})"; then',
+            '  echo "launcher: node $LAUNCHER_NODE_RANK has no start: node 0 stood down (a second launch of this '
+            'attempt) or could not resolve the checkpoint to resume from" >&2',
             "  exit 3",
             "fi",
-            'eval "$_launcher_resume"',
-            'echo "launcher: attempt $LAUNCHER_ATTEMPT (checkpoint generation $LAUNCHER_GENERATION) resuming from '
-            '${LAUNCHER_RESUME_FROM:-<fresh start>}" >&2',
+            'eval "$_launcher_start"',
         ]
+    else:
+        lines.append(f"{claim} || exit $?")
+        if resume:
+            lines += [
+                f'if ! _launcher_start="$({resume})"; then',
+                '  echo "launcher: could not resolve the checkpoint to resume from (root $LAUNCHER_CKPT_ROOT)" >&2',
+                "  exit 3",
+                "fi",
+                'eval "$_launcher_start"',
+            ]
+    if resume:
+        lines.append('echo "launcher: attempt $LAUNCHER_ATTEMPT (checkpoint generation $LAUNCHER_GENERATION) '
+                     'resuming from ${LAUNCHER_RESUME_FROM:-<fresh start>}" >&2')
     lines += ["# the job's own command", shell_command(spec.run)]
     return "\n".join(lines) + "\n"
 

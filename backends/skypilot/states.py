@@ -14,7 +14,7 @@ are gone.
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Optional, Sequence
 
 from launcher.core.status import JobState, Status
 
@@ -94,6 +94,30 @@ def from_request(req: RequestRecord) -> Optional[Status]:
     return None
 
 
+def attempt_job(jobs: Sequence[ClusterJob], task_name: str) -> Optional[ClusterJob]:
+    """The job that runs the attempt TASK_NAME among a cluster's jobs, or None.
+
+    One cluster job per attempt, unless the attempt was launched twice (a watcher paused
+    past its claim that submitted anyway): the second launch goes to the same cluster,
+    named from the attempt, and is queued there under the same name. Its ``run`` stands
+    down before any user code when the other holds the attempt's start claim (render.py),
+    and ends FAILED (exit 3). So the launcher follows, in this order: a job that SUCCEEDED
+    (a copy that stood down never does), then a job still active (running before queued),
+    then the job that started first. A copy that stood down is never taken for the
+    attempt while the copy that holds it runs or has succeeded, so it never reads as the
+    attempt's failure and starts a resubmission beside the running copy."""
+    mine = [j for j in jobs if j.name == task_name]
+    if len(mine) <= 1:
+        return mine[0] if mine else None
+
+    def precedence(j: ClusterJob) -> tuple:
+        state = CLUSTER_JOB.get(j.status, (S.UNKNOWN, ""))[0]
+        group = 0 if state == S.COMPLETED else 1 if state.is_active else 2
+        return group, j.start_at is None, j.start_at or 0.0, j.job_id
+
+    return min(mine, key=precedence)
+
+
 def cluster_job_status(job: ClusterJob, cluster: Optional[ClusterRecord]) -> Status:
     cstatus = cluster.status if cluster else "?"
     state, reason = CLUSTER_JOB.get(job.status, (S.UNKNOWN, f"unknown SkyPilot job status {job.status}"))
@@ -118,10 +142,7 @@ def _cluster_extra(cluster: Optional[ClusterRecord]) -> dict:
 def unmanaged_status(*, use_spot: bool, request: Optional[RequestRecord], cluster: Optional[ClusterRecord],
                      jobs, task_name: str) -> Status:
     """Combine what SkyPilot says about one attempt: its launch request, its cluster, the cluster's jobs."""
-    job = None
-    if isinstance(jobs, list):
-        mine = [j for j in jobs if j.name == task_name]
-        job = max(mine, key=lambda j: j.job_id) if mine else None
+    job = attempt_job(jobs, task_name) if isinstance(jobs, list) else None
     if job is not None:
         return cluster_job_status(job, cluster)
     if request is not None:

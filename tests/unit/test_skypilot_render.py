@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -211,8 +212,11 @@ def test_render_is_deterministic():
 
 # ---- the run section, executed the way SkyPilot executes it (envs exported shlex-quoted, bash)
 
-def _script(task: dict, rank: int, ips: list[str]) -> str:
+def _script(task: dict, rank: int, ips: list[str], task_id: str = "sky-2026-12-07_launcher-x_1") -> str:
+    """TASK_ID: SkyPilot's id of this cluster job, the same on every node and across SkyPilot's
+    own reruns of one job; a second launch of the attempt onto the cluster is another job."""
     script = [f"export {k}={shlex.quote(str(v))}" for k, v in task["envs"].items()]
+    script.append(f"export SKYPILOT_TASK_ID={shlex.quote(task_id)}")
     script.append(f"export SKYPILOT_NODE_RANK={rank}")
     script.append(f"export SKYPILOT_NODE_IPS={shlex.quote(chr(10).join(ips))}")
     script.append(f"export SKYPILOT_NUM_NODES={len(ips)}")
@@ -220,16 +224,17 @@ def _script(task: dict, rank: int, ips: list[str]) -> str:
     return "\n".join(script) + "\n"
 
 
-def _run_as_skypilot(task: dict, tmp_path: Path, rank: int, ips: list[str], home: Path | None = None):
+def _run_as_skypilot(task: dict, tmp_path: Path, rank: int, ips: list[str], home: Path | None = None,
+                     task_id: str = "sky-2026-12-07_launcher-x_1"):
     path = tmp_path / "run.sh"
-    path.write_text(_script(task, rank, ips))
+    path.write_text(_script(task, rank, ips, task_id))
     env = {"PATH": os.environ["PATH"], "HOME": str(home or tmp_path)}
     return subprocess.run(["bash", str(path)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
 
 
 def test_run_section_passes_hostile_argv_through_unchanged_and_runs_nothing_else(tmp_path):
     task = yaml.safe_load(_render("hostile-values").text)
-    proc = _run_as_skypilot(task, tmp_path, 0, ["10.0.0.5"])
+    proc = _run_as_skypilot(task, tmp_path, 0, ["10.0.0.5"], home=_staged_home(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == HOSTILE_ARGS
     assert not Path("/tmp/pwned").exists() and not Path("/tmp/pwned2").exists()
@@ -241,12 +246,76 @@ def test_run_section_derives_rank_and_master_from_skypilot_at_run_time(tmp_path)
         "run: [python3, -c, 'import os, json; print(json.dumps({k: os.environ.get(k) for k in "
         "[\"LAUNCHER_NODE_RANK\", \"MASTER_ADDR\", \"MASTER_PORT\", \"LAUNCHER_NUM_NODES\", \"LAUNCHER_JOB_ID\", "
         "\"LAUNCHER_ATTEMPT\", \"LAUNCHER_RESUME_FROM\"]}))']\n")
-    task = yaml.safe_load(_backend({"infra": "aws"}).render(spec, Facts("t", "skypilot"), JobRef("ddp-1", 4)).text)
-    proc = _run_as_skypilot(task, tmp_path, 2, ["10.1.0.7", "10.1.0.8", "10.1.0.9"])
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == {"LAUNCHER_NODE_RANK": "2", "MASTER_ADDR": "10.1.0.7", "MASTER_PORT": "29500",
-                                       "LAUNCHER_NUM_NODES": "3", "LAUNCHER_JOB_ID": "ddp-1",
-                                       "LAUNCHER_ATTEMPT": "4", "LAUNCHER_RESUME_FROM": ""}
+    req = _backend({"infra": "aws"}).render(spec, Facts("t", "skypilot"), JobRef("ddp-1", 4, job_dir="/jobs/ddp-1"))
+    task = yaml.safe_load(req.text)
+    port = _free_port()
+    task["envs"]["MASTER_PORT"] = str(port - 1)  # node 0 hands its start to the others on MASTER_PORT + 1
+    out = _start_nodes(task, tmp_path, _staged_home(tmp_path), ["127.0.0.1", "127.0.0.2", "127.0.0.3"])
+    assert {r: p.returncode for r, (p, _, _) in out.items()} == {0: 0, 1: 0, 2: 0}, out
+    assert json.loads(out[2][1]) == {"LAUNCHER_NODE_RANK": "2", "MASTER_ADDR": "127.0.0.1",
+                                     "MASTER_PORT": str(port - 1), "LAUNCHER_NUM_NODES": "3",
+                                     "LAUNCHER_JOB_ID": "ddp-1", "LAUNCHER_ATTEMPT": "4", "LAUNCHER_RESUME_FROM": ""}
+
+
+def _start_nodes(task: dict, tmp_path: Path, home: Path, ips: list[str], task_id: str = "sky-2026-12-07_launcher-x_1",
+                 timeout: float = 120) -> dict:
+    """Run the task's `run` on every node at once, as SkyPilot does (workers first: they wait for
+    node 0), and end the other nodes once node 0 failed, as SkyPilot's job driver does.
+    {rank: (process, stdout, stderr)}."""
+    procs = []
+    for rank in reversed(range(len(ips))):
+        d = tmp_path / f"{task_id}-node{rank}"
+        d.mkdir(exist_ok=True)
+        (d / "run.sh").write_text(_script(task, rank, ips, task_id))
+        procs.append((rank, subprocess.Popen(["bash", str(d / "run.sh")], stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, text=True, cwd=d,
+                                             env={"PATH": os.environ["PATH"], "HOME": str(home)},
+                                             start_new_session=True)))
+    out = {0: (procs[-1][1], *procs[-1][1].communicate(timeout=timeout))}
+    for rank, p in procs[:-1]:
+        if out[0][0].returncode != 0:
+            os.killpg(p.pid, signal.SIGTERM)
+        out[rank] = (p, *p.communicate(timeout=timeout))
+    return out
+
+
+def test_a_second_launch_of_the_attempt_stands_down_before_the_program_on_one_node(tmp_path):
+    """Two cluster jobs of one attempt (a watcher paused past its claim launched it again onto
+    the attempt's cluster): the first start claims it on node 0, the second runs nothing."""
+    marker = tmp_path / "starts"
+    spec = spec_from_text(f"name: once\nrun: 'echo started >> {marker}'\n")
+    task = yaml.safe_load(_backend({"infra": "aws"}).render(spec, Facts("t", "skypilot"),
+                                                            JobRef("once-1", 2, job_dir="/jobs/once-1")).text)
+    home = _staged_home(tmp_path)
+    first = _run_as_skypilot(task, tmp_path, 0, ["10.0.0.1"], home=home, task_id="sky-a_launcher-once-1-2_1")
+    assert first.returncode == 0, first.stderr
+    again = _run_as_skypilot(task, tmp_path, 0, ["10.0.0.1"], home=home, task_id="sky-a_launcher-once-1-2_1")
+    assert again.returncode == 0, again.stderr  # SkyPilot's own rerun of the same job goes on
+    second = _run_as_skypilot(task, tmp_path, 0, ["10.0.0.1"], home=home, task_id="sky-b_launcher-once-1-2_2")
+    assert second.returncode == 3 and "stands down" in second.stderr, second.stderr
+    assert marker.read_text() == "started\nstarted\n"  # the first job's two runs, never the second job
+    held = home / ".launcher" / "starts" / "once-1" / "attempt-2.start"
+    assert held.read_text().strip() == "sky-a_launcher-once-1-2_1"
+
+
+def test_a_second_launch_of_the_attempt_runs_nothing_on_any_node(tmp_path):
+    root = tmp_path / "ckpt"
+    marker = tmp_path / "starts"
+    spec = spec_from_text(f"name: once\nresources: {{nodes: 2}}\ncheckpoint: {{root: {root}}}\n"
+                          f"run: 'echo \"$LAUNCHER_NODE_RANK $LAUNCHER_SELF_ID\" >> {marker}'\n")
+    task = yaml.safe_load(_backend({"infra": "aws"}).render(spec, Facts("t", "skypilot"),
+                                                            JobRef("once-1", 1, job_dir="/jobs/once-1")).text)
+    task["envs"]["MASTER_PORT"] = str(_free_port() - 1)
+    home = _staged_home(tmp_path)
+    first = _start_nodes(task, tmp_path, home, ["127.0.0.1"] * 2, task_id="sky-a_1")
+    assert {r: p.returncode for r, (p, _, _) in first.items()} == {0: 0, 1: 0}, first
+    # the second job's node 1 waits for an answer node 0 never gives, until it is ended
+    task["envs"]["MASTER_PORT"] = str(_free_port() - 1)
+    second = _start_nodes(task, tmp_path, home, ["127.0.0.1"] * 2, task_id="sky-b_2", timeout=60)
+    assert second[0][0].returncode == 3 and "stands down" in second[0][2], second[0][2]
+    assert sorted(marker.read_text().splitlines()) == ["0 sky-a_1", "1 sky-a_1"]
+    gens = sorted(p.name for p in (root / ".launcher" / "attempts").iterdir())
+    assert gens == ["g1.json"]  # the second job started no generation
 
 
 def _staged_home(tmp_path: Path) -> Path:
