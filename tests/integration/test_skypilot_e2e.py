@@ -140,3 +140,78 @@ def test_a_killed_skypilot_allocation_is_relaunched_by_watch_and_resumes_from_th
     print("skypilot e2e timings:", json.dumps(report))
     if os.environ.get("LAUNCHER_SKYPILOT_E2E_REPORT"):
         Path(os.environ["LAUNCHER_SKYPILOT_E2E_REPORT"]).write_text(json.dumps(report, indent=1) + "\n")
+
+
+# A second submission of one attempt, as a watcher paused past its claim makes it: the same
+# attempt rendered and submitted again through the backend (``launch._submit_again``'s submit).
+SUBMIT_AGAIN = """
+import json, sys
+from launcher.api.context import App
+from launcher.launching.submission import facts_for, job_ref, job_spec
+app = App()
+row = app.store.get_job(sys.argv[1])
+backend = app.backend(row.target)
+spec = job_spec(row)
+h = backend.submit(backend.render(spec, facts_for(app, spec, row.target), job_ref(app, row, int(sys.argv[2]))))
+print(json.dumps({"cluster": h.native_id, "task": h.extra["task_name"]}))
+"""
+
+# The jobs of one SkyPilot cluster, as SkyPilot lists them.
+CLUSTER_JOBS = """
+import json, sys
+from launcher_backends.skypilot.client import SdkClient
+jobs = SdkClient().queue([sys.argv[1]])[sys.argv[1]]
+print(json.dumps([[j.job_id, j.name, j.status] for j in jobs] if isinstance(jobs, list) else []))
+"""
+
+
+def _py(cli: LauncherCLI, code: str, *args, timeout: float = 600) -> str:
+    p = subprocess.run([sys.executable, "-c", code, *map(str, args)], env=cli.env, capture_output=True, text=True,
+                       timeout=timeout)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.timeout(1500)
+def test_a_second_launch_of_one_attempt_onto_its_cluster_stands_down_and_status_follows_the_first(
+        skypilot_slurm, clean_queue, tmp_path):
+    """The attempt's cluster is named from the attempt, so the second `sky launch` queues a
+    second job of the same name there. Its run finds the attempt's start claimed on node 0 by
+    the first job and stands down (exit 3) before the program; the launcher follows the job
+    that holds the attempt and neither reads the stood-down copy as a failure nor resubmits."""
+    sp, cluster = skypilot_slurm, clean_queue
+    stamp = time.time_ns()
+    starts = cluster.shared_dir / f"starts-skydup-{stamp}"
+    cli = LauncherCLI(tmp_path, cluster, extra_targets={
+        "sky-slurm": {"backend": "skypilot", "infra": sp.infra, "idle_minutes": 60}})
+    cli.env.update({k: sp.env[k] for k in SKY_ENV})
+    spec = cli.spec("skydup", {
+        "run": f'echo "$LAUNCHER_SELF_ID" >> {starts}; sleep 20',
+        "resources": {"nodes": 1, "cpus_per_node": 1, "memory_per_node": "512MB"},
+        "recovery": {"app_error": 2, "node_failure": 2},
+    })
+    job = cli.launch(spec, "sky-slurm")
+    poll("the first job's start", lambda: starts.exists() and starts.read_text().strip(), timeout=420, interval=1.0)
+    again = json.loads(_py(cli, SUBMIT_AGAIN, job, 1))
+    assert again["cluster"] == cluster_name("launcher", job, 1)  # the same attempt's cluster
+
+    def both_jobs():
+        rows = sorted(r for r in json.loads(_py(cli, CLUSTER_JOBS, again["cluster"], timeout=300))
+                      if r[1] == again["task"])  # SkyPilot lists the newest first
+        return rows if len(rows) == 2 and rows[1][2] not in ("INIT", "PENDING", "SETTING_UP", "RUNNING") else None
+
+    jobs = poll("the second job of the attempt to end", both_jobs, timeout=600, interval=3)
+    assert jobs[1][2] == "FAILED", jobs  # it stood down: exit 3
+    st = cli.status(job)
+    assert st["state"] in ("RUNNING", "COMPLETED"), json.dumps(st, indent=1)  # the first job's, never the copy's
+
+    def settled():  # done, or resubmitted (the failure this test is about): either ends the wait
+        cli.run("watch", "--once", timeout=600)
+        now = cli.status(job)
+        return now if {e["kind"] for e in now["events"]} & {"done", "resubmitted"} else None
+
+    st = poll("the job to finish", settled, timeout=300, interval=2)
+    assert st["state"] == "COMPLETED", json.dumps(st, indent=1)
+    assert len(st["attempts"]) == 1 and not [e for e in st["events"] if e["kind"] == "resubmitted"], st
+    ids = starts.read_text().split()
+    assert len(ids) == 1, ids  # the program started once: the second job ran nothing
