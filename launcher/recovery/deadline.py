@@ -28,7 +28,8 @@ answer out. What the policy is told:
 What ``step`` does with the decision:
 
 * a placement that differs from the one the job holds is a **move**: under the job's claim,
-  a resubmission to that target (the other regions of that target avoided) by the
+  a resubmission to that target (its other regions avoided, and the chosen region's cooling
+  zones where the backend names zones: ``kept_off``) by the
   submission protocol (``launcher.launching.launch.resubmit``: exactly once), then the old
   copy is cancelled (the checkpoint's generation fencing keeps one writer). A job whose
   spot attempt was preempted or refused is moved the same way (instead of the ordinary
@@ -99,7 +100,7 @@ def step(app: AppContext, job, spec, status, clock=time.time) -> Optional[Outcom
         if status.state in MOVABLE_ENDS:
             return Outcome(job.job_id, "deadline_wait", d.reason)
         return None  # a held instance is never given up for nothing
-    return move(app, job, latest, status, d, places, s)
+    return move(app, job, latest, status, d, places, s, kept_off(app, spec, d, places, now))
 
 
 # ---- what the policy is told -----------------------------------------------------------------
@@ -281,11 +282,32 @@ def _record(app: AppContext, job, d: dl.Decision, now: float, s: dl.Situation) -
                                done_h=round(s.done_h, 6), **d.numbers)
 
 
-def move(app: AppContext, job, latest, status, d: dl.Decision, places: dict, s: dl.Situation) -> Outcome:
-    """Resubmit the job to D's placement under its claim, then cancel the copy it leaves."""
+def kept_off(app: AppContext, spec, d: dl.Decision, places: dict, now: float) -> list:
+    """What a move to D's placement keeps its target's backend off (``JobRef.avoid``), so that
+    the job lands in the region the policy chose: every other region of that target
+    (``cloud/region``), and, for spot, the zones of the chosen region that are cooling down
+    (``cloud/region/zone``) where the backend's placements name zones. A placement that names
+    no zone (AWS through SkyPilot: ``Offer.placement``) cannot be kept off one zone without
+    leaving the region, so there the backend picks the zone."""
+    _, planned = places[str(d.placement)]
+    mine = [p for _, p in places.values() if p.target == planned.target]
+    avoid = sorted({f"{p.cloud}/{p.region}".lower() for p in mine if p.region and p.region != planned.region})
+    if not (planned.spot and planned.region):
+        return avoid
+    cooling = _cooling(app.store, now, spec.recovery.placement_cooldown or 0)
+    for o in _gathered(app, spec, [planned.target], {}).offers:
+        if o.spot and o.region == planned.region and o.zone and cooled(o.key, cooling) \
+                and o.placement()["infra"].count("/") == 2:
+            avoid.append(f"{o.cloud}/{o.region}/{o.zone}".lower())
+    return list(dict.fromkeys(avoid))
+
+
+def move(app: AppContext, job, latest, status, d: dl.Decision, places: dict, s: dl.Situation,
+         avoid=()) -> Outcome:
+    """Resubmit the job to D's placement under its claim, keeping it off AVOID (``kept_off``),
+    then cancel the copy it leaves."""
     store = app.store
     offer, planned = places[str(d.placement)]
-    avoid = [p.where for o, p in places.values() if p.target == planned.target and p.where != planned.where]
     reason = f"deadline: {d.reason} -> {d.placement}"
     with claimed(store, job.job_id) as c:
         if c is None:
