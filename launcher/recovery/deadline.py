@@ -18,7 +18,8 @@ answer out. What the policy is told:
   zone where an attempt was preempted or refused for capacity less than
   ``recovery.placement_cooldown`` ago (what ``watch`` learns, ``launcher.plan.observed``)
   is unavailable, and a spot region only when every zone of it is (an observation that
-  names no zone cools its whole region);
+  names no zone cools its whole region: on SkyPilot the zone is the one its status reports,
+  an AWS zone by the catalog's zone ID when SkyPilot's mapping file has it, else none);
 * **egress**: a start in a region other than the one the job last ran in moves its
   checkpoint: the committed checkpoint's size (its manifest's files) x the backend's price
   per GB for that cloud and region pair (``Egress``), a pair the backend does not know at
@@ -141,9 +142,10 @@ def _key(key: tuple) -> tuple:
 
 def cooled(key: tuple, cooling: set) -> bool:
     """Is the offer KEY cooling down: its zone preempted or refused (an observation of that
-    zone), or its whole region (an observation that names no zone)?"""
+    zone), or its whole region (an observation that names no zone)? An observation with no
+    instance type (the backend ran a later candidate and did not say which) matches any."""
     k = _key(key)
-    return k in cooling or (k[0], k[1], "", k[3], k[4]) in cooling
+    return any((k[0], k[1], zone, itype, k[4]) in cooling for zone in {k[2], ""} for itype in {k[3], ""})
 
 
 def _cooling(store, now: float, cooldown_s: float) -> set:
