@@ -395,6 +395,39 @@ def test_a_move_that_does_not_pay_for_moving_the_checkpoint_is_not_made_and_an_u
     assert step(app, spec, 2.1).action == "deadline_move"
 
 
+def _checkpoint(root, step, files, commit_it=True):
+    """Write FILES ({relative path: bytes}) as ROOT's step STEP (generation 1), committed or not."""
+    import os
+
+    from launcher.checkpoint import commit, open_store, step_dir
+
+    d = os.path.join(str(root), step_dir(step, 1))
+    for rel, data in files.items():
+        os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+        with open(os.path.join(d, rel), "wb") as f:
+            f.write(data)
+    if commit_it:
+        commit(open_store(str(root)), step, 1, fence=False)
+
+
+def test_the_size_moved_is_the_last_committed_checkpoints_from_its_manifest(app, monkeypatch, tmp_path):
+    root = tmp_path / "ckpt"
+    _checkpoint(root, 10, {"model.bin": b"m" * 100_000})
+    _checkpoint(root, 20, {"model.bin": b"m" * 123_456, "opt/state.bin": b"o" * 1_000})
+    _checkpoint(root, 30, {"model.bin": b"x" * 500_000}, commit_it=False)   # being written: not moved
+    spec = job_on(app, "spot", "west", done_steps=20)   # on $1.5/h, east is $1/h: $3 saved over 6 h
+    app.store.update_job("j1", ckpt_root=str(root))
+    assert live._committed_gb(app.store.get_job("j1")) == pytest.approx(124_456 / 1e9)
+    # the decision prices that size: at $50,000/GB it is $6.22 to move, more than the move saves
+    monkeypatch.setattr(Cloud, "egress_per_gb", classmethod(lambda cls, c, a, b: (50_000.0, "test")), raising=False)
+    monkeypatch.setattr(Cloud, "egress_highest", classmethod(lambda cls, c: (50_000.0, "test")), raising=False)
+    assert step(app, spec, 2.0) is None and _Scheduled.submitted == []
+    (ev,) = events(app, "deadline")
+    assert ev["placement"] == "spot:spot/west"
+    app.store.update_job("j1", ckpt_root=None)          # no checkpoint root: nothing to move, so it moves
+    assert step(app, spec, 2.1).action == "deadline_move"
+
+
 def test_the_cooldown_after_a_preemption_is_the_zones_not_the_regions():
     cooling = {("aws", "us-east-1", "us-east-1a", "p3", True)}
     assert live.cooled(("aws", "us-east-1", "us-east-1a", "p3", True), cooling)
