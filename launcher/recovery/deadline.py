@@ -23,7 +23,8 @@ answer out. What the policy is told:
 * **egress**: a start in a region other than the one the job last ran in moves its
   checkpoint: the committed checkpoint's size (its manifest's files) x the backend's price
   per GB for that cloud and region pair (``Egress``), a pair the backend does not know at
-  the cloud's highest inter-region rate (named in the decision's ``egress_unknown``);
+  the cloud's highest inter-region rate (named in the decision's ``egress_unknown``); and
+  its time, the size x 8 / ``cost.transfer_gbps`` (default ``DEFAULT_TRANSFER_GBPS``);
 * **tick**: the time since this job's previous decision (the watch interval, measured).
 
 What ``step`` does with the decision:
@@ -66,6 +67,11 @@ from launcher.plan.sources import gather_offers
 
 EVENT, MOVE_EVENT, META = "deadline", "deadline_move", "deadline"
 DEFAULT_TICK_S = 10.0                       # `launcher watch`'s default interval, before a second decision
+# Gbit/s a move copies the checkpoint at, unless ``cost.transfer_gbps`` says: the slowest of the
+# S3 transfer rates the SkyNomad artifact measured between AWS regions (sky_spot/migration_model.py:
+# 9.72 within a region, 8.20 across regions, 3.59 across continents), so a move's time is not
+# underestimated; a job whose copy is slower (one stream, a mounted bucket) sets its own
+DEFAULT_TRANSFER_GBPS = 3.59
 MOVABLE_ENDS = (JobState.PREEMPTED, JobState.NO_CAPACITY)   # ends the deadline decides on, not the retry
 
 
@@ -87,7 +93,8 @@ def step(app: AppContext, job, spec, status, clock=time.time) -> Optional[Outcom
     if not any(p.target == latest.target for _, p in places.values()) and on_this_machine(app, spec, latest.target):
         return None  # launched on this machine as the guaranteed offer: the policy places nothing there
     src = _ran_in(job, latest, places)
-    places, unknown = egress_offers(app, places, src, _committed_gb(job))
+    places, unknown = egress_offers(app, places, src, _committed_gb(job),
+                                    spec.cost.transfer_gbps or DEFAULT_TRANSFER_GBPS)
     s = situation(app, job, spec, latest, status, places, now)
     d = dl.decide(s, dl.MULTI if _many_spot(places) else dl.SINGLE)
     if unknown:
@@ -158,23 +165,30 @@ def _cooling(store, now: float, cooldown_s: float) -> set:
     return out
 
 
-def egress_offers(app: AppContext, places: dict, src: Optional[tuple], size_gb: float) -> tuple[dict, list]:
-    """PLACES with each offer's ``move_usd``: SIZE_GB x the price per GB from SRC (cloud,
-    region: where the job last ran) to the offer's region, by the offer's backend
-    (``Egress``); a pair it does not know at the cloud's highest inter-region rate. Returns
+def egress_offers(app: AppContext, places: dict, src: Optional[tuple], size_gb: float,
+                  gbps: float = DEFAULT_TRANSFER_GBPS) -> tuple[dict, list]:
+    """PLACES with what a start there costs to move the checkpoint from SRC (cloud, region:
+    where the job last ran): ``move_h``, SIZE_GB x 8 / GBPS hours of transfer, for an offer in
+    another region (of any cloud; a scheduler's queue has no region to tell); ``move_usd``,
+    SIZE_GB x the price per GB of the offer's backend (``Egress``) for another region of the
+    same cloud, a pair it does not know at the cloud's highest inter-region rate. Returns
     (places, the pairs priced that way or not at all, as "cloud:src->dst" strings)."""
     if not src or not src[1] or size_gb <= 0:
         return places, []
+    hours = size_gb * 8.0 / gbps / 3600.0 if gbps > 0 else 0.0
     out, unknown = {}, []
     for k, (o, p) in places.items():
-        if p.cloud != src[0] or not p.region or p.region == src[1] or o.kind == dl.QUEUE:
+        if not p.region or (p.cloud, p.region) == tuple(src[:2]) or o.kind == dl.QUEUE:
             out[k] = (o, p)
+            continue
+        if p.cloud != src[0]:
+            out[k] = (replace(o, move_h=hours), p)
             continue
         rate = egress_rate(app, p.backend, p.cloud, src[1], p.region)
         if rate is None or rate[2]:
             unknown.append(f"{p.cloud}:{src[1]}->{p.region}")
         usd = size_gb * rate[0] if rate else 0.0
-        out[k] = (replace(o, move_usd=usd), p)
+        out[k] = (replace(o, move_usd=usd, move_h=hours), p)
     return out, sorted(set(unknown))
 
 

@@ -428,6 +428,34 @@ def test_the_size_moved_is_the_last_committed_checkpoints_from_its_manifest(app,
     assert step(app, spec, 2.1).action == "deadline_move"
 
 
+def test_a_move_to_another_region_takes_the_checkpoints_size_over_the_transfer_rate(app):
+    spec, _ = _spec(app)
+    places = live.live_offers(app, spec, 0.0)
+    moved, _ = live.egress_offers(app, places, ("dlcloud", "west"), 45.0, gbps=2.0)
+    assert moved["spot:spot/east"][0].move_h == pytest.approx(45.0 * 8 / 2.0 / 3600)   # 0.05 h
+    assert moved["on_demand:od/east"][0].move_h == pytest.approx(0.05)
+    assert moved["spot:spot/west"][0].move_h == 0.0                  # where the checkpoint is
+    assert moved["queue:cluster"][0].move_h == 0.0                   # a queue names no region
+    default, _ = live.egress_offers(app, places, ("dlcloud", "west"), 45.0)
+    assert default["spot:spot/east"][0].move_h == pytest.approx(45.0 * 8 / live.DEFAULT_TRANSFER_GBPS / 3600)
+    assert live.egress_offers(app, places, ("dlcloud", "west"), 0.0)[0] is places   # nothing to move
+
+
+def test_a_quick_transfer_leaves_a_move_that_pays(app, monkeypatch):
+    monkeypatch.setattr(live, "_committed_gb", lambda job: 10.0)
+    spec = job_on(app, "spot", "west", done_steps=20, transfer_gbps=10.0)   # 8 s of transfer: moves
+    assert step(app, spec, 2.0).action == "deadline_move"
+
+
+def test_a_slow_transfer_keeps_the_job_where_its_checkpoint_is(app, monkeypatch):
+    monkeypatch.setattr(live, "_committed_gb", lambda job: 10.0)
+    # 10 GB at 0.0001 Gbit/s is 222 h: no saving pays for that, and the slack could not either
+    spec = job_on(app, "spot", "west", done_steps=20, transfer_gbps=0.0001)
+    assert step(app, spec, 2.0) is None and _Scheduled.submitted == []
+    (ev,) = events(app, "deadline")
+    assert ev["placement"] == "spot:spot/west"
+
+
 def test_the_cooldown_after_a_preemption_is_the_zones_not_the_regions():
     cooling = {("aws", "us-east-1", "us-east-1a", "p3", True)}
     assert live.cooled(("aws", "us-east-1", "us-east-1a", "p3", True), cooling)
