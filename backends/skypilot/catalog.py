@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
@@ -61,6 +62,31 @@ def default_catalog_dir() -> Path:
 def catalog_path(cloud: str, catalog_dir=None) -> Path:
     root = Path(catalog_dir).expanduser() if catalog_dir else default_catalog_dir()
     return root / cloud.lower() / "vms.csv"
+
+
+AWS_ZONE_ID = re.compile(r"^[a-z]{2,5}\d+-az\d+$")   # use1-az1: the catalog's AWS zones
+
+
+def aws_zone_id(zone: str, catalog_dir=None) -> str:
+    """The zone ID (``use1-az1``, as SkyPilot's AWS catalog lists zones) of the AWS zone named
+    ZONE (``us-east-1a``, as SkyPilot reports where a cluster was launched); "" when it cannot
+    be told. A name maps to a different ID in every AWS account: the mapping is SkyPilot's own
+    ``aws/az_mappings-<user hash>.csv`` (AvailabilityZoneName, AvailabilityZone), which it
+    writes beside its catalog once it has the account's credentials; a name the files map to
+    two IDs (two accounts) is not told."""
+    if not zone or AWS_ZONE_ID.match(zone):
+        return zone or ""
+    root = Path(catalog_dir).expanduser() if catalog_dir else default_catalog_dir()
+    ids = set()
+    for path in sorted((root / "aws").glob("az_mappings-*.csv")):
+        try:
+            with open(path, newline="", encoding="utf-8") as f:
+                ids |= {(r.get("AvailabilityZone") or "").strip() for r in csv.DictReader(f)
+                        if (r.get("AvailabilityZoneName") or "").strip() == zone}
+        except (OSError, csv.Error, UnicodeDecodeError):
+            continue
+    ids.discard("")
+    return ids.pop() if len(ids) == 1 else ""
 
 
 def _num(text: str, col: str, where: str, integer: bool = False) -> Optional[float]:

@@ -42,6 +42,8 @@ class ClusterRecord:
     status: str  # INIT, UP, STOPPED, AUTOSTOPPING, PENDING
     cloud: str = ""
     region: str = ""
+    zone: str = ""           # the launched zone (its name, as SkyPilot spells it), "" when not known
+    instance_type: str = ""  # the launched instance type, "" when not known
     num_nodes: int = 0
     resources: str = ""
     hourly_usd: Optional[float] = None  # the launched resources' price for the whole cluster
@@ -67,6 +69,7 @@ class ManagedJob:
     failure_reason: str = ""
     cloud: str = ""
     region: str = ""
+    zone: str = ""  # where SkyPilot last launched it (kept after its cluster is gone), "" when not known
     cluster: str = ""
     submitted_at: Optional[float] = None
     start_at: Optional[float] = None
@@ -246,7 +249,8 @@ class SdkClient:
                 hourly = None
         return ClusterRecord(
             name=_get(r, "name"), status=_value(_get(r, "status")), cloud=str(_get(r, "cloud") or ""),
-            region=str(_get(r, "region") or ""), num_nodes=int(nodes or 0),
+            region=str(_get(r, "region") or ""), zone=str(_get(launched, "zone") or ""),
+            instance_type=str(_get(launched, "instance_type") or ""), num_nodes=int(nodes or 0),
             resources=str(_get(r, "resources_str") or ""), hourly_usd=hourly, launched_at=_get(r, "launched_at"))
 
     def queue(self, cluster_names):
@@ -298,7 +302,7 @@ class SdkClient:
 
     # ---- managed jobs
     _JOB_FIELDS = ["job_id", "task_id", "job_name", "status", "recovery_count", "failure_reason", "cloud", "region",
-                   "submitted_at", "start_at", "end_at", "current_cluster_name"]
+                   "zone", "submitted_at", "start_at", "end_at", "current_cluster_name"]
 
     def jobs_queue(self, names):
         sky = self._sky()
@@ -316,7 +320,8 @@ class SdkClient:
                 job_id=int(_get(r, "job_id")), name=name, status=_value(_get(r, "status")),
                 recovery_count=int(_get(r, "recovery_count") or 0),
                 failure_reason=_plain(_get(r, "failure_reason")), cloud=_plain(_get(r, "cloud")).strip("-"),
-                region=_plain(_get(r, "region")).strip("-"), cluster=_plain(_get(r, "current_cluster_name")),
+                region=_plain(_get(r, "region")).strip("-"), zone=_plain(_get(r, "zone")).strip("-"),
+                cluster=_plain(_get(r, "current_cluster_name")),
                 submitted_at=_get(r, "submitted_at"), start_at=_get(r, "start_at"), end_at=_get(r, "end_at")))
         return out
 

@@ -19,7 +19,7 @@ from typing import Mapping, Optional
 from launcher.plan.context import Gathered, OfferContext
 from launcher.plan.offers import Offer
 from launcher.plan.rates import notice_seconds, rate_and_source
-from launcher_backends.skypilot.catalog import CatalogError, CatalogRow, load_catalog
+from launcher_backends.skypilot.catalog import CatalogError, CatalogRow, aws_zone_id, load_catalog
 from launcher_backends.skypilot.prices import neocloud_entries, neocloud_rows
 from launcher_backends.skypilot.spot_aws import SpotPriceError, fetch_aws_spot_prices
 
@@ -202,8 +202,12 @@ def _live_requests(spec, ctx: OfferContext) -> dict[str, set]:
 
 
 def offer_key(target: str, handle_extra: dict, status_extra: dict) -> Optional[tuple]:
-    """(cloud, region, zone, instance type, spot) the attempt was launched with, narrowed to
-    where SkyPilot reports it actually ran (a later candidate: cloud and region only)."""
+    """(cloud, region, zone, instance type, spot) of the attempt: what it was launched with,
+    narrowed to where SkyPilot reports it ran (``status_extra``: cloud, region, zone, instance
+    type). A later candidate in another region has the instance type SkyPilot reports, else ""
+    (which matches any: ``launcher.recovery.deadline.cooled``). AWS zones are reported by name
+    and keyed by zone ID as the catalog lists them (``aws_zone_id``: SkyPilot's own mapping
+    file); a zone that cannot be told is "", which cools its whole region."""
     infra = str(handle_extra.get("infra") or "")
     parts = [p for p in infra.split("/")] + ["", "", ""]
     cloud, region, zone = (parts[0] or "").lower(), parts[1] or "", parts[2] or ""
@@ -214,7 +218,13 @@ def offer_key(target: str, handle_extra: dict, status_extra: dict) -> Optional[t
         cloud, region, zone, itype = ran_cloud, ran_region, "", ""   # a later candidate ran it
     elif ran_region and not region:
         region = ran_region
+    ran_zone = str(status_extra.get("zone") or "")
+    if ran_zone and ran_zone != "*":
+        zone = ran_zone               # SkyPilot may have failed over between zones of the region
+    zone = "" if zone == "*" else zone
+    if cloud == "aws":
+        zone = aws_zone_id(zone)
+    itype = str(status_extra.get("instance_type") or "") or itype
     if not cloud or cloud in ("*", "kubernetes", "k8s", "ssh", "local"):
         return None
-    return (cloud, "" if region == "*" else region, "" if zone == "*" else zone, itype,
-            bool(handle_extra.get("use_spot")))
+    return (cloud, "" if region == "*" else region, zone, itype, bool(handle_extra.get("use_spot")))

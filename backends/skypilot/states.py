@@ -132,6 +132,10 @@ def _cluster_extra(cluster: Optional[ClusterRecord]) -> dict:
     if cluster is None:
         return {}
     out = {"cluster_status": cluster.status, "cloud": cluster.cloud, "region": cluster.region}
+    if cluster.zone:
+        out["zone"] = cluster.zone                    # where it ran: what a preemption cools (offer_key)
+    if cluster.instance_type:
+        out["instance_type"] = cluster.instance_type
     if cluster.launched_at:
         out["launched_at"] = cluster.launched_at  # billing starts here, not at the job's start
     if cluster.hourly_usd is not None:
@@ -183,5 +187,7 @@ def managed_status(job: Optional[ManagedJob], request: Optional[RequestRecord]) 
     if job.failure_reason and not state.is_active and state != S.COMPLETED:
         reason = f"{reason}: {_first_line(job.failure_reason)}" if reason else _first_line(job.failure_reason)
     extra = {"job_id": job.job_id, "cloud": job.cloud, "region": job.region, "cluster": job.cluster}
+    if job.zone:
+        extra["zone"] = job.zone
     return Status(state, native_state=job.status, reason=reason, restarts=job.recovery_count,
                   start_time=job.start_at, end_time=job.end_at if not state.is_active else None, extra=extra)

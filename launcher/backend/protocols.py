@@ -33,8 +33,9 @@ class JobRef:
     attempt: int = 1  # the generation this submission starts at
     job_dir: str = ""  # where the backend may put logs/scripts for this job (on the submit host)
     seed: Optional[int] = None
-    # placements ("cloud/region") cooling down after a preemption or a capacity error:
-    # a backend that chooses among placements keeps away from them
+    # placements cooling down after a preemption or a capacity error, or left by a deadline
+    # move: "cloud/region" (the region) or "cloud/region/zone" (one zone; where a backend's
+    # placements name no zone, their region); a backend that chooses among placements keeps away
     avoid: tuple = ()
     # nodes quarantined on the target (launcher.state.nodes): a backend that ExcludesNodes keeps
     # the job off them; render refuses a job they would leave too few nodes for

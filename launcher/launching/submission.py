@@ -76,7 +76,8 @@ def facts_for(app: AppContext, spec: JobSpec, target_name: str):
     if not can(backend, ChoosesPlacement):
         return facts
     try:
-        result = plan(spec, app.config, params_for(spec), targets=[target_name], store=app.store)
+        result = plan(spec, app.config, params_for(spec), targets=[target_name], store=app.store,
+                      registry=app.registry)
     except LauncherError:
         return facts
     candidates = [row.placement() for row in result.ranked]

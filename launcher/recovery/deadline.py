@@ -18,17 +18,20 @@ answer out. What the policy is told:
   zone where an attempt was preempted or refused for capacity less than
   ``recovery.placement_cooldown`` ago (what ``watch`` learns, ``launcher.plan.observed``)
   is unavailable, and a spot region only when every zone of it is (an observation that
-  names no zone cools its whole region);
+  names no zone cools its whole region: on SkyPilot the zone is the one its status reports,
+  an AWS zone by the catalog's zone ID when SkyPilot's mapping file has it, else none);
 * **egress**: a start in a region other than the one the job last ran in moves its
   checkpoint: the committed checkpoint's size (its manifest's files) x the backend's price
   per GB for that cloud and region pair (``Egress``), a pair the backend does not know at
-  the cloud's highest inter-region rate (named in the decision's ``egress_unknown``);
+  the cloud's highest inter-region rate (named in the decision's ``egress_unknown``); and
+  its time, the size x 8 / ``cost.transfer_gbps`` (default ``DEFAULT_TRANSFER_GBPS``);
 * **tick**: the time since this job's previous decision (the watch interval, measured).
 
 What ``step`` does with the decision:
 
 * a placement that differs from the one the job holds is a **move**: under the job's claim,
-  a resubmission to that target (the other regions of that target avoided) by the
+  a resubmission to that target (its other regions avoided, and the chosen region's cooling
+  zones where the backend names zones: ``kept_off``) by the
   submission protocol (``launcher.launching.launch.resubmit``: exactly once), then the old
   copy is cancelled (the checkpoint's generation fencing keeps one writer). A job whose
   spot attempt was preempted or refused is moved the same way (instead of the ordinary
@@ -64,6 +67,11 @@ from launcher.plan.sources import gather_offers
 
 EVENT, MOVE_EVENT, META = "deadline", "deadline_move", "deadline"
 DEFAULT_TICK_S = 10.0                       # `launcher watch`'s default interval, before a second decision
+# Gbit/s a move copies the checkpoint at, unless ``cost.transfer_gbps`` says: the slowest of the
+# S3 transfer rates the SkyNomad artifact measured between AWS regions (sky_spot/migration_model.py:
+# 9.72 within a region, 8.20 across regions, 3.59 across continents), so a move's time is not
+# underestimated; a job whose copy is slower (one stream, a mounted bucket) sets its own
+DEFAULT_TRANSFER_GBPS = 3.59
 MOVABLE_ENDS = (JobState.PREEMPTED, JobState.NO_CAPACITY)   # ends the deadline decides on, not the retry
 
 
@@ -85,7 +93,8 @@ def step(app: AppContext, job, spec, status, clock=time.time) -> Optional[Outcom
     if not any(p.target == latest.target for _, p in places.values()) and on_this_machine(app, spec, latest.target):
         return None  # launched on this machine as the guaranteed offer: the policy places nothing there
     src = _ran_in(job, latest, places)
-    places, unknown = egress_offers(app, places, src, _committed_gb(job))
+    places, unknown = egress_offers(app, places, src, _committed_gb(job),
+                                    spec.cost.transfer_gbps or DEFAULT_TRANSFER_GBPS)
     s = situation(app, job, spec, latest, status, places, now)
     d = dl.decide(s, dl.MULTI if _many_spot(places) else dl.SINGLE)
     if unknown:
@@ -99,7 +108,7 @@ def step(app: AppContext, job, spec, status, clock=time.time) -> Optional[Outcom
         if status.state in MOVABLE_ENDS:
             return Outcome(job.job_id, "deadline_wait", d.reason)
         return None  # a held instance is never given up for nothing
-    return move(app, job, latest, status, d, places, s)
+    return move(app, job, latest, status, d, places, s, kept_off(app, spec, d, places, now))
 
 
 # ---- what the policy is told -----------------------------------------------------------------
@@ -140,9 +149,10 @@ def _key(key: tuple) -> tuple:
 
 def cooled(key: tuple, cooling: set) -> bool:
     """Is the offer KEY cooling down: its zone preempted or refused (an observation of that
-    zone), or its whole region (an observation that names no zone)?"""
+    zone), or its whole region (an observation that names no zone)? An observation with no
+    instance type (the backend ran a later candidate and did not say which) matches any."""
     k = _key(key)
-    return k in cooling or (k[0], k[1], "", k[3], k[4]) in cooling
+    return any((k[0], k[1], zone, itype, k[4]) in cooling for zone in {k[2], ""} for itype in {k[3], ""})
 
 
 def _cooling(store, now: float, cooldown_s: float) -> set:
@@ -155,23 +165,30 @@ def _cooling(store, now: float, cooldown_s: float) -> set:
     return out
 
 
-def egress_offers(app: AppContext, places: dict, src: Optional[tuple], size_gb: float) -> tuple[dict, list]:
-    """PLACES with each offer's ``move_usd``: SIZE_GB x the price per GB from SRC (cloud,
-    region: where the job last ran) to the offer's region, by the offer's backend
-    (``Egress``); a pair it does not know at the cloud's highest inter-region rate. Returns
+def egress_offers(app: AppContext, places: dict, src: Optional[tuple], size_gb: float,
+                  gbps: float = DEFAULT_TRANSFER_GBPS) -> tuple[dict, list]:
+    """PLACES with what a start there costs to move the checkpoint from SRC (cloud, region:
+    where the job last ran): ``move_h``, SIZE_GB x 8 / GBPS hours of transfer, for an offer in
+    another region (of any cloud; a scheduler's queue has no region to tell); ``move_usd``,
+    SIZE_GB x the price per GB of the offer's backend (``Egress``) for another region of the
+    same cloud, a pair it does not know at the cloud's highest inter-region rate. Returns
     (places, the pairs priced that way or not at all, as "cloud:src->dst" strings)."""
     if not src or not src[1] or size_gb <= 0:
         return places, []
+    hours = size_gb * 8.0 / gbps / 3600.0 if gbps > 0 else 0.0
     out, unknown = {}, []
     for k, (o, p) in places.items():
-        if p.cloud != src[0] or not p.region or p.region == src[1] or o.kind == dl.QUEUE:
+        if not p.region or (p.cloud, p.region) == tuple(src[:2]) or o.kind == dl.QUEUE:
             out[k] = (o, p)
+            continue
+        if p.cloud != src[0]:
+            out[k] = (replace(o, move_h=hours), p)
             continue
         rate = egress_rate(app, p.backend, p.cloud, src[1], p.region)
         if rate is None or rate[2]:
             unknown.append(f"{p.cloud}:{src[1]}->{p.region}")
         usd = size_gb * rate[0] if rate else 0.0
-        out[k] = (replace(o, move_usd=usd), p)
+        out[k] = (replace(o, move_usd=usd, move_h=hours), p)
     return out, sorted(set(unknown))
 
 
@@ -281,11 +298,32 @@ def _record(app: AppContext, job, d: dl.Decision, now: float, s: dl.Situation) -
                                done_h=round(s.done_h, 6), **d.numbers)
 
 
-def move(app: AppContext, job, latest, status, d: dl.Decision, places: dict, s: dl.Situation) -> Outcome:
-    """Resubmit the job to D's placement under its claim, then cancel the copy it leaves."""
+def kept_off(app: AppContext, spec, d: dl.Decision, places: dict, now: float) -> list:
+    """What a move to D's placement keeps its target's backend off (``JobRef.avoid``), so that
+    the job lands in the region the policy chose: every other region of that target
+    (``cloud/region``), and, for spot, the zones of the chosen region that are cooling down
+    (``cloud/region/zone``) where the backend's placements name zones. A placement that names
+    no zone (AWS through SkyPilot: ``Offer.placement``) cannot be kept off one zone without
+    leaving the region, so there the backend picks the zone."""
+    _, planned = places[str(d.placement)]
+    mine = [p for _, p in places.values() if p.target == planned.target]
+    avoid = sorted({f"{p.cloud}/{p.region}".lower() for p in mine if p.region and p.region != planned.region})
+    if not (planned.spot and planned.region):
+        return avoid
+    cooling = _cooling(app.store, now, spec.recovery.placement_cooldown or 0)
+    for o in _gathered(app, spec, [planned.target], {}).offers:
+        if o.spot and o.region == planned.region and o.zone and cooled(o.key, cooling) \
+                and o.placement()["infra"].count("/") == 2:
+            avoid.append(f"{o.cloud}/{o.region}/{o.zone}".lower())
+    return list(dict.fromkeys(avoid))
+
+
+def move(app: AppContext, job, latest, status, d: dl.Decision, places: dict, s: dl.Situation,
+         avoid=()) -> Outcome:
+    """Resubmit the job to D's placement under its claim, keeping it off AVOID (``kept_off``),
+    then cancel the copy it leaves."""
     store = app.store
     offer, planned = places[str(d.placement)]
-    avoid = [p.where for o, p in places.values() if p.target == planned.target and p.where != planned.where]
     reason = f"deadline: {d.reason} -> {d.placement}"
     with claimed(store, job.job_id) as c:
         if c is None:

@@ -336,6 +336,9 @@ class Cost(Section):
     deadline: Deadline = None
     # the job's total steps: its committed step / total_steps is the work done (with a deadline)
     total_steps: Optional[int] = Field(None, ge=1)
+    # Gbit/s at which a deadline move copies the committed checkpoint to another region: its
+    # transfer time is size x 8 / transfer_gbps (None: launcher.recovery.deadline.DEFAULT_TRANSFER_GBPS)
+    transfer_gbps: Optional[float] = Field(None, gt=0)
 
     def deadline_at(self, submitted: float) -> Optional[float]:
         """The deadline as a Unix time, for a job submitted at SUBMITTED (None: no deadline)."""

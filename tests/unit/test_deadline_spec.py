@@ -40,6 +40,13 @@ def test_total_steps_must_be_positive():
         Cost(total_steps=0)
 
 
+def test_the_transfer_rate_of_a_move_is_positive_and_optional():
+    assert Cost().transfer_gbps is None and Cost(transfer_gbps=0.5).transfer_gbps == 0.5
+    for bad in (0, -1):
+        with pytest.raises(ValidationError):
+            Cost(transfer_gbps=bad)
+
+
 def _offer(spot, price, target="t", region="r", kind="", wait=0.0, restart=0.1):
     return PlanOffer(backend="b", target=target, cloud="c", region=region, zone=None, instance_type="vm",
                      accelerator=None, accelerator_count=0, vcpus=None, memory_gib=None, spot=spot,

@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from launcher.api.context import App
-from launcher.backend.protocols import (Backend, Facts, Handle, Pricing, QueueEstimate, Request, Scheduler,
-                                        can)
+from launcher.backend.protocols import (Backend, ChoosesPlacement, Facts, Handle, Pricing, QueueEstimate, Request,
+                                        Scheduler, can)
 from launcher.backend.registry import Registry
 from launcher.core.status import JobState, Status
 from launcher.plan.offers import Offer
@@ -395,6 +395,67 @@ def test_a_move_that_does_not_pay_for_moving_the_checkpoint_is_not_made_and_an_u
     assert step(app, spec, 2.1).action == "deadline_move"
 
 
+def _checkpoint(root, step, files, commit_it=True):
+    """Write FILES ({relative path: bytes}) as ROOT's step STEP (generation 1), committed or not."""
+    import os
+
+    from launcher.checkpoint import commit, open_store, step_dir
+
+    d = os.path.join(str(root), step_dir(step, 1))
+    for rel, data in files.items():
+        os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+        with open(os.path.join(d, rel), "wb") as f:
+            f.write(data)
+    if commit_it:
+        commit(open_store(str(root)), step, 1, fence=False)
+
+
+def test_the_size_moved_is_the_last_committed_checkpoints_from_its_manifest(app, monkeypatch, tmp_path):
+    root = tmp_path / "ckpt"
+    _checkpoint(root, 10, {"model.bin": b"m" * 100_000})
+    _checkpoint(root, 20, {"model.bin": b"m" * 123_456, "opt/state.bin": b"o" * 1_000})
+    _checkpoint(root, 30, {"model.bin": b"x" * 500_000}, commit_it=False)   # being written: not moved
+    spec = job_on(app, "spot", "west", done_steps=20)   # on $1.5/h, east is $1/h: $3 saved over 6 h
+    app.store.update_job("j1", ckpt_root=str(root))
+    assert live._committed_gb(app.store.get_job("j1")) == pytest.approx(124_456 / 1e9)
+    # the decision prices that size: at $50,000/GB it is $6.22 to move, more than the move saves
+    monkeypatch.setattr(Cloud, "egress_per_gb", classmethod(lambda cls, c, a, b: (50_000.0, "test")), raising=False)
+    monkeypatch.setattr(Cloud, "egress_highest", classmethod(lambda cls, c: (50_000.0, "test")), raising=False)
+    assert step(app, spec, 2.0) is None and _Scheduled.submitted == []
+    (ev,) = events(app, "deadline")
+    assert ev["placement"] == "spot:spot/west"
+    app.store.update_job("j1", ckpt_root=None)          # no checkpoint root: nothing to move, so it moves
+    assert step(app, spec, 2.1).action == "deadline_move"
+
+
+def test_a_move_to_another_region_takes_the_checkpoints_size_over_the_transfer_rate(app):
+    spec, _ = _spec(app)
+    places = live.live_offers(app, spec, 0.0)
+    moved, _ = live.egress_offers(app, places, ("dlcloud", "west"), 45.0, gbps=2.0)
+    assert moved["spot:spot/east"][0].move_h == pytest.approx(45.0 * 8 / 2.0 / 3600)   # 0.05 h
+    assert moved["on_demand:od/east"][0].move_h == pytest.approx(0.05)
+    assert moved["spot:spot/west"][0].move_h == 0.0                  # where the checkpoint is
+    assert moved["queue:cluster"][0].move_h == 0.0                   # a queue names no region
+    default, _ = live.egress_offers(app, places, ("dlcloud", "west"), 45.0)
+    assert default["spot:spot/east"][0].move_h == pytest.approx(45.0 * 8 / live.DEFAULT_TRANSFER_GBPS / 3600)
+    assert live.egress_offers(app, places, ("dlcloud", "west"), 0.0)[0] is places   # nothing to move
+
+
+def test_a_quick_transfer_leaves_a_move_that_pays(app, monkeypatch):
+    monkeypatch.setattr(live, "_committed_gb", lambda job: 10.0)
+    spec = job_on(app, "spot", "west", done_steps=20, transfer_gbps=10.0)   # 8 s of transfer: moves
+    assert step(app, spec, 2.0).action == "deadline_move"
+
+
+def test_a_slow_transfer_keeps_the_job_where_its_checkpoint_is(app, monkeypatch):
+    monkeypatch.setattr(live, "_committed_gb", lambda job: 10.0)
+    # 10 GB at 0.0001 Gbit/s is 222 h: no saving pays for that, and the slack could not either
+    spec = job_on(app, "spot", "west", done_steps=20, transfer_gbps=0.0001)
+    assert step(app, spec, 2.0) is None and _Scheduled.submitted == []
+    (ev,) = events(app, "deadline")
+    assert ev["placement"] == "spot:spot/west"
+
+
 def test_the_cooldown_after_a_preemption_is_the_zones_not_the_regions():
     cooling = {("aws", "us-east-1", "us-east-1a", "p3", True)}
     assert live.cooled(("aws", "us-east-1", "us-east-1a", "p3", True), cooling)
@@ -462,3 +523,114 @@ def test_a_job_launched_on_this_machine_is_never_moved_by_the_policy(tmp_path):
     finally:
         a.close()
         a.store.close()
+
+
+# ---- a move through SkyPilot's own placement filter (issue 32: the move is held to its region) ---------
+
+class Sky(Cloud):
+    """A SkyPilot-shaped cloud: it chooses among the planner's ranked candidates
+    (``ChoosesPlacement``: ``launcher.launching.submission.facts_for`` hands them over) and keeps
+    off ``JobRef.avoid`` with the real SkyPilot filter (``backends/skypilot/placement.py``). Its
+    spot offers name real clouds, regions and zones: ZONES, {(cloud, region): {zone: $/h}}."""
+
+    name: ClassVar[str] = "dlsky"
+    ZONES: ClassVar[dict] = {}
+
+    @classmethod
+    def offers(cls, spec, context) -> list:
+        return [dataclasses.replace(cls._offer(context, r, True, p), cloud=c, zone=z, accelerator="V100")
+                for (c, r), zones in cls.ZONES.items() for z, p in zones.items()]
+
+    @classmethod
+    def offer_key(cls, target, handle_extra, status_extra):
+        return None
+
+    @staticmethod
+    def with_candidates(facts, candidates):
+        return dataclasses.replace(facts, data={**facts.data, "candidates": list(candidates)})
+
+    def render(self, spec, facts, job) -> Request:
+        from launcher_backends.skypilot.placement import ranked_placements, without_avoided
+
+        kept = without_avoided(ranked_placements(facts.get("candidates")), job.avoid)
+        return Request(self.name, self.target.name, job, f"run {spec.name} attempt {job.attempt}",
+                       meta={"avoid": list(job.avoid), "placements": [p.full_infra for p in kept]})
+
+
+@pytest.fixture
+def sky_app(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"targets": {"sky": {"backend": "dlsky"}, "od": {"backend": "dlcloud"}}}))
+    Cloud.PRICES = {True: {}, False: {"east": 3.0}}
+    _Scheduled.submitted, _Scheduled.cancelled = [], []
+    a = App(config_path=cfg, home=tmp_path / "home", registry=Registry([EntryPoint(Cloud), EntryPoint(Sky)]))
+    yield a
+    a.close()
+    a.store.close()
+
+
+def _sky_job(app, region):
+    data = {**SPEC, "targets": ["sky", "od"]}
+    text = yaml.safe_dump(data)
+    app.store.begin_job("j1", "dl", "sky", "dlsky", None, text)
+    job = app.store.get_job("j1")
+    h = Handle("dlsky", "sky", "j1", "n1", 1, {"region": region, "spot": True})
+    app.store.record_attempt("j1", 1, "sky", h.to_json(), "n1", state="RUNNING")
+    app.store.update_attempt("j1", 1, submitted=job.created, started=job.created + OVERHEAD_H * H)
+    app.store.update_job("j1", last_step=20)
+    from launcher.backend.sections import parse_spec
+    return parse_spec(data)
+
+
+def test_a_move_on_skypilot_lands_in_the_chosen_region_off_its_cooling_zone(sky_app, monkeypatch):
+    assert can(Sky(None, None), ChoosesPlacement)
+    Sky.ZONES = {("gcp", "us-east4"): {"us-east4-a": 1.0, "us-east4-b": 1.0},
+                 ("gcp", "us-west1"): {"us-west1-a": 1.5, "us-west1-b": 1.5}}
+    spec = _sky_job(sky_app, "us-west1")            # on $1.5/h, us-east4 is $1/h: moved there
+    out = step(sky_app, spec, 2.0)
+    assert out.action == "deadline_move" and "-> spot:sky/us-east4" in out.reason
+    (target, request, _), = _Scheduled.submitted
+    # the candidates SkyPilot fails over among are the chosen region's zones, none of us-west1
+    assert sorted(request.meta["placements"]) == ["gcp/us-east4/us-east4-a", "gcp/us-east4/us-east4-b"]
+    assert target == "sky" and request.meta["avoid"] == ["gcp/us-west1"]
+
+
+def test_a_move_on_skypilot_keeps_off_the_zone_that_preempted_where_placements_name_zones(sky_app, monkeypatch):
+    Sky.ZONES = {("gcp", "us-east4"): {"us-east4-a": 1.0, "us-east4-b": 1.0},
+                 ("gcp", "us-west1"): {"us-west1-a": 1.5}}
+    monkeypatch.setattr(live, "_cooling", lambda store, now, s: {("gcp", "us-east4", "us-east4-a", "vm", True)})
+    spec = _sky_job(sky_app, "us-west1")
+    assert "-> spot:sky/us-east4" in step(sky_app, spec, 2.0).reason   # us-east4 is up: us-east4-b is
+    (_, request, _), = _Scheduled.submitted
+    assert request.meta["placements"] == ["gcp/us-east4/us-east4-b"]
+    assert request.meta["avoid"] == ["gcp/us-west1", "gcp/us-east4/us-east4-a"]
+
+
+def test_a_move_on_skypilot_to_an_aws_region_avoids_the_others_and_lets_skypilot_pick_the_zone(sky_app, monkeypatch):
+    # AWS catalog zones are zone IDs, which a SkyPilot placement cannot name (Offer.placement):
+    # the move keeps off the other regions; a zone entry there would drop the chosen region too
+    Sky.ZONES = {("aws", "us-east-1"): {"use1-az1": 1.0, "use1-az2": 1.0}, ("aws", "us-west-2"): {"usw2-az1": 1.5}}
+    monkeypatch.setattr(live, "_cooling", lambda store, now, s: {("aws", "us-east-1", "use1-az1", "vm", True)})
+    spec = _sky_job(sky_app, "us-west-2")
+    assert "-> spot:sky/us-east-1" in step(sky_app, spec, 2.0).reason
+    (_, request, _), = _Scheduled.submitted
+    assert request.meta["placements"] == ["aws/us-east-1", "aws/us-east-1"]
+    assert request.meta["avoid"] == ["aws/us-west-2"]
+
+
+def test_skypilots_filter_drops_a_zone_where_placements_name_it_and_the_region_where_they_do_not():
+    from launcher_backends.skypilot.options import Placement
+    from launcher_backends.skypilot.placement import without_avoided
+
+    def kept(infras, avoid):
+        return [p.full_infra for p in without_avoided([Placement(infra=i, use_spot=True) for i in infras], avoid)]
+
+    aws = ["aws/us-east-1", "aws/us-west-2"]
+    assert kept(aws, ["aws/us-west-2/usw2-az1"]) == ["aws/us-east-1"]     # the zone may be any of the region's
+    assert kept(aws, ["AWS/us-west-2"]) == ["aws/us-east-1"]
+    gcp = ["gcp/us-east4/us-east4-a", "gcp/us-east4/us-east4-b", "gcp/us-west1/us-west1-a"]
+    assert kept(gcp, ["gcp/us-east4/us-east4-a"]) == gcp[1:]
+    assert kept(gcp, ["gcp/us-east4"]) == gcp[2:]
+    assert kept(["runpod", "kubernetes/ctx"], ["kubernetes/ctx/x"]) == ["runpod", "kubernetes/ctx"]
+    with pytest.raises(Exception, match="cooling down"):
+        kept(aws, ["aws/us-east-1/use1-az1", "aws/us-west-2"])
