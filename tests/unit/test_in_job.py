@@ -323,6 +323,23 @@ def test_nvrx_renders_max_restarts_and_the_in_process_wrappers_environment_and_n
         assert "srun --kill-on-bad-exit=0 --ntasks-per-node=1" in text
 
 
+@pytest.mark.parametrize("kind,renders", [("allocation", "in-job-restart --rc"), ("torchft", "torchft_lighthouse"),
+                                           ("nvrx", "export PET_MAX_RESTARTS=2")])
+@pytest.mark.parametrize("backend_name", ["local", "slurm"])
+def test_every_in_job_kind_is_accepted_and_rendered_where_it_is_built(backend_name, kind, renders):
+    """local and Slurm render every kind (SkyPilot refuses them: test_skypilot_render), so neither
+    refuses one at validate, and none is dropped from the script."""
+    from launcher.backend.support import unsupported
+
+    text = BASE + f"recovery: {{in_job: {{kind: {kind}, max_restarts: 2}}}}\n"
+    if backend_name == "local":
+        from launcher_backends.local.backend import LocalBackend as cls
+    else:
+        from launcher_backends.slurm import SlurmBackend as cls
+    assert [u.field for u in unsupported(spec_from_text(text), cls)] == []
+    assert renders in _render(backend_name, text)
+
+
 def test_the_local_script_exports_torchfts_and_nvrxs_variables_to_the_run(tmp_path):
     """The local script as rendered, run: its program sees what each kind exports (no torchft on
     this machine: the lighthouse's start fails into its log, and the run goes on)."""
