@@ -373,3 +373,14 @@ def test_the_local_script_exports_torchfts_and_nvrxs_variables_to_the_run(tmp_pa
     nv = out["nvrx"]
     assert (nv["PET_MAX_RESTARTS"], nv["RANK"], nv["LOCAL_RANK"], nv["WORLD_SIZE"]) == ("4", "0", "0", "1")
     assert nv["MASTER_ADDR"] == "127.0.0.1" and "TORCHFT_LIGHTHOUSE" not in nv
+
+
+def test_the_docs_name_the_lighthouse_log_the_script_writes():
+    import re
+    from pathlib import Path
+
+    text = _render("local", BASE + TORCHFT)
+    written = re.findall(r'"\$LAUNCHER_JOB_DIR/(lighthouse-\$(\w+)\.log)"', text)
+    assert written == [("lighthouse-$LAUNCHER_ATTEMPT.log", "LAUNCHER_ATTEMPT")]
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "in-job-recovery.md").read_text()
+    assert set(re.findall(r"lighthouse-<(\w+)>\.log", docs)) == {"attempt"} and "`$LAUNCHER_ATTEMPT`" in docs
