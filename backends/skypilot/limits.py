@@ -32,6 +32,12 @@ def task_limits(spec: JobSpec) -> list[Unsupported]:
         out.append(Unsupported("skypilot.job_recovery", "job_recovery only applies to SkyPilot managed jobs",
                                "set skypilot.managed: true, or drop job_recovery and let the launcher's "
                                "own recovery loop restart the job"))
+    in_job = spec.recovery.in_job
+    if in_job is not None:  # docs/in-job-recovery.md: rendered on Slurm and local only
+        out.append(Unsupported("recovery.in_job", f"a SkyPilot task cannot recover inside the job (kind "
+                               f"{in_job.kind}): it renders no rerun loop, torchft lighthouse or NVRx restarts",
+                               "remove recovery.in_job (the launcher's own recovery resumes the job from its last "
+                               "committed checkpoint), or use a Slurm or local target"))
     if r.gpus_per_node and not r.accelerator:
         out.append(Unsupported("resources.accelerator", "SkyPilot needs an accelerator name with gpus_per_node",
                                "set resources.accelerator (e.g. H100, A100-80GB, L4)"))

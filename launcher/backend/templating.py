@@ -119,12 +119,13 @@ LIGHTHOUSE_PORT_OFFSET = 20000  # torchft's lighthouse listens on MASTER_PORT + 
 
 def task_env(spec) -> str:
     """Shell exports each task of the run gets for its in-job kind (after ``_launcher_node_env``):
-    torchft's replica group (the node's topology block where it has one, else its rank); the
+    torchft's replica group (``_launcher_replica_group``, templates/_contract.sh.j2: the index of
+    the node's topology block where it has one, else its rank, and their number); the
     torch.distributed variables NVRx's in-process wrapper reads. '' for the other kinds. The
     text goes inside a single-quoted ``bash -c``: it holds no single quote."""
     kind = in_job_kind(spec)
     if kind == "torchft":
-        return 'export REPLICA_GROUP_ID="${LAUNCHER_NODE_BLOCK:-$LAUNCHER_NODE_RANK}"; '
+        return "_launcher_replica_group; "
     if kind == "nvrx":
         world = spec.resources.nodes * spec.resources.tasks_per_node
         return f'export RANK="$LAUNCHER_RANK" LOCAL_RANK="$LAUNCHER_LOCAL_RANK" WORLD_SIZE={world}; '

@@ -122,6 +122,8 @@ def on_ended(job, attempts, facts: Facts, st, now: float) -> Action:
     latest = attempts[-1]
     state = JobState(latest.state)
     reason = latest.reason if latest.state == st.state.value else (latest.reason or st.reason)
+    if state is JobState.CANCELLED and hang_cancelled(latest):  # not "cancelled by user": the launcher's cancel
+        reason = "hung, and cancelled by the launcher: none of its processes could be killed"
     progress = facts.progress
     if progress.unknown:  # the root did not answer in time: decide nothing from a guess
         return Note("waiting", f"checkpoint root not readable: {progress.error}",
@@ -150,7 +152,8 @@ def _decision(job, attempts, facts: Facts, state: JobState, reason: str, now: fl
     history = []
     for a, nxt in zip(attempts, attempts[1:]):
         codes = facts.spec.recovery.bad_nodes.exit_codes
-        fc = (classify(JobState(a.state), hung(a), exit_code=a.exit_code, node_exit_codes=codes)
+        fc = (classify(JobState(a.state), hung(a), exit_code=a.exit_code, node_exit_codes=codes,
+                       hang_cancelled=hang_cancelled(a))
               if a.state in JobState.__members__ else None)
         if fc is not None:
             history.append(PastFailure(a.attempt, fc, _resume(resumes, a.attempt), _resume(resumes, nxt.attempt)))
@@ -161,7 +164,7 @@ def _decision(job, attempts, facts: Facts, state: JobState, reason: str, now: fl
     event = Event(attempt=latest.attempt, state=state, resume_step=_resume(resumes, latest.attempt),
                   committed_step=progress.committed_step, reason=reason,
                   spent_usd=sum(a.cost_usd or 0.0 for a in attempts), superseded_by=superseded,
-                  exit_code=latest.exit_code, hung=hung(latest))
+                  exit_code=latest.exit_code, hung=hung(latest), hang_cancelled=hang_cancelled(latest))
     decision = decide(history, event, Budgets.from_spec(facts.spec), now)
     stale = abandoned(state, latest.ended, now) if isinstance(decision, Retry) else None
     return GiveUp(stale, decision.failure) if stale else decision
@@ -183,6 +186,12 @@ def hung(attempt) -> bool:
     """Whether the launcher killed ATTEMPT's processes after a hang (its meta's ``hang``,
     ``launcher.recovery.hang``) and no in-job rerun took over after it."""
     return bool(((attempt.meta or {}).get(HANG_META) or {}).get("killed"))
+
+
+def hang_cancelled(attempt) -> bool:
+    """Whether the launcher cancelled ATTEMPT through its backend after a hang, none of its
+    processes having been killable (``launcher.recovery.hang``): its end, CANCELLED too, is a HANG."""
+    return bool(((attempt.meta or {}).get(HANG_META) or {}).get("cancelled"))
 
 
 def _resume(resumes: dict, attempt: int) -> Optional[int]:

@@ -10,11 +10,17 @@ In order, under the job's claim:
    limit, where the stacks are), written before anything is killed, so that the attempt's end is
    decided as a HANG (``recovery.hang_restarts``) whoever sees it first;
 3. SIGKILL to the run's processes: with ``recovery.in_job`` the job script reruns the step in its
-   allocation, otherwise the attempt fails and the launcher resubmits it.
+   allocation, otherwise the attempt fails and the launcher resubmits it;
+4. when none of them could be killed, the attempt is cancelled through its backend instead (the
+   scheduler's cancel ends the processes) and recovered as for a hang: a resubmission on
+   ``recovery.hang_restarts``, never an in-job rerun (the allocation is gone). The attempt is then
+   recorded ``cancelled``, not ``killed``, with why nothing was killed and why no stack was taken.
 
 The run's processes are the ones that registered a stack file under the checkpoint root; a backend
 reaches them when it is a ``ReachesRun`` (``local``: directly; Slurm: a step in the job's own
-allocation). On the others the hang is recorded and reported, and nothing is killed.
+allocation). None is known under an s3:// root, with ``recovery.signal: USR2``, or when the program
+never loaded the job-side helper; a backend that is no ``ReachesRun`` (SkyPilot) reaches none:
+those hangs are ended by the cancel of step 4.
 """
 
 from __future__ import annotations
@@ -27,10 +33,12 @@ from typing import Optional
 from launcher.backend.protocols import Handle, ReachesRun, can
 from launcher.checkpoint import CheckpointError, open_store, read_generations
 from launcher.checkpoint.metrics import MAX_METRICS_BYTES, metrics_key
+from launcher.core.errors import LauncherError
 from launcher.core.status import JobState, Status
 from launcher.recovery import hangs
 from launcher.recovery.outcome import Outcome
 from launcher.state.claims import claimed
+from launcher.state.rows import HANG_CANCEL_KEY
 from launcher.backend.context import AppContext
 
 STACK_WAIT_S = 5.0  # how long the faulthandler dumps may take to appear
@@ -87,22 +95,68 @@ def act(app: AppContext, job, spec, hang: hangs.Hang, files: list, clock=time.ti
         handle = Handle.from_json(latest.handle)
         reach = can(backend, ReachesRun)
         procs = list(files)
+        pids = [f"{h}:{p}" for h, p in procs]
+        prev = (latest.meta or {}).get(hangs.HANG_META) or {}
+        recorded = prev.get("generation") == hang.generation  # not ended at an earlier pass: its cancel failed
+        if not reach:
+            unknown = f"the {latest.target} target's backend cannot reach the run's processes"
+        elif not procs:
+            unknown = hangs.no_process_reason(job.ckpt_root, spec.recovery.signal)
+        else:
+            unknown = ""
         dest = Path(store.job_dir(job.job_id)) / "stacks" / f"attempt-{latest.attempt}-g{hang.generation}"
-        how = collect_stacks(backend, handle, job.ckpt_root, hang.generation, procs, dest) if reach else "none"
+        how = collect_stacks(backend, handle, job.ckpt_root, hang.generation, procs, dest) if not unknown else "none"
         stacks = str(dest) if how != "none" else ""
-        in_job = spec.recovery.in_job is not None and reach
-        now = clock()
-        meta = hangs.meta_after(latest.meta, hang, in_job=in_job, stacks=stacks, how=how, now=now)
-        if not reach:
-            meta[hangs.HANG_META]["killed"] = False
-        detail = hangs.event_detail(latest.attempt, hang, in_job=in_job, stacks=stacks, how=how, pids=[f"{h}:{p}" for h, p in procs])
-        if not reach:
-            detail["recovery"] = f"none: the {latest.target} target's backend cannot reach the run's processes"
-        store.write_progress(job.job_id, None, ((latest.attempt, {"meta": meta}),), ((hangs.EVENT, detail),))
-        killed = backend.signal_run(handle, procs, signal.SIGKILL) if reach else []
-    what = detail["recovery"] if killed or not reach else "no process of the run found to end"
-    return Outcome(job.job_id, "hang", f"no step for {hang.age_s:.0f}s after step {hang.step} (limit "
-                                       f"{hang.limit_s:.0f}s); stacks: {stacks or 'none'}; {what}")
+        no_stacks = unknown or ("" if stacks else f"none of its processes ({', '.join(pids)}) gave a dump: py-spy "
+                                f"is not on the watcher's PATH, and no faulthandler dump came within {STACK_WAIT_S:.0f}s")
+        said = f"no step for {hang.age_s:.0f}s after step {hang.step} (limit {hang.limit_s:.0f}s); stacks: " \
+               f"{stacks or 'none'}"
+        if not unknown:  # kill the run's processes: the attempt's end (or the in-job rerun) is the hang's
+            in_job = spec.recovery.in_job is not None
+            meta = hangs.meta_after(latest.meta, hang, in_job=in_job, stacks=stacks, how=how, now=clock(),
+                                    no_stacks=no_stacks)
+            detail = hangs.event_detail(latest.attempt, hang, in_job=in_job, stacks=stacks, how=how, pids=pids,
+                                        no_stacks=no_stacks)
+            store.write_progress(job.job_id, None, ((latest.attempt, {"meta": meta}),),
+                                 () if recorded else ((hangs.EVENT, detail),))
+            if backend.signal_run(handle, procs, signal.SIGKILL):
+                return Outcome(job.job_id, "hang", f"{said}; {detail['recovery']}")
+            unknown, recorded = f"none of its processes ({', '.join(pids)}) could be killed: gone, or not the run's", True
+        return _cancel(app, job, c.job, latest, backend, handle, hang, stacks, how, pids, no_stacks, unknown,
+                       said, clock, recorded)
+
+
+def _cancel(app: AppContext, job, row, latest, backend, handle: Handle, hang: hangs.Hang, stacks: str, how: str,
+            pids: list, no_stacks: str, not_killed: str, said: str, clock, recorded: bool) -> Outcome:
+    """Under the job's claim: no process of the hung run could be killed (NOT_KILLED says why), so
+    the attempt is cancelled through its backend (the scheduler's cancel ends its processes) and
+    recovered as for a hang: the attempt is marked cancelled for the hang, and the job marked to
+    stay open when that cancel shows (``launcher.state.rows.HANG_CANCEL_KEY``), both before the
+    cancel, so whoever reads its end decides a HANG (``recovery.hang_restarts``). A cancel that
+    fails leaves the hang not ended, and the next pass tries again. RECORDED: the hang's event is
+    written already (by the kill that found nothing, or by the pass whose cancel failed)."""
+    store = app.store
+    meta = hangs.meta_after(latest.meta, hang, in_job=False, stacks=stacks, how=how, now=clock(), ended=hangs.CANCEL,
+                            no_stacks=no_stacks, not_killed=not_killed)
+    detail = hangs.event_detail(latest.attempt, hang, in_job=False, stacks=stacks, how=how, pids=pids,
+                                ended=hangs.CANCEL, no_stacks=no_stacks, not_killed=not_killed)
+    events = () if recorded else ((hangs.EVENT, detail),)
+    store.patch_meta(job.job_id, **{HANG_CANCEL_KEY: {"attempt": latest.attempt, "handle": row.handle}})
+    store.write_progress(job.job_id, None, ((latest.attempt, {"meta": meta}),), events)
+    try:
+        backend.cancel(handle)
+    except LauncherError as e:
+        meta = hangs.meta_after(latest.meta, hang, in_job=False, stacks=stacks, how=how, now=clock(), ended="",
+                                no_stacks=no_stacks, not_killed=f"{not_killed}; its cancel failed: {e}")
+        store.patch_meta(job.job_id, **{HANG_CANCEL_KEY: None})
+        store.write_progress(job.job_id, None, ((latest.attempt, {"meta": meta}),),
+                             ((hangs.CANCEL_FAILED_EVENT, {"attempt": latest.attempt, "generation": hang.generation,
+                                                           "error": str(e)}),))
+        return Outcome(job.job_id, "hang", f"{said}; {not_killed}; its cancel failed ({e}): tried again at the "
+                                           "next pass")
+    store.record_event(job.job_id, hangs.CANCEL_EVENT, attempt=latest.attempt, generation=hang.generation,
+                       native_id=latest.native_id, why=not_killed)
+    return Outcome(job.job_id, "hang", f"{said}; {detail['recovery']}")
 
 
 def collect_stacks(backend, handle: Handle, root: str, generation: int, procs: list, dest: Path) -> str:

@@ -23,6 +23,9 @@ from launcher.recovery.injob import restarts_by_attempt
 from launcher.recovery.takeover import attempt_records
 
 EVENT = "hang_detected"
+CANCEL_EVENT = "hang_cancelled"  # nothing could be killed: the attempt was cancelled through its backend
+CANCEL_FAILED_EVENT = "hang_cancel_failed"  # ... and that cancel failed: tried again at the next pass
+KILL, CANCEL = "kill", "cancel"  # how the launcher ended a hung run ("": not ended yet)
 HANG_META = "hang"  # the attempt's meta: what the launcher did about its hangs
 STACKS_DIR = ".launcher/stacks"  # under the checkpoint root: g<G>/<host>.<pid>.txt (the job side's faulthandler)
 AUTO = "auto"
@@ -98,8 +101,25 @@ def current_generation(job_id: str, attempt: int, history: Iterable[dict]) -> Op
 
 
 def already_acted(meta: Optional[dict], generation: int) -> bool:
-    """Whether the launcher already acted on a hang of run GENERATION (the attempt's META)."""
-    return ((meta or {}).get(HANG_META) or {}).get("generation") == generation
+    """Whether the launcher already acted on a hang of run GENERATION (the attempt's META): it
+    killed the run or cancelled the attempt (a cancel that failed is tried again; a record written
+    before ``ended`` existed counts as acted on)."""
+    h = (meta or {}).get(HANG_META) or {}
+    return h.get("generation") == generation and h.get("ended", KILL) != ""
+
+
+def no_process_reason(root: str, signal: str) -> str:
+    """Why no process of a hung run is known (none registered a stack file, the only way the
+    launcher finds them: ``launcher.jobside.stacks``), read from the spec: the checkpoint ROOT and
+    the preemption SIGNAL (``recovery.signal``)."""
+    if "://" in str(root):
+        return (f"the checkpoint root {root} is not a POSIX path: the job side registers no stack file there, "
+                "so no process of the run is known")
+    if "USR2" in str(signal).upper():
+        return ("recovery.signal is USR2: the preemption notice owns SIGUSR2, so the job side registered no "
+                "stack file and no process of the run is known")
+    return ("no process of the run registered a stack file: the program never loaded the job-side helper "
+            "(launcher.jobside), or SIGUSR2 already had a handler")
 
 
 def stack_files(names: Iterable[str]) -> list[tuple[str, int]]:
@@ -115,23 +135,42 @@ def stack_files(names: Iterable[str]) -> list[tuple[str, int]]:
     return sorted(out)
 
 
-def meta_after(meta: Optional[dict], hang: Hang, *, in_job: bool, stacks: str, how: str, now: float) -> dict:
-    """The attempt's meta once the launcher acted on HANG: ``hang`` counts the hangs of the attempt,
-    records the last, and ``killed`` says the attempt's end is the hang's (no in-job rerun to follow)."""
+def meta_after(meta: Optional[dict], hang: Hang, *, in_job: bool, stacks: str, how: str, now: float,
+               ended: str = KILL, no_stacks: str = "", not_killed: str = "") -> dict:
+    """The attempt's meta once the launcher acted on HANG: ``hang`` counts the hangs of the attempt
+    (a cancel tried again for the same run counts once), records the last, and says how its run was
+    ENDED: ``killed``, the attempt's end is the hang's (the run's processes were killed and no in-job
+    rerun follows); ``cancelled``, none could be killed (NOT_KILLED says why) and the attempt was
+    cancelled through its backend, so its end (CANCELLED too) is the hang's; neither, not ended yet.
+    NO_STACKS: why no stack was taken, when none was."""
     meta = dict(meta or {})
     prev = meta.get(HANG_META) or {}
-    meta[HANG_META] = {"count": int(prev.get("count") or 0) + 1, "generation": hang.generation, "step": hang.step,
-                       "age_s": round(hang.age_s, 1), "limit_s": round(hang.limit_s, 1), "stacks": stacks,
-                       "stacks_by": how, "at": now, "killed": not in_job}
+    again = prev.get("generation") == hang.generation and prev.get("ended", KILL) == ""
+    meta[HANG_META] = {"count": int(prev.get("count") or 0) + (0 if again else 1), "generation": hang.generation,
+                       "step": hang.step, "age_s": round(hang.age_s, 1), "limit_s": round(hang.limit_s, 1),
+                       "stacks": stacks, "stacks_by": how, "at": now, "ended": ended,
+                       "killed": ended == KILL and not in_job, "cancelled": ended == CANCEL}
+    if no_stacks and not stacks:
+        meta[HANG_META]["no_stacks"] = no_stacks
+    if not_killed:
+        meta[HANG_META]["not_killed"] = not_killed
     return meta
 
 
-def event_detail(attempt: int, hang: Hang, *, in_job: bool, stacks: str, how: str, pids: list) -> dict:
+def event_detail(attempt: int, hang: Hang, *, in_job: bool, stacks: str, how: str, pids: list,
+                 ended: str = KILL, no_stacks: str = "", not_killed: str = "") -> dict:
     """The ``hang_detected`` event: the run, its last step and that step's age, where its stacks are
-    (STACKS, collected HOW), its processes (PIDS) and how it is recovered."""
-    return {"attempt": attempt, "generation": hang.generation, "step": hang.step, "age_s": round(hang.age_s, 1),
-            "limit_s": round(hang.limit_s, 1), "stacks": stacks, "stacks_by": how, "pids": pids,
-            "recovery": "in-job rerun" if in_job else "resubmission (recovery.hang_restarts)"}
+    (STACKS, collected HOW; else NO_STACKS, why none), its processes (PIDS) and how it is recovered
+    (ENDED by a kill, or by a cancel through its backend because none could be killed: NOT_KILLED)."""
+    if ended == CANCEL:
+        recovery = f"cancel through its backend ({not_killed}), then resubmission (recovery.hang_restarts)"
+    else:
+        recovery = "in-job rerun" if in_job else "resubmission (recovery.hang_restarts)"
+    out = {"attempt": attempt, "generation": hang.generation, "step": hang.step, "age_s": round(hang.age_s, 1),
+           "limit_s": round(hang.limit_s, 1), "stacks": stacks, "stacks_by": how, "pids": pids, "recovery": recovery}
+    if no_stacks and not stacks:
+        out["no_stacks"] = no_stacks
+    return out
 
 
 def summary(meta: Optional[dict]) -> str:
@@ -139,6 +178,13 @@ def summary(meta: Optional[dict]) -> str:
     h = (meta or {}).get(HANG_META) or {}
     if not h:
         return ""
-    where = f"; stacks in {h['stacks']}" if h.get("stacks") else "; no stacks collected"
+    if h.get("stacks"):
+        where = f"; stacks in {h['stacks']}"
+    else:
+        where = "; no stacks collected" + (f" ({h['no_stacks']})" if h.get("no_stacks") else "")
+    if h.get("cancelled"):
+        where += f"; cancelled through its backend ({h.get('not_killed') or 'no process could be killed'})"
+    elif h.get("ended") == "":
+        where += f"; not ended yet ({h.get('not_killed') or 'no process could be killed'})"
     return (f"hung {h.get('count') or 1} time(s), the last with no step for {h.get('age_s')}s after step "
             f"{h.get('step')} (limit {h.get('limit_s')}s){where}")

@@ -54,11 +54,15 @@ BUDGET_FIELD = {
 
 
 def classify(state: JobState, hung: bool = False, *, exit_code: Optional[int] = None,
-             node_exit_codes=()) -> Optional[FailureClass]:
+             node_exit_codes=(), hang_cancelled: bool = False) -> Optional[FailureClass]:
     """None for states that are not failures (COMPLETED, CANCELLED, or still active). HUNG: the
     launcher killed the attempt's processes after a hang (its meta's ``hang``): a failed end is a
-    HANG. A failed program whose EXIT_CODE is one of NODE_EXIT_CODES (``recovery.bad_nodes.exit_codes``:
-    the program's way of saying its node is bad) is a NODE_FAIL."""
+    HANG. HANG_CANCELLED: none could be killed and the launcher cancelled the attempt through its
+    backend instead: any end but COMPLETED, CANCELLED included, is a HANG. A failed program whose
+    EXIT_CODE is one of NODE_EXIT_CODES (``recovery.bad_nodes.exit_codes``: the program's way of
+    saying its node is bad) is a NODE_FAIL."""
+    if hang_cancelled and state.is_terminal and state is not JobState.COMPLETED:
+        return FailureClass.HANG
     if hung and state.is_terminal and state not in (JobState.COMPLETED, JobState.CANCELLED):
         return FailureClass.HANG
     failure = _BY_STATE.get(state)
@@ -113,6 +117,7 @@ class Event:
     superseded_by: str = ""  # why the checkpoint root now belongs to a newer run (takeover.superseded_by)
     exit_code: Optional[int] = None  # the attempt's exit status, where the scheduler gave one
     hung: bool = False  # the launcher killed it after a hang (recovery.hang)
+    hang_cancelled: bool = False  # ... or, nothing to kill, cancelled it through its backend: not a user's cancel
 
 
 @dataclass(frozen=True)
@@ -156,7 +161,7 @@ def decide(history: list[PastFailure], event: Event, budgets: Budgets, now: floa
     """What to do after ``event`` ended an attempt. ``history`` holds earlier failures only."""
     if event.state is JobState.COMPLETED:
         return Done("completed")
-    if event.state is JobState.CANCELLED:
+    if event.state is JobState.CANCELLED and not event.hang_cancelled:
         return Done("cancelled")
     if event.superseded_by:
         return Superseded(event.superseded_by)
@@ -167,7 +172,8 @@ def decide(history: list[PastFailure], event: Event, budgets: Budgets, now: floa
         delay = min(budgets.max_backoff_s, budgets.backoff_s * 2 ** max(0, event.control_plane_errors - 1))
         return Retry(f"control plane error ({event.reason or 'status unknown'}): retrying the query, "
                      f"not the job", FailureClass.CONTROL_PLANE, delay_s=delay, counts_as_failure=False)
-    failure = classify(event.state, event.hung, exit_code=event.exit_code, node_exit_codes=budgets.node_exit_codes)
+    failure = classify(event.state, event.hung, exit_code=event.exit_code, node_exit_codes=budgets.node_exit_codes,
+                       hang_cancelled=event.hang_cancelled)
     if failure is None:
         return GiveUp(f"unexpected terminal state {event.state.value}")
     if budgets.max_total_usd is not None and event.spent_usd >= budgets.max_total_usd:

@@ -2,9 +2,10 @@
 
 A job's ``meta`` is a JSON object: the launch's own keys (``spec_base``, ``seed`` ...) and
 recovery's (``launcher.recovery.state.RecoveryState`` reads and writes those, typed). The store
-itself knows three of recovery's keys, by name only, because it acts on them inside its own
+itself knows four of recovery's keys, by name only, because it acts on them inside its own
 transactions: a job closed by a decision (``CLOSED_KEY``), its scheduled retry
-(``RETRY_KEY``), and a burst race whose first running copy wins (``BURST_KEY``).
+(``RETRY_KEY``), a burst race whose first running copy wins (``BURST_KEY``), and a hung
+attempt the launcher cancelled to recover it (``HANG_CANCEL_KEY``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from launcher.core.status import is_final, job_state_for
 CLOSED_KEY = "final"  # the name earlier versions wrote; recovery's ``closed``
 RETRY_KEY = "retry_at"
 BURST_KEY = "burst"
+# {"attempt": N, "handle": the job's handle then}: the launcher cancelled that hung attempt through
+# its backend because none of its processes could be killed (launcher.recovery.hang); its CANCELLED
+# end is no user's cancel: it keeps the job open for the decision (a HANG, recovery.hang_restarts)
+HANG_CANCEL_KEY = "hang_cancel"
 
 
 def patched(meta: dict, changes: dict) -> dict:
@@ -40,6 +45,12 @@ def meta_racing(meta: dict) -> bool:
     """Is a burst race deciding which copy of the job wins?"""
     burst = meta.get(BURST_KEY)
     return isinstance(burst, dict) and burst.get("phase") == "racing"
+
+
+def meta_hang_cancelled(meta: dict, handle_json: str) -> bool:
+    """Did the launcher cancel the submission HANDLE_JSON after a hang (``HANG_CANCEL_KEY``)?"""
+    mark = meta.get(HANG_CANCEL_KEY)
+    return isinstance(mark, dict) and mark.get("handle") == handle_json
 
 
 def closed_meta(meta: dict) -> dict:
@@ -97,15 +108,19 @@ def claim_available(holder: Optional[str], expires: Optional[float], me: str, no
 def mirrored_state(row, handle_json: str, state: str) -> Optional[str]:
     """Pure: the job state ``mirror_state`` writes for an attempt's STATE, given the job's ROW
     (state, handle, meta as stored), or None when the row keeps its own (gone, superseded by a
-    newer submission, closed, or a burst race deciding first which copy won)."""
+    newer submission, closed, a burst race deciding first which copy won, or a hung attempt the
+    launcher cancelled itself, whose end recovery decides on)."""
     if row is None or row["handle"] != handle_json or is_final(row["state"]):
         return None
     text = row["meta"] or "{}"
-    # only a meta naming a closing or a burst race is parsed (1,000 sweep elements a poll)
-    meta = json.loads(text) if f'"{CLOSED_KEY}"' in text or f'"{BURST_KEY}"' in text else {}
+    # only a meta naming a closing, a burst race or a hang's cancel is parsed (1,000 sweep elements a poll)
+    marks = (CLOSED_KEY, BURST_KEY, HANG_CANCEL_KEY)
+    meta = json.loads(text) if any(f'"{k}"' in text for k in marks) else {}
     if meta_closed(meta):
         return None
     new = job_state_for(state)
+    if new == "CANCELLED" and meta_hang_cancelled(meta, handle_json):
+        return None  # the launcher's own cancel of a hung attempt: recovery decides (launcher.recovery.hang)
     return None if is_final(new) and meta_racing(meta) else new
 
 

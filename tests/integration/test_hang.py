@@ -110,6 +110,31 @@ def test_a_hung_run_is_rerun_in_its_allocation_with_in_job_local(cli):
     assert not [e for e in st["events"] if e["kind"] in ("resubmitted", "retry_scheduled", "gave_up")]
 
 
+def test_a_hung_run_with_no_known_process_is_cancelled_and_resubmitted_local(cli):
+    """recovery.signal: USR2 owns SIGUSR2, so the job side registers no stack file: no process of the
+    run is known, nothing is dumped or killed. The watch cancels the attempt through the backend
+    instead (never recording it killed) and resubmits it on the hang budget."""
+    spec, root = hang_spec(cli, "hang-usr2", signal="USR2")
+    job = cli.launch(spec, "local")
+    watcher = start_watcher(cli, 0, interval=INTERVAL_S)
+    try:
+        st = cli.wait_state(job, ["COMPLETED", "FAILED", "GAVE_UP", "CANCELLED"], timeout=180, interval=0.5)
+    finally:
+        stop_watchers([watcher])
+    assert st["state"] == "COMPLETED", st
+    assert [a["state"] for a in st["attempts"]] == ["CANCELLED", "COMPLETED"], st["attempts"]
+    hung = st["attempts"][0]["hang"]
+    assert hung["killed"] is False and hung["cancelled"] is True and hung["stacks"] == "", hung
+    assert "recovery.signal is USR2" in hung["no_stacks"], hung
+    (ev,) = [e for e in st["events"] if e["kind"] == "hang_detected"]
+    assert ev["step"] == 6 and ev["recovery"].startswith("cancel through its backend"), ev
+    assert len([e for e in st["events"] if e["kind"] == "hang_cancelled"]) == 1, st["events"]
+    retry = [e for e in st["events"] if e["kind"] == "resubmitted"]
+    assert len(retry) == 1 and "HANG" in json.dumps(retry[0]) and "hang_restarts" in json.dumps(retry[0]), retry
+    assert st["attempts"][1]["resume_step"] == 6
+    assert "cancelled through its backend" in cli.run("status", job).stdout
+
+
 # ---- the same on the netns Slurm cluster
 @pytest.mark.slurm
 def test_a_hung_run_is_found_its_stacks_stored_and_the_job_resubmitted_slurm(cli, clean_queue):

@@ -203,3 +203,186 @@ def test_the_stack_dump_stays_off_the_preemption_signal(tmp_path):
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
     assert (tmp_path / "ck/.launcher/metrics/g1.jsonl").exists()
     assert not (tmp_path / "ck/.launcher/stacks").exists()
+
+
+# ---- a hang with nothing to kill: cancelled through the backend, recovered as a HANG
+class _Reaches:
+    """A backend that reaches the run's processes (ReachesRun); KILLS: what signal_run reports killed."""
+
+    def __init__(self, kills=True, cancel_error=None):
+        self.kills, self.cancel_error, self.calls = kills, cancel_error, []
+
+    def signal_run(self, handle, procs, signum):
+        self.calls.append(("signal", list(procs), int(signum)))
+        return list(procs) if self.kills and signum == signal.SIGKILL else []
+
+    def dump_stacks(self, handle, procs):
+        return {}
+
+    def cancel(self, handle):
+        from launcher.core.errors import LauncherError
+
+        self.calls.append(("cancel", handle.native_id))
+        if self.cancel_error:
+            raise LauncherError(self.cancel_error)
+
+
+class _Unreachable:
+    """A backend that is no ReachesRun (SkyPilot's kind): it can only cancel."""
+
+    def __init__(self):
+        self.calls = []
+
+    def cancel(self, handle):
+        self.calls.append(("cancel", handle.native_id))
+
+
+HUNG = hangs.Hang(generation=1, step=20, last_at=1.0, age_s=700.0, limit_s=600.0)
+
+
+def _hung_job(app, monkeypatch, backend, root, extra=""):
+    """A RUNNING job (attempt 1, native id 4242) on the local target with recovery.hang, and BACKEND as its backend."""
+    from launcher.backend.protocols import Handle
+
+    text = f"name: j\nrun: python3 train.py\ncheckpoint: {{root: {root}}}\nrecovery: {{hang: 10m{extra}}}\n"
+    app.store.begin_job("j", "j", "local", "local", None, text, ckpt_root=root)
+    h = Handle("local", "local", "j", "4242", 1, {})
+    app.store.record_attempt("j", 1, "local", h.to_json(), "4242", state="RUNNING")
+    app.store.mirror_state("j", h.to_json(), "RUNNING", "")
+    monkeypatch.setattr(app, "backend", lambda target: backend)
+    return spec_from_text(text), h
+
+
+def _cancel_shows(app, h, state="CANCELLED", reason="cancelled by user"):
+    """The scheduler's status after the cancel, as a watch pass records it (launcher.launching.tracking)."""
+    app.store.bulk.record_statuses([("j", 1, {"state": state, "reason": reason}, h.to_json(), state, reason)])
+
+
+def _decision(app, spec):
+    from launcher.core.status import Status
+    from launcher.recovery.decide import Facts, on_ended
+    from launcher.recovery.progress import Progress
+
+    job = app.store.get_job("j")
+    return on_ended(job, app.store.attempts("j"), Facts(spec, Progress(committed_step=10)),
+                    Status(JobState(app.store.attempts("j")[-1].state)), 1e10)
+
+
+@pytest.mark.parametrize("root,extra,why", [
+    ("s3://bucket/ck", "", "is not a POSIX path"),
+    ("/ck", ", signal: USR2", "recovery.signal is USR2"),
+    ("/ck", "", "never loaded the job-side helper"),
+])
+def test_a_hang_with_no_known_process_is_cancelled_through_the_backend_not_recorded_killed(app, monkeypatch, root,
+                                                                                           extra, why):
+    """An s3:// root, recovery.signal: USR2, or a program that never loaded the job side: no process
+    registered a stack file, so nothing can be dumped or killed. The attempt is cancelled through its
+    backend (never recorded killed), the job stays open when the cancel shows, and its end is a HANG
+    retried on recovery.hang_restarts, with why no stack was taken."""
+    from launcher.recovery import hang
+    from launcher.recovery.decide import Resubmit
+
+    fake = _Reaches()
+    spec, h = _hung_job(app, monkeypatch, fake, root, extra)
+    out = hang.act(app, app.store.get_job("j"), spec, HUNG, files=[], clock=lambda: 5.0)
+    assert fake.calls == [("cancel", "4242")]  # nothing to signal: straight to the cancel
+    meta = app.store.attempts("j")[0].meta["hang"]
+    assert meta["killed"] is False and meta["cancelled"] is True and meta["stacks"] == ""
+    assert why in meta["no_stacks"] and why in meta["not_killed"]
+    kinds = [e["kind"] for e in app.store.events("j")]
+    assert kinds.count("hang_detected") == 1 and kinds.count("hang_cancelled") == 1
+    detected = next(e for e in app.store.events("j") if e["kind"] == "hang_detected")
+    assert detected["recovery"].startswith("cancel through its backend") and why in detected["no_stacks"]
+    assert "cancel through its backend" in out.reason
+    assert hangs.already_acted(app.store.attempts("j")[0].meta, 1)  # one cancel per hung run
+    # the cancel shows as CANCELLED: not the job's end (no user cancelled it) but a HANG to recover
+    _cancel_shows(app, h)
+    assert app.store.get_job("j").state == "RUNNING" and app.store.attempts("j")[0].state == "CANCELLED"
+    d = _decision(app, spec)
+    assert isinstance(d, Resubmit) and d.decision.failure is FailureClass.HANG and "hang_restarts" in d.decision.reason
+    assert "cancelled by the launcher" in d.decision.reason
+    assert "cancelled through its backend" in hangs.summary(app.store.attempts("j")[0].meta)
+
+
+def test_a_hang_whose_processes_cannot_be_killed_is_cancelled_too(app, monkeypatch):
+    from launcher.recovery import hang
+
+    fake = _Reaches(kills=False)
+    spec, h = _hung_job(app, monkeypatch, fake, "/ck", ", in_job: {kind: allocation}")
+    hang.act(app, app.store.get_job("j"), spec, HUNG, files=[("n1", 77)], clock=lambda: 5.0)
+    assert [c[0] for c in fake.calls] == ["signal", "signal", "cancel"]  # USR2 for a dump, KILL, then the cancel
+    meta = app.store.attempts("j")[0].meta["hang"]
+    assert meta["killed"] is False and meta["cancelled"] is True and "n1:77" in meta["not_killed"]
+    assert "no faulthandler dump" in meta["no_stacks"]
+    assert [e["kind"] for e in app.store.events("j")].count("hang_detected") == 1
+    _cancel_shows(app, h)
+    assert _decision(app, spec).decision.failure is FailureClass.HANG  # resubmitted: the allocation is gone
+
+
+def test_a_hang_on_a_backend_that_cannot_reach_the_run_is_cancelled(app, monkeypatch):
+    from launcher.recovery import hang
+
+    fake = _Unreachable()
+    spec, h = _hung_job(app, monkeypatch, fake, "/ck")
+    hang.act(app, app.store.get_job("j"), spec, HUNG, files=[("n1", 77)], clock=lambda: 5.0)
+    assert fake.calls == [("cancel", "4242")]
+    meta = app.store.attempts("j")[0].meta["hang"]
+    assert meta["cancelled"] is True and "cannot reach the run's processes" in meta["no_stacks"]
+
+
+def test_a_hang_that_was_killed_is_not_cancelled(app, monkeypatch):
+    from launcher.recovery import hang
+
+    fake = _Reaches()
+    spec, h = _hung_job(app, monkeypatch, fake, "/ck")
+    hang.act(app, app.store.get_job("j"), spec, HUNG, files=[("n1", 77)], clock=lambda: 5.0)
+    assert ("cancel", "4242") not in fake.calls
+    meta = app.store.attempts("j")[0].meta["hang"]
+    assert meta["killed"] is True and meta["cancelled"] is False and "hang_cancel" not in app.store.get_job("j").meta
+    _cancel_shows(app, h)  # a cancel that is no hang's (not the launcher's) still closes the job
+    assert app.store.get_job("j").state == "CANCELLED"
+
+
+def test_a_cancel_that_fails_leaves_the_hang_not_ended_and_is_tried_again(app, monkeypatch):
+    from launcher.recovery import hang
+
+    fake = _Reaches(cancel_error="sky: API server unreachable")
+    spec, h = _hung_job(app, monkeypatch, fake, "s3://bucket/ck")
+    out = hang.act(app, app.store.get_job("j"), spec, HUNG, files=[], clock=lambda: 5.0)
+    assert "its cancel failed (sky: API server unreachable)" in out.reason
+    meta = app.store.attempts("j")[0].meta
+    assert meta["hang"]["ended"] == "" and not meta["hang"]["cancelled"] and not meta["hang"]["killed"]
+    assert not hangs.already_acted(meta, 1) and "hang_cancel" not in app.store.get_job("j").meta
+    assert "not ended yet" in hangs.summary(meta)
+    fake.cancel_error = None  # the next pass: the same hang, cancelled this time, counted once
+    hang.act(app, app.store.get_job("j"), spec, HUNG, files=[], clock=lambda: 6.0)
+    meta = app.store.attempts("j")[0].meta["hang"]
+    assert meta["cancelled"] is True and meta["count"] == 1
+    kinds = [e["kind"] for e in app.store.events("j")]
+    assert (kinds.count("hang_detected"), kinds.count("hang_cancel_failed"), kinds.count("hang_cancelled")) == (1, 1, 1)
+
+
+def test_the_store_keeps_a_job_open_only_for_the_cancel_of_the_hung_submission_it_names():
+    from launcher.state.rows import HANG_CANCEL_KEY, mirrored_state
+
+    mark = json.dumps({HANG_CANCEL_KEY: {"attempt": 1, "handle": "H1"}})
+    row = {"state": "RUNNING", "handle": "H1", "meta": mark}
+    assert mirrored_state(row, "H1", "CANCELLED") is None
+    assert mirrored_state(row, "H1", "COMPLETED") == "COMPLETED"  # it ended on its own first
+    assert mirrored_state({**row, "handle": "H2"}, "H2", "CANCELLED") == "CANCELLED"  # a later submission
+    assert mirrored_state({**row, "meta": "{}"}, "H1", "CANCELLED") == "CANCELLED"
+
+
+def test_a_hang_cancelled_by_the_launcher_is_a_hang_and_any_other_cancel_a_cancel():
+    from launcher.recovery.policy import Done, classify
+
+    assert classify(JobState.CANCELLED, hang_cancelled=True) is FailureClass.HANG
+    assert classify(JobState.FAILED, hang_cancelled=True) is FailureClass.HANG
+    assert classify(JobState.COMPLETED, hang_cancelled=True) is None
+    assert classify(JobState.CANCELLED, True) is None
+    ev = Event(attempt=1, state=JobState.CANCELLED, resume_step=None, committed_step=10, hang_cancelled=True)
+    assert isinstance(decide([], ev, Budgets(hang_restarts=1)), Retry)
+    past = [PastFailure(1, FailureClass.HANG, None, 5)]
+    ev2 = Event(attempt=2, state=JobState.CANCELLED, resume_step=5, committed_step=10, hang_cancelled=True)
+    assert isinstance(decide(past, ev2, Budgets(hang_restarts=1)), GiveUp)
+    assert isinstance(decide([], Event(1, JobState.CANCELLED, None, 10), Budgets()), Done)

@@ -305,7 +305,7 @@ def test_torchft_renders_its_lighthouse_and_each_tasks_replica_group(backend_nam
     assert ('torchft_lighthouse --min_replicas 1 --bind "[::]:$(( MASTER_PORT + 20000 ))" --join_timeout_ms 10000 '
             '--quorum_tick_ms 100 >> "$LAUNCHER_JOB_DIR/lighthouse-$LAUNCHER_ATTEMPT.log" 2>&1 &') in text
     assert "trap 'kill \"$_launcher_lighthouse\" 2>/dev/null' EXIT" in text
-    assert 'export REPLICA_GROUP_ID="${LAUNCHER_NODE_BLOCK:-$LAUNCHER_NODE_RANK}"; ' in text
+    assert "export -f _launcher_replica_group" in text and "_launcher_replica_group; " in text
     assert "in-job-restart --rc" in text  # a step that failed as a whole is rerun in the allocation
     assert text.index("torchft_lighthouse") < text.index('exec bash -c "$LAUNCHER_RUN"')
     if backend_name == "slurm":
@@ -321,6 +321,23 @@ def test_nvrx_renders_max_restarts_and_the_in_process_wrappers_environment_and_n
     assert "torchft" not in text
     if backend_name == "slurm":
         assert "srun --kill-on-bad-exit=0 --ntasks-per-node=1" in text
+
+
+@pytest.mark.parametrize("kind,renders", [("allocation", "in-job-restart --rc"), ("torchft", "torchft_lighthouse"),
+                                           ("nvrx", "export PET_MAX_RESTARTS=2")])
+@pytest.mark.parametrize("backend_name", ["local", "slurm"])
+def test_every_in_job_kind_is_accepted_and_rendered_where_it_is_built(backend_name, kind, renders):
+    """local and Slurm render every kind (SkyPilot refuses them: test_skypilot_render), so neither
+    refuses one at validate, and none is dropped from the script."""
+    from launcher.backend.support import unsupported
+
+    text = BASE + f"recovery: {{in_job: {{kind: {kind}, max_restarts: 2}}}}\n"
+    if backend_name == "local":
+        from launcher_backends.local.backend import LocalBackend as cls
+    else:
+        from launcher_backends.slurm import SlurmBackend as cls
+    assert [u.field for u in unsupported(spec_from_text(text), cls)] == []
+    assert renders in _render(backend_name, text)
 
 
 def test_the_local_script_exports_torchfts_and_nvrxs_variables_to_the_run(tmp_path):
@@ -351,8 +368,45 @@ def test_the_local_script_exports_torchfts_and_nvrxs_variables_to_the_run(tmp_pa
         out[kind] = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
     ft = out["torchft"]
     assert ft["TORCHFT_LIGHTHOUSE"] == f"http://127.0.0.1:{int(ft['MASTER_PORT']) + 20000}"
-    assert ft["REPLICA_GROUP_ID"] == "0"
+    assert (ft["REPLICA_GROUP_ID"], ft["NUM_REPLICA_GROUPS"]) == ("0", "1")
     assert "torchft_lighthouse" in (tmp_path / "job-torchft" / "lighthouse-1.log").read_text()
     nv = out["nvrx"]
     assert (nv["PET_MAX_RESTARTS"], nv["RANK"], nv["LOCAL_RANK"], nv["WORLD_SIZE"]) == ("4", "0", "0", "1")
     assert nv["MASTER_ADDR"] == "127.0.0.1" and "TORCHFT_LIGHTHOUSE" not in nv
+
+
+def test_the_docs_name_the_lighthouse_log_the_script_writes():
+    import re
+    from pathlib import Path
+
+    text = _render("local", BASE + TORCHFT)
+    written = re.findall(r'"\$LAUNCHER_JOB_DIR/(lighthouse-\$(\w+)\.log)"', text)
+    assert written == [("lighthouse-$LAUNCHER_ATTEMPT.log", "LAUNCHER_ATTEMPT")]
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "in-job-recovery.md").read_text()
+    assert set(re.findall(r"lighthouse-<(\w+)>\.log", docs)) == {"attempt"} and "`$LAUNCHER_ATTEMPT`" in docs
+
+
+def test_torchfts_replica_group_is_the_index_of_the_nodes_block_in_rank_order_and_the_block_keeps_its_name():
+    """torchft's examples int() REPLICA_GROUP_ID: it is 0..NUM_REPLICA_GROUPS-1, the blocks in the
+    order of their ranks (LAUNCHER_NODE_ORDER); LAUNCHER_NODE_BLOCK keeps the name. Without blocks
+    each node is a group of its own."""
+    import subprocess
+
+    text = _render("slurm", BASE + "resources: {nodes: 4}\n" + TORCHFT)
+    start = text.index("_launcher_replica_group() {")
+    fn = text[start:text.index("export -f _launcher_replica_group", start)]
+    order = "node2=0:blockB:2 node4=1:blockB:2 node1=2:blockA:2 node3=3:blockA:2"
+    seen = {}
+    for rank, (host, block) in enumerate([("node2", "blockB"), ("node4", "blockB"), ("node1", "blockA"),
+                                          ("node3", "blockA")]):
+        for ordered in (order, ""):
+            env = {"PATH": "/usr/bin:/bin", "LAUNCHER_NODE_ORDER": ordered, "LAUNCHER_NODE_RANK": str(rank),
+                   "LAUNCHER_NODE_BLOCK": block if ordered else "", "LAUNCHER_NUM_NODES": "4"}
+            out = subprocess.run(["bash", "-uc", fn + '_launcher_replica_group; echo "$REPLICA_GROUP_ID '
+                                  '$NUM_REPLICA_GROUPS $LAUNCHER_NODE_BLOCK"'], env=env, capture_output=True,
+                                 text=True, check=True).stdout.split()
+            seen[(host, bool(ordered))] = out
+    assert [seen[(h, True)] for h in ("node2", "node4", "node1", "node3")] == [
+        ["0", "2", "blockB"], ["0", "2", "blockB"], ["1", "2", "blockA"], ["1", "2", "blockA"]]
+    assert [seen[(h, False)] for h in ("node2", "node4", "node1", "node3")] == [
+        ["0", "4"], ["1", "4"], ["2", "4"], ["3", "4"]]

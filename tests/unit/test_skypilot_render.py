@@ -193,6 +193,24 @@ def test_job_recovery_without_managed_mode_is_refused():
         _backend({"infra": "aws"}).render(spec, Facts("t", "skypilot"), JobRef("x-1"))
 
 
+@pytest.mark.parametrize("kind", ["allocation", "torchft", "nvrx"])
+def test_in_job_recovery_is_refused_at_render_and_validate_never_dropped(kind):
+    """A SkyPilot task renders no rerun loop, lighthouse or NVRx restarts: recovery.in_job is refused
+    in one line naming the field and what to do instead, by render and by `launcher validate`."""
+    from launcher.backend.support import unsupported
+
+    spec = spec_from_text(f"name: x\nrun: 'true'\ncheckpoint: {{root: s3://bucket/x}}\n"
+                          f"recovery: {{in_job: {{kind: {kind}, max_restarts: 2}}}}\n")
+    with pytest.raises(CapabilityError) as e:
+        _backend({"infra": "aws"}).render(spec, Facts("t", "skypilot"), JobRef("x-1"))
+    said = str(e.value)
+    assert said.startswith("recovery.in_job: ") and f"kind {kind}" in said and "\n" not in said
+    assert "remove recovery.in_job" in said and "Slurm or local target" in said
+    assert [u.field for u in unsupported(spec, SkyPilotBackend)] == ["recovery.in_job"]
+    plain = spec_from_text("name: x\nrun: 'true'\ncheckpoint: {root: s3://bucket/x}\n")
+    assert unsupported(plain, SkyPilotBackend) == []
+
+
 def test_gpus_without_an_accelerator_name_is_refused_with_a_hint():
     spec = spec_from_text("name: x\nrun: 'true'\nresources: {gpus_per_node: 4}\n")
     with pytest.raises(CapabilityError, match="resources.accelerator"):

@@ -72,7 +72,24 @@ python3 /state/jobs/basic-abc123/launcher_job.pyz node-guard --job-dir "$LAUNCHE
 # ignored disposition). In a multi-line run, put `exec` before the main program.
 export LAUNCHER_RUN='python3 train_ddp.py --steps 100'
 # torchft (recovery.in_job kind torchft, docs/in-job-recovery.md): its lighthouse runs beside this
-# script on $SLURMD_NODENAME, for the whole allocation; each task's replica group is REPLICA_GROUP_ID
+# script on $SLURMD_NODENAME, for the whole allocation. Each task's replica group: one per topology block
+# (LAUNCHER_NODE_BLOCK keeps its name), REPLICA_GROUP_ID 0..NUM_REPLICA_GROUPS-1 in the blocks'
+# rank order (LAUNCHER_NODE_ORDER); without blocks, one per node (its rank)
+_launcher_replica_group() {
+  local e b seen=" " n=0 id=""
+  if [ -n "${LAUNCHER_NODE_BLOCK:-}" ]; then
+    for e in ${LAUNCHER_NODE_ORDER:-}; do
+      b="${e#*=}"; b="${b#*:}"; b="${b%:*}"
+      case "$seen" in *" $b "*) continue ;; esac
+      seen="$seen$b "
+      [ "$b" != "$LAUNCHER_NODE_BLOCK" ] || id=$n
+      n=$(( n + 1 ))
+    done
+  fi
+  [ -n "$id" ] || { id="$LAUNCHER_NODE_RANK"; n="$LAUNCHER_NUM_NODES"; }
+  export REPLICA_GROUP_ID="$id" NUM_REPLICA_GROUPS="$n"
+}
+export -f _launcher_replica_group
 export TORCHFT_LIGHTHOUSE="http://$SLURMD_NODENAME:$(( MASTER_PORT + 20000 ))"
 torchft_lighthouse --min_replicas 1 --bind "[::]:$(( MASTER_PORT + 20000 ))" --join_timeout_ms 10000 --quorum_tick_ms 100 >> "$LAUNCHER_JOB_DIR/lighthouse-$LAUNCHER_ATTEMPT.log" 2>&1 &
 _launcher_lighthouse=$!
@@ -123,7 +140,7 @@ export LAUNCHER_IN_JOB_RESTARTS=0
 _launcher_in_job_history=
 while :; do
 srun --kill-on-bad-exit=0 --ntasks-per-node=1 --ntasks=4 \
-  bash -c '_launcher_node_env; export LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$(( LAUNCHER_NODE_RANK * 1 + SLURM_LOCALID ))"; export REPLICA_GROUP_ID="${LAUNCHER_NODE_BLOCK:-$LAUNCHER_NODE_RANK}"; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
+  bash -c '_launcher_node_env; export LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$(( LAUNCHER_NODE_RANK * 1 + SLURM_LOCALID ))"; _launcher_replica_group; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
 _launcher_step=$!
 while :; do
   wait "$_launcher_step"; rc=$?
