@@ -32,7 +32,12 @@ def _usd(x: Optional[float]) -> str:
 
 
 def _frac(x: Optional[float]) -> str:
-    return "-" if x is None else f"{100.0 * x:.1f}%"
+    """A fraction as a percentage: one decimal, or two significant digits below 1% (an MFU of
+    0.00047 is "0.047%", not "0.0%")."""
+    if x is None:
+        return "-"
+    pct = 100.0 * x
+    return f"{pct:.2g}%" if pct and abs(round(pct, 1)) < 1 else f"{pct:.1f}%"
 
 
 def compute_lines(c: Optional[dict], paid_what: str = "paid accelerator time") -> list[str]:

@@ -291,6 +291,16 @@ def test_a_sweep_sums_kept_flops_and_peak_seconds_so_the_equality_holds():
     assert c["peak"]["name"] == "H100 SXM" and "1 of 3 element(s) without MFU" in c["reason"]
 
 
+def test_a_small_mfu_keeps_two_significant_digits_in_the_text():
+    """The quickstart's CPU job runs at a fraction of a percent of its peak: "0.0%" would hide it."""
+    from launcher.report.text import _frac, compute_lines
+
+    assert [_frac(x) for x in (None, 0, 0.00047, 0.0095, 0.00999, 0.0123, 1.0)] == [
+        "-", "0.0%", "0.047%", "0.95%", "1.0%", "1.2%", "100.0%"]
+    lines = compute_lines({"mfu": 0.00058, "effective_mfu": 0.00047, "useful_share": 0.81, "peak_text": "P"})
+    assert lines[0] == "MFU 0.058% of P" and lines[1].startswith("effective MFU 0.047% = MFU x useful compute 81.0%")
+
+
 # ---------------------------------------------------------------- launcher peaks
 
 def test_launcher_peaks_prints_the_table_and_one_lookup(tmp_path, monkeypatch):
