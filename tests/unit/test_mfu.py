@@ -301,6 +301,19 @@ def test_a_small_mfu_keeps_two_significant_digits_in_the_text():
     assert lines[0] == "MFU 0.058% of P" and lines[1].startswith("effective MFU 0.047% = MFU x useful compute 81.0%")
 
 
+def test_the_plot_title_names_the_peak_its_mfu_is_against():
+    from launcher.report.plot import title
+
+    acc = account(history())
+    d = acc.to_dict()
+    d.update(job_id="j", compute=summarize(acc, {s: {"flops": 1e15} for s in range(10, 61, 10)}, spec(accelerator="H100")))
+    first, second = title(d).split("\n")
+    assert first.startswith("j: goodput ") and "; MFU " in first and ", effective MFU " in first
+    assert second == "against the dense BF16 peak, H100 SXM, 989 TFLOPS per GPU"
+    d["compute"] = summarize(acc, {}, spec(accelerator="H100"))  # no FLOPs reported: no MFU, no peak line
+    assert "MFU" not in title(d) and "\n" not in title(d)
+
+
 # ---------------------------------------------------------------- launcher peaks
 
 def test_launcher_peaks_prints_the_table_and_one_lookup(tmp_path, monkeypatch):
