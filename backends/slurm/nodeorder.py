@@ -4,8 +4,9 @@ stays inside one block where the allocation allows it.
 
 Stdlib only: runs inside the job. The Slurm backend stages the job-side zipapp with this
 module as a job-side command (``launcher.jobside.zipapp``), and the batch script of a job of
-several nodes runs ``eval "$(launcher_job.pyz node-order)"`` once per start, before the
-checkpoint helper reads the node list. It prints, shell-quoted::
+several nodes runs ``eval "$(launcher_job.pyz node-order [--group-nodes N])"`` once per start
+(N: the spec's ``layout.group_nodes``, given when it is above 1), before the checkpoint helper
+reads the node list. It prints, shell-quoted::
 
     export LAUNCHER_NODE_HOSTS=node1,node3,node2,node4   # the job's nodes in rank order
     export MASTER_ADDR=node1                             # rank 0 (torchrun's static rendezvous)
@@ -24,8 +25,11 @@ on every node instead; the group is the address's part before the node. With nei
 order is hostname order and the group is empty. Ordering never fails a job: a
 problem only prints a line and keeps hostname order.
 
-The ordering itself is :func:`order_nodes`, a pure function: each group's nodes consecutive
-and in hostname order, the groups in the hostname order of their first node.
+The ordering itself is :func:`order_nodes`, a pure function: as few model-parallel groups of
+N consecutive ranks span two blocks as the allocation allows; each block's nodes consecutive
+(in hostname order) where that costs no crossing, the blocks in the hostname order of their
+first node, except that blocks holding a number of the job's nodes that N does not divide come
+last. With N = 1 every block's nodes are consecutive, the blocks in that order.
 """
 
 from __future__ import annotations
@@ -149,17 +153,62 @@ def host_key(host: str) -> tuple:
     return tuple((0, int(p), p) if p.isdigit() else (1, 0, p) for p in re.findall(r"\d+|\D+", host))
 
 
-def order_nodes(hosts: list, group_of: dict) -> list:
-    """Pure: HOSTS -> [(host, group)] in rank order, each group's hosts consecutive.
+def order_nodes(hosts: list, group_of: dict, group_nodes: int = 1) -> list:
+    """Pure: HOSTS -> [(host, group)] in rank order, so that as few runs of GROUP_NODES
+    consecutive ranks (one model-parallel group each) as possible span two groups (blocks or
+    leaf switches), and each group's hosts are consecutive where that costs no crossing.
 
-    Within a group the hosts are in hostname order; the groups come in the hostname order of
-    their first host. A host with no known group is in group "" (with the others that have
-    none): with no topology at all the order is plain hostname order."""
-    hosts = sorted(set(hosts), key=host_key)
-    first = {}
-    for i, h in enumerate(hosts):
-        first.setdefault(group_of.get(h, ""), i)
-    return sorted(((h, group_of.get(h, "")) for h in hosts), key=lambda hg: first[hg[1]])
+    A host with no known group is in group "" (with the others that have none): with no
+    topology at all the order is plain hostname order. With GROUP_NODES 1 (or every group
+    holding a multiple of it) each group's hosts are consecutive, in hostname order, and the
+    groups come in the hostname order of their first host.
+
+    Otherwise a group of s hosts holds s // N whole runs (N = GROUP_NODES) and s % N hosts
+    over. No order keeps more runs inside one group than the sum of s // N, plus the last,
+    short run when N does not divide the job's hosts and a group has that many over; this
+    order reaches it: the whole runs start at multiples of N and the hosts over are packed
+    together after them, so only runs made of those cross. To keep groups consecutive, the
+    groups with hosts over come last: the first of them whole (its runs, then its hosts over),
+    the hosts over of the others packed, and one more group whole at the end (its hosts over,
+    then its runs; or the group that fills the short run). Two groups whose hosts over make
+    exactly one run stay whole side by side. Only a further group with both whole runs and
+    hosts over is split in two (its runs in place, its hosts over in the packed part).
+    """
+    n = max(1, int(group_nodes or 1))
+    blocks = {}  # group -> its hosts in hostname order; the groups in the order of their first host
+    for h in sorted(set(hosts), key=host_key):
+        blocks.setdefault(group_of.get(h, ""), []).append(h)
+    over = {g: len(hs) % n for g, hs in blocks.items()}
+    whole = {g: len(hs) - over[g] for g, hs in blocks.items()}
+    short = sum(len(hs) for hs in blocks.values()) % n  # the last run's size when N does not divide the job
+    # the group that ends the order: it fills the short run by itself where one can
+    last = next((g for g in reversed(list(blocks)) if short and over[g] >= short), None)
+    split = [g for g in blocks if whole[g] and over[g] and g != last]  # both runs and hosts over
+    pair_of, paired = {}, set()
+    for i, a in enumerate(split):
+        b = None if a in paired else next((b for b in split[i + 1:] if b not in paired and over[a] + over[b] == n),
+                                          None)
+        if b is not None:
+            pair_of[a] = b
+            paired |= {a, b}
+    split = [g for g in split if g not in paired]
+    first = split[0] if split else None
+    if last is None and len(split) > 1:
+        last = split[-1]  # (with a short run it fills: it gives up one whole run for it, no crossing more)
+    order = []
+    for g, hs in blocks.items():
+        if g in pair_of:
+            order += hs + blocks[pair_of[g]]
+        elif not over[g] or (g in split[1:] and g != last):
+            order += hs[:whole[g]]  # its whole runs here, its hosts over packed below
+    if first is not None and first != last:
+        order += blocks[first]
+    for g, hs in blocks.items():
+        if over[g] and g not in paired and g not in (first, last):
+            order += hs[whole[g]:]
+    if last is not None:
+        order += blocks[last]
+    return [(h, group_of.get(h, "")) for h in order]
 
 
 def node_env(order: list) -> list:
@@ -227,14 +276,16 @@ def run(args, env=None) -> int:
         print("launcher: node-order: no node list (SLURM_JOB_NODELIST): ranks stay Slurm's", file=sys.stderr)
         return 0
     group_of, source = learn_groups(hosts, env)
-    order = order_nodes(hosts, group_of)
+    order = order_nodes(hosts, group_of, getattr(args, "group_nodes", 1) or 1)
     print(summary(order, source), file=sys.stderr)
     sys.stdout.write("".join("export %s=%s\n" % (k, shlex.quote(v)) for k, v in node_env(order)))
     return 0
 
 
 def add_arguments(parser) -> None:
-    pass
+    parser.add_argument("--group-nodes", type=int, default=1, metavar="N",
+                        help="nodes of one model-parallel group (layout.group_nodes): the order keeps as few "
+                             "runs of N consecutive ranks across two blocks as the allocation allows (default 1)")
 
 
 def main(argv=None) -> int:

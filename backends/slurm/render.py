@@ -240,6 +240,8 @@ def render_sbatch(spec: JobSpec, facts: Facts, job: JobRef, opts, target_name: s
         "notice": _notice(spec),
         # keep a margin before the kill: Slurm delivers the notice up to ~30-60 s early
         "grace_wait": max(1, int(grace * 0.8)),
+        # the job-side node order keeps groups of this many consecutive ranks inside blocks (nodeorder.py)
+        "group_nodes": spec.layout.group_nodes or 1,
         "sweep": sweep,  # a sweep is one job array: each task reads its element's line of the table
         "self_ref": ELEMENT_SELF_REF if spec.sweep else SELF_REF,
         # what each start's attempt record keeps (jobvars.py)

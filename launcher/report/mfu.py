@@ -170,4 +170,5 @@ def combine(parts: list) -> dict:
     one = next(iter(peaks.values())) if len(peaks) == 1 else None  # one peak for every element: named
     return {"mfu": _ratio(flops, useful), "effective_mfu": _ratio(flops, paid), "useful_share": _ratio(useful, paid),
             "peak": one["peak"] if one else None, "peak_text": one["peak_text"] if one else None,
+            "mixed_peaks": len(peaks) > 1,  # the elements' MFU is against different peaks: none is named
             "model_flops": flops if have else None, "elements": len(have), "reason": _left_out(parts, have)}

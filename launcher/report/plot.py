@@ -10,6 +10,7 @@ from __future__ import annotations
 from launcher.core.errors import LauncherError
 from launcher.report.accounting import CATEGORIES, LABELS
 from launcher.report.clocks import LABELS as CLOCK_LABELS
+from launcher.report.text import _frac
 from launcher.state.rows import resume_words
 
 WIDTH, HEIGHT, DPI = 1200, 500, 100
@@ -22,14 +23,17 @@ CLOCK_COLORS = {"detection": "#7f2704", "cleanup": "#a63603", "reallocation": "#
 
 
 def title(report: dict) -> str:
-    """The figure's title: the job, its goodput and wall time, and its MFU when known."""
+    """The figure's title: the job, its goodput and wall time, and its MFU when known, naming
+    the peak it is against on a second line (as the text report does)."""
     gp = report.get("goodput_pct")
     if gp is None:
         return str(report["job_id"])
     out = f"{report['job_id']}: goodput {gp:.1f}% of {report['wall_s']:.0f} s wall time"
     c = report.get("compute") or {}
     if c.get("mfu") is not None:
-        out += f"; MFU {100 * c['mfu']:.1f}%, effective MFU {100 * c['effective_mfu']:.1f}%"
+        out += f"; MFU {_frac(c['mfu'])}, effective MFU {_frac(c['effective_mfu'])}"
+        if c.get("peak_text"):
+            out += f"\nagainst the {c['peak_text']}"
     return out
 
 

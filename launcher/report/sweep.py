@@ -24,13 +24,14 @@ The JSON shape (``launcher report SWEEP --json``, ``Launcher.report_sweep``)::
      "goodput_pct": %, "span": {"t0", "t_end", "elapsed_s", "open"},
      "goodput": fraction, "mfu", "effective_mfu": fractions over the elements with MFU (kept FLOPs and
      peak-seconds summed: launcher.report.mfu.combine), "peak": {"name", "precision", "tflops", "source"} or null
-     (null when elements differ), "compute": the details,
+     (null when elements differ: then "compute" has "mixed_peaks": true), "compute": the details,
      "cost": {"total_usd", "complete", "priced", "useful_gpu_hours", "usd_per_useful_gpu_hour", "reason"},
      "metric": {"name", "mode", "scope", "source"} or null, "reported_metrics": [NAME],
      "best": {"index", "job_id", "params", "state", "metric", "metric_step", "final_step", "cost_usd",
               "goodput_pct"} or null, "best_reason": str or null,
      "elements": [{"index", "job_id", "params", "state", "reason", "attempts", "wall_s", "categories",
                    "goodput_pct", "cost_usd", "cost_complete", "useful_gpu_hours", "mfu", "effective_mfu", "mfu_reason",
+                   "peak",
                    "final_step", "metric", "metric_step", "reported", "metrics_read"}],
      "metrics_unread": [index whose root did not answer within $LAUNCHER_STORAGE_TIMEOUT],
      "notes": [str]}
@@ -146,6 +147,7 @@ def element_row(e: ElementIn, choice: Optional[MetricChoice]) -> dict:
             "useful_gpu_hours": cost.get("useful_gpu_hours") or 0.0,
             "mfu": (r.get("compute") or {}).get("mfu"), "effective_mfu": (r.get("compute") or {}).get("effective_mfu"),
             "mfu_reason": (r.get("compute") or {}).get("reason"),  # why there is no MFU (launcher.report.mfu)
+            "peak": (r.get("compute") or {}).get("peak"),  # the peak its MFU is against (None: unknown)
             # the element's one step (its row's last committed step, as `launcher status JOB` shows it:
             # launcher.state.rows.job_step); a reported step is the metric's, beside it
             "final_step": e.last_step, "last_step": e.last_step, "metric": value, "metric_step": at,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from launcher.report.accounting import CATEGORIES, LABELS
 from launcher.report.clocks import totals_line
-from launcher.report.text import _dur, _usd, compute_lines
+from launcher.report.text import _dur, _frac, _usd, compute_lines
 from launcher.sweep.summary import params_text
 
 
@@ -53,15 +53,24 @@ def _best_line(d: dict) -> str:
             f"{b['state']}; {params_text(b['params'])}")
 
 
+def peak_short(p) -> str:
+    """An element's peak in a table cell: "H100 SXM BF16 989" (TFLOPS per accelerator); "-" unknown."""
+    return "-" if not p else f"{p['name']} {str(p['precision']).upper()} {p['tflops']:g}"
+
+
 def _table(d: dict) -> list[str]:
+    """One row per element. MFU is each element's own; where the elements' peaks differ (the MFU
+    line says "mixed peaks") a peak column names each one's (TFLOPS per accelerator)."""
     m = d["metric"]
     best = d["best"]["index"] if d["best"] else None
-    head = ["", "index", "state", "attempts", "goodput", "cost", "step", m["name"] if m else "metric", "params"]
+    mixed = bool((d.get("compute") or {}).get("mixed_peaks"))
+    head = ["", "index", "state", "attempts", "goodput", "MFU", *(["peak (TFLOPS)"] if mixed else []), "cost", "step",
+            m["name"] if m else "metric", "params"]
     table = [head]
     for r in d["elements"]:
         table.append(["*" if r["index"] == best else "", str(r["index"]), r["state"], str(r["attempts"]),
-                      _pct(r["goodput_pct"]), _usd(r["cost_usd"]),
-                      "-" if r["final_step"] is None else str(r["final_step"]),
+                      _pct(r["goodput_pct"]), _frac(r.get("mfu")), *([peak_short(r.get("peak"))] if mixed else []),
+                      _usd(r["cost_usd"]), "-" if r["final_step"] is None else str(r["final_step"]),
                       _num(r["metric"]) if r.get("metrics_read", True) else "?",
                       params_text(r["params"])])
     widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]

@@ -32,7 +32,12 @@ def _usd(x: Optional[float]) -> str:
 
 
 def _frac(x: Optional[float]) -> str:
-    return "-" if x is None else f"{100.0 * x:.1f}%"
+    """A fraction as a percentage: one decimal, or two significant digits below 1% (an MFU of
+    0.00047 is "0.047%", not "0.0%")."""
+    if x is None:
+        return "-"
+    pct = 100.0 * x
+    return f"{pct:.2g}%" if pct and abs(round(pct, 1)) < 1 else f"{pct:.1f}%"
 
 
 def compute_lines(c: Optional[dict], paid_what: str = "paid accelerator time") -> list[str]:
@@ -44,7 +49,9 @@ def compute_lines(c: Optional[dict], paid_what: str = "paid accelerator time") -
         if c.get("peak_text"):
             lines.append(f"  peak: {c['peak_text']}")
         return lines
-    return [f"MFU {_frac(c['mfu'])} of {c['peak_text']}" if c.get("peak_text") else f"MFU {_frac(c['mfu'])}",
+    of = f" of {c['peak_text']}" if c.get("peak_text") else \
+        " of mixed peaks (each element against its own peak, named in the table)" if c.get("mixed_peaks") else ""
+    return [f"MFU {_frac(c['mfu'])}{of}",
             f"effective MFU {_frac(c['effective_mfu'])} = MFU x useful compute {_frac(c['useful_share'])} of the "
             f"{paid_what}: the kept model FLOPs over peak x accelerators x every attempt's allocation time"]
 

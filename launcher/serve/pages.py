@@ -409,7 +409,7 @@ def _compute(c: Optional[dict]) -> str:
     if c.get("mfu") is None:
         return f'<p id="mfu">MFU - <span class="muted">({e(c.get("reason") or "unknown")})</span></p>'
     return (f'<p id="mfu">MFU <b id="mfu-pct">{_frac(c["mfu"])}</b>'
-            + (f" of {e(c['peak_text'])}" if c.get("peak_text") else "")
+            + (f" of {e(c['peak_text'])}" if c.get("peak_text") else " of mixed peaks" if c.get("mixed_peaks") else "")
             + f'; effective MFU <b id="effective-mfu-pct">{_frac(c.get("effective_mfu"))}</b> (MFU x useful '
             f'compute {_frac(c.get("useful_share"))} of the paid accelerator time)</p>')
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -57,3 +58,26 @@ def test_a_job_with_no_peak_gets_no_mfu_and_is_told_why(cli):
     assert d["compute"]["reason"].startswith("peak unknown: resources.accelerator is not set")
     assert d["goodput"] is not None and d["goodput"] > 0
     assert "MFU - (peak unknown: resources.accelerator is not set" in cli.run("report", job_id_of(p)).stdout
+
+
+def test_the_quickstart_ends_with_the_jobs_report_goodput_mfu_and_effective_mfu(cli):
+    """scripts/quickstart (the README's first command) on a copy of the repository's script and
+    examples, with a VENV whose python and launcher are this test's: it follows examples/hello.yaml
+    to its end, then prints `launcher report JOB`, so a new user sees all three figures."""
+    repo = Path(__file__).resolve().parents[2]
+    root = cli.tmp / "repo"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(repo / "scripts" / "quickstart", root / "scripts" / "quickstart")
+    shutil.copytree(repo / "examples", root / "examples", ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    venv = cli.tmp / "venv" / "bin"
+    venv.mkdir(parents=True)
+    from .launcher_cli import LAUNCHER
+    for name, target in (("python", sys.executable), ("launcher", LAUNCHER)):
+        (venv / name).write_text(f'#!/bin/sh\nexec {target} "$@"\n')
+        (venv / name).chmod(0o755)
+    p = subprocess.run(["bash", str(root / "scripts" / "quickstart")], env={**cli.env, "VENV": str(venv.parent)},
+                       capture_output=True, text=True, timeout=240, cwd=str(cli.tmp))
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert "RESULT" in p.stdout and "[quickstart] launcher report hello-" in p.stderr, (p.stdout, p.stderr)
+    report = p.stdout[p.stdout.index("goodput"):]
+    assert "MFU " in report and "of BF16 peak, resources.peak_tflops" in report and "effective MFU" in report

@@ -291,6 +291,29 @@ def test_a_sweep_sums_kept_flops_and_peak_seconds_so_the_equality_holds():
     assert c["peak"]["name"] == "H100 SXM" and "1 of 3 element(s) without MFU" in c["reason"]
 
 
+def test_a_small_mfu_keeps_two_significant_digits_in_the_text():
+    """The quickstart's CPU job runs at a fraction of a percent of its peak: "0.0%" would hide it."""
+    from launcher.report.text import _frac, compute_lines
+
+    assert [_frac(x) for x in (None, 0, 0.00047, 0.0095, 0.00999, 0.0123, 1.0)] == [
+        "-", "0.0%", "0.047%", "0.95%", "1.0%", "1.2%", "100.0%"]
+    lines = compute_lines({"mfu": 0.00058, "effective_mfu": 0.00047, "useful_share": 0.81, "peak_text": "P"})
+    assert lines[0] == "MFU 0.058% of P" and lines[1].startswith("effective MFU 0.047% = MFU x useful compute 81.0%")
+
+
+def test_the_plot_title_names_the_peak_its_mfu_is_against():
+    from launcher.report.plot import title
+
+    acc = account(history())
+    d = acc.to_dict()
+    d.update(job_id="j", compute=summarize(acc, {s: {"flops": 1e15} for s in range(10, 61, 10)}, spec(accelerator="H100")))
+    first, second = title(d).split("\n")
+    assert first.startswith("j: goodput ") and "; MFU " in first and ", effective MFU " in first
+    assert second == "against the dense BF16 peak, H100 SXM, 989 TFLOPS per GPU"
+    d["compute"] = summarize(acc, {}, spec(accelerator="H100"))  # no FLOPs reported: no MFU, no peak line
+    assert "MFU" not in title(d) and "\n" not in title(d)
+
+
 # ---------------------------------------------------------------- launcher peaks
 
 def test_launcher_peaks_prints_the_table_and_one_lookup(tmp_path, monkeypatch):

@@ -77,6 +77,112 @@ def test_no_group_crosses_a_block_when_hostnames_interleave_the_blocks(blocks, g
     assert nodeorder.crossing_groups(nodeorder.order_nodes(hosts, group_of), group_nodes) == 0
 
 
+# ---- the group size: as few crossing groups as the allocation allows --------------------------
+def _compositions(total: int):
+    """Every ordered list of block sizes adding up to TOTAL."""
+    if total == 0:
+        yield []
+        return
+    for first in range(1, total + 1):
+        for rest in _compositions(total - first):
+            yield [first] + rest
+
+
+def _distinct_orders(sizes: list):
+    """Every distinct sequence of block labels with SIZES[i] nodes of block i (brute force)."""
+    left, seq = list(sizes), []
+
+    def rec():
+        if len(seq) == sum(sizes):
+            yield tuple(seq)
+            return
+        for b, count in enumerate(left):
+            if count:
+                left[b] -= 1
+                seq.append(b)
+                yield from rec()
+                seq.pop()
+                left[b] += 1
+    yield from rec()
+
+
+def _crossings(labels, n: int) -> int:
+    return sum(1 for i in range(0, len(labels), n) if len(set(labels[i:i + n])) > 1)
+
+
+def _splits(labels) -> int:
+    """How many times a block's nodes start again after another block's (0: every block consecutive)."""
+    seen, count = set(), 0
+    for i, b in enumerate(labels):
+        if i and labels[i - 1] != b and b in seen:
+            count += 1
+        seen.add(b)
+    return count
+
+
+_BEST = {}
+
+
+def _brute_best(sizes: tuple, n: int) -> tuple:
+    """(fewest crossing groups, then fewest split blocks) over every order of these blocks' nodes."""
+    key = (tuple(sorted(sizes)), n)
+    if key not in _BEST:
+        _BEST[key] = min((_crossings(o, n), _splits(o)) for o in _distinct_orders(sorted(sizes)))
+    return _BEST[key]
+
+
+def _dealt(sizes: list) -> dict:
+    """{host: block} with the hosts dealt round-robin over the blocks, so that names interleave them."""
+    group_of, left, b = {}, list(sizes), 0
+    while len(group_of) < sum(sizes):
+        if left[b % len(sizes)]:
+            left[b % len(sizes)] -= 1
+            group_of[f"n{len(group_of) + 1}"] = f"b{b % len(sizes)}"
+        b += 1
+    return group_of
+
+
+@pytest.mark.parametrize("group_nodes", [1, 2, 3, 4])
+def test_the_order_crosses_no_more_groups_than_the_best_order_brute_force_finds(group_nodes):
+    """Every allocation of up to 8 nodes over blocks of any sizes (in every order of the blocks):
+    the order's crossing groups equal the fewest any order of those nodes gives, and among such
+    orders it splits no more blocks than the best (each block consecutive where that costs nothing)."""
+    for total in range(1, 9):
+        for sizes in _compositions(total):
+            group_of = _dealt(sizes)
+            order = nodeorder.order_nodes(list(group_of), group_of, group_nodes)
+            assert sorted(h for h, _ in order) == sorted(group_of)
+            labels = [g for _, g in order]
+            got = (nodeorder.crossing_groups(order, group_nodes), _splits(labels))
+            assert got == _brute_best(tuple(sizes), group_nodes), (sizes, group_nodes, labels)
+
+
+@pytest.mark.parametrize("group_of,group_nodes,best", [
+    # the audit's cases: leaves {n1}, {n2,n3}, {n4} with N = 2; leaves of 1, 4 and 3 nodes with N = 4
+    ({"n1": "l1", "n2": "l2", "n3": "l2", "n4": "l3"}, 2, 1),
+    ({"n1": "a", "n2": "b", "n3": "b", "n4": "b", "n5": "b", "n6": "c", "n7": "c", "n8": "c"}, 4, 1),
+    ({"n1": "a", "n2": "b", "n3": "c", "n4": "b", "n5": "c", "n6": "b", "n7": "c", "n8": "b"}, 4, 1),
+])
+def test_uneven_blocks_cost_only_the_crossings_they_must(group_of, group_nodes, best):
+    without_n = nodeorder.order_nodes(list(group_of), group_of)
+    assert nodeorder.crossing_groups(without_n, group_nodes) > best  # what the order did before it knew N
+    order = nodeorder.order_nodes(list(group_of), group_of, group_nodes)
+    assert nodeorder.crossing_groups(order, group_nodes) == best
+
+
+def test_the_first_audit_case_in_full():
+    group_of = {"n1": "l1", "n2": "l2", "n3": "l2", "n4": "l3"}
+    assert nodeorder.order_nodes(["n4", "n3", "n2", "n1"], group_of, 2) == [
+        ("n2", "l2"), ("n3", "l2"), ("n1", "l1"), ("n4", "l3")]
+
+
+def test_when_n_divides_every_block_the_order_is_the_same_as_without_it():
+    hosts = [f"node{i + 1}" for i in range(12)]
+    group_of = {h: f"b{i % 3}" for i, h in enumerate(hosts)}
+    for n in (1, 2, 4):
+        assert nodeorder.order_nodes(hosts, group_of, n) == nodeorder.order_nodes(hosts, group_of)
+
+
 def test_the_exports_name_hosts_master_and_each_nodes_rank_block_and_block_size():
     env = dict(nodeorder.node_env([("node1", "b1"), ("node3", "b1"), ("node2", "b2")]))
     assert env == {"LAUNCHER_NODE_HOSTS": "node1,node3,node2", "MASTER_ADDR": "node1",
@@ -105,6 +211,30 @@ def test_node_order_runs_from_the_staged_helper_and_prints_quoted_exports(tmp_pa
     assert p.stdout == ("export LAUNCHER_NODE_HOSTS=node1,node3,node2,node4\nexport MASTER_ADDR=node1\n"
                         "export LAUNCHER_NODE_ORDER='node1=0:b1:2 node3=1:b1:2 node2=2:b2:2 node4=3:b2:2'\n")
     assert "node order from scontrol show topology: b1: node1,node3; b2: node2,node4" in p.stderr
+
+
+def test_node_order_takes_the_group_size_and_packs_uneven_leaves(tmp_path):
+    """Leaves {node1}, {node2,node3}, {node4} and groups of 2: one group must cross, not two."""
+    pyz = stage_zip(tmp_path / "launcher_job.pyz", JOBSIDE_COMMANDS)
+    bin_dir = _fake_bin(tmp_path, "SwitchName=l1 Level=0 LinkSpeed=1 Nodes=node1\nSwitchName=l2 Level=0 "
+                                  "LinkSpeed=1 Nodes=node[2-3]\nSwitchName=l3 Level=0 LinkSpeed=1 Nodes=node4\n"
+                                  "SwitchName=top Level=1 LinkSpeed=1 Nodes=node[1-4]\n")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_NODELIST": "node[1-4]"}
+    hosts = {}
+    for args in ([], ["--group-nodes", "2"]):
+        p = subprocess.run([sys.executable, "-I", "-S", pyz, "node-order", *args], capture_output=True, text=True,
+                           timeout=60, env=env)
+        assert p.returncode == 0, p.stderr
+        hosts[len(args)] = [l for l in p.stdout.splitlines() if "LAUNCHER_NODE_HOSTS" in l][0]
+    assert hosts[0] == "export LAUNCHER_NODE_HOSTS=node1,node2,node3,node4"  # n1|n2 and n3|n4: 2 groups cross
+    assert hosts[2] == "export LAUNCHER_NODE_HOSTS=node2,node3,node1,node4"  # only n1|n4 crosses
+
+
+def test_the_script_passes_layout_group_nodes_to_node_order():
+    text = backend().render(spec_from_text(_spec(4, 2)), facts_2205(), JOB).text
+    assert 'node-order --group-nodes 2)"' in text
+    text = backend().render(spec_from_text("name: t\nrun: hostname\nresources: {nodes: 4}\n"), facts_2205(), JOB).text
+    assert 'node-order)"' in text and "--group-nodes" not in text  # N = 1: the order as before
 
 
 def test_node_order_keeps_hostname_order_when_scontrol_fails(tmp_path):

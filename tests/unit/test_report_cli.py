@@ -68,8 +68,14 @@ def test_timeline_png_is_an_image_of_the_expected_size(tmp_path):
             AttemptIn(2, "NODE_FAIL", queued=30, started=40, ended=80, program_start=41, resume_step=20,
                       saves=[Save(51, 52, 30, True)], heartbeat=60, heartbeat_interval=1),
             AttemptIn(3, "COMPLETED", queued=80, started=90, ended=120, program_start=92, resume_step=30)]
-    d = account(History("job-x", t0=0, now=1e9, attempts=atts)).to_dict()
+    acc = account(History("job-x", t0=0, now=1e9, attempts=atts))
+    d = acc.to_dict()
     d.update(name="x", state="COMPLETED", reason="", target="t", backend="slurm", notes=[])
+    # with MFU, the title has a second line naming the peak: the figure keeps its size
+    from launcher.report.mfu import summarize
+    from launcher.spec.model import JobSpec
+    d["compute"] = summarize(acc, {30: {"flops": 1e12}}, JobSpec(name="x", run="y", resources={"peak_tflops": 1}))
+    assert d["compute"]["mfu"] is not None
     out = plot(d, str(tmp_path / "x.png"))
     img = imread(out)
     assert img.shape[:2] == (HEIGHT, WIDTH)

@@ -112,3 +112,12 @@ def test_the_sweep_page_has_an_mfu_column_and_the_sweeps_mfu(tmp_path):
     assert '<td class="num mfu" title="no model FLOPs reported' in second.split("</tr>")[0]
     # the sweep's own MFU (its elements' kept FLOPs over their peak-seconds), against its named peak
     assert f'<b id="mfu-pct">{100 * d["mfu"]:.1f}%</b> of dense BF16 peak, H100 SXM' in html
+
+
+def test_a_sweeps_mfu_against_different_peaks_says_mixed_peaks():
+    from launcher.serve.pages import _compute
+
+    c = {"mfu": 0.3, "effective_mfu": 0.15, "useful_share": 0.5, "peak_text": None, "mixed_peaks": True}
+    assert "of mixed peaks;" in _compute(c)
+    assert "mixed" not in _compute({**c, "mixed_peaks": False, "peak_text": "P"}) and " of P;" in _compute(
+        {**c, "mixed_peaks": False, "peak_text": "P"})

@@ -139,3 +139,53 @@ def test_the_text_shows_sums_the_best_element_and_one_row_each():
     assert len(rows) == 3 and rows[1].startswith("*") and not rows[0].startswith("*"), text
     text = format_sweep_report(aggregate("sw", els, None))
     assert "best element: - (no metric to rank by" in text
+
+
+H100 = {"name": "H100 SXM", "precision": "bf16", "tflops": 989.0, "source": "s", "per": "GPU", "dense": True}
+A100 = {"name": "A100 SXM", "precision": "bf16", "tflops": 312.0, "source": "s", "per": "GPU", "dense": True}
+
+
+def with_mfu(rep, mfu, peak, useful_share=0.5):
+    """REP with the compute figures of launcher.report.mfu.summarize: MFU against PEAK."""
+    peak_flops, useful_s = peak["tflops"] * 1e12, rep["categories"]["useful_compute"]
+    paid_s = useful_s / useful_share
+    rep["compute"] = {"mfu": mfu, "effective_mfu": mfu * useful_share, "useful_share": useful_share, "peak": peak,
+                      "peak_text": f"dense BF16 peak, {peak['name']}, {peak['tflops']:g} TFLOPS per GPU",
+                      "model_flops": mfu * peak_flops * useful_s, "peak_flops": peak_flops, "useful_s": useful_s,
+                      "paid_s": paid_s, "reason": None}
+    return rep
+
+
+def _row(text: str, index: int) -> str:
+    return next(line for line in text.splitlines() if line.lstrip("* ").split("  ")[0] == str(index))
+
+
+def test_the_table_has_each_elements_mfu_and_the_line_names_the_one_peak():
+    els = [el(0, rep=with_mfu(report(100, 60), 0.412, H100)), el(1, rep=with_mfu(report(50, 10), 0.3, H100)),
+           el(2, "FAILED", rep=report(30, 0))]
+    d = aggregate("sw", els, LOSS)
+    assert [r["mfu"] for r in d["elements"]] == [0.412, 0.3, None] and d["elements"][0]["peak"] == H100
+    text = format_sweep_report(d)
+    head = next(line for line in text.splitlines() if "index" in line and "state" in line)
+    assert head.split() == ["index", "state", "attempts", "goodput", "MFU", "cost", "step", "loss", "params"]
+    assert "41.2%" in _row(text, 0) and "30.0%" in _row(text, 1) and _row(text, 2).split()[4] == "-"
+    assert f"MFU {100 * (0.412 * 60 + 0.3 * 10) / 70:.1f}% of dense BF16 peak, H100 SXM, 989 TFLOPS per GPU" in text
+    assert "mixed peaks" not in text
+    assert "peak (TFLOPS)" not in text
+
+
+def test_elements_against_different_peaks_say_mixed_peaks_and_name_each_ones():
+    els = [el(0, rep=with_mfu(report(100, 60), 0.412, H100)), el(1, rep=with_mfu(report(50, 10), 0.3, A100)),
+           el(2, "FAILED", rep=report(30, 0))]
+    d = aggregate("sw", els, LOSS)
+    assert d["peak"] is None and d["compute"]["mixed_peaks"] is True and d["mfu"] is not None
+    text = format_sweep_report(d)
+    mfu_line = next(line for line in text.splitlines() if line.startswith("MFU "))
+    assert mfu_line.startswith("MFU ") and " of mixed peaks (each element against its own peak" in mfu_line
+    head = next(line for line in text.splitlines() if "index" in line and "state" in line)
+    assert " ".join(head.split()[3:6]) == "goodput MFU peak"
+    assert "41.2%" in _row(text, 0) and "H100 SXM BF16 989" in _row(text, 0)
+    assert "30.0%" in _row(text, 1) and "A100 SXM BF16 312" in _row(text, 1)
+    # one peak among the elements with MFU (the others have none): named, not mixed
+    d = aggregate("sw", [el(0, rep=with_mfu(report(100, 60), 0.4, H100)), el(1, rep=report(50, 10))], LOSS)
+    assert d["compute"]["mixed_peaks"] is False and d["peak"] == H100

@@ -47,7 +47,8 @@ export LAUNCHER_SCHEDULER_VARS='SLURM_JOB_ID SLURM_RESTART_COUNT SLURM_JOB_NODEL
 # of this very job holds the same id and goes on)
 python3 /state/jobs/basic-abc123/launcher_job.pyz start-claim --job-dir "$LAUNCHER_JOB_DIR" --attempt 1 --self "$LAUNCHER_SELF_ID" || exit $?
 # rank order from the topology: each block's (topology/block) or leaf switch's (topology/tree)
-# nodes get consecutive ranks, in hostname order within it; MASTER_ADDR is rank 0. Sets
+# nodes get consecutive ranks, in hostname order within it, and groups of layout.group_nodes
+# consecutive ranks cross a block as rarely as the allocation allows; MASTER_ADDR is rank 0. Sets
 # LAUNCHER_NODE_HOSTS in that order and LAUNCHER_NODE_ORDER (launcher_backends.slurm.nodeorder)
 eval "$(python3 /state/jobs/basic-abc123/launcher_job.pyz node-order)"
 # run by every task: its node's rank, block and the job's nodes in that block, looked up by its
