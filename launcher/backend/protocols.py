@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Optional, Protocol, Sequence, runtime_checkable
 
 from launcher.backend.config import Target
-from launcher.backend.context import AppContext
 from launcher.core.status import Status
 from launcher.spec.model import JobSpec
 
@@ -130,8 +129,8 @@ class Backend(Protocol):
     install_hint: ClassVar[str]
     target: Target
 
-    def __init__(self, target: Target, app: AppContext) -> None:
-        """One instance per target; APP (launcher.api.context.App, an AppContext) gives the home, config and store."""
+    def __init__(self, target: Target, app: Any) -> None:  # Any: see tests/unit/test_app_typed.py, TYPED_ANY
+        """One instance per target; APP (a launcher.backend.context.AppContext) gives the home, config and store."""
 
     def probe(self) -> Facts:
         """Collect facts about the target (may do I/O; cached by the caller)."""

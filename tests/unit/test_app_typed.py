@@ -16,6 +16,12 @@ from launcher.backend.context import AppContext
 ROOT = Path(launcher.__file__).parent
 BACKENDS = ROOT.parent / "backends"
 ABOVE = {"api", "cli.py", "commands", "serve"}  # the application itself, and what uses it
+# (file, function) whose `app` stays typed Any, and why. The Backend protocol's constructor: typed
+# AppContext, it would close a cycle of annotations (AppContext.backend() returns a Backend and
+# AppContext.registry is a Registry of Backends, so launcher.backend.context imports protocols and
+# registry for its annotations), and test_import_contracts.test_no_import_cycle counts the imports
+# made for annotations too. The three built-in backends' constructors are typed AppContext.
+TYPED_ANY = {("launcher/backend/protocols.py", "__init__")}
 
 
 def names_any(annotation: ast.expr) -> bool:
@@ -58,9 +64,10 @@ def test_no_function_below_the_api_nor_in_a_backend_takes_an_untyped_app():
         rel = path.relative_to(ROOT)
         if rel.parts[0] in ABOVE:
             continue
-        found += untyped_apps(path.read_text(), str(rel))
+        found += untyped_apps(path.read_text(), f"launcher/{rel.as_posix()}")
     for path in sorted(BACKENDS.rglob("*.py")):
-        found += untyped_apps(path.read_text(), str(path.relative_to(ROOT.parent)))
+        found += untyped_apps(path.read_text(), path.relative_to(ROOT.parent).as_posix())
+    found = [f for f in found if (f.split(":")[0], f.split(" ")[1]) not in TYPED_ANY]
     assert not found, "annotate these `app` parameters with launcher.backend.context.AppContext:\n" + "\n".join(found)
 
 
