@@ -13,12 +13,14 @@ def to_stderr(line: str) -> None:
     click.echo(line, err=True)
 
 
-def launcher_of(ctx, note=to_stderr):
-    """The invocation's ``launcher.api.facade.Launcher`` (created on first use, closed with ``ctx``)."""
-    from launcher.api.facade import Launcher  # the facade and all below it: not at --help
+def launcher_of(ctx, note=to_stderr, specs_only: bool = False):
+    """The invocation's ``launcher.api.facade.Launcher`` (created on first use, closed with ``ctx``).
+    SPECS_ONLY (``validate``, ``render``): a ``launcher.api.specs.SpecLauncher`` instead, which
+    imports what reading and rendering a spec need and not the modules of jobs, sweeps and reports."""
+    from launcher import api  # each name of the package is imported on first use (PEP 562): not at --help
 
     if ctx.obj is None:
-        ctx.obj = Launcher(note=note)
+        ctx.obj = (api.SpecLauncher if specs_only else api.Launcher)(note=note)
         ctx.call_on_close(ctx.obj.close)
     return ctx.obj
 
