@@ -1,9 +1,9 @@
 """The application context without the watch pass's parts (``BaseApp``): what reading,
-validating and rendering a spec use (``launcher.api.specs.SpecLauncher``: ``launcher validate``
-and ``launcher render``). ``launcher.api.context.App`` is this and the parts every other verb
-may reach through a watch pass: the sweep layer's hooks, and notifications ended before the store
-closes. Every member is lazy, so `launcher --help` and `launcher render` touch as little as
-possible."""
+validating and rendering a spec use (``launcher.api.specs.SpecReader`` and
+``launcher.api.rendering.SpecLauncher``: ``launcher validate`` and ``launcher render``).
+``launcher.api.context.App`` is this and the parts every other verb may reach through a watch
+pass: the sweep layer's hooks, and notifications ended before the store closes. Every member is
+lazy, so `launcher --help` and `launcher render` touch as little as possible."""
 
 from __future__ import annotations
 

@@ -20,9 +20,10 @@ Every verb but ``--help``, ``validate`` and ``render`` loads this module, and it
 its methods use at the top: one verb's path loads the others' modules too (``launcher status``
 loads about 200 of the package's modules), never a heavy SDK (paramiko, boto3, SkyPilot,
 matplotlib load inside the adapters that wrap them; ``tests/unit/test_import_hygiene.py``).
-``load``, ``validate`` and ``render`` are ``launcher.api.specs.SpecLauncher``'s, which the CLI's
-``validate`` and ``render`` use alone: it imports none of the modules of jobs, sweeps, reports and
-watching (about 140 modules). The project's own modules are imported at the top everywhere;
+``load`` and ``validate`` are ``launcher.api.specs.SpecReader``'s and ``render`` is
+``launcher.api.rendering.SpecLauncher``'s, which the CLI's ``validate`` and ``render`` use alone:
+they import none of the modules of jobs, sweeps, reports and watching (about 125 and 145
+modules). The project's own modules are imported at the top everywhere;
 ``tests/unit/test_imports_at_top.py`` counts the few exceptions.
 """
 
@@ -40,7 +41,8 @@ from launcher.api.errors import WrongKind
 from launcher.api.results import (BackendInfo, CheckpointListing, ConfigInfo, GcResult, Lineage, LoginInfo, LogStream,
                                   Rendered, RunDiff, StateMigration, Submitted, SweepCancelled, SweepReport,
                                   SweepStatus, TargetInfo, Validated)  # noqa: F401 - Rendered, Validated: re-exported
-from launcher.api.specs import Note, SpecLauncher
+from launcher.api.rendering import SpecLauncher
+from launcher.api.specs import Note
 from launcher.core.args import ArgumentError
 from launcher.core.errors import ConfigError, LauncherError, SpecError, describe
 from launcher.launching.specinput import SpecLike, require_local_workdir, spec_input
@@ -93,9 +95,9 @@ if TYPE_CHECKING:
 
 @checked_arguments  # wrong argument types: one LauncherError naming the argument (launcher.api.arguments)
 class Launcher(SpecLauncher):
-    """One launcher home and config, like the CLI's: ``SpecLauncher`` (``load``, ``validate``, ``render``)
-    and every other verb. Lazy: nothing is read until a method needs it. Close it (or use it as a
-    context manager) to close backends' connections and the state store."""
+    """One launcher home and config, like the CLI's: ``SpecLauncher`` (``load``, ``validate``,
+    ``render``) and every other verb. Lazy: nothing is read until a method needs it. Close it (or
+    use it as a context manager) to close backends' connections and the state store."""
 
     app_class = App
 

@@ -1,6 +1,6 @@
-"""What ``validate`` and ``render`` return (``launcher.api.specs.SpecLauncher``): results that need
-none of the modules of jobs and sweeps which the other results (``launcher.api.results``, which
-re-exports these two) use."""
+"""What ``validate`` and ``render`` return (``launcher.api.specs.SpecReader``,
+``launcher.api.rendering.SpecLauncher``): results that need none of the modules of jobs and sweeps
+which the other results (``launcher.api.results``, which re-exports these two) use."""
 
 from __future__ import annotations
 

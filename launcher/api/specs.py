@@ -1,33 +1,25 @@
-"""The part of the library facade that reads specs (``SpecLauncher``: ``load``, ``validate``,
-``render``), which ``launcher.api.facade.Launcher`` extends with jobs, sweeps, reports and the
-rest. ``launcher validate`` and ``launcher render`` use it alone: it imports what reading and
-rendering a spec need, not the modules of launching, watching, sweeps and reports that the whole
-facade imports (``launcher validate`` loads about 120 of the package's modules instead of about 210).
-A spec is a path, YAML text (a str with a line break) or a ``JobSpec``, as for ``Launcher``.
+"""The part of the library facade that reads specs (``SpecReader``: ``load``, ``validate``), which
+``launcher.api.rendering.SpecLauncher`` extends with ``render`` and ``launcher.api.facade.Launcher``
+with everything else. ``launcher validate`` uses it alone: it imports what reading and checking
+a spec need, and neither the modules of rendering (identity, the planner) nor those of launching,
+watching, sweeps and reports that the whole facade imports. A spec is a path, YAML text (a str
+with a line break) or a ``JobSpec``, as for ``Launcher``.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from launcher.api.arguments import checked_arguments
 from launcher.api.base_context import BaseApp
 from launcher.api.errors import WrongKind
-from launcher.api.spec_results import Rendered, Validated
-from launcher.backend.factsfile import use_facts_file
-from launcher.backend.protocols import JobRef
+from launcher.api.spec_results import Validated
 from launcher.backend.support import spec_target_problems
 from launcher.core.errors import SpecError
-from launcher.launching.identity import plan_identity
 from launcher.launching.specinput import SpecInput, SpecLike, require_local_workdir, spec_input, unknown_targets
-from launcher.launching.submission import excluded_nodes
-from launcher.launching.targeting import pick_target, render_for
-from launcher.provenance.seed import with_run_env
 from launcher.spec.integrations import notify_env_problems
-from launcher.sweep.elements import spec_to_render
 
 if TYPE_CHECKING:
     from launcher.spec.model import JobSpec
@@ -36,7 +28,7 @@ Note = Callable[[str], None]
 
 
 @checked_arguments  # wrong argument types: one LauncherError naming the argument (launcher.api.arguments)
-class SpecLauncher:
+class SpecReader:
     """One launcher home and config, like the CLI's, for reading specs. Lazy: nothing is read until
     a method needs it. Close it (or use it as a context manager) to close backends' connections."""
 
@@ -96,39 +88,3 @@ class SpecLauncher:
         if problems:
             raise SpecError(si.source, problems)
         return Validated(si.spec, notes)
-
-    def render(self, spec: SpecLike, target: Optional[str] = None, fresh: bool = False,
-               facts_file: Union[str, Path, None] = None) -> Rendered:
-        """Exactly what a launch now would submit, with what it would resume (in notes).
-        FACTS_FILE (`launcher targets --json` output or a captured probe) stands in for
-        probing TARGET: render for a cluster this machine cannot reach."""
-        notes: list = []
-        say = self._sayer(notes)
-        si = self._load(spec, say)
-        app = self.app
-        if facts_file:
-            use_facts_file(app, target, facts_file)
-        name = pick_target(app, si.spec, target)
-        require_local_workdir(si.spec, si.source, app.config, [name], si.base)
-        ident = plan_identity(app, si.spec, name, fresh=fresh, subject="a launch now", read_s3=False)
-        seed = ident.seed.seed
-        job = JobRef(job_id="JOB_ID", attempt=1, job_dir=str(app.home / "jobs" / "JOB_ID"), seed=seed,
-                     exclude_nodes=self._quarantined(name))
-        shape = None
-        if si.spec.sweep is not None:  # a sweep: the array, or element 0 where the backend runs no arrays
-            def shape(s):
-                return spec_to_render(app.backend(name), s, job)
-        req = render_for(app, with_run_env(si.spec, seed, fresh), name, job, shape=shape)
-        for line in ident.lines:  # the notes only once the render succeeded
-            say(line)
-        if ident.seed.source == "random":
-            say(f"note: LAUNCHER_SEED={seed} was drawn for this render only; `launch` draws its own (set seed: "
-                "in the spec, or LAUNCHER_SEED in the environment, to fix it)")
-        return Rendered(name, req.text, req, seed, notes)
-
-    def _quarantined(self, target: str) -> tuple:
-        """The nodes quarantined on TARGET, which a launch now keeps off (docs/bad-nodes.md); () without
-        a store to read (a render never creates one)."""
-        if not self.app.has_store():
-            return ()
-        return excluded_nodes(self.app, target, time.time())

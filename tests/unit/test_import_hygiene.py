@@ -41,8 +41,8 @@ def modules_loaded(args, env) -> set:
 
 @pytest.mark.parametrize("args", [["validate", "examples/hello.yaml"], ["render", "examples/hello.yaml"]])
 def test_validate_and_render_load_no_module_of_jobs_sweeps_reports_or_watching(args, launcher_env):
-    """They go through launcher.api.specs.SpecLauncher, not the whole facade (which loads about 210
-    of the package's modules; these about 140)."""
+    """They go through launcher.api.specs.SpecReader and launcher.api.rendering.SpecLauncher, not the
+    whole facade (which loads about 210 of the package's modules; validate about 125, render 145)."""
     import os
 
     loaded = modules_loaded(args, dict(os.environ))
@@ -50,3 +50,6 @@ def test_validate_and_render_load_no_module_of_jobs_sweeps_reports_or_watching(a
              "launcher.recovery.notify", "launcher.sweep.launch", "launcher.sweep.watching", "launcher.report",
              "launcher.provenance.trackers", "launcher.transport.openssh")
     assert sorted(m for m in heavy if m in loaded) == []
+    if args[0] == "validate":  # nor the modules of rendering
+        assert sorted(m for m in ("launcher.api.rendering", "launcher.launching.identity",
+                                  "launcher.launching.targeting") if m in loaded) == []
