@@ -2,7 +2,7 @@
 and (where installed) `sky --help`. Also lists which heavy SDKs each path imported.
 
     .venv/bin/python bench/cold_start.py [--runs 10]
-    .venv/bin/python bench/cold_start.py --baseline /tmp/old   # side by side with another checkout
+    .venv/bin/python bench/cold_start.py --baseline /tmp/old   # side by side with another checkout (or more)
 
 With ``--baseline DIR`` (a checkout of another revision, e.g. ``git worktree add /tmp/old
 REV``), each path runs as ``python -m launcher.cli`` from DIR and from this tree in turn, in
@@ -111,7 +111,8 @@ def modules_loaded(args, env, cwd) -> int:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--baseline", help="a checkout of another revision: each path from it and from this tree, in turn")
+    ap.add_argument("--baseline", action="append", default=[],
+                    help="a checkout of another revision: each path from it and from this tree, in turn (repeatable)")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
     env = dict(os.environ, LAUNCHER_HOME=str(tmp / "home"), LAUNCHER_CONFIG=str(tmp / "c.yaml"))
@@ -123,7 +124,7 @@ def main():
             ("launcher render (local)", [str(BIN / "launcher"), "render", spec], ["render", spec]),
             ("launcher status", [str(BIN / "launcher"), "status"], ["status"])]
     if a.baseline:
-        trees = {"baseline": str(Path(a.baseline).resolve()), "this tree": str(ROOT)}
+        trees = {**{Path(b).name: str(Path(b).resolve()) for b in a.baseline}, "this tree": str(ROOT)}
         envs = {label: tree_env(env, root, tmp / f"links-{i}") for i, (label, root) in enumerate(trees.items())}
         neutral = tmp / "cwd"
         neutral.mkdir()
