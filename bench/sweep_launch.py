@@ -45,7 +45,7 @@ SWEEP_PHASES = (
     ("launcher.backend.sections", "load_yaml", "  YAML (load_yaml)"),
     ("launcher.backend.sections", "parse_spec", "  validate (parse_spec)"),
     ("launcher.spec.model", "resolve_paths", "  resolve_paths"),
-    ("launcher.launching.launch", "pick_target", "pick_target"),
+    ("launcher.launching.targeting", "pick_target", "pick_target"),
     ("launcher.launching.specinput", "require_local_workdir", "require_local_workdir"),
     ("launcher.backend.support", "require_supported", "require_supported"),
     ("launcher.spec.secretenv", "for_launch", "secret env (for_launch)"),

@@ -15,6 +15,7 @@ from typing import ClassVar, Optional
 from pydantic import BaseModel, ConfigDict
 
 from launcher.backend.config import Target
+from launcher.backend.context import AppContext
 from launcher.backend.protocols import Facts, Handle, JobRef, Request, iter_file
 from launcher.backend.staging import HELPER_NAME, helper_zip_bytes
 from launcher.backend.support import Unsupported, secret_values, size_text
@@ -67,7 +68,7 @@ class LocalBackend:
                                        f"lower {field.rpartition('.')[2]}, or use a target with bigger nodes"))
         return out
 
-    def __init__(self, target: Target, app=None):
+    def __init__(self, target: Target, app: Optional[AppContext] = None):
         self.target = target
         self.app = app
 

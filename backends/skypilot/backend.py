@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, ClassVar, Iterator, Optional, Sequence
 
 from launcher.backend.config import Target
+from launcher.backend.context import AppContext
 from launcher.backend.pricing import PricedByModules
 from launcher.backend.protocols import Facts, Handle, JobRef, Request
 from launcher.backend.staging import helper_zip_bytes
@@ -79,7 +80,7 @@ class SkyPilotBackend(PricedByModules):
         """Topology across several nodes, and what render refuses (``task_limits``), said at validate."""
         return limits.unsupported(spec)
 
-    def __init__(self, target: Target, app=None, client: Optional[SkyClient] = None):
+    def __init__(self, target: Target, app: Optional[AppContext] = None, client: Optional[SkyClient] = None):
         self.target = target
         self.app = app
         self._client = client

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import ClassVar, Optional
 
 from launcher.backend.config import Target
+from launcher.backend.context import AppContext
 from launcher.backend.pricing import PricedByModules
 from launcher.backend.protocols import Facts, Handle, JobRef, LogSlice, Request, iter_file
 from launcher.backend.staging import helper_zip_bytes, stage_helper_locally
@@ -88,7 +89,7 @@ class SlurmBackend(PricedByModules):
                                    "which is not set", "set topology.max_switches, or remove switch_wait"))
         return out
 
-    def __init__(self, target: Target, app=None, runner=None):
+    def __init__(self, target: Target, app: Optional[AppContext] = None, runner=None):
         self.target = target
         self.opts: SlurmOptions = target.options if isinstance(target.options, SlurmOptions) \
             else SlurmOptions(**(target.options or {}))

@@ -1,8 +1,11 @@
 """The library's door: ``from launcher.api import Launcher``.
 
-``facade`` holds ``Launcher``, ``results`` the typed results its methods return, ``errors`` the
-errors it raises and the CLI's exit codes, ``context`` the application context it works in
-(config, registry, state store, backends) and ``status_view`` what ``status`` gathers and shows.
+``facade`` holds ``Launcher``; ``specs`` its part that reads specs (``SpecReader``, which the CLI's
+``validate`` uses alone) and ``rendering`` that part and ``render`` (``SpecLauncher``, which
+``launcher render`` uses alone). ``results`` holds the typed results its methods return, ``errors``
+the errors it raises and the CLI's exit codes, ``context`` the application context it works in
+(config, registry, state store, backends; ``base_context`` its part without the watch pass's) and
+``status_view`` what ``status`` gathers and shows.
 
     with Launcher() as lx:
         job = lx.launch("train.yaml", target="local")
@@ -19,6 +22,8 @@ import importlib
 
 _PUBLIC = {
     "Launcher": "facade",
+    "SpecReader": "specs",  # Launcher's load and validate, without the modules of rendering, jobs and sweeps
+    "SpecLauncher": "rendering",  # SpecReader and render, without the modules of jobs and sweeps
     **{name: "results" for name in ("BackendInfo", "CheckpointListing", "ConfigInfo", "GcResult", "Lineage",
                                     "LogStream", "Rendered", "RunDiff", "Submitted", "SweepCancelled", "SweepReport",
                                     "SweepStatus", "TargetInfo", "Validated")},

@@ -162,10 +162,11 @@ def checked_arguments(cls):
 
 def _checking(fn, rules: dict, owner: str):
     sig = inspect.signature(fn)
-    where = f"{owner}()" if fn.__name__ == "__init__" else f"{owner}.{fn.__name__}()"
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        called = type(args[0]).__name__ if args else owner  # Launcher.render(), though SpecLauncher defines it
+        where = f"{called}()" if fn.__name__ == "__init__" else f"{called}.{fn.__name__}()"
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError as e:  # a missing, extra or unknown argument

@@ -1,110 +1,28 @@
-"""The application context shared by CLI commands and the watch loop: config,
-backend registry, state store and per-target backend instances (all lazy, so
-`launcher --help` and `launcher render` touch as little as possible)."""
+"""The application context shared by CLI commands and the watch loop (``App``): config,
+backend registry, state store and per-target backend instances (``BaseApp``'s, all lazy), and
+what a watch pass needs of it: the sweep layer's hooks, and notifications ended before the store
+closes."""
 
 from __future__ import annotations
 
-import os
 from functools import cached_property
-from pathlib import Path
-from typing import Optional
 
-from launcher.backend.protocols import Backend, Facts
-from launcher.backend.config import Config, Target, launcher_home, load_config, resolve_target
-from launcher.backend.registry import Registry, default_registry
+from launcher.api.base_context import BaseApp
 from launcher.recovery import notify
-from launcher.state.engines import STATE_URL_ENV, state_url
-from launcher.state.store import StateStore
 from launcher.sweep.watching import watch_hooks as sweep_watch_hooks
 
 
-class App:
-    def __init__(self, config_path: Optional[Path] = None, home: Optional[Path] = None,
-                 registry: Optional[Registry] = None):
-        self._config_path = config_path
-        self.home = Path(home) if home else launcher_home()
-        self._registry = registry
-        self._backends: dict = {}
-        self._facts: dict = {}
-        self._store = None  # opened on first use (``store``), or given (``use_store``)
-
-    @cached_property
-    def config(self) -> Config:
-        return load_config(self._config_path)
-
-    @property
-    def registry(self) -> Registry:
-        if self._registry is None:
-            self._registry = default_registry()
-        return self._registry
-
-    @cached_property
-    def state_url(self) -> str:
-        """The state store's PostgreSQL URL, or "" for the SQLite file under the home:
-        $LAUNCHER_STATE_URL, else the config's ``state_url`` (the config is read only then)."""
-        # read on first use of the store: `launcher --help` and `validate` never need it
-        configured = None if os.environ.get(STATE_URL_ENV, "").strip() else self.config.file.state_url
-        return state_url(configured)
-
-    @property
-    def store(self):
-        """The state store: the one given to ``use_store``, else this home's, opened on first use."""
-        if self._store is None:
-            self._store = StateStore(self.home, url=self.state_url)
-        return self._store
-
-    def opened_store(self):
-        """The state store if it was opened or given, else None (opens none)."""
-        return self._store
-
-    def use_store(self, store) -> None:
-        """Take STORE as the state store instead of opening one (the read view's read-only store,
-        ``launcher.api.readview``): every reader of ``store`` gets it."""
-        self._store = store
-
-    def has_store(self) -> bool:
-        """Is there a store to read, without creating one? (A server's always is; a SQLite
-        store once its file exists.)"""
-        return bool(self.state_url) or (self.home / "state.db").exists()
-
+class App(BaseApp):
     @cached_property
     def watch_hooks(self):
         """What sweeps add to every watch pass and to a resubmission of one of their elements
         (``launcher.recovery.outcome.WatchHooks``), made once."""
         return sweep_watch_hooks()
 
-    def target(self, name: str) -> Target:
-        return resolve_target(self.config, name, self.registry)
-
-    def backend(self, target_name: str) -> Backend:
-        if target_name not in self._backends:
-            t = self.target(target_name)
-            cls = self.registry.load(t.backend)
-            self._backends[target_name] = cls(t, self)
-        return self._backends[target_name]
-
-    def backend_class(self, target_name: str) -> type[Backend]:
-        """TARGET_NAME's backend class, without building it or checking that it can run jobs
-        (``Registry.load(check=False)``): for what the class declares about itself."""
-        return self.registry.load(self.config.raw_target(target_name)["backend"], check=False)
-
-    def facts(self, target_name: str) -> Facts:
-        if target_name not in self._facts:
-            self._facts[target_name] = self.backend(target_name).probe()
-        return self._facts[target_name]
-
-    def use_facts(self, target_name: str, facts: Facts) -> None:
-        """Take FACTS for the target instead of probing it (``render --facts``)."""
-        self._facts[target_name] = facts
-
-    def close(self):
-        for b in self._backends.values():
-            b.close()
-
     def close_store(self) -> None:
         """Close the state store if it was opened (a later use opens it again)."""
-        store, self._store = self._store, None
+        store = self.opened_store()
         if store is not None:
             # notifications: only a store that was opened has a deliverer to end before it closes
             notify.stop(store)  # its thread must not be inside the store when it closes
-            store.close()
+        super().close_store()

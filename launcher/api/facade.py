@@ -16,17 +16,20 @@ A job or a sweep: ``launch``, ``render``, ``status``, ``cancel`` and ``report`` 
 only here, whether a spec or an id is a sweep (``launcher.sweep``) or one job
 (``launcher.launching``); the layers below never ask.
 
-Every verb but ``--help`` loads this module, and it imports what its methods use at the top:
-one verb's path loads the others' modules too (``launcher status`` loads about 200 of the
-package's modules), never a heavy SDK (paramiko, boto3, SkyPilot, matplotlib load inside the
-adapters that wrap them; ``tests/unit/test_import_hygiene.py``). The project's own modules are
-imported at the top everywhere; ``tests/unit/test_imports_at_top.py`` counts the few exceptions.
+Every verb but ``--help``, ``validate`` and ``render`` loads this module, and it imports what
+its methods use at the top: one verb's path loads the others' modules too (``launcher status``
+loads about 200 of the package's modules), never a heavy SDK (paramiko, boto3, SkyPilot,
+matplotlib load inside the adapters that wrap them; ``tests/unit/test_import_hygiene.py``).
+``load`` and ``validate`` are ``launcher.api.specs.SpecReader``'s and ``render`` is
+``launcher.api.rendering.SpecLauncher``'s, which the CLI's ``validate`` and ``render`` use alone:
+they import none of the modules of jobs, sweeps, reports and watching (about 125 and 145
+modules). The project's own modules are imported at the top everywhere;
+``tests/unit/test_imports_at_top.py`` counts the few exceptions.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -35,32 +38,29 @@ from typing import TYPE_CHECKING, Callable, Optional, Union
 from launcher.api.arguments import checked_arguments
 from launcher.api.context import App
 from launcher.api.errors import WrongKind
-from launcher.api.results import (BackendInfo, CheckpointListing, ConfigInfo, GcResult, Lineage, LoginInfo, LogStream, Rendered,
-                                  RunDiff, StateMigration, Submitted, SweepCancelled, SweepReport, SweepStatus,
-                                  TargetInfo, Validated)
-from launcher.backend.protocols import JobRef
-from launcher.backend.support import spec_target_problems
+from launcher.api.results import (BackendInfo, CheckpointListing, ConfigInfo, GcResult, Lineage, LoginInfo, LogStream,
+                                  Rendered, RunDiff, StateMigration, Submitted, SweepCancelled, SweepReport,
+                                  SweepStatus, TargetInfo, Validated)  # noqa: F401 - Rendered, Validated: re-exported
+from launcher.api.rendering import SpecLauncher
+from launcher.api.specs import Note
 from launcher.core.args import ArgumentError
 from launcher.core.errors import ConfigError, LauncherError, SpecError, describe
-from launcher.launching.specinput import SpecInput, SpecLike, require_local_workdir, spec_input, unknown_targets
-from launcher.spec.integrations import notify_env_problems
+from launcher.launching.specinput import SpecLike, require_local_workdir, spec_input
 from launcher.spec.units import DURATION_HINT, parse_duration
 from launcher.api.always_on import stale_watchers
 from launcher.api.functions import launch_calls
 from launcher.api.status_view import gather_job, gather_jobs
-from launcher.backend.factsfile import use_facts_file
 from launcher.checkpoint import open_store, read_generations, scan, gc, CheckpointError
 from launcher.checkpoint.tier_resume import tier_table
-from launcher.launching.identity import plan_identity
-from launcher.launching.launch import launch, pick_target, plan_spec, render_for
+from launcher.launching.launch import launch
 from launcher.launching.polling import Poller
-from launcher.launching.submission import SpecMemo, excluded_nodes
+from launcher.launching.submission import SpecMemo
+from launcher.launching.targeting import pick_target, plan_spec
 from launcher.launching.tracking import wait_for
 from launcher.plan import params_for, peaks as table
 from launcher.provenance.diff import diff_runs
 from launcher.provenance.lineage import lineage
 from launcher.provenance.runs import load_run
-from launcher.provenance.seed import with_run_env
 from launcher.recovery.cancel import CancelFailed, cancel_job
 from launcher.recovery.watch import cycle, run
 from launcher.report import gather
@@ -75,7 +75,7 @@ from launcher.state.team import WATCHER_ROLE
 from launcher.state.watchers import open_jobs_since, watcher_rows
 from launcher.sweep.control import cancel_sweep, is_sweep, sweep_status
 from launcher.sweep.elements import element_id
-from launcher.sweep.launch import launch_sweep, spec_to_render
+from launcher.sweep.launch import launch_sweep
 from launcher.transport import trust_host_keys
 from launcher.transport.openssh import OpenSSHRunner
 
@@ -92,106 +92,20 @@ if TYPE_CHECKING:
     from launcher.api.functions import FunctionJob
     from launcher.state.history import Collected
 
-Note = Callable[[str], None]
-
 
 @checked_arguments  # wrong argument types: one LauncherError naming the argument (launcher.api.arguments)
-class Launcher:
-    """One launcher home and config, like the CLI's. Lazy: nothing is read until a method
-    needs it. Close it (or use it as a context manager) to close backends' connections."""
+class Launcher(SpecLauncher):
+    """One launcher home and config, like the CLI's: ``SpecLauncher`` (``load``, ``validate``,
+    ``render``) and every other verb. Lazy: nothing is read until a method needs it. Close it (or
+    use it as a context manager) to close backends' connections and the state store."""
+
+    app_class = App
 
     def __init__(self, config: Optional[Union[str, Path]] = None, home: Optional[Union[str, Path]] = None,
                  note: Optional[Note] = None, registry=None):
-        self.app = App(Path(config) if config else None, Path(home) if home else None, registry)
-        self._note = note
+        super().__init__(config, home, note, registry)
         self._specs = None  # the open jobs' parsed specs, kept from one watch() to the next
         self._poller = None  # this process's part in electing one poller per target (watch(interval=...))
-
-    def __enter__(self) -> "Launcher":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close every backend (SSH connections) and the state store."""
-        self.app.close()
-        self.app.close_store()
-
-    def _sayer(self, notes: list) -> Note:
-        def say(line: str) -> None:
-            notes.append(line)
-            if self._note is not None:
-                self._note(line)
-
-        return say
-
-    def _load(self, spec: SpecLike, say: Note, single: bool = False) -> SpecInput:
-        """SPEC read, its warnings said; SINGLE: a sweep is refused (WrongKind) before anything is said."""
-        si = spec_input(spec)
-        problems = notify_env_problems(si.spec, os.environ)  # the operator's rule for webhooks, in this environment
-        if problems:
-            raise SpecError(si.source, problems)
-        if single and si.spec.sweep is not None:
-            named = isinstance(spec, (str, Path)) and "\n" not in str(spec)  # a path, else text or a JobSpec
-            raise WrongKind(str(spec) if named else si.spec.name, "follow", True, si.spec.sweep.size)
-        for w in si.warnings:
-            say(f"warning: {w}")
-        return si
-
-    # ------------------------------------------------------------ specs
-    def load(self, spec: SpecLike) -> "JobSpec":
-        """A spec as a JobSpec, relative workdir and checkpoint root resolved against its
-        file's folder: the base for variants made in Python."""
-        return self._load(spec, self._sayer([])).spec
-
-    def validate(self, spec: SpecLike) -> Validated:
-        """Check a spec and its target names against the config; SpecError lists every problem."""
-        notes: list = []
-        si = self._load(spec, self._sayer(notes))
-        config = self.app.config
-        require_local_workdir(si.spec, si.source, config, [*si.spec.targets] or [config.default_target()], si.base)
-        problems = unknown_targets(si.spec, config)
-        problems += spec_target_problems(si.spec, config)  # fields a target cannot honour
-        if problems:
-            raise SpecError(si.source, problems)
-        return Validated(si.spec, notes)
-
-    def render(self, spec: SpecLike, target: Optional[str] = None, fresh: bool = False,
-               facts_file: Union[str, Path, None] = None) -> Rendered:
-        """Exactly what a launch now would submit, with what it would resume (in notes).
-        FACTS_FILE (`launcher targets --json` output or a captured probe) stands in for
-        probing TARGET: render for a cluster this machine cannot reach."""
-        notes: list = []
-        say = self._sayer(notes)
-        si = self._load(spec, say)
-        app = self.app
-        if facts_file:
-            use_facts_file(app, target, facts_file)
-        name = pick_target(app, si.spec, target)
-        require_local_workdir(si.spec, si.source, app.config, [name], si.base)
-        ident = plan_identity(app, si.spec, name, fresh=fresh, subject="a launch now", read_s3=False)
-        seed = ident.seed.seed
-        job = JobRef(job_id="JOB_ID", attempt=1, job_dir=str(app.home / "jobs" / "JOB_ID"), seed=seed,
-                     exclude_nodes=self._quarantined(name))
-        shape = None
-        if si.spec.sweep is not None:  # a sweep: the array, or element 0 where the backend runs no arrays
-            def shape(s):
-                return spec_to_render(app.backend(name), s, job)
-        req = render_for(app, with_run_env(si.spec, seed, fresh), name, job, shape=shape)
-        for line in ident.lines:  # the notes only once the render succeeded
-            say(line)
-        if ident.seed.source == "random":
-            say(f"note: LAUNCHER_SEED={seed} was drawn for this render only; `launch` draws its own (set seed: "
-                "in the spec, or LAUNCHER_SEED in the environment, to fix it)")
-        return Rendered(name, req.text, req, seed, notes)
-
-    def _quarantined(self, target: str) -> tuple:
-        """The nodes quarantined on TARGET, which a launch now keeps off (docs/bad-nodes.md); () without
-        a store to read (a render never creates one)."""
-        if not self.app.has_store():
-            return ()
-        return excluded_nodes(self.app, target, time.time())
 
     def launch(self, spec: SpecLike, target: Optional[str] = None, fresh: bool = False,
                single: bool = False) -> Submitted:

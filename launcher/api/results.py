@@ -6,30 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Optional
 
+from launcher.api.spec_results import Rendered, Validated  # noqa: F401 - every result importable from here
 from launcher.backend.protocols import Handle
 from launcher.launching.tracking import refresh
 from launcher.sweep.cancelling import summary_line
 
 if TYPE_CHECKING:
     from launcher.api.context import App
-    from launcher.backend.protocols import Request
     from launcher.state.store import JobRow
     from launcher.core.status import Status
-
-
-@dataclass(frozen=True)
-class Validated:
-    spec: object  # the JobSpec, relative paths resolved
-    notes: list = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Rendered:
-    target: str
-    text: str  # exactly what would be submitted (sbatch script, task YAML)
-    request: "Request"
-    seed: int  # the LAUNCHER_SEED the text carries
-    notes: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)

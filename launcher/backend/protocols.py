@@ -130,8 +130,8 @@ class Backend(Protocol):
     install_hint: ClassVar[str]
     target: Target
 
-    def __init__(self, target: Target, app: Any) -> None:
-        """One instance per target; APP (launcher.api.context.App) gives the home, config and store."""
+    def __init__(self, target: Target, app: Any) -> None:  # Any: see tests/unit/test_app_typed.py, TYPED_ANY
+        """One instance per target; APP (a launcher.backend.context.AppContext) gives the home, config and store."""
 
     def probe(self) -> Facts:
         """Collect facts about the target (may do I/O; cached by the caller)."""

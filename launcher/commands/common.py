@@ -13,12 +13,15 @@ def to_stderr(line: str) -> None:
     click.echo(line, err=True)
 
 
-def launcher_of(ctx, note=to_stderr):
-    """The invocation's ``launcher.api.facade.Launcher`` (created on first use, closed with ``ctx``)."""
-    from launcher.api.facade import Launcher  # the facade and all below it: not at --help
+def launcher_of(ctx, note=to_stderr, kind: str = "Launcher"):
+    """The invocation's launcher (created on first use, closed with ``ctx``): KIND names its class in
+    ``launcher.api``: "Launcher" (the facade, every verb), "SpecLauncher" (``load``, ``validate`` and
+    ``render``: for ``launcher render``) or "SpecReader" (``load`` and ``validate``: for ``launcher
+    validate``). The two parts import only what their verbs need, not the modules of jobs and sweeps."""
+    from launcher import api  # each name of the package is imported on first use (PEP 562): not at --help
 
     if ctx.obj is None:
-        ctx.obj = Launcher(note=note)
+        ctx.obj = getattr(api, kind)(note=note)
         ctx.call_on_close(ctx.obj.close)
     return ctx.obj
 

@@ -22,7 +22,8 @@ def render(ctx, file, target, fresh, facts_file):
 
     On stderr: what a launch now would resume (run and step) and the LAUNCHER_SEED the
     script carries."""
-    r = launcher_of(ctx).render(file, target=target, fresh=fresh, facts_file=facts_file)  # its notes go to stderr
+    lx = launcher_of(ctx, kind="SpecLauncher")
+    r = lx.render(file, target=target, fresh=fresh, facts_file=facts_file)  # its notes go to stderr
     click.echo(r.text, nl=not r.text.endswith("\n"))
 
 

@@ -18,7 +18,7 @@ from launcher.backend.context import AppContext
 from launcher.backend.sections import spec_from_text
 from launcher.plan import params_for, plan
 from launcher.provenance.seed import with_run_env
-from launcher.provenance.trackers import META_KEY as TRACKERS_META, with_tracker_env
+from launcher.provenance.tracker_env import META_KEY as TRACKERS_META, with_tracker_env
 from launcher.spec.secretenv import lift
 
 

@@ -41,7 +41,7 @@ def gather_offers(spec, config, *, targets: Optional[Iterable[str]] = None, cata
     """Every offer the spec's targets (or all configured targets) have, priced.
 
     ``queue_waits``: ``{target or (target, queue): hours}`` measured by backends with a
-    queue (``launcher.launching.launch.queue_waits``). ``observations``: past attempts, for spot
+    queue (``launcher.launching.targeting.queue_waits``). ``observations``: past attempts, for spot
     chasing; ``store``: a StateStore whose recorded attempts (``launcher.plan.observed``,
     fed by ``launcher watch``) are added to them. ``registry``: where backends are found
     (default: the ``launcher.backends`` entry points).

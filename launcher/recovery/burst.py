@@ -16,7 +16,8 @@ from typing import Optional
 from launcher.backend.protocols import Handle, Scheduler, can
 from launcher.core.errors import LauncherError
 from launcher.core.status import JobState
-from launcher.launching.launch import planned_target, resubmit
+from launcher.launching.launch import resubmit
+from launcher.launching.targeting import planned_target
 from launcher.recovery.outcome import Outcome
 from launcher.recovery.state import BurstRace, RecoveryState
 from launcher.state.claims import claimed

@@ -54,7 +54,8 @@ from typing import Optional
 from launcher.backend.protocols import Handle
 from launcher.core.errors import LauncherError
 from launcher.core.status import JobState, Status
-from launcher.launching.launch import queue_waits, resubmit
+from launcher.launching.launch import resubmit
+from launcher.launching.targeting import queue_waits
 from launcher.plan import deadline as dl, egress
 from launcher.plan.observed import load as load_observations, observe_job
 from launcher.recovery.outcome import Outcome

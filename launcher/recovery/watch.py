@@ -53,8 +53,8 @@ DECIDE_CHUNK = 50
 
 
 def hooks_of(app: AppContext, hooks: Optional[WatchHooks] = None) -> WatchHooks:
-    """HOOKS, else the application's (``App.watch_hooks``: sweeps), else none."""
-    return hooks if hooks is not None else getattr(app, "watch_hooks", NO_HOOKS)
+    """HOOKS, else the application's (``App.watch_hooks``: sweeps; every AppContext has them)."""
+    return hooks if hooks is not None else app.watch_hooks
 
 
 def cycle(app: AppContext, clock: Callable[[], float] = time.time, hooks: Optional[WatchHooks] = None,

@@ -14,9 +14,9 @@ A sweep runs one of two ways, by what its target's backend says (``elements.runs
 Where the rest lives:
 
 - ``launch``: the entry points that pick the way: ``launch_sweep``, ``resubmit_element`` (the
-  watch hook ``launcher.launching.launch.resubmit`` calls for an element) and ``spec_to_render``.
+  watch hook ``launcher.launching.launch.resubmit`` calls for an element).
 - ``elements``: what both ways share: element ids, the rows recorded for them and read back,
-  and ``runs_arrays``.
+  ``runs_arrays``, and ``spec_to_render`` (what ``launcher render`` shows for a sweep).
 - ``watching``: the sweep's ``WatchHooks`` (``launcher.recovery.outcome``), handed to every
   watch pass and resubmission by ``launcher.api.context.App.watch_hooks``.
 - ``control``: ``launcher status|cancel SWEEP``; ``cancelling``: the whole sweep's cancel in a

@@ -24,7 +24,8 @@ from typing import Optional
 from launcher.backend.protocols import Handle, Scheduler, can
 from launcher.core.errors import LauncherError
 from launcher.core.status import Status
-from launcher.launching.launch import planned_target, resubmit
+from launcher.launching.launch import resubmit
+from launcher.launching.targeting import planned_target
 from launcher.recovery.burst import burst_state, should_burst
 from launcher.recovery.outcome import Outcome
 from launcher.recovery.state import BurstRace, RecoveryState

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from launcher.backend.protocols import Scheduler, can
+from launcher.backend.protocols import JobRef, Scheduler, can
 from launcher.core.errors import LauncherError
 from launcher.spec.sweep_elements import element_root, element_seed, elements, sweep_seed_of
 from launcher.state.sweeps import shared_of
+from launcher.sweep.separate import element_spec
 from launcher.backend.context import AppContext
 
 ELEMENT_ID = "{sweep_id}-e{index}"
@@ -22,6 +23,14 @@ def runs_arrays(backend) -> bool:
     """Whether BACKEND's target runs a sweep as one array job (``Scheduler.runs_arrays``): the sweep goes
     ``launcher.sweep.arrays``'s way, else ``launcher.sweep.one_by_one``'s."""
     return can(backend, Scheduler) and bool(backend.runs_arrays(dict(backend.target.raw or {})))
+
+
+def spec_to_render(backend, spec, job: JobRef):
+    """What ``launcher render`` shows for a sweep: the array where BACKEND runs arrays, else
+    element 0 as the job of its own it is launched as."""
+    if runs_arrays(backend):
+        return spec
+    return element_spec(spec, job.job_id, elements(spec.sweep)[0], spec.sweep.size, sweep_seed_of(spec, job.seed))
 
 
 def element_job_id(sweep_id: str, index: int) -> str:

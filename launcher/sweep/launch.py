@@ -6,12 +6,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from launcher.backend.protocols import JobRef
 from launcher.backend.support import require_supported
-from launcher.spec.sweep_elements import elements, sweep_seed_of
 from launcher.sweep import arrays, one_by_one
 from launcher.sweep.elements import runs_arrays
-from launcher.sweep.separate import element_spec
 from launcher.backend.context import AppContext
 
 
@@ -32,11 +29,3 @@ def resubmit_element(app: AppContext, row, target_name: str, attempt: int) -> tu
     if runs_arrays(app.backend(target_name)):
         return arrays.resubmit_element(app, row, target_name, attempt)
     return one_by_one.resubmit_element(app, row, target_name, attempt)
-
-
-def spec_to_render(backend, spec, job: JobRef):
-    """What ``launcher render`` shows for a sweep: the array where BACKEND runs arrays, else
-    element 0 as the job of its own it is launched as."""
-    if runs_arrays(backend):
-        return spec
-    return element_spec(spec, job.job_id, elements(spec.sweep)[0], spec.sweep.size, sweep_seed_of(spec, job.seed))

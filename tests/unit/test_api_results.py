@@ -248,8 +248,10 @@ def test_the_door_names_every_public_result_and_imports_them_on_first_use():
     from launcher.api import results
 
     assert api.Launcher.__module__ == "launcher.api.facade"
+    assert api.SpecReader.__module__ == "launcher.api.specs" and api.SpecLauncher.__module__ == "launcher.api.rendering"
+    assert issubclass(api.Launcher, api.SpecLauncher) and issubclass(api.SpecLauncher, api.SpecReader)
     for name in api.__all__:
-        assert getattr(api, name) is getattr(results, name, None) or name == "Launcher"
+        assert getattr(api, name) is getattr(results, name, None) or name in ("Launcher", "SpecLauncher", "SpecReader")
     code = "import sys, launcher.api.errors; print('launcher.api.facade' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.strip()
     assert out == "False"  # `launcher --help` imports the errors module of every verb, not the facade

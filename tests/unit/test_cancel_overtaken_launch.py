@@ -14,6 +14,7 @@ import pytest
 from launcher.backend.protocols import Handle
 from launcher.core.status import JobState
 from launcher.recovery.cancel import OVERTAKEN, cancel_job
+from launcher.recovery.outcome import NO_HOOKS
 from launcher.recovery.watch import reconcile
 from launcher.state.store import StateStore
 
@@ -42,7 +43,7 @@ def app(tmp_path, monkeypatch):
     monkeypatch.setenv("LAUNCHER_CANCEL_LAUNCH_WAIT", "0")
     store = StateStore(tmp_path / "home")
     backend = Backend()
-    yield SimpleNamespace(store=store, backend=lambda name: backend, b=backend)
+    yield SimpleNamespace(store=store, backend=lambda name: backend, b=backend, watch_hooks=NO_HOOKS)
     store.close()
 
 

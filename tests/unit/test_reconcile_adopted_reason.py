@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from launcher.backend.protocols import Handle
+from launcher.recovery.outcome import NO_HOOKS
 from launcher.recovery.watch import reconcile_one
 from launcher.state.store import StateStore
 
@@ -18,7 +19,7 @@ def test_an_adopted_row_no_longer_says_its_outcome_is_unknown(tmp_path):
         assert "unknown" in store.get_job("j-1").reason
         found = Handle("slurm", "cl", "j-1", "4242", 1)
         backend = SimpleNamespace(name="slurm", find=lambda job: found)
-        app = SimpleNamespace(store=store, backend=lambda name: backend)
+        app = SimpleNamespace(store=store, backend=lambda name: backend, watch_hooks=NO_HOOKS)
         o = reconcile_one(app, "j-1")
         assert (o.action, o.reason) == ("adopted", "cl id 4242")
         row = store.get_job("j-1")

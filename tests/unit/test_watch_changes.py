@@ -15,6 +15,7 @@ from launcher.core.errors import LauncherError
 from launcher.core.status import JobState, Status
 from launcher.launching.submission import job_spec
 from launcher.recovery import changes, watch
+from launcher.recovery.outcome import NO_HOOKS
 from launcher.recovery.state import BurstRace, RecoveryState
 from launcher.state import marks
 from launcher.state.store import StateStore
@@ -110,7 +111,7 @@ class Scripted:
 def fleet(tmp_path, monkeypatch):
     store = StateStore(tmp_path / "home")
     sched = Scripted()
-    app = SimpleNamespace(store=store, backend=lambda name: sched, registry=None)
+    app = SimpleNamespace(store=store, backend=lambda name: sched, registry=None, watch_hooks=NO_HOOKS)
     for i in range(5):
         j = f"job-{i}"
         store.begin_job(j, j, "t", "stub", None, SPEC)
