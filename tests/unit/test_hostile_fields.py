@@ -149,7 +149,8 @@ def _run_sbatch_script(text: str, tmp: Path, files=(), job_dir=None) -> subproce
 
 def _run_skypilot(task: dict, tmp: Path) -> subprocess.CompletedProcess:
     exports = [f"export {k}={shlex.quote(str(v))}" for k, v in task["envs"].items()]
-    exports += ["export SKYPILOT_NODE_RANK=0", "export SKYPILOT_NODE_IPS=127.0.0.1", "export SKYPILOT_NUM_NODES=1"]
+    exports += ["export SKYPILOT_NODE_RANK=0", "export SKYPILOT_NODE_IPS=127.0.0.1", "export SKYPILOT_NUM_NODES=1",
+                "export SKYPILOT_TASK_ID=sky-2026-12-07_launcher-hostile-1_1"]  # this cluster job's id (start claim)
     cwd = tmp / "cwd"
     cwd.mkdir(exist_ok=True)
     env = {"PATH": f"{BIN}:{os.environ['PATH']}", "HOME": str(tmp / "home")}
