@@ -184,17 +184,33 @@ def order_nodes(hosts: list, group_of: dict, group_nodes: int = 1) -> list:
     # the group that ends the order: it fills the short run by itself where one can
     last = next((g for g in reversed(list(blocks)) if short and over[g] >= short), None)
     split = [g for g in blocks if whole[g] and over[g] and g != last]  # both runs and hosts over
-    pair_of, paired = {}, set()
-    for i, a in enumerate(split):
-        b = None if a in paired else next((b for b in split[i + 1:] if b not in paired and over[a] + over[b] == n),
-                                          None)
-        if b is not None:
-            pair_of[a] = b
-            paired |= {a, b}
-    split = [g for g in split if g not in paired]
+    pair_of = _pairs(split, over, n)
+    split = [g for g in split if g not in pair_of and g not in pair_of.values()]
     first = split[0] if split else None
     if last is None and len(split) > 1:
         last = split[-1]  # (with a short run it fills: it gives up one whole run for it, no crossing more)
+    order = _arranged(blocks, over, whole, pair_of, split, first, last)
+    return [(h, group_of.get(h, "")) for h in order]
+
+
+def _pairs(split: list, over: dict, n: int) -> dict:
+    """{a: b} for groups of SPLIT (in order) whose hosts over make exactly one run of N together."""
+    pair_of, paired = {}, set()
+    for i, a in enumerate(split):
+        if a in paired:
+            continue
+        b = next((b for b in split[i + 1:] if b not in paired and over[a] + over[b] == n), None)
+        if b is not None:
+            pair_of[a] = b
+            paired |= {a, b}
+    return pair_of
+
+
+def _arranged(blocks: dict, over: dict, whole: dict, pair_of: dict, split: list, first, last) -> list:
+    """The hosts in rank order (``order_nodes``): the groups without hosts over (and the pairs,
+    and the whole runs of the groups split in two) in place, then FIRST whole, the other hosts
+    over packed, and LAST whole at the end."""
+    paired = set(pair_of) | set(pair_of.values())
     order = []
     for g, hs in blocks.items():
         if g in pair_of:
@@ -208,7 +224,7 @@ def order_nodes(hosts: list, group_of: dict, group_nodes: int = 1) -> list:
             order += hs[whole[g]:]
     if last is not None:
         order += blocks[last]
-    return [(h, group_of.get(h, "")) for h in order]
+    return order
 
 
 def node_env(order: list) -> list:
