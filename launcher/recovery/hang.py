@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -111,23 +112,41 @@ def act(app: AppContext, job, spec, hang: hangs.Hang, files: list, clock=time.ti
                                 f"is not on the watcher's PATH, and no faulthandler dump came within {STACK_WAIT_S:.0f}s")
         said = f"no step for {hang.age_s:.0f}s after step {hang.step} (limit {hang.limit_s:.0f}s); stacks: " \
                f"{stacks or 'none'}"
+        seen = _Seen(hang, stacks, how, pids, no_stacks)
         if not unknown:  # kill the run's processes: the attempt's end (or the in-job rerun) is the hang's
             in_job = spec.recovery.in_job is not None
-            meta = hangs.meta_after(latest.meta, hang, in_job=in_job, stacks=stacks, how=how, now=clock(),
-                                    no_stacks=no_stacks)
-            detail = hangs.event_detail(latest.attempt, hang, in_job=in_job, stacks=stacks, how=how, pids=pids,
-                                        no_stacks=no_stacks)
+            meta = seen.meta(latest.meta, clock(), in_job=in_job)
+            detail = seen.detail(latest.attempt, in_job=in_job)
             store.write_progress(job.job_id, None, ((latest.attempt, {"meta": meta}),),
                                  () if recorded else ((hangs.EVENT, detail),))
             if backend.signal_run(handle, procs, signal.SIGKILL):
                 return Outcome(job.job_id, "hang", f"{said}; {detail['recovery']}")
             unknown, recorded = f"none of its processes ({', '.join(pids)}) could be killed: gone, or not the run's", True
-        return _cancel(app, job, c.job, latest, backend, handle, hang, stacks, how, pids, no_stacks, unknown,
-                       said, clock, recorded)
+        return _cancel(app, job, c.job, latest, backend, handle, seen, unknown, said, clock, recorded)
 
 
-def _cancel(app: AppContext, job, row, latest, backend, handle: Handle, hang: hangs.Hang, stacks: str, how: str,
-            pids: list, no_stacks: str, not_killed: str, said: str, clock, recorded: bool) -> Outcome:
+@dataclass(frozen=True)
+class _Seen:
+    """What one pass found of a hung run: the HANG, where its stacks are (STACKS, collected HOW), its
+    processes (PIDS), and why no stack was taken (NO_STACKS); the attempt's meta and the event say it."""
+
+    hang: hangs.Hang
+    stacks: str
+    how: str
+    pids: list
+    no_stacks: str
+
+    def meta(self, base: Optional[dict], now: float, in_job: bool = False, **ended) -> dict:
+        return hangs.meta_after(base, self.hang, in_job=in_job, stacks=self.stacks, how=self.how, now=now,
+                                no_stacks=self.no_stacks, **ended)
+
+    def detail(self, attempt: int, in_job: bool = False, **ended) -> dict:
+        return hangs.event_detail(attempt, self.hang, in_job=in_job, stacks=self.stacks, how=self.how,
+                                  pids=self.pids, no_stacks=self.no_stacks, **ended)
+
+
+def _cancel(app: AppContext, job, row, latest, backend, handle: Handle, seen: _Seen, not_killed: str, said: str,
+            clock, recorded: bool) -> Outcome:
     """Under the job's claim: no process of the hung run could be killed (NOT_KILLED says why), so
     the attempt is cancelled through its backend (the scheduler's cancel ends its processes) and
     recovered as for a hang: the attempt is marked cancelled for the hang, and the job marked to
@@ -136,18 +155,16 @@ def _cancel(app: AppContext, job, row, latest, backend, handle: Handle, hang: ha
     fails leaves the hang not ended, and the next pass tries again. RECORDED: the hang's event is
     written already (by the kill that found nothing, or by the pass whose cancel failed)."""
     store = app.store
-    meta = hangs.meta_after(latest.meta, hang, in_job=False, stacks=stacks, how=how, now=clock(), ended=hangs.CANCEL,
-                            no_stacks=no_stacks, not_killed=not_killed)
-    detail = hangs.event_detail(latest.attempt, hang, in_job=False, stacks=stacks, how=how, pids=pids,
-                                ended=hangs.CANCEL, no_stacks=no_stacks, not_killed=not_killed)
+    hang = seen.hang
+    meta = seen.meta(latest.meta, clock(), ended=hangs.CANCEL, not_killed=not_killed)
+    detail = seen.detail(latest.attempt, ended=hangs.CANCEL, not_killed=not_killed)
     events = () if recorded else ((hangs.EVENT, detail),)
     store.patch_meta(job.job_id, **{HANG_CANCEL_KEY: {"attempt": latest.attempt, "handle": row.handle}})
     store.write_progress(job.job_id, None, ((latest.attempt, {"meta": meta}),), events)
     try:
         backend.cancel(handle)
     except LauncherError as e:
-        meta = hangs.meta_after(latest.meta, hang, in_job=False, stacks=stacks, how=how, now=clock(), ended="",
-                                no_stacks=no_stacks, not_killed=f"{not_killed}; its cancel failed: {e}")
+        meta = seen.meta(latest.meta, clock(), ended="", not_killed=f"{not_killed}; its cancel failed: {e}")
         store.patch_meta(job.job_id, **{HANG_CANCEL_KEY: None})
         store.write_progress(job.job_id, None, ((latest.attempt, {"meta": meta}),),
                              ((hangs.CANCEL_FAILED_EVENT, {"attempt": latest.attempt, "generation": hang.generation,
