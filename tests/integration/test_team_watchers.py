@@ -60,11 +60,15 @@ def test_three_watchers_on_three_hosts_a_kill_a_freeze_and_a_server_restart(tmp_
     phases = {"launched": time.time() - t0}
     # host-a: killed while it holds a claim (after submitting, before recording: the next holder
     # adopts what it submitted); host-b: frozen while it holds one (before its dedupe lookup)
+    # Each host starts once the one before it reached its fault: with watchers racing from the
+    # start, nothing makes a given host ever win a claim (CI saw host-c take every one, and
+    # host-b never froze)
     a = watcher(cli, "host-a", "between_submit_and_record=sleep:30")
-    b = watcher(cli, "host-b", "before_lookup=pause")
-    procs = [a, b, watcher(cli, "host-c")]
+    procs = [a]
     try:
         poll("host-a holds a claim mid-submission", lambda: fired(cli, a.pid, "sleep:30"), timeout=120, interval=0.05)
+        b = watcher(cli, "host-b", "before_lookup=pause")
+        procs.append(b)
         held = pg_server.sql("SELECT job_id FROM claims WHERE owner LIKE 'host-a:%'", db=db).split()
         assert len(held) == 1, held
         recorded = int(pg_server.sql(f"SELECT count(*) FROM attempts WHERE job_id = '{held[0]}'", db=db))
@@ -74,6 +78,7 @@ def test_three_watchers_on_three_hosts_a_kill_a_freeze_and_a_server_restart(tmp_
         phases["killed"] = time.time() - t0
 
         poll("host-b froze holding a claim", lambda: fired(cli, b.pid, "pause"), timeout=120, interval=0.05)
+        procs.append(watcher(cli, "host-c"))
         time.sleep(TTL + 1.5)  # longer than the claim's TTL: the others take its job over
         pg_server.restart()  # in the middle: every watcher loses its connection
         os.kill(b.pid, signal.SIGCONT)
