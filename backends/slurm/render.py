@@ -227,7 +227,9 @@ def render_sbatch(spec: JobSpec, facts: Facts, job: JobRef, opts, target_name: s
     python = opts.python
     helper_cmd = f"{shlex.quote(python)} {shlex.quote(job_dir + '/' + HELPER_NAME)}"
     # torchft and NVRx recover inside the step: a rank or replica group that ends early must not end the others
-    srun_common = "--kill-on-bad-exit=0" if in_job_kind(spec) in ("torchft", "nvrx") else "--kill-on-bad-exit=1"
+    # nvrx restarts ranks inside the step: a rank's exit must not end it. torchft runs a step per
+    # replica group, and a group with a dead process is restarted whole (templates/_contract.sh.j2)
+    srun_common = "--kill-on-bad-exit=0" if in_job_kind(spec) == "nvrx" else "--kill-on-bad-exit=1"
     if spec.image:
         srun_common += f" --container-image={shlex.quote(spec.image)} --container-mount-home"
     grace = spec.recovery.grace or 0

@@ -8,7 +8,7 @@ launcher and its dependencies are not installed. It must never import anything f
 See ``launcher.checkpoint.contract`` for the layout under ROOT and the rules.
 """
 
-from launcher.checkpoint.attempts import read_attempt, start_generation, write_attempt
+from launcher.checkpoint.attempts import read_attempt, record_rejoin, start_generation, write_attempt
 from launcher.checkpoint.contract import (COMMIT, GENERATIONS, META_DIR, QUARANTINE, Generations, attempt_key, bump_generation,
                        build_manifest, check_fence, commit, parse_manifest, parse_step_dir, read_generations,
                        step_dir)
@@ -23,6 +23,6 @@ __all__ = [
     "AlreadyCommitted", "CheckpointError", "Conflict", "ManifestError", "RootUnavailable", "Superseded", "UnsafePath",
     "Entry", "Generations", "LocalStore", "S3Store",
     "attempt_key", "build_manifest", "bump_generation", "check_fence", "commit", "gc", "is_s3", "latest",
-    "open_store", "parse_manifest", "parse_step_dir", "plan_gc", "read_attempt", "read_generations", "scan",
+    "open_store", "parse_manifest", "parse_step_dir", "plan_gc", "read_attempt", "read_generations", "record_rejoin", "scan",
     "start_generation", "step_dir", "write_attempt",
 ]

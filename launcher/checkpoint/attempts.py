@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 
-from launcher.checkpoint.contract import attempt_key, bump_generation, now_iso, read_generations
+from launcher.checkpoint.contract import GENERATIONS, attempt_key, bump_generation, now_iso, read_generations
 from launcher.checkpoint.discovery import latest
 from launcher.checkpoint.errors import CheckpointError, Conflict
 
@@ -236,3 +236,30 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
         return new, found, log
     raise CheckpointError("%s: could not start a new generation: %d concurrent updates of GENERATIONS.json "
                           "(%s)" % (store.root, tries, last))
+
+
+def record_rejoin(store, generation: int, entry: dict, tries: int = 50) -> list:
+    """Record that one replica group of GENERATION's run was restarted in the allocation and
+    rejoined the groups that kept training (recovery.in_job kind torchft): ENTRY (its group, exit,
+    restart number, failed_at) is appended to ``rejoins`` of GENERATION's record in
+    GENERATIONS.json, compare-and-swap as a start is. No new generation: the groups that go on
+    write on under GENERATION, and a rejoining group heals from them. Returns the record's
+    ``rejoins`` after the write."""
+    last = None
+    for _ in range(max(1, tries)):
+        gens = read_generations(store)
+        rec = gens.record(generation)
+        if rec is None:
+            raise CheckpointError("%s: generation %s is not in GENERATIONS.json: cannot record a replica group's "
+                                  "rejoin" % (store.root, generation))
+        rejoins = [r for r in rec.get("rejoins") or [] if isinstance(r, dict)] + [entry]
+        history = [dict(h, rejoins=rejoins) if h is rec else h for h in gens.history]
+        doc = dict(gens.to_doc(), history=history)
+        try:
+            store.put_if_match(GENERATIONS, (json.dumps(doc, indent=1) + "\n").encode(), gens.token)
+            return rejoins
+        except Conflict as e:
+            last = e
+            time.sleep(random.uniform(0.01, 0.1))
+    raise CheckpointError("%s: could not record a rejoin: %d concurrent updates of GENERATIONS.json (%s)"
+                          % (store.root, tries, last))

@@ -61,7 +61,7 @@ import time
 from datetime import datetime, timezone
 
 from launcher.checkpoint import (CheckpointError, RootUnavailable, gc as _gc, latest as _latest, open_store,
-                                 read_generations, start_generation)
+                                 read_generations, record_rejoin, start_generation)
 from launcher.checkpoint import scratch as _scratch
 
 from launcher.checkpoint import tier_resume as _resume
@@ -159,11 +159,14 @@ def cmd_in_job_restart(a) -> int:
         print("%s: in-job recovery gives up: %s; the launcher's recovery takes over" % (PROG, why), file=sys.stderr)
         return 1
     gen = generation_env()
+    failed_at = datetime.fromtimestamp(now, timezone.utc).isoformat().replace("+00:00", "Z")
+    print("%s: %s" % (PROG, why), file=sys.stderr)
+    if a.rejoin_group is not None:
+        return _rejoin(store, gen, a.rejoin_group, a.rc, failed_at, history, now, committed)
     rec = read_generations(store).record(gen) if gen is not None else None
     hint = (rec or {}).get("attempt")
     extra = {"in_job": {"restart": len(history) + 1, "exit": a.rc, "previous_generation": gen,
-                        "failed_at": datetime.fromtimestamp(now, timezone.utc).isoformat().replace("+00:00", "Z")}}
-    print("%s: %s" % (PROG, why), file=sys.stderr)
+                        "failed_at": failed_at}}
     exports = start_exports(store, job_id=os.environ.get("LAUNCHER_JOB_ID") or None,
                                 hint=hint if isinstance(hint, int) else gen, extra=extra)
     step = dict(exports).get("LAUNCHER_RESUME_STEP", -1)
@@ -173,6 +176,26 @@ def cmd_in_job_restart(a) -> int:
     sys.stdout.flush()
     return 0
 
+
+
+def _rejoin(store, gen, group, rc, failed_at, history, now, committed) -> int:
+    """One replica group's step failed and is restarted alone (recovery.in_job kind torchft): the
+    other groups train on under generation GEN, so no new generation is started (it would fence
+    their writes); the restart is recorded in GEN's record (``rejoins``) and the rejoining group
+    heals from a live peer. Prints the job script's counters."""
+    if gen is None:
+        print("%s: in-job recovery gives up: no %s to record replica group %d's restart under; the "
+              "launcher's recovery takes over" % (PROG, GENERATION_ENV, group), file=sys.stderr)
+        return 1
+    n = len(history) + 1
+    record_rejoin(store, gen, {"group": group, "restart": n, "exit": rc, "failed_at": failed_at,
+                               "committed_step": committed})
+    print("%s: replica group %d restarts in generation %d and rejoins the groups that went on (newest commit: %s)"
+          % (PROG, group, gen, "none" if committed < 0 else "step %d" % committed), file=sys.stderr)
+    sys.stdout.write(export_lines([("LAUNCHER_IN_JOB_RESTARTS", n),
+                                   ("_launcher_in_job_history", injob.format_history(history + [(now, committed)]))]))
+    sys.stdout.flush()
+    return 0
 
 
 class _Complete:

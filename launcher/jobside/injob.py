@@ -80,6 +80,8 @@ def add_arguments(sp) -> None:
     sp.add_argument("--history", default="", help="this allocation's in-job restarts, EPOCH:STEP ...")
     sp.add_argument("--max-restarts", type=int, required=True)
     sp.add_argument("--window", type=float, required=True, help="seconds")
+    sp.add_argument("--rejoin-group", type=int, default=None, metavar="G",
+                    help="only replica group G's step failed (torchft): restart it alone in this generation")
     sp.add_argument("--reap-group", action="store_true",
                     help="first kill what is left of the failed run in this process group (the local target)")
 

@@ -22,7 +22,8 @@ def restarts_by_attempt(job_id: str, attempts: Iterable[int], history: Iterable[
     firsts = [h for h in history if not isinstance(h.get("in_job"), dict)]
     attempt_of = {h["generation"]: a for a, h in attempt_records(job_id, attempts, firsts).items()}
     out: dict[int, list[dict]] = {}
-    for h in own_records(job_id, history):
+    mine = own_records(job_id, history)
+    for h in mine:
         ij = h.get("in_job")
         if not isinstance(ij, dict):
             continue
@@ -31,6 +32,24 @@ def restarts_by_attempt(job_id: str, attempts: Iterable[int], history: Iterable[
             continue
         attempt_of[h["generation"]] = a
         out.setdefault(a, []).append(h)
+    for h in mine:  # torchft: a replica group restarted alone, in its generation (``rejoins``)
+        a = attempt_of.get(h.get("generation"))
+        if a is not None:
+            out.setdefault(a, []).extend(rejoin_records(h))
+    for recs in out.values():
+        recs.sort(key=lambda r: str(r["in_job"].get("failed_at") or ""))
+    return out
+
+
+def rejoin_records(h: dict) -> list[dict]:
+    """Generation record H's replica-group restarts (``rejoins``, written by the job side's
+    ``in-job-restart --rejoin-group``), each shaped as an in-job restart record of H's generation."""
+    out = []
+    for r in h.get("rejoins") or []:
+        if isinstance(r, dict):
+            out.append({"generation": h.get("generation"), "rejoin": True,
+                        "in_job": {"restart": r.get("restart"), "exit": r.get("exit"), "failed_at": r.get("failed_at"),
+                                   "group": r.get("group"), "previous_generation": h.get("generation")}})
     return out
 
 
@@ -38,10 +57,13 @@ def event_detail(attempt: int, h: dict) -> dict:
     """The ``in_job_restart`` event of restart record H of ATTEMPT."""
     ij = h["in_job"]
     step = h.get("resume_step")
-    return {"attempt": attempt, "restart": ij.get("restart"), "exit": ij.get("exit"),
-            "failed_at": ij.get("failed_at"), "generation": h.get("generation"),
-            "resume_step": step if isinstance(step, int) and step >= 0 else None,
-            "resume_tier": h.get("resume_tier")}
+    out = {"attempt": attempt, "restart": ij.get("restart"), "exit": ij.get("exit"),
+           "failed_at": ij.get("failed_at"), "generation": h.get("generation"),
+           "resume_step": step if isinstance(step, int) and step >= 0 else None,
+           "resume_tier": h.get("resume_tier")}
+    if h.get("rejoin"):  # one replica group restarted alone and healed from the others: no resume
+        out["group"] = ij.get("group")
+    return out
 
 
 def summary(meta: dict) -> str:

@@ -119,6 +119,8 @@ class AttemptIn:
     noticed: Optional[float] = None  # when the launcher first recorded its end (its "attempt_ended" event)
     restored_at: Optional[float] = None  # the program was back at its resume step (jobside.restore's record)
     in_job: list = field(default_factory=list)  # InJobRun: its earlier runs, oldest first (saves: the last run's)
+    # torchft: replica groups restarted alone while the others trained on (no interruption of the job)
+    group_restarts: int = 0
 
     @property
     def active(self) -> bool:
@@ -194,7 +196,7 @@ class AttemptOut:
     restored_at: Optional[float] = None
     restore_end: Optional[float] = None  # the end of its restore, carved out of useful compute (restart overhead)
     scheduler_end: Optional[float] = None  # the end of its run as the scheduler recorded it
-    in_job_restarts: int = 0  # its runs rerun in the same allocation (recovery.in_job)
+    in_job_restarts: int = 0  # its runs (or torchft replica groups) rerun in the same allocation (recovery.in_job)
     in_job_lost_s: float = 0.0  # the lost work of those runs (in seconds["lost_work"]; no interruption's clock)
     resume_tier: Optional[str] = None  # the checkpoint tier it restored from (local, peer, durable), when recorded
 
@@ -338,7 +340,7 @@ def _account_attempt(ledger: _Ledger, h: History, attempts: list, i: int, cursor
         saves=saves, resume_step=a.resume_step, generation=a.generation, host=a.host, target=a.target,
         native_id=a.native_id, preempt_notice=a.preempt_notice, noticed=a.noticed, restored_at=a.restored_at,
         restore_end=rs if rs > ps else None, scheduler_end=a.ended,
-        in_job_restarts=len(a.in_job), in_job_lost_s=in_job_lost, resume_tier=a.resume_tier)
+        in_job_restarts=len(a.in_job) + a.group_restarts, in_job_lost_s=in_job_lost, resume_tier=a.resume_tier)
 
 
 def _in_job_runs(ledger: _Ledger, a: AttemptIn, sec: dict, ps: float, end: float) -> float:

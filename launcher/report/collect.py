@@ -100,6 +100,7 @@ def read_generation_records(root: Optional[str], job_id: str, notes: list) -> li
         rec.setdefault("started", h.get("started"))
         rec.setdefault("resume_step", h.get("resume_step"))
         rec.setdefault("job_id", h.get("job_id"))
+        rec["rejoins"] = [r for r in h.get("rejoins") or [] if isinstance(r, dict)]  # torchft groups restarted alone
         if rec.get("job_id") in (None, job_id):
             out.append(rec)
         if lost is not None:
@@ -350,6 +351,7 @@ def _attempts_in(app: AppContext, rows, runs: dict, matched: dict, spec, noticed
         attempts.append(AttemptIn(
             attempt=a.attempt, state=a.state, queued=queued, started=started, ended=ended,
             program_start=program_start, saves=_saves(rec), in_job=_in_job_runs(runs_in_job),
+            group_restarts=sum(len(r.get("rejoins") or []) for r in runs_in_job),
             resume_step=first.get("resume_step") if first else None, generation=rec.get("generation"),
             # the tier its checkpoint came from: its generation's record's, else as the store copied it
             resume_tier=(first.get("resume_tier") if first else None) or (a.meta or {}).get(RESUME_TIER_KEY),

@@ -306,10 +306,12 @@ def test_torchft_renders_its_lighthouse_and_each_tasks_replica_group(backend_nam
             '--quorum_tick_ms 100 >> "$LAUNCHER_JOB_DIR/lighthouse-$LAUNCHER_ATTEMPT.log" 2>&1 &') in text
     assert "trap 'kill \"$_launcher_lighthouse\" 2>/dev/null' EXIT" in text
     assert "export -f _launcher_replica_group" in text and "_launcher_replica_group; " in text
-    assert "in-job-restart --rc" in text  # a step that failed as a whole is rerun in the allocation
+    assert "in-job-restart --rc" in text  # a failed run (local) or replica group (Slurm) is rerun in the allocation
     assert text.index("torchft_lighthouse") < text.index('exec bash -c "$LAUNCHER_RUN"')
     if backend_name == "slurm":
-        assert "srun --kill-on-bad-exit=0 --ntasks-per-node=1" in text
+        # a step per replica group, restarted alone in the same generation; one dead task ends its group's step
+        assert 'srun --kill-on-bad-exit=1 --nodes="$n" --nodelist="$hosts"' in text
+        assert '--rejoin-group "$_launcher_g"' in text and "--kill-on-bad-exit=0" not in text
 
 
 @pytest.mark.parametrize("backend_name", ["local", "slurm"])

@@ -77,8 +77,10 @@ export LAUNCHER_RUN='python3 train_ddp.py --steps 100'
 # (LAUNCHER_NODE_BLOCK keeps its name), REPLICA_GROUP_ID 0..NUM_REPLICA_GROUPS-1 in the blocks'
 # rank order (LAUNCHER_NODE_ORDER); without blocks, one per node (its rank)
 _launcher_replica_group() {
-  local e b seen=" " n=0 id=""
-  if [ -n "${LAUNCHER_NODE_BLOCK:-}" ]; then
+  local e b seen=" " n=0 id="" h r=0 i=0
+  if [ -n "${REPLICA_GROUP_ID:-}" ] && [ -n "${NUM_REPLICA_GROUPS:-}" ]; then
+    id=$REPLICA_GROUP_ID n=$NUM_REPLICA_GROUPS   # set by the step that runs this group alone
+  elif [ -n "${LAUNCHER_NODE_BLOCK:-}" ]; then
     for e in ${LAUNCHER_NODE_ORDER:-}; do
       b="${e#*=}"; b="${b#*:}"; b="${b%:*}"
       case "$seen" in *" $b "*) continue ;; esac
@@ -89,6 +91,14 @@ _launcher_replica_group() {
   fi
   [ -n "$id" ] || { id="$LAUNCHER_NODE_RANK"; n="$LAUNCHER_NUM_NODES"; }
   export REPLICA_GROUP_ID="$id" NUM_REPLICA_GROUPS="$n"
+  # the group is a torch.distributed world of its own: its first node is its MASTER_ADDR, its port
+  # MASTER_PORT + 1 + the group's id, and PET_NODE_RANK / PET_NNODES (torchrun's --node-rank /
+  # --nnodes) and LAUNCHER_GROUP_RANK / LAUNCHER_GROUP_WORLD_SIZE count within the group
+  [ -n "${LAUNCHER_REPLICA_GROUP_HOSTS:-}" ] || return 0
+  for h in ${LAUNCHER_REPLICA_GROUP_HOSTS//,/ }; do [ "$h" != "$SLURMD_NODENAME" ] || r=$i; i=$(( i + 1 )); done
+  export MASTER_ADDR="${LAUNCHER_REPLICA_GROUP_HOSTS%%,*}" MASTER_PORT=$(( MASTER_PORT + 1 + id )) \
+    PET_NODE_RANK=$r PET_NNODES=$i LAUNCHER_GROUP_RANK=$(( r * LAUNCHER_TASKS_PER_NODE + ${LAUNCHER_LOCAL_RANK:-0} )) \
+    LAUNCHER_GROUP_WORLD_SIZE=$(( i * LAUNCHER_TASKS_PER_NODE ))
 }
 export -f _launcher_replica_group
 export TORCHFT_LIGHTHOUSE="http://$SLURMD_NODENAME:$(( MASTER_PORT + 20000 ))"
@@ -137,19 +147,59 @@ trap '_launcher_on_notice USR1' USR1
 # TERM (scancel, preemption): the steps get it from Slurm directly; this shell keeps
 # waiting for them so their exit (and any last checkpoint) is not cut short.
 trap '_launcher_ending=1; echo "launcher: TERM received" >&2' TERM
+# torchft: one srun step per replica group (its nodes in rank order, from LAUNCHER_NODE_ORDER), so a
+# group whose process died is restarted alone (a new step on its nodes) while the others train on
+# and it heals from them; a group's own step ends all of that group's tasks when one fails
+# (--kill-on-bad-exit=1). The restarts share recovery.in_job's budget (5 within
+# 3600s) and never start a new generation (that would fence the groups that went on).
 export LAUNCHER_IN_JOB_RESTARTS=0
 _launcher_in_job_history=
-while :; do
-srun --kill-on-bad-exit=0 --ntasks-per-node=1 --ntasks=4 \
-  bash -c '_launcher_node_env; export LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$(( LAUNCHER_NODE_RANK * 1 + SLURM_LOCALID ))"; _launcher_replica_group; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
-_launcher_step=$!
-while :; do
-  wait "$_launcher_step"; rc=$?
-  kill -0 "$_launcher_step" 2>/dev/null || break   # a trap interrupted wait: keep waiting
+_launcher_replica_groups() {  # one line per replica group: its hosts in rank order, comma-separated
+  local h e b prev= line=
+  for h in ${LAUNCHER_NODE_HOSTS//,/ }; do
+    e=" ${LAUNCHER_NODE_ORDER:-} "; e="${e#* "$h"=}"; e="${e%% *}"
+    case "$e" in *:*:*) b="${e#*:}"; b="${b%:*}" ;; *) b= ;; esac
+    if [ -n "$line" ] && { [ -z "$b" ] || [ "$b" != "$prev" ]; }; then echo "$line"; line=; fi
+    line="${line:+$line,}$h"; prev=$b
+  done
+  [ -z "$line" ] || echo "$line"
+}
+mapfile -t _launcher_group_hosts < <(_launcher_replica_groups)
+_launcher_groups=$(_launcher_replica_groups | wc -l)
+_launcher_group_pids=()
+_launcher_start_group() {  # $1: the group's id
+  local hosts="${_launcher_group_hosts[$1]}" n
+  n=$(( $(printf '%s' "$hosts" | tr -cd , | wc -c) + 1 ))
+  echo "launcher: replica group $1 of $_launcher_groups on $hosts" >&2
+  REPLICA_GROUP_ID=$1 NUM_REPLICA_GROUPS=$_launcher_groups LAUNCHER_REPLICA_GROUP_HOSTS="$hosts" \
+  srun --kill-on-bad-exit=1 --nodes="$n" --nodelist="$hosts" \
+    --ntasks-per-node=1 --ntasks=$(( n * 1 )) \
+    bash -c '_launcher_node_env; export LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$(( LAUNCHER_NODE_RANK * 1 + SLURM_LOCALID ))"; _launcher_replica_group; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
+  _launcher_group_pids[$1]=$!
+}
+for _launcher_g in "${!_launcher_group_hosts[@]}"; do _launcher_start_group "$_launcher_g"; done
+rc=0
+while [ -n "${_launcher_group_pids[*]}" ]; do   # until every group's step ended
+  _launcher_done=
+  wait -n -p _launcher_done "${_launcher_group_pids[@]}"; _launcher_rc=$?
+  [ -n "$_launcher_done" ] || continue   # a trap interrupted wait: keep waiting
+  for _launcher_g in "${!_launcher_group_pids[@]}"; do [ "${_launcher_group_pids[$_launcher_g]}" != "$_launcher_done" ] || break; done
+  unset "_launcher_group_pids[$_launcher_g]"
+  echo "launcher: replica group $_launcher_g's step exited with $_launcher_rc" >&2
+  case "$_launcher_rc" in
+    0) continue ;;
+    75|93) [ "$rc" -ne 0 ] || rc=$_launcher_rc; continue ;;
+  esac
+  if [ "$rc" -eq 0 ] && [ -z "$_launcher_noticed$_launcher_ending" ] && _launcher_next="$(python3 /state/jobs/basic-abc123/launcher_job.pyz in-job-restart --rc "$_launcher_rc" --history "$_launcher_in_job_history" --max-restarts 5 --window 3600 --rejoin-group "$_launcher_g")"; then
+    eval "$_launcher_next"
+    echo "launcher: in-job restart $LAUNCHER_IN_JOB_RESTARTS of $LAUNCHER_JOB_ID after exit $_launcher_rc: replica group $_launcher_g restarts and rejoins" >&2
+    _launcher_start_group "$_launcher_g"
+    continue
+  fi
+  # given up (or the job is ending): the job's exit is this group's, and the other groups' steps end
+  [ "$rc" -ne 0 ] || rc=$_launcher_rc
+  for _launcher_p in "${_launcher_group_pids[@]}"; do kill -TERM "$_launcher_p" 2>/dev/null; done
 done
-# a trap that interrupted the last wait hid the exit status (128+signal) of a run that ended
-# meanwhile (it saved on the notice and exited 75 at once): bash still has it
-if [ "$rc" -gt 128 ]; then wait "$_launcher_step" 2>/dev/null; _launcher_rc=$?; [ "$_launcher_rc" -eq 127 ] || rc=$_launcher_rc; fi
 echo "launcher: run exited with $rc" >&2
 # A run that Slurm already restarted elsewhere (its node was cut off) must not report
 # its exit: when the node reconnects, slurmctld takes that report as the end of the job
@@ -160,17 +210,6 @@ while :; do
   [ "$_launcher_restarts" -gt "${SLURM_RESTART_COUNT:-0}" ] || break
   echo "launcher: this run was superseded by restart $_launcher_restarts; waiting to be cleaned up" >&2
   sleep 30
-done
-  # in-job recovery (recovery.in_job, docs/in-job-recovery.md): a step that failed is rerun in
-  # this allocation from the nearest committed checkpoint, up to 5 times
-  # within 3600s; never after a cancel or a notice, nor for exit 0, 75 (requeue me) or 93 (do not restart)
-  case "$rc" in 0|75|93) break ;; esac
-  [ -z "$_launcher_noticed$_launcher_ending" ] || break
-  if ! _launcher_next="$(python3 /state/jobs/basic-abc123/launcher_job.pyz in-job-restart --rc "$rc" --history "$_launcher_in_job_history" --max-restarts 5 --window 3600)"; then
-    break
-  fi
-  eval "$_launcher_next"
-  echo "launcher: in-job restart $LAUNCHER_IN_JOB_RESTARTS of $LAUNCHER_JOB_ID after exit $rc: generation $LAUNCHER_GENERATION resuming from ${LAUNCHER_RESUME_FROM:-<fresh start>}" >&2
 done
 # Exit 75: the run saved on a notice and asks to be restarted. When no notice reached this
 # shell (Slurm signalled the step alone, e.g. `scancel --signal=TERM` of the steps, or, seen in

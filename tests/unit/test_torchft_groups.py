@@ -1,0 +1,160 @@
+"""recovery.in_job kind torchft on Slurm: a step per replica group, and a group restarted alone
+(``in-job-restart --rejoin-group``) in the generation the other groups go on writing under. The
+rendered shell functions run in bash; the job-side command on a real checkpoint root; how status
+(events) and report (counts) read a group's restart."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+
+from launcher.backend.sections import spec_from_text
+from launcher.checkpoint import open_store, read_generations
+from launcher.jobside.cli import main as jobside_main
+from launcher.recovery.injob import event_detail, restarts_by_attempt
+from launcher.report import AttemptIn, History, Save, account
+
+BASE = "name: t\nrun: python3 train.py\ncheckpoint: {root: /ck}\nresources: {nodes: 4}\n"
+TORCHFT = "recovery: {in_job: {kind: torchft, max_restarts: 2, window: 1h, min_replicas: 1}}\n"
+
+
+def _render() -> str:
+    from tests.unit.test_in_job import _render as render
+
+    return render("slurm", BASE + TORCHFT)
+
+
+def _function(text: str, name: str) -> str:
+    start = text.index(f"{name}() {{")
+    return text[start:text.index("\n}\n", start) + 3]
+
+
+def _bash(code: str, env: dict) -> str:
+    return subprocess.run(["bash", "-uc", code], env={"PATH": "/usr/bin:/bin", **env}, capture_output=True,
+                          text=True, check=True).stdout
+
+
+def test_the_nodes_split_into_replica_groups_in_rank_order_by_block_and_else_one_per_node():
+    fn = _function(_render(), "_launcher_replica_groups")
+    # ranks 0..3 are node3, node1 (blockA) and node4, node2 (blockB): hostname order would cross blocks
+    order = "node1=1:blockA:2 node2=3:blockB:2 node3=0:blockA:2 node4=2:blockB:2"
+    assert _bash(fn + "_launcher_replica_groups", {"LAUNCHER_NODE_HOSTS": "node3,node1,node4,node2",
+                                                   "LAUNCHER_NODE_ORDER": order}).split() == [
+        "node3,node1", "node4,node2"]
+    assert _bash(fn + "_launcher_replica_groups", {"LAUNCHER_NODE_HOSTS": "a,b,c",
+                                                   "LAUNCHER_NODE_ORDER": ""}).split() == ["a", "b", "c"]
+    assert _bash(fn + "_launcher_replica_groups", {"LAUNCHER_NODE_HOSTS": "a"}).split() == ["a"]
+
+
+@pytest.mark.parametrize("node,local,want", [
+    ("node4", "0", {"MASTER_ADDR": "node2", "MASTER_PORT": "20002", "PET_NODE_RANK": "1", "PET_NNODES": "2",
+                    "LAUNCHER_GROUP_RANK": "2", "LAUNCHER_GROUP_WORLD_SIZE": "4"}),
+    ("node2", "1", {"MASTER_ADDR": "node2", "MASTER_PORT": "20002", "PET_NODE_RANK": "0", "PET_NNODES": "2",
+                    "LAUNCHER_GROUP_RANK": "1", "LAUNCHER_GROUP_WORLD_SIZE": "4"}),
+])
+def test_each_task_gets_its_replica_groups_own_torch_distributed_world(node, local, want):
+    """A replica group is a torch.distributed world of its own: its first node, a port of its own,
+    and ranks counted within it (2 tasks per node here); the group's id comes from its step."""
+    fn = _function(_render(), "_launcher_replica_group")
+    env = {"SLURMD_NODENAME": node, "MASTER_ADDR": "node9", "MASTER_PORT": "20000", "LAUNCHER_TASKS_PER_NODE": "2",
+           "LAUNCHER_LOCAL_RANK": local, "LAUNCHER_NODE_RANK": "3", "LAUNCHER_NUM_NODES": "4",
+           "REPLICA_GROUP_ID": "1", "NUM_REPLICA_GROUPS": "2", "LAUNCHER_REPLICA_GROUP_HOSTS": "node2,node4"}
+    names = ["REPLICA_GROUP_ID", "NUM_REPLICA_GROUPS", *want]
+    out = _bash(fn + "_launcher_replica_group; " + "; ".join(f'echo "{n}=${n}"' for n in names), env)
+    assert dict(line.split("=", 1) for line in out.split()) == {"REPLICA_GROUP_ID": "1", "NUM_REPLICA_GROUPS": "2",
+                                                                  **want}
+
+
+def test_without_a_groups_step_the_job_wide_world_is_left_alone():
+    """On local (one node, one group, no step per group) MASTER_ADDR and MASTER_PORT stay the job's."""
+    fn = _function(_render(), "_launcher_replica_group")
+    out = _bash(fn + '_launcher_replica_group; echo "$REPLICA_GROUP_ID $MASTER_ADDR $MASTER_PORT"',
+                {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "20000", "LAUNCHER_NODE_RANK": "0",
+                 "LAUNCHER_NUM_NODES": "1", "LAUNCHER_NODE_BLOCK": ""})
+    assert out.split() == ["0", "127.0.0.1", "20000"]
+
+
+def test_the_script_runs_and_restarts_each_group_as_a_step_of_its_own():
+    text = _render()
+    assert 'srun --kill-on-bad-exit=1 --nodes="$n" --nodelist="$hosts"' in text
+    assert '--rejoin-group "$_launcher_g"' in text
+    assert "wait -n -p _launcher_done" in text
+    subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+
+
+# ---- the job-side command on a real root
+def _run(argv, monkeypatch, **env):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        rc = jobside_main(argv)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _exports(text: str) -> dict:
+    import shlex
+
+    return dict(shlex.split(line)[1].split("=", 1) for line in text.splitlines() if line.startswith("export "))
+
+
+def test_a_group_restart_is_recorded_in_its_generation_and_starts_none(tmp_path, monkeypatch):
+    root = tmp_path / "ck"
+    rc, out, _ = _run(["resume-env", "--attempt-hint", "1"], monkeypatch, LAUNCHER_CKPT_ROOT=str(root),
+                      LAUNCHER_JOB_ID="j1", LAUNCHER_NODE_FACTS="0")
+    assert rc == 0 and _exports(out)["LAUNCHER_GENERATION"] == "1"
+    monkeypatch.setenv("LAUNCHER_GENERATION", "1")
+    argv = ["in-job-restart", "--rc", "137", "--max-restarts", "2", "--window", "3600", "--rejoin-group", "1"]
+    rc, out, err = _run(argv, monkeypatch)
+    assert rc == 0, err
+    ex = _exports(out)
+    # no new generation (it would fence the groups that trained on), no resume: the group heals from them
+    assert set(ex) == {"LAUNCHER_IN_JOB_RESTARTS", "_launcher_in_job_history"} and ex["LAUNCHER_IN_JOB_RESTARTS"] == "1"
+    gens = read_generations(open_store(str(root)))
+    assert gens.generation == 1
+    (r,) = gens.record(1)["rejoins"]
+    assert (r["group"], r["restart"], r["exit"], r["committed_step"]) == (1, 1, 137, -1) and r["failed_at"]
+    assert "replica group 1 restarts in generation 1" in err
+    # group 0 next: the shared budget (2 within the window) allows it, then gives up
+    rc, out, _ = _run(argv[:-1] + ["0", "--history", ex["_launcher_in_job_history"]], monkeypatch)
+    assert rc == 0 and _exports(out)["LAUNCHER_IN_JOB_RESTARTS"] == "2"
+    rc, out, err = _run(argv + ["--history", _exports(out)["_launcher_in_job_history"]], monkeypatch)
+    assert rc == 1 and out == "" and "gives up" in err
+    assert [x["group"] for x in read_generations(open_store(str(root))).record(1)["rejoins"]] == [1, 0]
+
+
+def test_a_group_restart_needs_the_generation_it_belongs_to(tmp_path, monkeypatch):
+    _run(["resume-env"], monkeypatch, LAUNCHER_CKPT_ROOT=str(tmp_path / "ck"), LAUNCHER_JOB_ID="j1",
+         LAUNCHER_NODE_FACTS="0")
+    monkeypatch.delenv("LAUNCHER_GENERATION", raising=False)
+    monkeypatch.delenv("LAUNCHER_ATTEMPT", raising=False)
+    rc, out, err = _run(["in-job-restart", "--rc", "1", "--max-restarts", "2", "--window", "60", "--rejoin-group", "0"],
+                        monkeypatch)
+    assert rc == 1 and out == "" and "LAUNCHER_GENERATION" in err
+    assert "rejoins" not in read_generations(open_store(str(tmp_path / "ck"))).record(1)
+
+
+# ---- how status and report read them
+def test_a_groups_restart_is_an_in_job_restart_event_of_its_attempt_with_its_group():
+    hist = [{"generation": 1, "job_id": "j", "attempt": 1, "resume_step": -1,
+             "rejoins": [{"group": 1, "restart": 1, "exit": 137, "failed_at": "2026-12-07T10:00:05Z"}]},
+            {"generation": 2, "job_id": "j", "attempt": 1, "resume_step": 8,
+             "in_job": {"restart": 2, "exit": 1, "previous_generation": 1, "failed_at": "2026-12-07T10:01:00Z"},
+             "rejoins": [{"group": 0, "restart": 3, "exit": 1, "failed_at": "2026-12-07T10:02:00Z"}]}]
+    got = restarts_by_attempt("j", [1], hist)[1]
+    assert [(h["generation"], h["in_job"]["restart"]) for h in got] == [(1, 1), (2, 2), (2, 3)]
+    assert event_detail(1, got[0]) == {"attempt": 1, "restart": 1, "exit": 137, "failed_at": "2026-12-07T10:00:05Z",
+                                       "generation": 1, "resume_step": None, "resume_tier": None, "group": 1}
+    assert "group" not in event_detail(1, got[1])
+
+
+def test_a_groups_restart_counts_as_an_in_job_restart_and_takes_no_wall_time_of_its_own():
+    a = AttemptIn(1, "COMPLETED", queued=1000, started=1005, ended=1050, program_start=1010,
+                  saves=[Save(1044, 1045, 20, True)], resume_step=-1, group_restarts=2)
+    acc = account(History("j", t0=1000, now=5000, attempts=[a]))
+    assert acc.attempts[0].in_job_restarts == 2
+    assert acc.totals["in_job_restart"] == 0 and acc.totals["lost_work"] == 0
+    assert sum(acc.totals.values()) == pytest.approx(acc.wall_s)
