@@ -180,10 +180,15 @@ _launcher_start_group() {  # $1: the group's id
 for _launcher_g in "${!_launcher_group_hosts[@]}"; do _launcher_start_group "$_launcher_g"; done
 rc=0
 while [ -n "${_launcher_group_pids[*]}" ]; do   # until every group's step ended
+  # `wait -n` (bash 4.3+: RHEL 8 has 4.4, so no `-p`) reaps one child; the group whose srun is gone
+  # is the one it reaped (one that ended since is a zombie until reaped, and kill -0 still reaches it)
+  wait -n; _launcher_rc=$?
   _launcher_done=
-  wait -n -p _launcher_done "${_launcher_group_pids[@]}"; _launcher_rc=$?
-  [ -n "$_launcher_done" ] || continue   # a trap interrupted wait: keep waiting
-  for _launcher_g in "${!_launcher_group_pids[@]}"; do [ "${_launcher_group_pids[$_launcher_g]}" != "$_launcher_done" ] || break; done
+  for _launcher_g in "${!_launcher_group_pids[@]}"; do
+    kill -0 "${_launcher_group_pids[$_launcher_g]}" 2>/dev/null || { _launcher_done=$_launcher_g; break; }
+  done
+  [ -n "$_launcher_done" ] || continue   # a trap interrupted wait, or the lighthouse ended: keep waiting
+  _launcher_g=$_launcher_done
   unset "_launcher_group_pids[$_launcher_g]"
   echo "launcher: replica group $_launcher_g's step exited with $_launcher_rc" >&2
   case "$_launcher_rc" in
