@@ -23,6 +23,6 @@ __all__ = [
     "AlreadyCommitted", "CheckpointError", "Conflict", "ManifestError", "RootUnavailable", "Superseded", "UnsafePath",
     "Entry", "Generations", "LocalStore", "S3Store",
     "attempt_key", "build_manifest", "bump_generation", "check_fence", "commit", "gc", "is_s3", "latest",
-    "open_store", "parse_manifest", "parse_step_dir", "plan_gc", "read_attempt", "read_generations", "record_rejoin", "scan",
-    "start_generation", "step_dir", "write_attempt",
+    "open_store", "parse_manifest", "parse_step_dir", "plan_gc", "read_attempt", "read_generations", "record_rejoin",
+    "scan", "start_generation", "step_dir", "write_attempt",
 ]

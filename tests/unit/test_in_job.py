@@ -311,7 +311,7 @@ def test_torchft_renders_its_lighthouse_and_each_tasks_replica_group(backend_nam
     if backend_name == "slurm":
         # a step per replica group, restarted alone in the same generation; one dead task ends its group's step
         assert 'srun --kill-on-bad-exit=1 --nodes="$n" --nodelist="$hosts"' in text
-        assert '--rejoin-group "$_launcher_g"' in text and "--kill-on-bad-exit=0" not in text
+        assert '--rejoin-group "$1"' in text and "--kill-on-bad-exit=0" not in text
 
 
 @pytest.mark.parametrize("backend_name", ["local", "slurm"])

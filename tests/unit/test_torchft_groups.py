@@ -80,8 +80,9 @@ def test_without_a_groups_step_the_job_wide_world_is_left_alone():
 def test_the_script_runs_and_restarts_each_group_as_a_step_of_its_own():
     text = _render()
     assert 'srun --kill-on-bad-exit=1 --nodes="$n" --nodelist="$hosts"' in text
-    assert '--rejoin-group "$_launcher_g"' in text
-    assert "wait -n; " in text and "wait -n -p" not in text  # bash 4.3+ (RHEL 8's 4.4): no -p
+    assert '--rejoin-group "$1"' in text
+    # which child `wait -n` reaped is unknown before bash 5.1 (RHEL 8 has 4.4): each group's pid is waited for
+    assert "\n  wait -n" not in text and "; wait -n" not in text
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
 
 
@@ -158,3 +159,90 @@ def test_a_groups_restart_counts_as_an_in_job_restart_and_takes_no_wall_time_of_
     assert acc.attempts[0].in_job_restarts == 2
     assert acc.totals["in_job_restart"] == 0 and acc.totals["lost_work"] == 0
     assert sum(acc.totals.values()) == pytest.approx(acc.wall_s)
+
+
+# ---- the script's supervision of the groups' steps, run in bash with srun and the helper stubbed
+STUBS = r'''
+_launcher_node_env() { export LAUNCHER_NODE_RANK=0; }
+export -f _launcher_node_env
+srun() {  # the group's tasks, one per --nodelist host, as a step: TERM is passed on to them, and the
+  # first task that fails ends the others (--kill-on-bad-exit=1); its status is the step's
+  local hosts="" a pids=() rc=0 r i
+  for a in "$@"; do case "$a" in --nodelist=*) hosts="${a#--nodelist=}" ;; esac; done
+  trap 'kill -TERM "${pids[@]}" 2>/dev/null' TERM
+  for h in ${hosts//,/ }; do SLURMD_NODENAME=$h SLURM_LOCALID=0 bash -c "${@: -1}" >/dev/null 2>&1 & pids+=($!); done
+  while [ -n "${pids[*]}" ]; do
+    sleep 0.05
+    for i in "${!pids[@]}"; do
+      ! kill -0 "${pids[$i]}" 2>/dev/null || continue
+      wait "${pids[$i]}"; r=$?; unset "pids[$i]"
+      [ "$r" -eq 0 ] || [ "$rc" -ne 0 ] || { rc=$r; kill -TERM "${pids[@]}" 2>/dev/null; }
+    done
+  done
+  return $rc
+}
+python3() {  # the job-side helper: in-job-restart allows MAX restarts, then gives up
+  local n=$(( ${LAUNCHER_IN_JOB_RESTARTS:-0} + 1 ))
+  [ "$n" -le "$STUB_MAX" ] || return 1
+  echo "$*" >> "$OUT/helper"
+  echo "export LAUNCHER_IN_JOB_RESTARTS=$n _launcher_in_job_history=x"
+}
+'''
+# each task: logs its start, then exits as the file FAIL-<group>-<host> says (once per line), else 0
+# after a sleep that a TERM ends with it
+RUN = r'''echo "start $REPLICA_GROUP_ID $SLURMD_NODENAME $MASTER_ADDR $MASTER_PORT" >> "$OUT/log"
+f="$OUT/FAIL-$REPLICA_GROUP_ID-$SLURMD_NODENAME"
+if [ -s "$f" ]; then rc=$(head -1 "$f"); sed -i 1d "$f"; exit "$rc"; fi
+s=; trap '[ -z "$s" ] || kill "$s"; exit 143' TERM
+sleep "${STUB_SLEEP:-0.3}" & s=$!; wait $s || exit 143; echo "done $REPLICA_GROUP_ID $SLURMD_NODENAME" >> "$OUT/log"'''
+
+
+def _supervise(tmp_path, fails: dict, max_restarts: int, sleep: float = 0.3):
+    text = _render()
+    body = (_function(text, "_launcher_replica_group") + "export -f _launcher_replica_group\n"
+            + text[text.index("_launcher_replica_groups() {"):text.index('echo "launcher: run exited with $rc" >&2')])
+    for (group, host), codes in fails.items():
+        (tmp_path / f"FAIL-{group}-{host}").write_text("".join(f"{c}\n" for c in codes))
+    script = (STUBS + "_launcher_noticed= _launcher_ending=\nexport LAUNCHER_IN_JOB_RESTARTS=0\n" + body
+              + 'echo "rc=$rc"\n')
+    env = {"PATH": "/usr/bin:/bin", "OUT": str(tmp_path), "STUB_MAX": str(max_restarts), "STUB_SLEEP": str(sleep),
+           "LAUNCHER_NODE_HOSTS": "n1,n2,n3,n4", "LAUNCHER_NODE_ORDER": "n1=0:b1:2 n2=1:b1:2 n3=2:b2:2 n4=3:b2:2",
+           "MASTER_PORT": "20000", "MASTER_ADDR": "n1", "LAUNCHER_TASKS_PER_NODE": "1", "LAUNCHER_NUM_NODES": "4",
+           "LAUNCHER_RUN": RUN, "LAUNCHER_JOB_ID": "t-1"}
+    p = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    log = (tmp_path / "log").read_text().splitlines()
+    return p, log
+
+
+def test_a_failed_group_is_restarted_alone_and_the_job_ends_when_every_group_is_done(tmp_path):
+    p, log = _supervise(tmp_path, {(1, "n4"): [137]}, max_restarts=2)
+    assert p.stdout.strip().endswith("rc=0"), p.stdout + p.stderr
+    starts = [line.split()[1:] for line in log if line.startswith("start")]
+    # group 0 (n1, n2) started once; group 1 (n3, n4) twice, each time its own world: n3, port 20002
+    assert sorted(s[:2] for s in starts) == [["0", "n1"], ["0", "n2"], ["1", "n3"], ["1", "n3"], ["1", "n4"],
+                                             ["1", "n4"]]
+    assert {tuple(s[2:]) for s in starts if s[0] == "1"} == {("n3", "20002")}
+    assert {tuple(s[2:]) for s in starts if s[0] == "0"} == {("n1", "20001")}
+    assert sorted(line for line in log if line.startswith("done")) == [
+        "done 0 n1", "done 0 n2", "done 1 n3", "done 1 n4"]
+    assert "--rejoin-group 1" in (tmp_path / "helper").read_text()
+    assert "replica group 1 restarts and rejoins" in p.stderr
+
+
+def test_when_the_budget_is_spent_the_other_groups_end_and_the_job_exits_with_the_failed_groups_status(tmp_path):
+    # group 1 fails three times; 2 restarts allowed; group 0 would run 30 s: it is ended instead
+    p, log = _supervise(tmp_path, {(1, "n3"): [1, 1, 7]}, max_restarts=2, sleep=30)
+    assert p.stdout.strip().endswith("rc=7"), p.stdout + p.stderr
+    assert [line.split()[1] for line in log if line.startswith("start")].count("1") == 6  # 3 runs of 2 nodes
+    assert not [line for line in log if line.startswith("done 0")]  # group 0 was ended, not waited for 30 s
+    assert (tmp_path / "helper").read_text().count("--rejoin-group 1") == 2
+
+
+def test_exit_75_and_93_are_never_restarted_in_the_job(tmp_path):
+    for code in (75, 93):
+        out = tmp_path / str(code)
+        out.mkdir()
+        p, log = _supervise(out, {(0, "n2"): [code]}, max_restarts=5)
+        assert p.stdout.strip().endswith(f"rc={code}"), p.stdout + p.stderr
+        assert not (out / "helper").exists()
+        assert [line.split()[1] for line in log if line.startswith("start")].count("0") == 2

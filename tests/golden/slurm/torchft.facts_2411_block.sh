@@ -177,33 +177,36 @@ _launcher_start_group() {  # $1: the group's id
     bash -c '_launcher_node_env; export LAUNCHER_LOCAL_RANK="$SLURM_LOCALID" LAUNCHER_RANK="$(( LAUNCHER_NODE_RANK * 1 + SLURM_LOCALID ))"; _launcher_replica_group; trap "" USR1; exec bash -c "$LAUNCHER_RUN"' &
   _launcher_group_pids[$1]=$!
 }
+_launcher_group_ended() {  # $1: the group, $2: its step's exit status; sets rc when the job must end
+  echo "launcher: replica group $1's step exited with $2" >&2
+  case "$2" in
+    0) return 0 ;;
+    75|93) [ "$rc" -ne 0 ] || rc=$2; return 0 ;;
+  esac
+  if [ "$rc" -eq 0 ] && [ -z "$_launcher_noticed$_launcher_ending" ] && _launcher_next="$(python3 /state/jobs/basic-abc123/launcher_job.pyz in-job-restart --rc "$2" --history "$_launcher_in_job_history" --max-restarts 5 --window 3600 --rejoin-group "$1")"; then
+    eval "$_launcher_next"
+    echo "launcher: in-job restart $LAUNCHER_IN_JOB_RESTARTS of $LAUNCHER_JOB_ID after exit $2: replica group $1 restarts and rejoins" >&2
+    _launcher_start_group "$1"
+    return 0
+  fi
+  # given up (or the job is ending): the job's exit is this group's, and the other groups' steps end
+  [ "$rc" -ne 0 ] || rc=$2
+  local p
+  for p in "${_launcher_group_pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+}
 for _launcher_g in "${!_launcher_group_hosts[@]}"; do _launcher_start_group "$_launcher_g"; done
 rc=0
 while [ -n "${_launcher_group_pids[*]}" ]; do   # until every group's step ended
-  # `wait -n` (bash 4.3+: RHEL 8 has 4.4, so no `-p`) reaps one child; the group whose srun is gone
-  # is the one it reaped (one that ended since is a zombie until reaped, and kill -0 still reaches it)
-  wait -n; _launcher_rc=$?
-  _launcher_done=
+  # Every second, each group whose srun ended is waited for by its pid. Not `wait -n`: bash reaps
+  # its children as they end, so which one `wait -n` returned cannot be told before bash 5.1's -p
+  # (RHEL 8 has 4.4). A trap (notice, TERM) cuts the second short.
+  sleep 1 & wait $! 2>/dev/null
   for _launcher_g in "${!_launcher_group_pids[@]}"; do
-    kill -0 "${_launcher_group_pids[$_launcher_g]}" 2>/dev/null || { _launcher_done=$_launcher_g; break; }
+    ! kill -0 "${_launcher_group_pids[$_launcher_g]}" 2>/dev/null || continue
+    wait "${_launcher_group_pids[$_launcher_g]}"; _launcher_rc=$?
+    unset "_launcher_group_pids[$_launcher_g]"
+    _launcher_group_ended "$_launcher_g" "$_launcher_rc"
   done
-  [ -n "$_launcher_done" ] || continue   # a trap interrupted wait, or the lighthouse ended: keep waiting
-  _launcher_g=$_launcher_done
-  unset "_launcher_group_pids[$_launcher_g]"
-  echo "launcher: replica group $_launcher_g's step exited with $_launcher_rc" >&2
-  case "$_launcher_rc" in
-    0) continue ;;
-    75|93) [ "$rc" -ne 0 ] || rc=$_launcher_rc; continue ;;
-  esac
-  if [ "$rc" -eq 0 ] && [ -z "$_launcher_noticed$_launcher_ending" ] && _launcher_next="$(python3 /state/jobs/basic-abc123/launcher_job.pyz in-job-restart --rc "$_launcher_rc" --history "$_launcher_in_job_history" --max-restarts 5 --window 3600 --rejoin-group "$_launcher_g")"; then
-    eval "$_launcher_next"
-    echo "launcher: in-job restart $LAUNCHER_IN_JOB_RESTARTS of $LAUNCHER_JOB_ID after exit $_launcher_rc: replica group $_launcher_g restarts and rejoins" >&2
-    _launcher_start_group "$_launcher_g"
-    continue
-  fi
-  # given up (or the job is ending): the job's exit is this group's, and the other groups' steps end
-  [ "$rc" -ne 0 ] || rc=$_launcher_rc
-  for _launcher_p in "${_launcher_group_pids[@]}"; do kill -TERM "$_launcher_p" 2>/dev/null; done
 done
 echo "launcher: run exited with $rc" >&2
 # A run that Slurm already restarted elsewhere (its node was cut off) must not report
