@@ -45,7 +45,7 @@ from launcher_backends.slurm.queue import (SINFO_NODES_FORMAT, SQUEUE_JOBS_FORMA
                                           estimate_queue_wait)
 from launcher_backends.slurm.render import HELPER_NAME, render_sbatch
 from launcher_backends.slurm.retry import retry_unstarted
-from launcher_backends.slurm.states import parse_scontrol_oneliners, requeued_run
+from launcher_backends.slurm.states import parse_scontrol_oneliners, requeued_run, run_state
 from launcher_backends.slurm.status_io import history, statuses
 from launcher_backends.slurm.submitting import PendingSubmit, raiser
 from launcher_backends.slurm.times import epoch
@@ -324,8 +324,9 @@ class SlurmBackend(PricedByModules):
         recs = self._history([handle.native_id]).get(handle.native_id, [])
         if not recs:
             return self._requeue_history(handle)
-        return [{"state": x["State"].split()[0], "nodes": x.get("NodeList", ""), "start": epoch(x.get("Start")),
-                 "end": epoch(x.get("End")), "exit_code": x.get("ExitCode")} for x in recs]
+        return [{"state": run_state(x["State"], epoch(x.get("End")) is not None), "nodes": x.get("NodeList", ""),
+                 "start": epoch(x.get("Start")), "end": epoch(x.get("End")), "exit_code": x.get("ExitCode")}
+                for x in recs]
 
     @classmethod
     def run_of(cls, scheduler: dict) -> Optional[tuple[str, int]]:

@@ -151,6 +151,22 @@ def hostnames(expr: str) -> set:
     return names
 
 
+# Accounting records a run when it ends, with the job's state at that moment: slurmdbd's sacct
+# says REQUEUED for a run that ended in a requeue, but the jobcomp file (`sacct -c`, a cluster
+# without slurmdbd) says PENDING, the state the requeue left the job in (measured on 22.05 for a
+# job that requeued itself with `scontrol requeue` after a notice). A run that ended waiting is
+# no such thing: it was requeued.
+_WAITING = frozenset({"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "RESV_DEL_HOLD"})
+
+
+def run_state(state: str, ended: bool) -> str:
+    """The state of one run of a job from its accounting record (STATE: sacct's ``State``, e.g.
+    ``CANCELLED by 0``); ENDED: the record has an end. A run that ended in a waiting state is
+    REQUEUED (see _WAITING); others as recorded (a run still queued or running too)."""
+    name = (state or "").split()[0].rstrip("+") if (state or "").strip() else ""
+    return "REQUEUED" if ended and name in _WAITING else name
+
+
 def requeued_run(job: dict, down_text: str, log_text: str = "", window: float = 5) -> dict:
     """What ended a requeued job's last run, from what any user may read when Slurm keeps no
     accounting they can see (no slurmdbd; the jobcomp file is root-only). At a requeue

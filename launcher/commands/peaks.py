@@ -22,7 +22,7 @@ fallback to a similar part. Every figure is dense (no structured sparsity).
 @click.command("peaks", help=_HELP, short_help="The accelerator peak table MFU is measured against.")
 @click.argument("name", required=False)
 @click.option("--precision", default="bf16", show_default=True,
-              type=click.Choice(["tf32", "bf16", "fp16", "fp8", "int8"], case_sensitive=False),
+              type=click.Choice(["fp32", "tf32", "bf16", "fp16", "fp8", "int8"], case_sensitive=False),
               help="With NAME: the precision of the peak to show.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context

@@ -88,6 +88,20 @@ def attempt_cost(h: Handle, st, now: Optional[float] = None) -> Optional[float]:
     return round(float(hourly) * max(0.0, end - start) / 3600.0, 6)
 
 
+def restarted_run(run: dict, backend: str, n: int) -> dict:
+    """Pure: the fields of attempt N's row once its scheduler restarted it in place as attempt
+    N + 1. RUN: that run's record in the scheduler's per-run history ({} when it keeps none):
+    how it ended (REQUEUED when the record does not say) and, where the record dates it, when it
+    started and ended, so every view shows the run over (not a row still waiting or running)."""
+    fields = dict(state=run.get("state") or "REQUEUED", reason=f"restarted by {backend} as attempt {n + 1}",
+                  native_state=run.get("state", ""))
+    for key, col in (("start", "started"), ("end", "ended")):
+        t = run.get(key)
+        if isinstance(t, (int, float)) and not isinstance(t, bool):
+            fields[col] = float(t)
+    return fields
+
+
 def _follow_restarts(app: AppContext, row, h: Handle, st, attempts=None) -> Handle:
     """A scheduler that restarts a job in place (Slurm requeue) keeps its native id: each
     restart becomes a new attempt row, and the finished run's own state (PREEMPTED,
@@ -111,9 +125,7 @@ def _follow_restarts(app: AppContext, row, h: Handle, st, attempts=None) -> Hand
             history = []
     for n in range(h.attempt, current):
         run = history[n - first] if n - first < len(history) else {}
-        app.store.update_attempt(row.job_id, n, state=run.get("state") or "REQUEUED",
-                                 reason=f"restarted by {h.backend} as attempt {n + 1}",
-                                 native_state=run.get("state", ""))
+        app.store.update_attempt(row.job_id, n, **restarted_run(run, h.backend, n))
         nh = dataclasses.replace(h, attempt=n + 1)
         if app.store.add_restart(row.job_id, n + 1, row.target, nh.to_json(), h.native_id, st.state.value,
                                  st.reason):  # another watcher may have recorded this restart already

@@ -24,7 +24,7 @@ from typing import Optional
 
 from launcher.core.errors import LauncherError
 
-PRECISIONS = ("tf32", "bf16", "fp16", "fp8", "int8")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 DEFAULT_PRECISION = "bf16"
 _TABLE = Path(__file__).with_name("peaks.json")
 

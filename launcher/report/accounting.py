@@ -439,10 +439,16 @@ def drain_lag(outs) -> dict:
 
 
 def _billable(a: AttemptIn, started: float, end: float) -> float:
-    # billed from the scheduler's own start (not clamped to the previous attempt's last sign
-    # of life, which only moves the category boundaries), to the attempt's end
+    """The allocation time the attempt is charged for: the scheduler's own start and end of the
+    run where it recorded both (what a site bills). Neither is clamped to a neighbour: a job-side
+    sign of life past the scheduler's end (whose times are whole seconds on Slurm, so up to 1 s
+    early) moves category boundaries, not the bill. Without both, from its start (else its
+    program's) to the attempt's END (now, for one still running)."""
     raw_start = a.started if a.started is not None else a.program_start
-    return max(0.0, end - (raw_start if raw_start is not None else started))
+    if raw_start is None:
+        raw_start = started
+    raw_end = a.ended if a.ended is not None and a.started is not None else end
+    return max(0.0, raw_end - raw_start)
 
 
 def _attempt_cost(a: AttemptIn, billable: float) -> tuple[Optional[float], str]:

@@ -16,7 +16,8 @@ up to its latest reported or committed step. Those are exactly the steps whose t
 * ``mfu`` = kept FLOPs / (peak x accelerators x useful compute seconds): how well the program
   used the accelerators while it computed what was kept;
 * ``effective_mfu`` = kept FLOPs / (peak x accelerators x paid seconds), paid = the allocation
-  time of every attempt (``AttemptOut.billable_s``, what cost is charged for);
+  time of every attempt (``AttemptOut.billable_s``, what cost is charged for: the scheduler's
+  start to end of each run);
 * ``useful_share`` = useful compute / paid seconds; so effective_mfu = mfu x useful_share
   exactly (``goodput`` is useful compute / wall time, queue wait included).
 

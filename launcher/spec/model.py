@@ -43,7 +43,7 @@ def _positive_size(v):
 
 
 Duration = Annotated[Optional[int], BeforeValidator(_duration)]
-Precision = Literal["tf32", "bf16", "fp16", "fp8", "int8"]  # launcher.plan.peaks.PRECISIONS
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"]  # launcher.plan.peaks.PRECISIONS
 # where 0 would be silently dropped (no directive) or divide by zero, it is refused
 PositiveDuration = Annotated[Optional[int], BeforeValidator(_duration), AfterValidator(_positive_duration)]
 PositiveSize = Annotated[Optional[int], BeforeValidator(_size), AfterValidator(_positive_size)]

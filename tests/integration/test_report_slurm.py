@@ -166,9 +166,10 @@ def test_report_charges_preemption_and_node_crash_to_the_right_categories(cli, c
     assert rep["categories"]["useful_compute"] > 0
     assert rep["goodput_pct"] == pytest.approx(100 * rep["categories"]["useful_compute"] / rep["wall_s"])
 
-    # --- cost: allocation time x gpu_hour_usd x 1 GPU, per attempt and per useful GPU-hour
+    # --- cost: allocation time x gpu_hour_usd x 1 GPU, per attempt and per useful GPU-hour; the
+    # allocation time is the scheduler's run (a save past its whole-second end moves no bill)
     for a in rep["attempts"]:
-        assert a["cost_usd"] == pytest.approx(PRICE * (a["ended"] - a["started"]) / 3600)
+        assert a["cost_usd"] == pytest.approx(PRICE * (a["scheduler_end"] - a["started"]) / 3600)
     cost = rep["cost"]
     assert cost["total_usd"] == pytest.approx(sum(a["cost_usd"] for a in rep["attempts"]))
     assert cost["usd_per_useful_gpu_hour"] == pytest.approx(

@@ -37,6 +37,26 @@ def test_the_table_has_at_least_30_parts_each_with_a_dated_source_and_dense_figu
         assert all(v is None or v > 0 for v in r.tflops.values()), r.name
 
 
+def test_at_least_30_parts_have_four_precisions_or_more():
+    four = [r.name for r in peaks.rows() if sum(v is not None for v in r.tflops.values()) >= 4]
+    assert len(four) >= 30, (len(four), sorted(set(r.name for r in peaks.rows()) - set(four)))
+    assert set(peaks.PRECISIONS) == {"fp32", "tf32", "bf16", "fp16", "fp8", "int8"}
+
+
+@pytest.mark.parametrize("name,tflops", [
+    ("A100", 19.5), ("H100", 67), ("H100 PCIe", 51), ("Tesla V100-SXM2-16GB", 15.7), ("T4", 8.1),
+    ("MI250X", 95.7), ("AMD Instinct MI300X", 163.4)])
+def test_fp32_is_the_datasheets_single_precision_figure(name, tflops):
+    p = peak(name, "fp32")
+    assert p.tflops == tflops and p.precision == "fp32" and p.describe().startswith("dense FP32 peak, ")
+
+
+def test_a_part_without_an_fp32_figure_is_unknown_at_fp32_never_another_precisions():
+    with pytest.raises(PeakUnknown, match=r"^peak unknown: B200: B200 has no dense FP32 figure"):
+        peak("B200", "fp32")
+    assert JobSpec(name="a", run="b", resources={"precision": "FP32"}).resources.precision == "fp32"
+
+
 def test_every_alias_names_one_row_only():
     index = peaks._index()  # raises on an alias two rows share
     assert len(index) > len(peaks.rows())

@@ -163,12 +163,32 @@ def test_cost_per_attempt_and_per_useful_gpu_hour():
     atts[2].price_per_hour, atts[2].cost_usd = None, 0.5  # no price: the recorded cost is used
     acc = account(History("j", t0=0, now=1e9, attempts=atts, gpus=2))
     per = {p["attempt"]: p for p in acc.cost["per_attempt"]}
-    assert per[1]["usd"] == pytest.approx(7.2 * (31.5 - 5) / 3600) and per[1]["source"] == "test"
+    # billed for the scheduler's run (5-30), not until the notice's save ended (31.5)
+    assert per[1]["usd"] == pytest.approx(7.2 * (30 - 5) / 3600) and per[1]["source"] == "test"
     assert per[2]["usd"] == pytest.approx(7.2 * (80 - 40) / 3600)
     assert per[3]["usd"] == 0.5 and per[3]["source"] == "recorded"
     total = per[1]["usd"] + per[2]["usd"] + 0.5
     assert acc.cost["total_usd"] == pytest.approx(total) and acc.cost["complete"]
     assert acc.cost["usd_per_useful_gpu_hour"] == pytest.approx(total / (60 / 3600 * 2))
+
+
+def test_the_bill_is_the_schedulers_run_and_job_side_records_past_its_end_move_only_categories():
+    """Slurm's times are whole seconds: a run that ended at 110.6 has End=110, and its last save
+    (110.4) is past it. The categories reach the save (the attempt lasts until its last sign of
+    life); the paid time is what the scheduler recorded, 100-110, as a site bills it. Found by
+    tests/integration/test_useful_training_slurm.py: billing to the job-side records made effective
+    MFU 1.04% lower than the recomputation from the scheduler's times over four short runs."""
+    a = AttemptIn(1, "PREEMPTED", queued=99, started=100, ended=110, program_start=101, resume_step=-1,
+                  saves=[Save(105, 105.2, 10, True), Save(110.2, 110.4, 12, True, preempt=True)])
+    b = AttemptIn(2, "COMPLETED", queued=111, started=112, ended=120, program_start=112.5, resume_step=12)
+    acc = account(History("j", t0=99, now=1e9, attempts=[a, b]))
+    check_sum(acc)
+    assert acc.attempts[0].ended == pytest.approx(110.4) and acc.attempts[0].billable_s == 10
+    assert acc.attempts[1].billable_s == 8
+    # no end from the scheduler (an attempt superseded without one): from its start to the next one's queueing
+    c = AttemptIn(1, "RUNNING", queued=0, started=2, program_start=3, resume_step=-1)
+    d = AttemptIn(2, "COMPLETED", queued=9, started=10, ended=20, program_start=11, resume_step=-1)
+    assert account(History("j", t0=0, now=1e9, attempts=[c, d])).attempts[0].billable_s == 7
 
 
 def test_no_price_no_cost():
