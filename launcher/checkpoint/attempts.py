@@ -239,11 +239,12 @@ def start_generation(store, job_id=None, hint=None, verify=False, tries: int = 5
 
 
 def record_rejoin(store, generation: int, entry: dict, tries: int = 50) -> list:
-    """Record that one replica group of GENERATION's run was restarted in the allocation and
-    rejoined the groups that kept training (recovery.in_job kind torchft): ENTRY (its group, exit,
-    restart number, failed_at) is appended to ``rejoins`` of GENERATION's record in
-    GENERATIONS.json, compare-and-swap as a start is. No new generation: the groups that go on
-    write on under GENERATION, and a rejoining group heals from them. Returns the record's
+    """Record a restart inside GENERATION's run that starts no new generation: one replica group
+    restarted in the allocation that rejoined the groups that kept training (recovery.in_job kind
+    torchft), or the ranks restarted inside their processes (NVRx, ``kind: in_process``). ENTRY
+    (its kind, group, restart number, exit, failed_at) is appended to ``rejoins`` of GENERATION's
+    record in GENERATIONS.json, compare-and-swap as a start is, once per (kind, group, restart).
+    No new generation: the run goes on writing under GENERATION. Returns the record's
     ``rejoins`` after the write."""
     last = None
     for _ in range(max(1, tries)):
@@ -252,7 +253,11 @@ def record_rejoin(store, generation: int, entry: dict, tries: int = 50) -> list:
         if rec is None:
             raise CheckpointError("%s: generation %s is not in GENERATIONS.json: cannot record a replica group's "
                                   "rejoin" % (store.root, generation))
-        rejoins = [r for r in rec.get("rejoins") or [] if isinstance(r, dict)] + [entry]
+        rejoins = [r for r in rec.get("rejoins") or [] if isinstance(r, dict)]
+        key = (entry.get("kind"), entry.get("group"), entry.get("restart"))
+        if any((r.get("kind"), r.get("group"), r.get("restart")) == key for r in rejoins):
+            return rejoins  # recorded already (a caller asked twice)
+        rejoins.append(entry)
         history = [dict(h, rejoins=rejoins) if h is rec else h for h in gens.history]
         doc = dict(gens.to_doc(), history=history)
         try:

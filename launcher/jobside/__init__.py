@@ -36,7 +36,7 @@ launcher-staging-<uid>/<root hash>/; default $TMPDIR), LAUNCHER_HEARTBEAT_SECOND
 (see start_heartbeat; 0 turns the heartbeat off).
 """
 
-from launcher.jobside.api import commit, drain, restore, save
+from launcher.jobside.api import commit, drain, restarted_in_process, restore, save
 from launcher.jobside.cli import main
 from launcher.jobside.env import ckpt_root, generation, latest_committed, resume_from, resume_step
 from launcher.jobside.heartbeat import start_heartbeat
@@ -48,4 +48,4 @@ from launcher.jobside.zipapp import stage_zip
 __all__ = ["EXIT_PREEMPTED", "EXIT_SUPERSEDED", "stand_down", "save", "commit", "drain", "restore", "resume_step",
            "resume_from", "generation", "ckpt_root", "latest_committed", "install_preemption_handler",
            "preemption_requested", "clear_preemption", "preempt_signals", "start_heartbeat", "stage_zip", "main",
-           "report"]
+           "report", "restarted_in_process"]

@@ -12,7 +12,7 @@ import time
 
 from launcher.checkpoint import (COMMIT, AlreadyCommitted, CheckpointError, Superseded, attempt_key, check_fence,
                                  commit as _commit, gc as _gc, parse_manifest, read_attempt, read_generations,
-                                 scratch as _scratch, step_dir, write_attempt)
+                                 record_rejoin, scratch as _scratch, step_dir, write_attempt)
 from launcher.checkpoint.contract import now_iso, parse_step_dir
 from launcher.checkpoint.discovery import sha256_file
 from launcher.jobside.env import PROG, ckpt_root, env_int, generation as _current_generation, resume_from, store_for
@@ -318,3 +318,27 @@ def _download(store, name, path, dest, verify):
             raise CheckpointError("%s/%s: sha256 mismatch" % (path, ent["path"]))
 
 
+
+
+def restarted_in_process(restart, reason=""):
+    """Tell the launcher that the run restarted inside its processes (NVIDIA Resiliency
+    Extension's ``inprocess.Wrapper``: call it from rank 0 at the start of each iteration after
+    the first, with ``call_wrapper.iteration``). RESTART: that iteration (an int >= 1); REASON: a
+    short text (the exception). Recorded once per RESTART in this generation's record, where
+    ``launcher status`` shows it as an in-job restart and ``launcher report`` counts it, as the
+    job script's own restarts are. Advisory: False (and a warning on stderr) when the root could
+    not be written; CheckpointError without a checkpoint root."""
+    if isinstance(restart, bool) or not isinstance(restart, int) or restart < 1:
+        raise ValueError("restarted_in_process: restart must be an int >= 1 (NVRx's call_wrapper.iteration), "
+                         "not %r" % (restart,))
+    store = store_for(ckpt_root())
+    gen = _current_generation(store)
+    entry = {"kind": "in_process", "restart": restart, "exit": None, "failed_at": now_iso(),
+             "reason": str(reason)[:500]}
+    try:
+        record_rejoin(store, gen, entry)
+    except (CheckpointError, OSError) as e:
+        print("%s: could not record in-process restart %d under %s: %s" % (PROG, restart, store.root, e),
+              file=sys.stderr)
+        return False
+    return True

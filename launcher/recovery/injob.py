@@ -42,14 +42,16 @@ def restarts_by_attempt(job_id: str, attempts: Iterable[int], history: Iterable[
 
 
 def rejoin_records(h: dict) -> list[dict]:
-    """Generation record H's replica-group restarts (``rejoins``, written by the job side's
-    ``in-job-restart --rejoin-group``), each shaped as an in-job restart record of H's generation."""
+    """Generation record H's restarts inside its run (``rejoins``: a torchft replica group restarted
+    alone, written by ``in-job-restart --rejoin-group``; NVRx's in-process restarts, by
+    ``jobside.restarted_in_process``), each shaped as an in-job restart record of H's generation."""
     out = []
     for r in h.get("rejoins") or []:
         if isinstance(r, dict):
             out.append({"generation": h.get("generation"), "rejoin": True,
                         "in_job": {"restart": r.get("restart"), "exit": r.get("exit"), "failed_at": r.get("failed_at"),
-                                   "group": r.get("group"), "previous_generation": h.get("generation")}})
+                                   "group": r.get("group"), "kind": r.get("kind"), "reason": r.get("reason"),
+                                   "previous_generation": h.get("generation")}})
     return out
 
 
@@ -61,7 +63,9 @@ def event_detail(attempt: int, h: dict) -> dict:
            "failed_at": ij.get("failed_at"), "generation": h.get("generation"),
            "resume_step": step if isinstance(step, int) and step >= 0 else None,
            "resume_tier": h.get("resume_tier")}
-    if h.get("rejoin"):  # one replica group restarted alone and healed from the others: no resume
+    if h.get("rejoin") and ij.get("kind") == "in_process":  # NVRx restarted the ranks in their processes
+        out.update(how="in_process", reason=ij.get("reason"))  # not "kind": that is the event's own
+    elif h.get("rejoin"):  # one replica group restarted alone and healed from the others: no resume
         out["group"] = ij.get("group")
     return out
 
@@ -72,6 +76,11 @@ def summary(meta: dict) -> str:
     n = ij.get("restarts") or 0
     if not n:
         return ""
+    if ij.get("how") == "in_process":
+        return f"{n} in-job restart(s), the last inside the run's processes (NVRx)"
+    if ij.get("group") is not None:
+        return (f"{n} in-job restart(s), the last of replica group {ij['group']} alone after exit "
+                f"{ij.get('last_exit')}, healed from the groups that went on")
     step = ij.get("last_resume_step")
     return (f"{n} in-job restart(s), the last after exit {ij.get('last_exit')}, resuming from "
             f"{'a fresh start' if step is None else f'step {step}'}")

@@ -147,7 +147,8 @@ def progress_writes(job, attempts, progress: Progress) -> ProgressWrites:
             events += [(injob.EVENT, injob.event_detail(a.attempt, h)) for h in recs[known:]]
             last = injob.event_detail(a.attempt, recs[-1])
             meta["in_job"] = {"restarts": len(recs), "last_exit": last["exit"],
-                              "last_resume_step": last["resume_step"], "last_at": last["failed_at"]}
+                              "last_resume_step": last["resume_step"], "last_at": last["failed_at"],
+                              **{k: last[k] for k in ("group", "how") if k in last}}
         if meta != (a.meta or {}):
             fields["meta"] = meta
         if fields:

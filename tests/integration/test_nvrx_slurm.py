@@ -4,12 +4,13 @@ The launcher renders RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (
 reads) and runs the step with --kill-on-bad-exit=0. Rank 1 raises in the middle of its first
 iteration: NVRx restarts both ranks inside their processes (iteration 1), the training goes on from
 its last commit, and the launcher neither requeues nor resubmits; the job script does not rerun the
-step either (NVRx restarts, not the script). The exit-93 path ("never requeue") is
+step either (NVRx restarts, not the script). The program tells the launcher of the restart
+(``jobside.restarted_in_process``), and it shows in status, the events and the report. The exit-93 path ("never requeue") is
 test_in_job.py's stand-in, as NVRx 0.7, which exits 93 itself, does not install here."""
 
 from __future__ import annotations
 
-import os
+import json
 import sys
 import textwrap
 
@@ -43,6 +44,8 @@ PROGRAM = textwrap.dedent("""
         it = call_wrapper.iteration
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=20))
         start = jobside.resume_step() + 1
+        if it > 0 and rank == 0:  # the launcher sees NVRx's restarts only when the program tells it
+            jobside.restarted_in_process(it, "NVRx in-process restart")
         if it > 0:  # an in-process restart resumes from the last commit, as a new process would
             latest = jobside.latest_committed()
             start = (latest["step"] if latest else -1) + 1
@@ -110,6 +113,14 @@ def test_nvrx_restarts_both_ranks_in_their_processes_with_no_requeue_rerun_or_re
         assert {pid for *_, pid in seen} == {seen[0][2]}, f"rank {rank} was a new process: {seen}"  # in-process
         assert {it for _, it, _ in seen} == {0, 1} and seen[-1][:2] == (STEPS, 1), seen
         assert f"DONE rank {rank} iteration 1" in log
+    # told by the program, the restart shows as an in-job restart in status, the events and the report
+    evs = [e for e in st["events"] if e["kind"] == "in_job_restart"]
+    assert len(evs) == 1, st["events"]
+    ev = evs[0]
+    assert (ev.get("how"), ev["restart"], ev["attempt"]) == ("in_process", 1, 1), ev
+    assert st["attempts"][0]["in_job"]["restarts"] == 1
+    assert "inside the run's processes (NVRx)" in cli.run("status", job).stdout
+    assert json.loads(cli.run("report", job, "--json").stdout)["attempts"][0]["in_job_restarts"] == 1
     # the restart went on from the training, not from the start
     restarted = [s for s, it, _ in _steps(out / "steps-r0") if it == 1]
     assert restarted[0] > 1, restarted

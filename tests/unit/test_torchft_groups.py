@@ -246,3 +246,31 @@ def test_exit_75_and_93_are_never_restarted_in_the_job(tmp_path):
         assert p.stdout.strip().endswith(f"rc={code}"), p.stdout + p.stderr
         assert not (out / "helper").exists()
         assert [line.split()[1] for line in log if line.startswith("start")].count("0") == 2
+
+
+# ---- NVRx's in-process restarts, told by the program (jobside.restarted_in_process)
+def test_an_in_process_restart_is_recorded_once_in_its_generation_and_read_as_an_in_job_restart(tmp_path, monkeypatch):
+    from launcher import jobside
+    from launcher.recovery.injob import summary
+
+    root = tmp_path / "ck"
+    rc, out, _ = _run(["resume-env", "--attempt-hint", "1"], monkeypatch, LAUNCHER_CKPT_ROOT=str(root),
+                      LAUNCHER_JOB_ID="j", LAUNCHER_NODE_FACTS="0")
+    monkeypatch.setenv("LAUNCHER_GENERATION", "1")
+    assert jobside.restarted_in_process(1, "RuntimeError('injected')") is True
+    assert jobside.restarted_in_process(1, "asked twice") is True  # once per restart
+    assert jobside.restarted_in_process(2) is True
+    with pytest.raises(ValueError, match="int >= 1"):
+        jobside.restarted_in_process(0)
+    rec = read_generations(open_store(str(root))).record(1)
+    assert [(r["kind"], r["restart"], r["exit"]) for r in rec["rejoins"]] == [("in_process", 1, None),
+                                                                            ("in_process", 2, None)]
+    assert read_generations(open_store(str(root))).generation == 1  # no new generation
+    got = restarts_by_attempt("j", [1], [dict(rec, attempt=1)])[1]
+    d = event_detail(1, got[0])
+    assert (d["how"], d["restart"], d["reason"], d["exit"]) == ("in_process", 1, "RuntimeError('injected')", None)
+    assert "kind" not in d  # the event's own field: an event of kind in_job_restart
+    assert summary({"in_job": {"restarts": 2, "how": "in_process"}}) == (
+        "2 in-job restart(s), the last inside the run's processes (NVRx)")
+    assert summary({"in_job": {"restarts": 1, "group": 1, "last_exit": 137}}) == (
+        "1 in-job restart(s), the last of replica group 1 alone after exit 137, healed from the groups that went on")
