@@ -5,17 +5,15 @@ rendered shell functions run in bash; the job-side command on a real checkpoint 
 
 from __future__ import annotations
 
-import io
 import subprocess
-from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
 from launcher.backend.sections import spec_from_text
 from launcher.checkpoint import open_store, read_generations
-from launcher.jobside.cli import main as jobside_main
 from launcher.recovery.injob import event_detail, restarts_by_attempt
 from launcher.report import AttemptIn, History, Save, account
+from tests.unit.test_in_job import _exports, _run
 
 BASE = "name: t\nrun: python3 train.py\ncheckpoint: {root: /ck}\nresources: {nodes: 4}\n"
 TORCHFT = "recovery: {in_job: {kind: torchft, max_restarts: 2, window: 1h, min_replicas: 1}}\n"
@@ -86,30 +84,15 @@ def test_the_script_runs_and_restarts_each_group_as_a_step_of_its_own():
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
 
 
-# ---- the job-side command on a real root
-def _run(argv, monkeypatch, **env):
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        rc = jobside_main(argv)
-    return rc, out.getvalue(), err.getvalue()
-
-
-def _exports(text: str) -> dict:
-    import shlex
-
-    return dict(shlex.split(line)[1].split("=", 1) for line in text.splitlines() if line.startswith("export "))
-
-
+# ---- the job-side command on a real root (test_in_job's runner: argv, env, monkeypatch)
 def test_a_group_restart_is_recorded_in_its_generation_and_starts_none(tmp_path, monkeypatch):
     root = tmp_path / "ck"
-    rc, out, _ = _run(["resume-env", "--attempt-hint", "1"], monkeypatch, LAUNCHER_CKPT_ROOT=str(root),
-                      LAUNCHER_JOB_ID="j1", LAUNCHER_NODE_FACTS="0")
+    rc, out, _ = _run(["resume-env", "--attempt-hint", "1"],
+                      {"LAUNCHER_CKPT_ROOT": str(root), "LAUNCHER_JOB_ID": "j1", "LAUNCHER_NODE_FACTS": "0"}, monkeypatch)
     assert rc == 0 and _exports(out)["LAUNCHER_GENERATION"] == "1"
     monkeypatch.setenv("LAUNCHER_GENERATION", "1")
     argv = ["in-job-restart", "--rc", "137", "--max-restarts", "2", "--window", "3600", "--rejoin-group", "1"]
-    rc, out, err = _run(argv, monkeypatch)
+    rc, out, err = _run(argv, {}, monkeypatch)
     assert rc == 0, err
     ex = _exports(out)
     # no new generation (it would fence the groups that trained on), no resume: the group heals from them
@@ -120,20 +103,20 @@ def test_a_group_restart_is_recorded_in_its_generation_and_starts_none(tmp_path,
     assert (r["group"], r["restart"], r["exit"], r["committed_step"]) == (1, 1, 137, -1) and r["failed_at"]
     assert "replica group 1 restarts in generation 1" in err
     # group 0 next: the shared budget (2 within the window) allows it, then gives up
-    rc, out, _ = _run(argv[:-1] + ["0", "--history", ex["_launcher_in_job_history"]], monkeypatch)
+    rc, out, _ = _run(argv[:-1] + ["0", "--history", ex["_launcher_in_job_history"]], {}, monkeypatch)
     assert rc == 0 and _exports(out)["LAUNCHER_IN_JOB_RESTARTS"] == "2"
-    rc, out, err = _run(argv + ["--history", _exports(out)["_launcher_in_job_history"]], monkeypatch)
+    rc, out, err = _run(argv + ["--history", _exports(out)["_launcher_in_job_history"]], {}, monkeypatch)
     assert rc == 1 and out == "" and "gives up" in err
     assert [x["group"] for x in read_generations(open_store(str(root))).record(1)["rejoins"]] == [1, 0]
 
 
 def test_a_group_restart_needs_the_generation_it_belongs_to(tmp_path, monkeypatch):
-    _run(["resume-env"], monkeypatch, LAUNCHER_CKPT_ROOT=str(tmp_path / "ck"), LAUNCHER_JOB_ID="j1",
-         LAUNCHER_NODE_FACTS="0")
+    _run(["resume-env"], {"LAUNCHER_CKPT_ROOT": str(tmp_path / "ck"), "LAUNCHER_JOB_ID": "j1",
+                          "LAUNCHER_NODE_FACTS": "0"}, monkeypatch)
     monkeypatch.delenv("LAUNCHER_GENERATION", raising=False)
     monkeypatch.delenv("LAUNCHER_ATTEMPT", raising=False)
     rc, out, err = _run(["in-job-restart", "--rc", "1", "--max-restarts", "2", "--window", "60", "--rejoin-group", "0"],
-                        monkeypatch)
+                        {}, monkeypatch)
     assert rc == 1 and out == "" and "LAUNCHER_GENERATION" in err
     assert "rejoins" not in read_generations(open_store(str(tmp_path / "ck"))).record(1)
 
@@ -254,8 +237,8 @@ def test_an_in_process_restart_is_recorded_once_in_its_generation_and_read_as_an
     from launcher.recovery.injob import summary
 
     root = tmp_path / "ck"
-    rc, out, _ = _run(["resume-env", "--attempt-hint", "1"], monkeypatch, LAUNCHER_CKPT_ROOT=str(root),
-                      LAUNCHER_JOB_ID="j", LAUNCHER_NODE_FACTS="0")
+    rc, out, _ = _run(["resume-env", "--attempt-hint", "1"],
+                      {"LAUNCHER_CKPT_ROOT": str(root), "LAUNCHER_JOB_ID": "j", "LAUNCHER_NODE_FACTS": "0"}, monkeypatch)
     monkeypatch.setenv("LAUNCHER_GENERATION", "1")
     assert jobside.restarted_in_process(1, "RuntimeError('injected')") is True
     assert jobside.restarted_in_process(1, "asked twice") is True  # once per restart
