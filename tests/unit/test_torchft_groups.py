@@ -19,10 +19,10 @@ BASE = "name: t\nrun: python3 train.py\ncheckpoint: {root: /ck}\nresources: {nod
 TORCHFT = "recovery: {in_job: {kind: torchft, max_restarts: 2, window: 1h, min_replicas: 1}}\n"
 
 
-def _render() -> str:
+def _render(spec: str = TORCHFT) -> str:
     from tests.unit.test_in_job import _render as render
 
-    return render("slurm", BASE + TORCHFT)
+    return render("slurm", BASE + spec)
 
 
 def _function(text: str, name: str) -> str:
@@ -180,8 +180,8 @@ s=; trap '[ -z "$s" ] || kill "$s"; exit 143' TERM
 sleep "${STUB_SLEEP:-0.3}" & s=$!; wait $s || exit 143; echo "done $REPLICA_GROUP_ID $SLURMD_NODENAME" >> "$OUT/log"'''
 
 
-def _supervise(tmp_path, fails: dict, max_restarts: int, sleep: float = 0.3):
-    text = _render()
+def _supervise(tmp_path, fails: dict, max_restarts: int, sleep: float = 0.3, spec: str = TORCHFT):
+    text = _render(spec)
     body = (_function(text, "_launcher_replica_group") + "export -f _launcher_replica_group\n"
             + text[text.index("_launcher_replica_groups() {"):text.index('echo "launcher: run exited with $rc" >&2')])
     for (group, host), codes in fails.items():
@@ -193,7 +193,7 @@ def _supervise(tmp_path, fails: dict, max_restarts: int, sleep: float = 0.3):
            "MASTER_PORT": "20000", "MASTER_ADDR": "n1", "LAUNCHER_TASKS_PER_NODE": "1", "LAUNCHER_NUM_NODES": "4",
            "LAUNCHER_RUN": RUN, "LAUNCHER_JOB_ID": "t-1"}
     p = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
-    log = (tmp_path / "log").read_text().splitlines()
+    log = (tmp_path / "log").read_text().splitlines() if (tmp_path / "log").exists() else []
     return p, log
 
 
@@ -257,3 +257,10 @@ def test_an_in_process_restart_is_recorded_once_in_its_generation_and_read_as_an
         "2 in-job restart(s), the last inside the run's processes (NVRx)")
     assert summary({"in_job": {"restarts": 1, "group": 1, "last_exit": 137}}) == (
         "1 in-job restart(s), the last of replica group 1 alone after exit 137, healed from the groups that went on")
+
+
+def test_more_min_replicas_than_the_allocation_has_groups_ends_the_job_at_once_with_93(tmp_path):
+    """4 nodes in 2 blocks are 2 groups: a lighthouse waiting for 3 would never form a quorum."""
+    p, log = _supervise(tmp_path, {}, max_restarts=2, spec=TORCHFT.replace("min_replicas: 1", "min_replicas: 3"))
+    assert p.returncode == 93 and log == [], p.stdout + p.stderr
+    assert "min_replicas is 3, but this allocation has 2 replica group(s)" in p.stderr

@@ -166,6 +166,11 @@ _launcher_replica_groups() {  # one line per replica group: its hosts in rank or
 }
 mapfile -t _launcher_group_hosts < <(_launcher_replica_groups)
 _launcher_groups=$(_launcher_replica_groups | wc -l)
+if [ "$_launcher_groups" -lt 1 ]; then
+  # the lighthouse would wait for groups that cannot exist: exit 93, never restarted or requeued
+  echo "launcher: recovery.in_job.min_replicas is 1, but this allocation has $_launcher_groups replica group(s) (one per block or leaf switch, else one per node): torchft could never form a quorum; lower min_replicas or ask for more nodes" >&2
+  exit 93
+fi
 _launcher_group_pids=()
 _launcher_start_group() {  # $1: the group's id
   local hosts="${_launcher_group_hosts[$1]}" n
