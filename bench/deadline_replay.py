@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import sys
 import time
@@ -62,6 +63,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from launcher.plan import deadline as dl  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from deadline_skynomad import SkyNomad  # noqa: E402
 
 SINGLE_OD, SINGLE_SPOT = 3.06, 0.9731     # p3.2xlarge, $/h
 EPS = 1e-9
@@ -190,6 +194,7 @@ class Run:
         self.src = None                   # region of the zone where the job last made progress
         self.egress = 0.0                 # $ billed for moving the checkpoint
         self.moves = 0                    # starts billed egress
+        self.probe_usd = 0.0              # $ a policy paid to probe zones (``skynomad``), in ``cost``
         self.W, self.D, self.d, self.g = work, deadline, overhead, world.gap_h
         self.k = 0
         self.t = 0.0
@@ -819,6 +824,18 @@ def _relax_fast(F, H, c, h):
     np.copyto(H, h, where=better)
 
 
+def skynomad(world: World, config: str = "auto") -> SkyNomad:
+    """SkyNomad's own policy (``bench/deadline_skynomad.py``) with the settings its artifact runs
+    on this kind of set: its V100 panel's (``--max-prediction-hours 1e9 --virtual-availability``)
+    on AWS zones, its defaults on others (the H100 figures)."""
+    if config == "auto":
+        aws = all(re.match(r"^[a-z]+-[a-z]+-\d+[a-z]$", n) for n in world.names)
+        config = "v100" if aws else "default"
+    if config == "v100":
+        return SkyNomad(egress_usd_per_gb, max_prediction_h=1e9, virtual=True)
+    return SkyNomad(egress_usd_per_gb)
+
+
 class Optimal(Policy):
     """Not a policy that acts: rows come from ``optimal_cost``."""
     name = "optimal"
@@ -894,6 +911,10 @@ def main(argv=None):
     ap.add_argument("--policies", default=None, help="comma list (default: all of the mode's)")
     ap.add_argument("--ckpt-gb", type=float, default=50.0,
                     help="checkpoint size moved by a start in another region, GB (0: no egress)")
+    ap.add_argument("--skynomad-config", choices=["auto", "v100", "default"], default="auto",
+                    help="SkyNomad's settings: v100 = its V100 panel's (no cap on the lifetime "
+                         "estimate, virtual availability), default = its defaults (2 h cap), as its "
+                         "H100 figures; auto: v100 for AWS zone names, else default")
     ap.add_argument("--transfer-gbps", type=float, default=0.0,
                     help="add the checkpoint's transfer time to a cross-region start at this rate, "
                          "Gbit/s (0: off)")
@@ -908,8 +929,9 @@ def main(argv=None):
     if a.multi_region:
         world = load_multi(a.traces)
         runs = [(world, w["start"]) for w in wins]
-        pols = [OnDemand(), Greedy(), UniformProgress(), UniformProgressEager(), Launcher(multi=True)]
-        names = ["od", "greedy", "up", "up_eager", "optimal", "launcher"]
+        pols = [OnDemand(), Greedy(), UniformProgress(), UniformProgressEager(),
+                skynomad(world, a.skynomad_config), Launcher(multi=True)]
+        names = ["od", "greedy", "up", "up_eager", "skynomad", "optimal", "launcher"]
     else:
         worlds = load_single(a.traces)
         missing = sorted({w["env"] for w in wins} - set(worlds))
