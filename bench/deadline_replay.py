@@ -825,15 +825,19 @@ def _relax_fast(F, H, c, h):
 
 
 def skynomad(world: World, config: str = "auto") -> SkyNomad:
-    """SkyNomad's own policy (``bench/deadline_skynomad.py``) with the settings its artifact runs
-    on this kind of set: its V100 panel's (``--max-prediction-hours 1e9 --virtual-availability``)
-    on AWS zones, its defaults on others (the H100 figures)."""
+    """SkyNomad's own policy (``bench/deadline_skynomad.py``) as its artifact runs it on this kind
+    of set: ``v100``, the arm and settings of its V100 panel (Figure 9b:
+    ``unified_cost_model_rate_ratio --max-prediction-hours 1e9 --virtual-availability``);
+    ``h100``, those of its H100 panel (Figure 9a: ``unified_cost_model_risk``, the reference-cost
+    progress value, default settings); ``auto``: ``v100`` on AWS zone names, else ``h100``."""
     if config == "auto":
         aws = all(re.match(r"^[a-z]+-[a-z]+-\d+[a-z]$", n) for n in world.names)
-        config = "v100" if aws else "default"
+        config = "v100" if aws else "h100"
     if config == "v100":
         return SkyNomad(egress_usd_per_gb, max_prediction_h=1e9, virtual=True)
-    return SkyNomad(egress_usd_per_gb)
+    if config == "h100":
+        return SkyNomad(egress_usd_per_gb, value="reference")
+    raise ReplayError(f"--skynomad-config: v100, h100 or auto, not {config!r}")
 
 
 class Optimal(Policy):
@@ -911,10 +915,11 @@ def main(argv=None):
     ap.add_argument("--policies", default=None, help="comma list (default: all of the mode's)")
     ap.add_argument("--ckpt-gb", type=float, default=50.0,
                     help="checkpoint size moved by a start in another region, GB (0: no egress)")
-    ap.add_argument("--skynomad-config", choices=["auto", "v100", "default"], default="auto",
-                    help="SkyNomad's settings: v100 = its V100 panel's (no cap on the lifetime "
-                         "estimate, virtual availability), default = its defaults (2 h cap), as its "
-                         "H100 figures; auto: v100 for AWS zone names, else default")
+    ap.add_argument("--skynomad-config", choices=["auto", "v100", "h100"], default="auto",
+                    help="SkyNomad's arm and settings: v100 = its V100 panel's (rate-ratio progress "
+                         "value, no cap on the lifetime estimate, virtual availability), h100 = its "
+                         "H100 panel's (reference-cost progress value, defaults: 2 h cap); auto: v100 "
+                         "on AWS zone names, else h100")
     ap.add_argument("--transfer-gbps", type=float, default=0.0,
                     help="add the checkpoint's transfer time to a cross-region start at this rate, "
                          "Gbit/s (0: off)")

@@ -1,10 +1,13 @@
 """SkyNomad's own policy, as a baseline for ``bench/deadline_replay.py`` (never shipped in launcher/).
 
 Written from reading the SkyNomad NSDI '27 artifact (``andylizf/skynomad-artifact``, Apache-2.0,
-commit c62b9aa): the arm its figures call SkyNomad is ``unified_cost_model_rate_ratio``
-(``sky_spot/strategies/unified_cost_model_v_variants.py`` over ``unified_cost_model.py``), under
-its simulator's safety net (``sky_spot/env.py``). No code was copied; what follows is what that
-code does, restated, and this module does the same.
+commit c62b9aa): ``sky_spot/strategies/unified_cost_model.py`` (the policy) and
+``unified_cost_model_v_variants.py`` (its rate-ratio progress value), under its simulator's
+safety net (``sky_spot/env.py``). The artifact's figures label two arms SkyNomad: on the V100
+panel (Figure 9b) ``unified_cost_model_rate_ratio`` with ``--max-prediction-hours 1e9
+--virtual-availability``; on the H100 panel (Figure 9a) ``unified_cost_model_risk`` (the base
+class: the reference-cost progress value) with its defaults. Both are here (``value``). No code
+was copied; what follows is what that code does, restated, and this module does the same.
 
 Each tick, before the policy: the simulator's **safety net**: once ``ceil(work left + overhead)``
 reaches ``floor(time left)`` (in ticks) it takes over for good: on-demand where the job runs, or,
@@ -13,8 +16,14 @@ zone of the last progress). The policy is not asked again.
 
 Then the policy, with the zones (SkyNomad's "regions") as its options:
 
-* **Progress value** ``V = c_od x (work left / time left) / (work / deadline)`` ($/h; ``c_od`` the
-  cheapest on-demand price), floored at the cheapest spot price this tick.
+* **Progress value** ($/h), ``rate_ratio``: ``V = c_od x (work left / time left) / (work /
+  deadline)`` (``c_od`` the cheapest on-demand price), floored at the cheapest spot price this
+  tick; ``reference``: 1.2 x the $/h of a plan for the work left: a share on on-demand (where
+  the line through the progress rate of the last 10 h, shifted by two restarts, meets the
+  deadline's), the rest on the zones cheapest first by ``price x E / (E - overhead)``, each up
+  to its availability (share of the last 12 h it was seen running) x time left x ``(E -
+  overhead) / E``, any shortfall on on-demand, plus $0.02/GB of checkpoint per switch the plan
+  makes.
 * **Expected spot lifetime** ``E`` per zone, from what the policy has seen of it (it is never
   told availability, only the result of its launches and probes): a Nelson-Aalen cumulative
   hazard over the zone's past runs (a run ends in a *failure* when preempted, or when a probe or
@@ -72,7 +81,7 @@ class Zone:
                  "_knots_key", "_knots")
 
     def __init__(self):
-        self.segments = []            # (duration_h, failed)
+        self.segments = []            # (duration_h, failed, start_s, end_s)
         self.cur_start = None
         self.cur_src = None
         self.burst = deque()          # [risk, failures]
@@ -97,11 +106,24 @@ class Zone:
             self.tick_failures += 1
         if self.cur_start is None:
             return
-        self.segments.append((max(0.0, (now_s - self.cur_start) / 3600), failed))
+        self.segments.append((max(0.0, (now_s - self.cur_start) / 3600), failed, self.cur_start, now_s))
         self.cur_start = self.cur_src = None
 
     def age_h(self, now_s: float):
         return None if self.cur_start is None else max(0.0, (now_s - self.cur_start) / 3600)
+
+    def availability(self, now_s: float, window_s: float = 12 * 3600.0) -> float:
+        """Share of the last 12 h (or of the time so far) this zone was seen running."""
+        if not self.segments and self.cur_start is None:
+            return 0.0
+        denom = min(window_s, now_s)
+        if denom <= 0:
+            return 0.0
+        lo = max(0.0, now_s - window_s)
+        up = sum(max(0.0, min(e, now_s) - max(st, lo)) for _, _, st, e in self.segments)
+        if self.cur_start is not None:
+            up += max(0.0, now_s - max(self.cur_start, lo))
+        return max(0.0, min(1.0, up / denom))
 
     # -- Nelson-Aalen
     def knots(self, now_s: float, virtual: bool):
@@ -110,7 +132,7 @@ class Zone:
         key = (len(self.segments), age if age and age > 0 else None)
         if key == self._knots_key:
             return self._knots
-        samples = list(self.segments)
+        samples = [(d, f) for d, f, _, _ in self.segments]
         if virtual and age is not None and age > 0:
             samples.append((age, CENSOR))
         fails = sorted({d for d, f in samples if f and d >= 0})
@@ -200,7 +222,12 @@ class SkyNomad:
     name = "skynomad"
 
     def __init__(self, egress, max_prediction_h: float = 2.0, virtual: bool = False,
-                 probe_every: int = 6, voi=(0.5, 0.0002, 0.05)):
+                 probe_every: int = 6, voi=(0.5, 0.0002, 0.05), value: str = "rate_ratio",
+                 progress_window_h: float = 10.0):
+        if value not in ("rate_ratio", "reference"):
+            raise ValueError(f"value must be rate_ratio or reference, not {value!r}")
+        self.value = value
+        self.window_h = progress_window_h
         self.egress_per_gb = egress
         self.cap_h = max_prediction_h
         self.virtual_on = virtual
@@ -217,6 +244,8 @@ class SkyNomad:
         self.pending_probe_h = [0.0] * len(self.zones)
         self.blocked = set()
         self.gap_s = r.g * 3600
+        self.done = []                # work done (h) in each tick so far
+        self.p_seen = 0.0
 
     def _egress(self, r, a: int, b: int) -> float:
         if a == b or r.gb <= 0:
@@ -308,6 +337,9 @@ class SkyNomad:
         now_s = r.k * self.gap_s
         w, idx = r.w, r.idx
         n = len(self.zones)
+        while len(self.done) < r.k:    # the work each past tick did (the latched net asks nothing)
+            self.done.append(r.p - self.p_seen if len(self.done) == r.k - 1 else 0.0)
+        self.p_seen = r.p
         # a spot run it held and no longer holds: preempted, or ended by the policy
         if self.active is not None and not (r.kind == SPOT and r.zone == self.active):
             self.zones[self.active].end(now_s, CENSOR if self.by_us else FAILURE)
@@ -321,7 +353,12 @@ class SkyNomad:
         left, time_left = r.W - r.p, r.D - r.t
         spot = [w.spot_price(z, idx) for z in range(n)]
         c_od = min(w.od)
-        v = max(c_od * (left * r.D) / (time_left * r.W), min(spot)) if time_left > 0 else math.inf
+        if time_left <= 0:
+            v = math.inf
+        elif self.value == "rate_ratio":
+            v = max(c_od * (left * r.D) / (time_left * r.W), min(spot))
+        else:
+            v = 1.2 * self._reference_usd_h(r, left, time_left, spot, c_od, now_s)
         d = r.d
         cur_zone = r.zone if r.kind != NONE else None
         cur_value = 0.0
@@ -393,6 +430,71 @@ class SkyNomad:
             return kind, z
         self._probe(r, cur_zone, now_s)
         return (r.kind, r.zone) if r.kind != NONE else (NONE, -1)
+
+    def _recent_rate(self, r) -> float:
+        """Work done per hour over the last ``progress_window_h`` hours (0..1)."""
+        t, p = r.t, r.p
+        if t * 3600 < 600:
+            return p / t if t > 0 else 0.0
+        lo = max(0.0, t - self.window_h)
+        first = int(lo / r.g)
+        done = sum(self.done[first:])
+        span = t - lo
+        return max(0.0, min(1.0, done / span)) if span > 0 else 0.0
+
+    def _od_weight(self, r) -> float:
+        """The share of the work left planned on on-demand: where the line through the recent
+        progress rate, shifted by two restarts, reaches the deadline's."""
+        W, D, p, t = r.W, r.D, r.p, r.t
+        if t <= 0:
+            return 0.0
+        if abs(p - t) < 1e-6 / 3600:
+            return 0.5
+        rate = self._recent_rate(r)
+        if abs(rate - 1.0) < 1e-6:
+            return 0.0
+        x = (rate * t - p + (W + 2 * r.d - D)) / (rate - 1.0)
+        if x >= D:
+            return 0.0
+        if x <= 0:
+            return 1.0
+        return max(0.0, min(1.0, (D - x) / (D - t)))
+
+    def _reference_usd_h(self, r, left: float, time_left: float, spot, c_od: float, now_s: float) -> float:
+        """The artifact's base progress value before its 1.2 factor: $/h of a plan for the work
+        left that puts the on-demand share (``_od_weight``) on on-demand and the rest on the
+        zones in order of lifetime-adjusted price, each up to availability x time left x its
+        useful share, what is left over on on-demand; plus, with a checkpoint, $0.02/GB for
+        each switch between the zones (and on-demand) the plan uses."""
+        d = r.d
+        zones = []
+        for z, zs in enumerate(self.zones):
+            e = self._life_h(r, z, now_s)
+            useful = (e - d) / e if e > d else 0.0
+            share = zs.availability(now_s) * time_left * useful
+            if share > 0:
+                zones.append((spot[z] * e / max(e - d, 1e-6), share))
+        zones.sort(key=lambda x: x[0])
+        od_h = max(0.0, min(1.0, self._od_weight(r))) * left
+        want = max(0.0, left - od_h)
+        cost, got, used = od_h * c_od, 0.0, 0
+        for price, share in zones:
+            if got >= want:
+                break
+            take = min(share, want - got)
+            if take <= 0:
+                continue
+            used += 1
+            cost += take * price
+            got += take
+        if got < want:
+            od_h += want - got
+            cost += (want - got) * c_od
+        ref = cost / max(left, 1e-6)
+        n = used + (1 if od_h > 0 else 0)
+        if r.gb > 0 and n > 1:
+            ref += (n - 1) * r.gb * 0.02 / max(left, 1e-6)
+        return ref
 
     def _probe(self, r, primary, now_s: float) -> None:
         k = r.k

@@ -135,3 +135,42 @@ def test_skynomad_never_misses_on_random_worlds(virtual):
         r = rp.simulate(pol, w, 0, 8.0, 12.0, rng.choice([0.1, 0.3]), 50.0)
         assert r.finish is not None and r.finish <= 12.0 + 1e-7
         assert math.isfinite(r.cost)
+
+
+def test_availability_is_the_share_of_the_last_12_hours_a_zone_was_seen_running():
+    z = sn.Zone()
+    assert z.availability(7200) == 0.0                   # never seen: 0
+    z.start(0, "spot")
+    z.end(3600, True)
+    assert z.availability(7200) == pytest.approx(0.5)
+    z.start(5400, "probe")
+    assert z.availability(7200) == pytest.approx(0.75)   # the open run counts up to now
+    z.end(10 * 3600, True)
+    assert z.availability(20 * 3600) == pytest.approx((10 - 8) / 12)   # the window is the last 12 h
+
+
+def test_the_reference_value_plans_on_demand_for_what_the_seen_zones_cannot_do():
+    w = world(["1" * 10, "1" * 10], [1.0, 1.2], od=3.0)
+    pol = sn.SkyNomad(rp.egress_usd_per_gb, value="reference")
+    r = rp.Run(w, 0, 4.0, 8.0, 0.1, 50.0)
+    pol.reset(r)
+    # nothing seen yet: every hour is planned on on-demand, V = 1.2 x $3
+    assert pol._reference_usd_h(r, 4.0, 8.0, [1.0, 1.2], 3.0, 0.0) == pytest.approx(3.0)
+    assert pol._od_weight(r) == 0.0
+    # 1 h done in 2 h (rate 0.5): the line through it, shifted by two restarts, meets the
+    # deadline's at 7.6 h, so (8 - 7.6) / 6 of the 3 h left is planned on on-demand; zone 0, up
+    # the whole 2 h, lifetime the 2 h cap, covers the rest at $1 x 2 / 1.9; two kinds used: one switch
+    pol.zones[0].start(0, "spot")
+    r.k, r.t, r.p = 2, 2.0, 1.0
+    pol.done = [0.5, 0.5]
+    assert pol._od_weight(r) == pytest.approx(0.4 / 6)
+    ref = pol._reference_usd_h(r, 3.0, 6.0, [1.0, 1.2], 3.0, 7200.0)
+    share = pol._od_weight(r) * 3.0
+    spot_h = 3.0 - share
+    assert ref == pytest.approx((share * 3.0 + spot_h * 1.0 * 2 / 1.9 + (50 * 0.02 if share > 0 else 0)) / 3.0)
+
+
+def test_the_h100_arm_reproduces_its_choice_of_the_cheapest_zone_first():
+    w = world(["1" * 30, "1" * 30], [1.0, 1.2], od=3.0)
+    r = rp.simulate(sn.SkyNomad(rp.egress_usd_per_gb, value="reference"), w, 0, 10.0, 15.0, 0.1, 50.0)
+    assert r.finish <= 15.0 and r.od_h == 0.0 and r.moves == 0
