@@ -2,7 +2,7 @@
 
     python bench/deadline_replay.py --traces DIR --windows FILE.json [--multi-region]
            [--work 48] [--deadlines 52,60,70] [--overheads 0.02,0.05,0.1,0.2]
-           [--ckpt-gb 50] [--transfer-gbps 0] --json
+           [--ckpt-gb 50] [--transfer-gbps 0] [--skynomad-config auto|v100|h100] --json
 
 Traces (neither set is shipped; ``bench/deadline_traces.py`` says how to get and lay them out):
 
@@ -43,7 +43,10 @@ Policies (all in the same run): ``od``; ``greedy`` (spot while it is there, on-d
 otherwise, no safety net); ``up``: Uniform Progress as the paper's code defines it
 (``rc_cr_threshold``: hysteresis, the 2x-overhead and 1x-overhead rules on tick-rounded times,
 the strong guarantee); ``up_eager`` (multi-region): SkyNomad's ``multi_region_rc_cr_threshold
-_eager_failover`` with its simulator's latched safety net; ``optimal`` (multi-region; also
+_eager_failover`` with its simulator's latched safety net; ``skynomad`` (multi-region): SkyNomad's
+own policy (``bench/deadline_skynomad.py``: the arm and settings its paper's panel for that
+kind of set runs, ``--skynomad-config``; its probes are billed, 60 s of spot each, and counted
+in its cost); ``optimal`` (multi-region; also
 single-region with ``--optimal-single``): the offline optimum, an exact dynamic program over
 (tick, holding, time lost, region of the checkpoint) (``optimal_cost``); ``launcher``: ``launcher.plan.deadline``.
 """
