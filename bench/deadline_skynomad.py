@@ -76,7 +76,7 @@ class Zone:
     """What the policy has seen of one zone: its closed runs (hours, failed?), the run open now
     (start in seconds, source "spot" or "probe"), and its burst events."""
 
-    __slots__ = ("segments", "cur_start", "cur_src", "burst", "g", "tick_failures",
+    __slots__ = ("segments", "cur_start", "cur_src", "burst", "burst_sum", "g", "tick_failures",
                  "last_real_age", "last_virtual_age", "probe_age_h", "probing", "virtual", "next_probe",
                  "_knots_key", "_knots")
 
@@ -84,7 +84,8 @@ class Zone:
         self.segments = []            # (duration_h, failed, start_s, end_s)
         self.cur_start = None
         self.cur_src = None
-        self.burst = deque()          # [risk, failures]
+        self.burst = deque()          # (risk, failures)
+        self.burst_sum = 0
         self.g = 1.0
         self.tick_failures = 0
         self.last_real_age = None
@@ -183,10 +184,16 @@ class Zone:
         if risk <= 0 and failures <= 0:
             return
         self.burst.append((risk, failures))
-        total = sum(x for x, _ in self.burst)
+        # the events' total risk, kept as a left-to-right sum of them (what summing the deque
+        # afresh gives) and summed afresh only when the oldest are dropped (at a risk of 8)
+        self.burst_sum += risk
+        total, dropped = self.burst_sum, False
         while self.burst and total - self.burst[0][0] >= 8.0:
             total -= self.burst.popleft()[0]
-        self.g = 1.0 if total < 1.0 else max(1.0, self._densest())
+            dropped = True
+        if dropped:
+            self.burst_sum = sum(x for x, _ in self.burst)
+        self.g = 1.0 if self.burst_sum < 1.0 else max(1.0, self._densest())
 
     def _densest(self) -> float:
         """Failures per unit of risk over the densest suffix whose risk stays <= 1 (the newest
