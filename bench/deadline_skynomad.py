@@ -366,7 +366,6 @@ class SkyNomad:
             v = max(c_od * (left * r.D) / (time_left * r.W), min(spot))
         else:
             v = 1.2 * self._reference_usd_h(r, left, time_left, spot, c_od, now_s)
-        d = r.d
         cur_zone = r.zone if r.kind != NONE else None
         cur_value = 0.0
         if r.kind == SPOT:
@@ -376,34 +375,7 @@ class SkyNomad:
         if cur_zone is not None:
             self.last = cur_zone
         origin = cur_zone if cur_zone is not None else self.last
-        gb = max(r.gb, 0.0)
-        gate = self.voi[0] + self.voi[1] * gb + self.voi[2] * v
-
-        options = [(0.0, NONE, None)]
-        for z in range(n):
-            e = self._life_h(r, z, now_s)
-            keep = r.kind == SPOT and z == cur_zone
-            eff = max(0.0, e if keep else e - d)
-            if eff <= 0 or e <= 0:
-                continue
-            value = (v * eff - spot[z] * e) / e
-            if origin is not None and origin != z:
-                value -= self._egress(r, origin, z) / max(e, 1e-6)
-            if value < 0:
-                continue
-            if cur_zone is not None and z != cur_zone and value <= cur_value + gate:
-                continue
-            options.append((value, SPOT, z))
-        for z in range(len(w.od)):
-            value = v - w.od[z]
-            if origin is not None and origin != z:
-                value -= d * v + self._egress(r, origin, z)
-            if value < 0 or (r.kind == OD and z == cur_zone):
-                continue
-            if cur_zone is not None and value <= cur_value + gate:
-                continue
-            options.append((value, OD, z))
-        options.sort(key=lambda o: o[0], reverse=True)
+        options = self._options(r, v, cur_zone, cur_value, origin, spot, now_s)
 
         self.blocked = set()
         for value, kind, z in options:
@@ -437,6 +409,39 @@ class SkyNomad:
             return kind, z
         self._probe(r, cur_zone, now_s)
         return (r.kind, r.zone) if r.kind != NONE else (NONE, -1)
+
+    def _options(self, r, v: float, cur_zone, cur_value: float, origin, spot, now_s: float) -> list:
+        """(value $/h, kind, zone) of waiting and of every spot zone and on-demand zone worth
+        trying, best first: worth >= 0 and, in another zone than the one held, more than the
+        holding by the gate."""
+        w, d = r.w, r.d
+        gate = self.voi[0] + self.voi[1] * max(r.gb, 0.0) + self.voi[2] * v
+        options = [(0.0, NONE, None)]
+        for z in range(len(self.zones)):
+            e = self._life_h(r, z, now_s)
+            keep = r.kind == SPOT and z == cur_zone
+            eff = max(0.0, e if keep else e - d)
+            if eff <= 0 or e <= 0:
+                continue
+            value = (v * eff - spot[z] * e) / e
+            if origin is not None and origin != z:
+                value -= self._egress(r, origin, z) / max(e, 1e-6)
+            if value < 0:
+                continue
+            if cur_zone is not None and z != cur_zone and value <= cur_value + gate:
+                continue
+            options.append((value, SPOT, z))
+        for z in range(len(w.od)):
+            value = v - w.od[z]
+            if origin is not None and origin != z:
+                value -= d * v + self._egress(r, origin, z)
+            if value < 0 or (r.kind == OD and z == cur_zone):
+                continue
+            if cur_zone is not None and value <= cur_value + gate:
+                continue
+            options.append((value, OD, z))
+        options.sort(key=lambda o: o[0], reverse=True)
+        return options
 
     def _recent_rate(self, r) -> float:
         """Work done per hour over the last ``progress_window_h`` hours (0..1)."""
