@@ -2,7 +2,7 @@
 
     python bench/deadline_replay.py --traces DIR --windows FILE.json [--multi-region]
            [--work 48] [--deadlines 52,60,70] [--overheads 0.02,0.05,0.1,0.2]
-           [--ckpt-gb 50] [--transfer-gbps 0] --json
+           [--ckpt-gb 50] [--transfer-gbps 0] [--skynomad-config auto|v100|h100] --json
 
 Traces (neither set is shipped; ``bench/deadline_traces.py`` says how to get and lay them out):
 
@@ -43,7 +43,10 @@ Policies (all in the same run): ``od``; ``greedy`` (spot while it is there, on-d
 otherwise, no safety net); ``up``: Uniform Progress as the paper's code defines it
 (``rc_cr_threshold``: hysteresis, the 2x-overhead and 1x-overhead rules on tick-rounded times,
 the strong guarantee); ``up_eager`` (multi-region): SkyNomad's ``multi_region_rc_cr_threshold
-_eager_failover`` with its simulator's latched safety net; ``optimal`` (multi-region; also
+_eager_failover`` with its simulator's latched safety net; ``skynomad`` (multi-region): SkyNomad's
+own policy (``bench/deadline_skynomad.py``: the arm and settings its paper's panel for that
+kind of set runs, ``--skynomad-config``; its probes are billed, 60 s of spot each, and counted
+in its cost); ``optimal`` (multi-region; also
 single-region with ``--optimal-single``): the offline optimum, an exact dynamic program over
 (tick, holding, time lost, region of the checkpoint) (``optimal_cost``); ``launcher``: ``launcher.plan.deadline``.
 """
@@ -53,6 +56,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import sys
 import time
@@ -62,6 +66,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from launcher.plan import deadline as dl  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from deadline_skynomad import SkyNomad  # noqa: E402
 
 SINGLE_OD, SINGLE_SPOT = 3.06, 0.9731     # p3.2xlarge, $/h
 EPS = 1e-9
@@ -190,6 +197,7 @@ class Run:
         self.src = None                   # region of the zone where the job last made progress
         self.egress = 0.0                 # $ billed for moving the checkpoint
         self.moves = 0                    # starts billed egress
+        self.probe_usd = 0.0              # $ a policy paid to probe zones (``skynomad``), in ``cost``
         self.W, self.D, self.d, self.g = work, deadline, overhead, world.gap_h
         self.k = 0
         self.t = 0.0
@@ -819,6 +827,22 @@ def _relax_fast(F, H, c, h):
     np.copyto(H, h, where=better)
 
 
+def skynomad(world: World, config: str = "auto") -> SkyNomad:
+    """SkyNomad's own policy (``bench/deadline_skynomad.py``) as its artifact runs it on this kind
+    of set: ``v100``, the arm and settings of its V100 panel (Figure 9b:
+    ``unified_cost_model_rate_ratio --max-prediction-hours 1e9 --virtual-availability``);
+    ``h100``, those of its H100 panel (Figure 9a: ``unified_cost_model_risk``, the reference-cost
+    progress value, default settings); ``auto``: ``v100`` on AWS zone names, else ``h100``."""
+    if config == "auto":
+        aws = all(re.match(r"^[a-z]+-[a-z]+-\d+[a-z]$", n) for n in world.names)
+        config = "v100" if aws else "h100"
+    if config == "v100":
+        return SkyNomad(egress_usd_per_gb, max_prediction_h=1e9, virtual=True)
+    if config == "h100":
+        return SkyNomad(egress_usd_per_gb, value="reference")
+    raise ReplayError(f"--skynomad-config: v100, h100 or auto, not {config!r}")
+
+
 class Optimal(Policy):
     """Not a policy that acts: rows come from ``optimal_cost``."""
     name = "optimal"
@@ -894,6 +918,11 @@ def main(argv=None):
     ap.add_argument("--policies", default=None, help="comma list (default: all of the mode's)")
     ap.add_argument("--ckpt-gb", type=float, default=50.0,
                     help="checkpoint size moved by a start in another region, GB (0: no egress)")
+    ap.add_argument("--skynomad-config", choices=["auto", "v100", "h100"], default="auto",
+                    help="SkyNomad's arm and settings: v100 = its V100 panel's (rate-ratio progress "
+                         "value, no cap on the lifetime estimate, virtual availability), h100 = its "
+                         "H100 panel's (reference-cost progress value, defaults: 2 h cap); auto: v100 "
+                         "on AWS zone names, else h100")
     ap.add_argument("--transfer-gbps", type=float, default=0.0,
                     help="add the checkpoint's transfer time to a cross-region start at this rate, "
                          "Gbit/s (0: off)")
@@ -908,8 +937,9 @@ def main(argv=None):
     if a.multi_region:
         world = load_multi(a.traces)
         runs = [(world, w["start"]) for w in wins]
-        pols = [OnDemand(), Greedy(), UniformProgress(), UniformProgressEager(), Launcher(multi=True)]
-        names = ["od", "greedy", "up", "up_eager", "optimal", "launcher"]
+        pols = [OnDemand(), Greedy(), UniformProgress(), UniformProgressEager(),
+                skynomad(world, a.skynomad_config), Launcher(multi=True)]
+        names = ["od", "greedy", "up", "up_eager", "skynomad", "optimal", "launcher"]
     else:
         worlds = load_single(a.traces)
         missing = sorted({w["env"] for w in wins} - set(worlds))

@@ -17,10 +17,12 @@ answer out. What the policy is told:
   region with its price, on-demand, queues (Slurm targets) with their measured wait. A spot
   zone where an attempt was preempted or refused for capacity less than
   ``recovery.placement_cooldown`` ago (what ``watch`` learns, ``launcher.plan.observed``)
-  is unavailable, and a spot region only when every zone of it is (an observation that
+  is unavailable, and a spot region only when every zone of it is, a region priced at its
+  cheapest available zone (the zone a move there lands in: ``kept_off``) (an observation that
   names no zone cools its whole region: on SkyPilot the zone is the one its status reports,
   an AWS zone by the catalog's zone ID when SkyPilot's mapping file has it, else none);
-* **egress**: a start in a region other than the one the job last ran in moves its
+* **egress**: a start in a region other than the one the job last ran in (the placement of
+  its newest attempt that started, not merely the last submitted: ``_ran_in``) moves its
   checkpoint: the committed checkpoint's size (its manifest's files) x the backend's price
   per GB for that cloud and region pair (``Egress``), a pair the backend does not know at
   the cloud's highest inter-region rate (named in the decision's ``egress_unknown``); and
@@ -93,7 +95,7 @@ def step(app: AppContext, job, spec, status, clock=time.time) -> Optional[Outcom
     places = live_offers(app, spec, now)
     if not any(p.target == latest.target for _, p in places.values()) and on_this_machine(app, spec, latest.target):
         return None  # launched on this machine as the guaranteed offer: the policy places nothing there
-    src = _ran_in(job, latest, places)
+    src = _ran_in(job, store.attempts(job.job_id), places)
     places, unknown = egress_offers(app, places, src, _committed_gb(job),
                                     spec.cost.transfer_gbps or DEFAULT_TRANSFER_GBPS)
     s = situation(app, job, spec, latest, status, places, now)
@@ -127,9 +129,15 @@ def live_offers(app: AppContext, spec, now: float) -> dict:
         if offer is None:
             continue
         k = str(dl.Placement(offer.kind, offer.where))
-        if k not in out or (offer.available and not out[k][0].available):
-            out[k] = (offer, o)   # a region is available while one of its zones is
+        if k not in out or _zone_order(offer) < _zone_order(out[k][0]):
+            # a region is available while one of its zones is, at its cheapest available
+            # zone's price: the zone a move there lands in (``kept_off``)
+            out[k] = (offer, o)
     return out
+
+
+def _zone_order(offer: dl.Offer) -> tuple:
+    return (not offer.available, offer.price)
 
 
 def on_this_machine(app: AppContext, spec, target: str) -> bool:
@@ -250,14 +258,18 @@ def _committed_gb(job) -> float:
     return p.committed_bytes / 1e9
 
 
-def _ran_in(job, latest, places: dict) -> Optional[tuple]:
-    """(cloud, region) of the placement the job's latest attempt was given: where its
-    checkpoint was last written."""
-    where = placement_of(job, latest, places)
-    hit = places.get(str(where))
-    if hit is None:
-        return None
-    return hit[1].cloud, hit[1].region
+def _ran_in(job, attempts, places: dict) -> Optional[tuple]:
+    """(cloud, region) where the job's checkpoint was last written: the placement of its newest
+    attempt that STARTED (its backend reported a start, so it ran and made progress there). An
+    attempt submitted but never started (still provisioning, refused, preempted before it ran)
+    moved nothing: a move from it is priced from where the job last ran. None before any start
+    (the first start moves nothing)."""
+    for a in sorted(attempts, key=lambda a: a.attempt, reverse=True):
+        if not a.started:
+            continue
+        hit = places.get(str(placement_of(job, a, places)))
+        return (hit[1].cloud, hit[1].region) if hit is not None else None
+    return None
 
 
 def measured_overhead_h(attempts) -> Optional[float]:
@@ -301,20 +313,24 @@ def _record(app: AppContext, job, d: dl.Decision, now: float, s: dl.Situation) -
 
 def kept_off(app: AppContext, spec, d: dl.Decision, places: dict, now: float) -> list:
     """What a move to D's placement keeps its target's backend off (``JobRef.avoid``), so that
-    the job lands in the region the policy chose: every other region of that target
-    (``cloud/region``), and, for spot, the zones of the chosen region that are cooling down
-    (``cloud/region/zone``) where the backend's placements name zones. A placement that names
-    no zone (AWS through SkyPilot: ``Offer.placement``) cannot be kept off one zone without
-    leaving the region, so there the backend picks the zone."""
-    _, planned = places[str(d.placement)]
+    the job lands where the policy chose: every other region of that target (``cloud/region``),
+    and, for spot where the backend's placements name zones, the zones of the chosen region
+    that are cooling down or dearer than the zone the region was priced at (its cheapest
+    available zone, ``live_offers``): a move, within a region or into one, lands in its
+    cheapest zone (``cloud/region/zone``). A placement that names no zone (AWS through
+    SkyPilot: ``Offer.placement``) cannot be kept off one zone without leaving the region, so
+    there the backend picks the zone."""
+    chosen, planned = places[str(d.placement)]
     mine = [p for _, p in places.values() if p.target == planned.target]
     avoid = sorted({f"{p.cloud}/{p.region}".lower() for p in mine if p.region and p.region != planned.region})
     if not (planned.spot and planned.region):
         return avoid
     cooling = _cooling(app.store, now, spec.recovery.placement_cooldown or 0)
+    nodes = spec.resources.nodes
     for o in _gathered(app, spec, [planned.target], {}).offers:
-        if o.spot and o.region == planned.region and o.zone and cooled(o.key, cooling) \
-                and o.placement()["infra"].count("/") == 2:
+        if not (o.spot and o.region == planned.region and o.zone and o.placement()["infra"].count("/") == 2):
+            continue
+        if cooled(o.key, cooling) or o.hourly_usd * nodes > chosen.price + 1e-9:
             avoid.append(f"{o.cloud}/{o.region}/{o.zone}".lower())
     return list(dict.fromkeys(avoid))
 

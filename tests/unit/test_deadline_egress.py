@@ -161,6 +161,38 @@ def test_the_fallback_counts_egress_and_the_guarantee_counts_transfer_time():
     assert dl.can_finish(dl.Situation(10, 20, 40, 31, 0.2, offers=late[:0]), dl.Offer("od", dl.ON_DEMAND, 3.0))
 
 
+
+def test_a_move_within_the_region_goes_to_its_cheapest_zone():
+    # riding us-east-1a at $1: us-east-1b ($0.8) and us-east-1c ($0.75) are free to move to,
+    # us-west-2a ($0.69) costs $1 of egress: the cheapest zone of the region wins
+    offers = (dl.Offer("us-east-1a", dl.SPOT, 1.0), dl.Offer("us-east-1b", dl.SPOT, 0.8),
+              dl.Offer("us-east-1c", dl.SPOT, 0.75), dl.Offer("us-west-2a", dl.SPOT, 0.69, move_usd=1.0),
+              dl.Offer("od", dl.ON_DEMAND, 3.0))
+    s = dl.Situation(elapsed_h=10, done_h=20, work_h=40, deadline_h=60, overhead_h=0.2, offers=offers,
+                     tick_h=0.05, current=dl.Placement(dl.SPOT, "us-east-1a"))
+    assert dl.decide(s, dl.MULTI).placement == dl.Placement(dl.SPOT, "us-east-1c")
+    # preempted there: the start goes to the region's cheapest zone still up
+    gone = tuple(dl.Offer(o.where, o.kind, o.price, available=o.where != "us-east-1c", move_usd=o.move_usd)
+                 for o in offers)
+    s = dl.Situation(10, 20, 40, 60, 0.2, offers=gone, tick_h=0.05)
+    assert dl.decide(s, dl.MULTI).placement == dl.Placement(dl.SPOT, "us-east-1b")
+
+
+def test_the_replay_moves_within_a_region_to_its_cheapest_zone_and_bills_no_egress():
+    # the job starts in us-east-1a ($0.78), preempted at tick 3: of us-east-1b ($0.9), us-east-1c
+    # ($0.8) and us-west-2a ($0.75, up from tick 3, $1 of egress away) it restarts in us-east-1c
+    w = world(["us-east-1a", "us-east-1b", "us-east-1c", "us-west-2a"],
+              ["111" + "0" * 27, "1" * 30, "1" * 30, "000" + "1" * 27], [0.78, 0.9, 0.8, 0.75])
+    held = []
+
+    class Spy(rp.Launcher):
+        def act(self, r):
+            held.append(super().act(r))
+            return held[-1]
+    r = rp.simulate(Spy(multi=True), w, 0, 20.0, 28.0, 0.2, 50.0)
+    assert held[:3] == [(rp.SPOT, 0)] * 3 and set(held[3:]) == {(rp.SPOT, 2)}
+    assert r.moves == 0 and r.egress == 0.0
+
 # ---- the backend's catalog --------------------------------------------------------------------
 
 def test_the_skypilot_egress_catalog_prices_pairs_with_a_source_and_knows_its_highest_rate():

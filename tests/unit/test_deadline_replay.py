@@ -184,14 +184,15 @@ def test_single_region_rows_have_the_issue_fields_and_every_policy():
     assert all(r["misses"] == 0 for r in rows if r["policy"] in ("up", "launcher"))
 
 
-def test_multi_region_rows_add_up_eager_and_the_optimum_below_everyone():
+def test_multi_region_rows_add_up_eager_skynomad_and_the_optimum_below_everyone():
     rows = run_cli("--traces", str(FIX / "multi"), "--windows", str(FIX / "multi_windows.json"),
                    "--multi-region", "--deadlines", "60", "--overheads", "0.1")
     by = {r["policy"]: r for r in rows}
-    assert set(by) == {"od", "greedy", "up", "up_eager", "optimal", "launcher"}
+    assert set(by) == {"od", "greedy", "up", "up_eager", "skynomad", "optimal", "launcher"}
     assert all(set(r) == ROW for r in rows)
     assert all(by["optimal"]["mean_cost"] <= r["mean_cost"] + 1e-9 for r in rows)
     assert by["launcher"]["misses"] == by["up_eager"]["misses"] == by["optimal"]["misses"] == 0
+    assert by["skynomad"]["misses"] == 0
 
 
 def test_bad_windows_are_named(tmp_path):

@@ -485,6 +485,52 @@ def test_a_region_stays_available_while_one_of_its_zones_is_not_cooling(app, mon
     assert not live.live_offers(app, spec, 0.0)["spot:spot/east"][0].available
 
 
+
+def test_the_checkpoint_moves_from_the_newest_attempt_that_started_not_the_last_submitted(app, monkeypatch):
+    # attempt 1 ran in west; attempt 2 was moved to east and refused there before it ever started
+    spec = job_on(app, "spot", "west", done_steps=20)
+    store = app.store
+    h2 = Handle("dlcloud", "spot", "j1", "n2", 2, {"region": "east", "spot": True})
+    store.record_attempt("j1", 2, "spot", h2.to_json(), "n2", state=JobState.NO_CAPACITY.value)
+    store.patch_meta("j1", deadline={"placements": {"2": "spot:spot/east"}})
+    places = live.live_offers(app, spec, 0.0)
+    job = store.get_job("j1")
+    assert live._ran_in(job, store.attempts("j1"), places) == ("dlcloud", "west")
+    seen = []
+    real = live.egress_offers
+    monkeypatch.setattr(live, "egress_offers", lambda app_, pl, src, *a: seen.append(src) or real(app_, pl, src, *a))
+    step(app, spec, 2.0, JobState.NO_CAPACITY, {"region": "east"})
+    assert seen == [("dlcloud", "west")]
+    # once attempt 2 starts in east, that is where the checkpoint is
+    store.update_attempt("j1", 2, submitted=job.created + H, started=job.created + 1.5 * H)
+    assert live._ran_in(job, store.attempts("j1"), places) == ("dlcloud", "east")
+    # no attempt started yet: the first start moves nothing
+    store.update_attempt("j1", 1, started=None)
+    store.update_attempt("j1", 2, started=None)
+    assert live._ran_in(job, store.attempts("j1"), places) is None
+
+
+def _zones(prices):
+    """An offers() for Cloud whose spot regions have zones priced PRICES[region][zone]."""
+    def zoned(cls, spec, context):
+        spot = bool(context.options.get("spot"))
+        if not spot:
+            return [cls._offer(context, r, False, p) for r, p in cls.PRICES[False].items()]
+        return [dataclasses.replace(cls._offer(context, r, True, p), zone=z)
+                for r, zs in prices.items() for z, p in zs.items()]
+    return classmethod(zoned)
+
+
+def test_a_region_is_priced_at_its_cheapest_available_zone(app, monkeypatch):
+    monkeypatch.setattr(Cloud, "offers", _zones({"east": {"east-a": 1.2, "east-b": 1.0, "east-c": 1.1}}))
+    monkeypatch.setattr(live, "_cooling", lambda store, now, s: set())
+    spec, _ = _spec(app)
+    offer, planned = live.live_offers(app, spec, 0.0)["spot:spot/east"]
+    assert (offer.price, planned.zone) == (1.0, "east-b")
+    monkeypatch.setattr(live, "_cooling", lambda store, now, s: {("dlcloud", "east", "east-b", "vm", True)})
+    offer, planned = live.live_offers(app, spec, 0.0)["spot:spot/east"]
+    assert (offer.price, planned.zone, offer.available) == (1.1, "east-c", True)
+
 # ---- a deadline job launched on this machine (issue 32 item 3) -----------------------------------
 
 class Here(_Scheduled):
@@ -634,3 +680,27 @@ def test_skypilots_filter_drops_a_zone_where_placements_name_it_and_the_region_w
     assert kept(["runpod", "kubernetes/ctx"], ["kubernetes/ctx/x"]) == ["runpod", "kubernetes/ctx"]
     with pytest.raises(Exception, match="cooling down"):
         kept(aws, ["aws/us-east-1/use1-az1", "aws/us-west-2"])
+
+
+def test_a_move_on_skypilot_lands_in_the_cheapest_zone_of_the_chosen_region(sky_app, monkeypatch):
+    Sky.ZONES = {("gcp", "us-east4"): {"us-east4-a": 1.1, "us-east4-b": 1.0, "us-east4-c": 1.0},
+                 ("gcp", "us-west1"): {"us-west1-a": 1.5}}
+    spec = _sky_job(sky_app, "us-west1")
+    assert "-> spot:sky/us-east4" in step(sky_app, spec, 2.0).reason
+    (_, request, _), = _Scheduled.submitted
+    # SkyPilot fails over only among the zones at the price the move was decided on
+    assert sorted(request.meta["placements"]) == ["gcp/us-east4/us-east4-b", "gcp/us-east4/us-east4-c"]
+    assert request.meta["avoid"] == ["gcp/us-west1", "gcp/us-east4/us-east4-a"]
+
+
+def test_a_move_within_a_region_after_a_preemption_lands_in_its_cheapest_zone_not_cooling(sky_app, monkeypatch):
+    # preempted in us-east4-b (cooling): the region stays available at its next cheapest zone, c
+    Sky.ZONES = {("gcp", "us-east4"): {"us-east4-a": 1.2, "us-east4-b": 1.0, "us-east4-c": 1.1}}
+    monkeypatch.setattr(live, "_cooling", lambda store, now, s: {("gcp", "us-east4", "us-east4-b", "vm", True)})
+    spec = _sky_job(sky_app, "us-east4")
+    sky_app.store.update_attempt("j1", 1, state="PREEMPTED")
+    out = step(sky_app, spec, 2.0, JobState.PREEMPTED, {"region": "us-east4"})
+    assert out.action == "deadline_move" and "-> spot:sky/us-east4" in out.reason
+    (_, request, _), = _Scheduled.submitted
+    assert request.meta["placements"] == ["gcp/us-east4/us-east4-c"]
+    assert request.meta["avoid"] == ["gcp/us-east4/us-east4-a", "gcp/us-east4/us-east4-b"]
