@@ -117,8 +117,9 @@ def plain_main():
     dist.init_process_group("gloo", init_method="tcp://%s:%s" % (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]),
                             rank=rank, world_size=world, timeout=timedelta(seconds=60))
     start = jobside.resume_step() + 1
-    if start > 0:
-        load(torch.load(os.path.join(os.environ["LAUNCHER_RESUME_FROM"], "state.pt")))
+    with jobside.restore() as d:  # rank 0 records when it ended: the report's restore clock
+        if d:
+            load(torch.load(os.path.join(d, "state.pt")))
     ddp = DistributedDataParallel(model)
     print("started %s (pid %d, generation %d) at step %d" % (tag, os.getpid(), gen, start), flush=True)
     step = start
