@@ -13,6 +13,13 @@ Two modes, told from the environment the launcher renders:
 - plain (``kind: allocation``, or no in_job): one torch.distributed gloo world of all tasks
   (``LAUNCHER_RANK`` of ``LAUNCHER_NUM_NODES``), torch's DistributedDataParallel. Tags ``r<R>``.
 
+Preemption notice (SIGUSR1, as Slurm's --signal and `scancel --signal=USR1 --batch` bring it): the
+saving rank saves the step it is at (unless just saved) and every process exits 75 (the launcher's
+"saved on a notice, requeue me"). A hang on demand (plain mode): when OUT/hang names this task's rank,
+the task renames it to OUT/hang.at-<time> and sleeps for ever in ``hang_here``, as a rank that stops
+reporting; the others block in the next allreduce. Rank 0 reports every step (``jobside.report``),
+every task registers its stacks (the job side's faulthandler on SIGUSR2), for ``recovery.hang``.
+
 Each process writes "PID START_TIME" to OUT/pid-<tag> at start (the time taken before its imports) and appends "STEP PARTICIPANTS TIME PID GEN" to
 OUT/steps-<tag> after every step. It trains until OUT/stop (a step number, written by the bench)
 is reached; every process reads the same file, so all stop at the same step.
@@ -28,6 +35,8 @@ from datetime import timedelta  # noqa: E402
 
 sys.path.insert(0, os.environ["LAUNCHER_JOB_PYZ"])
 from launcher import jobside  # noqa: E402
+
+from launcher.jobside.stacks import install_stack_dump  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -65,6 +74,25 @@ def log_step(tag, step, participants):
         f.write("%d %d %.3f %d %d\n" % (step, participants, time.time(), os.getpid(), gen))
 
 
+def hang_here():
+    while True:
+        time.sleep(3600)
+
+
+def maybe_hang(rank):
+    """OUT/hang naming RANK: stop reporting and sleep for ever (taken once: the file is renamed)."""
+    path = os.path.join(out, "hang")
+    try:
+        with open(path) as f:
+            if int(f.read()) != rank:
+                return
+        os.rename(path, os.path.join(out, "hang.at-%.3f" % time.time()))
+    except (OSError, ValueError):
+        return
+    print("rank %d hangs" % rank, flush=True)
+    hang_here()
+
+
 def write_pid(tag):
     with open(os.path.join(out, "pid-" + tag), "w") as f:
         f.write("%d %.3f" % (os.getpid(), T0))
@@ -91,6 +119,7 @@ def torchft_main():
         m.load_state_dict(sd["torchft"])
     ddp, o = DistributedDataParallel(m, model), Optimizer(m, opt)
     print("started %s (pid %d) at step %d" % (tag, os.getpid(), m.current_step()), flush=True)
+    saved = -1
     while m.current_step() < stop_at():
         o.zero_grad()
         ((ddp(x) - y) ** 2).mean().backward()
@@ -99,9 +128,17 @@ def torchft_main():
         log_step(tag, step, m.num_participants())
         # group 0's rank 0 saves every 4 steps; group 1's too while it trains alone (group 0 down),
         # on other steps (a step is saved once), so commits go on whichever group is down
-        if rank == 0 and ((gid == 0 and step % 4 == 0) or (gid == 1 and step % 4 == 2 and m.num_participants() == 1)):
+        alone = m.num_participants() == 1
+        if rank == 0 and ((gid == 0 and step % 4 == 0) or (gid == 1 and step % 4 == 2 and alone)):
             with jobside.save(step) as d:
                 torch.save({"user": state(), "torchft": m.state_dict()}, os.path.join(d, "state.pt"))
+            saved = step
+        if jobside.preemption_requested():
+            if rank == 0 and (gid == 0 or alone) and saved != step:
+                with jobside.save(step) as d:
+                    torch.save({"user": state(), "torchft": m.state_dict()}, os.path.join(d, "state.pt"))
+            print("%s: preemption notice at step %d: exiting %d" % (tag, step, jobside.EXIT_PREEMPTED), flush=True)
+            sys.exit(jobside.EXIT_PREEMPTED)
         time.sleep(step_s)
     print("DONE %s at step %d" % (tag, m.current_step()), flush=True)
 
@@ -114,6 +151,7 @@ def plain_main():
     world = int(os.environ["LAUNCHER_NUM_NODES"]) * int(os.environ.get("LAUNCHER_TASKS_PER_NODE") or 1)
     tag = "r%d" % rank
     write_pid(tag)
+    install_stack_dump()  # every task's stacks can be asked for (recovery.hang), not only the reporting one's
     dist.init_process_group("gloo", init_method="tcp://%s:%s" % (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]),
                             rank=rank, world_size=world, timeout=timedelta(seconds=60))
     start = jobside.resume_step() + 1
@@ -124,19 +162,28 @@ def plain_main():
     print("started %s (pid %d, generation %d) at step %d" % (tag, os.getpid(), gen, start), flush=True)
     step = start
     while step <= stop_at():
+        maybe_hang(rank)
         opt.zero_grad()
-        ((ddp(x) - y) ** 2).mean().backward()
+        loss = ((ddp(x) - y) ** 2).mean()
+        loss.backward()
         opt.step()
         log_step(tag, step, world)
-        if rank == 0 and step % 4 == 0:
+        if rank == 0:
+            jobside.report(step, loss=loss.item())
+        noticed = jobside.preemption_requested()
+        if rank == 0 and (step % 4 == 0 or noticed):
             with jobside.save(step) as d:
                 torch.save(state(), os.path.join(d, "state.pt"))
+        if noticed:
+            print("%s: preemption notice at step %d: exiting %d" % (tag, step, jobside.EXIT_PREEMPTED), flush=True)
+            sys.exit(jobside.EXIT_PREEMPTED)
         step += 1
         time.sleep(step_s)
     dist.destroy_process_group()
     print("DONE %s at step %d" % (tag, step - 1), flush=True)
 
 
+jobside.install_preemption_handler()  # $LAUNCHER_PREEMPT_SIGNAL, SIGUSR1
 if os.environ.get("TORCHFT_LIGHTHOUSE"):
     torchft_main()
 else:

@@ -2,7 +2,8 @@
 Slurm test cluster (tests/cluster, 4 nodes) that this script starts and always stops.
 
     .venv/bin/python bench/in_job_schedule.py [--kills 10] [--seed 7] [--variants torchft,allocation,requeue]
-                                              [--step-time 0.1] [--spread 6] [--watch-interval 1] [--json FILE]
+                                              [--extras hang,preempt] [--hang 10] [--step-time 0.1] [--spread 6]
+                                              [--watch-interval 1] [--json FILE]
 
 The same training (bench/in_job_program.py: a torch Linear model on the CPU with gloo, one task per
 node on 4 nodes, a committed checkpoint every 4 steps, a timestamped step log) is launched through
@@ -20,6 +21,15 @@ Each variant gets the same schedule of KILLS process kills (SIGKILL of one task'
 nodes are network namespaces of this host), drawn from --seed: before each kill the job is back to
 full strength and has made a few steps since (so a commit past the last resume), then a random
 wait of up to --spread seconds, then a random task's process is killed.
+
+After the kills (--extras): a hang, in allocation and requeue (recovery.hang: --hang s): a random
+task stops at its next step and sleeps for ever (rank 0 reports every step; the others block in the
+allreduce), to be found by the watch, its stacks stored and the run killed and recovered (rerun in
+the allocation, or resubmitted on recovery.hang_restarts); then a preemption notice in every variant
+(`scancel --signal=USR1 --batch`): the program saves and exits 75, the job script requeues the job in
+place: exactly 1 Slurm requeue, no resubmission or in-job restart. Not with torchft: a hang (its
+reporting rank is one group's; a group's process that hangs while the other group trains on and
+reports is not found, see docs/in-job-recovery.md).
 
 Printed per variant, side by side: Slurm requeues (``scontrol`` Restarts of every attempt) and
 launcher resubmissions (``resubmitted`` events of `launcher status JOB --json`) for the kills, the
@@ -120,6 +130,8 @@ def wait_for(what: str, fn, timeout: float, cli=None, job=None, interval: float 
 def spec_body(variant: str, base: Path, out: Path, a) -> dict:
     budget = a.kills + 2
     recovery: dict = {"app_error": 0}
+    if "hang" in a.extras and variant != "torchft":
+        recovery.update(hang=f"{a.hang:g}s", hang_restarts=1)
     if variant == "torchft":
         recovery["in_job"] = {"kind": "torchft", "max_restarts": budget, "window": "1h", "min_replicas": 1}
     elif variant == "allocation":
@@ -210,6 +222,14 @@ def run_variant(cluster, cli, variant: str, a, rng: random.Random) -> dict:
                      else f", {kill['lost_steps']} steps lost"), flush=True)
         wait_for(f"{job}: full strength after the last kill", full_strength, 300, cli, job)
         note_restarts()
+        kill_requeues, t_extras = sum(natives.values()), time.time()
+        if "hang" in a.extras and variant != "torchft":
+            res["hang"] = hang(out, tags, rng, cli, job)
+            wait_for(f"{job}: full strength after the hang", full_strength, 300, cli, job)
+        if "preempt" in a.extras:
+            note_restarts()
+            res["preempt"] = preempt(cluster, cli, job, out, tags, natives)
+            wait_for(f"{job}: full strength after the preemption", full_strength, 300, cli, job)
         stop = max(r[0] for t in tags for r in steps(out, t)) + a.tail_steps
         (out / "stop.tmp").write_text(str(stop))
         (out / "stop.tmp").rename(out / "stop")
@@ -218,12 +238,31 @@ def run_variant(cluster, cli, variant: str, a, rng: random.Random) -> dict:
     finally:
         stop_watchers([watcher])
     events = st["events"]
+
+    def count(kind, t0=0.0, t1=float("inf")):
+        return len([e for e in events if e["kind"] == kind and t0 <= (e.get("ts") or 0) < t1])
+
     res.update(
         state=st["state"], reason=st.get("reason"), attempts=[(x["state"], x.get("native_id")) for x in st["attempts"]],
-        requeues=sum(natives.values()), natives=natives,
-        resubmissions=len([e for e in events if e["kind"] == "resubmitted"]),
-        in_job_restarts=len([e for e in events if e["kind"] == "in_job_restart"]),
-        first_step_s=t_first - t_launch, stop_step=stop)
+        requeues=kill_requeues, natives=natives, resubmissions=count("resubmitted", 0, t_extras),
+        in_job_restarts=count("in_job_restart", 0, t_extras), first_step_s=t_first - t_launch, stop_step=stop)
+    for extra in ("hang", "preempt"):  # what the launcher did about each, from its events
+        x = res.get(extra)
+        if x:
+            t1 = res["preempt"]["t"] if extra == "hang" and res.get("preempt") else float("inf")
+            x.update(resubmissions=count("resubmitted", x["t"], t1), in_job_restarts=count("in_job_restart", x["t"], t1))
+    if res.get("hang"):
+        found = [e for e in events if e["kind"] == "hang_detected" and e.get("ts", 0) >= res["hang"]["t"]]
+        h = res["hang"]
+        h["detections"] = len(found)
+        if found:
+            ev = found[0]
+            stacks = Path(ev.get("stacks") or "/nonexistent")
+            h.update(detected_s=ev["ts"] - h["t"], age_s=ev.get("age_s"), limit_s=ev.get("limit_s"),
+                     recovery=ev.get("recovery"), stacks=str(stacks),
+                     stack_files=len(list(stacks.glob("*"))) if stacks.is_dir() else 0,
+                     own_frame=any("hang_here" in f.read_text(errors="replace") for f in stacks.glob("*")
+                                   if f.is_file()) if stacks.is_dir() else False)
     # when the launcher's side handled each kill: the job script's in-job restart (its helper's
     # failed_at), or the watch's noticing of the ended attempt and its resubmission
     restarts = sorted((e for e in events if e["kind"] == "in_job_restart"), key=lambda e: e.get("restart") or 0)
@@ -245,6 +284,47 @@ def run_variant(cluster, cli, variant: str, a, rng: random.Random) -> dict:
     if secs:
         res.update(median_s=statistics.median(secs), max_s=max(secs))
     return res
+
+
+def first_new_step(out: Path, tags, pids: dict, since: float):
+    """(time, step) of the first step any task logged from a new process after SINCE, else None."""
+    new = [(r[2], r[0]) for t in tags for r in steps(out, t) if r[3] != pids[t] and r[2] > since]
+    return min(new) if new else None
+
+
+def hang(out: Path, tags, rng: random.Random, cli, job) -> dict:
+    """A rank that stops reporting (the program sleeps for ever in hang_here at its next step; rank 0
+    reports, the others block in the allreduce): found by `launcher watch` after recovery.hang, its
+    stacks stored, the run killed and recovered (rerun in the allocation, or resubmitted)."""
+    rank = rng.randrange(len(tags))
+    pids = {t: current_pid(out, t) for t in tags}
+    (out / "hang.tmp").write_text(str(rank))
+    (out / "hang.tmp").rename(out / "hang")
+    marks = wait_for(f"{job}: rank {rank} hung", lambda: sorted(out.glob("hang.at-*")), 60, cli, job)
+    t_hung = float(marks[-1].name.split("-", 1)[1])
+    t_back, step_back = wait_for(f"{job}: back after the hang", lambda: first_new_step(out, tags, pids, t_hung),
+                                 300, cli, job, interval=0.05)
+    print(f"  hang: rank {rank} stopped at step {step_back - 1} or later; first step past the resume point "
+          f"({step_back}) {t_back - t_hung:.1f} s later", flush=True)
+    return {"t": t_hung, "rank": rank, "seconds": t_back - t_hung, "back_step": step_back}
+
+
+def preempt(cluster, cli, job, out: Path, tags, natives: dict) -> dict:
+    """A preemption notice to the batch shell (`scancel --signal=USR1 --batch`, as Slurm's --signal
+    brings it): the program saves and exits 75, the job script requeues the job in place."""
+    native = str(cli.status(job)["attempts"][-1]["native_id"])
+    before = int(cluster.job(native).get("Restarts") or 0)
+    pids = {t: current_pid(out, t) for t in tags}
+    t_sig = time.time()
+    cluster.run("scancel", "--signal=USR1", "--batch", native)
+    t_back, step_back = wait_for(f"{job}: back after the preemption", lambda: first_new_step(out, tags, pids, t_sig),
+                                 300, cli, job, interval=0.05)
+    after = int(cluster.job(native).get("Restarts") or 0)
+    natives[native] = max(natives.get(native, 0), after)
+    print(f"  preemption of {native}: {after - before} Slurm requeue(s); first step past the resume point "
+          f"({step_back}) {t_back - t_sig:.1f} s later", flush=True)
+    return {"t": t_sig, "native": native, "requeues": after - before, "seconds": t_back - t_sig,
+            "back_step": step_back}
 
 
 def lighthouse_check(job_dir: Path) -> dict:
@@ -310,6 +390,25 @@ def report(results: list[dict], a, facts: str) -> None:
     row("goodput (launcher report)", [fmt(r.get("goodput"), ".3f") for r in results])
     row("wall s (launcher report)", [fmt(r.get("wall_s"), ".0f") for r in results])
     row("launch -> first step s", [fmt(r.get("first_step_s")) for r in results])
+    if any(r.get("hang") for r in results):
+        print()
+        row("hang (a rank stops reporting)", [""] * len(results))
+        hg = [r.get("hang") or {} for r in results]
+        row(f"  detected after (limit {a.hang:g} s + interval) s", [fmt(h.get("detected_s")) for h in hg])
+        row("  last step's age when detected s", [fmt(h.get("age_s")) for h in hg])
+        row("  stack files stored (own frame seen)", [f"{h['stack_files']} ({'yes' if h.get('own_frame') else 'no'})"
+                                                     if "stack_files" in h else "-" for h in hg])
+        row("  recovered by: in-job restarts", [h.get("in_job_restarts", "-") for h in hg])
+        row("                resubmissions", [h.get("resubmissions", "-") for h in hg])
+        row("  hang -> first step past resume s", [fmt(h.get("seconds")) for h in hg])
+    if any(r.get("preempt") for r in results):
+        print()
+        pr = [r.get("preempt") or {} for r in results]
+        row("preemption (scancel --signal=USR1 --batch)", [""] * len(results))
+        row("  Slurm requeues (want 1)", [p.get("requeues", "-") for p in pr])
+        row("  resubmissions / in-job restarts", [f"{p['resubmissions']} / {p['in_job_restarts']}"
+                                                 if "resubmissions" in p else "-" for p in pr])
+        row("  notice -> first step past resume s", [fmt(p.get("seconds")) for p in pr])
     for r in results:
         if r.get("lighthouse"):
             lh = r["lighthouse"]
@@ -335,9 +434,16 @@ def main() -> int:
                     help="steps each process makes before the next kill may land (6: a commit past the resume point)")
     ap.add_argument("--tail-steps", type=int, default=10, help="steps after the last recovery before the job ends")
     ap.add_argument("--watch-interval", type=float, default=1.0, help="launcher watch --interval, s (1)")
+    ap.add_argument("--extras", default="hang,preempt",
+                    help="after the kills (comma-separated, '' for none): hang (a rank that stops reporting, "
+                         "recovery.hang; not with torchft), preempt (a preemption notice: 1 Slurm requeue)")
+    ap.add_argument("--hang", type=float, default=10.0, help="recovery.hang, s (10)")
     ap.add_argument("--json", help="also write every figure to this file")
     a = ap.parse_args()
     variants = [v for v in a.variants.split(",") if v.strip()]
+    a.extras = {x.strip() for x in a.extras.split(",") if x.strip()}
+    if a.extras - {"hang", "preempt"}:
+        ap.error("--extras: of hang, preempt")
     if a.kills < 1 or not variants or set(variants) - set(VARIANTS):
         ap.error(f"--kills >= 1 and --variants of {', '.join(VARIANTS)}")
     if variants.count("requeue") and variants[-1] != "requeue":
