@@ -15,9 +15,10 @@ Two modes, told from the environment the launcher renders:
 
 Preemption notice (SIGUSR1, as Slurm's --signal and `scancel --signal=USR1 --batch` bring it): the
 saving rank saves the step it is at (unless just saved) and every process exits 75 (the launcher's
-"saved on a notice, requeue me"). A hang on demand (plain mode): when OUT/hang names this task's rank,
+"saved on a notice, requeue me"). A hang on demand: when OUT/hang names this task's tag,
 the task renames it to OUT/hang.at-<time> and sleeps for ever in ``hang_here``, as a rank that stops
-reporting; the others block in the next allreduce. Rank 0 reports every step (``jobside.report``),
+reporting; the others block in the next allreduce. The job's rank 0 (torchft: group 0's) reports
+every step (``jobside.report``),
 every task registers its stacks (the job side's faulthandler on SIGUSR2), for ``recovery.hang``.
 
 Each process writes "PID START_TIME" to OUT/pid-<tag> at start (the time taken before its imports) and appends "STEP PARTICIPANTS TIME PID GEN" to
@@ -79,17 +80,17 @@ def hang_here():
         time.sleep(3600)
 
 
-def maybe_hang(rank):
-    """OUT/hang naming RANK: stop reporting and sleep for ever (taken once: the file is renamed)."""
+def maybe_hang(tag):
+    """OUT/hang naming TAG: stop reporting and sleep for ever (taken once: the file is renamed)."""
     path = os.path.join(out, "hang")
     try:
         with open(path) as f:
-            if int(f.read()) != rank:
+            if f.read().strip() != tag:
                 return
         os.rename(path, os.path.join(out, "hang.at-%.3f" % time.time()))
-    except (OSError, ValueError):
+    except OSError:
         return
-    print("rank %d hangs" % rank, flush=True)
+    print("%s hangs" % tag, flush=True)
     hang_here()
 
 
@@ -120,12 +121,17 @@ def torchft_main():
     ddp, o = DistributedDataParallel(m, model), Optimizer(m, opt)
     print("started %s (pid %d) at step %d" % (tag, os.getpid(), m.current_step()), flush=True)
     saved = -1
+    install_stack_dump()
     while m.current_step() < stop_at():
+        maybe_hang(tag)
         o.zero_grad()
-        ((ddp(x) - y) ** 2).mean().backward()
+        loss = ((ddp(x) - y) ** 2).mean()
+        loss.backward()
         o.step()
         step = m.current_step()
         log_step(tag, step, m.num_participants())
+        if gid == 0 and rank == 0:  # the job's rank 0 reports (recovery.hang judges the job by it)
+            jobside.report(step, loss=loss.item())
         # group 0's rank 0 saves every 4 steps; group 1's too while it trains alone (group 0 down),
         # on other steps (a step is saved once), so commits go on whichever group is down
         alone = m.num_participants() == 1
@@ -162,7 +168,7 @@ def plain_main():
     print("started %s (pid %d, generation %d) at step %d" % (tag, os.getpid(), gen, start), flush=True)
     step = start
     while step <= stop_at():
-        maybe_hang(rank)
+        maybe_hang(tag)
         opt.zero_grad()
         loss = ((ddp(x) - y) ** 2).mean()
         loss.backward()

@@ -130,7 +130,7 @@ def wait_for(what: str, fn, timeout: float, cli=None, job=None, interval: float 
 def spec_body(variant: str, base: Path, out: Path, a) -> dict:
     budget = a.kills + 2
     recovery: dict = {"app_error": 0}
-    if "hang" in a.extras and variant != "torchft":
+    if "hang" in a.extras and (variant != "torchft" or a.hang_torchft):
         recovery.update(hang=f"{a.hang:g}s", hang_restarts=1)
     if variant == "torchft":
         recovery["in_job"] = {"kind": "torchft", "max_restarts": budget, "window": "1h", "min_replicas": 1}
@@ -223,7 +223,7 @@ def run_variant(cluster, cli, variant: str, a, rng: random.Random) -> dict:
         wait_for(f"{job}: full strength after the last kill", full_strength, 300, cli, job)
         note_restarts()
         kill_requeues, t_extras = sum(natives.values()), time.time()
-        if "hang" in a.extras and variant != "torchft":
+        if "hang" in a.extras and (variant != "torchft" or a.hang_torchft):
             res["hang"] = hang(out, tags, rng, cli, job)
             wait_for(f"{job}: full strength after the hang", full_strength, 300, cli, job)
         if "preempt" in a.extras:
@@ -296,17 +296,17 @@ def hang(out: Path, tags, rng: random.Random, cli, job) -> dict:
     """A rank that stops reporting (the program sleeps for ever in hang_here at its next step; rank 0
     reports, the others block in the allreduce): found by `launcher watch` after recovery.hang, its
     stacks stored, the run killed and recovered (rerun in the allocation, or resubmitted)."""
-    rank = rng.randrange(len(tags))
+    victim = rng.choice(tags)
     pids = {t: current_pid(out, t) for t in tags}
-    (out / "hang.tmp").write_text(str(rank))
+    (out / "hang.tmp").write_text(victim)
     (out / "hang.tmp").rename(out / "hang")
-    marks = wait_for(f"{job}: rank {rank} hung", lambda: sorted(out.glob("hang.at-*")), 60, cli, job)
+    marks = wait_for(f"{job}: {victim} hung", lambda: sorted(out.glob("hang.at-*")), 60, cli, job)
     t_hung = float(marks[-1].name.split("-", 1)[1])
     t_back, step_back = wait_for(f"{job}: back after the hang", lambda: first_new_step(out, tags, pids, t_hung),
                                  300, cli, job, interval=0.05)
-    print(f"  hang: rank {rank} stopped at step {step_back - 1} or later; first step past the resume point "
+    print(f"  hang: {victim} stopped at step {step_back - 1} or later; first step past the resume point "
           f"({step_back}) {t_back - t_hung:.1f} s later", flush=True)
-    return {"t": t_hung, "rank": rank, "seconds": t_back - t_hung, "back_step": step_back}
+    return {"t": t_hung, "victim": victim, "seconds": t_back - t_hung, "back_step": step_back}
 
 
 def preempt(cluster, cli, job, out: Path, tags, natives: dict) -> dict:
@@ -438,6 +438,9 @@ def main() -> int:
                     help="after the kills (comma-separated, '' for none): hang (a rank that stops reporting, "
                          "recovery.hang; not with torchft), preempt (a preemption notice: 1 Slurm requeue)")
     ap.add_argument("--hang", type=float, default=10.0, help="recovery.hang, s (10)")
+    ap.add_argument("--hang-torchft", action="store_true",
+                    help="the hang in the torchft variant too (group 0's rank 0 reports for the job; a hang in "
+                         "another group's process is not seen by recovery.hang)")
     ap.add_argument("--json", help="also write every figure to this file")
     a = ap.parse_args()
     variants = [v for v in a.variants.split(",") if v.strip()]
