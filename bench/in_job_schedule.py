@@ -205,9 +205,16 @@ def run_variant(cluster, cli, variant: str, a, rng: random.Random) -> dict:
             if variant == "torchft":  # the other group trained on meanwhile: the job's training never stopped
                 other = "g1r0" if victim.startswith("g0") else "g0r0"
                 kill["alone_steps"] = len([r for r in steps(out, other) if t_kill < r[2] < t_back])
-                going = [r[2] for t in tags if t[:2] != victim[:2] for r in steps(out, t)
-                         if r[2] > t_kill and r[0] > last_step]
-                kill["again_s"] = min(going) - t_kill if going else None
+                # the other group's stall: its first step after the kill that ended a gap of over 1 s
+                # (waiting out torchft's timeout on the allreduce the killed group left), else none
+                rows = [r for r in steps(out, other) if r[2] <= t_back + 1]
+                prev = max((r[2] for r in rows if r[2] <= t_kill), default=t_kill)
+                kill["again_s"] = 0.0
+                for r in (r for r in rows if r[2] > t_kill):
+                    if r[2] - prev > 1.0:
+                        kill["again_s"] = r[2] - t_kill
+                        break
+                    prev = r[2]
                 pid, t0 = started(out, victim)
                 kill["started_s"] = t0 - t_kill if pid != pids[victim] and t0 else None
             else:
