@@ -27,9 +27,9 @@ task stops at its next step and sleeps for ever (rank 0 reports every step; the 
 allreduce), to be found by the watch, its stacks stored and the run killed and recovered (rerun in
 the allocation, or resubmitted on recovery.hang_restarts); then a preemption notice in every variant
 (`scancel --signal=USR1 --batch`): the program saves and exits 75, the job script requeues the job in
-place: exactly 1 Slurm requeue, no resubmission or in-job restart. Not with torchft: a hang (its
-reporting rank is one group's; a group's process that hangs while the other group trains on and
-reports is not found, see docs/in-job-recovery.md).
+place: exactly 1 Slurm requeue, no resubmission or in-job restart. The hang is left out of the
+torchft variant unless --hang-torchft (group 0's rank 0 reports for the job; the watch then kills
+every process of the run, both groups, and both restart from the newest commit).
 
 Printed per variant, side by side: Slurm requeues (``scontrol`` Restarts of every attempt) and
 launcher resubmissions (``resubmitted`` events of `launcher status JOB --json`) for the kills, the
