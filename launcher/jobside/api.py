@@ -255,7 +255,10 @@ def restore(path=None, verify=False):
 def _record_restored(path) -> None:
     """Record in this generation's attempt record when the program had restored its checkpoint
     (the ``restore`` block ended without an error): the end of the report's restore clock.
-    Rank 0 only (one writer of the record); advisory, never fails."""
+    Rank 0 only (one writer of the record); advisory, never fails. The generation's first restore
+    is kept: a later one in the same generation is no restore of its start (a torchft replica
+    group restarted alone rejoins under the generation that went on; NVRx restarts inside the
+    processes), and taking it would stretch the report's restore clock over the training since."""
     if path is None or not os.environ.get("LAUNCHER_BACKEND"):
         return
     try:
@@ -266,6 +269,8 @@ def _record_restored(path) -> None:
         store = store_for(ckpt_root())
         gen = _current_generation(store)
         doc = read_attempt(store, gen) or {"generation": gen, "saves": []}
+        if doc.get("restored"):
+            return
         doc["restored"] = {"at": now_iso(), "step": env_int("LAUNCHER_RESUME_STEP")}
         write_attempt(store, gen, doc)
     except Exception as e:  # the record is advisory: never break a restore over it

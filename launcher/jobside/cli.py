@@ -162,7 +162,7 @@ def cmd_in_job_restart(a) -> int:
     failed_at = datetime.fromtimestamp(now, timezone.utc).isoformat().replace("+00:00", "Z")
     print("%s: %s" % (PROG, why), file=sys.stderr)
     if a.rejoin_group is not None:
-        return _rejoin(store, gen, a.rejoin_group, a.rc, failed_at, history, now, committed)
+        return _rejoin(store, gen, a.rejoin_group, a.rc, failed_at, history, now, latest)
     rec = read_generations(store).record(gen) if gen is not None else None
     hint = (rec or {}).get("attempt")
     extra = {"in_job": {"restart": len(history) + 1, "exit": a.rc, "previous_generation": gen,
@@ -178,11 +178,15 @@ def cmd_in_job_restart(a) -> int:
 
 
 
-def _rejoin(store, gen, group, rc, failed_at, history, now, committed) -> int:
+def _rejoin(store, gen, group, rc, failed_at, history, now, latest) -> int:
     """One replica group's step failed and is restarted alone (recovery.in_job kind torchft): the
     other groups train on under generation GEN, so no new generation is started (it would fence
     their writes); the restart is recorded in GEN's record (``rejoins``) and the rejoining group
-    heals from a live peer. Prints the job script's counters."""
+    heals from a live peer. Prints the job script's counters, and the newest commit (LATEST) as
+    the group's resume point: with no live peer to heal from (every group failed together, as
+    when a hang's processes are all killed) the groups go on from it, not from the attempt's
+    start (a fresh start would also run into the generation's committed steps: write-once)."""
+    committed = latest.step if latest is not None else -1
     if gen is None:
         print("%s: in-job recovery gives up: no %s to record replica group %d's restart under; the "
               "launcher's recovery takes over" % (PROG, GENERATION_ENV, group), file=sys.stderr)
@@ -192,8 +196,11 @@ def _rejoin(store, gen, group, rc, failed_at, history, now, committed) -> int:
                                "committed_step": committed})
     print("%s: replica group %d restarts in generation %d and rejoins the groups that went on (newest commit: %s)"
           % (PROG, group, gen, "none" if committed < 0 else "step %d" % committed), file=sys.stderr)
-    sys.stdout.write(export_lines([("LAUNCHER_IN_JOB_RESTARTS", n),
-                                   ("_launcher_in_job_history", injob.format_history(history + [(now, committed)]))]))
+    exports = [("LAUNCHER_IN_JOB_RESTARTS", n),
+               ("_launcher_in_job_history", injob.format_history(history + [(now, committed)]))]
+    if latest is not None:
+        exports += [("LAUNCHER_RESUME_FROM", latest.path), ("LAUNCHER_RESUME_STEP", latest.step)]
+    sys.stdout.write(export_lines(exports))
     sys.stdout.flush()
     return 0
 

@@ -93,6 +93,7 @@ class InJobRun:
     restarted_at: float  # the rerun's program start
     resume_step: Optional[int]  # the step the rerun resumed from (-1: fresh)
     saves: list
+    restored_at: Optional[float] = None  # the rerun's restore ended (jobside.restore), when recorded
 
 
 @dataclass
@@ -346,10 +347,14 @@ def _account_attempt(ledger: _Ledger, h: History, attempts: list, i: int, cursor
 def _in_job_runs(ledger: _Ledger, a: AttemptIn, sec: dict, ps: float, end: float) -> float:
     """The attempt's runs that failed and were rerun in the job: each one's useful compute and
     saves up to its last commit the rerun used, its lost work up to the failure, then the
-    in-job restart until the rerun started. Returns the last run's program start."""
+    in-job restart until the rerun started, and on until it had restored its checkpoint where
+    it recorded that (``jobside.restore``: as the restore after the launcher's interruption,
+    never useful compute). Returns where the last run's useful compute begins."""
     for run in a.in_job:
         failed = _clamp(run.failed_at, ps, end)
         restarted = _clamp(run.restarted_at, failed, end)
+        if run.restored_at is not None and run.resume_step is not None and run.resume_step >= 0:
+            restarted = _clamp(run.restored_at, restarted, end)
         saves = sorted(run.saves, key=lambda s: (s.end, s.step))
         commit_at, _ = _last_used_commit(saves, ps, failed, run.resume_step)
         _add_run(ledger, a.attempt, sec, saves, ps, commit_at if commit_at is not None else ps, failed, failed)

@@ -314,7 +314,8 @@ def _in_job_runs(chain: list) -> list:
         if failed is None or restarted is None:
             continue
         step = nxt.get("resume_step")
-        out.append(InJobRun(failed, restarted, step if isinstance(step, int) else None, _saves(r)))
+        out.append(InJobRun(failed, restarted, step if isinstance(step, int) else None, _saves(r),
+                            restored_at=iso_ts((nxt.get("restored") or {}).get("at"))))
     return out
 
 

@@ -424,3 +424,9 @@ def test_restore_records_when_rank_0_had_its_checkpoint_back(tmp_path, clean_env
         with jobside.restore():
             raise RuntimeError("corrupt")
     assert read_attempt(store, 2)["restored"] == restored
+    # a second restore in the same generation (a torchft replica group restarted alone rejoins under
+    # it; NVRx restarts in the processes) keeps the first: the generation's start restored then
+    time.sleep(0.01)
+    with jobside.restore() as d:
+        assert d
+    assert read_attempt(store, 2)["restored"] == restored

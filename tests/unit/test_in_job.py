@@ -212,6 +212,34 @@ def test_an_in_job_restart_has_its_own_category_and_the_lost_work_of_the_failed_
     assert acc.interval["failures"] == 1  # the rerun is a failure for the interval's MTBF
 
 
+def test_an_in_job_reruns_restore_is_part_of_its_in_job_restart_not_useful_compute():
+    # as above, but the rerun restored through jobside.restore: its program (interpreter, imports,
+    # the restore) ran from 1032 to 1040, which the training was down for, as after a resubmission
+    a = AttemptIn(1, "COMPLETED", queued=1000, started=1005, ended=1050, program_start=1010,
+                  saves=[Save(1044, 1045, 20, True)], resume_step=-1,
+                  in_job=[InJobRun(1030, 1032, 10, [Save(1020, 1021, 10, True), Save(1027, 1028, 15, True)],
+                                   restored_at=1040)])
+    acc = account(History("j", t0=1000, now=5000, attempts=[a]))
+    t = {k: round(v, 6) for k, v in acc.totals.items()}
+    assert t == {"queue_wait": 5, "provisioning": 5, "useful_compute": 10 + 9, "checkpoint_overhead": 1 + 1,
+                 "capture_stall": 0, "lost_work": 9, "in_job_restart": 2 + 8, "restart_overhead": 0}
+    assert sum(acc.totals.values()) == pytest.approx(acc.wall_s)
+    # a record of a restore that is not the rerun's own (before its start, or a fresh rerun's) is not taken
+    for odd in (InJobRun(1030, 1032, 10, [], restored_at=1025), InJobRun(1030, 1032, -1, [], restored_at=1040)):
+        b = AttemptIn(1, "COMPLETED", queued=1000, started=1005, ended=1050, program_start=1010, saves=[],
+                      resume_step=-1, in_job=[odd])
+        assert account(History("j", t0=1000, now=5000, attempts=[b])).totals["in_job_restart"] == 2
+
+
+def test_the_report_reads_a_reruns_restore_from_its_generations_record():
+    from launcher.report.collect import _in_job_runs
+
+    recs = [_gen(1, 1, -1), {**_gen(2, 1, 4, {"previous_generation": 1, "failed_at": "2024-01-01T00:00:10Z"}),
+                             "started": "2024-01-01T00:00:12Z", "restored": {"at": "2024-01-01T00:00:20Z", "step": 4}}]
+    (run,) = _in_job_runs(recs)
+    assert run.restored_at - run.restarted_at == 8 and run.restarted_at - run.failed_at == 2
+
+
 # ---- exit 93 closes the job on every backend (the launcher's decision)
 def test_exit_93_stops_the_job_instead_of_retrying():
     ev = Event(attempt=1, state=JobState.FAILED, resume_step=None, committed_step=10, exit_code=93)

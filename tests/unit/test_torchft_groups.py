@@ -6,6 +6,7 @@ rendered shell functions run in bash; the job-side command on a real checkpoint 
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -108,6 +109,32 @@ def test_a_group_restart_is_recorded_in_its_generation_and_starts_none(tmp_path,
     rc, out, err = _run(argv + ["--history", _exports(out)["_launcher_in_job_history"]], {}, monkeypatch)
     assert rc == 1 and out == "" and "gives up" in err
     assert [x["group"] for x in read_generations(open_store(str(root))).record(1)["rejoins"]] == [1, 0]
+
+
+def test_a_restarted_group_resumes_from_the_newest_commit_of_its_generation(tmp_path, monkeypatch):
+    """Found by bench/in_job_schedule.py: a hang's processes were all killed, both groups restarted
+    with no live peer to heal from, and from the attempt's start (a fresh start here): their saves
+    then ran into the generation's committed steps (write-once) until the budget gave up. A rejoining
+    group now gets the newest commit as its resume point (a live peer ahead of it still heals it)."""
+    from launcher import jobside
+
+    root = tmp_path / "ck"
+    rc, out, _ = _run(["resume-env", "--attempt-hint", "1"],
+                      {"LAUNCHER_CKPT_ROOT": str(root), "LAUNCHER_JOB_ID": "j1", "LAUNCHER_NODE_FACTS": "0"}, monkeypatch)
+    assert rc == 0 and _exports(out)["LAUNCHER_RESUME_STEP"] == "-1"
+    monkeypatch.setenv("LAUNCHER_GENERATION", "1")
+    monkeypatch.setenv("LAUNCHER_HEARTBEAT_SECONDS", "0")
+    for step in (4, 8):
+        with jobside.save(step) as d:
+            (Path(d) / "state").write_text(str(step))
+    argv = ["in-job-restart", "--rc", "137", "--max-restarts", "3", "--window", "3600", "--rejoin-group", "0"]
+    rc, out, err = _run(argv, {}, monkeypatch)
+    assert rc == 0, err
+    ex = _exports(out)
+    assert ex["LAUNCHER_RESUME_STEP"] == "8" and Path(ex["LAUNCHER_RESUME_FROM"]).name == "step-000000008.g1", ex
+    assert (Path(ex["LAUNCHER_RESUME_FROM"]) / "state").read_text() == "8"
+    assert "LAUNCHER_GENERATION" not in ex  # still no new generation
+    assert read_generations(open_store(str(root))).generation == 1
 
 
 def test_a_group_restart_needs_the_generation_it_belongs_to(tmp_path, monkeypatch):
