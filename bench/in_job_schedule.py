@@ -123,7 +123,10 @@ def wait_for(what: str, fn, timeout: float, cli=None, job=None, interval: float 
             last_check = time.monotonic()
             st = cli.status(job)
             if st.get("open") is False or st["state"] in ("GAVE_UP", "CANCELLED", "COMPLETED"):
-                raise VariantFailed(f"{job} ended ({st['state']}: {st.get('reason')}) while waiting for {what}")
+                log = cli.run("logs", job, check=False).stdout.splitlines()
+                said = "\n".join([ln for ln in log if ln.startswith(("launcher", "Traceback")) or "Error" in ln][-40:])
+                raise VariantFailed(f"{job} ended ({st['state']}: {st.get('reason')}) while waiting for {what}; "
+                                    f"its job script and errors said:\n{said}")
         time.sleep(interval)
 
 

@@ -7,6 +7,9 @@
   superseded: they are stale (never resumed from) but they are not a zombie's.
 - Moves torn and stale checkpoints aside under ``ROOT/.quarantine/<name>.<UTC time>/``
   (on S3: copied under that prefix, then the originals deleted); never deletes them.
+- Keeps, past KEEP, the checkpoint a torchft replica group restarted alone was told to resume
+  from (the newest ``rejoins`` entry of each group in the current generation's record): the other
+  groups go on saving while it starts, and would otherwise delete it under it.
 - Leaves alone: a torn checkpoint of the current (or a newer) generation that is newer
   than the newest committed one (its writer may still be writing it); a checkpoint with a
   malformed COMMIT.json (needs a human); every framework layout (read-only); anything under
@@ -53,6 +56,18 @@ def _fate(e, newest, current_generation: int, gens) -> Optional[tuple[str, str]]
     return None
 
 
+def rejoin_pins(gens) -> set:
+    """Steps the current generation's replica groups restarted alone resume from (recovery.in_job
+    torchft: ``in-job-restart --rejoin-group`` gives a group the newest commit): each group's newest."""
+    rec = gens.record(gens.generation) if gens is not None else None
+    newest = {}
+    for r in (rec or {}).get("rejoins") or []:
+        step = r.get("committed_step") if isinstance(r, dict) else None
+        if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
+            newest[r.get("group")] = step
+    return set(newest.values())
+
+
 def plan_gc(entries, keep: int, current_generation: int, gens=None):
     """Pure decision: {"kept", "delete", "quarantine", "skipped"}, lists of (Entry, reason).
     With GENS, checkpoints superseded by a fresh run (an earlier run's) are left in place."""
@@ -63,7 +78,10 @@ def plan_gc(entries, keep: int, current_generation: int, gens=None):
     newest = committed[0] if committed else None
     out = {"kept": [], "delete": [], "quarantine": [], "skipped": []}
     out["kept"] = [(e, "one of the %d newest committed" % keep) for e in committed[:keep]]
-    out["delete"] = [(e, "committed, older than the %d kept" % keep) for e in committed[keep:]]
+    pins = rejoin_pins(gens)
+    out["kept"] += [(e, "the resume point of a replica group restarted alone") for e in committed[keep:]
+                    if e.step in pins]
+    out["delete"] = [(e, "committed, older than the %d kept" % keep) for e in committed[keep:] if e.step not in pins]
     for e in ours:
         fate = _fate(e, newest, current_generation, gens)
         if fate is not None:

@@ -135,6 +135,20 @@ def test_a_restarted_group_resumes_from_the_newest_commit_of_its_generation(tmp_
     assert (Path(ex["LAUNCHER_RESUME_FROM"]) / "state").read_text() == "8"
     assert "LAUNCHER_GENERATION" not in ex  # still no new generation
     assert read_generations(open_store(str(root))).generation == 1
+    # the other group goes on saving while the restarted one starts: gc (checkpoint.keep) keeps its
+    # resume point past the kept ones until the group restarts again (seen in the slurm tier: step 12
+    # was gone before the restarted group loaded it)
+    monkeypatch.setenv("LAUNCHER_CKPT_KEEP", "1")
+    for step in (12, 16):
+        with jobside.save(step) as d:
+            (Path(d) / "state").write_text(str(step))
+    assert sorted(p.name for p in root.glob("step-*")) == ["step-000000008.g1", "step-000000016.g1"]
+    rc, out, err = _run(argv + ["--history", ex["_launcher_in_job_history"]], monkeypatch)
+    assert rc == 0 and _exports(out)["LAUNCHER_RESUME_STEP"] == "16", err
+    with jobside.save(20) as d:
+        (Path(d) / "state").write_text("20")
+    # group 0's newest resume point (16) pinned; 8 released with its earlier restart
+    assert sorted(p.name for p in root.glob("step-*")) == ["step-000000016.g1", "step-000000020.g1"]
 
 
 def test_a_group_restart_needs_the_generation_it_belongs_to(tmp_path, monkeypatch):
