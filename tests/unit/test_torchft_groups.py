@@ -143,7 +143,7 @@ def test_a_restarted_group_resumes_from_the_newest_commit_of_its_generation(tmp_
         with jobside.save(step) as d:
             (Path(d) / "state").write_text(str(step))
     assert sorted(p.name for p in root.glob("step-*")) == ["step-000000008.g1", "step-000000016.g1"]
-    rc, out, err = _run(argv + ["--history", ex["_launcher_in_job_history"]], monkeypatch)
+    rc, out, err = _run(argv + ["--history", ex["_launcher_in_job_history"]], {}, monkeypatch)
     assert rc == 0 and _exports(out)["LAUNCHER_RESUME_STEP"] == "16", err
     with jobside.save(20) as d:
         (Path(d) / "state").write_text("20")
