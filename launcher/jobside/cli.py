@@ -177,7 +177,6 @@ def cmd_in_job_restart(a) -> int:
     return 0
 
 
-
 def _rejoin(store, gen, group, rc, failed_at, history, now, latest) -> int:
     """One replica group's step failed and is restarted alone (recovery.in_job kind torchft): the
     other groups train on under generation GEN, so no new generation is started (it would fence
